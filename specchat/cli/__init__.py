@@ -1,0 +1,1 @@
+"""Terminal front ends. No Qt here, so they run headless."""

@@ -1,0 +1,1 @@
+"""The engine and everything around it. Never imports Qt."""

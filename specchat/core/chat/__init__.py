@@ -1,0 +1,1 @@
+"""specchat.core.chat"""

@@ -1,0 +1,197 @@
+"""Loading a GGUF model through llama.cpp's C API, and its vocabulary.
+
+We call the low-level ``llama_cpp`` bindings directly rather than
+``llama_cpp.Llama``: that class owns one context and one sampler, while the
+speculative loop needs two contexts, batched logits and KV surgery.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import llama_cpp
+
+from specchat.core.types import SpecchatError
+
+GGUF_MAGIC = b"GGUF"
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+_LOG_CALLBACK = None  # keep the ctypes callback alive for the process lifetime
+
+
+def ensure_backend() -> None:
+    """Initialise llama.cpp once and route its logging away from stderr."""
+    global _backend_ready, _LOG_CALLBACK
+    with _backend_lock:
+        if _backend_ready:
+            return
+        llama_cpp.llama_backend_init()
+        if not os.environ.get("SPECCHAT_LLAMA_LOG"):
+
+            @llama_cpp.llama_log_callback
+            def _quiet(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+                return None
+
+            _LOG_CALLBACK = _quiet
+            llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+        _backend_ready = True
+
+
+def supports_gpu_offload() -> bool:
+    """Whether this llama.cpp build can offload layers to a GPU (CUDA, Metal, ...)."""
+    ensure_backend()
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def check_gguf_file(path: str | os.PathLike[str]) -> Path:
+    """Raise a one-line SpecchatError unless ``path`` is an existing GGUF file."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise SpecchatError(f"model file not found: {p}")
+    if not p.is_file():
+        raise SpecchatError(f"model path is not a file: {p}")
+    with p.open("rb") as f:
+        magic = f.read(4)
+    if magic != GGUF_MAGIC:
+        raise SpecchatError(f"not a GGUF file (bad magic {magic!r}): {p}")
+    return p
+
+
+ProgressCallback = Callable[[float], bool]
+"""Called with load progress 0..1; return False to abort the load."""
+
+
+class Model:
+    """A loaded llama.cpp model: weights plus vocabulary helpers."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        n_gpu_layers: int = 0,
+        progress: ProgressCallback | None = None,
+        vocab_only: bool = False,
+    ) -> None:
+        ensure_backend()
+        self.path = check_gguf_file(path)
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
+        params.vocab_only = vocab_only
+        if progress is not None:
+
+            @llama_cpp.llama_progress_callback
+            def _cb(fraction: float, user_data: ctypes.c_void_p) -> bool:
+                try:
+                    return bool(progress(float(fraction)))
+                except Exception:  # an exception cannot cross the C boundary
+                    return False
+
+            self._progress_cb = _cb
+            params.progress_callback = _cb
+        self._ptr = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
+        if not self._ptr:
+            raise SpecchatError(f"llama.cpp could not load the model (truncated or corrupt GGUF?): {self.path}")
+        self._vocab = llama_cpp.llama_model_get_vocab(self._ptr)
+        self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(self._ptr)
+        self.bos: int = llama_cpp.llama_vocab_bos(self._vocab)
+        self.eos: int = llama_cpp.llama_vocab_eos(self._vocab)
+        self.eot: int = llama_cpp.llama_vocab_eot(self._vocab)
+        self.add_bos: bool = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self.vocab_type: int = llama_cpp.llama_vocab_type(self._vocab)
+        self._pieces: list[bytes | None] = [None] * self.n_vocab
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self._eog: frozenset[int] | None = None
+
+    # --- lifetime -------------------------------------------------------
+    def close(self) -> None:
+        if getattr(self, "_ptr", None):
+            llama_cpp.llama_model_free(self._ptr)
+            self._ptr = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    @property
+    def ptr(self) -> llama_cpp.llama_model_p:
+        if not self._ptr:
+            raise SpecchatError("model is closed")
+        return self._ptr
+
+    # --- description ----------------------------------------------------
+    @property
+    def description(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        llama_cpp.llama_model_desc(self.ptr, buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    @property
+    def n_params(self) -> int:
+        return int(llama_cpp.llama_model_n_params(self.ptr))
+
+    @property
+    def n_layers(self) -> int:
+        return int(llama_cpp.llama_model_n_layer(self.ptr))
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama_cpp.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            llama_cpp.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    def chat_template(self) -> str | None:
+        raw = llama_cpp.llama_model_chat_template(self.ptr, None)
+        return raw.decode("utf-8", "replace") if raw else None
+
+    # --- vocabulary -----------------------------------------------------
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 8
+        buf = (llama_cpp.llama_token * n_max)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+        if n < 0:
+            n_max = -n
+            buf = (llama_cpp.llama_token * n_max)()
+            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+            if n < 0:
+                raise SpecchatError("tokenization failed")
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """The bytes a token stands for (control tokens render as nothing)."""
+        cached = self._pieces[token]
+        if cached is not None:
+            return cached
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, self._piece_buf, len(self._piece_buf), 0, False)
+        if n < 0:
+            big = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, big, len(big), 0, False)
+            data = big.raw[:n]
+        else:
+            data = self._piece_buf.raw[:n]
+        self._pieces[token] = data
+        return data
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's own spelling of a token (e.g. ``Ġthe``), for fingerprints and tooltips."""
+        return llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
+
+    def is_eog(self, token: int) -> bool:
+        return token in self.eog_tokens
+
+    @property
+    def eog_tokens(self) -> frozenset[int]:
+        """End-of-generation tokens (EOS, EOT, <|im_end|> and the like)."""
+        if self._eog is None:
+            is_eog = llama_cpp.llama_vocab_is_eog
+            self._eog = frozenset(t for t in range(self.n_vocab) if is_eog(self._vocab, t))
+        return self._eog

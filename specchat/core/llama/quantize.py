@@ -1,0 +1,23 @@
+"""Requantize a GGUF file with llama.cpp's own quantizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llama_cpp
+
+from specchat.core.llama.model import check_gguf_file, ensure_backend
+from specchat.core.types import SpecchatError
+
+
+def convert_to_f32(source: Path, dest: Path, *, n_threads: int = 0) -> None:
+    """Write ``source`` re-encoded with every tensor in F32 to ``dest``."""
+    ensure_backend()
+    check_gguf_file(source)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_ALL_F32
+    params.allow_requantize = True
+    params.nthread = n_threads
+    rc = llama_cpp.llama_model_quantize(str(source).encode(), str(dest).encode(), params)
+    if rc != 0:
+        raise SpecchatError(f"llama.cpp could not convert {source.name} to F32 (code {rc})")

@@ -1,0 +1,48 @@
+"""Where specchat keeps its files (platformdirs), overridable for tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "specchat"
+
+
+def _dir(env_var: str, default: str) -> Path:
+    path = Path(os.environ.get(env_var) or default)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dir() -> Path:
+    """Conversations database and converted models (``SPECCHAT_DATA_DIR`` overrides)."""
+    return _dir("SPECCHAT_DATA_DIR", platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def config_dir() -> Path:
+    """Settings file (``SPECCHAT_CONFIG_DIR`` overrides)."""
+    return _dir("SPECCHAT_CONFIG_DIR", platformdirs.user_config_dir(APP_NAME, appauthor=False))
+
+
+def cache_dir() -> Path:
+    """Rebuildable caches such as the GGUF metadata index (``SPECCHAT_CACHE_DIR`` overrides)."""
+    return _dir("SPECCHAT_CACHE_DIR", platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def models_dir() -> Path:
+    """The app's own models folder, inside the data directory."""
+    path = data_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resources_dir() -> Path:
+    """Bundled resources, from a source checkout, a wheel or a frozen build."""
+    import sys
+
+    frozen_root = getattr(sys, "_MEIPASS", None)
+    if frozen_root:
+        return Path(frozen_root) / "specchat" / "resources"
+    return Path(__file__).resolve().parent.parent / "resources"

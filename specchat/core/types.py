@@ -1,0 +1,205 @@
+"""The shared vocabulary: events the engine yields, parameters, statistics.
+
+Everything that crosses from the engine to a front end (terminal, GUI,
+benchmark) is one of the frozen dataclasses below.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class SpecchatError(Exception):
+    """A problem the user can fix; ``str(error)`` is a one-line message."""
+
+
+class TokenKind(str, enum.Enum):
+    """The fate of one token in a reply."""
+
+    PENDING = "pending"  # drafted, not yet checked by the target
+    ACCEPTED = "accepted"  # drafted and accepted by the target
+    REJECTED = "rejected"  # drafted and rejected (shown, never part of the text)
+    TARGET = "target"  # the target's own token: correction or bonus
+
+
+class FinishReason(str, enum.Enum):
+    EOS = "eos"
+    MAX_TOKENS = "max_tokens"
+    STOP_STRING = "stop_string"
+    CANCELLED = "cancelled"
+    CONTEXT_FULL = "context_full"
+    ERROR = "error"
+
+
+class DrafterKind(str, enum.Enum):
+    DRAFT_MODEL = "draft"
+    NGRAM = "ngram"
+    NONE = "none"
+
+
+MAX_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class SamplerParams:
+    """Sampler settings; the same settings shape both the target's p and the draft's q."""
+
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+
+    def __post_init__(self) -> None:
+        if not self.temperature >= 0.0:
+            raise SpecchatError(f"temperature must be 0 or more, got {self.temperature}")
+        if self.top_k < 0:
+            raise SpecchatError(f"top-k must be 0 (off) or more, got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise SpecchatError(f"top-p must be in (0, 1], got {self.top_p}")
+        if not 0.0 <= self.min_p < 1.0:
+            raise SpecchatError(f"min-p must be in [0, 1), got {self.min_p}")
+        if not self.repeat_penalty > 0.0:
+            raise SpecchatError(f"repeat penalty must be above 0, got {self.repeat_penalty}")
+        if self.repeat_last_n < 0:
+            raise SpecchatError(f"repeat-last-n must be 0 or more, got {self.repeat_last_n}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """What to generate: sampler, limits, stops and seed."""
+
+    sampler: SamplerParams = field(default_factory=SamplerParams)
+    max_tokens: int = 512
+    stop_strings: tuple[str, ...] = ()
+    seed: int | None = None
+    draft_p_min: float = 0.0  # stop drafting when the draft's top probability falls below this
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise SpecchatError(f"max tokens must be at least 1, got {self.max_tokens}")
+        if not 0.0 <= self.draft_p_min < 1.0:
+            raise SpecchatError(f"draft p-min must be in [0, 1), got {self.draft_p_min}")
+
+
+def parse_depth(value: str | int) -> int | None:
+    """Parse a speculation depth: an int 0..MAX_DEPTH, or ``"auto"`` (returned as None)."""
+    if isinstance(value, str):
+        if value.strip().lower() == "auto":
+            return None
+        try:
+            value = int(value)
+        except ValueError:
+            raise SpecchatError(f"depth must be a number 0-{MAX_DEPTH} or 'auto', got {value!r}") from None
+    if not 0 <= value <= MAX_DEPTH:
+        raise SpecchatError(f"depth must be between 0 and {MAX_DEPTH} or 'auto', got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """The drafter's proposal for one round, before the target has seen it."""
+
+    round: int
+    tokens: tuple[int, ...]
+    pieces: tuple[str, ...]
+    draft_probs: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The target's verdict on one round's drafts.
+
+    ``accepted`` is a prefix of the drafted tokens, ``rejected`` the rest of
+    them; ``correction`` is the target's own token (replacing the first
+    rejected draft, or the bonus after a full accept), or None when the reply
+    ended inside the accepted run (end of generation, max tokens).
+    """
+
+    round: int
+    depth: int
+    accepted: tuple[int, ...]
+    rejected: tuple[int, ...]
+    correction: int | None
+    accepted_pieces: tuple[str, ...]
+    rejected_pieces: tuple[str, ...]
+    correction_piece: str
+    # Per drafted token (accepted then rejected): the target's and the draft's probability of it.
+    target_probs: tuple[float, ...]
+    draft_probs: tuple[float, ...]
+    # Probability of the correction token under the target's distribution.
+    correction_prob: float = 1.0
+
+    @property
+    def n_accepted(self) -> int:
+        return len(self.accepted)
+
+    @property
+    def committed(self) -> tuple[int, ...]:
+        """Tokens this round added to the reply, in order."""
+        return self.accepted + (() if self.correction is None else (self.correction,))
+
+    @property
+    def text(self) -> str:
+        return "".join(self.accepted_pieces) + self.correction_piece
+
+
+@dataclass
+class GenerationStats:
+    """Counters for one reply."""
+
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    generated: int = 0
+    prompt_tokens: int = 0
+    reused_prompt_tokens: int = 0
+    prompt_seconds: float = 0.0
+    generate_seconds: float = 0.0
+    depth: int = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.generated / self.generate_seconds if self.generate_seconds > 0 else 0.0
+
+    @property
+    def mean_accepted_per_round(self) -> float:
+        return self.accepted / self.rounds if self.rounds else 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "rounds": self.rounds,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "generated": self.generated,
+            "acceptance_rate": round(self.acceptance_rate, 4),
+            "tokens_per_second": round(self.tokens_per_second, 2),
+            "mean_accepted_per_round": round(self.mean_accepted_per_round, 3),
+            "prompt_tokens": self.prompt_tokens,
+            "reused_prompt_tokens": self.reused_prompt_tokens,
+            "prompt_seconds": round(self.prompt_seconds, 4),
+            "wall_seconds": round(self.prompt_seconds + self.generate_seconds, 4),
+            "depth": self.depth,
+        }
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event of a reply."""
+
+    reason: FinishReason
+    stats: GenerationStats
+    message: str = ""
+
+
+Event = Drafted | Verified | Finished

@@ -1,0 +1,81 @@
+"""Fixtures every test can use: isolated app dirs, no network beyond loopback, the demo pair."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
+
+def _is_loopback(address: object) -> bool:
+    if isinstance(address, tuple) and address:
+        host = address[0]
+    elif isinstance(address, (str, bytes)):
+        return True  # AF_UNIX path
+    else:
+        return False
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class NetworkBlocked(OSError):
+    pass
+
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
+        raise NetworkBlocked(f"tests may not reach the network: {address!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
+        raise NetworkBlocked(f"tests may not reach the network: {address!r}")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _block_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+
+
+@pytest.fixture(autouse=True)
+def app_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Point specchat's data, config and cache dirs (and the HF cache) at a temp folder."""
+    dirs = {name: tmp_path / "appdirs" / name for name in ("data", "config", "cache", "hf")}
+    for path in dirs.values():
+        path.mkdir(parents=True)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(dirs["data"]))
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(dirs["config"]))
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(dirs["cache"]))
+    monkeypatch.setenv("HF_HOME", str(dirs["hf"]))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    return dirs
+
+
+@pytest.fixture(scope="session")
+def demo_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("demo-models")
+
+
+@pytest.fixture(scope="session")
+def demo_pair(demo_models_dir: Path) -> "DemoPair":  # noqa: F821
+    """The real demo pair (F32 target, Q4_1 draft), converted once per test session."""
+    from specchat.core.models.demo import provision_demo_pair
+
+    return provision_demo_pair(demo_models_dir)
