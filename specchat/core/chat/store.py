@@ -1,0 +1,314 @@
+"""SQLite persistence of conversations, messages and per-token verdict spans.
+
+One file, ``paths.data_dir()/conversations.sqlite3``, in WAL mode. A reply is
+written as it streams: every verified round is its own transaction, so a
+killed process loses at most the round in flight. An unreadable database file
+is moved aside (never deleted) and a fresh one started; ``store.notice`` then
+holds a one-line message for the user.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specchat.core import paths
+from specchat.core.types import Finished, TokenKind, Verified
+
+log = logging.getLogger(__name__)
+
+DB_FILENAME = "conversations.sqlite3"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY,
+    title TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    finish_reason TEXT,
+    stats TEXT,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, position);
+CREATE TABLE IF NOT EXISTS spans (
+    id INTEGER PRIMARY KEY,
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    target_prob REAL,
+    draft_prob REAL
+);
+CREATE INDEX IF NOT EXISTS spans_by_message ON spans(message_id, seq);
+"""
+
+
+class StoreError(Exception):
+    """A store operation failed; ``str(error)`` is a one-line message."""
+
+
+@dataclass(frozen=True)
+class TokenSpan:
+    """One shown token (or run of text) and its fate."""
+
+    kind: TokenKind
+    text: str
+    round: int = -1
+    target_prob: float | None = None
+    draft_prob: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "text": self.text,
+            "round": self.round,
+            "target_prob": self.target_prob,
+            "draft_prob": self.draft_prob,
+        }
+
+
+def spans_of(verified: Verified) -> list[TokenSpan]:
+    """The spans a verified round shows: accepted drafts, rejected drafts, then the target's token."""
+    spans: list[TokenSpan] = []
+    n_acc = len(verified.accepted_pieces)
+    drafted = list(verified.accepted_pieces) + list(verified.rejected_pieces)
+    for i, piece in enumerate(drafted):
+        kind = TokenKind.ACCEPTED if i < n_acc else TokenKind.REJECTED
+        tp = verified.target_probs[i] if i < len(verified.target_probs) else None
+        dp = verified.draft_probs[i] if i < len(verified.draft_probs) else None
+        spans.append(TokenSpan(kind, piece, verified.round, tp, dp))
+    if verified.correction is not None or verified.correction_piece:
+        spans.append(TokenSpan(TokenKind.TARGET, verified.correction_piece, verified.round, verified.correction_prob, None))
+    return spans
+
+
+@dataclass
+class StoredMessage:
+    id: int
+    role: str
+    content: str
+    spans: list[TokenSpan] = field(default_factory=list)
+    stats: dict[str, Any] | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    id: int
+    title: str
+    created: float
+    updated: float
+
+
+class ConversationStore:
+    """Conversations in one SQLite file. Use from one thread."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or paths.data_dir() / DB_FILENAME
+        self.notice = ""  # one-line message when the file had to be set aside
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError as exc:
+            aside = self._move_aside()
+            self.notice = (
+                f"The conversation database could not be read ({exc}); it was kept as {aside.name} "
+                "and a new one was started."
+            )
+            log.warning(self.notice)
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.executescript(_SCHEMA)
+            row = db.execute("SELECT version FROM schema_version").fetchone()
+            if row is None:
+                db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif row[0] > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"schema version {row[0]} is newer than this app's {SCHEMA_VERSION}")
+            db.execute("SELECT count(*) FROM spans").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _move_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.unreadable-{stamp}")
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            extra = self.path.with_name(self.path.name + suffix)
+            if extra.exists():
+                os.replace(extra, aside.with_name(aside.name + suffix))
+        return aside
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- conversations ---------------------------------------------------------------
+
+    def create_conversation(self, title: str = "New conversation") -> int:
+        now = time.time()
+        cur = self._db.execute(
+            "INSERT INTO conversations (title, created, updated) VALUES (?, ?, ?)", (title, now, now)
+        )
+        return int(cur.lastrowid)
+
+    def conversations(self) -> list[ConversationInfo]:
+        """All conversations, most recently updated first."""
+        rows = self._db.execute("SELECT id, title, created, updated FROM conversations ORDER BY updated DESC, id DESC")
+        return [ConversationInfo(r["id"], r["title"], r["created"], r["updated"]) for r in rows]
+
+    def conversation(self, conversation_id: int) -> ConversationInfo:
+        r = self._db.execute(
+            "SELECT id, title, created, updated FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        if r is None:
+            raise StoreError(f"no conversation with id {conversation_id}")
+        return ConversationInfo(r["id"], r["title"], r["created"], r["updated"])
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        self._db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def delete(self, conversation_id: int) -> None:
+        self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def _touch(self, conversation_id: int) -> None:
+        self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id))
+
+    # -- messages ----------------------------------------------------------------------
+
+    def add_message(self, conversation_id: int, role: str, content: str) -> int:
+        """Append a message (an empty assistant message starts a streamed reply)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            row = self._db.execute(
+                "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).fetchone()
+            cur = self._db.execute(
+                "INSERT INTO messages (conversation_id, position, role, content, created) VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, row[0], role, content, time.time()),
+            )
+            self._touch(conversation_id)
+        return int(cur.lastrowid)
+
+    def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str) -> None:
+        """Add one round's spans and ``text`` to a streamed message, in one transaction."""
+        spans = list(spans)
+        with self._db:
+            self._db.execute("BEGIN")
+            start = self._db.execute(
+                "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
+            ).fetchone()[0]
+            self._db.executemany(
+                "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob)
+                    for i, s in enumerate(spans)
+                ],
+            )
+            self._db.execute("UPDATE messages SET content = content || ? WHERE id = ?", (text, message_id))
+
+    def finish_message(self, message_id: int, finish_reason: str, stats: dict[str, Any]) -> None:
+        self._db.execute(
+            "UPDATE messages SET finish_reason = ?, stats = ? WHERE id = ?",
+            (finish_reason, json.dumps(stats), message_id),
+        )
+
+    def messages(self, conversation_id: int) -> list[StoredMessage]:
+        """The conversation's messages in order, each with its spans."""
+        out: list[StoredMessage] = []
+        rows = self._db.execute(
+            "SELECT id, role, content, finish_reason, stats FROM messages WHERE conversation_id = ? ORDER BY position",
+            (conversation_id,),
+        ).fetchall()
+        for r in rows:
+            spans = [
+                TokenSpan(TokenKind(s["kind"]), s["text"], s["round"], s["target_prob"], s["draft_prob"])
+                for s in self._db.execute(
+                    "SELECT kind, text, round, target_prob, draft_prob FROM spans WHERE message_id = ? ORDER BY seq",
+                    (r["id"],),
+                )
+            ]
+            stats = json.loads(r["stats"]) if r["stats"] else None
+            out.append(StoredMessage(r["id"], r["role"], r["content"], spans, stats, r["finish_reason"]))
+        return out
+
+    def truncate(self, conversation_id: int, keep: int) -> None:
+        """Delete every message after the first ``keep`` (for regenerate and edit)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, keep)
+            )
+            self._touch(conversation_id)
+
+    # -- export ------------------------------------------------------------------------
+
+    def export_json(self, conversation_id: int) -> str:
+        info = self.conversation(conversation_id)
+        data = {
+            "title": info.title,
+            "created": info.created,
+            "messages": [
+                {
+                    "role": m.role,
+                    "content": m.content,
+                    "finish_reason": m.finish_reason,
+                    "stats": m.stats,
+                    "spans": [s.as_dict() for s in m.spans],
+                }
+                for m in self.messages(conversation_id)
+            ],
+        }
+        return json.dumps(data, indent=2, ensure_ascii=False)
+
+    def export_markdown(self, conversation_id: int) -> str:
+        info = self.conversation(conversation_id)
+        parts = [f"# {info.title}", ""]
+        for m in self.messages(conversation_id):
+            parts += [f"**{m.role.capitalize()}**", "", m.content, ""]
+            if m.stats:
+                rate = m.stats.get("acceptance_rate")
+                tps = m.stats.get("tokens_per_second")
+                parts += [f"*{tps} tokens/s, acceptance {rate}*", ""]
+        return "\n".join(parts)
+
+
+class ReplyWriter:
+    """Writes a streamed assistant reply into the store, one transaction per verified round."""
+
+    def __init__(self, store: ConversationStore, conversation_id: int) -> None:
+        self.store = store
+        self.message_id = store.add_message(conversation_id, "assistant", "")
+
+    def feed(self, event: object) -> None:
+        if isinstance(event, Verified):
+            self.store.append_spans(self.message_id, spans_of(event), event.text)
+        elif isinstance(event, Finished):
+            stats = event.stats.as_dict()
+            if event.message:
+                stats["message"] = event.message
+            self.store.finish_message(self.message_id, event.reason.value, stats)

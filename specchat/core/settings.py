@@ -1,0 +1,137 @@
+"""Typed user settings, saved as JSON in the config directory.
+
+Loading never fails: a missing file gives the defaults, and a bad file or an
+odd value falls back to the default field by field, with a logged warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specchat.core import paths
+from specchat.core.types import MAX_DEPTH, DrafterKind
+
+log = logging.getLogger(__name__)
+
+SETTINGS_FILENAME = "settings.json"
+THEMES = ("system", "light", "dark")
+
+
+@dataclass
+class Settings:
+    """Everything the app remembers between runs."""
+
+    last_target: str = ""
+    last_draft: str = ""
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    max_tokens: int = 512
+    depth: int | None = None  # None = auto (adaptive)
+    drafter: DrafterKind = DrafterKind.DRAFT_MODEL
+    hide_rejected: bool = False
+    theme: str = "system"
+    n_ctx: int = 4096
+    window_geometry: str = ""  # base64 of QWidget.saveGeometry()
+    window_state: str = ""  # base64 of QMainWindow.saveState()
+    splitter_state: str = ""
+    baselines: dict[str, float] = field(default_factory=dict)  # pair key -> plain-decoding tokens/s
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["drafter"] = self.drafter.value
+        return data
+
+
+def _check(name: str, value: Any) -> Any:
+    """Return ``value`` converted for field ``name``, or raise ValueError/TypeError."""
+    if name in ("last_target", "last_draft", "window_geometry", "window_state", "splitter_state"):
+        if not isinstance(value, str):
+            raise TypeError("expected a string")
+        return value
+    if name == "temperature":
+        return _number(value, 0.0, 5.0)
+    if name == "top_p":
+        v = _number(value, 0.0, 1.0)
+        if v == 0.0:
+            raise ValueError("must be above 0")
+        return v
+    if name == "top_k":
+        return int(_number(value, 0, 100_000, integer=True))
+    if name == "max_tokens":
+        return int(_number(value, 1, 1_000_000, integer=True))
+    if name == "n_ctx":
+        return int(_number(value, 256, 1 << 20, integer=True))
+    if name == "depth":
+        if value is None or value == "auto":
+            return None
+        return int(_number(value, 0, MAX_DEPTH, integer=True))
+    if name == "drafter":
+        return DrafterKind(value)
+    if name == "hide_rejected":
+        if not isinstance(value, bool):
+            raise TypeError("expected true or false")
+        return value
+    if name == "theme":
+        if value not in THEMES:
+            raise ValueError(f"expected one of {', '.join(THEMES)}")
+        return value
+    if name == "baselines":
+        if not isinstance(value, dict):
+            raise TypeError("expected an object")
+        return {str(k): float(_number(v, 0.0, 1e9)) for k, v in value.items()}
+    raise KeyError(name)
+
+
+def _number(value: Any, low: float, high: float, *, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("expected a number")
+    if integer and not float(value).is_integer():
+        raise ValueError("expected a whole number")
+    if not low <= value <= high:
+        raise ValueError(f"out of range {low}..{high}")
+    return value
+
+
+def settings_path() -> Path:
+    return paths.config_dir() / SETTINGS_FILENAME
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Read settings from ``path`` (default: the config dir), falling back field by field."""
+    path = path or settings_path()
+    settings = Settings()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return settings
+    except (OSError, ValueError) as exc:
+        log.warning("settings file %s is unreadable (%s); using defaults", path, exc)
+        return settings
+    if not isinstance(raw, dict):
+        log.warning("settings file %s does not hold an object; using defaults", path)
+        return settings
+    known = {f.name for f in dataclasses.fields(Settings)}
+    for name, value in raw.items():
+        if name not in known:
+            log.warning("settings: ignoring unknown key %r", name)
+            continue
+        try:
+            setattr(settings, name, _check(name, value))
+        except (TypeError, ValueError) as exc:
+            log.warning("settings: %s=%r is invalid (%s); using the default", name, value, exc)
+    return settings
+
+
+def save_settings(settings: Settings, path: Path | None = None) -> None:
+    """Write settings atomically (temp file, then rename)."""
+    path = path or settings_path()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(settings.to_json(), indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)

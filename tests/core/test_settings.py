@@ -1,0 +1,80 @@
+"""Settings: JSON round trip, and odd values falling back to defaults field by field."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from specchat.core import paths
+from specchat.core.settings import Settings, load_settings, save_settings, settings_path
+from specchat.core.types import DrafterKind
+
+
+def test_defaults_when_missing() -> None:
+    assert load_settings() == Settings()
+
+
+def test_round_trip() -> None:
+    s = Settings(
+        last_target="/m/t.gguf",
+        last_draft="/m/d.gguf",
+        temperature=0.7,
+        top_k=20,
+        top_p=0.8,
+        max_tokens=64,
+        depth=6,
+        drafter=DrafterKind.NGRAM,
+        hide_rejected=True,
+        theme="dark",
+        baselines={"t|d": 12.5},
+    )
+    save_settings(s)
+    assert settings_path() == paths.config_dir() / "settings.json"
+    assert load_settings() == s
+    s.depth = None
+    save_settings(s)
+    assert load_settings().depth is None
+
+
+def test_bad_json_gives_defaults_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    settings_path().write_text("{not json", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert load_settings() == Settings()
+    assert "unreadable" in caplog.text
+
+
+def test_bad_values_fall_back_field_by_field(caplog: pytest.LogCaptureFixture) -> None:
+    settings_path().write_text(
+        json.dumps(
+            {
+                "temperature": -3,
+                "top_k": "many",
+                "top_p": 0.5,
+                "max_tokens": 0,
+                "depth": 99,
+                "drafter": "psychic",
+                "hide_rejected": "yes",
+                "theme": "dark",
+                "last_target": 5,
+                "baselines": [],
+                "mystery": 1,
+            }
+        ),
+        encoding="utf-8",
+    )
+    with caplog.at_level(logging.WARNING):
+        s = load_settings()
+    d = Settings()
+    assert (s.temperature, s.top_k, s.max_tokens, s.depth, s.drafter) == (
+        d.temperature, d.top_k, d.max_tokens, d.depth, d.drafter,
+    )
+    assert s.hide_rejected is False and s.last_target == "" and s.baselines == {}
+    assert s.top_p == 0.5 and s.theme == "dark"
+    assert "temperature" in caplog.text and "mystery" in caplog.text
+
+
+def test_non_object_file_gives_defaults() -> None:
+    settings_path().write_text("[1, 2]", encoding="utf-8")
+    assert load_settings() == Settings()
