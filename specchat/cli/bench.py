@@ -1,10 +1,208 @@
-"""``specchat chat``: one reply streamed to the terminal."""
+"""``specchat bench``: plain target decoding vs speculation over a prompt file, interleaved."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, sampler_from_args
+from specchat.core.types import MAX_DEPTH, Finished, GenerationParams, SpecchatError, Verified, parse_depth
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("bench", help="benchmark plain vs speculative decoding")
-    parser.set_defaults(func=lambda args: 0)
+    parser = sub.add_parser("bench", help="benchmark plain vs speculative decoding over a prompt file")
+    add_model_arguments(parser, draft_required=True)
+    parser.add_argument("--prompts", type=Path, required=True, help="JSONL: one {id, messages} per line")
+    parser.add_argument("--depth", nargs="+", default=["auto"], help=f"depths to try: 0-{MAX_DEPTH} or auto")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=cmd_bench, max_tokens=128)
+
+
+@dataclass
+class RunFigures:
+    tokens: list[int]
+    generated: int
+    seconds: float
+    drafted: int = 0
+    accepted: int = 0
+    rounds: int = 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class PromptResult:
+    id: str
+    depth: str
+    baseline_tokens_per_s: float
+    native_tokens_per_s: float
+    speculative_tokens_per_s: float
+    speedup: float
+    acceptance_rate: float
+    mean_accepted_per_round: float
+    predicted_tokens_per_s: float
+    identical: bool | None
+    tokens: int
+
+
+@dataclass
+class BenchReport:
+    depth: str
+    baseline_tokens_per_s: float = 0.0
+    native_tokens_per_s: float = 0.0
+    speculative_tokens_per_s: float = 0.0
+    speedup: float = 0.0
+    speedup_vs_native: float = 0.0
+    plain_vs_native: float = 0.0
+    acceptance_rate: float = 0.0
+    mean_accepted_per_round: float = 0.0
+    predicted_tokens_per_s: float = 0.0
+    fraction_of_predicted: float = 0.0
+    identical: bool | None = None
+    per_prompt: list[PromptResult] = field(default_factory=list)
+
+
+def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str, str]]]]:
+    if not path.is_file():
+        raise SpecchatError(f"prompts file not found: {path}")
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            out.append((str(obj.get("id", n)), list(obj["messages"])))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise SpecchatError(f"{path}:{n}: expected {{\"id\": ..., \"messages\": [...]}}") from None
+    if not out:
+        raise SpecchatError(f"no prompts in {path}")
+    return out[:limit] if limit else out
+
+
+def run_once(engine: object, messages: list[dict[str, str]], params: GenerationParams, drafter: object,
+             depth: int | None) -> tuple[RunFigures, object]:
+    from specchat.core.chat.session import ChatSession
+    from specchat.core.engine.depth import DepthControl
+
+    session = ChatSession(engine, messages[:-1])  # type: ignore[arg-type]
+    finished: Finished | None = None
+    for event in session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)):  # type: ignore[arg-type]
+        if isinstance(event, Finished):
+            finished = event
+    assert finished is not None
+    if finished.message:
+        raise SpecchatError(finished.message)
+    s = finished.stats
+    return RunFigures(session.last_tokens, s.generated, s.generate_seconds, s.drafted, s.accepted, s.rounds), session
+
+
+def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
+          drafter: object, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
+    """Per depth: every prompt decoded plainly, then speculatively, back to back."""
+    from specchat.core.types import DrafterKind
+
+    reports = []
+    for depth in depths:
+        report = BenchReport(depth="auto" if depth is None else str(depth))
+        tot = {"base_tok": 0, "base_s": 0.0, "nat_tok": 0, "nat_ms": 0.0, "spec_tok": 0, "spec_s": 0.0,
+               "drafted": 0, "accepted": 0, "rounds": 0, "pred_s": 0.0}
+        identical_all: bool | None = True if params.sampler.greedy else None
+        for pid, messages in prompts:
+            ctx = engine.target_context  # type: ignore[attr-defined]
+            ctx.perf_reset()
+            base, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
+            perf = ctx.perf()
+            spec, session = run_once(engine, messages, params, drafter, depth)
+            adaptive = session.adaptive  # type: ignore[attr-defined]
+            predicted = adaptive.predicted_best_rate() if depth is None else adaptive.predicted_rate(depth)
+            identical = base.tokens == spec.tokens if params.sampler.greedy else None
+            if identical is False:
+                identical_all = False
+            native = perf.eval_tokens / (perf.eval_ms / 1000) if perf.eval_ms else 0.0
+            report.per_prompt.append(PromptResult(
+                id=pid, depth=report.depth, baseline_tokens_per_s=round(base.tokens_per_s, 2),
+                native_tokens_per_s=round(native, 2), speculative_tokens_per_s=round(spec.tokens_per_s, 2),
+                speedup=round(spec.tokens_per_s / base.tokens_per_s, 3) if base.tokens_per_s else 0.0,
+                acceptance_rate=round(spec.accepted / spec.drafted, 4) if spec.drafted else 0.0,
+                mean_accepted_per_round=round(spec.accepted / spec.rounds, 3) if spec.rounds else 0.0,
+                predicted_tokens_per_s=round(predicted, 2), identical=identical, tokens=spec.generated,
+            ))
+            tot["base_tok"] += base.generated
+            tot["base_s"] += base.seconds
+            tot["nat_tok"] += perf.eval_tokens
+            tot["nat_ms"] += perf.eval_ms
+            tot["spec_tok"] += spec.generated
+            tot["spec_s"] += spec.seconds
+            tot["drafted"] += spec.drafted
+            tot["accepted"] += spec.accepted
+            tot["rounds"] += spec.rounds
+            tot["pred_s"] += spec.generated / predicted if predicted else 0.0
+            if progress:
+                p = report.per_prompt[-1]
+                print(f"  {pid}: depth {p.depth} {p.speculative_tokens_per_s} vs {p.baseline_tokens_per_s} tok/s",
+                      file=sys.stderr)
+        report.baseline_tokens_per_s = round(tot["base_tok"] / tot["base_s"], 2)
+        report.native_tokens_per_s = round(tot["nat_tok"] / (tot["nat_ms"] / 1000), 2) if tot["nat_ms"] else 0.0
+        report.speculative_tokens_per_s = round(tot["spec_tok"] / tot["spec_s"], 2)
+        report.speedup = round(report.speculative_tokens_per_s / report.baseline_tokens_per_s, 3)
+        if report.native_tokens_per_s:
+            report.speedup_vs_native = round(report.speculative_tokens_per_s / report.native_tokens_per_s, 3)
+            report.plain_vs_native = round(report.baseline_tokens_per_s / report.native_tokens_per_s, 3)
+        report.acceptance_rate = round(tot["accepted"] / tot["drafted"], 4) if tot["drafted"] else 0.0
+        report.mean_accepted_per_round = round(tot["accepted"] / tot["rounds"], 3) if tot["rounds"] else 0.0
+        report.predicted_tokens_per_s = round(tot["spec_tok"] / tot["pred_s"], 2) if tot["pred_s"] else 0.0
+        if report.predicted_tokens_per_s:
+            report.fraction_of_predicted = round(report.speculative_tokens_per_s / report.predicted_tokens_per_s, 3)
+        report.identical = identical_all
+        reports.append(report)
+    return reports
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    depths = [parse_depth(d) for d in args.depth]
+    prompts = load_prompts(args.prompts, args.limit)
+    params = GenerationParams(sampler=sampler_from_args(args), max_tokens=args.max_tokens, seed=args.seed,
+                              draft_p_min=args.draft_p_min)
+    engine = load_engine(args)
+    reports = bench(engine, prompts, params, drafter_from_args(args), depths, progress=not args.json)
+    if args.json:
+        if len(reports) == 1:
+            print(json.dumps(asdict(reports[0])))
+        else:
+            print(json.dumps({"runs": [asdict(r) for r in reports]}))
+    else:
+        print(format_table(reports))
+    return 0
+
+
+def format_table(reports: list[BenchReport]) -> str:
+    head = f"{'prompt':<16}{'depth':>6}{'plain':>9}{'native':>9}{'spec':>9}{'speedup':>9}{'accept':>8}{'acc/rnd':>8}{'ident':>7}"
+    lines = [head, "-" * len(head)]
+    for r in reports:
+        for p in r.per_prompt:
+            lines.append(
+                f"{p.id[:15]:<16}{p.depth:>6}{p.baseline_tokens_per_s:>9.1f}{p.native_tokens_per_s:>9.1f}"
+                f"{p.speculative_tokens_per_s:>9.1f}{p.speedup:>8.2f}x{p.acceptance_rate:>8.0%}"
+                f"{p.mean_accepted_per_round:>8.2f}{_yn(p.identical):>7}"
+            )
+        lines.append(
+            f"{'OVERALL':<16}{r.depth:>6}{r.baseline_tokens_per_s:>9.1f}{r.native_tokens_per_s:>9.1f}"
+            f"{r.speculative_tokens_per_s:>9.1f}{r.speedup:>8.2f}x{r.acceptance_rate:>8.0%}"
+            f"{r.mean_accepted_per_round:>8.2f}{_yn(r.identical):>7}"
+        )
+        lines.append(
+            f"  vs native decode rate: speculative {r.speedup_vs_native:.2f}x, plain {r.plain_vs_native:.1%}; "
+            f"predicted ceiling {r.predicted_tokens_per_s:.1f} tok/s, reached {r.fraction_of_predicted:.0%}"
+        )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _yn(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "NO")

@@ -1,10 +1,198 @@
-"""``specchat chat``: one reply streamed to the terminal."""
+"""``specchat chat``: one reply streamed to the terminal with each token's fate in colour."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from specchat.core.types import (
+    MAX_DEPTH,
+    Drafted,
+    DrafterKind,
+    Event,
+    Finished,
+    GenerationParams,
+    SamplerParams,
+    SpecchatError,
+    Verified,
+    parse_depth,
+)
+
+# ANSI styles; each kind differs by more than hue (underline, strike, bold).
+STYLE_ACCEPTED = "\x1b[32;4m"
+STYLE_TARGET = "\x1b[1m"
+STYLE_REJECTED = "\x1b[31;9m"
+RESET = "\x1b[0m"
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool = False) -> None:
+    """Options shared by ``chat`` and ``bench``: the pair, sampler and limits."""
+    parser.add_argument("--target", required=True, help="target GGUF file")
+    group = parser.add_mutually_exclusive_group(required=draft_required)
+    group.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")
+    group.add_argument("--ngram", action="store_true", help="draft by n-gram lookup in the conversation (no second model)")
+    if not draft_required:
+        group.add_argument("--no-spec", action="store_true", help="plain decoding with the target alone")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--top-k", type=int, default=40)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--min-p", type=float, default=0.05)
+    parser.add_argument("--repeat-penalty", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--n-gpu-layers", type=int, default=0, help="target layers to offload (-1 = all)")
+    parser.add_argument("--draft-gpu-layers", type=int, default=0, help="draft layers to offload (-1 = all)")
+    parser.add_argument("--draft-p-min", type=float, default=0.0, help="stop drafting below this draft confidence")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("chat", help="chat with a target (and draft) model in the terminal")
-    parser.set_defaults(func=lambda args: 0)
+    parser = sub.add_parser("chat", help="one reply in the terminal, drafted tokens coloured by their fate")
+    add_model_arguments(parser)
+    parser.add_argument("--depth", default="4", help=f"draft depth 0-{MAX_DEPTH} or 'auto' (default 4)")
+    parser.add_argument("--messages", type=Path, help="JSON file with a list of {role, content} messages")
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument("--hide-rejected", action="store_true", help="do not show rejected drafts")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
+    parser.add_argument("prompt", nargs="?", help="the user message")
+    parser.set_defaults(func=cmd_chat)
+
+
+def sampler_from_args(args: argparse.Namespace) -> SamplerParams:
+    return SamplerParams(
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+    )
+
+
+def drafter_from_args(args: argparse.Namespace) -> DrafterKind:
+    if getattr(args, "ngram", False):
+        return DrafterKind.NGRAM
+    if getattr(args, "draft", None):
+        return DrafterKind.DRAFT_MODEL
+    return DrafterKind.NONE
+
+
+def load_engine(args: argparse.Namespace):  # -> ChatEngine (imported lazily: loads llama.cpp)
+    from specchat.core.chat.session import ChatEngine
+
+    return ChatEngine.load(
+        args.target, args.draft, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers,
+        draft_gpu_layers=args.draft_gpu_layers, n_threads=args.threads,
+    )
+
+
+def read_messages(args: argparse.Namespace) -> list[dict[str, str]]:
+    if args.messages is not None:
+        try:
+            data = json.loads(args.messages.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SpecchatError(f"messages file not found: {args.messages}") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SpecchatError(f"messages file is not valid JSON: {args.messages}: {exc}") from None
+        if isinstance(data, dict) and "messages" in data:
+            data = data["messages"]
+        if not isinstance(data, list):
+            raise SpecchatError("messages file must hold a JSON list of {role, content} objects")
+        if args.prompt:
+            data.append({"role": "user", "content": args.prompt})
+        return data
+    if args.prompt is None:
+        if sys.stdin.isatty():
+            raise SpecchatError("give a prompt, --messages FILE, or pipe the prompt on standard input")
+        return [{"role": "user", "content": sys.stdin.read()}]
+    return [{"role": "user", "content": args.prompt}]
+
+
+def cancel_on_sigint(cancel: object) -> None:
+    """Ctrl-C cancels the reply between rounds instead of killing the process."""
+
+    def handler(signum: int, frame: object) -> None:
+        cancel.cancel()  # type: ignore[attr-defined]
+
+    signal.signal(signal.SIGINT, handler)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from specchat.core.cancel import CancelToken
+    from specchat.core.chat.session import ChatSession
+    from specchat.core.engine.depth import DepthControl
+
+    depth = parse_depth(args.depth)
+    params = GenerationParams(
+        sampler=sampler_from_args(args), max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
+        seed=args.seed, draft_p_min=args.draft_p_min,
+    )
+    messages = read_messages(args)
+    engine = load_engine(args)
+    ends_with_user = bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "user"
+    session = ChatSession(engine, messages[:-1] if ends_with_user else messages)
+    cancel = CancelToken()
+    cancel_on_sigint(cancel)
+    events = session.reply(messages[-1].get("content") if ends_with_user else None,
+                           params, drafter=drafter_from_args(args), depth=DepthControl(depth), cancel=cancel)
+    if args.json:
+        finished = _drain(events)
+        print(json.dumps({
+            "prompt_text": session.last_prompt_text,
+            "tokens": session.last_tokens,
+            "text": session.messages[-1]["content"],
+            "finish_reason": finished.reason.value,
+            "message": finished.message,
+            "stats": finished.stats.as_dict(),
+        }, ensure_ascii=False))
+    else:
+        finished = stream_to_terminal(events, sys.stdout, hide_rejected=args.hide_rejected,
+                                      colour=sys.stdout.isatty())
+        print(summary_line(finished), file=sys.stderr)
+    return 1 if finished.reason.value == "error" else 0
+
+
+def _drain(events: Iterator[Event]) -> Finished:
+    for event in events:
+        if isinstance(event, Finished):
+            return event
+    raise SpecchatError("the engine stopped without finishing")  # pragma: no cover
+
+
+def stream_to_terminal(events: Iterator[Event], out: TextIO, *, hide_rejected: bool, colour: bool) -> Finished:
+    """Print the reply as it is verified; rejected drafts appear struck through in place."""
+    for event in events:
+        if isinstance(event, Drafted):
+            continue  # terminals cannot take text back cheaply; show verdicts only
+        if isinstance(event, Verified):
+            parts = []
+            acc = "".join(event.accepted_pieces)
+            rej = "".join(event.rejected_pieces)
+            if colour:
+                if acc:
+                    parts.append(STYLE_ACCEPTED + acc + RESET)
+                if rej and not hide_rejected:
+                    parts.append(STYLE_REJECTED + rej + RESET)
+                if event.correction_piece:
+                    parts.append(STYLE_TARGET + event.correction_piece + RESET)
+            else:
+                parts = [acc, event.correction_piece]
+            out.write("".join(parts))
+            out.flush()
+        elif isinstance(event, Finished):
+            out.write("\n")
+            if event.message:
+                print(f"specchat: {event.reason.value}: {event.message}", file=sys.stderr)
+            return event
+    raise SpecchatError("the engine stopped without finishing")  # pragma: no cover
+
+
+def summary_line(finished: Finished) -> str:
+    s = finished.stats
+    return (
+        f"[{finished.reason.value}] {s.generated} tokens, {s.tokens_per_second:.1f} tok/s, "
+        f"acceptance {s.acceptance_rate:.0%} ({s.accepted}/{s.drafted}), "
+        f"{s.mean_accepted_per_round:.2f} accepted/round over {s.rounds} rounds"
+    )

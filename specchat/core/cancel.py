@@ -21,5 +21,3 @@ class CancelToken:
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def __bool__(self) -> bool:  # pragma: no cover - guard against `if token:` mistakes
-        raise TypeError("use token.cancelled, not truthiness")

@@ -195,3 +195,23 @@ class Model:
             is_eog = llama_cpp.llama_vocab_is_eog
             self._eog = frozenset(t for t in range(self.n_vocab) if is_eog(self._vocab, t))
         return self._eog
+
+
+def vocab_mismatch(target: Model, draft: Model) -> str | None:
+    """Why ``draft``'s tokens cannot stand for ``target``'s, or None when they can.
+
+    A draft whose vocabulary extends the target's (or vice versa) by a padded
+    tail is accepted: tokens past the shared range are never accepted.
+    """
+    if target.vocab_type != draft.vocab_type:
+        return f"tokenizer types differ (target type {target.vocab_type}, draft type {draft.vocab_type})"
+    shared = min(target.n_vocab, draft.n_vocab)
+    if abs(target.n_vocab - draft.n_vocab) > max(128, shared // 100):
+        return f"vocabulary sizes differ: target {target.n_vocab} tokens, draft {draft.n_vocab}"
+    for t in range(shared):
+        a, b = target.token_text(t), draft.token_text(t)
+        if a != b:
+            return f"token {t} differs: target {a!r}, draft {b!r}"
+    if target.add_bos != draft.add_bos or (target.add_bos and target.bos != draft.bos):
+        return f"BOS handling differs (target bos={target.bos} add={target.add_bos}, draft bos={draft.bos} add={draft.add_bos})"
+    return None

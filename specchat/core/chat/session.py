@@ -1,0 +1,170 @@
+"""Loaded models and conversations on them.
+
+``ChatEngine`` owns the llama.cpp models and contexts (use it from one
+thread). ``ChatSession`` is one conversation: it renders the chat template,
+reuses the KV cache of the common prefix on both models between turns, and
+streams each reply as engine events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.template import ChatTemplate, validate_messages
+from specchat.core.engine.depth import AdaptiveDepth, DepthControl
+from specchat.core.engine.drafters import make_drafter
+from specchat.core.engine.speculative import TargetSide, generate
+from specchat.core.llama.context import Context
+from specchat.core.llama.model import Model, vocab_mismatch
+from specchat.core.types import (
+    DrafterKind,
+    Event,
+    FinishReason,
+    Finished,
+    GenerationParams,
+    GenerationStats,
+    SpecchatError,
+    Verified,
+)
+
+LoadProgress = Callable[[str, float], bool]
+
+
+class ChatEngine:
+    """A target model (and optionally a draft model) with one context each."""
+
+    def __init__(self, target: Model, draft: Model | None, *, n_ctx: int = 4096, n_threads: int | None = None) -> None:
+        if draft is not None:
+            problem = vocab_mismatch(target, draft)
+            if problem:
+                raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
+        n_ctx = min(n_ctx, target.n_ctx_train) if target.n_ctx_train > 0 else n_ctx
+        self.target = target
+        self.draft = draft
+        self.target_context = Context(target, n_ctx=n_ctx, n_threads=n_threads)
+        self.draft_context = Context(draft, n_ctx=n_ctx, n_threads=n_threads) if draft is not None else None
+        self.template = ChatTemplate(
+            target.chat_template(),
+            bos_token=target.token_text(target.bos) if target.bos >= 0 else "",
+            eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
+        )
+        self.target_side = TargetSide(self.target_context, target.eog_tokens, target.piece)
+
+    @classmethod
+    def load(
+        cls,
+        target: str | Path,
+        draft: str | Path | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_gpu_layers: int = 0,
+        draft_gpu_layers: int = 0,
+        n_threads: int | None = None,
+        progress: LoadProgress | None = None,
+    ) -> ChatEngine:
+        """Load the pair; raises SpecchatError with a one-line message on bad files or an incompatible draft."""
+
+        def stage(name: str) -> Callable[[float], bool] | None:
+            return None if progress is None else (lambda f: progress(name, f))
+
+        target_model = Model(target, n_gpu_layers=n_gpu_layers, progress=stage("target"))
+        draft_model = None
+        if draft is not None:
+            draft_model = Model(draft, n_gpu_layers=draft_gpu_layers, progress=stage("draft"))
+        return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads)
+
+    @property
+    def n_ctx(self) -> int:
+        return self.target_context.n_ctx
+
+    @property
+    def has_draft(self) -> bool:
+        return self.draft is not None
+
+    @property
+    def target_name(self) -> str:
+        return self.target.path.name
+
+    @property
+    def draft_name(self) -> str | None:
+        return self.draft.path.name if self.draft is not None else None
+
+    def tokenize_prompt(self, messages: list[dict[str, str]]) -> tuple[str, list[int]]:
+        text = self.template.render(messages)
+        tokens = self.target.tokenize(text, add_special=True, parse_special=True)
+        if len(tokens) >= self.n_ctx:
+            raise SpecchatError(
+                f"the conversation is {len(tokens)} tokens but the context holds {self.n_ctx}; "
+                "start a new conversation or raise the context size"
+            )
+        return text, tokens
+
+    def close(self) -> None:
+        for obj in (self.draft_context, self.target_context, self.draft, self.target):
+            if obj is not None:
+                obj.close()
+
+
+class ChatSession:
+    """One conversation on an engine."""
+
+    def __init__(self, engine: ChatEngine, messages: list[dict[str, str]] | None = None) -> None:
+        self.engine = engine
+        self.messages: list[dict[str, str]] = [dict(m) for m in messages or []]
+        self.adaptive = AdaptiveDepth()
+        self.last_prompt_text = ""
+        self.last_tokens: list[int] = []
+
+    def reply(
+        self,
+        user_text: str | None,
+        params: GenerationParams,
+        *,
+        drafter: DrafterKind = DrafterKind.DRAFT_MODEL,
+        depth: DepthControl | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[Event]:
+        """Add ``user_text`` (if given) and stream the assistant's reply.
+
+        Checks run before the first event: a bad message list, a prompt that
+        does not fit or a missing draft raise SpecchatError here and leave the
+        conversation unchanged.
+        """
+        messages = self.messages + ([{"role": "user", "content": user_text}] if user_text is not None else [])
+        validate_messages(messages)
+        if messages[-1]["role"] != "user":
+            raise SpecchatError("the last message must be from the user to get a reply")
+        prompt_text, prompt = self.engine.tokenize_prompt(messages)
+        chosen = make_drafter(drafter, self.engine.draft_context)
+        self.messages = messages
+        self.last_prompt_text = prompt_text
+        return self._stream(prompt, params, chosen, depth, cancel)
+
+    def _stream(self, prompt: list[int], params: GenerationParams, drafter: object,
+                depth: DepthControl | None, cancel: CancelToken | None) -> Iterator[Event]:
+        pieces: list[str] = []
+        tokens: list[int] = []
+        try:
+            for event in generate(self.engine.target_side, drafter, prompt, params,  # type: ignore[arg-type]
+                                  depth=depth, cancel=cancel, adaptive=self.adaptive):
+                if isinstance(event, Verified):
+                    pieces.append(event.text)
+                    tokens.extend(event.committed)
+                if isinstance(event, Finished):
+                    self.last_tokens = tokens
+                    self.messages.append({"role": "assistant", "content": "".join(pieces)})
+                yield event
+        except SpecchatError as exc:
+            # Caches may be mid-round; forget them so the next turn starts clean.
+            self.engine.target_context.truncate(0)
+            if self.engine.draft_context is not None:
+                self.engine.draft_context.truncate(0)
+            self.last_tokens = tokens
+            self.messages.append({"role": "assistant", "content": "".join(pieces)})
+            yield Finished(FinishReason.ERROR, GenerationStats(), str(exc))
+
+    def truncate_messages(self, n: int) -> None:
+        """Keep only the first ``n`` messages (edit-and-resend, regenerate)."""
+        del self.messages[n:]

@@ -1,0 +1,122 @@
+"""How many tokens to draft each round: a fixed depth, or an adaptive controller.
+
+The adaptive controller models a round of depth k as taking
+``k * draft_step + verify(k)`` seconds and yielding ``(1 - a^(k+1)) / (1 - a)``
+tokens (a = per-token acceptance probability), and picks the k with the
+highest expected tokens per second. k = 0 is plain decoding, so a poor draft
+makes the controller back off to it; it then probes a small depth now and
+then to notice when the draft starts guessing well again.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from specchat.core.types import MAX_DEPTH
+
+DEFAULT_AUTO_START = 4
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """Expected tokens per round at depth k with i.i.d. acceptance probability alpha."""
+    if k == 0:
+        return 1.0
+    if alpha >= 1.0:
+        return k + 1.0
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+class DepthControl:
+    """A thread-safe knob: a fixed depth, or None for auto. The GUI moves it mid-reply."""
+
+    def __init__(self, depth: int | None = None) -> None:
+        self._lock = threading.Lock()
+        self._requested = depth
+
+    def set(self, depth: int | None) -> None:
+        if depth is not None and not 0 <= depth <= MAX_DEPTH:
+            raise ValueError(f"depth must be 0-{MAX_DEPTH} or None, got {depth}")
+        with self._lock:
+            self._requested = depth
+
+    @property
+    def requested(self) -> int | None:
+        with self._lock:
+            return self._requested
+
+
+class AdaptiveDepth:
+    """Chooses k per round from measured acceptance, draft step cost and verify cost.
+
+    Verify cost is kept per batch size (k + 1 tokens) and filled in between
+    measured sizes with a least-squares line; on a GPU it is nearly flat, on
+    a CPU it grows with the batch, and the controller adapts to either.
+    """
+
+    def __init__(self, *, decay: float = 0.85, probe_every: int = 12, start: int = DEFAULT_AUTO_START,
+                 max_depth: int = MAX_DEPTH) -> None:
+        self.decay = decay
+        self.probe_every = probe_every
+        self.start = start
+        self.max_depth = max_depth
+        # Acceptance as a truncated-geometric count, with a mild prior of 0.6.
+        self._acc = 3.0
+        self._rej = 2.0
+        self._draft_step: float | None = None  # seconds per drafted token
+        self._verify: dict[int, float] = {}  # batch size -> seconds
+        self._rounds_at_zero = 0
+
+    @property
+    def alpha(self) -> float:
+        return self._acc / (self._acc + self._rej)
+
+    def _ema(self, old: float | None, new: float) -> float:
+        return new if old is None else self.decay * old + (1 - self.decay) * new
+
+    def observe(self, n_drafted: int, n_accepted: int, step_seconds: float | None, verify_seconds: float) -> None:
+        """Record one finished round."""
+        if n_drafted > 0:
+            self._acc = self.decay * self._acc + n_accepted
+            self._rej = self.decay * self._rej + (1.0 if n_accepted < n_drafted else 0.0)
+            if step_seconds is not None:
+                self._draft_step = self._ema(self._draft_step, step_seconds)
+        n = n_drafted + 1
+        self._verify[n] = self._ema(self._verify.get(n), verify_seconds)
+
+    def verify_cost(self, n: int) -> float:
+        """Estimated seconds to verify a batch of n tokens."""
+        if n in self._verify:
+            return self._verify[n]
+        if not self._verify:
+            return 1.0
+        sizes = np.array(sorted(self._verify), dtype=float)
+        times = np.array([self._verify[int(x)] for x in sizes])
+        if len(sizes) == 1:
+            # One measured size: assume each extra token adds 30% of a single-token pass (a CPU-like prior).
+            per_token = 0.3 * times[0] / sizes[0]
+            return max(1e-6, float(times[0] + (n - sizes[0]) * per_token))
+        slope, intercept = np.polyfit(sizes, times, 1)
+        return max(1e-6, float(intercept + max(slope, 0.0) * n))
+
+    def predicted_rate(self, k: int) -> float:
+        """Expected tokens per second at depth k under the current estimates."""
+        step = self._draft_step if self._draft_step is not None else 0.3 * self.verify_cost(1)
+        return expected_tokens(self.alpha, k) / (k * step + self.verify_cost(k + 1))
+
+    def choose(self, max_depth: int | None = None) -> int:
+        limit = self.max_depth if max_depth is None else max_depth
+        if 1 not in self._verify:
+            return 0  # the first round measures plain decoding's cost
+        if self._draft_step is None:
+            return min(self.start, limit)
+        best = max(range(limit + 1), key=self.predicted_rate)
+        if best == 0:
+            self._rounds_at_zero += 1
+            if self._rounds_at_zero % self.probe_every == 0:
+                return min(2, limit)
+        return best
+
+    def predicted_best_rate(self) -> float:
+        return max(self.predicted_rate(k) for k in range(self.max_depth + 1))

@@ -1,0 +1,164 @@
+"""Who proposes the drafts: a small model, a lookup in the text so far, or nobody."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from specchat.core.cancel import CancelToken
+from specchat.core.engine.sampling import Distribution, distribution, greedy_token
+from specchat.core.types import DrafterKind, SamplerParams, SpecchatError
+
+
+@dataclass
+class Draft:
+    """One round's proposal: tokens, the distribution each was drawn from, and the time it took."""
+
+    tokens: list[int] = field(default_factory=list)
+    q: list[Distribution] = field(default_factory=list)
+    probs: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    # Mean seconds per draft step in steady state (one decode plus sampling);
+    # None when this round had no representative step (e.g. a long catch-up).
+    step_seconds: float | None = None
+
+
+class Drafter(Protocol):
+    kind: DrafterKind
+
+    def draft(
+        self,
+        tokens: Sequence[int],
+        k: int,
+        sampler: SamplerParams,
+        rng: np.random.Generator,
+        cancel: CancelToken,
+        p_min: float = 0.0,
+    ) -> Draft:
+        """Propose up to ``k`` tokens to follow ``tokens`` (the whole committed sequence)."""
+        ...
+
+
+class NoDrafter:
+    """Plain decoding: never drafts."""
+
+    kind = DrafterKind.NONE
+
+    def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
+              cancel: CancelToken, p_min: float = 0.0) -> Draft:
+        return Draft()
+
+
+class DraftModelDrafter:
+    """A small model with its own llama.cpp context, kept in step with the target's sequence.
+
+    ``context`` is a :class:`specchat.core.llama.context.Context` (duck-typed
+    here so the engine does not import llama.cpp).
+    """
+
+    kind = DrafterKind.DRAFT_MODEL
+
+    def __init__(self, context: object) -> None:
+        self.context = context
+
+    def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
+              cancel: CancelToken, p_min: float = 0.0) -> Draft:
+        out = Draft()
+        if k <= 0:
+            return out
+        started = time.perf_counter()
+        ctx = self.context
+        room = ctx.n_ctx - len(tokens)
+        k = min(k, room)
+        if k <= 0:
+            return out
+        row, reused = ctx.sync(tokens)
+        synced = time.perf_counter()
+        # A sync of 1-2 tokens is the normal per-round catch-up and costs one step;
+        # a longer one (after plain rounds) would distort the step estimate.
+        steady_sync = len(tokens) - reused <= 2
+        decodes = 0
+        history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
+        for i in range(k):
+            q = distribution(row, history, sampler)
+            if sampler.greedy:
+                x = greedy_token(row, history, sampler)
+                q_used = Distribution.one_hot(x)
+                px = q.prob(x)
+            else:
+                x = q.sample(rng)
+                q_used = q
+                px = q.prob(x)
+            if p_min > 0.0 and q.max_prob() < p_min:
+                break
+            out.tokens.append(x)
+            out.q.append(q_used)
+            out.probs.append(px)
+            history.append(x)
+            if i == k - 1 or cancel.cancelled:
+                break
+            row = ctx.decode([x])[0]
+            decodes += 1
+        ended = time.perf_counter()
+        out.seconds = ended - started
+        steps = decodes + (1 if steady_sync else 0)
+        if steps > 0:
+            out.step_seconds = ((ended - started) if steady_sync else (ended - synced)) / steps
+        return out
+
+
+class NgramDrafter:
+    """Prompt lookup: find the latest earlier occurrence of the last n tokens and propose what followed."""
+
+    kind = DrafterKind.NGRAM
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        if not 1 <= min_ngram <= max_ngram:
+            raise SpecchatError(f"bad n-gram range {min_ngram}..{max_ngram}")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+
+    def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
+              cancel: CancelToken, p_min: float = 0.0) -> Draft:
+        out = Draft()
+        if k <= 0:
+            return out
+        started = time.perf_counter()
+        proposal = lookup_continuation(np.asarray(tokens, dtype=np.int64), k, self.max_ngram, self.min_ngram)
+        out.tokens = proposal
+        out.q = [Distribution.one_hot(t) for t in proposal]
+        out.probs = [1.0] * len(proposal)
+        out.seconds = time.perf_counter() - started
+        out.step_seconds = out.seconds / max(1, len(proposal))
+        return out
+
+
+def lookup_continuation(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> list[int]:
+    """Up to k tokens that followed the most recent earlier match of seq's last n-gram."""
+    n_total = len(seq)
+    for n in range(min(max_ngram, n_total - 1), min_ngram - 1, -1):
+        pattern = seq[n_total - n :]
+        # Candidate starts i with seq[i:i+n] == pattern and i + n < n_total (something follows).
+        limit = n_total - n
+        mask = seq[:limit] == pattern[0]
+        for j in range(1, n):
+            mask &= seq[j : limit + j] == pattern[j]
+        starts = np.flatnonzero(mask)
+        if len(starts):
+            follow = int(starts[-1]) + n
+            return [int(t) for t in seq[follow : follow + k]]
+    return []
+
+
+def make_drafter(kind: DrafterKind, draft_context: object | None) -> Drafter:
+    if kind is DrafterKind.DRAFT_MODEL:
+        if draft_context is None:
+            raise SpecchatError("no draft model is loaded; choose n-gram lookup or none")
+        return DraftModelDrafter(draft_context)
+    if kind is DrafterKind.NGRAM:
+        return NgramDrafter()
+    return NoDrafter()
