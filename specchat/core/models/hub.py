@@ -1,0 +1,187 @@
+"""Talking to a Hugging Face hub: endpoint choice, error translation, GGUF search and file lists.
+
+huggingface_hub reads ``HF_ENDPOINT`` once, at import time; :func:`resolve_endpoint`
+reads it at call time and every call here passes the endpoint explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from specchat.core.models.errors import HubAccessError, HubNetworkError, HubNotFoundError
+from specchat.core.types import SpecchatError
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+_SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+_QUANT_RE = re.compile(
+    r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32|TQ\d_\d)(?![A-Za-z0-9])", re.IGNORECASE
+)
+
+
+def resolve_endpoint(endpoint: str | None = None) -> str:
+    """The hub to talk to: ``endpoint`` if given, else ``HF_ENDPOINT``, else huggingface.co."""
+    return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def resolve_token(token: str | None = None) -> str | bool | None:
+    """An explicit token, else ``HF_TOKEN``, else whatever the hub's login stored (``None`` lets it look)."""
+    return token or os.environ.get("HF_TOKEN") or None
+
+
+@dataclass(frozen=True)
+class HubRepo:
+    """One search hit."""
+
+    repo_id: str
+    downloads: int | None
+    likes: int | None
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """A GGUF file in a repository."""
+
+    filename: str
+    size: int | None
+    sha256: str | None
+
+    @property
+    def quant(self) -> str | None:
+        return quant_of(self.filename)
+
+    @property
+    def split(self) -> tuple[int, int] | None:
+        """``(part, of)`` for ``name-0000k-of-0000n.gguf`` files, else None."""
+        m = _SPLIT_RE.search(self.filename)
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def quant_of(filename: str) -> str | None:
+    """The quantisation named in a GGUF file name (``Q4_K_M``, ``Q8_0``, ``F16`` ...), upper-cased."""
+    base = filename.rsplit("/", 1)[-1]
+    base = _SPLIT_RE.sub(".gguf", base)
+    found = _QUANT_RE.findall(base)
+    return found[-1].upper() if found else None
+
+
+def pick_quant_files(files: list[HubFile], quant: str, repo_id: str = "") -> list[HubFile]:
+    """The file(s) of ``quant`` in a repo listing.
+
+    Matching is on the quant as a whole word in the file name, case-insensitive
+    (``q8_0`` matches ``Q8_0`` but ``Q4_0`` does not match ``Q4_0_4_4``).
+    ``mmproj`` (vision projector) files are ignored. A split model
+    (``-00001-of-00003.gguf``) returns all its parts, first shard first; llama.cpp
+    loads it from the first part. When several single files match, the shortest
+    name wins (``model-Q4_K_M.gguf`` over ``model-Q4_K_M-extra.gguf``).
+    """
+    want = re.compile(rf"(?<![A-Za-z0-9]){re.escape(quant)}(?![A-Za-z0-9_])", re.IGNORECASE)
+    hits = [
+        f
+        for f in files
+        if f.filename.lower().endswith(".gguf")
+        and not f.filename.rsplit("/", 1)[-1].lower().startswith("mmproj")
+        and want.search(f.filename)
+    ]
+    if not hits:
+        available = sorted({q for f in files if (q := f.quant)})
+        listed = ", ".join(available) if available else "none recognised"
+        raise HubNotFoundError(f"no {quant} GGUF file in {repo_id or 'the repository'} (quants there: {listed})")
+    singles = [f for f in hits if f.split is None]
+    if singles:
+        return [min(singles, key=lambda f: (len(f.filename), f.filename))]
+    first = min((f for f in hits if f.split and f.split[0] == 1), key=lambda f: f.filename, default=None)
+    if first is None:
+        raise HubNotFoundError(f"the {quant} files in {repo_id} are split but the first part is missing")
+    stem = _SPLIT_RE.sub("", first.filename)
+    return sorted((f for f in hits if _SPLIT_RE.sub("", f.filename) == stem), key=lambda f: f.filename)
+
+
+@contextmanager
+def hub_errors(endpoint: str, repo_id: str, filename: str | None = None) -> Iterator[None]:
+    """Turn huggingface_hub / HTTP exceptions into one-line SpecchatErrors naming the endpoint."""
+    import httpx2
+    from huggingface_hub import errors as hf_errors
+
+    what = f"{repo_id}/{filename}" if filename else repo_id
+    try:
+        yield
+    except SpecchatError:
+        raise
+    except hf_errors.GatedRepoError:
+        raise HubAccessError(
+            f"{repo_id} on {endpoint} is gated: accept its terms on the hub, then set HF_TOKEN or run `hf auth login`"
+        ) from None
+    except hf_errors.RevisionNotFoundError:
+        raise HubNotFoundError(f"revision not found in {repo_id} on {endpoint}") from None
+    except hf_errors.RemoteEntryNotFoundError:
+        raise HubNotFoundError(f"file {filename or '?'} not found in {repo_id} on {endpoint}") from None
+    except hf_errors.RepositoryNotFoundError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        if status == 401:
+            raise HubAccessError(
+                f"{repo_id} on {endpoint} is private or does not exist: set HF_TOKEN or run `hf auth login`"
+            ) from None
+        raise HubNotFoundError(f"repository {repo_id} not found on {endpoint}") from None
+    except hf_errors.HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        if status in (401, 403):
+            raise HubAccessError(
+                f"access to {what} on {endpoint} was refused ({status}): set HF_TOKEN or run `hf auth login`"
+            ) from None
+        if status == 404:
+            raise HubNotFoundError(f"{what} not found on {endpoint}") from None
+        raise HubNetworkError(f"{endpoint} answered {status} for {what}") from None
+    except hf_errors.OfflineModeIsEnabled:
+        raise HubNetworkError(f"offline mode is on (HF_HUB_OFFLINE): cannot reach {endpoint}") from None
+    except (httpx2.TransportError, ConnectionError) as exc:
+        raise HubNetworkError(f"cannot reach {endpoint} ({type(exc).__name__}): is the network down?") from None
+
+
+def _api(endpoint: str, token: str | None):  # type: ignore[no-untyped-def]
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=endpoint, token=resolve_token(token))
+
+
+def search_gguf(query: str, *, limit: int = 20, endpoint: str | None = None, token: str | None = None) -> list[HubRepo]:
+    """Repositories tagged ``gguf`` whose name matches ``query``, most downloaded first."""
+    ep = resolve_endpoint(endpoint)
+    with hub_errors(ep, f"search {query!r}"):
+        found = _api(ep, token).list_models(filter="gguf", search=query, sort="downloads", limit=limit)
+        return [HubRepo(repo_id=m.id, downloads=m.downloads, likes=m.likes) for m in found]
+
+
+def list_gguf_files(
+    repo_id: str, *, revision: str | None = None, endpoint: str | None = None, token: str | None = None
+) -> list[HubFile]:
+    """The ``.gguf`` files of a repository with their sizes and LFS SHA-256, sorted by name."""
+    ep = resolve_endpoint(endpoint)
+    with hub_errors(ep, repo_id):
+        info = _api(ep, token).model_info(repo_id, revision=revision, files_metadata=True)
+    files = []
+    for s in info.siblings or []:
+        if s.rfilename.lower().endswith(".gguf"):
+            size = s.lfs.size if s.lfs else s.size
+            files.append(HubFile(filename=s.rfilename, size=size, sha256=s.lfs.sha256 if s.lfs else None))
+    return sorted(files, key=lambda f: f.filename)
+
+
+def hf_cache_dir() -> Path:
+    """The hub cache folder, read at call time: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ~/.cache/huggingface/hub."""
+    if cache := os.environ.get("HF_HUB_CACHE"):
+        return Path(cache).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
+    )
+    return Path(home).expanduser() / "hub"
+
+
+def repo_cache_folder(cache_dir: Path, repo_id: str) -> Path:
+    """``models--org--name`` inside the hub cache (the layout huggingface_hub uses)."""
+    return cache_dir / ("models--" + repo_id.replace("/", "--"))

@@ -1,0 +1,277 @@
+"""A loopback stand-in for the Hugging Face hub, and tiny GGUF files written on demand."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import numpy as np
+import pytest
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def git_blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(f"blob {len(data)}\0".encode() + data).hexdigest()
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    range: str | None
+    status: int
+    sent: int = 0  # body bytes written to the socket
+
+
+@dataclass
+class FakeHub:
+    """What the server serves and how it misbehaves; tests mutate it freely."""
+
+    repos: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    lfs: set[tuple[str, str]] = field(default_factory=set)  # (repo, filename) served as LFS
+    gated: set[str] = field(default_factory=set)
+    downloads: dict[str, int] = field(default_factory=dict)
+    cut_after: list[int] = field(default_factory=list)  # next GETs of a file drop the connection after N bytes
+    corrupt: set[str] = field(default_factory=set)  # filenames whose body is served with one byte flipped
+    ignore_range: bool = False
+    requests: list[Request] = field(default_factory=list)
+    url: str = ""
+
+    def add(self, repo: str, filename: str, data: bytes, *, lfs: bool = True) -> None:
+        self.repos.setdefault(repo, {})[filename] = data
+        if lfs:
+            self.lfs.add((repo, filename))
+
+    def gets(self, filename: str) -> list[Request]:
+        return [r for r in self.requests if r.method == "GET" and r.path.endswith("/" + filename)]
+
+
+_RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?$")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    hub: FakeHub
+
+    def log_message(self, format: str, *args: object) -> None:  # keep test output clean
+        pass
+
+    def do_HEAD(self) -> None:
+        self._route(head=True)
+
+    def do_GET(self) -> None:
+        self._route(head=False)
+
+    def _route(self, head: bool) -> None:
+        url = urlsplit(self.path)
+        path = unquote(url.path)
+        query = parse_qs(url.query)
+        record = Request("HEAD" if head else "GET", path, self.headers.get("Range"), 200)
+        self.hub.requests.append(record)
+        try:
+            if m := _RESOLVE.match(path):
+                self._resolve(m["repo"], m["file"], head, record)
+            elif m := _INFO.match(path):
+                self._info(m["repo"], "blobs" in query, record)
+            elif path == "/api/models":
+                self._search(query.get("search", [""])[0], record)
+            else:
+                self._error(404, "RepoNotFound", "not found", record)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _error(self, status: int, code: str, message: str, record: Request) -> None:
+        record.status = status
+        body = json.dumps({"error": message}).encode()
+        self.send_response(status)
+        self.send_header("X-Error-Code", code)
+        self.send_header("X-Error-Message", message)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _check_repo(self, repo: str, record: Request) -> bool:
+        if repo in self.hub.gated:
+            self._error(401, "GatedRepo", "Access to this repo is restricted", record)
+            return False
+        if repo not in self.hub.repos:
+            self._error(404, "RepoNotFound", "Repository not found", record)
+            return False
+        return True
+
+    def _json(self, payload: object) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _resolve(self, repo: str, filename: str, head: bool, record: Request) -> None:
+        if not self._check_repo(repo, record):
+            return
+        data = self.hub.repos[repo].get(filename)
+        if data is None:
+            self._error(404, "EntryNotFound", "Entry not found", record)
+            return
+        lfs = (repo, filename) in self.hub.lfs
+        etag = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)
+        body = data
+        if filename in self.hub.corrupt:
+            body = bytes([data[0] ^ 0xFF]) + data[1:]
+        start = 0
+        rng = self.headers.get("Range")
+        if rng and not self.hub.ignore_range:
+            start = int(re.match(r"bytes=(\d+)-", rng).group(1))
+        part = body[start:]
+        record.status = 206 if start else 200
+        self.send_response(record.status)
+        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("ETag", f'"{etag}"')
+        if lfs:
+            self.send_header("X-Linked-Etag", f'"{etag}"')
+            self.send_header("X-Linked-Size", str(len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(len(part)))
+        if start:
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        self.end_headers()
+        if head:
+            return
+        limit = self.hub.cut_after.pop(0) if self.hub.cut_after else None
+        if limit is not None:
+            part = part[:limit]
+        view = memoryview(part)
+        for i in range(0, len(view), 8192):
+            self.wfile.write(view[i : i + 8192])
+            record.sent += len(view[i : i + 8192])
+        if limit is not None:
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _info(self, repo: str, blobs: bool, record: Request) -> None:
+        if not self._check_repo(repo, record):
+            return
+        siblings = []
+        for name, data in sorted(self.hub.repos[repo].items()):
+            entry: dict[str, object] = {"rfilename": name}
+            if blobs:
+                entry["size"] = len(data)
+                entry["blobId"] = git_blob_sha1(data)
+                if (repo, name) in self.hub.lfs:
+                    entry["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
+            siblings.append(entry)
+        self._json({"id": repo, "modelId": repo, "sha": COMMIT, "tags": ["gguf"], "siblings": siblings})
+
+    def _search(self, text: str, record: Request) -> None:
+        hits = [
+            {"id": repo, "modelId": repo, "downloads": self.hub.downloads.get(repo, 0), "likes": 1, "tags": ["gguf"]}
+            for repo in sorted(self.hub.repos)
+            if text.lower() in repo.lower()
+        ]
+        hits.sort(key=lambda h: -h["downloads"])
+        self._json(hits)
+
+
+@pytest.fixture
+def hub() -> Iterator[FakeHub]:
+    """A threaded loopback hub; ``hub.url`` is its endpoint."""
+    from huggingface_hub import close_session
+
+    state = FakeHub()
+    handler = type("Handler", (_Handler,), {"hub": state})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield state
+    finally:
+        close_session()  # drop pooled connections to this server before it goes
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+# --- tiny GGUF files -------------------------------------------------------------------------
+
+BASE_VOCAB = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"tok{i}" for i in range(29)]
+
+
+def write_gguf(
+    path: Path,
+    *,
+    tokens: Sequence[str] = BASE_VOCAB,
+    token_types: Sequence[int] | None = None,
+    tokenizer_model: str = "gpt2",
+    arch: str = "llama",
+    bos: int | None = 1,
+    eos: int | None = 2,
+    eot: int | None = None,
+    add_bos: bool | None = False,
+    context_length: int = 2048,
+    basename: str | None = "TestLM",
+    size_label: str | None = "135M",
+    file_type: int = 7,
+    tensor_elements: int = 64,
+) -> Path:
+    """Write a small but valid GGUF with the given tokenizer and identity; returns ``path``."""
+    import gguf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"{basename or 'model'} {size_label or ''}".strip())
+    if basename:
+        w.add_basename(basename)
+    if size_label:
+        w.add_size_label(size_label)
+    w.add_file_type(file_type)
+    w.add_context_length(context_length)
+    w.add_tokenizer_model(tokenizer_model)
+    w.add_token_list(list(tokens))
+    w.add_token_types(list(token_types) if token_types is not None else [1] * len(tokens))
+    if bos is not None:
+        w.add_bos_token_id(bos)
+    if eos is not None:
+        w.add_eos_token_id(eos)
+    if eot is not None:
+        w.add_eot_token_id(eot)
+    if add_bos is not None:
+        w.add_add_bos_token(add_bos)
+    w.add_tensor("token_embd.weight", np.zeros((tensor_elements // 8, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+class GgufMaker:
+    """``make_gguf(name, **options)`` writes ``write_gguf`` output under the test's temp folder."""
+
+    base_vocab = BASE_VOCAB
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __call__(self, name: str, **options: object) -> Path:
+        return write_gguf(self.root / name, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def make_gguf(tmp_path: Path) -> GgufMaker:
+    return GgufMaker(tmp_path / "ggufs")
