@@ -1,0 +1,369 @@
+"""The conversation view: append-only rich text with one style per token kind.
+
+Engine events are queued by ``feed`` and applied on a ~30 ms timer inside one
+edit block, so the GUI thread never lays out text per token. The view keeps
+its own model of messages and spans, so hiding rejected tokens or a palette
+change re-renders from that model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QAction,
+    QContextMenuEvent,
+    QFont,
+    QFontDatabase,
+    QGuiApplication,
+    QPalette,
+    QTextCharFormat,
+    QTextCursor,
+)
+from PySide6.QtWidgets import QLabel, QTextBrowser, QToolTip, QWidget
+
+from specchat.core.chat.store import TokenSpan, spans_of
+from specchat.core.types import Drafted, Finished, TokenKind, Verified
+
+from .token_styles import PROP_MESSAGE, kind_colour, kind_format, legend_html, span_format
+
+FLUSH_MS = 30
+_FENCE = re.compile(r"```[^\n]*\n.*?(?:```|\Z)", re.DOTALL)
+
+
+@dataclass
+class ViewMessage:
+    """One message as the view shows it; ``spans`` is None for plain text (user messages)."""
+
+    role: str
+    text: str = ""
+    spans: list[TokenSpan] | None = None
+    finished: bool = True
+
+    @property
+    def content(self) -> str:
+        """The message's text (rejected drafts are not part of it)."""
+        if self.spans is None:
+            return self.text
+        return "".join(s.text for s in self.spans if s.kind is not TokenKind.REJECTED)
+
+
+@dataclass
+class _Segment:
+    text: str
+    span: TokenSpan | None
+    code: bool = False
+
+
+def _code_ranges(text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in _FENCE.finditer(text)]
+
+
+def _segments(msg: ViewMessage) -> Iterator[_Segment]:
+    """Split a message into runs, marking those inside ``` fences once the message is finished."""
+    if msg.spans is None:
+        yield _Segment(msg.text, None)
+        return
+    ranges = _code_ranges(msg.content) if msg.finished else []
+    offset = 0
+    for span in msg.spans:
+        committed = span.kind is not TokenKind.REJECTED
+        if not ranges:
+            yield _Segment(span.text, span)
+            continue
+        if not committed:
+            inside = any(a <= offset < b for a, b in ranges)
+            yield _Segment(span.text, span, inside)
+            continue
+        start = 0
+        while start < len(span.text):
+            pos = offset + start
+            inside = any(a <= pos < b for a, b in ranges)
+            bounds = [b for a, b in ranges if a <= pos < b] if inside else [a for a, _ in ranges if a > pos]
+            end = min([len(span.text)] + [x - offset for x in bounds])
+            yield _Segment(span.text[start:end], span, inside)
+            start = end
+        offset += len(span.text)
+
+
+class ChatView(QTextBrowser):
+    """Read-only view of a conversation with live speculative-decoding highlighting."""
+
+    regenerate_requested = Signal()
+    edit_requested = Signal(int)  # index of the user message to edit and resend
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setReadOnly(True)
+        self.setOpenLinks(False)
+        self.setUndoRedoEnabled(False)
+        self.document().setDocumentMargin(10)
+        self.messages: list[ViewMessage] = []
+        self._hide_rejected = False
+        self._queue: list[Drafted | Verified | Finished] = []
+        self._pending: Drafted | None = None
+        self._pending_start: int | None = None
+        self._body_start = 0
+        self._reply_start = 0  # document position where the streaming reply's text begins
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(FLUSH_MS)
+        self._timer.timeout.connect(self.flush)
+        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+
+    # -- public API ----------------------------------------------------------------
+
+    @property
+    def hide_rejected(self) -> bool:
+        return self._hide_rejected
+
+    def set_hide_rejected(self, hide: bool) -> None:
+        if hide != self._hide_rejected:
+            self._hide_rejected = hide
+            self.render()
+
+    @property
+    def streaming(self) -> bool:
+        return bool(self.messages) and not self.messages[-1].finished
+
+    def set_messages(self, messages: Iterable[ViewMessage]) -> None:
+        """Replace the whole conversation."""
+        self._timer.stop()
+        self._queue.clear()
+        self._pending = None
+        self.messages = list(messages)
+        self.render()
+
+    def add_user_message(self, text: str) -> None:
+        self.flush()
+        self.messages.append(ViewMessage("user", text))
+        cursor = self._end_cursor()
+        self._insert_message(cursor, len(self.messages) - 1)
+        self._scroll_to_end()
+
+    def begin_reply(self) -> None:
+        """Start an assistant message that ``feed`` will fill."""
+        self.flush()
+        self.messages.append(ViewMessage("assistant", spans=[], finished=False))
+        cursor = self._end_cursor()
+        self._insert_message(cursor, len(self.messages) - 1)
+        self._reply_start = self._body_start
+        self._pending = None
+        self._pending_start = None
+
+    def feed(self, events: Iterable[Drafted | Verified | Finished]) -> None:
+        """Queue engine events; they are drawn on the next flush (about 30 ms)."""
+        self._queue.extend(events)
+        if self._queue and not self._timer.isActive():
+            self._timer.start()
+
+    def flush(self) -> None:
+        """Apply queued events in one edit block."""
+        self._timer.stop()
+        if not self._queue:
+            return
+        events, self._queue = self._queue, []
+        if not self.streaming:
+            return
+        bar = self.verticalScrollBar()
+        at_end = bar.value() >= bar.maximum() - 4
+        index = len(self.messages) - 1
+        msg = self.messages[index]
+        cursor = self._end_cursor()
+        cursor.beginEditBlock()
+        for i, event in enumerate(events):
+            if isinstance(event, Drafted):
+                self._remove_pending(cursor)
+                self._pending = event
+                later = events[i + 1] if i + 1 < len(events) else None
+                if not (isinstance(later, Verified) and later.round == event.round):
+                    self._insert_pending(cursor, index)
+            elif isinstance(event, Verified):
+                self._remove_pending(cursor)
+                self._pending = None
+                new = spans_of(event)
+                assert msg.spans is not None
+                msg.spans.extend(new)
+                for span in new:
+                    self._insert_segment(cursor, _Segment(span.text, span), index)
+            elif isinstance(event, Finished):
+                self._remove_pending(cursor)
+                self._pending = None
+                msg.finished = True
+                if _code_ranges(msg.content):
+                    cursor.setPosition(self._reply_start)
+                    cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+                    cursor.removeSelectedText()
+                    self._insert_body(cursor, index)
+        cursor.endEditBlock()
+        if at_end:
+            self._scroll_to_end()
+
+    def message_index_at(self, pos: QPoint) -> int | None:
+        """The index of the message under a viewport position."""
+        cursor = self.cursorForPosition(pos)
+        value = cursor.charFormat().property(PROP_MESSAGE)
+        if value is None:
+            cursor.movePosition(QTextCursor.MoveOperation.NextCharacter)
+            value = cursor.charFormat().property(PROP_MESSAGE)
+        return int(value) if value is not None else None
+
+    def format_at(self, position: int) -> QTextCharFormat:
+        """The character format of the character at a document position."""
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(position + 1)
+        return cursor.charFormat()
+
+    def copy_message(self, index: int) -> None:
+        QGuiApplication.clipboard().setText(self.messages[index].content)
+
+    # -- rendering -------------------------------------------------------------------
+
+    def render(self) -> None:
+        """Redraw every message from the model."""
+        self.document().clear()
+        cursor = self._end_cursor()
+        cursor.beginEditBlock()
+        for index in range(len(self.messages)):
+            self._insert_message(cursor, index)
+            if index == len(self.messages) - 1 and self.streaming:
+                self._reply_start = self._body_start
+        self._pending_start = None
+        if self.streaming and self._pending is not None:
+            self._insert_pending(cursor, len(self.messages) - 1)
+        cursor.endEditBlock()
+        self._scroll_to_end()
+
+    def _shown(self, seg: _Segment) -> bool:
+        return not (self._hide_rejected and seg.span is not None and seg.span.kind is TokenKind.REJECTED)
+
+    def _end_cursor(self) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        return cursor
+
+    def _insert_message(self, cursor: QTextCursor, index: int) -> None:
+        msg = self.messages[index]
+        if not self.document().isEmpty():
+            cursor.insertBlock()
+            cursor.insertBlock()
+        header = QTextCharFormat()
+        header.setFontWeight(QFont.Weight.Bold)
+        header.setFontCapitalization(QFont.Capitalization.SmallCaps)
+        header.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
+        header.setProperty(PROP_MESSAGE, index)
+        cursor.insertText("You" if msg.role == "user" else msg.role.capitalize(), header)
+        cursor.insertBlock()
+        self._body_start = cursor.position()
+        self._insert_body(cursor, index)
+
+    def _insert_body(self, cursor: QTextCursor, index: int) -> None:
+        for seg in _segments(self.messages[index]):
+            if self._shown(seg):
+                self._insert_segment(cursor, seg, index)
+
+    def _insert_segment(self, cursor: QTextCursor, seg: _Segment, index: int) -> None:
+        if not seg.text or not self._shown(seg):
+            return
+        if seg.span is None:
+            fmt = QTextCharFormat()
+            fmt.setForeground(self.palette().color(QPalette.ColorRole.Text))
+            fmt.setProperty(PROP_MESSAGE, index)
+        else:
+            fmt = span_format(seg.span, self.palette(), index)
+        if seg.code:
+            fmt.setFontFamilies(self._mono.families())
+        cursor.insertText(seg.text, fmt)
+
+    def _insert_pending(self, cursor: QTextCursor, index: int) -> None:
+        if self._pending is None or not self._pending.pieces:
+            return
+        self._pending_start = cursor.position()
+        fmt = kind_format(TokenKind.PENDING, self.palette())
+        fmt.setProperty(PROP_MESSAGE, index)
+        fmt.setToolTip(f"pending draft · round {self._pending.round}")
+        cursor.insertText("".join(self._pending.pieces), fmt)
+
+    def _remove_pending(self, cursor: QTextCursor) -> None:
+        if self._pending_start is None:
+            return
+        cursor.setPosition(self._pending_start)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        self._pending_start = None
+
+    def _scroll_to_end(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    # -- Qt events ---------------------------------------------------------------------
+
+    def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.ToolTip:
+            cursor = self.cursorForPosition(event.pos())
+            tip = cursor.charFormat().toolTip()
+            if tip:
+                QToolTip.showText(event.globalPos(), tip, self.viewport())
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().viewportEvent(event)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self.render()
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 - Qt override
+        menu = self.createStandardContextMenu(event.pos())
+        index = self.message_index_at(event.pos())
+        for action in self.message_actions(index):
+            menu.addAction(action)
+        menu.exec(event.globalPos())
+        menu.deleteLater()
+
+    def message_actions(self, index: int | None) -> list[QAction]:
+        """Copy / regenerate / edit actions for the message at ``index``."""
+        if index is None or not 0 <= index < len(self.messages):
+            return []
+        actions: list[QAction] = []
+        copy = QAction("Copy message", self)
+        copy.triggered.connect(lambda: self.copy_message(index))
+        actions.append(copy)
+        msg = self.messages[index]
+        busy = self.streaming
+        if msg.role == "assistant" and index == len(self.messages) - 1:
+            regen = QAction("Regenerate reply", self)
+            regen.setEnabled(not busy)
+            regen.triggered.connect(self.regenerate_requested.emit)
+            actions.append(regen)
+        if msg.role == "user":
+            edit = QAction("Edit and resend", self)
+            edit.setEnabled(not busy)
+            edit.triggered.connect(lambda: self.edit_requested.emit(index))
+            actions.append(edit)
+        return actions
+
+
+class TokenLegend(QLabel):
+    """A one-line legend of the token styles, following the palette."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self._update()
+
+    def _update(self) -> None:
+        self.setText(legend_html(self.palette()))
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._update()
+
+
+__all__ = ["ChatView", "TokenLegend", "ViewMessage", "kind_colour"]

@@ -1,0 +1,114 @@
+"""Speculation and sampler controls: depth (or auto), drafter, temperature, top-k, top-p, max tokens."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QSpinBox,
+    QWidget,
+)
+from superqt import QLabeledSlider
+
+from specchat.core.settings import Settings
+from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SamplerParams
+
+DRAFTER_LABELS = {
+    DrafterKind.DRAFT_MODEL: "Draft model",
+    DrafterKind.NGRAM: "N-gram (prompt lookup)",
+    DrafterKind.NONE: "None (plain decoding)",
+}
+
+
+class SpeculationControls(QGroupBox):
+    """Always-visible knobs. ``depth_changed`` carries an int or None (auto)."""
+
+    depth_changed = Signal(object)
+
+    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+        super().__init__("Speculation", parent)
+        form = QFormLayout(self)
+
+        self.depth_slider = QLabeledSlider(Qt.Orientation.Horizontal)
+        self.depth_slider.setRange(0, MAX_DEPTH)
+        self.depth_slider.setToolTip("Tokens the drafter guesses per round (0 = plain decoding)")
+        self.auto_depth = QCheckBox("Auto")
+        self.auto_depth.setToolTip("Let the adaptive controller pick the depth each round")
+        row = QWidget()
+        row_layout = QHBoxLayout(row)
+        row_layout.setContentsMargins(0, 0, 0, 0)
+        row_layout.addWidget(self.depth_slider, 1)
+        row_layout.addWidget(self.auto_depth)
+        form.addRow("Depth", row)
+
+        self.drafter = QComboBox()
+        for kind, label in DRAFTER_LABELS.items():
+            self.drafter.addItem(label, kind)
+        form.addRow("Drafter", self.drafter)
+
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setToolTip("0 = greedy")
+        form.addRow("Temperature", self.temperature)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 1000)
+        self.top_k.setToolTip("0 = off")
+        form.addRow("Top-k", self.top_k)
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        form.addRow("Top-p", self.top_p)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 32768)
+        form.addRow("Max tokens", self.max_tokens)
+
+        self.apply_settings(settings)
+        self.depth_slider.valueChanged.connect(self._emit_depth)
+        self.auto_depth.toggled.connect(self._auto_toggled)
+
+    def apply_settings(self, s: Settings) -> None:
+        self.depth_slider.setValue(4 if s.depth is None else s.depth)
+        self.auto_depth.setChecked(s.depth is None)
+        self.depth_slider.setEnabled(s.depth is not None)
+        self.drafter.setCurrentIndex(list(DRAFTER_LABELS).index(s.drafter))
+        self.temperature.setValue(s.temperature)
+        self.top_k.setValue(s.top_k)
+        self.top_p.setValue(s.top_p)
+        self.max_tokens.setValue(s.max_tokens)
+
+    def store_settings(self, s: Settings) -> None:
+        s.depth = self.depth
+        s.drafter = self.drafter_kind
+        s.temperature = self.temperature.value()
+        s.top_k = self.top_k.value()
+        s.top_p = self.top_p.value()
+        s.max_tokens = self.max_tokens.value()
+
+    @property
+    def depth(self) -> int | None:
+        return None if self.auto_depth.isChecked() else int(self.depth_slider.value())
+
+    @property
+    def drafter_kind(self) -> DrafterKind:
+        return DrafterKind(self.drafter.currentData())
+
+    def generation_params(self) -> GenerationParams:
+        sampler = SamplerParams(
+            temperature=round(self.temperature.value(), 3),
+            top_k=self.top_k.value(),
+            top_p=round(self.top_p.value(), 3),
+        )
+        return GenerationParams(sampler=sampler, max_tokens=self.max_tokens.value())
+
+    def _auto_toggled(self, checked: bool) -> None:
+        self.depth_slider.setEnabled(not checked)
+        self._emit_depth()
+
+    def _emit_depth(self) -> None:
+        self.depth_changed.emit(self.depth)

@@ -1,0 +1,505 @@
+"""The main window: layout, menus and actions, wiring the engine thread to the views and the store."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.store import ConversationStore, ReplyWriter
+from specchat.core.engine.depth import DepthControl
+from specchat.core.settings import Settings, save_settings
+from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats
+
+from .chat_view import ChatView, TokenLegend, ViewMessage
+from .composer import Composer
+from .controls import SpeculationControls
+from .model_picker import ModelPickerDialog
+from .sidebar import ConversationSidebar
+from .stats_panel import StatsPanel
+from .welcome import WelcomeView
+from .worker import EngineHost, ModelInfo, ReplyRequest
+
+log = logging.getLogger(__name__)
+
+
+class MainWindow(QMainWindow):
+    """Conversations on the left, the chat in the middle, speculation controls and stats on the right."""
+
+    models_loaded = Signal(object)  # ModelInfo
+    reply_finished = Signal(object)  # Finished
+    error_shown = Signal(str)
+
+    def __init__(self, settings: Settings, store: ConversationStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.store = store
+        self.host = EngineHost(self)
+        self.model_info: ModelInfo | None = None
+        self.conversation_id: int | None = None
+        self.depth_control = DepthControl(settings.depth)
+        self._writer: ReplyWriter | None = None
+        self._reply_token: CancelToken | None = None
+        self._closing = False
+        self.last_error = ""
+        self.setWindowTitle("specchat")
+        self.resize(1200, 760)
+        self._build()
+        self._build_menus()
+        self._connect()
+        self._restore_window()
+        self.refresh_conversations()
+        if store.notice:
+            self.show_error(store.notice)
+
+    # -- layout ------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.sidebar = ConversationSidebar()
+        self.welcome = WelcomeView()
+        self.chat_view = ChatView()
+        self.chat_view.set_hide_rejected(self.settings.hide_rejected)
+        self.composer = Composer()
+        self.send_button = QPushButton("Send")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the reply (Esc)")
+        self.stop_button.setEnabled(False)
+        self.regenerate_button = QPushButton("Regenerate")
+        self.regenerate_button.setToolTip("Generate the last reply again")
+
+        self.banner = QLabel("")
+        self.banner.setWordWrap(True)
+        self.banner.setStyleSheet("QLabel { padding: 4px; border: 1px solid palette(mid); }")
+        self.banner.hide()
+
+        chat_page = QWidget()
+        chat_layout = QVBoxLayout(chat_page)
+        chat_layout.setContentsMargins(0, 0, 0, 0)
+        chat_layout.addWidget(TokenLegend())
+        chat_layout.addWidget(self.chat_view, 1)
+        row = QHBoxLayout()
+        row.addWidget(self.composer, 1)
+        buttons = QVBoxLayout()
+        for b in (self.send_button, self.stop_button, self.regenerate_button):
+            buttons.addWidget(b)
+        row.addLayout(buttons)
+        chat_layout.addLayout(row)
+
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.welcome)
+        self.stack.addWidget(chat_page)
+        center = QWidget()
+        center_layout = QVBoxLayout(center)
+        center_layout.setContentsMargins(4, 4, 4, 4)
+        center_layout.addWidget(self.banner)
+        center_layout.addWidget(self.stack, 1)
+
+        self.model_label = QLabel("No models loaded")
+        self.model_label.setWordWrap(True)
+        self.controls = SpeculationControls(self.settings)
+        self.stats = StatsPanel()
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(4, 4, 4, 4)
+        right_layout.addWidget(self.model_label)
+        right_layout.addWidget(self.controls)
+        right_layout.addWidget(self.stats, 1)
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.sidebar)
+        self.splitter.addWidget(center)
+        self.splitter.addWidget(right)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([220, 680, 300])
+        self.setCentralWidget(self.splitter)
+
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 100)
+        self.progress.setMaximumWidth(240)
+        self.progress.hide()
+        self.statusBar().addPermanentWidget(self.progress)
+        self._set_busy(False)
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.new_action = file_menu.addAction("&New conversation", QKeySequence.StandardKey.New, self.new_conversation)
+        file_menu.addAction("&Choose models…", QKeySequence.StandardKey.Open, self.open_model_picker)
+        file_menu.addAction("Load the offline &demo pair", self.load_demo)
+        file_menu.addSeparator()
+        file_menu.addAction("Export as &Markdown…", lambda: self.export_conversation("md"))
+        file_menu.addAction("Export as &JSON…", lambda: self.export_conversation("json"))
+        file_menu.addSeparator()
+        file_menu.addAction("&Quit", QKeySequence.StandardKey.Quit, self.close)
+
+        view_menu = self.menuBar().addMenu("&View")
+        self.hide_rejected_action = QAction("&Hide rejected tokens", self, checkable=True)
+        self.hide_rejected_action.setChecked(self.settings.hide_rejected)
+        self.hide_rejected_action.toggled.connect(self.set_hide_rejected)
+        view_menu.addAction(self.hide_rejected_action)
+        theme_menu = view_menu.addMenu("&Theme")
+        group = QActionGroup(self)
+        for theme in ("system", "light", "dark"):
+            action = QAction(theme.capitalize(), self, checkable=True)
+            action.setChecked(theme == self.settings.theme)
+            action.triggered.connect(lambda _=False, t=theme: self.set_theme(t))
+            group.addAction(action)
+            theme_menu.addAction(action)
+        apply_theme(self.settings.theme)
+
+        self.esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
+        self.esc.setContext(Qt.ShortcutContext.WindowShortcut)
+
+    def _connect(self) -> None:
+        w = self.host.worker
+        w.load_progress.connect(self._on_load_progress)
+        w.loaded.connect(self._on_loaded)
+        w.load_failed.connect(self._on_load_failed)
+        w.events.connect(self._on_events)
+        w.failed.connect(self._on_failed)
+        w.baseline_measured.connect(self._on_baseline)
+        self.composer.send_requested.connect(self.send)
+        self.send_button.clicked.connect(self.composer.send)
+        self.stop_button.clicked.connect(self.stop)
+        self.esc.activated.connect(self.stop)
+        self.regenerate_button.clicked.connect(self.regenerate)
+        self.chat_view.regenerate_requested.connect(self.regenerate)
+        self.chat_view.edit_requested.connect(self.edit_message)
+        self.controls.depth_changed.connect(self.depth_control.set)
+        self.stats.measure_requested.connect(self.measure_baseline)
+        self.welcome.demo_requested.connect(self.load_demo)
+        self.welcome.picker_requested.connect(self.open_model_picker)
+        self.sidebar.new_requested.connect(self.new_conversation)
+        self.sidebar.selected.connect(self.open_conversation)
+        self.sidebar.rename_requested.connect(self._rename)
+        self.sidebar.delete_requested.connect(self.delete_conversation)
+
+    # -- models ------------------------------------------------------------------------
+
+    def load_models(self, target: str | Path, draft: str | Path | None = None) -> None:
+        """Load a pair on the engine thread; progress shows in the status bar."""
+        if self.streaming:
+            self.show_error("stop the reply before loading other models")
+            return
+        self._start_loading(f"Loading {Path(target).name}…")
+        self.host.load(str(target), str(draft or ""), self.settings.n_ctx)
+
+    def load_demo(self) -> None:
+        if self.streaming:
+            return
+        self._start_loading("Preparing the offline demo pair…")
+        self.host.load_demo(self.settings.n_ctx)
+
+    def open_model_picker(self) -> ModelPickerDialog:
+        dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self)
+        dialog.load_requested.connect(self.load_models)
+        dialog.setModal(True)
+        dialog.show()
+        return dialog
+
+    def measure_baseline(self) -> None:
+        if self.model_info is not None:
+            self.stats.measure_button.setEnabled(False)
+            self.statusBar().showMessage("Measuring plain decoding…")
+            self.host.measure_baseline()
+
+    def _start_loading(self, message: str) -> None:
+        self.hide_error()
+        self.loading = True
+        self.welcome.set_busy(True)
+        self.welcome.status.setText(message)
+        self.statusBar().showMessage(message)
+        self.progress.setValue(0)
+        self.progress.show()
+        self._set_busy(True)
+
+    def _on_load_progress(self, stage: str, fraction: float) -> None:
+        self.progress.setValue(int(fraction * 100))
+        self.progress.setFormat(f"{stage} %p%")
+
+    def _on_loaded(self, info: ModelInfo) -> None:
+        if self._closing:
+            return
+        self.loading = False
+        self.model_info = info
+        self.progress.hide()
+        self.welcome.set_busy(False)
+        self.settings.last_target, self.settings.last_draft = info.target_path, info.draft_path
+        draft = info.draft_name or "no draft"
+        self.model_label.setText(f"<b>Target</b> {info.target_name}<br><b>Draft</b> {draft}")
+        self.statusBar().showMessage("Models loaded", 5000)
+        self.stats.set_baseline(self.settings.baselines.get(info.pair_key))
+        self.stats.measure_button.setEnabled(True)
+        self.stack.setCurrentIndex(1)
+        self._set_busy(False)
+        self.composer.setFocus()
+        self.models_loaded.emit(info)
+
+    def _on_load_failed(self, message: str) -> None:
+        if self._closing:
+            return
+        self.loading = False
+        self.progress.hide()
+        self.welcome.set_busy(False)
+        self.welcome.status.setText(message)
+        self._set_busy(False)
+        self.show_error(message)
+
+    def _on_baseline(self, pair_key: str, tokens_per_second: float) -> None:
+        if self._closing:
+            return
+        self.settings.baselines[pair_key] = tokens_per_second
+        self.stats.measure_button.setEnabled(True)
+        self.statusBar().showMessage(f"Plain decoding: {tokens_per_second:.1f} tokens/s", 5000)
+        if self.model_info is not None and self.model_info.pair_key == pair_key:
+            self.stats.set_baseline(tokens_per_second)
+
+    # -- conversations -----------------------------------------------------------------
+
+    def refresh_conversations(self) -> None:
+        self.sidebar.set_conversations(self.store.conversations(), self.conversation_id)
+
+    def new_conversation(self) -> None:
+        if self.streaming:
+            return
+        self.conversation_id = self.store.create_conversation()
+        self.chat_view.set_messages([])
+        self.stats.reset()
+        self.refresh_conversations()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        """Show a stored conversation with its highlighting."""
+        if self.streaming or conversation_id == self.conversation_id:
+            return
+        self.conversation_id = conversation_id
+        stored = self.store.messages(conversation_id)
+        self.chat_view.set_messages(
+            ViewMessage(m.role, m.content, list(m.spans) if m.spans else None) for m in stored
+        )
+        last = next((m for m in reversed(stored) if m.role == "assistant"), None)
+        self.stats.show_stats(last.stats if last else None)
+        self.refresh_conversations()
+
+    def _rename(self, conversation_id: int, title: str) -> None:
+        self.store.rename(conversation_id, title)
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        if self.streaming and conversation_id == self.conversation_id:
+            return
+        self.store.delete(conversation_id)
+        if conversation_id == self.conversation_id:
+            self.conversation_id = None
+            self.chat_view.set_messages([])
+            self.stats.reset()
+        self.refresh_conversations()
+
+    def export_conversation(self, kind: str, path: str | None = None) -> None:
+        if self.conversation_id is None:
+            return
+        if path is None:
+            title = self.store.conversation(self.conversation_id).title
+            suggested = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "conversation"
+            pattern = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
+            path, _ = QFileDialog.getSaveFileName(self, "Export conversation", f"{suggested}.{kind}", pattern)
+            if not path:
+                return
+        text = (
+            self.store.export_markdown(self.conversation_id)
+            if kind == "md"
+            else self.store.export_json(self.conversation_id)
+        )
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.show_error(f"could not export: {exc}")
+            return
+        self.statusBar().showMessage(f"Exported to {path}", 5000)
+
+    # -- replies -----------------------------------------------------------------------
+
+    @property
+    def streaming(self) -> bool:
+        return self._writer is not None
+
+    def send(self, text: str) -> None:
+        """Send a user message and stream the reply."""
+        text = text.strip()
+        if not text or self.streaming:
+            return
+        if self.model_info is None:
+            self.show_error("load a model first")
+            return
+        if self.conversation_id is None:
+            self.conversation_id = self.store.create_conversation(text.splitlines()[0][:48])
+        elif not self.chat_view.messages:
+            self.store.rename(self.conversation_id, text.splitlines()[0][:48])
+        history = self._history(self.chat_view.messages)
+        self.store.add_message(self.conversation_id, "user", text)
+        self.chat_view.add_user_message(text)
+        self._start_reply(history, text)
+
+    def regenerate(self) -> None:
+        """Drop the last reply and generate it again."""
+        msgs = self.chat_view.messages
+        if self.streaming or self.model_info is None or self.conversation_id is None:
+            return
+        if len(msgs) < 2 or msgs[-1].role != "assistant" or msgs[-2].role != "user":
+            return
+        keep = len(msgs) - 1
+        self.store.truncate(self.conversation_id, keep)
+        self.chat_view.set_messages(msgs[:keep])
+        self._start_reply(self._history(msgs[: keep - 1]), msgs[keep - 1].content)
+
+    def edit_message(self, index: int) -> None:
+        """Put a user message back in the composer and drop it and everything after it."""
+        msgs = self.chat_view.messages
+        if self.streaming or self.conversation_id is None or not 0 <= index < len(msgs):
+            return
+        text = msgs[index].content
+        self.store.truncate(self.conversation_id, index)
+        self.chat_view.set_messages(msgs[:index])
+        self.composer.setPlainText(text)
+        self.composer.setFocus()
+
+    def stop(self) -> None:
+        """Cancel the streaming reply; it ends within one round."""
+        if self._reply_token is not None:
+            self._reply_token.cancel()
+
+    def _history(self, messages: list[ViewMessage]) -> list[dict[str, str]]:
+        return [{"role": m.role, "content": m.content} for m in messages]
+
+    def _start_reply(self, history: list[dict[str, str]], user_text: str) -> None:
+        assert self.conversation_id is not None
+        self.hide_error()
+        drafter = self.controls.drafter_kind
+        if drafter is DrafterKind.DRAFT_MODEL and self.model_info is not None and not self.model_info.draft_name:
+            drafter = DrafterKind.NGRAM
+            self.statusBar().showMessage("No draft model loaded: using n-gram drafting", 5000)
+        try:
+            params = self.controls.generation_params()
+        except Exception as exc:  # noqa: BLE001 - SpecchatError from bad values, shown as one line
+            self.show_error(str(exc))
+            return
+        self.depth_control.set(self.controls.depth)
+        self._writer = ReplyWriter(self.store, self.conversation_id)
+        self.chat_view.begin_reply()
+        self.stats.reset()
+        self._set_busy(True)
+        request = ReplyRequest(self.conversation_id, history, user_text, params, drafter, self.depth_control)
+        self._reply_token = self.host.generate(request)
+
+    def _on_events(self, batch: list[object]) -> None:
+        if self._closing or self._writer is None:
+            return
+        self.chat_view.feed(batch)
+        self.stats.feed(batch)
+        for event in batch:
+            self._writer.feed(event)
+            if isinstance(event, Finished):
+                self._end_reply(event)
+
+    def _on_failed(self, message: str) -> None:
+        if self._closing:
+            return
+        if self._writer is not None:
+            finished = Finished(FinishReason.ERROR, GenerationStats(), message)
+            self.chat_view.feed([finished])
+            self._writer.feed(finished)
+            self._end_reply(finished)
+        self.show_error(message)
+
+    def _end_reply(self, finished: Finished) -> None:
+        self._writer = None
+        self._reply_token = None
+        self.chat_view.flush()
+        self._set_busy(False)
+        if finished.reason is FinishReason.ERROR and finished.message:
+            self.show_error(finished.message)
+        self.refresh_conversations()
+        self.reply_finished.emit(finished)
+
+    def _set_busy(self, busy: bool) -> None:
+        ready = self.model_info is not None and not busy
+        self.composer.setEnabled(self.model_info is not None and not getattr(self, "loading", False))
+        self.send_button.setEnabled(ready)
+        self.regenerate_button.setEnabled(ready)
+        self.stop_button.setEnabled(self._writer is not None)
+
+    # -- view settings -------------------------------------------------------------------
+
+    def set_hide_rejected(self, hide: bool) -> None:
+        self.settings.hide_rejected = hide
+        self.chat_view.set_hide_rejected(hide)
+
+    def set_theme(self, theme: str) -> None:
+        self.settings.theme = theme
+        apply_theme(theme)
+
+    def show_error(self, message: str) -> None:
+        self.last_error = message
+        self.banner.setText(message)
+        self.banner.show()
+        self.error_shown.emit(message)
+
+    def hide_error(self) -> None:
+        self.banner.hide()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _restore_window(self) -> None:
+        s = self.settings
+        if s.window_geometry:
+            self.restoreGeometry(QByteArray.fromBase64(s.window_geometry.encode()))
+        if s.splitter_state:
+            self.splitter.restoreState(QByteArray.fromBase64(s.splitter_state.encode()))
+
+    def save_settings(self) -> None:
+        s = self.settings
+        self.controls.store_settings(s)
+        s.window_geometry = bytes(self.saveGeometry().toBase64().data()).decode()
+        s.splitter_state = bytes(self.splitter.saveState().toBase64().data()).decode()
+        try:
+            save_settings(s)
+        except OSError as exc:
+            log.warning("could not save settings: %s", exc)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        """Cancel any reply, join the engine thread, save settings; no hang, no traceback."""
+        if not self._closing:
+            self._closing = True
+            self.stop()
+            self.host.shutdown()
+            if self._writer is not None:
+                self._writer.feed(Finished(FinishReason.CANCELLED, GenerationStats(), "window closed"))
+                self._writer = None
+            self.chat_view.flush()
+            self.save_settings()
+        super().closeEvent(event)
+
+
+def apply_theme(theme: str) -> None:
+    """Follow the system colour scheme, or force light/dark (Qt 6.8+; ignored where unsupported)."""
+    hints = QGuiApplication.styleHints()
+    setter = getattr(hints, "setColorScheme", None)
+    if setter is None:
+        return
+    scheme = {
+        "light": Qt.ColorScheme.Light,
+        "dark": Qt.ColorScheme.Dark,
+    }.get(theme, Qt.ColorScheme.Unknown)
+    setter(scheme)

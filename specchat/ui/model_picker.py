@@ -1,0 +1,143 @@
+"""Choose a target/draft pair: by file, from the local library or from the recommended catalog."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+log = logging.getLogger(__name__)
+
+
+class PathField(QWidget):
+    """A line edit with a Browse button for a GGUF file."""
+
+    changed = Signal()
+
+    def __init__(self, placeholder: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.edit = QLineEdit()
+        self.edit.setPlaceholderText(placeholder)
+        browse = QPushButton("Browse…")
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(browse)
+        browse.clicked.connect(self._browse)
+        self.edit.textChanged.connect(self.changed.emit)
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", self.edit.text(), "GGUF models (*.gguf)")
+        if path:
+            self.edit.setText(path)
+
+    @property
+    def path(self) -> str:
+        return self.edit.text().strip()
+
+
+class ModelPickerDialog(QDialog):
+    """Emits ``load_requested(target, draft)``; the caller loads on the engine thread."""
+
+    load_requested = Signal(str, str)
+
+    def __init__(self, target: str = "", draft: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Choose models")
+        self.resize(720, 460)
+        layout = QVBoxLayout(self)
+        self.tabs = QTabWidget()
+        layout.addWidget(self.tabs, 1)
+
+        files = QWidget()
+        form = QFormLayout(files)
+        self.target_field = PathField("target model (.gguf), the big one")
+        self.draft_field = PathField("draft model (.gguf), optional, the small one")
+        self.target_field.edit.setText(target)
+        self.draft_field.edit.setText(draft)
+        form.addRow("Target", self.target_field)
+        form.addRow("Draft", self.draft_field)
+        self.verdict = QLabel("")
+        self.verdict.setWordWrap(True)
+        form.addRow("Compatibility", self.verdict)
+        self.tabs.addTab(files, "Files")
+        self._add_optional_tabs()
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.load_button = buttons.addButton("Load pair", QDialogButtonBox.ButtonRole.AcceptRole)
+        buttons.accepted.connect(self._load_files)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+        self.target_field.changed.connect(self._update_verdict)
+        self.draft_field.changed.connect(self._update_verdict)
+        self._update_verdict()
+
+    def _add_optional_tabs(self) -> None:
+        """Catalog and library tabs, when those services are available."""
+        try:
+            from specchat.ui.model_sources import add_source_tabs
+        except ImportError:
+            return
+        try:
+            add_source_tabs(self)
+        except Exception:  # noqa: BLE001 - the picker must open even if a model service breaks
+            log.exception("could not list catalog/library models")
+
+    def request(self, target: str, draft: str) -> None:
+        self.load_requested.emit(target, draft)
+        self.accept()
+
+    def _load_files(self) -> None:
+        if self.target_field.path:
+            self.request(self.target_field.path, self.draft_field.path)
+
+    def _update_verdict(self) -> None:
+        target, draft = self.target_field.path, self.draft_field.path
+        self.load_button.setEnabled(bool(target))
+        self.verdict.setText(compatibility_text(target, draft))
+
+
+def compatibility_text(target: str, draft: str) -> str:
+    """A one-line verdict on a pair, before it is loaded."""
+    if not target:
+        return "choose a target model"
+    if not Path(target).expanduser().is_file():
+        return "target file not found"
+    if not draft:
+        return "no draft: n-gram drafting or plain decoding only"
+    if not Path(draft).expanduser().is_file():
+        return "draft file not found"
+    try:
+        from specchat.core.models import compat  # type: ignore[attr-defined]
+    except ImportError:
+        return "will be checked when loaded (same vocabulary needed)"
+    try:
+        return compat_verdict_text(compat, target, draft)
+    except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
+        return f"cannot check: {exc}"
+
+
+def compat_verdict_text(compat: object, target: str, draft: str) -> str:
+    """Adapter over the compatibility module (kept tiny so its API can move)."""
+    check = getattr(compat, "check_pair", None) or getattr(compat, "check_compatibility", None)
+    if check is None:
+        return "will be checked when loaded (same vocabulary needed)"
+    verdict = check(target, draft)
+    ok = getattr(verdict, "ok", getattr(verdict, "compatible", None))
+    message = getattr(verdict, "message", None) or getattr(verdict, "reason", None) or str(verdict)
+    prefix = "" if ok is None else ("✓ compatible: " if ok else "✗ not compatible: ")
+    return f"{prefix}{message}"

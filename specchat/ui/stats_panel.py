@@ -1,0 +1,159 @@
+"""Live figures for the current reply and a chart of accepted tokens per round."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
+from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from specchat.core.types import Drafted, Finished, GenerationStats, Verified
+
+ASSUMED_DRAFT_COST = 0.1  # draft step / target step, for the speedup estimate before a measurement
+
+
+def estimated_speedup(rounds: int, drafted: int, generated: int) -> float:
+    """Tokens per target pass, discounted by an assumed draft cost: a rough guide until measured."""
+    if rounds == 0:
+        return 0.0
+    per_round = generated / rounds
+    return per_round / (1.0 + ASSUMED_DRAFT_COST * drafted / rounds)
+
+
+class StatsPanel(QGroupBox):
+    """Tokens/s, acceptance, mean accepted per round, depth, speedup, and a per-round chart."""
+
+    measure_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("This reply", parent)
+        layout = QVBoxLayout(self)
+        form = QFormLayout()
+        self.tokens_per_second = QLabel("–")
+        self.acceptance = QLabel("–")
+        self.mean_accepted = QLabel("–")
+        self.depth = QLabel("–")
+        self.speedup = QLabel("–")
+        self.speedup.setToolTip("Against plain decoding of this pair (no drafter)")
+        form.addRow("Tokens/s", self.tokens_per_second)
+        form.addRow("Acceptance", self.acceptance)
+        form.addRow("Accepted/round", self.mean_accepted)
+        form.addRow("Depth", self.depth)
+        form.addRow("Speedup", self.speedup)
+        layout.addLayout(form)
+        self.measure_button = QPushButton("Measure plain decoding")
+        self.measure_button.setToolTip("Time this pair without a drafter once, to turn the estimate into a measurement")
+        self.measure_button.clicked.connect(self.measure_requested.emit)
+        layout.addWidget(self.measure_button)
+
+        self.series = QLineSeries()
+        self.series.setName("accepted per round")
+        chart = QChart()
+        chart.addSeries(self.series)
+        chart.legend().hide()
+        chart.setMargins(chart.margins() * 0)
+        self.x_axis = QValueAxis()
+        self.x_axis.setLabelFormat("%d")
+        self.x_axis.setTitleText("round")
+        self.y_axis = QValueAxis()
+        self.y_axis.setLabelFormat("%d")
+        self.y_axis.setTitleText("accepted")
+        chart.addAxis(self.x_axis, Qt.AlignmentFlag.AlignBottom)
+        chart.addAxis(self.y_axis, Qt.AlignmentFlag.AlignLeft)
+        self.series.attachAxis(self.x_axis)
+        self.series.attachAxis(self.y_axis)
+        self.chart_view = QChartView(chart)
+        self.chart_view.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self.chart_view.setMinimumHeight(160)
+        layout.addWidget(self.chart_view, 1)
+
+        self.baseline: float | None = None  # plain decoding tokens/s, once measured
+        self.reset()
+
+    def reset(self) -> None:
+        """Start counting a new reply."""
+        self.rounds = 0
+        self.drafted = 0
+        self.accepted = 0
+        self.generated = 0
+        self.current_depth = 0
+        self.points: list[QPointF] = []
+        self._started = time.monotonic()
+        self._final: GenerationStats | None = None
+        self.series.clear()
+        self._update_axes()
+        self._show()
+
+    def set_baseline(self, tokens_per_second: float | None) -> None:
+        self.baseline = tokens_per_second
+        self._show()
+
+    def feed(self, events: list[object]) -> None:
+        changed = False
+        for event in events:
+            if isinstance(event, Verified):
+                self.rounds += 1
+                self.drafted += len(event.accepted) + len(event.rejected)
+                self.accepted += len(event.accepted)
+                self.generated += len(event.committed)
+                self.current_depth = event.depth
+                self.points.append(QPointF(event.round, len(event.accepted)))
+                changed = True
+            elif isinstance(event, Drafted):
+                self.current_depth = len(event.tokens)
+            elif isinstance(event, Finished):
+                self._final = event.stats
+        if changed:
+            self.series.replace(self.points)
+            self._update_axes()
+        self._show()
+
+    def show_stats(self, stats: dict[str, float | int] | None) -> None:
+        """Show a stored reply's figures (no chart)."""
+        self.reset()
+        if stats:
+            self._final = GenerationStats(
+                rounds=int(stats.get("rounds", 0)),
+                drafted=int(stats.get("drafted", 0)),
+                accepted=int(stats.get("accepted", 0)),
+                generated=int(stats.get("generated", 0)),
+                generate_seconds=(
+                    float(stats.get("generated", 0)) / float(stats["tokens_per_second"])
+                    if stats.get("tokens_per_second")
+                    else 0.0
+                ),
+                depth=int(stats.get("depth", 0)),
+            )
+            self.rounds, self.drafted = self._final.rounds, self._final.drafted
+            self.accepted, self.generated = self._final.accepted, self._final.generated
+            self.current_depth = self._final.depth
+        self._show()
+
+    @property
+    def live_tokens_per_second(self) -> float:
+        if self._final is not None and self._final.tokens_per_second > 0:
+            return self._final.tokens_per_second
+        elapsed = time.monotonic() - self._started
+        return self.generated / elapsed if elapsed > 0 else 0.0
+
+    def _update_axes(self) -> None:
+        self.x_axis.setRange(0, max(8, self.points[-1].x() if self.points else 0))
+        top = max([4.0] + [p.y() for p in self.points])
+        self.y_axis.setRange(0, top)
+
+    def _show(self) -> None:
+        if self.rounds == 0:
+            for label in (self.tokens_per_second, self.acceptance, self.mean_accepted, self.depth, self.speedup):
+                label.setText("–")
+            return
+        tps = self.live_tokens_per_second
+        self.tokens_per_second.setText(f"{tps:.1f}")
+        self.acceptance.setText(f"{self.accepted / self.drafted:.0%}" if self.drafted else "n/a (no drafts)")
+        self.mean_accepted.setText(f"{self.accepted / self.rounds:.2f}")
+        self.depth.setText(str(self.current_depth))
+        if self.baseline:
+            self.speedup.setText(f"×{tps / self.baseline:.2f} (measured)")
+        else:
+            self.speedup.setText(f"≈ ×{estimated_speedup(self.rounds, self.drafted, self.generated):.2f} (estimate)")

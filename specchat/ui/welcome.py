@@ -1,0 +1,46 @@
+"""The first-run page: offer the offline demo pair or the model picker."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+
+class WelcomeView(QWidget):
+    """Shown while no models are loaded."""
+
+    demo_requested = Signal()
+    picker_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.addStretch(1)
+        title = QLabel("<h2>Welcome to specchat</h2>")
+        title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(title)
+        blurb = QLabel(
+            "A small draft model guesses the next few tokens and the big target model checks them "
+            "in one pass. Every guess is shown as it is accepted or rejected.\n\n"
+            "Start with the offline demo pair (SmolLM2-135M, no download), or choose your own models."
+        )
+        blurb.setWordWrap(True)
+        blurb.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(blurb)
+        self.demo_button = QPushButton("Try the offline demo pair")
+        self.demo_button.setDefault(True)
+        self.picker_button = QPushButton("Choose models…")
+        for button in (self.demo_button, self.picker_button):
+            button.setMinimumWidth(260)
+            layout.addWidget(button, 0, Qt.AlignmentFlag.AlignHCenter)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.status.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(self.status)
+        layout.addStretch(2)
+        self.demo_button.clicked.connect(self.demo_requested.emit)
+        self.picker_button.clicked.connect(self.picker_requested.emit)
+
+    def set_busy(self, busy: bool) -> None:
+        self.demo_button.setEnabled(not busy)
+        self.picker_button.setEnabled(not busy)

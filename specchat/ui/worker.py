@@ -1,0 +1,258 @@
+"""The engine's own thread: loads models and runs reply generators, emitting batched signals.
+
+``EngineWorker`` lives on a QThread and is the only object that touches the
+``ChatEngine``. ``EngineHost`` lives on the GUI thread, owns that thread and
+forwards requests as queued signals. Cancel is a ``CancelToken`` set directly
+from the GUI thread, never a queued slot: the worker's loop is busy while a
+reply streams, so a queued call would only run after it ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.session import ChatEngine, ChatSession
+from specchat.core.engine.depth import DepthControl
+from specchat.core.types import (
+    Drafted,
+    DrafterKind,
+    Finished,
+    GenerationParams,
+    SamplerParams,
+    SpecchatError,
+)
+
+log = logging.getLogger(__name__)
+
+BATCH_SECONDS = 0.03
+BASELINE_PROMPT = "Write a short paragraph about the sea."
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What is loaded, as the GUI shows it."""
+
+    target_path: str
+    draft_path: str
+    target_name: str
+    draft_name: str | None
+
+    @property
+    def pair_key(self) -> str:
+        return f"{self.target_path}|{self.draft_path}"
+
+
+@dataclass
+class ReplyRequest:
+    """One reply to generate: the history before it, the new user text (None to regenerate)."""
+
+    conversation_id: int
+    history: list[dict[str, str]]
+    user_text: str | None
+    params: GenerationParams
+    drafter: DrafterKind = DrafterKind.DRAFT_MODEL
+    depth: DepthControl = field(default_factory=DepthControl)
+
+
+class EngineWorker(QObject):
+    """Owns the ChatEngine on the engine thread."""
+
+    load_progress = Signal(str, float)
+    loaded = Signal(object)  # ModelInfo
+    load_failed = Signal(str)
+    events = Signal(list)  # a batch of Drafted / Verified / Finished
+    failed = Signal(str)  # a reply could not start or broke; one line
+    baseline_measured = Signal(str, float)  # pair key, plain-decoding tokens/s
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine: ChatEngine | None = None
+        self.info: ModelInfo | None = None
+        self._session: ChatSession | None = None
+        self._session_conversation = -1
+
+    @Slot(str, str, int, object)
+    def load(self, target: str, draft: str, n_ctx: int, cancel: CancelToken) -> None:
+        self.close_engine()
+
+        def progress(stage: str, fraction: float) -> bool:
+            self.load_progress.emit(stage, float(fraction))
+            return not cancel.cancelled
+
+        try:
+            engine = ChatEngine.load(target, draft or None, n_ctx=n_ctx, progress=progress)
+        except SpecchatError as exc:
+            self.load_failed.emit(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
+            log.exception("model load failed")
+            self.load_failed.emit(f"could not load the models: {exc}")
+            return
+        if cancel.cancelled:
+            engine.close()
+            self.load_failed.emit("loading was cancelled")
+            return
+        self.engine = engine
+        self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name)
+        self.loaded.emit(self.info)
+
+    @Slot(int, object)
+    def load_demo(self, n_ctx: int, cancel: CancelToken) -> None:
+        """Provision the offline demo pair (converting its target on first use), then load it."""
+        from specchat.core.models.demo import provision_demo_pair
+
+        self.load_progress.emit("preparing the demo pair", 0.0)
+        try:
+            pair = provision_demo_pair()
+        except SpecchatError as exc:
+            self.load_failed.emit(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
+            log.exception("demo pair provisioning failed")
+            self.load_failed.emit(f"could not prepare the demo pair: {exc}")
+            return
+        self.load(str(pair.target), str(pair.draft), n_ctx, cancel)
+
+    @Slot(object, object)
+    def generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
+        if self.engine is None:
+            self.failed.emit("no model is loaded")
+            return
+        if cancel.cancelled:
+            self.failed.emit("cancelled before it started")
+            return
+        try:
+            session = self._session_for(request)
+            stream = session.reply(
+                request.user_text, request.params, drafter=request.drafter, depth=request.depth, cancel=cancel
+            )
+            self._pump(stream)
+        except SpecchatError as exc:
+            self._session = None
+            self.failed.emit(str(exc))
+        except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
+            log.exception("generation failed")
+            self._session = None
+            self.failed.emit(f"generation failed: {exc}")
+
+    def _pump(self, stream: object) -> None:
+        """Forward events in batches: after each draft (so ghost text shows during verify), else every 30 ms."""
+        batch: list[object] = []
+        last = time.monotonic()
+        for event in stream:  # type: ignore[attr-defined]
+            batch.append(event)
+            now = time.monotonic()
+            if (
+                isinstance(event, Finished)
+                or (isinstance(event, Drafted) and event.tokens)
+                or now - last >= BATCH_SECONDS
+            ):
+                self.events.emit(batch)
+                batch = []
+                last = now
+        if batch:
+            self.events.emit(batch)
+
+    def _session_for(self, request: ReplyRequest) -> ChatSession:
+        assert self.engine is not None
+        session = self._session
+        if (
+            session is not None
+            and self._session_conversation == request.conversation_id
+            and session.messages[: len(request.history)] == request.history
+        ):
+            session.truncate_messages(len(request.history))
+            return session
+        self._session = ChatSession(self.engine, request.history)
+        self._session_conversation = request.conversation_id
+        return self._session
+
+    @Slot(int, object)
+    def measure_baseline(self, max_tokens: int, cancel: CancelToken) -> None:
+        """Time plain decoding (no drafter) on this pair, for the speedup figure."""
+        if self.engine is None or self.info is None:
+            return
+        params = GenerationParams(sampler=SamplerParams(temperature=0.0), max_tokens=max_tokens)
+        try:
+            session = ChatSession(self.engine)
+            finished: Finished | None = None
+            for event in session.reply(BASELINE_PROMPT, params, drafter=DrafterKind.NONE, cancel=cancel):
+                if isinstance(event, Finished):
+                    finished = event
+        except SpecchatError as exc:
+            log.warning("baseline measurement failed: %s", exc)
+            return
+        finally:
+            self._session = None  # the contexts now hold the baseline's tokens
+        if finished is not None and finished.stats.tokens_per_second > 0 and not cancel.cancelled:
+            self.baseline_measured.emit(self.info.pair_key, finished.stats.tokens_per_second)
+
+    def close_engine(self) -> None:
+        self._session = None
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+            self.info = None
+
+
+class EngineHost(QObject):
+    """GUI-side owner of the engine thread; every method is called on the GUI thread."""
+
+    _load = Signal(str, str, int, object)
+    _load_demo = Signal(int, object)
+    _generate = Signal(object, object)
+    _baseline = Signal(int, object)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.thread = QThread()
+        self.thread.setObjectName("specchat-engine")
+        self.worker = EngineWorker()
+        self.worker.moveToThread(self.thread)
+        self._load.connect(self.worker.load)
+        self._load_demo.connect(self.worker.load_demo)
+        self._generate.connect(self.worker.generate)
+        self._baseline.connect(self.worker.measure_baseline)
+        self._tokens: list[CancelToken] = []
+        self.thread.start()
+        self._closed = False
+
+    def load(self, target: str, draft: str = "", n_ctx: int = 4096) -> None:
+        self._load.emit(target, draft, n_ctx, self._token())
+
+    def load_demo(self, n_ctx: int = 4096) -> None:
+        self._load_demo.emit(n_ctx, self._token())
+
+    def generate(self, request: ReplyRequest) -> CancelToken:
+        token = self._token()
+        self._generate.emit(request, token)
+        return token
+
+    def measure_baseline(self, max_tokens: int = 48) -> None:
+        self._baseline.emit(max_tokens, self._token())
+
+    def cancel(self) -> None:
+        """Stop whatever runs or waits on the engine thread (takes effect within one round)."""
+        for token in self._tokens:
+            token.cancel()
+        self._tokens.clear()
+
+    def _token(self) -> CancelToken:
+        token = CancelToken()
+        self._tokens = [t for t in self._tokens if not t.cancelled][-8:] + [token]
+        return token
+
+    def shutdown(self) -> None:
+        """Cancel, stop the thread, wait for it, then free the models. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self.cancel()
+        self.thread.quit()
+        self.thread.wait()
+        self.worker.close_engine()  # the thread has ended: no other thread can touch the engine now

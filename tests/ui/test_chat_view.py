@@ -1,0 +1,186 @@
+"""The chat view fed with hand-built event sequences: formats, hide-rejected, tooltips, code."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QFont, QTextCursor
+
+from specchat.core.chat.store import TokenSpan
+from specchat.core.types import Drafted, FinishReason, Finished, GenerationStats, TokenKind, Verified
+from specchat.ui.chat_view import ChatView, TokenLegend, ViewMessage
+from specchat.ui.token_styles import PROP_KIND, PROP_MESSAGE, PROP_ROUND
+
+
+def drafted(n: int, pieces: tuple[str, ...]) -> Drafted:
+    return Drafted(n, tuple(range(len(pieces))), pieces, tuple(0.5 for _ in pieces))
+
+
+def verified(n: int, acc: tuple[str, ...], rej: tuple[str, ...], corr: str) -> Verified:
+    k = len(acc) + len(rej)
+    return Verified(
+        round=n, depth=k, accepted=tuple(range(len(acc))), rejected=tuple(range(len(rej))), correction=7,
+        accepted_pieces=acc, rejected_pieces=rej, correction_piece=corr,
+        target_probs=tuple(0.25 for _ in range(k)), draft_probs=tuple(0.75 for _ in range(k)), correction_prob=0.5,
+    )
+
+
+def fragments(view: ChatView) -> list[tuple[str, str | None, object]]:
+    """(text, kind, format) for each text fragment of the document."""
+    out = []
+    block = view.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            fmt = frag.charFormat()
+            out.append((frag.text(), fmt.property(PROP_KIND), fmt))
+            it += 1
+        block = block.next()
+    return out
+
+
+def kinds(view: ChatView) -> dict[str, list[str]]:
+    result: dict[str, list[str]] = {}
+    for text, kind, _ in fragments(view):
+        if kind:
+            result.setdefault(kind, []).append(text)
+    return result
+
+
+def make_view(qtbot) -> ChatView:  # noqa: ANN001
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.add_user_message("Say hello")
+    view.begin_reply()
+    return view
+
+
+def test_pending_then_verified_formats(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    view.feed([drafted(0, ("Hel", "lo", "!"))])
+    view.flush()
+    assert kinds(view) == {"pending": ["Hello!"]}
+    pending_fmt = next(f for t, k, f in fragments(view) if k == "pending")
+    assert pending_fmt.fontItalic()
+
+    view.feed([verified(0, ("Hel", "lo"), ("!",), ","), drafted(1, (" wor",)), verified(1, (" wor",), (), "ld")])
+    view.feed([Finished(FinishReason.EOS, GenerationStats())])
+    view.flush()
+    frags = [(t, k) for t, k, _ in fragments(view) if k]
+    assert frags == [("Hello", "accepted"), ("!", "rejected"), (",", "target"), (" wor", "accepted"), ("ld", "target")]
+    by_kind = {k: f for _, k, f in fragments(view) if k}
+    assert by_kind["accepted"].fontUnderline() and not by_kind["accepted"].fontStrikeOut()
+    assert by_kind["rejected"].fontStrikeOut()
+    assert by_kind["target"].fontWeight() == QFont.Weight.Bold
+    colours = {k: f.foreground().color().name() for k, f in by_kind.items()}
+    assert colours["accepted"] != colours["rejected"]
+    assert view.messages[-1].content == "Hello, world"
+    assert not view.streaming
+
+
+def test_timer_flushes_without_an_explicit_call(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    view.feed([drafted(0, ("a",)), verified(0, ("a",), (), "b")])
+    qtbot.waitUntil(lambda: "accepted" in kinds(view))
+    assert kinds(view)["target"] == ["b"]
+
+
+def test_hide_rejected_rerenders_and_applies_while_streaming(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    view.feed([verified(0, ("ok",), ("no",), "!")])
+    view.flush()
+    assert kinds(view)["rejected"] == ["no"]
+    view.set_hide_rejected(True)
+    assert "rejected" not in kinds(view)
+    view.feed([drafted(1, ("x", "y")), verified(1, ("x",), ("y",), "z")])
+    view.flush()
+    assert "rejected" not in kinds(view)
+    assert "".join(kinds(view)["accepted"]) == "okx"
+    view.set_hide_rejected(False)
+    assert kinds(view)["rejected"] == ["no", "y"]
+
+
+def test_pending_survives_a_rerender(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    view.feed([verified(0, ("a",), (), "b"), drafted(1, ("c", "d"))])
+    view.flush()
+    view.set_hide_rejected(True)
+    assert kinds(view)["pending"] == ["cd"]
+    view.feed([verified(1, ("c",), ("d",), "e")])
+    view.flush()
+    assert "pending" not in kinds(view)
+    assert view.messages[-1].content == "abce"
+
+
+def test_tooltips_and_properties(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    view.feed([verified(3, ("Hi",), ("yo",), "!")])
+    view.flush()
+    by_kind = {k: f for _, k, f in fragments(view) if k}
+    tip = by_kind["accepted"].toolTip()
+    assert "accepted draft" in tip and "round 3" in tip and "target p=0.25" in tip and "draft p=0.75" in tip
+    assert "rejected draft" in by_kind["rejected"].toolTip()
+    assert "target token" in by_kind["target"].toolTip() and "draft p=n/a" in by_kind["target"].toolTip()
+    assert by_kind["accepted"].property(PROP_ROUND) == 3
+    assert by_kind["accepted"].property(PROP_MESSAGE) == 1
+
+
+def test_code_fence_is_monospace_after_finish(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    view.feed([verified(0, ("Look:\n``", "`py\nx = 1"), (), "\n```"), verified(1, (" done",), (), ".")])
+    view.feed([Finished(FinishReason.EOS, GenerationStats())])
+    view.flush()
+    mono = view._mono.families()
+    code = [t for t, k, f in fragments(view) if k and f.fontFamilies() == mono]
+    plain = [t for t, k, f in fragments(view) if k and f.fontFamilies() != mono]
+    assert "x = 1" in "".join(code)
+    assert "done" in "".join(plain) and "Look:" in "".join(plain)
+
+
+def test_set_messages_restores_spans_and_plain_text(qtbot) -> None:  # noqa: ANN001
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.set_messages(
+        [
+            ViewMessage("user", "hi"),
+            ViewMessage("assistant", "", [TokenSpan(TokenKind.ACCEPTED, "he", 0, 0.9, 0.8),
+                                          TokenSpan(TokenKind.TARGET, "y", 0, 0.5, None)]),
+        ]
+    )
+    assert kinds(view) == {"accepted": ["he"], "target": ["y"]}
+    assert "hi" in view.toPlainText()
+
+
+def test_message_actions(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    view.feed([verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
+    view.flush()
+    names = [a.text() for a in view.message_actions(1)]
+    assert names == ["Copy message", "Regenerate reply"]
+    with qtbot.waitSignal(view.regenerate_requested):
+        view.message_actions(1)[1].trigger()
+    with qtbot.waitSignal(view.edit_requested) as blocker:
+        view.message_actions(0)[1].trigger()
+    assert blocker.args == [0]
+    view.message_actions(1)[0].trigger()
+    from PySide6.QtGui import QGuiApplication
+
+    assert QGuiApplication.clipboard().text() == "ab"
+
+
+def test_message_index_at_a_point(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    view.resize(400, 300)
+    view.show()
+    view.feed([verified(0, ("a",), (), "b")])
+    view.flush()
+    cursor = QTextCursor(view.document())
+    cursor.movePosition(QTextCursor.MoveOperation.End)
+    rect = view.cursorRect(cursor)
+    assert view.message_index_at(rect.center()) == 1
+
+
+def test_legend(qtbot) -> None:  # noqa: ANN001
+    legend = TokenLegend()
+    qtbot.addWidget(legend)
+    text = legend.text()
+    assert "line-through" in text and "underline" in text and "bold" in text and "italic" in text
