@@ -1,0 +1,169 @@
+"""GGUF metadata (identity, size, tokenizer) read with the ``gguf`` package, without loading weights."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specchat.core.models.errors import GgufReadError
+
+_SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^(?:(\d+)x)?(\d+(?:\.\d+)?)([KMBT])", re.IGNORECASE)
+_SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Token texts and token types (gguf.TokenType values), by id."""
+
+    tokens: tuple[str, ...]
+    types: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GgufInfo:
+    """What specchat needs to know about a GGUF file."""
+
+    path: Path
+    file_size: int  # bytes, all parts of a split model together
+    mtime_ns: int
+    name: str
+    architecture: str
+    basename: str | None
+    size_label: str | None
+    parameter_count: int | None
+    quant: str | None  # "Q4_K_M", "F32" ...
+    context_length: int | None
+    tokenizer_model: str | None  # tokenizer.ggml.model: "gpt2" (BPE), "llama" (SentencePiece) ...
+    vocab_size: int
+    bos_id: int | None
+    eos_id: int | None
+    eot_id: int | None
+    add_bos: bool | None
+    vocab_fingerprint: str | None  # sha256 over the tokenizer model and every token text
+    n_split: int = 1
+    vocab: Vocab | None = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("vocab")
+        data["path"] = str(self.path)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GgufInfo:
+        return cls(**{**data, "path": Path(data["path"])})
+
+
+def vocab_fingerprint(tokenizer_model: str | None, tokens: Sequence[str]) -> str:
+    """A SHA-256 that is equal for two files exactly when their tokenizer type and token texts are."""
+    h = hashlib.sha256((tokenizer_model or "").encode() + b"\0")
+    for text in tokens:
+        raw = text.encode("utf-8", "surrogateescape")
+        h.update(len(raw).to_bytes(4, "little"))
+        h.update(raw)
+    return h.hexdigest()
+
+
+def parse_size_label(label: str | None) -> int | None:
+    """``"135M"`` -> 135_000_000, ``"8x7B"`` -> 56_000_000_000; None when it is not a size."""
+    m = _SIZE_RE.match(label or "")
+    if not m:
+        return None
+    experts = int(m.group(1) or 1)
+    return int(experts * float(m.group(2)) * _SCALE[m.group(3).upper()])
+
+
+def quant_name(file_type: int | None) -> str | None:
+    """``general.file_type`` as a quant name (``15`` -> ``Q4_K_M``)."""
+    if file_type is None:
+        return None
+    import gguf
+
+    try:
+        name = gguf.LlamaFileType(file_type & ~gguf.LlamaFileType.GUESSED).name
+    except ValueError:
+        return None
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+def split_parts(path: Path) -> list[Path]:
+    """All parts of a split model given any one of them (just ``[path]`` when not split)."""
+    m = _SPLIT_RE.search(path.name)
+    if not m:
+        return [path]
+    n = int(m.group(2))
+    stem = path.name[: m.start()]
+    return [path.with_name(f"{stem}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
+
+
+def _value(fields: dict[str, Any], key: str) -> Any:
+    field_ = fields.get(key)
+    return None if field_ is None else field_.contents()
+
+
+def _strings(fields: dict[str, Any], key: str) -> list[str]:
+    """A string array, decoded leniently (a few vocabularies hold invalid UTF-8 byte tokens)."""
+    field_ = fields.get(key)
+    if field_ is None:
+        return []
+    return [field_.parts[i].tobytes().decode("utf-8", "surrogateescape") for i in field_.data]
+
+
+def read_gguf_info(path: Path, *, with_vocab: bool = False) -> GgufInfo:
+    """Read a GGUF file's header (memory-mapped; tensors are not loaded).
+
+    ``with_vocab`` keeps the token texts and types on the result (for compatibility checks).
+    """
+    import gguf
+
+    path = Path(path)
+    try:
+        stat = path.stat()
+        reader = gguf.GGUFReader(path)
+    except FileNotFoundError:
+        raise GgufReadError(f"GGUF file not found: {path}") from None
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise GgufReadError(f"{path} is not a readable GGUF file ({exc})") from None
+    try:
+        fields = reader.fields
+        arch = str(_value(fields, "general.architecture") or "unknown")
+        tokenizer_model = _value(fields, "tokenizer.ggml.model")
+        tokens = _strings(fields, "tokenizer.ggml.tokens")
+        types = _value(fields, "tokenizer.ggml.token_type") or []
+        n_split = int(_value(fields, "split.count") or 1)
+        size_label = _value(fields, "general.size_label")
+        params = parse_size_label(size_label)
+        if n_split == 1 and reader.tensors:
+            params = sum(int(t.n_elements) for t in reader.tensors)
+        parts = split_parts(path) if n_split > 1 else [path]
+        file_size = sum(p.stat().st_size for p in parts if p.exists())
+        add_bos = _value(fields, "tokenizer.ggml.add_bos_token")
+        info = GgufInfo(
+            path=path,
+            file_size=file_size,
+            mtime_ns=stat.st_mtime_ns,
+            name=str(_value(fields, "general.name") or path.stem),
+            architecture=arch,
+            basename=_value(fields, "general.basename"),
+            size_label=size_label,
+            parameter_count=params,
+            quant=quant_name(_value(fields, "general.file_type")),
+            context_length=_value(fields, f"{arch}.context_length"),
+            tokenizer_model=tokenizer_model,
+            vocab_size=len(tokens),
+            bos_id=_value(fields, "tokenizer.ggml.bos_token_id"),
+            eos_id=_value(fields, "tokenizer.ggml.eos_token_id"),
+            eot_id=_value(fields, "tokenizer.ggml.eot_token_id"),
+            add_bos=None if add_bos is None else bool(add_bos),
+            vocab_fingerprint=vocab_fingerprint(tokenizer_model, tokens) if tokens else None,
+            n_split=n_split,
+            vocab=Vocab(tuple(tokens), tuple(int(t) for t in types)) if with_vocab else None,
+        )
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise GgufReadError(f"{path} has malformed GGUF metadata ({exc})") from None
+    return info

@@ -1,0 +1,160 @@
+"""GGUF files already on disk: the hub cache, specchat's models folder, user folders, other apps' folders.
+
+Metadata is read once per file with ``gguf.GGUFReader`` and kept in a JSON
+index under ``paths.cache_dir()``, keyed by path and checked against size and
+mtime, so a rescan only stats files. Files that are gone drop out of the index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specchat.core import paths
+from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
+from specchat.core.models.hub import hf_cache_dir
+from specchat.core.types import SpecchatError
+
+INDEX_FILENAME = "gguf-index.json"
+INDEX_VERSION = 1
+_LATER_SHARD_RE = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)
+_HF_REPO_RE = re.compile(r"^models--(.+)$")
+
+
+@dataclass(frozen=True)
+class ModelRoot:
+    """A folder to search and where it comes from (``hf-cache``, ``specchat``, ``user``, ``lm-studio``, ``llama.cpp``)."""
+
+    path: Path
+    source: str
+
+
+@dataclass(frozen=True)
+class LibraryEntry:
+    info: GgufInfo
+    source: str
+    repo_id: str | None  # for hub-cache files
+
+    @property
+    def path(self) -> Path:
+        return self.info.path
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.info.to_json(), "source": self.source, "repo_id": self.repo_id}
+
+
+@dataclass
+class ScanResult:
+    entries: list[LibraryEntry]
+    read: int = 0  # files whose metadata was read this time
+    cached: int = 0  # files answered from the index
+    failed: list[str] = field(default_factory=list)  # one line per unreadable file
+    seconds: float = 0.0
+
+
+def default_roots(extra_dirs: Sequence[Path | str] = ()) -> list[ModelRoot]:
+    """Every place specchat looks, existing or not: ``extra_dirs`` and ``SPECCHAT_MODEL_DIRS`` are user folders."""
+    home = Path.home()
+    roots = [ModelRoot(hf_cache_dir(), "hf-cache"), ModelRoot(paths.models_dir(), "specchat")]
+    env_dirs = [d for d in os.environ.get("SPECCHAT_MODEL_DIRS", "").split(os.pathsep) if d]
+    roots += [ModelRoot(Path(d).expanduser(), "user") for d in [*extra_dirs, *env_dirs]]
+    roots += [
+        ModelRoot(home / ".lmstudio" / "models", "lm-studio"),
+        ModelRoot(home / ".cache" / "lm-studio" / "models", "lm-studio"),
+        ModelRoot(Path(os.environ.get("LLAMA_CACHE") or home / ".cache" / "llama.cpp").expanduser(), "llama.cpp"),
+    ]
+    return roots
+
+
+def _is_listed_gguf(name: str) -> bool:
+    lower = name.lower()
+    if not lower.endswith(".gguf") or lower.startswith("mmproj"):
+        return False
+    m = _LATER_SHARD_RE.search(name)
+    return m is None or int(m.group(1)) == 1  # a split model is listed by its first part
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if _is_listed_gguf(name):
+                yield Path(folder) / name
+
+
+def _repo_id(path: Path) -> str | None:
+    for part in path.parts:
+        if m := _HF_REPO_RE.match(part):
+            return m.group(1).replace("--", "/", 1)
+    return None
+
+
+def index_path() -> Path:
+    return paths.cache_dir() / INDEX_FILENAME
+
+
+def _load_index(path: Path) -> dict[str, dict[str, object]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != INDEX_VERSION:
+        return {}
+    entries = data.get("files")
+    return entries if isinstance(entries, dict) else {}
+
+
+def _save_index(path: Path, files: dict[str, dict[str, object]]) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"version": INDEX_VERSION, "files": files}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None) -> ScanResult:
+    """Find GGUF files under ``roots`` (default: :func:`default_roots`), reading only new or changed ones."""
+    started = time.perf_counter()
+    index = index or index_path()
+    old = _load_index(index)
+    new: dict[str, dict[str, object]] = {}
+    result = ScanResult(entries=[])
+    seen: set[Path] = set()
+    for root in roots if roots is not None else default_roots():
+        if not root.path.is_dir():
+            continue
+        for path in _walk(root.path):
+            try:
+                real = path.resolve()
+                st = path.stat()
+            except OSError:
+                continue  # dangling symlink
+            if real in seen:
+                continue
+            seen.add(real)
+            key = str(path)
+            cached = old.get(key)
+            if cached and cached.get("size") == st.st_size and cached.get("mtime_ns") == st.st_mtime_ns:
+                record = cached
+                result.cached += 1
+            else:
+                try:
+                    record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                              "info": read_gguf_info(path).to_json()}
+                except SpecchatError as exc:
+                    record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "error": str(exc)}
+                result.read += 1
+            new[key] = record
+            if "error" in record:
+                result.failed.append(str(record["error"]))
+                continue
+            info = GgufInfo.from_json(record["info"])  # type: ignore[arg-type]
+            result.entries.append(LibraryEntry(info, root.source, _repo_id(path) if root.source == "hf-cache" else None))
+    if new != old:
+        _save_index(index, new)
+    result.entries.sort(key=lambda e: (e.info.name.lower(), str(e.path)))
+    result.seconds = time.perf_counter() - started
+    return result
