@@ -38,7 +38,7 @@ class PathField(QWidget):
         layout.addWidget(self.edit, 1)
         layout.addWidget(browse)
         browse.clicked.connect(self._browse)
-        self.edit.textChanged.connect(self.changed.emit)
+        self.edit.textChanged.connect(lambda _text: self.changed.emit())
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", self.edit.text(), "GGUF models (*.gguf)")

@@ -8,12 +8,18 @@ import pytest
 from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 
 
+# Said by Qt's offscreen platform plugin on every top-level show(); not about our code.
+OFFSCREEN_NOISE = {"This plugin does not support propagateSizeHints()"}
+
+
 @pytest.fixture(autouse=True)
 def fail_on_qt_warnings(qapp) -> Iterator[list[str]]:  # noqa: ANN001 - pytest-qt fixture
     """Record Qt warnings/criticals while the test runs and fail if there were any."""
     recorded: list[str] = []
 
     def handler(mode: QtMsgType, context: object, message: str) -> None:
+        if message in OFFSCREEN_NOISE:
+            return
         if mode in (QtMsgType.QtWarningMsg, QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
             recorded.append(message)
 
@@ -23,3 +29,19 @@ def fail_on_qt_warnings(qapp) -> Iterator[list[str]]:  # noqa: ANN001 - pytest-q
     finally:
         qInstallMessageHandler(previous)
     assert not recorded, f"Qt warnings: {recorded}"
+
+
+@pytest.fixture
+def settings():  # noqa: ANN201
+    from specchat.core.settings import load_settings
+
+    return load_settings()
+
+
+@pytest.fixture
+def store():  # noqa: ANN201
+    from specchat.core.chat.store import ConversationStore
+
+    s = ConversationStore()
+    yield s
+    s.close()

@@ -1,0 +1,147 @@
+"""The window on the real demo pair: streaming, live depth changes, Stop, restart, closing mid-reply."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.core.chat.store import ConversationStore
+from specchat.core.types import FinishReason, Verified
+from specchat.ui.main_window import MainWindow
+from specchat.ui.token_styles import PROP_KIND
+
+pytestmark = pytest.mark.slow
+
+LOAD_TIMEOUT = 120_000
+REPLY_TIMEOUT = 300_000
+PROMPT = "List the days of the week, one per line."
+
+
+def open_window(qtbot, settings, store, demo_pair, *, max_tokens: int = 24, depth: int | None = 4) -> MainWindow:  # noqa: ANN001
+    settings.max_tokens = max_tokens
+    settings.depth = depth
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
+        window.load_models(demo_pair.target, demo_pair.draft)
+    return window
+
+
+def record_verified(window: MainWindow) -> list[Verified]:
+    seen: list[Verified] = []
+    window.host.worker.events.connect(lambda batch: seen.extend(e for e in batch if isinstance(e, Verified)))
+    return seen
+
+
+def fragment_kinds(window: MainWindow) -> dict[str, list]:
+    out: dict[str, list] = {}
+    block = window.chat_view.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            kind = frag.charFormat().property(PROP_KIND)
+            if kind:
+                out.setdefault(kind, []).append((frag.text(), frag.charFormat()))
+            it += 1
+        block = block.next()
+    return out
+
+
+def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair)
+    assert window.stack.currentIndex() == 1 and "F32" in window.model_label.text()
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
+        window.composer.setPlainText(PROMPT)
+        window.composer.send()
+    finished = blocker.args[0]
+    assert finished.reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    kinds = fragment_kinds(window)
+    assert kinds.get("accepted"), "the Q4_1 draft of the same model should get some tokens accepted"
+    assert kinds.get("target")
+    assert all(fmt.fontUnderline() for _, fmt in kinds["accepted"])
+    assert all(fmt.fontWeight() > 500 for _, fmt in kinds["target"])
+    assert "pending" not in kinds
+    reply = window.chat_view.messages[-1]
+    stored = store.messages(window.conversation_id)
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert stored[-1].content == reply.content and stored[-1].finish_reason == finished.reason.value
+    assert stored[-1].spans == reply.spans
+    assert window.stats.tokens_per_second.text() != "–"
+
+
+def test_moving_the_slider_mid_reply_changes_later_rounds(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=40, depth=4)
+    seen = record_verified(window)
+    window.send(PROMPT)
+    qtbot.waitUntil(lambda: len(seen) >= 1, timeout=REPLY_TIMEOUT)
+    window.controls.depth_slider.setValue(1)
+    changed_after = max(v.round for v in seen)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        pass
+    assert seen[0].depth == 4
+    later = [v for v in seen if v.round > changed_after + 1]
+    assert later, "the reply should run a few rounds after the change"
+    assert all(v.depth <= 1 for v in later)
+    assert any(v.depth == 1 for v in later)
+
+
+def test_stop_ends_the_reply_within_a_round(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=200, depth=2)
+    seen = record_verified(window)
+    window.send(PROMPT)
+    qtbot.waitUntil(lambda: len(seen) >= 1, timeout=REPLY_TIMEOUT)
+    assert window.stop_button.isEnabled()
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
+        window.stop_button.click()
+        at_stop = max(v.round for v in seen)
+    assert blocker.args[0].reason is FinishReason.CANCELLED
+    assert max(v.round for v in seen) <= at_stop + 1
+    assert not window.stop_button.isEnabled() and window.send_button.isEnabled()
+    assert store.messages(window.conversation_id)[-1].finish_reason == "cancelled"
+
+
+def test_restart_restores_conversation_and_highlighting(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(PROMPT)
+    before = {k: [t for t, _ in v] for k, v in fragment_kinds(window).items()}
+    cid = window.conversation_id
+    window.close()
+    store.close()
+
+    reopened = ConversationStore()
+    second = MainWindow(settings, reopened)
+    qtbot.addWidget(second)
+    assert second.stack.currentWidget() is second.welcome
+    second.sidebar.list.setCurrentRow(0)
+    assert second.conversation_id == cid
+    after = {k: [t for t, _ in v] for k, v in fragment_kinds(second).items()}
+    assert after == before and after.get("accepted")
+    second.close()
+    reopened.close()
+
+
+def test_regenerate_replaces_the_last_reply(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=12)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(PROMPT)
+    first = window.chat_view.messages[-1].content
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.regenerate_button.click()
+    msgs = store.messages(window.conversation_id)
+    assert [m.role for m in msgs] == ["user", "assistant"]
+    assert msgs[-1].content == first  # greedy: same reply again
+
+
+def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=400, depth=3)
+    seen = record_verified(window)
+    window.send(PROMPT)
+    qtbot.waitUntil(lambda: len(seen) >= 1, timeout=REPLY_TIMEOUT)
+    cid = window.conversation_id
+    window.close()
+    assert window.host.thread.isFinished()
+    assert window.host.worker.engine is None
+    reply = store.messages(cid)[-1]
+    assert reply.role == "assistant" and reply.finish_reason == "cancelled"
+    assert reply.spans

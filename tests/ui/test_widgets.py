@@ -1,0 +1,167 @@
+"""Widgets without a model: composer keys, controls, stats panel, sidebar, welcome page, main window shell."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from specchat.core.chat.store import ReplyWriter
+from specchat.core.settings import Settings, load_settings
+from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats
+from specchat.ui.composer import Composer
+from specchat.ui.controls import SpeculationControls
+from specchat.ui.main_window import MainWindow
+from specchat.ui.model_picker import ModelPickerDialog, compatibility_text
+from specchat.ui.sidebar import ConversationSidebar
+from specchat.ui.stats_panel import StatsPanel
+from specchat.core.types import Drafted, Verified
+
+
+def drafted(n: int, pieces: tuple[str, ...]) -> Drafted:
+    return Drafted(n, tuple(range(len(pieces))), pieces, tuple(0.5 for _ in pieces))
+
+
+def verified(n: int, acc: tuple[str, ...], rej: tuple[str, ...], corr: str) -> Verified:
+    k = len(acc) + len(rej)
+    return Verified(
+        round=n, depth=k, accepted=tuple(range(len(acc))), rejected=tuple(range(len(rej))), correction=7,
+        accepted_pieces=acc, rejected_pieces=rej, correction_piece=corr,
+        target_probs=tuple(0.25 for _ in range(k)), draft_probs=tuple(0.75 for _ in range(k)), correction_prob=0.5,
+    )
+
+
+def test_composer_enter_sends_shift_enter_newline(qtbot) -> None:  # noqa: ANN001
+    composer = Composer()
+    qtbot.addWidget(composer)
+    qtbot.keyClicks(composer, "hello")
+    qtbot.keyClick(composer, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(composer, "there")
+    assert composer.toPlainText() == "hello\nthere"
+    with qtbot.waitSignal(composer.send_requested) as blocker:
+        qtbot.keyClick(composer, Qt.Key.Key_Return)
+    assert blocker.args == ["hello\nthere"]
+    assert composer.toPlainText() == ""
+
+
+def test_controls_depth_auto_and_params(qtbot) -> None:  # noqa: ANN001
+    controls = SpeculationControls(Settings(depth=3, drafter=DrafterKind.NGRAM, temperature=0.5, max_tokens=77))
+    qtbot.addWidget(controls)
+    assert controls.depth == 3 and controls.drafter_kind is DrafterKind.NGRAM
+    with qtbot.waitSignal(controls.depth_changed) as blocker:
+        controls.depth_slider.setValue(9)
+    assert blocker.args == [9]
+    with qtbot.waitSignal(controls.depth_changed) as blocker:
+        controls.auto_depth.setChecked(True)
+    assert blocker.args == [None] and not controls.depth_slider.isEnabled()
+    params = controls.generation_params()
+    assert params.max_tokens == 77 and params.sampler.temperature == 0.5
+    s = Settings()
+    controls.store_settings(s)
+    assert s.depth is None and s.drafter is DrafterKind.NGRAM and s.max_tokens == 77
+
+
+def test_stats_panel_counts_and_estimate(qtbot) -> None:  # noqa: ANN001
+    panel = StatsPanel()
+    qtbot.addWidget(panel)
+    assert panel.acceptance.text() == "–"
+    panel.feed([drafted(0, ("a", "b", "c")), verified(0, ("a", "b"), ("c",), "d"), verified(1, ("e",), (), "f")])
+    assert panel.acceptance.text() == "75%"
+    assert panel.mean_accepted.text() == "1.50"
+    assert panel.depth.text() == "1"
+    assert "estimate" in panel.speedup.text()
+    assert panel.series.count() == 2 and panel.series.at(0).y() == 2
+    panel.feed([Finished(FinishReason.EOS, GenerationStats(rounds=2, generated=5, generate_seconds=1.0))])
+    assert panel.tokens_per_second.text() == "5.0"
+    panel.set_baseline(2.5)
+    assert panel.speedup.text() == "×2.00 (measured)"
+    panel.reset()
+    assert panel.series.count() == 0
+
+
+def test_sidebar_lists_renames_deletes(qtbot, store) -> None:  # noqa: ANN001
+    sidebar = ConversationSidebar()
+    qtbot.addWidget(sidebar)
+    a = store.create_conversation("first")
+    b = store.create_conversation("second")
+    sidebar.set_conversations(store.conversations(), a)
+    assert sidebar.current_id() == a and sidebar.list.count() == 2
+    with qtbot.waitSignal(sidebar.selected) as blocker:
+        sidebar.list.setCurrentRow(0)
+    assert blocker.args == [b]
+    with qtbot.waitSignal(sidebar.rename_requested) as blocker:
+        sidebar.list.item(0).setText("renamed")
+    assert blocker.args == [b, "renamed"]
+    with qtbot.waitSignal(sidebar.delete_requested) as blocker:
+        sidebar.delete_button.click()
+    assert blocker.args == [b]
+
+
+def test_model_picker_verdicts(qtbot, tmp_path) -> None:  # noqa: ANN001
+    assert compatibility_text("", "") == "choose a target model"
+    assert compatibility_text(str(tmp_path / "nope.gguf"), "") == "target file not found"
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"GGUF")
+    assert "no draft" in compatibility_text(str(target), "")
+    dialog = ModelPickerDialog(str(target), "")
+    qtbot.addWidget(dialog)
+    assert dialog.load_button.isEnabled()
+    with qtbot.waitSignal(dialog.load_requested) as blocker:
+        dialog.load_button.click()
+    assert blocker.args == [str(target), ""]
+
+
+def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, tmp_path) -> None:  # noqa: ANN001
+    cid = store.create_conversation("Old chat")
+    store.add_message(cid, "user", "hi")
+    writer = ReplyWriter(store, cid)
+    writer.feed(verified(0, ("Hel",), ("p",), "lo"))
+    writer.feed(Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=2, accepted=1, generated=2)))
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    assert window.stack.currentWidget() is window.welcome
+    assert not window.composer.isEnabled()
+    assert window.sidebar.list.count() == 1
+    window.sidebar.list.setCurrentRow(0)
+    assert window.conversation_id == cid
+    assert [m.content for m in window.chat_view.messages] == ["hi", "Hello"]
+    assert window.stats.acceptance.text() == "50%"
+    window.set_hide_rejected(True)
+    assert "p" not in window.chat_view.toPlainText().split("\n")[-1]
+    out = tmp_path / "chat.md"
+    window.export_conversation("md", str(out))
+    assert "**Assistant**\n\nHello" in out.read_text()
+    window.send("no model yet")
+    assert window.last_error == "load a model first"
+    window.sidebar.new_button.click()
+    assert window.sidebar.list.count() == 2 and window.chat_view.messages == []
+    window.delete_conversation(cid)
+    assert [c.id for c in store.conversations()] != [] and cid not in [c.id for c in store.conversations()]
+    window.welcome.picker_button.click()
+    picker = window.findChild(ModelPickerDialog)
+    assert picker is not None and picker.isVisible()
+    picker.reject()
+    window.close()
+    assert load_settings().hide_rejected is True
+
+
+def test_bad_model_file_shows_one_line_error(qtbot, settings, store, tmp_path) -> None:  # noqa: ANN001
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf file")
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.error_shown, timeout=30000) as blocker:
+        window.load_models(bad)
+    message = blocker.args[0]
+    assert message and "\n" not in message
+    assert window.stack.currentWidget() is window.welcome and window.model_info is None
+
+
+def test_corrupt_database_notice_in_window(qtbot, settings, app_dirs) -> None:  # noqa: ANN001
+    from specchat.core.chat.store import DB_FILENAME, ConversationStore
+
+    (app_dirs["data"] / DB_FILENAME).write_bytes(b"garbage" * 500)
+    store = ConversationStore()
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    assert "could not be read" in window.last_error and window.banner.isVisibleTo(window)
+    window.close()
+    store.close()
