@@ -1,16 +1,89 @@
-"""``specchat models ...``: the demo pair, the catalog, hub downloads, the local library, compatibility."""
+"""``specchat models ...``: the demo pair, the catalog, hub downloads, the local library, compatibility.
+
+Exit codes: 0 success (``check``: compatible, with or without warnings);
+1 ``check`` found the pair incompatible; 2 an error (SpecchatError, mapped in
+``__main__``); 130 a download stopped with Ctrl-C (the partial file is kept
+and the next run resumes it).
+
+Heavy modules (huggingface_hub, gguf, tqdm) are imported inside the commands.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from specchat.core.models.download import DownloadedFile
+
+EXIT_INCOMPATIBLE = 1
+EXIT_CANCELLED = 130
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("models", help="provision, find, download and check models")
     msub = parser.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
     demo = msub.add_parser("demo", help="provision the offline demo pair; print its paths as JSON")
     demo.set_defaults(func=cmd_demo)
+
+    lst = msub.add_parser("list", help="GGUF files already on disk (hub cache, app folder, LM Studio, llama.cpp)")
+    lst.add_argument("--dir", action="append", default=[], metavar="DIR", help="also search this folder")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    lst.set_defaults(func=cmd_list)
+
+    catalog = msub.add_parser("catalog", help="recommended target/draft pairs")
+    catalog.add_argument("--json", action="store_true", help="print JSON")
+    catalog.set_defaults(func=cmd_catalog)
+
+    search = msub.add_parser("search", help="search the hub for GGUF repositories")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=20)
+    _hub_options(search, revision=False)
+    search.set_defaults(func=cmd_search)
+
+    files = msub.add_parser("files", help="a repository's GGUF files with sizes")
+    files.add_argument("repo_id")
+    _hub_options(files)
+    files.set_defaults(func=cmd_files)
+
+    dl = msub.add_parser("download", help="download a GGUF file (resumable); prints its local path last")
+    dl.add_argument("repo_id")
+    dl.add_argument("filename", nargs="?", help="file in the repo (or give --quant)")
+    dl.add_argument("--quant", help="pick the file of this quantisation, e.g. Q4_K_M")
+    dl.add_argument("--local-dir", help="download into this folder instead of the hub cache")
+    _hub_options(dl)
+    dl.set_defaults(func=cmd_download)
+
+    check = msub.add_parser("check", help="can DRAFT speculate for TARGET? exit 0 yes, 1 no")
+    check.add_argument("target")
+    check.add_argument("draft")
+    check.add_argument("--n-ctx", type=int, help="context length you intend to use")
+    check.add_argument("--json", action="store_true", help="print JSON")
+    check.set_defaults(func=cmd_check)
+
+    pair = msub.add_parser("pair", help="download both halves of a catalog pair; print their paths as JSON")
+    pair.add_argument("name", help="catalog pair id (see `specchat models catalog`)")
+    pair.add_argument("--local-dir", help="download into this folder instead of the hub cache")
+    _hub_options(pair, revision=False)
+    pair.set_defaults(func=cmd_pair)
+
+
+def _hub_options(parser: argparse.ArgumentParser, revision: bool = True) -> None:
+    parser.add_argument("--endpoint", help="hub URL (default: $HF_ENDPOINT or https://huggingface.co)")
+    if revision:
+        parser.add_argument("--revision", help="branch, tag or commit (default: main)")
+
+
+def _size(n: float | None) -> str:
+    from specchat.core.models.download import format_bytes
+
+    return "?" if n is None else format_bytes(n)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -18,4 +91,158 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     pair = provision_demo_pair()
     print(json.dumps({"target": str(pair.target), "draft": str(pair.draft)}))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from specchat.core.models.library import default_roots, scan
+
+    result = scan(default_roots(args.dir))
+    if args.json:
+        print(json.dumps([e.to_json() for e in result.entries], indent=2))
+    else:
+        for e in result.entries:
+            i = e.info
+            params = f"{i.parameter_count / 1e9:.2f}B" if i.parameter_count else "?"
+            print(f"{i.name[:40]:40} {i.quant or '?':8} {params:>8} ctx {i.context_length or '?':>7} "
+                  f"{_size(i.file_size):>9}  {e.source:9} {i.path}")
+        print(f"{len(result.entries)} models ({result.read} read, {result.cached} from the index)", file=sys.stderr)
+    for line in result.failed:
+        print(f"specchat: skipped: {line}", file=sys.stderr)
+    return 0
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from specchat.core.models.catalog import load_catalog
+
+    pairs = load_catalog()
+    if args.json:
+        print(json.dumps([asdict(p) for p in pairs], indent=2))
+        return 0
+    for p in pairs:
+        where = "local, no download" if p.local else f"{p.download_gb:.1f} GB download"
+        print(f"{p.id:18} {p.name}  ({where}, ~{p.memory_gb:.0f} GB memory, {p.license})")
+        print(f"{'':18} target {p.target.repo} {p.target.quant}; draft {p.draft.repo} {p.draft.quant}")
+        print(f"{'':18} good for: {p.good_for}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from specchat.core.models.hub import search_gguf
+
+    for repo in search_gguf(args.query, limit=args.limit, endpoint=args.endpoint):
+        print(f"{repo.repo_id:60} {repo.downloads or 0:>10} downloads")
+    return 0
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    from specchat.core.models.hub import list_gguf_files
+
+    for f in list_gguf_files(args.repo_id, revision=args.revision, endpoint=args.endpoint):
+        print(f"{f.filename:70} {f.quant or '?':8} {_size(f.size):>10}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from specchat.core.models.compat import check_pair
+
+    report = check_pair(args.target, args.draft, n_ctx=args.n_ctx)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.summary())
+        for line in report.problems:
+            print(f"  problem: {line}")
+        for line in report.warnings:
+            print(f"  warning: {line}")
+        for line in report.notes:
+            print(f"  note: {line}")
+    return 0 if report.ok else EXIT_INCOMPATIBLE
+
+
+def _run_with_bar(job: Callable[..., list[DownloadedFile]], **kwargs: object) -> list[DownloadedFile] | None:
+    """Run a download on a worker thread with a tqdm bar on stderr; Ctrl-C cancels it (returns None)."""
+    from tqdm import tqdm
+
+    from specchat.core.cancel import CancelToken
+    from specchat.core.models.download import DownloadProgress
+
+    token = CancelToken()
+    bars: dict[str, tqdm] = {}
+    outcome: dict[str, object] = {}
+
+    def on_progress(event: DownloadProgress) -> None:
+        bar = bars.get(event.filename)
+        if bar is None:
+            bar = bars[event.filename] = tqdm(
+                total=event.total, initial=event.resumed_from, unit="B", unit_scale=True, unit_divisor=1024,
+                desc=event.filename.rsplit("/", 1)[-1][-40:], file=sys.stderr, leave=True,
+            )
+        bar.update(event.done - bar.n)
+
+    def work() -> None:
+        try:
+            outcome["files"] = job(cancel=token, on_progress=on_progress, **kwargs)
+        except BaseException as exc:  # handed to the main thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, name="download", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        token.cancel()
+        thread.join()
+    finally:
+        for bar in bars.values():
+            bar.close()
+    if token.cancelled:
+        print("specchat: download cancelled; the partial file is kept, run the same command to resume", file=sys.stderr)
+        return None
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["files"]  # type: ignore[return-value]
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from specchat.core.models.download import download_file, download_quant
+    from specchat.core.types import SpecchatError
+
+    if bool(args.filename) == bool(args.quant):
+        raise SpecchatError("give either a FILENAME or --quant, not both or neither")
+    common = {"revision": args.revision, "endpoint": args.endpoint,
+              "local_dir": Path(args.local_dir) if args.local_dir else None}
+    if args.quant:
+        files = _run_with_bar(lambda **kw: download_quant(args.repo_id, args.quant, **kw), **common)
+    else:
+        files = _run_with_bar(lambda **kw: [download_file(args.repo_id, args.filename, **kw)], **common)
+    if files is None:
+        return EXIT_CANCELLED
+    for f in files:
+        print(f.path)
+    return 0
+
+
+def cmd_pair(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from specchat.core.models.catalog import get_pair
+    from specchat.core.models.download import download_quant
+
+    pair = get_pair(args.name)
+    if pair.local:
+        return cmd_demo(args)
+    common = {"endpoint": args.endpoint, "local_dir": Path(args.local_dir) if args.local_dir else None}
+    found: dict[str, str] = {}
+    for role, half in (("target", pair.target), ("draft", pair.draft)):
+        files = _run_with_bar(lambda h=half, **kw: download_quant(h.repo, h.quant, **kw), **common)
+        if files is None:
+            return EXIT_CANCELLED
+        found[role] = str(files[0].path)
+    print(json.dumps(found))
     return 0

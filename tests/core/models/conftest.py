@@ -7,6 +7,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +44,7 @@ class FakeHub:
     cut_after: list[int] = field(default_factory=list)  # next GETs of a file drop the connection after N bytes
     corrupt: set[str] = field(default_factory=set)  # filenames whose body is served with one byte flipped
     ignore_range: bool = False
+    throttle: float = 0.0  # seconds to sleep after each 8 KiB of a file body
     requests: list[Request] = field(default_factory=list)
     url: str = ""
 
@@ -157,6 +159,8 @@ class _Handler(BaseHTTPRequestHandler):
         for i in range(0, len(view), 8192):
             self.wfile.write(view[i : i + 8192])
             record.sent += len(view[i : i + 8192])
+            if self.hub.throttle:
+                time.sleep(self.hub.throttle)
         if limit is not None:
             self.wfile.flush()
             self.close_connection = True
