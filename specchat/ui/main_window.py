@@ -207,6 +207,7 @@ class MainWindow(QMainWindow):
     def open_model_picker(self) -> ModelPickerDialog:
         dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self)
         dialog.load_requested.connect(self.load_models)
+        dialog.demo_requested.connect(self.load_demo)
         dialog.setModal(True)
         dialog.show()
         return dialog

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -54,6 +55,7 @@ class ModelPickerDialog(QDialog):
     """Emits ``load_requested(target, draft)``; the caller loads on the engine thread."""
 
     load_requested = Signal(str, str)
+    demo_requested = Signal()
 
     def __init__(self, target: str = "", draft: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -97,6 +99,14 @@ class ModelPickerDialog(QDialog):
         except Exception:  # noqa: BLE001 - the picker must open even if a model service breaks
             log.exception("could not list catalog/library models")
 
+    def done(self, result: int) -> None:  # noqa: D401 - Qt override
+        """Closing the dialog cancels a running download (its partial file is kept for resuming)."""
+        for tab in (getattr(self, "catalog_tab", None), getattr(self, "library_tab", None)):
+            job = getattr(tab, "job", None)
+            if job is not None:
+                job.stop(timeout=2.0)
+        super().done(result)
+
     def request(self, target: str, draft: str) -> None:
         self.load_requested.emit(target, draft)
         self.accept()
@@ -115,29 +125,28 @@ def compatibility_text(target: str, draft: str) -> str:
     """A one-line verdict on a pair, before it is loaded."""
     if not target:
         return "choose a target model"
-    if not Path(target).expanduser().is_file():
+    t = Path(target).expanduser()
+    if not t.is_file():
         return "target file not found"
     if not draft:
         return "no draft: n-gram drafting or plain decoding only"
-    if not Path(draft).expanduser().is_file():
+    d = Path(draft).expanduser()
+    if not d.is_file():
         return "draft file not found"
     try:
-        from specchat.core.models import compat  # type: ignore[attr-defined]
-    except ImportError:
-        return "will be checked when loaded (same vocabulary needed)"
-    try:
-        return compat_verdict_text(compat, target, draft)
-    except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
+        return _verdict(str(t), str(d), t.stat().st_mtime_ns, d.stat().st_mtime_ns)
+    except OSError as exc:
         return f"cannot check: {exc}"
 
 
-def compat_verdict_text(compat: object, target: str, draft: str) -> str:
-    """Adapter over the compatibility module (kept tiny so its API can move)."""
-    check = getattr(compat, "check_pair", None) or getattr(compat, "check_compatibility", None)
-    if check is None:
-        return "will be checked when loaded (same vocabulary needed)"
-    verdict = check(target, draft)
-    ok = getattr(verdict, "ok", getattr(verdict, "compatible", None))
-    message = getattr(verdict, "message", None) or getattr(verdict, "reason", None) or str(verdict)
-    prefix = "" if ok is None else ("✓ compatible: " if ok else "✗ not compatible: ")
-    return f"{prefix}{message}"
+@functools.lru_cache(maxsize=32)
+def _verdict(target: str, draft: str, _target_mtime: int, _draft_mtime: int) -> str:
+    """Cached per file version: reading two vocabularies is not free."""
+    from specchat.core.models.compat import check_pair
+
+    try:
+        report = check_pair(target, draft)
+    except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
+        return f"cannot check: {exc}"
+    mark = "✓" if report.ok else "✗"
+    return f"{mark} {report.summary()}"

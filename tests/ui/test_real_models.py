@@ -67,6 +67,12 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     assert stored[-1].content == reply.content and stored[-1].finish_reason == finished.reason.value
     assert stored[-1].spans == reply.spans
     assert window.stats.tokens_per_second.text() != "–"
+    assert "estimate" in window.stats.speedup.text()
+
+    with qtbot.waitSignal(window.host.worker.baseline_measured, timeout=REPLY_TIMEOUT):
+        window.host.measure_baseline(8)
+    assert "measured" in window.stats.speedup.text()
+    assert window.settings.baselines[window.model_info.pair_key] > 0
 
 
 def test_moving_the_slider_mid_reply_changes_later_rounds(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
@@ -145,3 +151,37 @@ def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pa
     reply = store.messages(cid)[-1]
     assert reply.role == "assistant" and reply.finish_reason == "cancelled"
     assert reply.spans
+
+
+def test_welcome_demo_button_loads_the_demo_pair(qtbot, settings, store, demo_pair, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr("specchat.core.models.demo.provision_demo_pair", lambda *a, **k: demo_pair)
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    assert window.stack.currentWidget() is window.welcome
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT) as blocker:
+        window.welcome.demo_button.click()
+        assert not window.welcome.demo_button.isEnabled()
+    assert blocker.args[0].draft_name == demo_pair.draft.name
+    assert window.stack.currentIndex() == 1 and window.composer.isEnabled()
+
+
+def test_run_gui_with_demo_flag_opens_loads_and_exits(qapp, demo_pair, monkeypatch) -> None:  # noqa: ANN001
+    import argparse
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from specchat.app import run_gui
+
+    monkeypatch.setattr("specchat.core.models.demo.provision_demo_pair", lambda *a, **k: demo_pair)
+    loaded = []
+
+    def watch() -> None:
+        for widget in QApplication.topLevelWidgets():
+            if isinstance(widget, MainWindow):
+                widget.models_loaded.connect(lambda info, w=widget: (loaded.append(info), QTimer.singleShot(0, w.close)))
+
+    QTimer.singleShot(0, watch)
+    QTimer.singleShot(LOAD_TIMEOUT, lambda: [w.close() for w in QApplication.topLevelWidgets()])  # never hang
+    assert run_gui(argparse.Namespace(demo=True, target=None, draft=None)) == 0
+    assert loaded and loaded[0].target_name == demo_pair.target.name

@@ -10,7 +10,7 @@ from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationS
 from specchat.ui.composer import Composer
 from specchat.ui.controls import SpeculationControls
 from specchat.ui.main_window import MainWindow
-from specchat.ui.model_picker import ModelPickerDialog, compatibility_text
+from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.sidebar import ConversationSidebar
 from specchat.ui.stats_panel import StatsPanel
 from specchat.core.types import Drafted, Verified
@@ -95,20 +95,6 @@ def test_sidebar_lists_renames_deletes(qtbot, store) -> None:  # noqa: ANN001
     assert blocker.args == [b]
 
 
-def test_model_picker_verdicts(qtbot, tmp_path) -> None:  # noqa: ANN001
-    assert compatibility_text("", "") == "choose a target model"
-    assert compatibility_text(str(tmp_path / "nope.gguf"), "") == "target file not found"
-    target = tmp_path / "t.gguf"
-    target.write_bytes(b"GGUF")
-    assert "no draft" in compatibility_text(str(target), "")
-    dialog = ModelPickerDialog(str(target), "")
-    qtbot.addWidget(dialog)
-    assert dialog.load_button.isEnabled()
-    with qtbot.waitSignal(dialog.load_requested) as blocker:
-        dialog.load_button.click()
-    assert blocker.args == [str(target), ""]
-
-
 def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, tmp_path) -> None:  # noqa: ANN001
     cid = store.create_conversation("Old chat")
     store.add_message(cid, "user", "hi")
@@ -165,3 +151,19 @@ def test_corrupt_database_notice_in_window(qtbot, settings, app_dirs) -> None:  
     assert "could not be read" in window.last_error and window.banner.isVisibleTo(window)
     window.close()
     store.close()
+
+
+def test_edit_and_resend_puts_text_back_and_truncates(qtbot, settings, store) -> None:  # noqa: ANN001
+    cid = store.create_conversation("Edit me")
+    store.add_message(cid, "user", "first question")
+    writer = ReplyWriter(store, cid)
+    writer.feed(verified(0, ("An",), (), "swer"))
+    writer.feed(Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=1, accepted=1, generated=2)))
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    window.open_conversation(cid)
+    actions = window.chat_view.message_actions(0)
+    assert [a.text() for a in actions] == ["Copy message", "Edit and resend"]
+    actions[1].trigger()
+    assert window.composer.toPlainText() == "first question"
+    assert store.messages(cid) == [] and window.chat_view.messages == []

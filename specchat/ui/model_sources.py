@@ -1,0 +1,251 @@
+"""The model picker's catalog and library tabs, and pair downloads with progress.
+
+Slow work (scanning folders for GGUF files, downloading) runs on plain Python
+threads; results come back through signals of objects living on the GUI thread,
+so Qt queues them and no widget is touched from another thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specchat.core.cancel import CancelToken
+from specchat.core.models.catalog import CatalogPair, load_catalog
+from specchat.core.types import SpecchatError
+
+if TYPE_CHECKING:
+    from .model_picker import ModelPickerDialog
+
+log = logging.getLogger(__name__)
+
+
+class BackgroundJob(QObject):
+    """Runs a function on a Python thread; reports through queued signals."""
+
+    progress = Signal(str, int, int)  # label, done, total (0 = unknown)
+    succeeded = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.cancel = CancelToken()
+        self._thread: threading.Thread | None = None
+
+    def start(self, work) -> None:  # noqa: ANN001 - callable(job) -> result
+        def run() -> None:
+            try:
+                result = work(self)
+            except SpecchatError as exc:
+                self._emit(self.failed, str(exc))
+            except Exception as exc:  # noqa: BLE001 - shown as one line, logged in full
+                log.exception("background job failed")
+                self._emit(self.failed, f"{type(exc).__name__}: {exc}")
+            else:
+                self._emit(self.succeeded, result)
+
+        self._thread = threading.Thread(target=run, name="specchat-job", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _emit(signal: object, value: object) -> None:
+        try:
+            signal.emit(value)  # type: ignore[attr-defined]
+        except RuntimeError:  # the dialog was closed and its objects deleted meanwhile
+            pass
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.cancel.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+def download_pair(pair: CatalogPair, job: BackgroundJob) -> tuple[str, str]:
+    """Download a catalog pair's target and draft (resumable); returns their paths."""
+    from specchat.core.models.download import download_quant
+
+    paths: list[str] = []
+    for role, model in (("target", pair.target), ("draft", pair.draft)):
+
+        def on_progress(p, role=role) -> None:  # noqa: ANN001 - DownloadProgress
+            try:
+                job.progress.emit(f"{role}: {p.filename}", int(p.done), int(p.total or 0))
+            except RuntimeError:  # dialog gone: stop the download (the partial file is kept)
+                job.cancel.cancel()
+
+        files = download_quant(model.repo, model.quant, cancel=job.cancel, on_progress=on_progress)
+        paths.append(str(files[0].path))
+    return paths[0], paths[1]
+
+
+class CatalogTab(QWidget):
+    """Recommended pairs: the offline demo loads at once, others download first."""
+
+    def __init__(self, dialog: ModelPickerDialog) -> None:
+        super().__init__(dialog)
+        self.dialog = dialog
+        self.pairs = list(load_catalog())
+        layout = QVBoxLayout(self)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Pair", "Download", "Memory", "Good for"])
+        self.tree.setRootIsDecorated(False)
+        self.tree.header().setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        for pair in self.pairs:
+            size = "none (offline)" if pair.local else f"{pair.download_gb:.1f} GB"
+            item = QTreeWidgetItem([pair.name, size, f"{pair.memory_gb:.0f} GB", pair.good_for])
+            item.setToolTip(3, f"{pair.good_for}\nlicence: {pair.license}")
+            item.setData(0, Qt.ItemDataRole.UserRole, pair.id)
+            self.tree.addTopLevelItem(item)
+        layout.addWidget(self.tree, 1)
+        self.progress = QProgressBar()
+        self.progress.hide()
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        row = QHBoxLayout()
+        self.get_button = QPushButton("Load pair")
+        self.cancel_button = QPushButton("Cancel download")
+        self.cancel_button.hide()
+        row.addWidget(self.status, 1)
+        row.addWidget(self.progress)
+        row.addWidget(self.cancel_button)
+        row.addWidget(self.get_button)
+        layout.addLayout(row)
+        self.job: BackgroundJob | None = None
+        self.tree.currentItemChanged.connect(lambda *_: self._update_button())
+        self.get_button.clicked.connect(self.get_selected)
+        self.cancel_button.clicked.connect(self.cancel_download)
+        if self.pairs:
+            self.tree.setCurrentItem(self.tree.topLevelItem(0))
+
+    def selected_pair(self) -> CatalogPair | None:
+        item = self.tree.currentItem()
+        if item is None:
+            return None
+        pair_id = item.data(0, Qt.ItemDataRole.UserRole)
+        return next((p for p in self.pairs if p.id == pair_id), None)
+
+    def _update_button(self) -> None:
+        pair = self.selected_pair()
+        self.get_button.setEnabled(pair is not None and self.job is None)
+        self.get_button.setText("Load pair" if pair is None or pair.local else "Download and load")
+
+    def get_selected(self) -> None:
+        pair = self.selected_pair()
+        if pair is None or self.job is not None:
+            return
+        if pair.local:
+            self.dialog.demo_requested.emit()
+            self.dialog.accept()
+            return
+        self.job = BackgroundJob(self)
+        self.job.progress.connect(self._on_progress)
+        self.job.succeeded.connect(self._on_done)
+        self.job.failed.connect(self._on_failed)
+        self.progress.setRange(0, 0)
+        self.progress.show()
+        self.cancel_button.show()
+        self.status.setText(f"Downloading {pair.name}…")
+        self._update_button()
+        self.job.start(lambda job: download_pair(pair, job))
+
+    def cancel_download(self) -> None:
+        if self.job is not None:
+            self.job.cancel.cancel()
+
+    def _on_progress(self, label: str, done: int, total: int) -> None:
+        if total > 0:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * done / total))
+        self.status.setText(f"{label}: {done / 1e9:.2f} / {total / 1e9:.2f} GB" if total else label)
+
+    def _finish_job(self) -> None:
+        self.job = None
+        self.progress.hide()
+        self.cancel_button.hide()
+        self._update_button()
+
+    def _on_done(self, paths: tuple[str, str]) -> None:
+        self._finish_job()
+        self.status.setText("Downloaded.")
+        self.dialog.request(*paths)
+
+    def _on_failed(self, message: str) -> None:
+        self._finish_job()
+        self.status.setText(message)
+
+
+class LibraryTab(QWidget):
+    """GGUF files already on this computer; pick a target and a draft, then check and load them."""
+
+    def __init__(self, dialog: ModelPickerDialog) -> None:
+        super().__init__(dialog)
+        self.dialog = dialog
+        layout = QVBoxLayout(self)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Model", "Quant", "Size", "Source", "Path"])
+        self.tree.setRootIsDecorated(False)
+        layout.addWidget(self.tree, 1)
+        row = QHBoxLayout()
+        self.status = QLabel("Scanning for GGUF files…")
+        self.status.setWordWrap(True)
+        self.target_button = QPushButton("Use as target")
+        self.draft_button = QPushButton("Use as draft")
+        row.addWidget(self.status, 1)
+        row.addWidget(self.target_button)
+        row.addWidget(self.draft_button)
+        layout.addLayout(row)
+        self.target_button.clicked.connect(lambda: self._use("target"))
+        self.draft_button.clicked.connect(lambda: self._use("draft"))
+        self.job = BackgroundJob(self)
+        self.job.succeeded.connect(self._on_scanned)
+        self.job.failed.connect(self.status.setText)
+        self.job.start(lambda job: _scan_library())
+
+    def _on_scanned(self, entries: list[tuple[str, str, int, str, str]]) -> None:
+        for name, quant, size, source, path in entries:
+            item = QTreeWidgetItem([name, quant, f"{size / 1e9:.2f} GB", source, path])
+            item.setData(0, Qt.ItemDataRole.UserRole, path)
+            self.tree.addTopLevelItem(item)
+        self.status.setText(f"{len(entries)} GGUF file(s) found" if entries else "No GGUF files found yet")
+
+    def _use(self, role: str) -> None:
+        item = self.tree.currentItem()
+        if item is None:
+            return
+        path = str(item.data(0, Qt.ItemDataRole.UserRole))
+        field = self.dialog.target_field if role == "target" else self.dialog.draft_field
+        field.edit.setText(path)
+        self.dialog.tabs.setCurrentIndex(0)
+
+
+def _scan_library() -> list[tuple[str, str, int, str, str]]:
+    from specchat.core.models.library import scan
+
+    result = scan()
+    return [
+        (e.info.name or Path(e.path).name, e.info.quant or "", e.info.file_size, e.source, str(e.path))
+        for e in result.entries
+    ]
+
+
+def add_source_tabs(dialog: ModelPickerDialog) -> None:
+    """Add the Recommended and On-this-computer tabs to the picker."""
+    dialog.catalog_tab = CatalogTab(dialog)
+    dialog.tabs.addTab(dialog.catalog_tab, "Recommended")
+    dialog.library_tab = LibraryTab(dialog)
+    dialog.tabs.addTab(dialog.library_tab, "On this computer")
