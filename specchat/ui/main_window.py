@@ -44,6 +44,8 @@ class MainWindow(QMainWindow):
     models_loaded = Signal(object)  # ModelInfo
     reply_finished = Signal(object)  # Finished
     error_shown = Signal(str)
+    events_received = Signal(list)  # each batch from the engine, re-emitted on the GUI thread
+    baseline_measured = Signal(float)
 
     def __init__(self, settings: Settings, store: ConversationStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -268,6 +270,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Plain decoding: {tokens_per_second:.1f} tokens/s", 5000)
         if self.model_info is not None and self.model_info.pair_key == pair_key:
             self.stats.set_baseline(tokens_per_second)
+        self.baseline_measured.emit(tokens_per_second)
 
     # -- conversations -----------------------------------------------------------------
 
@@ -407,6 +410,7 @@ class MainWindow(QMainWindow):
     def _on_events(self, batch: list[object]) -> None:
         if self._closing or self._writer is None:
             return
+        self.events_received.emit(batch)
         self.chat_view.feed(batch)
         self.stats.feed(batch)
         for event in batch:

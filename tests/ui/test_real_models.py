@@ -28,7 +28,7 @@ def open_window(qtbot, settings, store, demo_pair, *, max_tokens: int = 24, dept
 
 def record_verified(window: MainWindow) -> list[Verified]:
     seen: list[Verified] = []
-    window.host.worker.events.connect(lambda batch: seen.extend(e for e in batch if isinstance(e, Verified)))
+    window.events_received.connect(lambda batch: seen.extend(e for e in batch if isinstance(e, Verified)))
     return seen
 
 
@@ -69,7 +69,7 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     assert window.stats.tokens_per_second.text() != "–"
     assert "estimate" in window.stats.speedup.text()
 
-    with qtbot.waitSignal(window.host.worker.baseline_measured, timeout=REPLY_TIMEOUT):
+    with qtbot.waitSignal(window.baseline_measured, timeout=REPLY_TIMEOUT):
         window.host.measure_baseline(8)
     assert "measured" in window.stats.speedup.text()
     assert window.settings.baselines[window.model_info.pair_key] > 0
