@@ -58,6 +58,7 @@ class MainWindow(QMainWindow):
         self._writer: ReplyWriter | None = None
         self._reply_token: CancelToken | None = None
         self._closing = False
+        self.loading = False
         self.last_error = ""
         self.setWindowTitle("specchat")
         self.resize(1200, 760)
@@ -440,7 +441,7 @@ class MainWindow(QMainWindow):
 
     def _set_busy(self, busy: bool) -> None:
         ready = self.model_info is not None and not busy
-        self.composer.setEnabled(self.model_info is not None and not getattr(self, "loading", False))
+        self.composer.setEnabled(self.model_info is not None and not self.loading)
         self.send_button.setEnabled(ready)
         self.regenerate_button.setEnabled(ready)
         self.stop_button.setEnabled(self._writer is not None)

@@ -184,3 +184,20 @@ def test_legend(qtbot) -> None:  # noqa: ANN001
     qtbot.addWidget(legend)
     text = legend.text()
     assert "line-through" in text and "underline" in text and "bold" in text and "italic" in text
+
+
+def test_follows_a_dark_palette(qtbot) -> None:  # noqa: ANN001
+    from PySide6.QtGui import QColor, QPalette
+
+    view = make_view(qtbot)
+    view.feed([verified(0, ("a",), ("b",), "c")])
+    view.flush()
+    light = {k: f.foreground().color().name() for _, k, f in fragments(view) if k}
+    dark = QPalette(view.palette())
+    dark.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
+    dark.setColor(QPalette.ColorRole.Text, QColor("#e6e6e6"))
+    view.setPalette(dark)
+    now = {k: f.foreground().color().name() for _, k, f in fragments(view) if k}
+    assert now["accepted"] != light["accepted"] and now["rejected"] != light["rejected"]
+    assert now["target"] == "#e6e6e6"
+    assert "".join(t for t, k, _ in fragments(view) if k) == "abc"
