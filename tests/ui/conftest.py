@@ -9,7 +9,10 @@ from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 
 
 # Said by Qt's offscreen platform plugin on every top-level show(); not about our code.
-OFFSCREEN_NOISE = {"This plugin does not support propagateSizeHints()"}
+OFFSCREEN_NOISE = {
+    "This plugin does not support propagateSizeHints()",
+    "This plugin does not support raise()",
+}
 
 
 @pytest.fixture(autouse=True)

@@ -201,3 +201,24 @@ def test_follows_a_dark_palette(qtbot) -> None:  # noqa: ANN001
     assert now["accepted"] != light["accepted"] and now["rejected"] != light["rejected"]
     assert now["target"] == "#e6e6e6"
     assert "".join(t for t, k, _ in fragments(view) if k) == "abc"
+
+
+def test_hover_shows_the_token_tooltip(qtbot) -> None:  # noqa: ANN001
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+
+    view = make_view(qtbot)
+    view.resize(400, 300)
+    view.show()
+    qtbot.waitExposed(view)
+    view.feed([verified(5, ("Hello",), (), "!")])
+    view.flush()
+    cursor = QTextCursor(view.document())
+    cursor.movePosition(QTextCursor.MoveOperation.End)
+    cursor.movePosition(QTextCursor.MoveOperation.Left, n=3)  # inside "Hello"
+    pos = view.cursorRect(cursor).center()
+    event = QHelpEvent(QEvent.Type.ToolTip, pos, view.viewport().mapToGlobal(pos))
+    QApplication.sendEvent(view.viewport(), event)
+    assert "accepted draft · round 5" in QToolTip.text()
+    QToolTip.hideText()
