@@ -72,6 +72,11 @@ class ChatEngine:
         target_model = Model(target, n_gpu_layers=n_gpu_layers, progress=stage("target"))
         draft_model = None
         if draft is not None:
+            # Check the vocabulary before spending time and memory on the draft's weights.
+            problem = vocab_mismatch(target_model, Model(draft, vocab_only=True))
+            if problem:
+                target_model.close()
+                raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
             draft_model = Model(draft, n_gpu_layers=draft_gpu_layers, progress=stage("draft"))
         return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads)
 

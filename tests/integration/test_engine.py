@@ -1,0 +1,294 @@
+"""The speculative engine on the real demo pair (F32 target, Q4_1 draft)."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.session import ChatEngine, ChatSession
+from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.sampling import distribution
+from specchat.core.types import (
+    Drafted,
+    DrafterKind,
+    FinishReason,
+    Finished,
+    GenerationParams,
+    SamplerParams,
+    SpecchatError,
+    Verified,
+)
+
+GREEDY = GenerationParams(max_tokens=40)
+
+
+def reference_greedy(engine: ChatEngine, messages: list[dict[str, str]], n: int) -> list[int]:
+    """The target alone, one token per decode, straight on the llama.cpp context."""
+    _, prompt = engine.tokenize_prompt(messages)
+    ctx = engine.target_context
+    ctx.truncate(0)
+    row = ctx.decode(prompt)[0]
+    out: list[int] = []
+    while len(out) < n:
+        token = int(np.argmax(row))
+        out.append(token)
+        if token in engine.target.eog_tokens:
+            break
+        row = ctx.decode([token])[0]
+    return out
+
+
+def run(session: ChatSession, text: str | None, params: GenerationParams, **kwargs: object) -> list:
+    return list(session.reply(text, params, **kwargs))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def references(demo_engine: ChatEngine, prompts) -> dict[str, list[int]]:
+    return {pid: reference_greedy(demo_engine, msgs, GREEDY.max_tokens) for pid, msgs in prompts}
+
+
+@pytest.mark.parametrize(
+    ("drafter", "depth"),
+    [(DrafterKind.DRAFT_MODEL, 1), (DrafterKind.DRAFT_MODEL, 3), (DrafterKind.DRAFT_MODEL, 8),
+     (DrafterKind.DRAFT_MODEL, None), (DrafterKind.NGRAM, 4), (DrafterKind.NONE, 0)],
+    ids=["draft-1", "draft-3", "draft-8", "draft-auto", "ngram-4", "plain"],
+)
+def test_greedy_output_is_token_identical_to_the_target_alone(demo_engine, prompts, references, drafter, depth) -> None:
+    drafted = 0
+    for pid, messages in prompts:
+        session = ChatSession(demo_engine, messages[:-1])
+        events = run(session, messages[-1]["content"], GREEDY, drafter=drafter, depth=DepthControl(depth))
+        assert session.last_tokens == references[pid], pid
+        drafted += events[-1].stats.drafted
+    if drafter is not DrafterKind.NONE:
+        assert drafted > 0  # speculation really happened
+
+
+def test_events_are_consistent(demo_engine) -> None:
+    session = ChatSession(demo_engine)
+    events = run(session, "List three colours.", GenerationParams(max_tokens=48), depth=DepthControl(4))
+    assert isinstance(events[-1], Finished) and sum(isinstance(e, Finished) for e in events) == 1
+    pending: Drafted | None = None
+    text = []
+    for e in events[:-1]:
+        if isinstance(e, Drafted):
+            assert pending is None
+            pending = e
+            assert len(e.tokens) == len(e.pieces) == len(e.draft_probs) and len(e.tokens) <= 4
+        else:
+            assert isinstance(e, Verified)
+            if pending is not None:
+                assert e.round == pending.round
+                assert e.accepted + e.rejected == pending.tokens
+                assert e.rejected_pieces == pending.pieces[len(e.accepted) :]
+                assert all(0.0 <= p <= 1.0 for p in e.target_probs + e.draft_probs)
+            pending = None
+            text.append(e.text)
+    assert "".join(text) == session.messages[-1]["content"]
+    stats = events[-1].stats
+    assert stats.accepted == sum(len(e.accepted) for e in events if isinstance(e, Verified))
+    assert 0.5 < stats.acceptance_rate <= 1.0  # same model at two precisions agrees most of the time
+
+
+def test_sampling_first_tokens_follow_the_target_distribution(demo_engine) -> None:
+    """Chi-square test of the first two tokens against the target's exact probabilities."""
+    sampler = SamplerParams(temperature=1.0, top_k=8, top_p=1.0, min_p=0.0)
+    messages = [{"role": "user", "content": "Name a fruit."}]
+    _, prompt = demo_engine.tokenize_prompt(messages)
+    ctx = demo_engine.target_context
+    ctx.truncate(0)
+    p1 = distribution(ctx.decode(prompt)[0].copy(), [], sampler)
+    n = 300
+    pairs: Counter[tuple[int, int]] = Counter()
+    for seed in range(n):
+        session = ChatSession(demo_engine, [])
+        run(session, messages[0]["content"], GenerationParams(sampler=sampler, max_tokens=2, seed=seed),
+            depth=DepthControl(3))
+        pairs[tuple(session.last_tokens[:2])] += 1  # type: ignore[index]
+    # Exact joint probabilities p(x1) p(x2 | x1) from the target alone; small cells pooled into one.
+    chi2, cells = 0.0, 0
+    pooled_expected, pooled_seen = float(n), n
+    for x1 in p1.ids:
+        ctx.truncate(0)
+        ctx.decode(prompt)
+        p2 = distribution(ctx.decode([int(x1)])[0].copy(), [], sampler)
+        for x2, prob2 in zip(p2.ids, p2.probs):
+            expected = n * p1.prob(int(x1)) * prob2
+            if expected >= 5:
+                seen = pairs.get((int(x1), int(x2)), 0)
+                chi2 += (seen - expected) ** 2 / expected
+                cells += 1
+                pooled_expected -= expected
+                pooled_seen -= seen
+    if pooled_expected >= 5:
+        chi2 += (pooled_seen - pooled_expected) ** 2 / pooled_expected
+        cells += 1
+    dof = cells - 1
+    assert dof >= 3
+    # 99.9% quantile of chi-square, Wilson-Hilferty approximation.
+    z = 3.09
+    limit = dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+    assert chi2 < limit, (chi2, dof, pairs.most_common(8))
+
+
+def test_seeded_sampling_is_reproducible_and_seeds_differ(demo_engine) -> None:
+    params = GenerationParams(sampler=SamplerParams(temperature=0.9), max_tokens=24, seed=42)
+    runs = []
+    for _ in range(2):
+        session = ChatSession(demo_engine)
+        run(session, "Tell me a fun fact.", params, depth=DepthControl(4))
+        runs.append(session.last_tokens)
+    assert runs[0] == runs[1]
+    others = []
+    for seed in (1, 2, 3):
+        session = ChatSession(demo_engine)
+        run(session, "Tell me a fun fact.", GenerationParams(sampler=params.sampler, max_tokens=24, seed=seed),
+            depth=DepthControl(4))
+        others.append(session.last_tokens)
+    assert any(o != runs[0] for o in others)
+
+
+def test_multi_turn_reuses_the_kv_cache_and_matches_a_fresh_session(demo_engine) -> None:
+    params = GenerationParams(max_tokens=24)
+    session = ChatSession(demo_engine)
+    run(session, "What is the capital of France?", params, depth=DepthControl(4))
+    second = run(session, "And of Italy?", params, depth=DepthControl(4))
+    assert second[-1].stats.reused_prompt_tokens > second[-1].stats.prompt_tokens // 2
+
+    fresh = ChatSession(demo_engine, session.messages[:-2])
+    demo_engine.target_context.truncate(0)
+    demo_engine.draft_context.truncate(0)
+    again = run(fresh, "And of Italy?", params, depth=DepthControl(4))
+    assert again[-1].stats.reused_prompt_tokens == 0
+    assert fresh.messages[-1] == session.messages[-1]
+
+
+def test_cancel_stops_within_a_round_and_leaves_the_session_consistent(demo_engine) -> None:
+    params = GenerationParams(max_tokens=200)
+    session = ChatSession(demo_engine)
+    cancel = CancelToken()
+    events = []
+    for event in session.reply("Write a long story about a dragon.", params, depth=DepthControl(4), cancel=cancel):
+        events.append(event)
+        if isinstance(event, Verified) and event.round == 1:
+            cancel.cancel()
+    assert events[-1].reason is FinishReason.CANCELLED
+    assert sum(isinstance(e, Verified) for e in events) == 2  # nothing verified after the cancel
+    assert session.messages[-1]["role"] == "assistant"
+
+    follow_up = GenerationParams(max_tokens=20)
+    run(session, "Now say goodbye.", follow_up, depth=DepthControl(4))
+    fresh = ChatSession(demo_engine, session.messages[:-2])
+    demo_engine.target_context.truncate(0)
+    demo_engine.draft_context.truncate(0)
+    run(fresh, "Now say goodbye.", follow_up, depth=DepthControl(4))
+    assert fresh.last_tokens == session.last_tokens
+
+
+def test_depth_change_takes_effect_on_later_rounds(demo_engine) -> None:
+    control = DepthControl(2)
+    depths = []
+    session = ChatSession(demo_engine)
+    for event in session.reply("Count from one to thirty in words.", GenerationParams(max_tokens=60), depth=control):
+        if isinstance(event, Verified):
+            depths.append(event.depth)
+            if event.round == 2:
+                control.set(6)
+    assert depths[:3] == [2, 2, 2]
+    assert 6 in depths[3:] and all(d <= 6 for d in depths[3:])
+
+
+def test_stop_string_ends_the_reply_before_it(demo_engine) -> None:
+    session = ChatSession(demo_engine)
+    plain = ChatSession(demo_engine)
+    run(plain, "Count from 1 to 10, separated by commas.", GenerationParams(max_tokens=40))
+    full = plain.messages[-1]["content"]
+    assert "5" in full
+    events = run(session, "Count from 1 to 10, separated by commas.",
+                 GenerationParams(max_tokens=40, stop_strings=("5",)), depth=DepthControl(4))
+    assert events[-1].reason is FinishReason.STOP_STRING
+    assert session.messages[-1]["content"] == full[: full.index("5")]
+
+
+def test_draft_p_min_ends_drafts_early(demo_engine) -> None:
+    def drafted(p_min: float) -> tuple[int, int]:
+        session = ChatSession(demo_engine)
+        events = run(session, "Explain photosynthesis.", GenerationParams(max_tokens=48, draft_p_min=p_min),
+                     depth=DepthControl(8))
+        rounds = [e for e in events if isinstance(e, Drafted)]
+        return sum(len(e.tokens) for e in rounds), len(rounds)
+
+    full, rounds_full = drafted(0.0)
+    short, rounds_short = drafted(0.9)
+    assert full == 8 * rounds_full or full / rounds_full > 7
+    assert short / max(rounds_short, 1) < full / rounds_full
+
+
+def test_context_full_finishes_with_a_reason_not_a_crash(demo_pair) -> None:
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=256)  # llama.cpp's smallest
+    try:
+        session = ChatSession(engine)
+        events = run(session, "Tell me a story.", GenerationParams(max_tokens=1000), depth=DepthControl(4))
+        assert events[-1].reason is FinishReason.CONTEXT_FULL
+        assert "256-token context is full" in events[-1].message
+        stats = events[-1].stats
+        assert stats.prompt_tokens + stats.generated == engine.n_ctx + 1  # every position used
+        # The session is still usable: a new conversation on the same engine works.
+        again = run(ChatSession(engine), "Hi", GenerationParams(max_tokens=4), depth=DepthControl(4))
+        assert again[-1].reason is FinishReason.MAX_TOKENS
+    finally:
+        engine.close()
+
+
+def test_prompt_longer_than_the_context_is_refused_and_nothing_changes(demo_pair) -> None:
+    engine = ChatEngine.load(demo_pair.target, None, n_ctx=256)
+    try:
+        session = ChatSession(engine, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        before = [dict(m) for m in session.messages]
+        with pytest.raises(SpecchatError, match="context holds 256"):
+            session.reply("word " * 400, GenerationParams())
+        assert session.messages == before
+        with pytest.raises(SpecchatError, match="no draft model"):
+            session.reply("hi", GenerationParams(), drafter=DrafterKind.DRAFT_MODEL)
+    finally:
+        engine.close()
+
+
+def test_empty_conversation_is_refused(demo_engine) -> None:
+    with pytest.raises(SpecchatError, match="empty"):
+        ChatSession(demo_engine).reply(None, GenerationParams())
+
+
+def test_foreign_vocabulary_draft_is_refused_naming_the_difference(demo_pair, foreign_draft) -> None:
+    with pytest.raises(SpecchatError, match=r"token \d+ differs: target 'Ġthe', draft 'Ġteh'"):
+        ChatEngine.load(demo_pair.target, foreign_draft)
+
+
+def test_load_progress_is_reported_and_can_abort(demo_pair) -> None:
+    seen: list[tuple[str, float]] = []
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=256,
+                             progress=lambda stage, f: seen.append((stage, f)) or True)
+    engine.close()
+    assert {s for s, _ in seen} == {"target", "draft"}
+    assert max(f for s, f in seen if s == "target") == pytest.approx(1.0)
+    with pytest.raises(SpecchatError, match="could not load"):
+        ChatEngine.load(demo_pair.target, progress=lambda stage, f: f < 0.5)
+
+
+def test_engine_runs_on_a_worker_thread(demo_engine) -> None:
+    """The GUI drives the engine from a worker thread; the generator must not care."""
+    result: dict[str, object] = {}
+
+    def work() -> None:
+        session = ChatSession(demo_engine)
+        result["events"] = run(session, "Say hello.", GenerationParams(max_tokens=8), depth=DepthControl(2))
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(120)
+    assert isinstance(result["events"][-1], Finished)  # type: ignore[index]
