@@ -7,12 +7,14 @@ import logging
 import sys
 
 from specchat import __version__
+from specchat.core import paths
 
 log = logging.getLogger(__name__)
 
 
 def run_gui(args: argparse.Namespace) -> int:
     """Open the window; ``--demo`` loads the offline demo pair, ``--target/--draft`` load those files."""
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
     from specchat.core.chat.store import ConversationStore
@@ -24,6 +26,9 @@ def run_gui(args: argparse.Namespace) -> int:
     app.setApplicationName("specchat")
     app.setApplicationVersion(__version__)
     app.setOrganizationName("specchat")
+    icon = paths.resources_dir() / "icons" / "specchat.svg"
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
 
     settings = load_settings()
     store = ConversationStore()

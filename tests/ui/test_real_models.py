@@ -185,3 +185,27 @@ def test_run_gui_with_demo_flag_opens_loads_and_exits(qapp, demo_pair, monkeypat
     QTimer.singleShot(LOAD_TIMEOUT, lambda: [w.close() for w in QApplication.topLevelWidgets()])  # never hang
     assert run_gui(argparse.Namespace(demo=True, target=None, draft=None)) == 0
     assert loaded and loaded[0].target_name == demo_pair.target.name
+
+
+def test_plain_decoding_shows_only_target_tokens(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    from specchat.core.types import DrafterKind
+
+    settings.drafter = DrafterKind.NONE
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(PROMPT)
+    kinds = fragment_kinds(window)
+    assert set(kinds) == {"target"}
+    assert window.stats.acceptance.text() == "n/a (no drafts)"
+
+
+def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    settings.n_ctx = 256
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
+        window.send("word " * 400)
+    assert blocker.args[0].reason is FinishReason.ERROR
+    assert "context" in window.last_error and "\n" not in window.last_error
+    assert window.banner.isVisibleTo(window)
+    assert store.messages(window.conversation_id)[-1].finish_reason == "error"
+    assert window.send_button.isEnabled()  # the window keeps working
