@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QLabel, QTextBrowser, QToolTip, QWidget
 from specchat.core.chat.store import TokenSpan, spans_of
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
-from .token_styles import PROP_MESSAGE, kind_colour, kind_format, legend_html, span_format
+from .token_styles import PROP_MESSAGE, kind_format, legend_html, span_format
 
 FLUSH_MS = 30
 _FENCE = re.compile(r"```[^\n]*\n.*?(?:```|\Z)", re.DOTALL)
@@ -366,4 +366,4 @@ class TokenLegend(QLabel):
             self._update()
 
 
-__all__ = ["ChatView", "TokenLegend", "ViewMessage", "kind_colour"]
+__all__ = ["ChatView", "TokenLegend", "ViewMessage"]

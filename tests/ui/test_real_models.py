@@ -131,12 +131,14 @@ def test_regenerate_replaces_the_last_reply(qtbot, settings, store, demo_pair) -
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=12)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(PROMPT)
-    first = window.chat_view.messages[-1].content
+    first_id = store.messages(window.conversation_id)[-1].id
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.regenerate_button.click()
     msgs = store.messages(window.conversation_id)
     assert [m.role for m in msgs] == ["user", "assistant"]
-    assert msgs[-1].content == first  # greedy: same reply again
+    assert msgs[-1].id != first_id and msgs[-1].content and msgs[-1].spans
+    assert [m.role for m in window.chat_view.messages] == ["user", "assistant"]
+    assert window.chat_view.messages[-1].content == msgs[-1].content
 
 
 def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
@@ -209,3 +211,13 @@ def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, 
     assert window.banner.isVisibleTo(window)
     assert store.messages(window.conversation_id)[-1].finish_reason == "error"
     assert window.send_button.isEnabled()  # the window keeps working
+
+
+def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    window.load_models(demo_pair.target, demo_pair.draft)
+    assert window.progress.isVisibleTo(window) and not window.welcome.demo_button.isEnabled()
+    window.close()
+    assert window.host.thread.isFinished()
+    assert window.host.worker.engine is None
