@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
 
 class Composer(QPlainTextEdit):
-    """Multi-line input that emits ``send_requested`` with its text on Enter."""
+    """Multi-line input that emits ``send_requested`` with its text on Enter (text kept until taken)."""
 
     send_requested = Signal(str)
 
@@ -27,7 +27,7 @@ class Composer(QPlainTextEdit):
         super().keyPressEvent(event)
 
     def send(self) -> None:
+        """Emit the text; the receiver clears the box once it has taken the message."""
         text = self.toPlainText().strip()
         if text and self.isEnabled():
-            self.clear()
             self.send_requested.emit(text)

@@ -353,6 +353,7 @@ class MainWindow(QMainWindow):
         elif not self.chat_view.messages:
             self.store.rename(self.conversation_id, text.splitlines()[0][:48])
         history = self._history(self.chat_view.messages)
+        self.composer.clear()
         self.store.add_message(self.conversation_id, "user", text)
         self.chat_view.add_user_message(text)
         self._start_reply(history, text)

@@ -53,6 +53,10 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.composer.setPlainText(PROMPT)
         window.composer.send()
+        assert window.composer.toPlainText() == ""
+        window.composer.setPlainText("typed while it streams")
+        window.composer.send()  # ignored while a reply streams, and the text is kept
+    assert window.composer.toPlainText() == "typed while it streams"
     finished = blocker.args[0]
     assert finished.reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
     kinds = fragment_kinds(window)

@@ -39,7 +39,7 @@ def test_composer_enter_sends_shift_enter_newline(qtbot) -> None:  # noqa: ANN00
     with qtbot.waitSignal(composer.send_requested) as blocker:
         qtbot.keyClick(composer, Qt.Key.Key_Return)
     assert blocker.args == ["hello\nthere"]
-    assert composer.toPlainText() == ""
+    assert composer.toPlainText() == "hello\nthere"  # kept until the window takes it
 
 
 def test_controls_depth_auto_and_params(qtbot) -> None:  # noqa: ANN001
