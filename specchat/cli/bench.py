@@ -168,7 +168,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     depths = [parse_depth(d) for d in args.depth]
     prompts = load_prompts(args.prompts, args.limit)
     params = GenerationParams(sampler=sampler_from_args(args), max_tokens=args.max_tokens, seed=args.seed,
-                              draft_p_min=args.draft_p_min)
+                              draft_p_min=args.draft_p_min, greedy_draft=args.greedy_draft)
     engine = load_engine(args)
     reports = bench(engine, prompts, params, drafter_from_args(args), depths, progress=not args.json)
     if args.json:

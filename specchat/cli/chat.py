@@ -50,6 +50,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
     parser.add_argument("--n-gpu-layers", type=int, default=0, help="target layers to offload (-1 = all)")
     parser.add_argument("--draft-gpu-layers", type=int, default=0, help="draft layers to offload (-1 = all)")
     parser.add_argument("--draft-p-min", type=float, default=0.0, help="stop drafting below this draft confidence")
+    parser.add_argument("--greedy-draft", action="store_true",
+                        help="at temperature > 0, draft the draft's argmax instead of sampling (for comparison)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -127,7 +129,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     depth = parse_depth(args.depth)
     params = GenerationParams(
         sampler=sampler_from_args(args), max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
-        seed=args.seed, draft_p_min=args.draft_p_min,
+        seed=args.seed, draft_p_min=args.draft_p_min, greedy_draft=args.greedy_draft,
     )
     messages = read_messages(args)
     engine = load_engine(args)

@@ -80,6 +80,10 @@ class GenerationParams:
     stop_strings: tuple[str, ...] = ()
     seed: int | None = None
     draft_p_min: float = 0.0  # stop drafting when the draft's top probability falls below this
+    # At temperature > 0 the draft normally samples from its own q (the exact rule's premise).
+    # True drafts the draft's argmax instead, as llama.cpp's server does; still lossless
+    # (q is then one-hot), but far fewer drafts are accepted. Kept for comparison.
+    greedy_draft: bool = False
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:

@@ -292,3 +292,19 @@ def test_engine_runs_on_a_worker_thread(demo_engine) -> None:
     t.start()
     t.join(120)
     assert isinstance(result["events"][-1], Finished)  # type: ignore[index]
+
+
+def test_greedy_draft_at_temperature_drafts_the_argmax(demo_engine) -> None:
+    def first_draft(params: GenerationParams) -> tuple[int, ...]:
+        session = ChatSession(demo_engine)
+        for event in session.reply("Name three rivers.", params, depth=DepthControl(4)):
+            if isinstance(event, Drafted):
+                return event.tokens
+        raise AssertionError("no draft")
+
+    greedy = first_draft(GenerationParams(max_tokens=8))
+    hot = SamplerParams(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0)
+    assert all(first_draft(GenerationParams(sampler=hot, max_tokens=8, seed=s, greedy_draft=True)) == greedy
+               for s in range(3))
+    sampled = {first_draft(GenerationParams(sampler=hot, max_tokens=8, seed=s)) for s in range(6)}
+    assert len(sampled) > 1  # a sampling draft really samples

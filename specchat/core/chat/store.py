@@ -64,6 +64,20 @@ class StoreError(Exception):
     """A store operation failed; ``str(error)`` is a one-line message."""
 
 
+class NewerSchemaError(sqlite3.DatabaseError):
+    """The file was written by a newer specchat."""
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """True for a file that is not (or no longer) a usable database, False for locks and permissions."""
+    if isinstance(exc, NewerSchemaError):
+        return True
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return "malformed" in text or "not a database" in text
+    return True
+
+
 @dataclass(frozen=True)
 class TokenSpan:
     """One shown token (or run of text) and its fate."""
@@ -124,18 +138,25 @@ class ConversationStore:
         self.path = path or paths.data_dir() / DB_FILENAME
         self.notice = ""  # one-line message when the file had to be set aside
         try:
-            self._db = self._open()
+            self._db = self._open(self.path)
         except sqlite3.DatabaseError as exc:
-            aside = self._move_aside()
-            self.notice = (
-                f"The conversation database could not be read ({exc}); it was kept as {aside.name} "
-                "and a new one was started."
-            )
+            if _is_corrupt(exc):
+                aside = self._move_aside()
+                self.notice = (
+                    f"The conversation database could not be read ({exc}); it was kept as {aside.name} "
+                    "and a new one was started."
+                )
+                self._db = self._open(self.path)
+            else:  # locked, no permission...: leave the file alone, keep working in memory
+                self.notice = (
+                    f"The conversation database could not be opened ({exc}); "
+                    "conversations will not be saved this session."
+                )
+                self._db = self._open(":memory:")
             log.warning(self.notice)
-            self._db = self._open()
 
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None)
+    def _open(self, path: Path | str) -> sqlite3.Connection:
+        db = sqlite3.connect(path, isolation_level=None, timeout=2.0)
         try:
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
@@ -146,7 +167,7 @@ class ConversationStore:
             if row is None:
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             elif row[0] > SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(f"schema version {row[0]} is newer than this app's {SCHEMA_VERSION}")
+                raise NewerSchemaError(f"schema version {row[0]} is newer than this app's {SCHEMA_VERSION}")
             db.execute("SELECT count(*) FROM spans").fetchone()
         except sqlite3.DatabaseError:
             db.close()

@@ -38,6 +38,7 @@ class Drafter(Protocol):
         rng: np.random.Generator,
         cancel: CancelToken,
         p_min: float = 0.0,
+        greedy: bool = False,
     ) -> Draft:
         """Propose up to ``k`` tokens to follow ``tokens`` (the whole committed sequence)."""
         ...
@@ -49,7 +50,7 @@ class NoDrafter:
     kind = DrafterKind.NONE
 
     def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
-              cancel: CancelToken, p_min: float = 0.0) -> Draft:
+              cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
         return Draft()
 
 
@@ -66,7 +67,7 @@ class DraftModelDrafter:
         self.context = context
 
     def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
-              cancel: CancelToken, p_min: float = 0.0) -> Draft:
+              cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
         out = Draft()
         if k <= 0:
             return out
@@ -85,7 +86,7 @@ class DraftModelDrafter:
         history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
         for i in range(k):
             q = distribution(row, history, sampler)
-            if sampler.greedy:
+            if sampler.greedy or greedy:
                 x = greedy_token(row, history, sampler)
                 q_used = Distribution.one_hot(x)
                 px = q.prob(x)
@@ -123,7 +124,7 @@ class NgramDrafter:
         self.min_ngram = min_ngram
 
     def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
-              cancel: CancelToken, p_min: float = 0.0) -> Draft:
+              cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
         out = Draft()
         if k <= 0:
             return out

@@ -119,28 +119,45 @@ def distribution(row: np.ndarray, history: Sequence[int], params: SamplerParams)
     """
     row = apply_repetition_penalty(row, history, params)
     temp = params.temperature if params.temperature > 0 else 1.0
-    top = float(row.max())
     if params.min_p > 0.0:
+        top = float(row.max())
         cand = np.flatnonzero(row >= top + temp * math.log(params.min_p))
         if params.top_k and len(cand) > params.top_k:
             cand = cand[np.argpartition(row[cand], len(cand) - params.top_k)[len(cand) - params.top_k :]]
     elif params.top_k:
         cand = _top_k_candidates(row, params.top_k)
+        top = float(row[cand].max())  # the maximum is always among the top k
     else:
+        top = float(row.max())
         cand = None
-    logits = row[cand] if cand is not None else row
-    z = np.exp((logits.astype(np.float64) - top) / temp)
-    probs = z / z.sum()
     if cand is None:
-        ids = np.arange(row.shape[0], dtype=np.int64)
+        # Dense path: stay in float32 (a 150k-row float64 copy costs more than the exp).
+        z = np.exp((row - np.float32(top)) * np.float32(1.0 / temp))
+        probs = z / z.sum(dtype=np.float64)
+        ids = _arange(row.shape[0])
     else:
-        ids = cand.astype(np.int64)
+        order = np.argsort(cand, kind="stable")
+        ids = cand[order].astype(np.int64)
+        z = np.exp((row[ids].astype(np.float64) - top) / temp)
+        probs = z / z.sum()
     if params.top_p < 1.0 and len(probs) > 1:
-        order = np.argsort(-probs, kind="stable")
-        cum = np.cumsum(probs[order])
+        by_prob = np.argsort(-probs, kind="stable")
+        cum = np.cumsum(probs[by_prob])
         n_keep = int(np.searchsorted(cum, params.top_p, side="left")) + 1
-        keep = order[:n_keep]
+        keep = np.sort(by_prob[:n_keep])
         ids, probs = ids[keep], probs[keep]
         probs = probs / probs.sum()
-    order = np.argsort(ids, kind="stable")
-    return Distribution(ids[order], probs[order])
+    return Distribution(ids, probs)
+
+
+_ARANGE_CACHE: dict[int, np.ndarray] = {}
+
+
+def _arange(n: int) -> np.ndarray:
+    """A shared, read-only 0..n-1 id array (the support of an untruncated distribution)."""
+    ids = _ARANGE_CACHE.get(n)
+    if ids is None:
+        ids = np.arange(n, dtype=np.int64)
+        ids.setflags(write=False)
+        _ARANGE_CACHE[n] = ids
+    return ids

@@ -118,7 +118,8 @@ def generate(
             k = requested
         k = max(0, min(k, remaining - 1, room))
 
-        draft = drafter.draft(committed, k, sampler, rng, cancel, params.draft_p_min) if k > 0 else Draft()
+        draft = (drafter.draft(committed, k, sampler, rng, cancel, params.draft_p_min, params.greedy_draft)
+                 if k > 0 else Draft())
         drafts = draft.tokens
         if cancel.cancelled:
             reason = FinishReason.CANCELLED

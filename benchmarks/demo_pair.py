@@ -1,0 +1,126 @@
+"""Speed of the speculative loop on the offline demo pair (F32 target, Q4_1 draft).
+
+Runs every prompt of the shared benchmark file with plain target decoding and
+with speculation, back to back in one process, and prints the figures the
+project tracks (see docs/benchmarks.md). With --write it also rewrites
+docs/benchmarks.md.
+
+    python benchmarks/demo_pair.py [--prompts FILE] [--max-tokens N] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+from pathlib import Path
+
+from specchat.cli.bench import BenchReport, bench, format_table, load_prompts
+from specchat.core.chat.session import ChatEngine
+from specchat.core.models.demo import provision_demo_pair
+from specchat.core.types import DrafterKind, GenerationParams, SamplerParams
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PROMPTS = ROOT.parent / "shared" / "prompts" / "public.jsonl"
+FALLBACK_PROMPTS = ROOT / "tests" / "data" / "prompts.jsonl"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS if DEFAULT_PROMPTS.exists() else FALLBACK_PROMPTS)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md with the results")
+    args = parser.parse_args()
+
+    pair = provision_demo_pair()
+    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
+    prompts = load_prompts(args.prompts, None)
+    greedy = GenerationParams(max_tokens=args.max_tokens)
+    sections: list[tuple[str, list[BenchReport]]] = []
+
+    def run(title: str, params: GenerationParams, drafter: DrafterKind, depths: list[int | None]) -> None:
+        print(f"== {title}", file=sys.stderr)
+        reports = bench(engine, prompts, params, drafter, depths, progress=True)
+        sections.append((title, reports))
+        print(format_table(reports))
+
+    run("Greedy, draft model", greedy, DrafterKind.DRAFT_MODEL, [None, 2, 4, 8])
+    run("Greedy, n-gram lookup", greedy, DrafterKind.NGRAM, [None])
+    hot = SamplerParams(temperature=0.8)
+    run("T=0.8, draft samples from q, exact rejection sampling", GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1),
+        DrafterKind.DRAFT_MODEL, [4])
+    run("T=0.8, greedy draft then compare (llama.cpp server's rule)",
+        GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1, greedy_draft=True), DrafterKind.DRAFT_MODEL, [4])
+
+    if args.write:
+        write_markdown(sections, args)
+    return 0
+
+
+def write_markdown(sections: list[tuple[str, list[BenchReport]]], args: argparse.Namespace) -> None:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Latest run: {now}, on {machine()}.",
+        "",
+        f"Command: `python benchmarks/demo_pair.py --max-tokens {args.max_tokens} --write` "
+        f"({len(load_prompts(args.prompts, None))} prompts from `{args.prompts.name}`).",
+        "",
+        "Demo pair: SmolLM2-135M-Instruct, F32 target and Q4_1 draft. *native* is llama.cpp's own",
+        "decode rate for the target in the same run (its perf counters: eval time / eval tokens), so",
+        "Python overhead shows up as *plain / native* below 100%. *predicted* is the ceiling from the",
+        "measured draft step, verify cost per batch size and acceptance rate.",
+        "",
+        "| run | depth | plain tok/s | native tok/s | spec tok/s | speedup vs plain | vs native | plain/native | acceptance | accepted/round | predicted tok/s | reached | identical |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for title, reports in sections:
+        for r in reports:
+            ident = "-" if r.identical is None else ("yes" if r.identical else "NO")
+            lines.append(
+                f"| {title} | {r.depth} | {r.baseline_tokens_per_s:.1f} | {r.native_tokens_per_s:.1f} | "
+                f"{r.speculative_tokens_per_s:.1f} | {r.speedup:.2f}x | {r.speedup_vs_native:.2f}x | "
+                f"{r.plain_vs_native:.1%} | {r.acceptance_rate:.0%} | {r.mean_accepted_per_round:.2f} | "
+                f"{r.predicted_tokens_per_s:.1f} | {r.fraction_of_predicted:.0%} | {ident} |"
+            )
+    lines += ["", "Sampler micro-benchmark (`python benchmarks/sampler_micro.py`, 152k-token vocabulary):", "",
+              "```", *_micro_lines(), "```", ""]
+    (ROOT / "docs" / "benchmarks.md").write_text("\n".join(lines) + "\n" + _notes())
+
+
+def _micro_lines() -> list[str]:
+    import contextlib
+    import io
+
+    import sampler_micro  # type: ignore[import-not-found]
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        sampler_micro.main()
+    return buf.getvalue().rstrip().splitlines()
+
+
+def _notes() -> str:
+    notes = ROOT / "benchmarks" / "NOTES.md"
+    return notes.read_text() if notes.exists() else ""
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())
