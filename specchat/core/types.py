@@ -167,6 +167,9 @@ class GenerationStats:
     prompt_seconds: float = 0.0
     generate_seconds: float = 0.0
     depth: int = 0
+    # Plain decoding's rate predicted from this pair's measured verify cost for one
+    # token (measured when some round ran at depth 0, else extrapolated); 0 = unknown.
+    plain_tokens_per_second_estimate: float = 0.0
 
     @property
     def acceptance_rate(self) -> float:
@@ -194,6 +197,7 @@ class GenerationStats:
             "prompt_seconds": round(self.prompt_seconds, 4),
             "wall_seconds": round(self.prompt_seconds + self.generate_seconds, 4),
             "depth": self.depth,
+            "plain_tokens_per_second_estimate": round(self.plain_tokens_per_second_estimate, 2),
         }
 
 

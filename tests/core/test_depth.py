@@ -58,3 +58,14 @@ def test_depth_control_and_parsing() -> None:
     for bad in ("99", "-1", "deep"):
         with pytest.raises(SpecchatError):
             parse_depth(bad)
+
+
+def test_plain_rate_estimate_comes_from_the_single_token_verify_cost() -> None:
+    ctrl = AdaptiveDepth()
+    assert ctrl.plain_rate_estimate() == 0.0
+    ctrl.observe(0, 0, None, 0.02)
+    assert ctrl.plain_rate_estimate() == pytest.approx(50.0)
+    fixed = AdaptiveDepth()
+    for n in (3, 5):  # only batches of 4 and 6 measured: extrapolate the line down to 1
+        fixed.observe(n, n, 0.005, 0.02 + 0.004 * n)
+    assert fixed.plain_rate_estimate() == pytest.approx(50.0)  # 0.02 s at one token

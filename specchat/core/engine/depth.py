@@ -118,5 +118,9 @@ class AdaptiveDepth:
                 return min(2, limit)
         return best
 
+    def plain_rate_estimate(self) -> float:
+        """Tokens per second of plain decoding (one token per pass), or 0 before any round."""
+        return 1.0 / self.verify_cost(1) if self._verify else 0.0
+
     def predicted_best_rate(self) -> float:
         return max(self.predicted_rate(k) for k in range(self.max_depth + 1))

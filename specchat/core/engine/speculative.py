@@ -96,6 +96,7 @@ def generate(
 
     def finish() -> Finished:
         stats.generate_seconds = time.perf_counter() - gen_started
+        stats.plain_tokens_per_second_estimate = adaptive.plain_rate_estimate()
         return Finished(reason or FinishReason.ERROR, stats, message)
 
     while True:
