@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# GPU check for specchat on a machine with an NVIDIA GPU and a fresh checkout.
+#
+#   benchmarks/gpu_check.sh                 # from the repository root
+#   OUT=/some/dir benchmarks/gpu_check.sh   # also keep the results there
+#
+# Knobs: GPU_VENV (default /tmp/specchat-gpu-venv), DEPTHS ("auto 4 8"),
+# LIMIT (first N prompts only), EXTRA_CMAKE_ARGS. To try the script itself
+# without a GPU: SPECCHAT_PY=/path/to/venv/bin/python ALLOW_CPU=1 LIMIT=1
+# (uses that environment as is: no venv, no build, no install).
+#
+# Builds llama-cpp-python with CUDA for the GPU it finds, installs specchat with
+# the offline demo pair, checks that llama.cpp can offload, then benchmarks the
+# demo pair fully offloaded: plain vs speculative tokens/s, acceptance, and
+# whether greedy output was identical. Needs nvcc (CUDA toolkit with cuBLAS),
+# cmake, a C++ compiler and PyPI access for the first run. See docs/gpu.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+VENV=${GPU_VENV:-${TMPDIR:-/tmp}/specchat-gpu-venv}
+LLAMA_VERSION=${LLAMA_VERSION:-0.3.36}
+DEPTHS=${DEPTHS:-"auto 4 8"}
+RESULTS=${OUT:-}
+LOG=$(mktemp -d)/gpu_check
+mkdir -p "$LOG"
+t0=$(date +%s)
+step() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
+
+step "GPU"
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv || echo "nvidia-smi not found"
+command -v nvcc >/dev/null && nvcc --version | tail -1 || echo "nvcc not on PATH: the CUDA build will fail"
+
+if [ -n "${SPECCHAT_PY:-}" ]; then
+    VPY=$SPECCHAT_PY
+    step "using $VPY as is"
+else
+step "venv $VENV"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+VPY="$VENV/bin/python"
+"$VPY" -m pip install --quiet --upgrade pip
+
+if "$VPY" -c 'import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)' 2>/dev/null; then
+    step "llama-cpp-python with GPU offload already installed in $VENV"
+else
+    step "building llama-cpp-python $LLAMA_VERSION with CUDA (several minutes)"
+    b0=$(date +%s)
+    # --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and could hand back a CPU build.
+    CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=native ${EXTRA_CMAKE_ARGS:-}" \
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+        "$VPY" -m pip install --no-cache-dir --force-reinstall --no-deps \
+        "llama-cpp-python==$LLAMA_VERSION" >"$LOG/build.log" 2>&1 \
+        || { tail -40 "$LOG/build.log"; echo "gpu_check: CUDA build failed (log: $LOG/build.log)"; exit 1; }
+    echo "CUDA build took $(( $(date +%s) - b0 ))s"
+fi
+step "installing specchat[demo]"
+"$VPY" -m pip install --quiet ".[demo]"   # llama-cpp-python is already satisfied
+fi
+
+step "offload check"
+ALLOW_CPU=${ALLOW_CPU:-0} "$VPY" - <<'PY'
+import os
+from specchat.core.llama import devices
+ok = devices.offload_supported()
+for d in devices.list_devices():
+    print("  device:", d.summary())
+print("llama_supports_gpu_offload:", ok)
+if not ok and os.environ["ALLOW_CPU"] != "1":
+    raise SystemExit("gpu_check: this llama.cpp build cannot offload to a GPU")
+PY
+
+SPECCHAT="$(dirname "$VPY")/specchat"
+pair=$("$SPECCHAT" models demo)
+TARGET=$(echo "$pair" | "$VPY" -c 'import json,sys; print(json.load(sys.stdin)["target"])')
+DRAFT=$(echo "$pair" | "$VPY" -c 'import json,sys; print(json.load(sys.stdin)["draft"])')
+echo "target: $TARGET"
+echo "draft:  $DRAFT"
+
+step "bench: depths $DEPTHS, all layers on the GPU"
+# shellcheck disable=SC2086
+"$SPECCHAT" bench --target "$TARGET" --draft "$DRAFT" --prompts tests/data/prompts.jsonl \
+    --depth $DEPTHS --n-gpu-layers -1 --draft-gpu-layers -1 ${LIMIT:+--limit "$LIMIT"} --json >"$LOG/bench.json"
+
+step "results"
+status=0
+"$VPY" - "$LOG/bench.json" <<'PY' || status=$?
+import json, sys
+data = json.load(open(sys.argv[1]))
+runs = data.get("runs", [data])
+print(f"{'depth':>6} {'plain tok/s':>12} {'spec tok/s':>11} {'speedup':>8} {'accept':>7} {'acc/round':>9} {'identical':>9}")
+for r in runs:
+    print(f"{r['depth']:>6} {r['baseline_tokens_per_s']:>12.1f} {r['speculative_tokens_per_s']:>11.1f} "
+          f"{r['speedup']:>8.2f} {r['acceptance_rate']:>7.2f} {r['mean_accepted_per_round']:>9.2f} {str(r['identical']):>9}")
+if not all(r["identical"] for r in runs):
+    print("gpu_check: greedy speculative output differed from plain decoding", file=sys.stderr)
+    sys.exit(1)
+PY
+
+if [ -n "$RESULTS" ]; then
+    mkdir -p "$RESULTS"
+    cp "$LOG/bench.json" "$RESULTS/gpu_bench.json"
+    [ -f "$LOG/build.log" ] && tail -200 "$LOG/build.log" >"$RESULTS/gpu_build_tail.log"
+    { nvidia-smi 2>/dev/null || true; "$VPY" -c 'from specchat.core.llama import devices; [print(d.summary()) for d in devices.list_devices()]'; } >"$RESULTS/gpu_devices.txt"
+    echo "results written to $RESULTS"
+fi
+step "done"
+exit $status
