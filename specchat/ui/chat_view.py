@@ -28,6 +28,7 @@ from PySide6.QtWidgets import QLabel, QTextBrowser, QToolTip, QWidget
 from specchat.core.chat.store import TokenSpan, spans_of
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
+from .signals import emit
 from .token_styles import PROP_MESSAGE, kind_format, legend_html, span_format
 
 FLUSH_MS = 30
@@ -339,12 +340,12 @@ class ChatView(QTextBrowser):
         if msg.role == "assistant" and index == len(self.messages) - 1:
             regen = QAction("Regenerate reply", self)
             regen.setEnabled(not busy)
-            regen.triggered.connect(self.regenerate_requested.emit)
+            regen.triggered.connect(lambda *_: emit(self.regenerate_requested))
             actions.append(regen)
         if msg.role == "user":
             edit = QAction("Edit and resend", self)
             edit.setEnabled(not busy)
-            edit.triggered.connect(lambda: self.edit_requested.emit(index))
+            edit.triggered.connect(lambda: emit(self.edit_requested, index))
             actions.append(edit)
         return actions
 

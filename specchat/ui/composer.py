@@ -6,6 +6,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
+from .signals import emit
+
 
 class Composer(QPlainTextEdit):
     """Multi-line input that emits ``send_requested`` with its text on Enter (text kept until taken)."""
@@ -30,4 +32,4 @@ class Composer(QPlainTextEdit):
         """Emit the text; the receiver clears the box once it has taken the message."""
         text = self.toPlainText().strip()
         if text and self.isEnabled():
-            self.send_requested.emit(text)
+            emit(self.send_requested, text)

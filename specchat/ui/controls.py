@@ -18,6 +18,8 @@ from superqt import QLabeledSlider
 from specchat.core.settings import Settings
 from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SamplerParams
 
+from .signals import emit
+
 DRAFTER_LABELS = {
     DrafterKind.DRAFT_MODEL: "Draft model",
     DrafterKind.NGRAM: "N-gram (prompt lookup)",
@@ -111,4 +113,4 @@ class SpeculationControls(QGroupBox):
         self._emit_depth()
 
     def _emit_depth(self) -> None:
-        self.depth_changed.emit(self.depth)
+        emit(self.depth_changed, self.depth)

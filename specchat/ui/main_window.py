@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, Signal
@@ -24,13 +25,14 @@ from specchat.core.cancel import CancelToken
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.settings import Settings, save_settings
-from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats
+from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats, SpecchatError
 
 from .chat_view import ChatView, TokenLegend, ViewMessage
 from .composer import Composer
 from .controls import SpeculationControls
 from .model_picker import ModelPickerDialog
 from .sidebar import ConversationSidebar
+from .signals import emit
 from .stats_panel import StatsPanel
 from .welcome import WelcomeView
 from .worker import EngineHost, ModelInfo, ReplyRequest
@@ -58,6 +60,7 @@ class MainWindow(QMainWindow):
         self._writer: ReplyWriter | None = None
         self._reply_token: CancelToken | None = None
         self._closing = False
+        self._save_failed = False
         self.loading = False
         self.last_error = ""
         self.setWindowTitle("specchat")
@@ -251,7 +254,7 @@ class MainWindow(QMainWindow):
         self.stack.setCurrentIndex(1)
         self._set_busy(False)
         self.composer.setFocus()
-        self.models_loaded.emit(info)
+        emit(self.models_loaded, info)
 
     def _on_load_failed(self, message: str) -> None:
         if self._closing:
@@ -271,7 +274,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Plain decoding: {tokens_per_second:.1f} tokens/s", 5000)
         if self.model_info is not None and self.model_info.pair_key == pair_key:
             self.stats.set_baseline(tokens_per_second)
-        self.baseline_measured.emit(tokens_per_second)
+        emit(self.baseline_measured, tokens_per_second)
 
     # -- conversations -----------------------------------------------------------------
 
@@ -353,8 +356,12 @@ class MainWindow(QMainWindow):
         elif not self.chat_view.messages:
             self.store.rename(self.conversation_id, text.splitlines()[0][:48])
         history = self._history(self.chat_view.messages)
+        try:
+            self.store.add_message(self.conversation_id, "user", text)
+        except sqlite3.Error as exc:
+            self.show_error(f"the message could not be saved: {exc}")
+            return
         self.composer.clear()
-        self.store.add_message(self.conversation_id, "user", text)
         self.chat_view.add_user_message(text)
         self._start_reply(history, text)
 
@@ -398,11 +405,16 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("No draft model loaded: using n-gram drafting", 5000)
         try:
             params = self.controls.generation_params()
-        except Exception as exc:  # noqa: BLE001 - SpecchatError from bad values, shown as one line
+        except SpecchatError as exc:
             self.show_error(str(exc))
             return
         self.depth_control.set(self.controls.depth)
-        self._writer = ReplyWriter(self.store, self.conversation_id)
+        try:
+            self._writer = ReplyWriter(self.store, self.conversation_id)
+        except sqlite3.Error as exc:
+            self.show_error(f"the conversation could not be saved: {exc}")
+            return
+        self._save_failed = False
         self.chat_view.begin_reply()
         self.stats.reset()
         self._set_busy(True)
@@ -412,13 +424,23 @@ class MainWindow(QMainWindow):
     def _on_events(self, batch: list[object]) -> None:
         if self._closing or self._writer is None:
             return
-        self.events_received.emit(batch)
+        emit(self.events_received, batch)
         self.chat_view.feed(batch)
         self.stats.feed(batch)
         for event in batch:
-            self._writer.feed(event)
+            self._save(event)
             if isinstance(event, Finished):
                 self._end_reply(event)
+
+    def _save(self, event: object) -> None:
+        """Write one event of the streaming reply; a failing database is reported once, not fatal."""
+        if self._writer is None or self._save_failed:
+            return
+        try:
+            self._writer.feed(event)
+        except sqlite3.Error as exc:
+            self._save_failed = True
+            self.show_error(f"the reply could not be saved: {exc}")
 
     def _on_failed(self, message: str) -> None:
         if self._closing:
@@ -426,7 +448,7 @@ class MainWindow(QMainWindow):
         if self._writer is not None:
             finished = Finished(FinishReason.ERROR, GenerationStats(), message)
             self.chat_view.feed([finished])
-            self._writer.feed(finished)
+            self._save(finished)
             self._end_reply(finished)
         self.show_error(message)
 
@@ -438,7 +460,7 @@ class MainWindow(QMainWindow):
         if finished.reason is FinishReason.ERROR and finished.message:
             self.show_error(finished.message)
         self.refresh_conversations()
-        self.reply_finished.emit(finished)
+        emit(self.reply_finished, finished)
 
     def _set_busy(self, busy: bool) -> None:
         ready = self.model_info is not None and not busy
@@ -461,7 +483,7 @@ class MainWindow(QMainWindow):
         self.last_error = message
         self.banner.setText(message)
         self.banner.show()
-        self.error_shown.emit(message)
+        emit(self.error_shown, message)
 
     def hide_error(self) -> None:
         self.banner.hide()
@@ -492,7 +514,7 @@ class MainWindow(QMainWindow):
             self.stop()
             self.host.shutdown()
             if self._writer is not None:
-                self._writer.feed(Finished(FinishReason.CANCELLED, GenerationStats(), "window closed"))
+                self._save(Finished(FinishReason.CANCELLED, GenerationStats(), "window closed"))
                 self._writer = None
             self.chat_view.flush()
             self.save_settings()

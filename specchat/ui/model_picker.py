@@ -21,6 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .signals import emit
+
 log = logging.getLogger(__name__)
 
 
@@ -39,7 +41,7 @@ class PathField(QWidget):
         layout.addWidget(self.edit, 1)
         layout.addWidget(browse)
         browse.clicked.connect(self._browse)
-        self.edit.textChanged.connect(lambda _text: self.changed.emit())
+        self.edit.textChanged.connect(lambda _text: emit(self.changed))
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", self.edit.text(), "GGUF models (*.gguf)")
@@ -108,7 +110,7 @@ class ModelPickerDialog(QDialog):
         super().done(result)
 
     def request(self, target: str, draft: str) -> None:
-        self.load_requested.emit(target, draft)
+        emit(self.load_requested, target, draft)
         self.accept()
 
     def _load_files(self) -> None:

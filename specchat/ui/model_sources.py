@@ -29,6 +29,8 @@ from specchat.core.cancel import CancelToken
 from specchat.core.models.catalog import CatalogPair, load_catalog
 from specchat.core.types import SpecchatError
 
+from .signals import emit
+
 if TYPE_CHECKING:
     from .model_picker import ModelPickerDialog
 
@@ -65,7 +67,7 @@ class BackgroundJob(QObject):
     @staticmethod
     def _emit(signal: object, value: object) -> None:
         try:
-            signal.emit(value)  # type: ignore[attr-defined]
+            emit(signal, value)
         except RuntimeError:  # the dialog was closed and its objects deleted meanwhile
             pass
 
@@ -84,7 +86,7 @@ def download_pair(pair: CatalogPair, job: BackgroundJob) -> tuple[str, str]:
 
         def on_progress(p, role=role) -> None:  # noqa: ANN001 - DownloadProgress
             try:
-                job.progress.emit(f"{role}: {p.filename}", int(p.done), int(p.total or 0))
+                emit(job.progress, f"{role}: {p.filename}", int(p.done), int(p.total or 0))
             except RuntimeError:  # dialog gone: stop the download (the partial file is kept)
                 job.cancel.cancel()
 
@@ -149,7 +151,7 @@ class CatalogTab(QWidget):
         if pair is None or self.job is not None:
             return
         if pair.local:
-            self.dialog.demo_requested.emit()
+            emit(self.dialog.demo_requested)
             self.dialog.accept()
             return
         self.job = BackgroundJob(self)

@@ -7,6 +7,8 @@ from PySide6.QtWidgets import QHBoxLayout, QListWidget, QListWidgetItem, QPushBu
 
 from specchat.core.chat.store import ConversationInfo
 
+from .signals import emit
+
 
 class ConversationSidebar(QWidget):
     """Lists conversations; emits ids. Renaming edits the item in place."""
@@ -30,7 +32,7 @@ class ConversationSidebar(QWidget):
         for b in (self.new_button, self.rename_button, self.delete_button):
             buttons.addWidget(b)
         layout.addLayout(buttons)
-        self.new_button.clicked.connect(self.new_requested.emit)
+        self.new_button.clicked.connect(lambda *_: emit(self.new_requested))
         self.rename_button.clicked.connect(self._start_rename)
         self.delete_button.clicked.connect(self._delete)
         self.list.currentItemChanged.connect(self._current_changed)
@@ -55,7 +57,7 @@ class ConversationSidebar(QWidget):
 
     def _current_changed(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if item is not None and not self._filling:
-            self.selected.emit(int(item.data(Qt.ItemDataRole.UserRole)))
+            emit(self.selected, int(item.data(Qt.ItemDataRole.UserRole)))
 
     def _start_rename(self) -> None:
         item = self.list.currentItem()
@@ -64,9 +66,9 @@ class ConversationSidebar(QWidget):
 
     def _item_changed(self, item: QListWidgetItem) -> None:
         if not self._filling and item.text().strip():
-            self.rename_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)), item.text().strip())
+            emit(self.rename_requested, int(item.data(Qt.ItemDataRole.UserRole)), item.text().strip())
 
     def _delete(self) -> None:
         cid = self.current_id()
         if cid is not None:
-            self.delete_requested.emit(cid)
+            emit(self.delete_requested, cid)

@@ -11,6 +11,8 @@ from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QPushButton, QVBox
 
 from specchat.core.types import Drafted, Finished, GenerationStats, Verified
 
+from .signals import emit
+
 ASSUMED_DRAFT_COST = 0.1  # draft step / target step, for the speedup estimate before a measurement
 
 
@@ -45,7 +47,7 @@ class StatsPanel(QGroupBox):
         layout.addLayout(form)
         self.measure_button = QPushButton("Measure plain decoding")
         self.measure_button.setToolTip("Time this pair without a drafter once, to turn the estimate into a measurement")
-        self.measure_button.clicked.connect(self.measure_requested.emit)
+        self.measure_button.clicked.connect(lambda *_: emit(self.measure_requested))
         layout.addWidget(self.measure_button)
 
         self.series = QLineSeries()

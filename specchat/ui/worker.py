@@ -27,6 +27,8 @@ from specchat.core.types import (
     SpecchatError,
 )
 
+from .signals import emit
+
 log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 0.03
@@ -81,50 +83,50 @@ class EngineWorker(QObject):
         self.close_engine()
 
         def progress(stage: str, fraction: float) -> bool:
-            self.load_progress.emit(stage, float(fraction))
+            emit(self.load_progress, stage, float(fraction))
             return not cancel.cancelled
 
         try:
             engine = ChatEngine.load(target, draft or None, n_ctx=n_ctx, progress=progress)
         except SpecchatError as exc:
-            self.load_failed.emit(str(exc))
+            emit(self.load_failed, str(exc))
             return
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
             log.exception("model load failed")
-            self.load_failed.emit(f"could not load the models: {exc}")
+            emit(self.load_failed, f"could not load the models: {exc}")
             return
         if cancel.cancelled:
             engine.close()
-            self.load_failed.emit("loading was cancelled")
+            emit(self.load_failed, "loading was cancelled")
             return
         self.engine = engine
         self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name)
-        self.loaded.emit(self.info)
+        emit(self.loaded, self.info)
 
     @Slot(int, object)
     def load_demo(self, n_ctx: int, cancel: CancelToken) -> None:
         """Provision the offline demo pair (converting its target on first use), then load it."""
         from specchat.core.models.demo import provision_demo_pair
 
-        self.load_progress.emit("preparing the demo pair", 0.0)
+        emit(self.load_progress, "preparing the demo pair", 0.0)
         try:
             pair = provision_demo_pair()
         except SpecchatError as exc:
-            self.load_failed.emit(str(exc))
+            emit(self.load_failed, str(exc))
             return
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
             log.exception("demo pair provisioning failed")
-            self.load_failed.emit(f"could not prepare the demo pair: {exc}")
+            emit(self.load_failed, f"could not prepare the demo pair: {exc}")
             return
         self.load(str(pair.target), str(pair.draft), n_ctx, cancel)
 
     @Slot(object, object)
     def generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
         if self.engine is None:
-            self.failed.emit("no model is loaded")
+            emit(self.failed, "no model is loaded")
             return
         if cancel.cancelled:
-            self.failed.emit("cancelled before it started")
+            emit(self.failed, "cancelled before it started")
             return
         try:
             session = self._session_for(request)
@@ -134,11 +136,11 @@ class EngineWorker(QObject):
             self._pump(stream)
         except SpecchatError as exc:
             self._session = None
-            self.failed.emit(str(exc))
+            emit(self.failed, str(exc))
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
             log.exception("generation failed")
             self._session = None
-            self.failed.emit(f"generation failed: {exc}")
+            emit(self.failed, f"generation failed: {exc}")
 
     def _pump(self, stream: object) -> None:
         """Forward events in batches: after each draft (so ghost text shows during verify), else every 30 ms."""
@@ -152,11 +154,11 @@ class EngineWorker(QObject):
                 or (isinstance(event, Drafted) and event.tokens)
                 or now - last >= BATCH_SECONDS
             ):
-                self.events.emit(batch)
+                emit(self.events, batch)
                 batch = []
                 last = now
         if batch:
-            self.events.emit(batch)
+            emit(self.events, batch)
 
     def _session_for(self, request: ReplyRequest) -> ChatSession:
         assert self.engine is not None
@@ -190,7 +192,7 @@ class EngineWorker(QObject):
         finally:
             self._session = None  # the contexts now hold the baseline's tokens
         if finished is not None and finished.stats.tokens_per_second > 0 and not cancel.cancelled:
-            self.baseline_measured.emit(self.info.pair_key, finished.stats.tokens_per_second)
+            emit(self.baseline_measured, self.info.pair_key, finished.stats.tokens_per_second)
 
     def close_engine(self) -> None:
         self._session = None
@@ -223,18 +225,18 @@ class EngineHost(QObject):
         self._closed = False
 
     def load(self, target: str, draft: str = "", n_ctx: int = 4096) -> None:
-        self._load.emit(target, draft, n_ctx, self._token())
+        emit(self._load, target, draft, n_ctx, self._token())
 
     def load_demo(self, n_ctx: int = 4096) -> None:
-        self._load_demo.emit(n_ctx, self._token())
+        emit(self._load_demo, n_ctx, self._token())
 
     def generate(self, request: ReplyRequest) -> CancelToken:
         token = self._token()
-        self._generate.emit(request, token)
+        emit(self._generate, request, token)
         return token
 
     def measure_baseline(self, max_tokens: int = 48) -> None:
-        self._baseline.emit(max_tokens, self._token())
+        emit(self._baseline, max_tokens, self._token())
 
     def cancel(self) -> None:
         """Stop whatever runs or waits on the engine thread (takes effect within one round)."""

@@ -126,3 +126,23 @@ def test_a_healthy_database_gives_no_notice(tmp_path: Path) -> None:
     store = ConversationStore(tmp_path / "c.sqlite3")
     assert store.notice == ""
     store.close()
+
+
+def test_an_unopenable_path_is_left_alone_and_the_store_works_in_memory(tmp_path: Path) -> None:
+    folder = tmp_path / "not-a-file.sqlite3"
+    folder.mkdir()
+    store = ConversationStore(folder)
+    assert "could not be opened" in store.notice and "\n" not in store.notice
+    cid = store.create_conversation("temporary")
+    assert store.conversation(cid).title == "temporary"
+    assert folder.is_dir() and not list(tmp_path.glob("*.unreadable-*"))
+    store.close()
+
+
+def test_a_newer_schema_is_set_aside() -> None:
+    store = ConversationStore()
+    store._db.execute("UPDATE schema_version SET version = 99")
+    store.close()
+    again = ConversationStore()
+    assert "newer" in again.notice
+    again.close()

@@ -167,3 +167,22 @@ def test_edit_and_resend_puts_text_back_and_truncates(qtbot, settings, store) ->
     actions[1].trigger()
     assert window.composer.toPlainText() == "first question"
     assert store.messages(cid) == [] and window.chat_view.messages == []
+
+
+def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, settings, store, monkeypatch) -> None:  # noqa: ANN001
+    import sqlite3
+
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    window.conversation_id = store.create_conversation("x")
+    window._writer = ReplyWriter(store, window.conversation_id)
+    window.chat_view.begin_reply()
+
+    def broken(*args: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "append_spans", broken)
+    with qtbot.waitSignal(window.reply_finished):
+        window._on_events([verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
+    assert window.last_error == "the reply could not be saved: disk I/O error"
+    assert window.chat_view.messages[-1].content == "ab" and not window.streaming
