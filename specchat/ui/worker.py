@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.session import ChatEngine, ChatSession
@@ -221,8 +221,11 @@ class EngineHost(QObject):
         self._generate.connect(self.worker.generate)
         self._baseline.connect(self.worker.measure_baseline)
         self._tokens: list[CancelToken] = []
-        self.thread.start()
         self._closed = False
+        self.thread.start()
+        app = QCoreApplication.instance()
+        if app is not None:  # never leave a running QThread behind at exit
+            app.aboutToQuit.connect(self.shutdown)
 
     def load(self, target: str, draft: str = "", n_ctx: int = 4096) -> None:
         emit(self._load, target, draft, n_ctx, self._token())
