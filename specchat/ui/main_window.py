@@ -61,6 +61,7 @@ class MainWindow(QMainWindow):
         self._reply_token: CancelToken | None = None
         self._closing = False
         self._save_failed = False
+        self._reply_is_new_message = False
         self.loading = False
         self.last_error = ""
         self.setWindowTitle("specchat")
@@ -363,7 +364,7 @@ class MainWindow(QMainWindow):
             return
         self.composer.clear()
         self.chat_view.add_user_message(text)
-        self._start_reply(history, text)
+        self._start_reply(history, text, new_message=True)
 
     def regenerate(self) -> None:
         """Drop the last reply and generate it again."""
@@ -375,7 +376,7 @@ class MainWindow(QMainWindow):
         keep = len(msgs) - 1
         self.store.truncate(self.conversation_id, keep)
         self.chat_view.set_messages(msgs[:keep])
-        self._start_reply(self._history(msgs[: keep - 1]), msgs[keep - 1].content)
+        self._start_reply(self._history(msgs[: keep - 1]), msgs[keep - 1].content, new_message=False)
 
     def edit_message(self, index: int) -> None:
         """Put a user message back in the composer and drop it and everything after it."""
@@ -396,8 +397,9 @@ class MainWindow(QMainWindow):
     def _history(self, messages: list[ViewMessage]) -> list[dict[str, str]]:
         return [{"role": m.role, "content": m.content} for m in messages]
 
-    def _start_reply(self, history: list[dict[str, str]], user_text: str) -> None:
+    def _start_reply(self, history: list[dict[str, str]], user_text: str, *, new_message: bool) -> None:
         assert self.conversation_id is not None
+        self._reply_is_new_message = new_message
         self.hide_error()
         drafter = self.controls.drafter_kind
         if drafter is DrafterKind.DRAFT_MODEL and self.model_info is not None and not self.model_info.draft_name:
@@ -448,9 +450,28 @@ class MainWindow(QMainWindow):
         if self._writer is not None:
             finished = Finished(FinishReason.ERROR, GenerationStats(), message)
             self.chat_view.feed([finished])
-            self._save(finished)
+            self.chat_view.flush()
+            if not self.chat_view.messages[-1].spans:
+                self._withdraw_reply()
+            else:
+                self._save(finished)
             self._end_reply(finished)
         self.show_error(message)
+
+    def _withdraw_reply(self) -> None:
+        """A reply that failed before its first token leaves no trace; a new message goes back to the composer."""
+        msgs = self.chat_view.messages
+        keep = len(msgs) - 1
+        if self._reply_is_new_message and keep >= 1 and msgs[keep - 1].role == "user":
+            keep -= 1
+            if not self.composer.toPlainText().strip():
+                self.composer.setPlainText(msgs[keep].content)
+        if self.conversation_id is not None:
+            try:
+                self.store.truncate(self.conversation_id, keep)
+            except sqlite3.Error as exc:
+                log.warning("could not withdraw the failed reply: %s", exc)
+        self.chat_view.set_messages(msgs[:keep])
 
     def _end_reply(self, finished: Finished) -> None:
         self._writer = None

@@ -213,8 +213,14 @@ def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, 
     assert blocker.args[0].reason is FinishReason.ERROR
     assert "context" in window.last_error and "\n" not in window.last_error
     assert window.banner.isVisibleTo(window)
-    assert store.messages(window.conversation_id)[-1].finish_reason == "error"
+    # nothing was generated: the message is withdrawn and goes back to the composer
+    assert store.messages(window.conversation_id) == [] and window.chat_view.messages == []
+    assert window.composer.toPlainText() == ("word " * 400).strip()
     assert window.send_button.isEnabled()  # the window keeps working
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
+        window.send("Hi")
+    assert blocker.args[0].reason is not FinishReason.ERROR
+    assert [m.role for m in store.messages(window.conversation_id)] == ["user", "assistant"]
 
 
 def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
