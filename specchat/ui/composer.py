@@ -13,6 +13,7 @@ class Composer(QPlainTextEdit):
     """Multi-line input that emits ``send_requested`` with its text on Enter (text kept until taken)."""
 
     send_requested = Signal(str)
+    stop_requested = Signal()  # Esc (the window also has an Esc shortcut for when focus is elsewhere)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -21,6 +22,9 @@ class Composer(QPlainTextEdit):
         self.setMaximumHeight(120)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        if event.key() == Qt.Key.Key_Escape:
+            emit(self.stop_requested)
+            return
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
             event.modifiers() & Qt.KeyboardModifier.ShiftModifier
         ):

@@ -180,6 +180,7 @@ class MainWindow(QMainWindow):
         w.failed.connect(self._on_failed)
         w.baseline_measured.connect(self._on_baseline)
         self.composer.send_requested.connect(self.send)
+        self.composer.stop_requested.connect(self.stop)
         self.send_button.clicked.connect(self.composer.send)
         self.stop_button.clicked.connect(self.stop)
         self.esc.activated.connect(self.stop)

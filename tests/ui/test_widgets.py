@@ -186,3 +186,16 @@ def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, se
         window._on_events([verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
     assert window.last_error == "the reply could not be saved: disk I/O error"
     assert window.chat_view.messages[-1].content == "ab" and not window.streaming
+
+
+def test_escape_cancels_the_streaming_reply(qtbot, settings, store) -> None:  # noqa: ANN001
+    from specchat.core.cancel import CancelToken
+
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    token = CancelToken()
+    window._reply_token = token
+    window.composer.setEnabled(True)
+    window.composer.setFocus()
+    qtbot.keyClick(window.composer, Qt.Key.Key_Escape)
+    assert token.cancelled
