@@ -13,7 +13,7 @@ from specchat.core.types import Drafted, Finished, GenerationStats, Verified
 
 from .signals import emit
 
-ASSUMED_DRAFT_COST = 0.1  # draft step / target step, for the speedup estimate before a measurement
+ASSUMED_DRAFT_COST = 0.1  # draft step / target step, for a live estimate before the engine's own
 
 
 def estimated_speedup(rounds: int, drafted: int, generated: int) -> float:
@@ -128,6 +128,7 @@ class StatsPanel(QGroupBox):
                 ),
                 depth=int(stats.get("depth", 0)),
             )
+            self._final.plain_tokens_per_second_estimate = float(stats.get("plain_tokens_per_second_estimate", 0.0))
             self.rounds, self.drafted = self._final.rounds, self._final.drafted
             self.accepted, self.generated = self._final.accepted, self._final.generated
             self.current_depth = self._final.depth
@@ -155,7 +156,10 @@ class StatsPanel(QGroupBox):
         self.acceptance.setText(f"{self.accepted / self.drafted:.0%}" if self.drafted else "n/a (no drafts)")
         self.mean_accepted.setText(f"{self.accepted / self.rounds:.2f}")
         self.depth.setText(str(self.current_depth))
+        plain_estimate = getattr(self._final, "plain_tokens_per_second_estimate", 0.0) if self._final else 0.0
         if self.baseline:
             self.speedup.setText(f"×{tps / self.baseline:.2f} (measured)")
+        elif plain_estimate > 0:  # the engine's prediction of plain decoding from its verify cost
+            self.speedup.setText(f"≈ ×{tps / plain_estimate:.2f} (estimate)")
         else:
             self.speedup.setText(f"≈ ×{estimated_speedup(self.rounds, self.drafted, self.generated):.2f} (estimate)")

@@ -199,3 +199,15 @@ def test_escape_cancels_the_streaming_reply(qtbot, settings, store) -> None:  # 
     window.composer.setFocus()
     qtbot.keyClick(window.composer, Qt.Key.Key_Escape)
     assert token.cancelled
+
+
+def test_speedup_estimate_uses_the_engines_plain_rate_prediction(qtbot) -> None:  # noqa: ANN001
+    panel = StatsPanel()
+    qtbot.addWidget(panel)
+    panel.feed([verified(0, ("a", "b"), (), "c")])
+    stats = GenerationStats(rounds=1, drafted=2, accepted=2, generated=3, generate_seconds=0.1)
+    stats.plain_tokens_per_second_estimate = 10.0
+    panel.feed([Finished(FinishReason.EOS, stats)])
+    assert panel.speedup.text() == "≈ ×3.00 (estimate)"
+    panel.show_stats(stats.as_dict())
+    assert panel.speedup.text() == "≈ ×3.00 (estimate)"
