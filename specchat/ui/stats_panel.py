@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
@@ -57,11 +58,13 @@ class StatsPanel(QGroupBox):
         chart.legend().hide()
         chart.setMargins(chart.margins() * 0)
         self.x_axis = QValueAxis()
-        self.x_axis.setLabelFormat("%d")
         self.x_axis.setTitleText("round")
         self.y_axis = QValueAxis()
-        self.y_axis.setLabelFormat("%d")
         self.y_axis.setTitleText("accepted")
+        for axis in (self.x_axis, self.y_axis):  # whole-number ticks from 0
+            axis.setLabelFormat("%d")
+            axis.setTickType(QValueAxis.TickType.TicksDynamic)
+            axis.setTickAnchor(0)
         chart.addAxis(self.x_axis, Qt.AlignmentFlag.AlignBottom)
         chart.addAxis(self.y_axis, Qt.AlignmentFlag.AlignLeft)
         self.series.attachAxis(self.x_axis)
@@ -142,9 +145,11 @@ class StatsPanel(QGroupBox):
         return self.generated / elapsed if elapsed > 0 else 0.0
 
     def _update_axes(self) -> None:
-        self.x_axis.setRange(0, max(8, self.points[-1].x() if self.points else 0))
-        top = max([4.0] + [p.y() for p in self.points])
-        self.y_axis.setRange(0, top)
+        right = int(max(8, self.points[-1].x() if self.points else 0))
+        top = int(max([4.0] + [p.y() for p in self.points]))
+        for axis, high in ((self.x_axis, right), (self.y_axis, top)):
+            axis.setRange(0, high)
+            axis.setTickInterval(max(1, math.ceil(high / 6)))
 
     def _show(self) -> None:
         if self.rounds == 0:
