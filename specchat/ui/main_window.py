@@ -120,6 +120,7 @@ class MainWindow(QMainWindow):
         self.model_label.setWordWrap(True)
         self.controls = SpeculationControls(self.settings)
         self.stats = StatsPanel()
+        self.stats.measure_button.setEnabled(False)  # until a pair is loaded
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(4, 4, 4, 4)

@@ -104,7 +104,7 @@ def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, 
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
     assert window.stack.currentWidget() is window.welcome
-    assert not window.composer.isEnabled()
+    assert not window.composer.isEnabled() and not window.stats.measure_button.isEnabled()
     assert window.sidebar.list.count() == 1
     window.sidebar.list.setCurrentRow(0)
     assert window.conversation_id == cid
