@@ -19,8 +19,11 @@ LLAMA_VERSION=${LLAMA_VERSION:-0.3.36}
 PYINSTALLER_VERSION=${PYINSTALLER_VERSION:-6.22.3}
 # GGML_BACKEND_DIR is relative, so the CPU plugins are installed into the
 # wheel's llama_cpp/lib/ (beside libggml) instead of a bin/ folder outside it.
+# It must be typed :STRING: llama.cpp declares it a PATH cache entry, and CMake
+# turns an untyped relative PATH into an absolute one under the build's cwd
+# (the plugins then land in a temp folder and never reach the wheel).
 # LLAVA_BUILD=OFF skips libmtmd (multimodal), which specchat does not use.
-LLAMA_CMAKE_ARGS=${LLAMA_CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DIR=llama_cpp/lib -DLLAVA_BUILD=OFF"}
+LLAMA_CMAKE_ARGS=${LLAMA_CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DIR:STRING=llama_cpp/lib -DLLAVA_BUILD=OFF"}
 
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
@@ -39,6 +42,11 @@ if [ -z "$wheel" ]; then
         "$VPY" -m pip wheel --no-deps --no-cache-dir -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION"
     wheel=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -1)
 fi
+case "$LLAMA_CMAKE_ARGS" in *GGML_BACKEND_DL=ON*)
+    # The backend plugins must be inside the wheel's llama_cpp/lib, or nothing can run.
+    "$VPY" -m zipfile -l "$wheel" | grep -q "llama_cpp/lib/libggml-cpu" \
+        || { echo "build.sh: $wheel has no llama_cpp/lib/libggml-cpu-* plugins; check GGML_BACKEND_DIR" >&2; rm -f "$wheel"; exit 1; }
+esac
 step "installing $wheel, specchat[demo] and PyInstaller $PYINSTALLER_VERSION"
 "$VPY" -m pip install --quiet --force-reinstall --no-deps "$wheel"
 "$VPY" -m pip install --quiet ".[demo]" "pyinstaller==$PYINSTALLER_VERSION"
