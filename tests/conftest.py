@@ -1,13 +1,18 @@
-"""Fixtures every test can use: isolated app dirs, no network beyond loopback, the demo pair."""
+"""Fixtures every test can use: isolated app dirs, no network beyond loopback, the demo pair,
+a loopback fake hub and tiny GGUF files (from ``tests/support``, importable as ``support``)."""
 
 from __future__ import annotations
 
 import ipaddress
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from support.gguf_files import GgufMaker
+from support.hubserver import FakeHub, serve
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -79,3 +84,16 @@ def demo_pair(demo_models_dir: Path) -> "DemoPair":  # noqa: F821
     from specchat.core.models.demo import provision_demo_pair
 
     return provision_demo_pair(demo_models_dir)
+
+
+@pytest.fixture
+def hub() -> Iterator[FakeHub]:
+    """A threaded loopback hub; ``hub.url`` is its endpoint."""
+    with serve() as state:
+        yield state
+
+
+@pytest.fixture
+def make_gguf(tmp_path: Path) -> GgufMaker:
+    """``make_gguf(name, **options)`` writes a tiny GGUF under the test's temp folder."""
+    return GgufMaker(tmp_path / "ggufs")

@@ -1,4 +1,8 @@
-"""A loopback stand-in for the Hugging Face hub, and tiny GGUF files written on demand."""
+"""A loopback stand-in for the Hugging Face hub, served from a thread.
+
+Tests get it through the ``hub`` fixture (tests/conftest.py); scripts (the docs
+screenshots) use :func:`serve` directly.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,11 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
-
-import numpy as np
-import pytest
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -190,16 +191,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(hits)
 
 
-@pytest.fixture
-def hub() -> Iterator[FakeHub]:
-    """A threaded loopback hub; ``hub.url`` is its endpoint."""
+@contextmanager
+def serve(state: FakeHub | None = None) -> Iterator[FakeHub]:
+    """Serve ``state`` (a fresh FakeHub by default) on a loopback port; ``.url`` is its endpoint."""
     from huggingface_hub import close_session
 
-    state = FakeHub()
+    state = state if state is not None else FakeHub()
     handler = type("Handler", (_Handler,), {"hub": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, name="fake-hub", daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
@@ -209,73 +210,3 @@ def hub() -> Iterator[FakeHub]:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-# --- tiny GGUF files -------------------------------------------------------------------------
-
-BASE_VOCAB = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"tok{i}" for i in range(29)]
-
-
-def write_gguf(
-    path: Path,
-    *,
-    tokens: Sequence[str] = BASE_VOCAB,
-    token_types: Sequence[int] | None = None,
-    tokenizer_model: str = "gpt2",
-    arch: str = "llama",
-    bos: int | None = 1,
-    eos: int | None = 2,
-    eot: int | None = None,
-    add_bos: bool | None = False,
-    context_length: int = 2048,
-    basename: str | None = "TestLM",
-    size_label: str | None = "135M",
-    file_type: int = 7,
-    tensor_elements: int = 64,
-) -> Path:
-    """Write a small but valid GGUF with the given tokenizer and identity; returns ``path``."""
-    import gguf
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(path, arch)
-    w.add_name(f"{basename or 'model'} {size_label or ''}".strip())
-    if basename:
-        w.add_basename(basename)
-    if size_label:
-        w.add_size_label(size_label)
-    w.add_file_type(file_type)
-    w.add_context_length(context_length)
-    w.add_tokenizer_model(tokenizer_model)
-    w.add_token_list(list(tokens))
-    w.add_token_types(list(token_types) if token_types is not None else [1] * len(tokens))
-    if bos is not None:
-        w.add_bos_token_id(bos)
-    if eos is not None:
-        w.add_eos_token_id(eos)
-    if eot is not None:
-        w.add_eot_token_id(eot)
-    if add_bos is not None:
-        w.add_add_bos_token(add_bos)
-    w.add_tensor("token_embd.weight", np.zeros((tensor_elements // 8, 8), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
-
-
-class GgufMaker:
-    """``make_gguf(name, **options)`` writes ``write_gguf`` output under the test's temp folder."""
-
-    base_vocab = BASE_VOCAB
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def __call__(self, name: str, **options: object) -> Path:
-        return write_gguf(self.root / name, **options)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def make_gguf(tmp_path: Path) -> GgufMaker:
-    return GgufMaker(tmp_path / "ggufs")

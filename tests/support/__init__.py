@@ -1,0 +1,1 @@
+"""Test support code importable from every test folder (``pythonpath = ["tests"]``)."""

@@ -1,0 +1,70 @@
+"""Tiny but valid GGUF files with a chosen tokenizer and identity, written on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+BASE_VOCAB = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"tok{i}" for i in range(29)]
+
+
+def write_gguf(
+    path: Path,
+    *,
+    tokens: Sequence[str] = BASE_VOCAB,
+    token_types: Sequence[int] | None = None,
+    tokenizer_model: str = "gpt2",
+    arch: str = "llama",
+    bos: int | None = 1,
+    eos: int | None = 2,
+    eot: int | None = None,
+    add_bos: bool | None = False,
+    context_length: int = 2048,
+    basename: str | None = "TestLM",
+    size_label: str | None = "135M",
+    file_type: int = 7,
+    tensor_elements: int = 64,
+) -> Path:
+    """Write a small but valid GGUF with the given tokenizer and identity; returns ``path``."""
+    import gguf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"{basename or 'model'} {size_label or ''}".strip())
+    if basename:
+        w.add_basename(basename)
+    if size_label:
+        w.add_size_label(size_label)
+    w.add_file_type(file_type)
+    w.add_context_length(context_length)
+    w.add_tokenizer_model(tokenizer_model)
+    w.add_token_list(list(tokens))
+    w.add_token_types(list(token_types) if token_types is not None else [1] * len(tokens))
+    if bos is not None:
+        w.add_bos_token_id(bos)
+    if eos is not None:
+        w.add_eos_token_id(eos)
+    if eot is not None:
+        w.add_eot_token_id(eot)
+    if add_bos is not None:
+        w.add_add_bos_token(add_bos)
+    w.add_tensor("token_embd.weight", np.zeros((tensor_elements // 8, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+class GgufMaker:
+    """``make_gguf(name, **options)`` writes ``write_gguf`` output under the test's temp folder."""
+
+    base_vocab = BASE_VOCAB
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __call__(self, name: str, **options: object) -> Path:
+        return write_gguf(self.root / name, **options)  # type: ignore[arg-type]
