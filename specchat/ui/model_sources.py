@@ -95,22 +95,75 @@ def download_pair(pair: CatalogPair, job: BackgroundJob) -> tuple[str, str]:
     return paths[0], paths[1]
 
 
+def cached_quant_file(repo_id: str, quant: str) -> Path | None:
+    """The file to load for ``quant`` of ``repo_id`` if the hub cache holds it complete, else None.
+
+    Looks only at the disk (the snapshot that ``refs/main`` names), never at the network.
+    """
+    from specchat.core.models.hub import HubFile, hf_cache_dir, pick_quant_files, repo_cache_folder
+
+    folder = repo_cache_folder(hf_cache_dir(), repo_id)
+    try:
+        commit = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
+        snapshot = folder / "snapshots" / commit
+        names = [p.relative_to(snapshot).as_posix() for p in snapshot.rglob("*.gguf") if p.is_file()]
+        chosen = pick_quant_files([HubFile(n, None, None) for n in names], quant, repo_id)
+    except (OSError, SpecchatError):
+        return None
+    return snapshot / chosen[0].filename
+
+
+def pair_verdict(target: str, draft: str) -> str:
+    from .model_picker import compatibility_text
+
+    return compatibility_text(target, draft)
+
+
+def find_downloaded(pairs: list[CatalogPair]) -> dict[str, tuple[str, str, str]]:
+    """Pairs whose two files are already in the hub cache: id -> (target, draft, verdict)."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for pair in pairs:
+        if pair.local:
+            continue
+        target = cached_quant_file(pair.target.repo, pair.target.quant)
+        draft = cached_quant_file(pair.draft.repo, pair.draft.quant)
+        if target is not None and draft is not None:
+            found[pair.id] = (str(target), str(draft), pair_verdict(str(target), str(draft)))
+    return found
+
+
 class CatalogTab(QWidget):
-    """Recommended pairs: the offline demo loads at once, others download first."""
+    """Recommended pairs: the offline demo loads at once, others download first.
+
+    A pair whose files are on disk (downloaded now or earlier) shows its
+    compatibility verdict in the *On this computer* column and loads from there.
+    """
+
+    COLUMNS = ["Pair", "Download", "Memory", "On this computer", "Good for"]
+    STATE_COLUMN = 3
 
     def __init__(self, dialog: ModelPickerDialog) -> None:
         super().__init__(dialog)
         self.dialog = dialog
         self.pairs = list(load_catalog())
+        self.downloaded: dict[str, tuple[str, str]] = {}  # pair id -> (target, draft) paths on disk
         layout = QVBoxLayout(self)
         self.tree = QTreeWidget()
-        self.tree.setHeaderLabels(["Pair", "Download", "Memory", "Good for"])
+        self.tree.setHeaderLabels(self.COLUMNS)
         self.tree.setRootIsDecorated(False)
-        self.tree.header().setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        header = self.tree.header()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(self.STATE_COLUMN, QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
+        header.resizeSection(self.STATE_COLUMN, 200)
         for pair in self.pairs:
             size = "none (offline)" if pair.local else f"{pair.download_gb:.1f} GB"
-            item = QTreeWidgetItem([pair.name, size, f"{pair.memory_gb:.0f} GB", pair.good_for])
-            item.setToolTip(3, f"{pair.good_for}\nlicence: {pair.license}")
+            state = "ready (built on first use)" if pair.local else "checking…"
+            item = QTreeWidgetItem([pair.name, size, f"{pair.memory_gb:.0f} GB", state, pair.good_for])
+            item.setToolTip(0, f"target: {pair.target.repo} {pair.target.quant}\ndraft: {pair.draft.repo} {pair.draft.quant}")
+            item.setToolTip(4, f"{pair.good_for}\nlicence: {pair.license}")
             item.setData(0, Qt.ItemDataRole.UserRole, pair.id)
             self.tree.addTopLevelItem(item)
         layout.addWidget(self.tree, 1)
@@ -133,6 +186,35 @@ class CatalogTab(QWidget):
         self.cancel_button.clicked.connect(self.cancel_download)
         if self.pairs:
             self.tree.setCurrentItem(self.tree.topLevelItem(0))
+        self.scan_job = BackgroundJob(self)
+        self.scan_job.succeeded.connect(self._on_found)
+        self.scan_job.failed.connect(lambda message: log.warning("checking downloaded pairs: %s", message))
+        pairs = list(self.pairs)
+        self.scan_job.start(lambda job: find_downloaded(pairs))
+
+    def item_for(self, pair_id: str) -> QTreeWidgetItem | None:
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            if item.data(0, Qt.ItemDataRole.UserRole) == pair_id:
+                return item
+        return None
+
+    def _on_found(self, found: dict[str, tuple[str, str, str]]) -> None:
+        for pair in self.pairs:
+            if pair.local or pair.id in self.downloaded:
+                continue
+            if pair.id in found:
+                self._set_downloaded(pair.id, *found[pair.id])
+            elif (item := self.item_for(pair.id)) is not None:
+                item.setText(self.STATE_COLUMN, "not downloaded")
+        self._update_button()
+
+    def _set_downloaded(self, pair_id: str, target: str, draft: str, verdict: str) -> None:
+        self.downloaded[pair_id] = (target, draft)
+        item = self.item_for(pair_id)
+        if item is not None:
+            item.setText(self.STATE_COLUMN, verdict)
+            item.setToolTip(self.STATE_COLUMN, f"{verdict}\ntarget: {target}\ndraft: {draft}")
 
     def selected_pair(self) -> CatalogPair | None:
         item = self.tree.currentItem()
@@ -144,7 +226,8 @@ class CatalogTab(QWidget):
     def _update_button(self) -> None:
         pair = self.selected_pair()
         self.get_button.setEnabled(pair is not None and self.job is None)
-        self.get_button.setText("Load pair" if pair is None or pair.local else "Download and load")
+        ready = pair is None or pair.local or pair.id in self.downloaded
+        self.get_button.setText("Load pair" if ready else "Download")
 
     def get_selected(self) -> None:
         pair = self.selected_pair()
@@ -153,6 +236,9 @@ class CatalogTab(QWidget):
         if pair.local:
             emit(self.dialog.demo_requested)
             self.dialog.accept()
+            return
+        if pair.id in self.downloaded:
+            self.dialog.request(*self.downloaded[pair.id])
             return
         self.job = BackgroundJob(self)
         self.job.progress.connect(self._on_progress)
@@ -163,17 +249,24 @@ class CatalogTab(QWidget):
         self.cancel_button.show()
         self.status.setText(f"Downloading {pair.name}…")
         self._update_button()
-        self.job.start(lambda job: download_pair(pair, job))
+
+        def work(job: BackgroundJob) -> tuple[str, str, str, str]:
+            target, draft = download_pair(pair, job)
+            return pair.id, target, draft, pair_verdict(target, draft)  # reading vocabularies: off the GUI thread
+
+        self.job.start(work)
 
     def cancel_download(self) -> None:
         if self.job is not None:
             self.job.cancel.cancel()
 
     def _on_progress(self, label: str, done: int, total: int) -> None:
+        from specchat.core.models.download import format_bytes
+
         if total > 0:
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * done / total))
-        self.status.setText(f"{label}: {done / 1e9:.2f} / {total / 1e9:.2f} GB" if total else label)
+        self.status.setText(f"{label}: {format_bytes(done)} of {format_bytes(total)}" if total else label)
 
     def _finish_job(self) -> None:
         self.job = None
@@ -181,10 +274,14 @@ class CatalogTab(QWidget):
         self.cancel_button.hide()
         self._update_button()
 
-    def _on_done(self, paths: tuple[str, str]) -> None:
+    def _on_done(self, result: tuple[str, str, str, str]) -> None:
+        """Both files are on disk: show the verdict here and in the Files tab; loading is the next click."""
+        pair_id, target, draft, verdict = result
+        self._set_downloaded(pair_id, target, draft, verdict)
         self._finish_job()
-        self.status.setText("Downloaded.")
-        self.dialog.request(*paths)
+        self.dialog.target_field.edit.setText(target)
+        self.dialog.draft_field.edit.setText(draft)
+        self.status.setText(f"Downloaded. {verdict}")
 
     def _on_failed(self, message: str) -> None:
         self._finish_job()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from PySide6.QtCore import Qt
 
 from specchat.ui.model_picker import ModelPickerDialog, compatibility_text
 
@@ -46,7 +49,7 @@ def test_catalog_download_failure_is_one_line(qtbot) -> None:  # noqa: ANN001
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
     tab.tree.setCurrentItem(tab.tree.topLevelItem(1))
-    assert tab.get_button.text() == "Download and load"
+    assert tab.get_button.text() == "Download"
     tab.get_button.click()
     assert tab.job is not None and tab.cancel_button.isVisibleTo(tab)
     job = tab.job
@@ -73,3 +76,104 @@ def test_library_finds_local_files_and_verdict_before_loading(qtbot, demo_pair, 
     with qtbot.waitSignal(dialog.load_requested) as blocker:
         dialog.load_button.click()
     assert blocker.args == [str(demo_pair.target), str(demo_pair.draft)]
+
+
+FAKE_CATALOG = """{"pairs": [
+  {"id": "demo", "name": "Offline demo", "local": true, "memory_gb": 1, "license": "apache-2.0", "good_for": "demo",
+   "target": {"repo": "x/demo", "quant": "F32", "size_gb": 0.5}, "draft": {"repo": "x/demo", "quant": "Q4_1", "size_gb": 0.1}},
+  {"id": "tiny", "name": "Tiny 1B + 100M", "memory_gb": 1, "license": "apache-2.0", "good_for": "tests",
+   "target": {"repo": "fake/Tiny-1B-GGUF", "quant": "Q4_K_M", "size_gb": 0.001},
+   "draft": {"repo": "fake/Tiny-100M-GGUF", "quant": "Q8_0", "size_gb": 0.001}}
+]}"""
+
+
+def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
+    qtbot, hub, make_gguf, monkeypatch, app_dirs  # noqa: ANN001
+) -> None:
+    """A catalog pair downloads from the (fake) hub with a moving progress bar, then shows its verdict."""
+    from specchat.core.models import catalog
+    from specchat.ui import model_sources
+
+    # target and draft share a vocabulary; the target is padded so its body spans many 8 KiB chunks
+    target = make_gguf("tiny-1b-q4_k_m.gguf", basename="Tiny", size_label="1B", tensor_elements=64 * 1024)
+    draft = make_gguf("tiny-100m-q8_0.gguf", basename="Tiny", size_label="100M", tensor_elements=64)
+    hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q4_K_M.gguf", target.read_bytes())
+    hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q8_0.gguf", b"not this one")
+    hub.add("fake/Tiny-100M-GGUF", "Tiny-100M-Q8_0.gguf", draft.read_bytes())
+    hub.throttle = 0.01
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setattr(model_sources, "load_catalog", lambda: catalog.parse_catalog(FAKE_CATALOG))
+
+    dialog = ModelPickerDialog()
+    qtbot.addWidget(dialog)
+    dialog.show()
+    tab = dialog.catalog_tab
+    dialog.tabs.setCurrentWidget(tab)
+    item = tab.item_for("tiny")
+    qtbot.waitUntil(lambda: item.text(tab.STATE_COLUMN) == "not downloaded")
+    tab.tree.setCurrentItem(item)
+    assert tab.get_button.text() == "Download"
+
+    qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)
+    assert tab.job is not None and tab.progress.isVisible() and tab.cancel_button.isVisible()
+    job = tab.job
+    shown: list[tuple[str, int]] = []  # (file, percent) as the bar showed them, after each report reached it
+    job.progress.connect(  # connected after the tab's own slot, so it sees the bar already updated
+        lambda label, done, total: shown.append((label.split(":")[0], round(100 * tab.progress.value() / 1000)))
+    )
+    with qtbot.waitSignal(job.succeeded, timeout=60_000):
+        pass
+
+    target_percents = [p for label, p in shown if label == "target"]
+    assert len(set(target_percents)) >= 2, shown  # the bar moved in steps, not straight to the end
+    assert target_percents == sorted(target_percents)
+    assert shown[-1] == ("draft", 100) and target_percents[-1] == 100
+
+    verdict = item.text(tab.STATE_COLUMN)
+    assert verdict.startswith("✓ compatible"), verdict
+    assert tab.status.isVisible() and verdict in tab.status.text()
+    assert not tab.progress.isVisible() and not tab.cancel_button.isVisible()
+    assert dialog.verdict.text() == verdict  # the Files tab holds the pair and says the same
+    assert tab.get_button.text() == "Load pair" and tab.get_button.isEnabled()
+
+    cache = app_dirs["hf"] / "hub"
+    paths = tab.downloaded["tiny"]
+    assert [dialog.target_field.path, dialog.draft_field.path] == list(paths)
+    for path, name, data in (
+        (paths[0], "Tiny-1B-Q4_K_M.gguf", target.read_bytes()),
+        (paths[1], "Tiny-100M-Q8_0.gguf", draft.read_bytes()),
+    ):
+        assert Path(path).name == name and Path(path).is_relative_to(cache)
+        assert Path(path).read_bytes() == data
+    assert not hub.gets("Tiny-1B-Q8_0.gguf")
+
+    with qtbot.waitSignal(dialog.load_requested) as blocker:
+        qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)
+    assert blocker.args == list(paths)
+
+
+def test_catalog_marks_pairs_already_in_the_cache(qtbot, hub, make_gguf, monkeypatch) -> None:  # noqa: ANN001
+    """A pair downloaded earlier shows its verdict when the picker opens, with no network."""
+    from specchat.core.models import catalog
+    from specchat.core.models.download import download_quant
+    from specchat.ui import model_sources
+
+    hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q4_K_M.gguf", make_gguf("t.gguf", size_label="1B").read_bytes())
+    hub.add("fake/Tiny-100M-GGUF", "Tiny-100M-Q8_0.gguf", make_gguf("d.gguf", size_label="100M").read_bytes())
+    download_quant("fake/Tiny-1B-GGUF", "Q4_K_M", endpoint=hub.url)
+    download_quant("fake/Tiny-100M-GGUF", "Q8_0", endpoint=hub.url)
+    monkeypatch.setattr(model_sources, "load_catalog", lambda: catalog.parse_catalog(FAKE_CATALOG))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: the check must not need the hub
+    before = len(hub.requests)
+
+    dialog = ModelPickerDialog()
+    qtbot.addWidget(dialog)
+    tab = dialog.catalog_tab
+    item = tab.item_for("tiny")
+    qtbot.waitUntil(lambda: item.text(tab.STATE_COLUMN) != "checking…")
+    assert item.text(tab.STATE_COLUMN).startswith("✓ compatible")
+    tab.tree.setCurrentItem(item)
+    assert tab.get_button.text() == "Load pair"
+    with qtbot.waitSignal(dialog.load_requested):
+        tab.get_button.click()
+    assert len(hub.requests) == before
