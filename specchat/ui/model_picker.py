@@ -89,6 +89,8 @@ class ModelPickerDialog(QDialog):
         self.target_field.changed.connect(self._update_verdict)
         self.draft_field.changed.connect(self._update_verdict)
         self._update_verdict()
+        # the button box's "Load pair" loads the Files tab's pair; the other tabs have their own buttons
+        self.tabs.currentChanged.connect(lambda index: self.load_button.setVisible(index == 0))
 
     def _add_optional_tabs(self) -> None:
         """Catalog and library tabs, when those services are available."""

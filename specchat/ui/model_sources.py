@@ -119,6 +119,12 @@ def pair_verdict(target: str, draft: str) -> str:
     return compatibility_text(target, draft)
 
 
+def short_verdict(verdict: str) -> str:
+    """The verdict without its reason, for a narrow column: ``✓ compatible``, ``✗ incompatible`` ..."""
+    head = verdict.split(":", 1)[0]
+    return head.replace("compatible-with-warnings", "compatible, with warnings")
+
+
 def find_downloaded(pairs: list[CatalogPair]) -> dict[str, tuple[str, str, str]]:
     """Pairs whose two files are already in the hub cache: id -> (target, draft, verdict)."""
     found: dict[str, tuple[str, str, str]] = {}
@@ -147,6 +153,8 @@ class CatalogTab(QWidget):
         self.dialog = dialog
         self.pairs = list(load_catalog())
         self.downloaded: dict[str, tuple[str, str]] = {}  # pair id -> (target, draft) paths on disk
+        self.verdicts: dict[str, str] = {}  # pair id -> full verdict of the files on disk
+        self.downloading: str | None = None  # pair id of the running download
         layout = QVBoxLayout(self)
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(self.COLUMNS)
@@ -155,9 +163,8 @@ class CatalogTab(QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(self.STATE_COLUMN, QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(self.STATE_COLUMN, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
-        header.resizeSection(self.STATE_COLUMN, 200)
         for pair in self.pairs:
             size = "none (offline)" if pair.local else f"{pair.download_gb:.1f} GB"
             state = "ready (built on first use)" if pair.local else "checking…"
@@ -168,6 +175,7 @@ class CatalogTab(QWidget):
             self.tree.addTopLevelItem(item)
         layout.addWidget(self.tree, 1)
         self.progress = QProgressBar()
+        self.progress.setMinimumWidth(200)
         self.progress.hide()
         self.status = QLabel("")
         self.status.setWordWrap(True)
@@ -181,7 +189,7 @@ class CatalogTab(QWidget):
         row.addWidget(self.get_button)
         layout.addLayout(row)
         self.job: BackgroundJob | None = None
-        self.tree.currentItemChanged.connect(lambda *_: self._update_button())
+        self.tree.currentItemChanged.connect(lambda *_: self._on_selected())
         self.get_button.clicked.connect(self.get_selected)
         self.cancel_button.clicked.connect(self.cancel_download)
         if self.pairs:
@@ -201,19 +209,25 @@ class CatalogTab(QWidget):
 
     def _on_found(self, found: dict[str, tuple[str, str, str]]) -> None:
         for pair in self.pairs:
-            if pair.local or pair.id in self.downloaded:
+            if pair.local or pair.id in self.downloaded or pair.id == self.downloading:
                 continue
             if pair.id in found:
                 self._set_downloaded(pair.id, *found[pair.id])
             elif (item := self.item_for(pair.id)) is not None:
                 item.setText(self.STATE_COLUMN, "not downloaded")
-        self._update_button()
+        self._on_selected()
+
+    def _set_state(self, pair_id: str, text: str) -> None:
+        item = self.item_for(pair_id)
+        if item is not None:
+            item.setText(self.STATE_COLUMN, text)
 
     def _set_downloaded(self, pair_id: str, target: str, draft: str, verdict: str) -> None:
         self.downloaded[pair_id] = (target, draft)
+        self.verdicts[pair_id] = verdict
         item = self.item_for(pair_id)
         if item is not None:
-            item.setText(self.STATE_COLUMN, verdict)
+            item.setText(self.STATE_COLUMN, short_verdict(verdict))
             item.setToolTip(self.STATE_COLUMN, f"{verdict}\ntarget: {target}\ndraft: {draft}")
 
     def selected_pair(self) -> CatalogPair | None:
@@ -228,6 +242,14 @@ class CatalogTab(QWidget):
         self.get_button.setEnabled(pair is not None and self.job is None)
         ready = pair is None or pair.local or pair.id in self.downloaded
         self.get_button.setText("Load pair" if ready else "Download")
+
+    def _on_selected(self) -> None:
+        """A downloaded pair's full verdict goes to the status line (unless a download is reporting there)."""
+        self._update_button()
+        pair = self.selected_pair()
+        if self.job is None:
+            verdict = self.verdicts.get(pair.id) if pair is not None else None
+            self.status.setText(f"On this computer: {verdict}" if verdict else "")
 
     def get_selected(self) -> None:
         pair = self.selected_pair()
@@ -248,6 +270,7 @@ class CatalogTab(QWidget):
         self.progress.show()
         self.cancel_button.show()
         self.status.setText(f"Downloading {pair.name}…")
+        self._set_state(pair.id, "downloading…")
         self._update_button()
 
         def work(job: BackgroundJob) -> tuple[str, str, str, str]:
@@ -255,6 +278,7 @@ class CatalogTab(QWidget):
             return pair.id, target, draft, pair_verdict(target, draft)  # reading vocabularies: off the GUI thread
 
         self.job.start(work)
+        self.downloading = pair.id
 
     def cancel_download(self) -> None:
         if self.job is not None:
@@ -266,10 +290,14 @@ class CatalogTab(QWidget):
         if total > 0:
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * done / total))
-        self.status.setText(f"{label}: {format_bytes(done)} of {format_bytes(total)}" if total else label)
+        role, _, name = label.partition(": ")
+        step = {"target": "target (1 of 2)", "draft": "draft (2 of 2)"}.get(role, role)
+        text = f"Downloading {step}: {name}" if name else label
+        self.status.setText(f"{text}, {format_bytes(done)} of {format_bytes(total)}" if total else text)
 
     def _finish_job(self) -> None:
         self.job = None
+        self.downloading = None
         self.progress.hide()
         self.cancel_button.hide()
         self._update_button()
@@ -281,9 +309,11 @@ class CatalogTab(QWidget):
         self._finish_job()
         self.dialog.target_field.edit.setText(target)
         self.dialog.draft_field.edit.setText(draft)
-        self.status.setText(f"Downloaded. {verdict}")
+        self.status.setText(f"Downloaded: {verdict}")
 
     def _on_failed(self, message: str) -> None:
+        if self.downloading is not None:
+            self._set_state(self.downloading, "not downloaded")
         self._finish_job()
         self.status.setText(message)
 

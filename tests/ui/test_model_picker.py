@@ -28,7 +28,11 @@ def test_files_tab_emits_the_pair(qtbot, tmp_path) -> None:  # noqa: ANN001
     target.write_bytes(b"GGUF")
     dialog = ModelPickerDialog(str(target), "")
     qtbot.addWidget(dialog)
-    assert dialog.load_button.isEnabled()
+    dialog.show()
+    assert dialog.load_button.isEnabled() and dialog.load_button.isVisible()
+    dialog.tabs.setCurrentIndex(1)
+    assert not dialog.load_button.isVisible()  # the other tabs load with their own buttons
+    dialog.tabs.setCurrentIndex(0)
     with qtbot.waitSignal(dialog.load_requested) as blocker:
         dialog.load_button.click()
     assert blocker.args == [str(target), ""]
@@ -57,6 +61,7 @@ def test_catalog_download_failure_is_one_line(qtbot) -> None:  # noqa: ANN001
         job.cancel.cancel()
     assert blocker.args[0] and "\n" not in blocker.args[0]
     assert tab.job is None and tab.get_button.isEnabled()
+    assert tab.tree.topLevelItem(1).text(tab.STATE_COLUMN) == "not downloaded"
 
 
 @pytest.mark.slow
@@ -94,13 +99,13 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
     from specchat.core.models import catalog
     from specchat.ui import model_sources
 
-    # target and draft share a vocabulary; the target is padded so its body spans many 8 KiB chunks
-    target = make_gguf("tiny-1b-q4_k_m.gguf", basename="Tiny", size_label="1B", tensor_elements=64 * 1024)
+    # target and draft share a vocabulary; the target (3 MiB) spans several of the downloader's 1 MiB chunks
+    target = make_gguf("tiny-1b-q4_k_m.gguf", basename="Tiny", size_label="1B", tensor_elements=768 * 1024)
     draft = make_gguf("tiny-100m-q8_0.gguf", basename="Tiny", size_label="100M", tensor_elements=64)
     hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q4_K_M.gguf", target.read_bytes())
     hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q8_0.gguf", b"not this one")
     hub.add("fake/Tiny-100M-GGUF", "Tiny-100M-Q8_0.gguf", draft.read_bytes())
-    hub.throttle = 0.01
+    hub.throttle = 0.001  # per 8 KiB: progress reports arrive one by one
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.setattr(model_sources, "load_catalog", lambda: catalog.parse_catalog(FAKE_CATALOG))
 
@@ -116,6 +121,7 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
 
     qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)
     assert tab.job is not None and tab.progress.isVisible() and tab.cancel_button.isVisible()
+    assert item.text(tab.STATE_COLUMN) == "downloading…"
     job = tab.job
     shown: list[tuple[str, int]] = []  # (file, percent) as the bar showed them, after each report reached it
     job.progress.connect(  # connected after the tab's own slot, so it sees the bar already updated
@@ -125,15 +131,16 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
         pass
 
     target_percents = [p for label, p in shown if label == "target"]
-    assert len(set(target_percents)) >= 2, shown  # the bar moved in steps, not straight to the end
+    assert len(set(target_percents)) >= 2, shown
+    assert any(0 < p < 100 for p in target_percents), shown  # the bar moved in steps, not straight to the end
     assert target_percents == sorted(target_percents)
     assert shown[-1] == ("draft", 100) and target_percents[-1] == 100
 
-    verdict = item.text(tab.STATE_COLUMN)
-    assert verdict.startswith("✓ compatible"), verdict
-    assert tab.status.isVisible() and verdict in tab.status.text()
+    assert item.text(tab.STATE_COLUMN) == "✓ compatible"
+    verdict = tab.status.text()
+    assert tab.status.isVisible() and verdict.startswith("Downloaded: ✓ compatible: "), verdict
     assert not tab.progress.isVisible() and not tab.cancel_button.isVisible()
-    assert dialog.verdict.text() == verdict  # the Files tab holds the pair and says the same
+    assert verdict.endswith(dialog.verdict.text())  # the Files tab holds the pair and says the same
     assert tab.get_button.text() == "Load pair" and tab.get_button.isEnabled()
 
     cache = app_dirs["hf"] / "hub"
@@ -158,7 +165,7 @@ def test_catalog_marks_pairs_already_in_the_cache(qtbot, hub, make_gguf, monkeyp
     from specchat.core.models.download import download_quant
     from specchat.ui import model_sources
 
-    hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q4_K_M.gguf", make_gguf("t.gguf", size_label="1B").read_bytes())
+    hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q4_K_M.gguf", make_gguf("t.gguf", size_label="1B", tensor_elements=64 * 1024).read_bytes())
     hub.add("fake/Tiny-100M-GGUF", "Tiny-100M-Q8_0.gguf", make_gguf("d.gguf", size_label="100M").read_bytes())
     download_quant("fake/Tiny-1B-GGUF", "Q4_K_M", endpoint=hub.url)
     download_quant("fake/Tiny-100M-GGUF", "Q8_0", endpoint=hub.url)
@@ -171,9 +178,10 @@ def test_catalog_marks_pairs_already_in_the_cache(qtbot, hub, make_gguf, monkeyp
     tab = dialog.catalog_tab
     item = tab.item_for("tiny")
     qtbot.waitUntil(lambda: item.text(tab.STATE_COLUMN) != "checking…")
-    assert item.text(tab.STATE_COLUMN).startswith("✓ compatible")
+    assert item.text(tab.STATE_COLUMN) == "✓ compatible"
     tab.tree.setCurrentItem(item)
     assert tab.get_button.text() == "Load pair"
+    assert tab.status.text().startswith("On this computer: ✓ compatible: ")
     with qtbot.waitSignal(dialog.load_requested):
         tab.get_button.click()
     assert len(hub.requests) == before
