@@ -8,19 +8,9 @@ from specchat.core.chat.store import TokenSpan
 from specchat.core.types import Drafted, FinishReason, Finished, GenerationStats, TokenKind, Verified
 from specchat.ui.chat_view import ChatView, TokenLegend, ViewMessage
 from specchat.ui.token_styles import PROP_KIND, PROP_MESSAGE, PROP_ROUND
+from support.events import drafted, verified
 
 
-def drafted(n: int, pieces: tuple[str, ...]) -> Drafted:
-    return Drafted(n, tuple(range(len(pieces))), pieces, tuple(0.5 for _ in pieces))
-
-
-def verified(n: int, acc: tuple[str, ...], rej: tuple[str, ...], corr: str) -> Verified:
-    k = len(acc) + len(rej)
-    return Verified(
-        round=n, depth=k, accepted=tuple(range(len(acc))), rejected=tuple(range(len(rej))), correction=7,
-        accepted_pieces=acc, rejected_pieces=rej, correction_piece=corr,
-        target_probs=tuple(0.25 for _ in range(k)), draft_probs=tuple(0.75 for _ in range(k)), correction_prob=0.5,
-    )
 
 
 def fragments(view: ChatView) -> list[tuple[str, str | None, object]]:

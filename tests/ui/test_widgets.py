@@ -13,20 +13,10 @@ from specchat.ui.main_window import MainWindow
 from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.sidebar import ConversationSidebar
 from specchat.ui.stats_panel import StatsPanel
-from specchat.core.types import Drafted, Verified
+
+from support.events import drafted, verified
 
 
-def drafted(n: int, pieces: tuple[str, ...]) -> Drafted:
-    return Drafted(n, tuple(range(len(pieces))), pieces, tuple(0.5 for _ in pieces))
-
-
-def verified(n: int, acc: tuple[str, ...], rej: tuple[str, ...], corr: str) -> Verified:
-    k = len(acc) + len(rej)
-    return Verified(
-        round=n, depth=k, accepted=tuple(range(len(acc))), rejected=tuple(range(len(rej))), correction=7,
-        accepted_pieces=acc, rejected_pieces=rej, correction_piece=corr,
-        target_probs=tuple(0.25 for _ in range(k)), draft_probs=tuple(0.75 for _ in range(k)), correction_prob=0.5,
-    )
 
 
 def test_composer_enter_sends_shift_enter_newline(qtbot) -> None:  # noqa: ANN001
