@@ -44,8 +44,13 @@ if [ -z "$wheel" ]; then
 fi
 case "$LLAMA_CMAKE_ARGS" in *GGML_BACKEND_DL=ON*)
     # The backend plugins must be inside the wheel's llama_cpp/lib, or nothing can run.
-    "$VPY" -m zipfile -l "$wheel" | grep -q "llama_cpp/lib/libggml-cpu" \
-        || { echo "build.sh: $wheel has no llama_cpp/lib/libggml-cpu-* plugins; check GGML_BACKEND_DIR" >&2; rm -f "$wheel"; exit 1; }
+    if ! "$VPY" -c 'import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+sys.exit(0 if any(n.startswith("llama_cpp/lib/libggml-cpu") for n in names) else 1)' "$wheel"; then
+        echo "build.sh: $wheel has no llama_cpp/lib/libggml-cpu-* plugins; check GGML_BACKEND_DIR" >&2
+        mv "$wheel" "$wheel.broken"
+        exit 1
+    fi
 esac
 step "installing $wheel, specchat[demo] and PyInstaller $PYINSTALLER_VERSION"
 "$VPY" -m pip install --quiet --force-reinstall --no-deps "$wheel"

@@ -2,7 +2,7 @@
 
 Detection goes through ggml's backend-device API (``ggml_backend_dev_*``),
 which the ``llama_cpp`` bindings do not wrap; we bind the few functions we
-need with ctypes on the ``libggml`` that ``llama_cpp`` already loaded. Any
+need with ctypes, looked up through the ``libllama`` that ``llama_cpp`` loaded. Any
 failure there (an older build, a missing symbol) yields an empty device list
 rather than an exception: device listing is informative, never essential.
 
@@ -71,7 +71,7 @@ class BackendDevice:
 # --- binding ggml's device API ------------------------------------------------
 
 _bind_lock = threading.Lock()
-_ggml: ctypes.CDLL | None = None
+_lib: ctypes.CDLL | None = None
 _bind_failed = False
 _dynamic_loaded = False
 
@@ -82,18 +82,19 @@ def llama_lib_dir() -> Path:
 
 
 def _ggml_lib() -> ctypes.CDLL | None:
-    """``libggml`` with the device functions' signatures set, or None if unavailable."""
-    global _ggml, _bind_failed
+    """libllama's handle with the ggml device functions' signatures set, or None if unavailable."""
+    global _lib, _bind_failed
     with _bind_lock:
-        if _ggml is not None or _bind_failed:
-            return _ggml
+        if _lib is not None or _bind_failed:
+            return _lib
         try:
-            try:
-                from llama_cpp import _ggml as ggml_module  # private, but the same handle llama uses
-
-                lib = ggml_module.libggml
-            except (ImportError, AttributeError, OSError):
-                name = {"win32": "ggml.dll", "darwin": "libggml.dylib"}.get(sys.platform, "libggml.so")
+            # Look the symbols up through libllama's own handle: dlsym then searches
+            # libllama and the very libggml it is linked to. Opening libggml by path
+            # can map a second copy (wheels ship libggml.so and libggml.so.0 as two
+            # files), with its own backend registry that libllama never sees.
+            lib = getattr(llama_cpp.llama_cpp, "_lib", None)
+            if lib is None:
+                name = {"win32": "llama.dll", "darwin": "libllama.dylib"}.get(sys.platform, "libllama.so")
                 lib = ctypes.CDLL(str(llama_lib_dir() / name))
             vp = ctypes.c_void_p
             sigs: dict[str, tuple[list[type], type | None]] = {
@@ -116,10 +117,10 @@ def _ggml_lib() -> ctypes.CDLL | None:
             if hasattr(lib, "ggml_backend_load_all_from_path"):
                 lib.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
                 lib.ggml_backend_load_all_from_path.restype = None
-            _ggml = lib
+            _lib = lib
         except (OSError, AttributeError):
             _bind_failed = True
-        return _ggml
+        return _lib
 
 
 def load_dynamic_backends(lib_dir: str | os.PathLike[str] | None = None) -> int:
