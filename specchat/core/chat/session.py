@@ -51,6 +51,13 @@ class ChatEngine:
             eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
         )
         self.target_side = TargetSide(self.target_context, target.eog_tokens, target.piece)
+        # Costs and acceptance belong to the loaded pair and the drafter, not to one
+        # conversation: keeping them here spares every new reply the controller's warm-up.
+        self._adaptive: dict[DrafterKind, AdaptiveDepth] = {}
+
+    def adaptive_for(self, drafter: DrafterKind) -> AdaptiveDepth:
+        """The adaptive depth controller for this pair and drafter (created on first use)."""
+        return self._adaptive.setdefault(drafter, AdaptiveDepth())
 
     @classmethod
     def load(
@@ -118,7 +125,7 @@ class ChatSession:
     def __init__(self, engine: ChatEngine, messages: list[dict[str, str]] | None = None) -> None:
         self.engine = engine
         self.messages: list[dict[str, str]] = [dict(m) for m in messages or []]
-        self.adaptive = AdaptiveDepth()
+        self.adaptive = engine.adaptive_for(DrafterKind.DRAFT_MODEL)
         self.last_prompt_text = ""
         self.last_tokens: list[int] = []
 
@@ -143,6 +150,7 @@ class ChatSession:
             raise SpecchatError("the last message must be from the user to get a reply")
         prompt_text, prompt = self.engine.tokenize_prompt(messages)
         chosen = make_drafter(drafter, self.engine.draft_context)
+        self.adaptive = self.engine.adaptive_for(drafter)
         self.messages = messages
         self.last_prompt_text = prompt_text
         return self._stream(prompt, params, chosen, depth, cancel)

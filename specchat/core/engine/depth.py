@@ -50,9 +50,9 @@ class DepthControl:
 class AdaptiveDepth:
     """Chooses k per round from measured acceptance, draft step cost and verify cost.
 
-    Verify cost is kept per batch size (k + 1 tokens) and filled in between
-    measured sizes with a least-squares line; on a GPU it is nearly flat, on
-    a CPU it grows with the batch, and the controller adapts to either.
+    Verify cost is kept per batch size (k + 1 tokens) and smoothed with a
+    least-squares line over the measured sizes; on a GPU it is nearly flat,
+    on a CPU it grows with the batch, and the controller adapts to either.
     """
 
     def __init__(self, *, decay: float = 0.85, probe_every: int = 12, start: int = DEFAULT_AUTO_START,
@@ -86,9 +86,12 @@ class AdaptiveDepth:
         self._verify[n] = self._ema(self._verify.get(n), verify_seconds)
 
     def verify_cost(self, n: int) -> float:
-        """Estimated seconds to verify a batch of n tokens."""
-        if n in self._verify:
-            return self._verify[n]
+        """Estimated seconds to verify a batch of n tokens.
+
+        With two or more measured sizes this is a least-squares line through all
+        of them, even at a measured size: single sizes are measured rarely and
+        noisily, and a bumpy cost curve makes the chosen depth jump around.
+        """
         if not self._verify:
             return 1.0
         sizes = np.array(sorted(self._verify), dtype=float)
