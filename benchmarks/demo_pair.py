@@ -100,7 +100,10 @@ def write_markdown(sections: list[tuple[str, list[BenchReport]]], args: argparse
                 f"{r.predicted_tokens_per_s:.1f} | {r.fraction_of_predicted:.0%} | {ident} |"
             )
     lines += ["", "Sampler micro-benchmark (`python benchmarks/sampler_micro.py`, 152k-token vocabulary):", "",
-              "```", *_micro_lines(), "```", ""]
+              "```", *_micro_lines(), "```", "",
+              "GUI-thread latency while a reply streams (`QT_QPA_PLATFORM=offscreen python benchmarks/gui_latency.py`;",
+              "goal: longest gap between ticks of a 10 ms GUI timer under 50 ms):", "",
+              "```", *_gui_latency_lines(), "```", ""]
     (ROOT / "docs" / "benchmarks.md").write_text("\n".join(lines) + "\n" + _notes())
 
 
@@ -114,6 +117,15 @@ def _micro_lines() -> list[str]:
     with contextlib.redirect_stdout(buf):
         sampler_micro.main()
     return buf.getvalue().rstrip().splitlines()
+
+
+def _gui_latency_lines() -> list[str]:
+    import subprocess
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gui_latency.py")], capture_output=True,
+                         text=True, env=env, timeout=600)
+    return [line for line in out.stdout.splitlines() if line.startswith(("reply:", "GUI timer"))] or [out.stderr[-500:]]
 
 
 def _notes() -> str:

@@ -30,6 +30,9 @@ def ensure_backend() -> None:
     with _backend_lock:
         if _backend_ready:
             return
+        from specchat.core.llama.devices import load_dynamic_backends
+
+        load_dynamic_backends()  # a portable (GGML_BACKEND_DL) build registers nothing by itself
         llama_cpp.llama_backend_init()
         if not os.environ.get("SPECCHAT_LLAMA_LOG"):
 

@@ -1,0 +1,83 @@
+"""GUI-thread latency while a reply streams at full speed.
+
+Opens the real window offscreen on the demo pair, starts a 10 ms timer on the
+GUI thread, streams a long reply, and prints the longest gap between timer
+ticks (the goal: under 50 ms, i.e. the window never stalls visibly) along with
+the tokens per second of the reply.
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_latency.py [--max-tokens N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--depth", default="auto")
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="specchat-latency-")
+    for name in ("CONFIG", "CACHE"):
+        os.environ.setdefault(f"SPECCHAT_{name}_DIR", os.path.join(tmp, name.lower()))
+
+    from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from specchat.core.chat.store import ConversationStore
+    from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.settings import load_settings
+    from specchat.core.types import parse_depth
+    from specchat.ui.main_window import MainWindow
+
+    app = QApplication(sys.argv)
+    pair = provision_demo_pair()
+    settings = load_settings()
+    settings.max_tokens = args.max_tokens
+    settings.depth = parse_depth(args.depth)
+    store = ConversationStore(os.path.join(tmp, "conversations.sqlite3"))  # type: ignore[arg-type]
+    window = MainWindow(settings, store)
+    window.show()
+
+    waiting = QEventLoop()
+    window.models_loaded.connect(lambda *a: waiting.quit())
+    window.load_models(pair.target, pair.draft)
+    waiting.exec()
+
+    gaps: list[float] = []
+    clock = QElapsedTimer()
+    timer = QTimer()
+    timer.setInterval(10)
+
+    def tick() -> None:
+        if clock.isValid():
+            gaps.append(clock.nsecsElapsed() / 1e6)
+        clock.restart()
+
+    timer.timeout.connect(tick)
+    finished: list[object] = []
+    streaming = QEventLoop()
+    window.reply_finished.connect(lambda f: (finished.append(f), streaming.quit()))
+    timer.start()
+    window.composer.setPlainText("Count from 1 to 300, separated by commas.")
+    window.composer.send()
+    streaming.exec()
+    timer.stop()
+    stats = finished[0].stats  # type: ignore[attr-defined]
+    print(f"reply: {stats.generated} tokens at {stats.tokens_per_second:.1f} tok/s, depth {args.depth}")
+    print(f"GUI timer (10 ms): {len(gaps)} ticks, longest gap {max(gaps):.1f} ms, "
+          f"median {statistics.median(gaps):.1f} ms, 99th percentile {sorted(gaps)[int(len(gaps) * 0.99)]:.1f} ms")
+    window.close()
+    store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
