@@ -38,6 +38,8 @@ class Settings:
     hide_rejected: bool = False
     theme: str = "system"
     n_ctx: int = 4096
+    target_gpu_layers: int = -1  # layers to offload when the build can: -1 all, 0 none
+    draft_gpu_layers: int = -1
     window_geometry: str = ""  # base64 of QWidget.saveGeometry()
     window_state: str = ""  # base64 of QMainWindow.saveState()
     splitter_state: str = ""
@@ -68,6 +70,8 @@ def _check(name: str, value: Any) -> Any:
         return int(_number(value, 1, 1_000_000, integer=True))
     if name == "n_ctx":
         return int(_number(value, 256, 1 << 20, integer=True))
+    if name in ("target_gpu_layers", "draft_gpu_layers"):
+        return int(_number(value, -1, 10_000, integer=True))
     if name == "depth":
         if value is None or value == "auto":
             return None

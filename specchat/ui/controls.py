@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QLabeledSlider
 
+from specchat.core.llama.devices import offload_supported
 from specchat.core.settings import Settings
 from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SamplerParams
 
@@ -32,9 +33,10 @@ class SpeculationControls(QGroupBox):
 
     depth_changed = Signal(object)
 
-    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: Settings, parent: QWidget | None = None, *, offload: bool | None = None) -> None:
         super().__init__("Speculation", parent)
         form = QFormLayout(self)
+        self.offload = offload_supported() if offload is None else offload
 
         self.depth_slider = QLabeledSlider(Qt.Orientation.Horizontal)
         self.depth_slider.setRange(0, MAX_DEPTH)
@@ -70,6 +72,13 @@ class SpeculationControls(QGroupBox):
         self.max_tokens.setRange(1, 32768)
         form.addRow("Max tokens", self.max_tokens)
 
+        # GPU layers only mean something when this llama.cpp build can offload.
+        self.target_gpu_layers = self._gpu_layers_box("target")
+        self.draft_gpu_layers = self._gpu_layers_box("draft")
+        if self.offload:
+            form.addRow("Target GPU layers", self.target_gpu_layers)
+            form.addRow("Draft GPU layers", self.draft_gpu_layers)
+
         self.apply_settings(settings)
         self.depth_slider.valueChanged.connect(self._emit_depth)
         self.auto_depth.toggled.connect(self._auto_toggled)
@@ -83,6 +92,8 @@ class SpeculationControls(QGroupBox):
         self.top_k.setValue(s.top_k)
         self.top_p.setValue(s.top_p)
         self.max_tokens.setValue(s.max_tokens)
+        self.target_gpu_layers.setValue(s.target_gpu_layers)
+        self.draft_gpu_layers.setValue(s.draft_gpu_layers)
 
     def store_settings(self, s: Settings) -> None:
         s.depth = self.depth
@@ -91,6 +102,16 @@ class SpeculationControls(QGroupBox):
         s.top_k = self.top_k.value()
         s.top_p = self.top_p.value()
         s.max_tokens = self.max_tokens.value()
+        s.target_gpu_layers = self.target_gpu_layers.value()
+        s.draft_gpu_layers = self.draft_gpu_layers.value()
+
+    def _gpu_layers_box(self, which: str) -> QSpinBox:
+        box = QSpinBox()
+        box.setRange(-1, 999)
+        box.setSpecialValueText("all")
+        box.setToolTip(f"Layers of the {which} model to put on the GPU (all, 0 = CPU only); applies on the next load")
+        box.setVisible(self.offload)
+        return box
 
     @property
     def depth(self) -> int | None:

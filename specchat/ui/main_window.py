@@ -35,7 +35,7 @@ from .sidebar import ConversationSidebar
 from .signals import emit
 from .stats_panel import StatsPanel
 from .welcome import WelcomeView
-from .worker import EngineHost, ModelInfo, ReplyRequest
+from .worker import EngineHost, LoadOptions, ModelInfo, ReplyRequest
 
 log = logging.getLogger(__name__)
 
@@ -205,13 +205,13 @@ class MainWindow(QMainWindow):
             self.show_error("stop the reply before loading other models")
             return
         self._start_loading(f"Loading {Path(target).name}…")
-        self.host.load(str(target), str(draft or ""), self.settings.n_ctx)
+        self.host.load(str(target), str(draft or ""), self._load_options())
 
     def load_demo(self) -> None:
         if self.streaming:
             return
         self._start_loading("Preparing the offline demo pair…")
-        self.host.load_demo(self.settings.n_ctx)
+        self.host.load_demo(self._load_options())
 
     def open_model_picker(self) -> ModelPickerDialog:
         dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self)
@@ -237,6 +237,11 @@ class MainWindow(QMainWindow):
         self.progress.show()
         self._set_busy(True)
 
+    def _load_options(self) -> LoadOptions:
+        self.controls.store_settings(self.settings)
+        s = self.settings
+        return LoadOptions(s.n_ctx, s.target_gpu_layers, s.draft_gpu_layers)
+
     def _on_load_progress(self, stage: str, fraction: float) -> None:
         self.progress.setValue(int(fraction * 100))
         self.progress.setFormat(f"{stage} %p%")
@@ -250,7 +255,10 @@ class MainWindow(QMainWindow):
         self.welcome.set_busy(False)
         self.settings.last_target, self.settings.last_draft = info.target_path, info.draft_path
         draft = info.draft_name or "no draft"
-        self.model_label.setText(f"<b>Target</b> {info.target_name}<br><b>Draft</b> {draft}")
+        self.model_label.setText(
+            f"<b>Target</b> {info.target_name} <i>({info.target_placement})</i><br><b>Draft</b> {draft}"
+            + (f" <i>({info.draft_placement})</i>" if info.draft_placement else "")
+        )
         self.statusBar().showMessage("Models loaded", 5000)
         self.stats.set_baseline(self.settings.baselines.get(info.pair_key))
         self.stats.measure_button.setEnabled(True)

@@ -18,6 +18,7 @@ from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
+from specchat.core.llama.devices import describe_placement, offload_supported
 from specchat.core.types import (
     Drafted,
     DrafterKind,
@@ -36,6 +37,15 @@ BASELINE_PROMPT = "Write a short paragraph about the sea."
 
 
 @dataclass(frozen=True)
+class LoadOptions:
+    """How to load a pair: context size and GPU layers for each model (-1 = all)."""
+
+    n_ctx: int = 4096
+    n_gpu_layers: int = 0
+    draft_gpu_layers: int = 0
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What is loaded, as the GUI shows it."""
 
@@ -43,6 +53,8 @@ class ModelInfo:
     draft_path: str
     target_name: str
     draft_name: str | None
+    target_placement: str = "CPU"  # e.g. "CPU", "GPU (all 30 layers)"
+    draft_placement: str = ""
 
     @property
     def pair_key(self) -> str:
@@ -78,8 +90,8 @@ class EngineWorker(QObject):
         self._session: ChatSession | None = None
         self._session_conversation = -1
 
-    @Slot(str, str, int, object)
-    def load(self, target: str, draft: str, n_ctx: int, cancel: CancelToken) -> None:
+    @Slot(str, str, object, object)
+    def load(self, target: str, draft: str, options: LoadOptions, cancel: CancelToken) -> None:
         self.close_engine()
 
         def progress(stage: str, fraction: float) -> bool:
@@ -87,7 +99,8 @@ class EngineWorker(QObject):
             return not cancel.cancelled
 
         try:
-            engine = ChatEngine.load(target, draft or None, n_ctx=n_ctx, progress=progress)
+            engine = ChatEngine.load(target, draft or None, n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
+                                     draft_gpu_layers=options.draft_gpu_layers, progress=progress)
         except SpecchatError as exc:
             emit(self.load_failed, str(exc))
             return
@@ -100,11 +113,16 @@ class EngineWorker(QObject):
             emit(self.load_failed, "loading was cancelled")
             return
         self.engine = engine
-        self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name)
+        offload = offload_supported()
+        self.info = ModelInfo(
+            target, draft, engine.target_name, engine.draft_name,
+            describe_placement(options.n_gpu_layers, engine.target.n_layers, offload),
+            describe_placement(options.draft_gpu_layers, engine.draft.n_layers, offload) if engine.draft else "",
+        )
         emit(self.loaded, self.info)
 
-    @Slot(int, object)
-    def load_demo(self, n_ctx: int, cancel: CancelToken) -> None:
+    @Slot(object, object)
+    def load_demo(self, options: LoadOptions, cancel: CancelToken) -> None:
         """Provision the offline demo pair (converting its target on first use), then load it."""
         from specchat.core.models.demo import provision_demo_pair
 
@@ -118,7 +136,7 @@ class EngineWorker(QObject):
             log.exception("demo pair provisioning failed")
             emit(self.load_failed, f"could not prepare the demo pair: {exc}")
             return
-        self.load(str(pair.target), str(pair.draft), n_ctx, cancel)
+        self.load(str(pair.target), str(pair.draft), options, cancel)
 
     @Slot(object, object)
     def generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
@@ -205,8 +223,8 @@ class EngineWorker(QObject):
 class EngineHost(QObject):
     """GUI-side owner of the engine thread; every method is called on the GUI thread."""
 
-    _load = Signal(str, str, int, object)
-    _load_demo = Signal(int, object)
+    _load = Signal(str, str, object, object)
+    _load_demo = Signal(object, object)
     _generate = Signal(object, object)
     _baseline = Signal(int, object)
 
@@ -227,11 +245,11 @@ class EngineHost(QObject):
         if app is not None:  # never leave a running QThread behind at exit
             app.aboutToQuit.connect(self.shutdown)
 
-    def load(self, target: str, draft: str = "", n_ctx: int = 4096) -> None:
-        emit(self._load, target, draft, n_ctx, self._token())
+    def load(self, target: str, draft: str = "", options: LoadOptions | None = None) -> None:
+        emit(self._load, target, draft, options or LoadOptions(), self._token())
 
-    def load_demo(self, n_ctx: int = 4096) -> None:
-        emit(self._load_demo, n_ctx, self._token())
+    def load_demo(self, options: LoadOptions | None = None) -> None:
+        emit(self._load_demo, options or LoadOptions(), self._token())
 
     def generate(self, request: ReplyRequest) -> CancelToken:
         token = self._token()

@@ -78,3 +78,12 @@ def test_bad_values_fall_back_field_by_field(caplog: pytest.LogCaptureFixture) -
 def test_non_object_file_gives_defaults() -> None:
     settings_path().write_text("[1, 2]", encoding="utf-8")
     assert load_settings() == Settings()
+
+
+def test_gpu_layers_are_kept_and_odd_values_fall_back(caplog: pytest.LogCaptureFixture) -> None:
+    settings_path().write_text(json.dumps({"target_gpu_layers": 20, "draft_gpu_layers": -7}), encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        s = load_settings()
+    assert s.target_gpu_layers == 20
+    assert s.draft_gpu_layers == Settings().draft_gpu_layers == -1
+    assert "draft_gpu_layers" in caplog.text

@@ -201,3 +201,20 @@ def test_speedup_estimate_uses_the_engines_plain_rate_prediction(qtbot) -> None:
     assert panel.speedup.text() == "≈ ×3.00 (estimate)"
     panel.show_stats(stats.as_dict())
     assert panel.speedup.text() == "≈ ×3.00 (estimate)"
+
+
+def test_gpu_layer_controls_only_when_the_build_can_offload(qtbot) -> None:  # noqa: ANN001
+    settings = Settings(target_gpu_layers=12, draft_gpu_layers=-1)
+    cpu_only = SpeculationControls(settings, offload=False)
+    qtbot.addWidget(cpu_only)
+    cpu_only.show()
+    assert not cpu_only.target_gpu_layers.isVisible() and not cpu_only.draft_gpu_layers.isVisible()
+    gpu = SpeculationControls(settings, offload=True)
+    qtbot.addWidget(gpu)
+    gpu.show()
+    assert gpu.target_gpu_layers.isVisible() and gpu.draft_gpu_layers.text() == "all"
+    gpu.target_gpu_layers.setValue(30)
+    gpu.draft_gpu_layers.setValue(0)
+    out = Settings()
+    gpu.store_settings(out)
+    assert (out.target_gpu_layers, out.draft_gpu_layers) == (30, 0)
