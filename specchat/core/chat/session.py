@@ -35,8 +35,9 @@ LoadProgress = Callable[[str, float], bool]
 class ChatEngine:
     """A target model (and optionally a draft model) with one context each."""
 
-    def __init__(self, target: Model, draft: Model | None, *, n_ctx: int = 4096, n_threads: int | None = None) -> None:
-        if draft is not None:
+    def __init__(self, target: Model, draft: Model | None, *, n_ctx: int = 4096, n_threads: int | None = None,
+                 vocab_checked: bool = False) -> None:
+        if draft is not None and not vocab_checked:
             problem = vocab_mismatch(target, draft)
             if problem:
                 raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
@@ -85,7 +86,7 @@ class ChatEngine:
                 target_model.close()
                 raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
             draft_model = Model(draft, n_gpu_layers=draft_gpu_layers, progress=stage("draft"))
-        return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads)
+        return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads, vocab_checked=True)
 
     @property
     def n_ctx(self) -> int:

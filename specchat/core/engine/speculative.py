@@ -133,10 +133,12 @@ def generate(
             yield Drafted(round_no, tuple(drafts), tuple(draft_pieces), tuple(draft.probs))
 
         verify_started = time.perf_counter()
-        n_past = len(ctx.tokens)
         rows = ctx.decode([committed[-1], *drafts], all_logits=True)
         history = committed[-sampler.repeat_last_n :] if sampler.repeat_last_n else []
-        hist_at = lambda i: history + drafts[:i]  # noqa: E731 - tiny local helper
+
+        def hist_at(i: int) -> list[int]:
+            return history + drafts[:i]
+
         if sampler.greedy:
             choices: list[int] = []
             for i in range(len(drafts) + 1):
@@ -168,7 +170,7 @@ def generate(
         committed.extend(kept)
         ctx.truncate(len(committed) - 1)
         verify_seconds = time.perf_counter() - verify_started
-        assert len(ctx.tokens) == len(committed) - 1 and n_past <= len(ctx.tokens) + len(drafts) + 1
+        assert len(ctx.tokens) == len(committed) - 1  # the loop's invariant
 
         n_kept_drafts = min(len(kept), n_acc)
         accepted = drafts[:n_kept_drafts]
