@@ -16,12 +16,11 @@ from specchat.core.types import DrafterKind, SamplerParams, SpecchatError
 
 @dataclass
 class Draft:
-    """One round's proposal: tokens, the distribution each was drawn from, and the time it took."""
+    """One round's proposal: tokens, the distribution each was drawn from, and the time per step."""
 
     tokens: list[int] = field(default_factory=list)
     q: list[Distribution] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
-    seconds: float = 0.0
     # Mean seconds per draft step in steady state (one decode plus sampling);
     # None when this round had no representative step (e.g. a long catch-up).
     step_seconds: float | None = None
@@ -86,26 +85,23 @@ class DraftModelDrafter:
         history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
         for i in range(k):
             q = distribution(row, history, sampler)
+            if p_min > 0.0 and q.max_prob() < p_min:
+                break
             if sampler.greedy or greedy:
                 x = greedy_token(row, history, sampler)
                 q_used = Distribution.one_hot(x)
-                px = q.prob(x)
             else:
                 x = q.sample(rng)
                 q_used = q
-                px = q.prob(x)
-            if p_min > 0.0 and q.max_prob() < p_min:
-                break
             out.tokens.append(x)
             out.q.append(q_used)
-            out.probs.append(px)
+            out.probs.append(q.prob(x))
             history.append(x)
             if i == k - 1 or cancel.cancelled:
                 break
             row = ctx.decode([x])[0]
             decodes += 1
         ended = time.perf_counter()
-        out.seconds = ended - started
         steps = decodes + (1 if steady_sync else 0)
         if steps > 0:
             out.step_seconds = ((ended - started) if steady_sync else (ended - synced)) / steps
@@ -133,8 +129,7 @@ class NgramDrafter:
         out.tokens = proposal
         out.q = [Distribution.one_hot(t) for t in proposal]
         out.probs = [1.0] * len(proposal)
-        out.seconds = time.perf_counter() - started
-        out.step_seconds = out.seconds / max(1, len(proposal))
+        out.step_seconds = (time.perf_counter() - started) / max(1, len(proposal))
         return out
 
 
