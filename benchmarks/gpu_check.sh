@@ -76,6 +76,16 @@ DRAFT=$(echo "$pair" | "$VPY" -c 'import json,sys; print(json.load(sys.stdin)["d
 echo "target: $TARGET"
 echo "draft:  $DRAFT"
 
+step "auto placement (the default GPU-layer setting)"
+"$SPECCHAT" chat --target "$TARGET" --draft "$DRAFT" --max-tokens 8 --json "Say hi." >"$LOG/auto.json"
+ALLOW_CPU=${ALLOW_CPU:-0} "$VPY" - "$LOG/auto.json" <<'PY'
+import json, os, sys
+placement = json.load(open(sys.argv[1]))["placement"]
+print(f"  auto: target on {placement['target']}, draft on {placement['draft']}")
+if placement["target"] == "CPU" and os.environ["ALLOW_CPU"] != "1":
+    raise SystemExit("gpu_check: auto placement left the demo target on the CPU")
+PY
+
 step "bench: depths $DEPTHS, all layers on the GPU"
 # shellcheck disable=SC2086
 "$SPECCHAT" bench --target "$TARGET" --draft "$DRAFT" --prompts tests/data/prompts.jsonl \

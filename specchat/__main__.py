@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from specchat import __version__
 from specchat.core.types import SpecchatError
@@ -11,10 +12,17 @@ from specchat.core.types import SpecchatError
 EXIT_USAGE = 2
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line, like every other specchat error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"specchat: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from specchat.cli import bench, chat, models
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="specchat",
         description="Local speculative decoding on llama.cpp: a small draft model guesses, the big target checks.",
     )

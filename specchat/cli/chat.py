@@ -11,16 +11,19 @@ from pathlib import Path
 from typing import TextIO
 
 from specchat.core.types import (
+    GPU_LAYERS_AUTO,
     MAX_DEPTH,
     Drafted,
     DrafterKind,
     Event,
     Finished,
     GenerationParams,
+    GpuLayers,
     SamplerParams,
     SpecchatError,
     Verified,
     parse_depth,
+    parse_gpu_layers,
 )
 
 # ANSI styles; each kind differs by more than hue (underline, strike, bold).
@@ -28,6 +31,14 @@ STYLE_ACCEPTED = "\x1b[32;4m"
 STYLE_TARGET = "\x1b[1m"
 STYLE_REJECTED = "\x1b[31;9m"
 RESET = "\x1b[0m"
+
+
+def gpu_layers_arg(text: str) -> GpuLayers:
+    """argparse type for ``--n-gpu-layers``: ``auto``, ``all`` or a number."""
+    try:
+        return parse_gpu_layers(text)
+    except SpecchatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool = False) -> None:
@@ -47,8 +58,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--n-gpu-layers", type=int, default=0, help="target layers to offload (-1 = all)")
-    parser.add_argument("--draft-gpu-layers", type=int, default=0, help="draft layers to offload (-1 = all)")
+    parser.add_argument("--n-gpu-layers", type=gpu_layers_arg, default=GPU_LAYERS_AUTO,
+                        help="target layers on the GPU: auto (fit free memory; the default), all, or a number")
+    parser.add_argument("--draft-gpu-layers", type=gpu_layers_arg, default=GPU_LAYERS_AUTO,
+                        help="draft layers on the GPU: auto (the default), all, or a number")
     parser.add_argument("--draft-p-min", type=float, default=0.0, help="stop drafting below this draft confidence")
     parser.add_argument("--greedy-draft", action="store_true",
                         help="at temperature > 0, draft the draft's argmax instead of sampling (for comparison)")
@@ -148,11 +161,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
             "finish_reason": finished.reason.value,
             "message": finished.message,
             "stats": finished.stats.as_dict(),
+            "placement": dict(zip(("target", "draft"), engine.placement(), strict=True)),
         }, ensure_ascii=False))
     else:
         finished = stream_to_terminal(events, sys.stdout, hide_rejected=args.hide_rejected,
                                       colour=sys.stdout.isatty())
-        print(summary_line(finished), file=sys.stderr)
+        print(summary_line(finished, engine.placement()), file=sys.stderr)
     return 1 if finished.reason.value == "error" else 0
 
 
@@ -191,10 +205,14 @@ def stream_to_terminal(events: Iterator[Event], out: TextIO, *, hide_rejected: b
     raise SpecchatError("the engine stopped without finishing")  # pragma: no cover
 
 
-def summary_line(finished: Finished) -> str:
+def summary_line(finished: Finished, placement: tuple[str, str | None] | None = None) -> str:
     s = finished.stats
+    where = ""
+    if placement is not None:
+        target, draft = placement
+        where = f"; target on {target}" + (f", draft on {draft}" if draft else "")
     return (
         f"[{finished.reason.value}] {s.generated} tokens, {s.tokens_per_second:.1f} tok/s, "
         f"acceptance {s.acceptance_rate:.0%} ({s.accepted}/{s.drafted}), "
-        f"{s.mean_accepted_per_round:.2f} accepted/round over {s.rounds} rounds"
+        f"{s.mean_accepted_per_round:.2f} accepted/round over {s.rounds} rounds{where}"
     )

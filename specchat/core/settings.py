@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core import paths
-from specchat.core.types import MAX_DEPTH, DrafterKind
+from specchat.core.types import GPU_LAYERS_AUTO, MAX_DEPTH, DrafterKind, GpuLayers, SpecchatError, parse_gpu_layers
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ class Settings:
     hide_rejected: bool = False
     theme: str = "system"
     n_ctx: int = 4096
-    target_gpu_layers: int = -1  # layers to offload when the build can: -1 all, 0 none
-    draft_gpu_layers: int = -1
+    target_gpu_layers: GpuLayers = GPU_LAYERS_AUTO  # when the build can offload: "auto" fits free memory, -1 all, 0 none
+    draft_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
     window_geometry: str = ""  # base64 of QWidget.saveGeometry()
     window_state: str = ""  # base64 of QMainWindow.saveState()
     splitter_state: str = ""
@@ -71,7 +71,14 @@ def _check(name: str, value: Any) -> Any:
     if name == "n_ctx":
         return int(_number(value, 256, 1 << 20, integer=True))
     if name in ("target_gpu_layers", "draft_gpu_layers"):
-        return int(_number(value, -1, 10_000, integer=True))
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, (str, int)):
+            raise TypeError("expected a number or 'auto'")
+        try:
+            return parse_gpu_layers(value)
+        except SpecchatError as exc:
+            raise ValueError(str(exc)) from None
     if name == "depth":
         if value is None or value == "auto":
             return None

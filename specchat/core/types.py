@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
 
 
 class SpecchatError(Exception):
@@ -103,6 +104,29 @@ def parse_depth(value: str | int) -> int | None:
             raise SpecchatError(f"depth must be a number 0-{MAX_DEPTH} or 'auto', got {value!r}") from None
     if not 0 <= value <= MAX_DEPTH:
         raise SpecchatError(f"depth must be between 0 and {MAX_DEPTH} or 'auto', got {value}")
+    return value
+
+
+GPU_LAYERS_AUTO: Literal["auto"] = "auto"
+GpuLayers: TypeAlias = int | Literal["auto"]
+"""Layers to offload, in llama.cpp's convention (-1 all, 0 none, n the last n), or "auto": fit free memory."""
+MAX_GPU_LAYERS = 10_000
+
+
+def parse_gpu_layers(value: str | int) -> GpuLayers:
+    """Parse a GPU-layer setting: ``"auto"``, ``"all"`` (-1), or a whole number -1..MAX_GPU_LAYERS."""
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word == GPU_LAYERS_AUTO:
+            return GPU_LAYERS_AUTO
+        if word == "all":
+            return -1
+        try:
+            value = int(word)
+        except ValueError:
+            raise SpecchatError(f"GPU layers must be a number, 'all' or 'auto', got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value <= MAX_GPU_LAYERS:
+        raise SpecchatError(f"GPU layers must be -1 (all), 0 (none) up to {MAX_GPU_LAYERS}, 'all' or 'auto', got {value!r}")
     return value
 
 

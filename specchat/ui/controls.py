@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -17,7 +18,17 @@ from superqt import QLabeledSlider
 
 from specchat.core.llama.devices import offload_supported
 from specchat.core.settings import Settings
-from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SamplerParams
+from specchat.core.types import (
+    GPU_LAYERS_AUTO,
+    MAX_DEPTH,
+    MAX_GPU_LAYERS,
+    DrafterKind,
+    GenerationParams,
+    GpuLayers,
+    SamplerParams,
+    SpecchatError,
+    parse_gpu_layers,
+)
 
 from .signals import emit
 
@@ -26,6 +37,46 @@ DRAFTER_LABELS = {
     DrafterKind.NGRAM: "N-gram (prompt lookup)",
     DrafterKind.NONE: "None (plain decoding)",
 }
+
+
+class GpuLayersBox(QSpinBox):
+    """A layer count with two words below 0: "auto" (fit free memory) and "all" (-1)."""
+
+    AUTO_VALUE = -2
+    _WORDS = {AUTO_VALUE: GPU_LAYERS_AUTO, -1: "all"}
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setRange(self.AUTO_VALUE, MAX_GPU_LAYERS)
+
+    def textFromValue(self, value: int) -> str:  # noqa: N802 - Qt override
+        return self._WORDS.get(value, str(value))
+
+    def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt override
+        layers = self._parse(text)
+        return self.AUTO_VALUE if layers == GPU_LAYERS_AUTO else int(layers) if layers is not None else self.value()
+
+    def validate(self, text: str, pos: int) -> object:  # Qt override
+        if self._parse(text) is not None:
+            return QValidator.State.Acceptable, text, pos
+        if any(word.startswith(text.strip().lower()) for word in self._WORDS.values()) or text.strip() in ("", "-"):
+            return QValidator.State.Intermediate, text, pos
+        return QValidator.State.Invalid, text, pos
+
+    @staticmethod
+    def _parse(text: str) -> GpuLayers | None:
+        try:
+            return parse_gpu_layers(text)
+        except SpecchatError:
+            return None
+
+    def layers(self) -> GpuLayers:
+        """The setting: ``"auto"``, -1 (all) or a count."""
+        value = self.value()
+        return GPU_LAYERS_AUTO if value == self.AUTO_VALUE else value
+
+    def set_layers(self, layers: GpuLayers) -> None:
+        self.setValue(self.AUTO_VALUE if layers == GPU_LAYERS_AUTO else int(layers))
 
 
 class SpeculationControls(QGroupBox):
@@ -92,8 +143,8 @@ class SpeculationControls(QGroupBox):
         self.top_k.setValue(s.top_k)
         self.top_p.setValue(s.top_p)
         self.max_tokens.setValue(s.max_tokens)
-        self.target_gpu_layers.setValue(s.target_gpu_layers)
-        self.draft_gpu_layers.setValue(s.draft_gpu_layers)
+        self.target_gpu_layers.set_layers(s.target_gpu_layers)
+        self.draft_gpu_layers.set_layers(s.draft_gpu_layers)
 
     def store_settings(self, s: Settings) -> None:
         s.depth = self.depth
@@ -102,14 +153,15 @@ class SpeculationControls(QGroupBox):
         s.top_k = self.top_k.value()
         s.top_p = self.top_p.value()
         s.max_tokens = self.max_tokens.value()
-        s.target_gpu_layers = self.target_gpu_layers.value()
-        s.draft_gpu_layers = self.draft_gpu_layers.value()
+        s.target_gpu_layers = self.target_gpu_layers.layers()
+        s.draft_gpu_layers = self.draft_gpu_layers.layers()
 
-    def _gpu_layers_box(self, which: str) -> QSpinBox:
-        box = QSpinBox()
-        box.setRange(-1, 999)
-        box.setSpecialValueText("all")
-        box.setToolTip(f"Layers of the {which} model to put on the GPU (all, 0 = CPU only); applies on the next load")
+    def _gpu_layers_box(self, which: str) -> GpuLayersBox:
+        box = GpuLayersBox()
+        box.setToolTip(
+            f"Layers of the {which} model to put on the GPU: auto fits both models into free GPU memory "
+            "(draft first), all, or a number (0 = CPU only). Applies on the next load."
+        )
         box.setVisible(self.offload)
         return box
 

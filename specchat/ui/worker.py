@@ -18,12 +18,12 @@ from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
-from specchat.core.llama.devices import describe_placement, offload_supported
 from specchat.core.types import (
     Drafted,
     DrafterKind,
     Finished,
     GenerationParams,
+    GpuLayers,
     SamplerParams,
     SpecchatError,
 )
@@ -38,11 +38,11 @@ BASELINE_PROMPT = "Write a short paragraph about the sea."
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """How to load a pair: context size and GPU layers for each model (-1 = all)."""
+    """How to load a pair: context size and GPU layers for each model ("auto", -1 all, 0 none, n)."""
 
     n_ctx: int = 4096
-    n_gpu_layers: int = 0
-    draft_gpu_layers: int = 0
+    n_gpu_layers: GpuLayers = 0
+    draft_gpu_layers: GpuLayers = 0
 
 
 @dataclass(frozen=True)
@@ -113,12 +113,9 @@ class EngineWorker(QObject):
             emit(self.load_failed, "loading was cancelled")
             return
         self.engine = engine
-        offload = offload_supported()
-        self.info = ModelInfo(
-            target, draft, engine.target_name, engine.draft_name,
-            describe_placement(options.n_gpu_layers, engine.target.n_layers, offload),
-            describe_placement(options.draft_gpu_layers, engine.draft.n_layers, offload) if engine.draft else "",
-        )
+        target_placement, draft_placement = engine.placement()
+        self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
+                              draft_placement or "")
         emit(self.loaded, self.info)
 
     @Slot(object, object)

@@ -85,5 +85,17 @@ def test_gpu_layers_are_kept_and_odd_values_fall_back(caplog: pytest.LogCaptureF
     with caplog.at_level(logging.WARNING):
         s = load_settings()
     assert s.target_gpu_layers == 20
-    assert s.draft_gpu_layers == Settings().draft_gpu_layers == -1
+    assert s.draft_gpu_layers == Settings().draft_gpu_layers == "auto"
     assert "draft_gpu_layers" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("saved", "loaded"),
+    [("auto", "auto"), ("AUTO", "auto"), ("all", -1), (-1, -1), (0, 0), (33, 33), (33.0, 33),
+     ("many", "auto"), (True, "auto"), (2.5, "auto"), (None, "auto"), (10_001, "auto")],
+)
+def test_gpu_layer_values(saved: object, loaded: object) -> None:
+    settings_path().write_text(json.dumps({"target_gpu_layers": saved}), encoding="utf-8")
+    assert load_settings().target_gpu_layers == loaded
+    save_settings(load_settings())
+    assert json.loads(settings_path().read_text(encoding="utf-8"))["target_gpu_layers"] == loaded

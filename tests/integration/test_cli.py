@@ -27,7 +27,8 @@ def test_chat_json_matches_the_engine(demo_pair, demo_engine) -> None:
                    "--max-tokens", "32", "--depth", "auto", "--json", "What is a bicycle?")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert set(result) >= {"prompt_text", "tokens", "text", "finish_reason", "stats"}
+    assert set(result) >= {"prompt_text", "tokens", "text", "finish_reason", "stats", "placement"}
+    assert result["placement"] == dict(zip(("target", "draft"), demo_engine.placement(), strict=True))
     assert set(result["stats"]) >= {"rounds", "drafted", "accepted", "acceptance_rate", "tokens_per_second",
                                      "mean_accepted_per_round", "wall_seconds"}
     assert "<|im_start|>user\nWhat is a bicycle?<|im_end|>" in result["prompt_text"]
@@ -47,7 +48,7 @@ def test_chat_streams_coloured_verdicts_with_a_summary(demo_pair, tmp_path: Path
                    "--messages", str(messages))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
-    assert "tok/s" in out.stderr and "acceptance" in out.stderr
+    assert "tok/s" in out.stderr and "acceptance" in out.stderr and "target on " in out.stderr
 
 
 def test_bench_json_reports_both_rates_and_identity(demo_pair, tmp_path: Path) -> None:
@@ -86,12 +87,15 @@ def bad_inputs(demo_pair, foreign_draft, truncated_gguf, tmp_path: Path) -> dict
         "negative temperature": (["--target", t, "--temperature", "-1", "hi"], "temperature must be 0 or more"),
         "empty messages": (["--target", t, "--messages", str(empty)], "conversation is empty"),
         "zero max tokens": (["--target", t, "--max-tokens", "0", "hi"], "max tokens must be at least 1"),
+        "gpu layers word": (["--target", t, "--n-gpu-layers", "most", "hi"], "GPU layers must be a number"),
+        "top-k word": (["--target", t, "--top-k", "many", "hi"], "argument --top-k: invalid int value"),
+        "no target": (["hi"], "the following arguments are required: --target"),
     }
 
 
 @pytest.mark.parametrize("case", ["missing file", "not gguf", "truncated", "foreign vocab", "prompt too long",
                                   "depth 99", "depth word", "negative temperature", "empty messages",
-                                  "zero max tokens"])
+                                  "zero max tokens", "gpu layers word", "top-k word", "no target"])
 def test_bad_input_gives_one_line_and_exit_2(bad_inputs, case: str) -> None:
     args, expected = bad_inputs[case]
     out = specchat("chat", *args)

@@ -265,8 +265,27 @@ def test_empty_conversation_is_refused(demo_engine) -> None:
 
 
 def test_foreign_vocabulary_draft_is_refused_naming_the_difference(demo_pair, foreign_draft) -> None:
+    stages: list[str] = []
     with pytest.raises(SpecchatError, match=r"token \d+ differs: target 'Ġthe', draft 'Ġteh'"):
-        ChatEngine.load(demo_pair.target, foreign_draft)
+        ChatEngine.load(demo_pair.target, foreign_draft, progress=lambda stage, f: stages.append(stage) or True)
+    assert stages == [], "refused before either model's weights were loaded"
+
+
+def test_auto_gpu_layers_load_and_report_placement(demo_pair) -> None:
+    from specchat.core.llama.devices import offload_supported
+
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=256, n_gpu_layers="auto",
+                             draft_gpu_layers="auto")
+    try:
+        if offload_supported():
+            assert engine.target.n_gpu_layers != 0 or engine.draft.n_gpu_layers != 0  # tiny pair fits any GPU
+        else:
+            assert (engine.target.n_gpu_layers, engine.draft.n_gpu_layers) == (0, 0)
+            assert engine.placement() == ("CPU", "CPU")
+        events = run(ChatSession(engine), "Say hi.", GenerationParams(max_tokens=4), depth=DepthControl(2))
+        assert isinstance(events[-1], Finished)
+    finally:
+        engine.close()
 
 
 def test_load_progress_is_reported_and_can_abort(demo_pair) -> None:

@@ -26,8 +26,15 @@ def write_gguf(
     size_label: str | None = "135M",
     file_type: int = 7,
     tensor_elements: int = 64,
+    model_kv: dict[str, int | list[int]] | None = None,
+    trailing_kv: dict[str, int | list[int]] | None = None,
 ) -> Path:
-    """Write a small but valid GGUF with the given tokenizer and identity; returns ``path``."""
+    """Write a small but valid GGUF with the given tokenizer and identity; returns ``path``.
+
+    ``model_kv`` holds shape keys such as ``{arch}.block_count`` (written before
+    the tokenizer, as converters do); ``trailing_kv`` the same, written after it.
+    Integers are written as uint32, lists as uint32 arrays.
+    """
     import gguf
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,6 +46,7 @@ def write_gguf(
         w.add_size_label(size_label)
     w.add_file_type(file_type)
     w.add_context_length(context_length)
+    _add_kv(w, arch, model_kv)
     w.add_tokenizer_model(tokenizer_model)
     w.add_token_list(list(tokens))
     w.add_token_types(list(token_types) if token_types is not None else [1] * len(tokens))
@@ -50,12 +58,22 @@ def write_gguf(
         w.add_eot_token_id(eot)
     if add_bos is not None:
         w.add_add_bos_token(add_bos)
+    _add_kv(w, arch, trailing_kv)
     w.add_tensor("token_embd.weight", np.zeros((tensor_elements // 8, 8), dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def _add_kv(w: object, arch: str, kv: dict[str, int | list[int]] | None) -> None:
+    for key, value in (kv or {}).items():
+        name = key.format(arch=arch)
+        if isinstance(value, list):
+            w.add_array(name, value)  # type: ignore[attr-defined]
+        else:
+            w.add_uint32(name, value)  # type: ignore[attr-defined]
 
 
 class GgufMaker:

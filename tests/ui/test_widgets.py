@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 
 from specchat.core.chat.store import ReplyWriter
 from specchat.core.settings import Settings, load_settings
 from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats
 from specchat.ui.composer import Composer
-from specchat.ui.controls import SpeculationControls
+from specchat.ui.controls import GpuLayersBox, SpeculationControls
 from specchat.ui.main_window import MainWindow
 from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.sidebar import ConversationSidebar
@@ -213,8 +214,44 @@ def test_gpu_layer_controls_only_when_the_build_can_offload(qtbot) -> None:  # n
     qtbot.addWidget(gpu)
     gpu.show()
     assert gpu.target_gpu_layers.isVisible() and gpu.draft_gpu_layers.text() == "all"
+    assert gpu.target_gpu_layers.text() == "12"
     gpu.target_gpu_layers.setValue(30)
     gpu.draft_gpu_layers.setValue(0)
     out = Settings()
     gpu.store_settings(out)
     assert (out.target_gpu_layers, out.draft_gpu_layers) == (30, 0)
+    # The default is "auto", shown as a word and stored as one.
+    fresh = SpeculationControls(Settings(), offload=True)
+    qtbot.addWidget(fresh)
+    assert fresh.target_gpu_layers.text() == "auto" and fresh.draft_gpu_layers.text() == "auto"
+    fresh.store_settings(out)
+    assert (out.target_gpu_layers, out.draft_gpu_layers) == ("auto", "auto")
+
+
+@pytest.mark.parametrize(("typed", "shown", "stored"), [("all", "all", -1), ("7", "7", 7), ("auto", "auto", "auto")])
+def test_gpu_layer_box_accepts_words_and_numbers(qtbot, typed: str, shown: str, stored: object) -> None:  # noqa: ANN001
+    box = GpuLayersBox()
+    qtbot.addWidget(box)
+    box.set_layers(3)
+    box.show()
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box, typed)
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    assert box.text() == shown and box.layers() == stored
+    # Stepping down from 0 walks through "all" to "auto" and stops there.
+    box.set_layers(0)
+    box.stepBy(-1)
+    assert box.text() == "all"
+    box.stepBy(-5)
+    assert box.layers() == "auto"
+
+
+def test_gpu_layer_box_refuses_other_words(qtbot) -> None:  # noqa: ANN001
+    box = GpuLayersBox()
+    qtbot.addWidget(box)
+    box.set_layers(5)
+    box.show()
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box, "most")
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    assert box.layers() == 5

@@ -17,7 +17,9 @@ from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.llama.context import Context
+from specchat.core.llama.devices import offload_supported
 from specchat.core.llama.model import Model, vocab_mismatch
+from specchat.core.models.placement import describe_placement, resolve_gpu_layers
 from specchat.core.types import (
     DrafterKind,
     Event,
@@ -25,6 +27,7 @@ from specchat.core.types import (
     Finished,
     GenerationParams,
     GenerationStats,
+    GpuLayers,
     SpecchatError,
     Verified,
 )
@@ -67,26 +70,46 @@ class ChatEngine:
         draft: str | Path | None = None,
         *,
         n_ctx: int = 4096,
-        n_gpu_layers: int = 0,
-        draft_gpu_layers: int = 0,
+        n_gpu_layers: GpuLayers = 0,
+        draft_gpu_layers: GpuLayers = 0,
         n_threads: int | None = None,
         progress: LoadProgress | None = None,
     ) -> ChatEngine:
-        """Load the pair; raises SpecchatError with a one-line message on bad files or an incompatible draft."""
+        """Load the pair; raises SpecchatError with a one-line message on bad files or an incompatible draft.
+
+        GPU layers use llama.cpp's convention (-1 all, 0 none) or ``"auto"``,
+        which fits both models into the free device memory (CPU on a build
+        that cannot offload).
+        """
 
         def stage(name: str) -> Callable[[float], bool] | None:
             return None if progress is None else (lambda f: progress(name, f))
 
-        target_model = Model(target, n_gpu_layers=n_gpu_layers, progress=stage("target"))
+        if draft is not None:
+            # Compare vocabularies before spending time and memory on either model's weights.
+            target_vocab, draft_vocab = Model(target, vocab_only=True), Model(draft, vocab_only=True)
+            problem = vocab_mismatch(target_vocab, draft_vocab)
+            target_vocab.close()
+            draft_vocab.close()
+            if problem:
+                raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
+        target_layers, draft_layers = resolve_gpu_layers(target, draft, n_gpu_layers, draft_gpu_layers, n_ctx=n_ctx)
+        target_model = Model(target, n_gpu_layers=target_layers, progress=stage("target"))
         draft_model = None
         if draft is not None:
-            # Check the vocabulary before spending time and memory on the draft's weights.
-            problem = vocab_mismatch(target_model, Model(draft, vocab_only=True))
-            if problem:
+            try:
+                draft_model = Model(draft, n_gpu_layers=draft_layers, progress=stage("draft"))
+            except BaseException:
                 target_model.close()
-                raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
-            draft_model = Model(draft, n_gpu_layers=draft_gpu_layers, progress=stage("draft"))
+                raise
         return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads, vocab_checked=True)
+
+    def placement(self) -> tuple[str, str | None]:
+        """Where the target and the draft run, e.g. ``("GPU (all 30 layers)", "CPU")``."""
+        offload = offload_supported()
+        target = describe_placement(self.target.n_gpu_layers, self.target.n_layers, offload)
+        draft = describe_placement(self.draft.n_gpu_layers, self.draft.n_layers, offload) if self.draft else None
+        return target, draft
 
     @property
     def n_ctx(self) -> int:

@@ -6,8 +6,8 @@ need with ctypes, looked up through the ``libllama`` that ``llama_cpp`` loaded. 
 failure there (an older build, a missing symbol) yields an empty device list
 rather than an exception: device listing is informative, never essential.
 
-The two pure functions, :func:`suggest_gpu_layers` and
-:func:`describe_placement`, need no llama.cpp at all.
+How many layers of which model go to the GPU is decided in
+:mod:`specchat.core.models.placement`, from what this module reports.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import llama_cpp
 
 MIB = 1 << 20
 GIB = 1 << 30
-DEFAULT_RESERVE_BYTES = 1 * GIB
-"""Device memory kept free for KV caches, compute buffers and the driver's own context."""
 
 
 class DeviceType(enum.Enum):
@@ -186,91 +184,3 @@ def list_devices() -> list[BackendDevice]:
 def offload_free_bytes(devices: list[BackendDevice]) -> int:
     """Free memory summed over the devices that can hold layers (llama.cpp splits layers across them)."""
     return sum(d.free_bytes for d in devices if d.type.holds_layers)
-
-
-# --- pure placement policy ------------------------------------------------------
-
-
-def _layers_that_fit(model_bytes: int, n_layers: int, budget: int) -> int:
-    """Whole repeating layers of a model that fit in ``budget`` bytes.
-
-    A layer's cost is estimated as ``model_bytes / (n_layers + 1)``: the
-    ``+ 1`` stands for the non-repeating tensors (embeddings, output head),
-    which makes the estimate err on the side of fewer layers.
-    """
-    if n_layers <= 0 or model_bytes <= 0 or budget <= 0:
-        return 0
-    per_layer = model_bytes / (n_layers + 1)
-    return min(n_layers, int(budget // per_layer))
-
-
-def suggest_gpu_layers(
-    target_bytes: int,
-    target_layers: int,
-    draft_bytes: int,
-    draft_layers: int,
-    free_bytes: int,
-    *,
-    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-) -> tuple[int, int]:
-    """Suggest ``(n_gpu_layers, draft_gpu_layers)`` for a target/draft pair.
-
-    Values use llama.cpp's convention as the CLI does: ``-1`` means the whole
-    model (every layer and the output head), ``0`` means CPU only, and ``n``
-    means the last ``n`` repeating layers.
-
-    Policy:
-
-    1. Keep ``reserve_bytes`` of ``free_bytes`` free for KV caches, compute
-       buffers and the driver; the rest is the budget.
-    2. The draft goes first. It runs ``k`` times per round for the target's
-       once, and it is small, so putting all of it on the GPU buys the most
-       speed per byte. A draft that fits whole gets ``-1``; otherwise it gets
-       as many layers as fit (and the target gets none).
-    3. The target takes what is left: ``-1`` if its whole file fits,
-       otherwise as many layers as fit.
-
-    Model sizes are the GGUF file sizes, a close stand-in for weight memory.
-    ``draft_bytes == 0`` or ``draft_layers == 0`` means there is no draft
-    model (n-gram drafting), and the target gets the whole budget.
-    """
-    for name, value in (
-        ("target_bytes", target_bytes),
-        ("target_layers", target_layers),
-        ("draft_bytes", draft_bytes),
-        ("draft_layers", draft_layers),
-        ("free_bytes", free_bytes),
-        ("reserve_bytes", reserve_bytes),
-    ):
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, got {value}")
-
-    budget = free_bytes - reserve_bytes
-    has_draft = draft_bytes > 0 and draft_layers > 0
-
-    draft_gpu = 0
-    if has_draft and budget > 0:
-        if draft_bytes <= budget:
-            draft_gpu = -1
-            budget -= draft_bytes
-        else:
-            draft_gpu = _layers_that_fit(draft_bytes, draft_layers, budget)
-            budget = 0  # a draft that does not fit leaves nothing for the target
-
-    target_gpu = 0
-    if target_bytes > 0 and target_layers > 0 and budget > 0:
-        target_gpu = -1 if target_bytes <= budget else _layers_that_fit(target_bytes, target_layers, budget)
-    return target_gpu, draft_gpu
-
-
-def describe_placement(n_gpu_layers: int, n_layers: int, offload_supported: bool) -> str:
-    """Where a model's layers run, for the stats panel.
-
-    ``"CPU"``, ``"GPU (all 30 layers)"`` or ``"GPU 12/30 layers + CPU"``.
-    ``n_gpu_layers`` is the value passed to llama.cpp (``-1`` = all).
-    """
-    if not offload_supported or n_gpu_layers == 0 or n_layers <= 0:
-        return "CPU"
-    if n_gpu_layers < 0 or n_gpu_layers >= n_layers:
-        return f"GPU (all {n_layers} layers)"
-    return f"GPU {n_gpu_layers}/{n_layers} layers + CPU"

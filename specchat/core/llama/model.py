@@ -45,12 +45,6 @@ def ensure_backend() -> None:
         _backend_ready = True
 
 
-def supports_gpu_offload() -> bool:
-    """Whether this llama.cpp build can offload layers to a GPU (CUDA, Metal, ...)."""
-    ensure_backend()
-    return bool(llama_cpp.llama_supports_gpu_offload())
-
-
 def check_gguf_file(path: str | os.PathLike[str]) -> Path:
     """Raise a one-line SpecchatError unless ``path`` is an existing GGUF file."""
     p = Path(path).expanduser()
@@ -83,6 +77,7 @@ class Model:
         ensure_backend()
         self.path = check_gguf_file(path)
         params = llama_cpp.llama_model_default_params()
+        self.n_gpu_layers = n_gpu_layers
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
         params.vocab_only = vocab_only
         if progress is not None:

@@ -1,0 +1,170 @@
+"""A model's layer and attention shape, read from the head of its GGUF file.
+
+GPU placement must be decided before llama.cpp loads the weights, so it needs
+the layer count and the KV-cache width without loading anything. llama.cpp's
+``vocab_only`` load does not fill these in, and ``gguf.GGUFReader`` parses
+every field up front (about 2 s for a 49k-token vocabulary) while we need a
+handful of scalars that sit before the tokenizer arrays. So this module walks
+the key/value section itself, using the ``gguf`` package's type codes and key
+names, and stops as soon as it reaches the tokenizer with what it needs.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import gguf
+
+from specchat.core.models.errors import GgufReadError
+from specchat.core.models.ggufmeta import split_parts
+
+_SCALARS: dict[gguf.GGUFValueType, str] = {
+    gguf.GGUFValueType.UINT8: "<B",
+    gguf.GGUFValueType.INT8: "<b",
+    gguf.GGUFValueType.UINT16: "<H",
+    gguf.GGUFValueType.INT16: "<h",
+    gguf.GGUFValueType.UINT32: "<I",
+    gguf.GGUFValueType.INT32: "<i",
+    gguf.GGUFValueType.FLOAT32: "<f",
+    gguf.GGUFValueType.BOOL: "<?",
+    gguf.GGUFValueType.UINT64: "<Q",
+    gguf.GGUFValueType.INT64: "<q",
+    gguf.GGUFValueType.FLOAT64: "<d",
+}
+_MAX_COUNT = 1 << 28
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What memory planning needs to know about a model file."""
+
+    file_size: int  # bytes, every part of a split model together
+    n_layers: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim_k: int
+    head_dim_v: int
+
+    def kv_cache_bytes(self, n_ctx: int, *, bytes_per_value: int = 2) -> int:
+        """K and V cache for ``n_ctx`` positions over every layer (llama.cpp's default cache is F16)."""
+        per_token_layer = self.n_head_kv * (self.head_dim_k + self.head_dim_v) * bytes_per_value
+        return n_ctx * self.n_layers * per_token_layer
+
+    def memory_bytes(self, n_ctx: int) -> int:
+        """Weights plus KV cache: what the model claims on a device that holds all of it."""
+        return self.file_size + self.kv_cache_bytes(n_ctx)
+
+
+class _Reader:
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+
+    def take(self, n: int) -> bytes:
+        data = self.f.read(n)
+        if len(data) != n:
+            raise EOFError("file ends inside the header")
+        return data
+
+    def unpack(self, fmt: str) -> int | float | bool:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self) -> bytes:
+        return self.take(self.count())
+
+    def count(self) -> int:
+        n = int(self.unpack("<Q"))
+        if n > _MAX_COUNT:  # a corrupt length; do not try to allocate it
+            raise ValueError(f"implausible length {n}")
+        return n
+
+    def value(self, vtype: gguf.GGUFValueType) -> object:
+        """Read one value; arrays come back as lists (string arrays are skipped as ``None``)."""
+        if vtype in _SCALARS:
+            return self.unpack(_SCALARS[vtype])
+        if vtype is gguf.GGUFValueType.STRING:
+            return self.string()
+        if vtype is gguf.GGUFValueType.ARRAY:
+            item = gguf.GGUFValueType(int(self.unpack("<I")))
+            count = self.count()
+            if item in _SCALARS:
+                fmt = _SCALARS[item]
+                size = struct.calcsize(fmt)
+                raw = self.take(size * count)
+                return list(struct.unpack(f"<{count}{fmt[1]}", raw)) if count <= 4096 else None
+            for _ in range(count):
+                self.value(item)
+            return None
+        raise ValueError(f"unknown value type {vtype}")
+
+
+def _int(value: object) -> int | None:
+    """A count from a scalar, or the largest entry of a per-layer array."""
+    if isinstance(value, list):
+        return int(max(value)) if value else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def read_model_shape(path: str | Path) -> ModelShape:
+    """Read layer count and attention shape from a GGUF header; raise GgufReadError if unreadable."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            fields = _read_fields(_Reader(f))
+    except FileNotFoundError:
+        raise GgufReadError(f"GGUF file not found: {path}") from None
+    except (OSError, EOFError, ValueError, struct.error) as exc:
+        raise GgufReadError(f"{path} is not a readable GGUF file ({exc})") from None
+
+    arch = fields.get(gguf.Keys.General.ARCHITECTURE)
+    arch = arch.decode("utf-8", "replace") if isinstance(arch, bytes) else None
+    if not arch:
+        raise GgufReadError(f"{path} does not name its architecture")
+
+    def get(key_template: str) -> int | None:
+        return _int(fields.get(key_template.format(arch=arch)))
+
+    n_layers = get(gguf.Keys.LLM.BLOCK_COUNT)
+    n_embd = get(gguf.Keys.LLM.EMBEDDING_LENGTH)
+    if not n_layers or not n_embd:
+        raise GgufReadError(f"{path} lacks {arch}.block_count or {arch}.embedding_length")
+    n_head = get(gguf.Keys.Attention.HEAD_COUNT) or 1
+    n_head_kv = get(gguf.Keys.Attention.HEAD_COUNT_KV) or n_head
+    head_dim_k = get(gguf.Keys.Attention.KEY_LENGTH) or n_embd // n_head
+    head_dim_v = get(gguf.Keys.Attention.VALUE_LENGTH) or n_embd // n_head
+    size = sum(p.stat().st_size for p in split_parts(path) if p.exists())
+    return ModelShape(size, n_layers, n_embd, n_head, n_head_kv, head_dim_k, head_dim_v)
+
+
+def _read_fields(r: _Reader) -> dict[str, object]:
+    if r.take(4) != b"GGUF":
+        raise ValueError("bad magic")
+    version = int(r.unpack("<I"))
+    if version < 2:
+        raise ValueError(f"GGUF version {version} is too old")
+    r.unpack("<Q")  # tensor count
+    n_kv = int(r.unpack("<Q"))
+    fields: dict[str, object] = {}
+    for _ in range(n_kv):
+        key = r.string().decode("utf-8", "replace")
+        # The tokenizer's arrays are the bulk of a header; the shape keys come before them.
+        if key.startswith("tokenizer.") and _has_shape(fields):
+            break
+        fields[key] = r.value(gguf.GGUFValueType(int(r.unpack("<I"))))
+    return fields
+
+
+def _has_shape(fields: dict[str, object]) -> bool:
+    arch = fields.get(gguf.Keys.General.ARCHITECTURE)
+    if not isinstance(arch, bytes):
+        return False
+    a = arch.decode("utf-8", "replace")
+    return all(
+        k.format(arch=a) in fields
+        for k in (gguf.Keys.LLM.BLOCK_COUNT, gguf.Keys.LLM.EMBEDDING_LENGTH, gguf.Keys.Attention.HEAD_COUNT)
+    )
