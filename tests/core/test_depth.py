@@ -69,3 +69,41 @@ def test_plain_rate_estimate_comes_from_the_single_token_verify_cost() -> None:
     for n in (3, 5):  # only batches of 4 and 6 measured: extrapolate the line down to 1
         fixed.observe(n, n, 0.005, 0.02 + 0.004 * n)
     assert fixed.plain_rate_estimate() == pytest.approx(50.0)  # 0.02 s at one token
+
+
+def test_round_overhead_is_part_of_the_cost_and_favours_deeper_rounds() -> None:
+    def trained(overhead: float | None) -> AdaptiveDepth:
+        ctrl = AdaptiveDepth()
+        for n in range(0, 9):  # verify 20 ms + 4 ms per extra token, 5 ms per draft step, 90% acceptance
+            for _ in range(5):
+                ctrl.observe(n, round(0.9 * n), 0.005 if n else None, 0.02 + 0.004 * n, overhead)
+        return ctrl
+
+    bare, costly = trained(None), trained(0.03)
+    assert costly.overhead(True) == pytest.approx(0.03) and bare.overhead(True) == 0.0
+    for k in (0, 3, 8):
+        seconds = k * 0.005 + costly.verify_cost(k + 1)
+        assert costly.predicted_rate(k) == pytest.approx(expected_tokens(costly.alpha, k) / (seconds + 0.03))
+    assert costly.plain_rate_estimate() == pytest.approx(1 / (0.02 + 0.03))
+    # A fixed cost per round makes more tokens per round worth more.
+    assert costly.choose() > bare.choose()
+
+
+def test_overhead_of_plain_and_drafted_rounds_is_kept_apart() -> None:
+    ctrl = AdaptiveDepth()
+    ctrl.observe(0, 0, None, 0.02, 0.001)
+    assert ctrl.overhead(True) == ctrl.overhead(False) == pytest.approx(0.001)  # one kind stands in for the other
+    ctrl.observe(4, 4, 0.005, 0.03, 0.004)
+    assert ctrl.overhead(False) == pytest.approx(0.001) and ctrl.overhead(True) == pytest.approx(0.004)
+    ctrl.observe(4, 4, 0.005, 0.03, -0.5)  # clock jitter can make the remainder negative: never below 0
+    assert 0.0 <= ctrl.overhead(True) < 0.004
+
+
+def test_verify_line_is_refitted_after_each_observation() -> None:
+    ctrl = AdaptiveDepth()
+    ctrl.observe(0, 0, None, 0.02)
+    ctrl.observe(3, 3, 0.005, 0.032)
+    assert ctrl.verify_cost(1) == pytest.approx(0.02)
+    assert ctrl.verify_cost(7) == pytest.approx(0.044)
+    ctrl.observe(3, 3, 0.005, 0.032 + 0.12 / 0.15)  # a slow batch of 4 pulls the line up
+    assert ctrl.verify_cost(7) > 0.1

@@ -1,7 +1,7 @@
 """How many tokens to draft each round: a fixed depth, or an adaptive controller.
 
 The adaptive controller models a round of depth k as taking
-``k * draft_step + verify(k)`` seconds and yielding ``(1 - a^(k+1)) / (1 - a)``
+``k * draft_step + verify(k + 1) + overhead`` seconds and yielding ``(1 - a^(k+1)) / (1 - a)``
 tokens (a = per-token acceptance probability), and picks the k with the
 highest expected tokens per second. k = 0 is plain decoding, so a poor draft
 makes the controller back off to it; it then probes a small depth now and
@@ -53,6 +53,10 @@ class AdaptiveDepth:
     Verify cost is kept per batch size (k + 1 tokens) and smoothed with a
     least-squares line over the measured sizes; on a GPU it is nearly flat,
     on a CPU it grows with the batch, and the controller adapts to either.
+    The per-round overhead (sampling, detokenizing, bookkeeping: everything
+    in a round that is neither a draft step nor the verify pass) is measured
+    separately for plain and drafted rounds; it is what makes a short round
+    dearer per token than the two model passes alone say.
     """
 
     def __init__(self, *, decay: float = 0.85, probe_every: int = 12, start: int = DEFAULT_AUTO_START,
@@ -66,6 +70,8 @@ class AdaptiveDepth:
         self._rej = 2.0
         self._draft_step: float | None = None  # seconds per drafted token
         self._verify: dict[int, float] = {}  # batch size -> seconds
+        self._overhead: dict[bool, float] = {}  # drafted round? -> seconds outside the model passes
+        self._line: tuple[float, float] | None = None  # verify-cost fit (slope, intercept), None = stale
         self._rounds_at_zero = 0
 
     @property
@@ -75,8 +81,12 @@ class AdaptiveDepth:
     def _ema(self, old: float | None, new: float) -> float:
         return new if old is None else self.decay * old + (1 - self.decay) * new
 
-    def observe(self, n_drafted: int, n_accepted: int, step_seconds: float | None, verify_seconds: float) -> None:
-        """Record one finished round."""
+    def observe(self, n_drafted: int, n_accepted: int, step_seconds: float | None, verify_seconds: float,
+                overhead_seconds: float | None = None) -> None:
+        """Record one finished round (``overhead_seconds``: its time outside drafting and verifying)."""
+        if overhead_seconds is not None:
+            key = n_drafted > 0
+            self._overhead[key] = self._ema(self._overhead.get(key), max(0.0, overhead_seconds))
         if n_drafted > 0:
             self._acc = self.decay * self._acc + n_accepted
             self._rej = self.decay * self._rej + (1.0 if n_accepted < n_drafted else 0.0)
@@ -84,6 +94,7 @@ class AdaptiveDepth:
                 self._draft_step = self._ema(self._draft_step, step_seconds)
         n = n_drafted + 1
         self._verify[n] = self._ema(self._verify.get(n), verify_seconds)
+        self._line = None
 
     def verify_cost(self, n: int) -> float:
         """Estimated seconds to verify a batch of n tokens.
@@ -94,19 +105,30 @@ class AdaptiveDepth:
         """
         if not self._verify:
             return 1.0
+        if self._line is None:
+            self._line = self._fit_line()
+        slope, intercept = self._line
+        return max(1e-6, intercept + slope * n)
+
+    def _fit_line(self) -> tuple[float, float]:
+        """(slope, intercept) of verify seconds against batch size; refitted only after a new observation."""
         sizes = np.array(sorted(self._verify), dtype=float)
         times = np.array([self._verify[int(x)] for x in sizes])
         if len(sizes) == 1:
             # One measured size: assume each extra token adds 30% of a single-token pass (a CPU-like prior).
             per_token = 0.3 * times[0] / sizes[0]
-            return max(1e-6, float(times[0] + (n - sizes[0]) * per_token))
+            return float(per_token), float(times[0] - sizes[0] * per_token)
         slope, intercept = np.polyfit(sizes, times, 1)
-        return max(1e-6, float(intercept + max(slope, 0.0) * n))
+        return max(float(slope), 0.0), float(intercept)
+
+    def overhead(self, drafted: bool) -> float:
+        """Estimated seconds a round spends outside the model passes (0 until measured)."""
+        return self._overhead.get(drafted, self._overhead.get(not drafted, 0.0))
 
     def predicted_rate(self, k: int) -> float:
         """Expected tokens per second at depth k under the current estimates."""
         step = self._draft_step if self._draft_step is not None else 0.3 * self.verify_cost(1)
-        return expected_tokens(self.alpha, k) / (k * step + self.verify_cost(k + 1))
+        return expected_tokens(self.alpha, k) / (k * step + self.verify_cost(k + 1) + self.overhead(k > 0))
 
     def choose(self, max_depth: int | None = None) -> int:
         limit = self.max_depth if max_depth is None else max_depth
@@ -123,7 +145,7 @@ class AdaptiveDepth:
 
     def plain_rate_estimate(self) -> float:
         """Tokens per second of plain decoding (one token per pass), or 0 before any round."""
-        return 1.0 / self.verify_cost(1) if self._verify else 0.0
+        return 1.0 / (self.verify_cost(1) + self.overhead(False)) if self._verify else 0.0
 
     def predicted_best_rate(self) -> float:
         return max(self.predicted_rate(k) for k in range(self.max_depth + 1))

@@ -100,6 +100,7 @@ def generate(
         return Finished(reason or FinishReason.ERROR, stats, message)
 
     while True:
+        round_started = time.perf_counter()
         if cancel.cancelled:
             reason = FinishReason.CANCELLED
             yield finish()
@@ -119,8 +120,10 @@ def generate(
             k = requested
         k = max(0, min(k, remaining - 1, room))
 
+        draft_started = time.perf_counter()
         draft = (drafter.draft(committed, k, sampler, rng, cancel, params.draft_p_min, params.greedy_draft)
                  if k > 0 else Draft())
+        draft_seconds = time.perf_counter() - draft_started
         drafts = draft.tokens
         if cancel.cancelled:
             reason = FinishReason.CANCELLED
@@ -196,7 +199,8 @@ def generate(
         stats.accepted += n_acc
         stats.generated += len(kept)
         stats.depth = k
-        adaptive.observe(len(drafts), n_acc, draft.step_seconds, verify_seconds)
+        overhead_seconds = time.perf_counter() - round_started - draft_seconds - verify_seconds
+        adaptive.observe(len(drafts), n_acc, draft.step_seconds, verify_seconds, overhead_seconds)
         event = Verified(
             round=round_no,
             depth=k,
