@@ -214,7 +214,7 @@ class MainWindow(QMainWindow):
         self.host.load_demo(self._load_options())
 
     def open_model_picker(self) -> ModelPickerDialog:
-        dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self)
+        dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self, n_ctx=self.settings.n_ctx)
         dialog.load_requested.connect(self.load_models)
         dialog.demo_requested.connect(self.load_demo)
         dialog.setModal(True)

@@ -21,6 +21,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specchat.core.models.fit import MachineMemory, fit_pair, machine_memory
+from specchat.core.models.shape import read_model_shape
+from specchat.core.types import SpecchatError
+
 from .signals import emit
 
 log = logging.getLogger(__name__)
@@ -59,8 +63,11 @@ class ModelPickerDialog(QDialog):
     load_requested = Signal(str, str)
     demo_requested = Signal()
 
-    def __init__(self, target: str = "", draft: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, target: str = "", draft: str = "", parent: QWidget | None = None, *, n_ctx: int = 4096,
+                 memory: MachineMemory | None = None) -> None:
         super().__init__(parent)
+        self.n_ctx = n_ctx
+        self.memory = memory if memory is not None else machine_memory()
         self.setWindowTitle("Choose models")
         self.resize(720, 460)
         layout = QVBoxLayout(self)
@@ -78,6 +85,11 @@ class ModelPickerDialog(QDialog):
         self.verdict = QLabel("")
         self.verdict.setWordWrap(True)
         form.addRow("Compatibility", self.verdict)
+        self.fit = QLabel("")
+        self.fit.setWordWrap(True)
+        self.fit.setToolTip(f"Weights plus the KV cache for a {n_ctx}-token context, against this machine's "
+                            "free memory (GPU layers as \"auto\" would place them)")
+        form.addRow("Memory", self.fit)
         self.tabs.addTab(files, "Files")
         self._add_optional_tabs()
 
@@ -123,6 +135,7 @@ class ModelPickerDialog(QDialog):
         target, draft = self.target_field.path, self.draft_field.path
         self.load_button.setEnabled(bool(target))
         self.verdict.setText(compatibility_text(target, draft))
+        self.fit.setText(memory_text(target, draft, self.n_ctx, self.memory))
 
 
 def compatibility_text(target: str, draft: str) -> str:
@@ -141,6 +154,19 @@ def compatibility_text(target: str, draft: str) -> str:
         return _verdict(str(t), str(d), t.stat().st_mtime_ns, d.stat().st_mtime_ns)
     except OSError as exc:
         return f"cannot check: {exc}"
+
+
+def memory_text(target: str, draft: str, n_ctx: int, memory: MachineMemory) -> str:
+    """Whether the chosen files fit this machine, or "" until the target exists."""
+    t = Path(target).expanduser() if target else None
+    if t is None or not t.is_file():
+        return ""
+    d = Path(draft).expanduser() if draft else None
+    try:
+        shapes = read_model_shape(t), read_model_shape(d) if d is not None and d.is_file() else None
+    except SpecchatError as exc:
+        return f"cannot tell: {exc}"
+    return fit_pair(*shapes, n_ctx, memory).text
 
 
 @functools.lru_cache(maxsize=32)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from specchat.core.cancel import CancelToken
 from specchat.core.models.catalog import CatalogPair, load_catalog
+from specchat.core.models.fit import fit_estimate
 from specchat.core.types import SpecchatError
 
 from .signals import emit
@@ -168,7 +169,10 @@ class CatalogTab(QWidget):
         for pair in self.pairs:
             size = "none (offline)" if pair.local else f"{pair.download_gb:.1f} GB"
             state = "ready (built on first use)" if pair.local else "checking…"
-            item = QTreeWidgetItem([pair.name, size, f"{pair.memory_gb:.0f} GB", state, pair.good_for])
+            fits = fit_estimate(pair.memory_gb, dialog.memory)
+            memory = f"{pair.memory_gb:.0f} GB" + ("" if fits.ok else " ✗")
+            item = QTreeWidgetItem([pair.name, size, memory, state, pair.good_for])
+            item.setToolTip(2, fits.text)
             item.setToolTip(0, f"target: {pair.target.repo} {pair.target.quant}\ndraft: {pair.draft.repo} {pair.draft.quant}")
             item.setToolTip(4, f"{pair.good_for}\nlicence: {pair.license}")
             item.setData(0, Qt.ItemDataRole.UserRole, pair.id)

@@ -185,3 +185,38 @@ def test_catalog_marks_pairs_already_in_the_cache(qtbot, hub, make_gguf, monkeyp
     with qtbot.waitSignal(dialog.load_requested):
         tab.get_button.click()
     assert len(hub.requests) == before
+
+
+def test_files_tab_says_whether_the_pair_fits(qtbot, demo_pair, tmp_path) -> None:  # noqa: ANN001
+    from specchat.core.models.fit import GB, MachineMemory
+    from specchat.core.models.shape import read_model_shape
+
+    need = read_model_shape(demo_pair.target).memory_bytes(2048) + read_model_shape(demo_pair.draft).memory_bytes(2048)
+    roomy = ModelPickerDialog(str(demo_pair.target), str(demo_pair.draft), n_ctx=2048,
+                              memory=MachineMemory(ram_free=16 * 10**9, gpu_free=0))
+    qtbot.addWidget(roomy)
+    assert roomy.fit.text() == f"✓ the pair needs about {need / GB:.1f} GB of RAM; 16.0 GB is free"
+    cramped = ModelPickerDialog(str(demo_pair.target), str(demo_pair.draft), n_ctx=2048,
+                                memory=MachineMemory(ram_free=int(need) // 2, gpu_free=0))
+    qtbot.addWidget(cramped)
+    assert cramped.fit.text().startswith("✗ the pair needs about")
+    # Editing the fields updates the line; a broken file gets a one-line reason, no file gets nothing.
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF")
+    cramped.target_field.edit.setText(str(broken))
+    assert cramped.fit.text().startswith("cannot tell: ") and "\n" not in cramped.fit.text()
+    cramped.target_field.edit.setText("")
+    assert cramped.fit.text() == ""
+
+
+def test_catalog_marks_pairs_too_big_for_this_machine(qtbot) -> None:  # noqa: ANN001
+    from specchat.core.models.fit import MachineMemory
+
+    dialog = ModelPickerDialog(memory=MachineMemory(ram_free=4 * 10**9, gpu_free=0))
+    qtbot.addWidget(dialog)
+    tab = dialog.catalog_tab
+    rows = {tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
+            for i in range(tab.tree.topLevelItemCount())}
+    assert rows["demo"].text(2) == "1 GB" and rows["demo"].toolTip(2).startswith("✓ this pair needs")
+    big = rows["qwen2.5-coder-32b"]
+    assert big.text(2) == "24 GB ✗" and "only 4.0 GB is free" in big.toolTip(2)

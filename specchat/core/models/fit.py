@@ -1,0 +1,102 @@
+"""Whether a pair fits this machine's memory, as the model picker says it before loading."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specchat.core.models.placement import layers_bytes, plan_gpu_layers
+from specchat.core.models.shape import ModelShape
+from specchat.core.types import GPU_LAYERS_AUTO
+
+GB = 1e9  # sizes shown as the hub and the catalog show them (decimal GB)
+
+
+@dataclass(frozen=True)
+class MachineMemory:
+    """Memory a new model can use: available RAM, and free memory on layer-holding GPUs."""
+
+    ram_free: int  # bytes; 0 when unknown
+    gpu_free: int  # bytes; 0 without offload
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A verdict (``ok`` False means loading will swap or fail) and one line saying why."""
+
+    ok: bool
+    text: str
+
+
+def _meminfo_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """Linux's MemAvailable: free RAM plus what the kernel can reclaim, in bytes."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def machine_memory() -> MachineMemory:
+    """This machine's memory as llama.cpp's devices (and, on Linux, the kernel) report it."""
+    from specchat.core.llama.devices import DeviceType, list_devices, offload_free_bytes, offload_supported
+
+    devices = list_devices()
+    # ggml's CPU device reports all of RAM as free on Linux; MemAvailable is the honest figure there.
+    ram = _meminfo_available()
+    if ram is None:
+        ram = sum(d.free_bytes for d in devices if d.type is DeviceType.CPU)
+    gpu = offload_free_bytes(devices) if offload_supported() else 0
+    return MachineMemory(ram_free=ram, gpu_free=gpu)
+
+
+def _gb(n: float) -> str:
+    return f"{n / GB:.1f} GB"
+
+
+def _ram_fit(need: float, memory: MachineMemory, what: str) -> Fit:
+    if memory.ram_free <= 0:
+        return Fit(True, f"{what} needs about {_gb(need)} of memory")
+    if need <= memory.ram_free:
+        return Fit(True, f"{what} needs about {_gb(need)} of RAM; {_gb(memory.ram_free)} is free")
+    return Fit(False, f"{what} needs about {_gb(need)} of RAM but only {_gb(memory.ram_free)} is free: "
+                      "expect heavy swapping or a failed load")
+
+
+def _marked(ok: bool, text: str) -> Fit:
+    return Fit(ok, f"{'✓' if ok else '✗'} {text}")
+
+
+def fit_pair(target: ModelShape, draft: ModelShape | None, n_ctx: int, memory: MachineMemory) -> Fit:
+    """Where the pair would run with "auto" GPU layers, and whether the rest fits in RAM."""
+    t_bytes = target.memory_bytes(n_ctx)
+    d_bytes = draft.memory_bytes(n_ctx) if draft is not None else 0
+    need = t_bytes + d_bytes
+    what = "the pair" if draft is not None else "the model"
+    if memory.gpu_free <= 0:
+        ram = _ram_fit(need, memory, what)
+        return _marked(ram.ok, ram.text) if memory.ram_free > 0 else ram
+    t, d = plan_gpu_layers(GPU_LAYERS_AUTO, GPU_LAYERS_AUTO, target, draft, n_ctx=n_ctx, free_bytes=memory.gpu_free)
+    on_gpu = layers_bytes(t, t_bytes, target.n_layers) + (layers_bytes(d, d_bytes, draft.n_layers) if draft else 0)
+    if t == -1 and (draft is None or d == -1):
+        return _marked(True, f"{what} fits in GPU memory: about {_gb(need)} of {_gb(memory.gpu_free)} free")
+    parts = []
+    if draft is not None:
+        parts.append("draft all" if d == -1 else f"draft {d}/{draft.n_layers} layers")
+    parts.append(f"target {t}/{target.n_layers} layers")
+    rest = _ram_fit(need - on_gpu, memory, "the rest")
+    return _marked(rest.ok, f"on the GPU: {', '.join(parts)}; {rest.text}")
+
+
+def fit_estimate(memory_gb: float, memory: MachineMemory) -> Fit:
+    """A catalog pair's memory estimate against this machine (GPU memory when it can offload, else RAM)."""
+    need = memory_gb * GB
+    if memory.gpu_free <= 0:
+        ram = _ram_fit(need, memory, "this pair")
+        return _marked(ram.ok, ram.text) if memory.ram_free > 0 else ram
+    if need <= memory.gpu_free:
+        return _marked(True, f"fits in GPU memory ({_gb(memory.gpu_free)} free)")
+    rest = _ram_fit(need - memory.gpu_free, memory, "the rest")
+    return _marked(rest.ok, f"partly on the GPU ({_gb(memory.gpu_free)} free); {rest.text}")

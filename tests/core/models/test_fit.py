@@ -1,0 +1,71 @@
+"""Whether a pair fits the machine's memory, before it is loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specchat.core.models import fit
+from specchat.core.models.fit import GB, MachineMemory, fit_estimate, fit_pair
+from specchat.core.models.shape import ModelShape, read_model_shape
+
+GIB = 1 << 30
+TARGET = ModelShape(int(7.5 * GIB), 32, 4096, 32, 8, 128, 128)  # + 0.5 GiB KV at 4096
+DRAFT = ModelShape(GIB // 2, 24, 1024, 16, 4, 64, 64)  # + 48 MiB KV at 4096
+
+
+def test_cpu_only_machine_compares_with_ram(demo_pair) -> None:
+    target, draft = read_model_shape(demo_pair.target), read_model_shape(demo_pair.draft)
+    need = target.memory_bytes(4096) + draft.memory_bytes(4096)
+    ok = fit_pair(target, draft, 4096, MachineMemory(ram_free=8 * GIB, gpu_free=0))
+    assert ok.ok and ok.text == f"✓ the pair needs about {need / GB:.1f} GB of RAM; {8 * GIB / GB:.1f} GB is free"
+    tight = fit_pair(target, draft, 4096, MachineMemory(ram_free=need - 1, gpu_free=0))
+    assert not tight.ok and tight.text.startswith("✗ the pair needs") and "swapping" in tight.text
+    unknown = fit_pair(target, None, 4096, MachineMemory(ram_free=0, gpu_free=0))
+    assert unknown.ok and unknown.text.startswith("the model needs about")
+
+
+def test_gpu_machine_reports_the_auto_placement() -> None:
+    whole = fit_pair(TARGET, DRAFT, 4096, MachineMemory(ram_free=4 * GIB, gpu_free=24 * GIB))
+    assert whole.ok and whole.text.startswith("✓ the pair fits in GPU memory")
+    part = fit_pair(TARGET, DRAFT, 4096, MachineMemory(ram_free=16 * GIB, gpu_free=6 * GIB))
+    assert part.ok and part.text.startswith("✓ on the GPU: draft all, target ") and "RAM" in part.text
+    layers = int(part.text.split("target ")[1].split("/")[0])
+    assert 0 < layers < 32
+    starved = fit_pair(TARGET, DRAFT, 4096, MachineMemory(ram_free=1 * GIB, gpu_free=6 * GIB))
+    assert not starved.ok and starved.text.startswith("✗ on the GPU: draft all") and "the rest needs" in starved.text
+
+
+def test_catalog_estimate() -> None:
+    assert fit_estimate(1.0, MachineMemory(8 * GIB, 0)).ok
+    assert not fit_estimate(24.0, MachineMemory(8 * GIB, 0)).ok
+    assert fit_estimate(24.0, MachineMemory(8 * GIB, 80 * GIB)).text.startswith("✓ fits in GPU memory")
+    partly = fit_estimate(24.0, MachineMemory(32 * GIB, 12 * GIB))
+    assert partly.ok and partly.text.startswith("✓ partly on the GPU")
+    assert not fit_estimate(24.0, MachineMemory(4 * GIB, 12 * GIB)).ok
+
+
+def test_this_machine_reports_its_memory() -> None:
+    memory = fit.machine_memory()
+    assert memory.ram_free > 0
+    from specchat.core.llama.devices import offload_supported
+
+    if not offload_supported():
+        assert memory.gpu_free == 0
+
+
+def test_meminfo_parsing(tmp_path: Path) -> None:
+    info = tmp_path / "meminfo"
+    info.write_text("MemTotal:       24000000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n")
+    assert fit._meminfo_available(info) == 20000000 * 1024
+    info.write_text("MemTotal: 5 kB\n")
+    assert fit._meminfo_available(info) is None
+    assert fit._meminfo_available(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize("n_ctx", [2048, 32768])
+def test_longer_context_needs_more(n_ctx: int) -> None:
+    small = fit_pair(TARGET, DRAFT, 2048, MachineMemory(ram_free=64 * GIB, gpu_free=0)).text
+    text = fit_pair(TARGET, DRAFT, n_ctx, MachineMemory(ram_free=64 * GIB, gpu_free=0)).text
+    assert (text == small) == (n_ctx == 2048)
