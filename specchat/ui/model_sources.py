@@ -170,7 +170,7 @@ class CatalogTab(QWidget):
             size = "none (offline)" if pair.local else f"{pair.download_gb:.1f} GB"
             state = "ready (built on first use)" if pair.local else "checking…"
             fits = fit_estimate(pair.memory_gb, dialog.memory)
-            memory = f"{pair.memory_gb:.0f} GB" + ("" if fits.ok else " ✗")
+            memory = f"{pair.memory_gb:.0f} GB " + ("✓" if fits.ok else "✗")
             item = QTreeWidgetItem([pair.name, size, memory, state, pair.good_for])
             item.setToolTip(2, fits.text)
             item.setToolTip(0, f"target: {pair.target.repo} {pair.target.quant}\ndraft: {pair.draft.repo} {pair.draft.quant}")

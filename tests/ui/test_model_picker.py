@@ -217,6 +217,6 @@ def test_catalog_marks_pairs_too_big_for_this_machine(qtbot) -> None:  # noqa: A
     tab = dialog.catalog_tab
     rows = {tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
             for i in range(tab.tree.topLevelItemCount())}
-    assert rows["demo"].text(2) == "1 GB" and rows["demo"].toolTip(2).startswith("✓ this pair needs")
+    assert rows["demo"].text(2) == "1 GB ✓" and rows["demo"].toolTip(2).startswith("✓ this pair needs")
     big = rows["qwen2.5-coder-32b"]
     assert big.text(2) == "24 GB ✗" and "only 4.0 GB is free" in big.toolTip(2)
