@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 from pathlib import Path
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.engine.depth import DepthControl
+from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats, SpecchatError
 
@@ -214,7 +216,12 @@ class MainWindow(QMainWindow):
         self.host.load_demo(self._load_options())
 
     def open_model_picker(self) -> ModelPickerDialog:
-        dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self, n_ctx=self.settings.n_ctx)
+        memory = machine_memory()
+        if self.model_info is not None and self.model_info.gpu_bytes:
+            # The loaded pair is closed before the next load: its GPU memory is free for the new one.
+            memory = dataclasses.replace(memory, gpu_free=memory.gpu_free + self.model_info.gpu_bytes)
+        dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self,
+                                   n_ctx=self.settings.n_ctx, memory=memory)
         dialog.load_requested.connect(self.load_models)
         dialog.demo_requested.connect(self.load_demo)
         dialog.setModal(True)

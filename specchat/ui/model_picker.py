@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.models.fit import MachineMemory, fit_pair, machine_memory
-from specchat.core.models.shape import read_model_shape
+from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
 
 from .signals import emit
@@ -163,10 +163,17 @@ def memory_text(target: str, draft: str, n_ctx: int, memory: MachineMemory) -> s
         return ""
     d = Path(draft).expanduser() if draft else None
     try:
-        shapes = read_model_shape(t), read_model_shape(d) if d is not None and d.is_file() else None
-    except SpecchatError as exc:
+        target_shape = _shape(str(t), t.stat().st_mtime_ns)
+        draft_shape = _shape(str(d), d.stat().st_mtime_ns) if d is not None and d.is_file() else None
+    except (SpecchatError, OSError) as exc:
         return f"cannot tell: {exc}"
-    return fit_pair(*shapes, n_ctx, memory).text
+    return fit_pair(target_shape, draft_shape, n_ctx, memory).text
+
+
+@functools.lru_cache(maxsize=64)
+def _shape(path: str, _mtime: int) -> ModelShape:
+    """Cached per file version: the picker asks on every keystroke."""
+    return read_model_shape(path)
 
 
 @functools.lru_cache(maxsize=32)

@@ -22,6 +22,7 @@ from specchat.core.types import (
     Drafted,
     DrafterKind,
     Finished,
+    GPU_LAYERS_AUTO,
     GenerationParams,
     GpuLayers,
     SamplerParams,
@@ -41,8 +42,8 @@ class LoadOptions:
     """How to load a pair: context size and GPU layers for each model ("auto", -1 all, 0 none, n)."""
 
     n_ctx: int = 4096
-    n_gpu_layers: GpuLayers = 0
-    draft_gpu_layers: GpuLayers = 0
+    n_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
+    draft_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class ModelInfo:
     draft_name: str | None
     target_placement: str = "CPU"  # e.g. "CPU", "GPU (all 30 layers)"
     draft_placement: str = ""
+    gpu_bytes: int = 0  # estimated GPU memory the pair holds (freed before the next load)
 
     @property
     def pair_key(self) -> str:
@@ -114,8 +116,12 @@ class EngineWorker(QObject):
             return
         self.engine = engine
         target_placement, draft_placement = engine.placement()
+        try:
+            gpu_bytes = engine.device_bytes()
+        except SpecchatError:
+            gpu_bytes = 0
         self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
-                              draft_placement or "")
+                              draft_placement or "", gpu_bytes)
         emit(self.loaded, self.info)
 
     @Slot(object, object)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from specchat.core.engine.depth import AdaptiveDepth, DepthControl, expected_tokens
+from specchat.core.engine.depth import WARMUP_ROUNDS, AdaptiveDepth, DepthControl, expected_tokens
 from specchat.core.types import SpecchatError, parse_depth
 
 
@@ -107,3 +107,30 @@ def test_verify_line_is_refitted_after_each_observation() -> None:
     assert ctrl.verify_cost(7) == pytest.approx(0.044)
     ctrl.observe(3, 3, 0.005, 0.032 + 0.12 / 0.15)  # a slow batch of 4 pulls the line up
     assert ctrl.verify_cost(7) > 0.1
+
+
+def test_warm_up_rounds_run_at_the_start_depth() -> None:
+    ctrl = AdaptiveDepth(start=4)
+    assert ctrl.choose() == 0  # measures plain decoding first
+    ctrl.observe(0, 0, None, 0.02)
+    chosen = []
+    for _ in range(WARMUP_ROUNDS):
+        chosen.append(ctrl.choose())
+        ctrl.observe(chosen[-1], 0, 0.05, 0.06)  # dreadful rounds: nothing accepted, drafting dear
+    assert chosen == [4] * WARMUP_ROUNDS
+    assert ctrl.choose() == 0  # only then does the cost model decide
+
+
+def test_the_drafts_catch_up_is_paid_once_per_round() -> None:
+    ctrl = AdaptiveDepth()
+    ctrl.observe(0, 0, None, 0.02)
+    ctrl.observe(4, 4, 0.008, 0.035, sync_seconds=0.014)
+    assert ctrl.draft_cost(0) == 0.0
+    assert ctrl.draft_cost(1) == pytest.approx(0.014)
+    assert ctrl.draft_cost(5) == pytest.approx(0.014 + 4 * 0.008)
+    # With a dear catch-up, deeper rounds spread it over more tokens.
+    cheap = AdaptiveDepth()
+    cheap.observe(0, 0, None, 0.02)
+    cheap.observe(4, 4, 0.008, 0.035, sync_seconds=0.008)
+    ratio = lambda c: c.predicted_rate(8) / c.predicted_rate(1)  # noqa: E731
+    assert ratio(ctrl) > ratio(cheap)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import Counter
 
 import numpy as np
@@ -327,3 +328,35 @@ def test_greedy_draft_at_temperature_drafts_the_argmax(demo_engine) -> None:
                for s in range(3))
     sampled = {first_draft(GenerationParams(sampler=hot, max_tokens=8, seed=s)) for s in range(6)}
     assert len(sampled) > 1  # a sampling draft really samples
+
+
+def test_round_overhead_leaves_out_the_consumers_time(demo_engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow front end at each Drafted event must not make drafting look expensive to auto depth."""
+    from specchat.core.engine.depth import AdaptiveDepth
+
+    adaptive = AdaptiveDepth()
+    monkeypatch.setitem(demo_engine._adaptive, DrafterKind.DRAFT_MODEL, adaptive)
+    session = ChatSession(demo_engine)
+    pause = 0.3
+    drafted_rounds = 0
+    for event in session.reply("Count from one to ten.", GenerationParams(max_tokens=24), depth=DepthControl(3)):
+        if isinstance(event, Drafted):
+            drafted_rounds += 1
+            time.sleep(pause)
+    assert drafted_rounds >= 2
+    assert adaptive.overhead(True) < pause / 2
+
+
+def test_device_bytes_counts_offloaded_layers(demo_pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specchat.core.chat import session as session_module
+    from specchat.core.models.shape import read_model_shape
+
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, n_gpu_layers=-1, draft_gpu_layers=0)
+    try:
+        if not session_module.offload_supported():
+            assert engine.device_bytes() == 0
+            monkeypatch.setattr(session_module, "offload_supported", lambda: True)
+        # All of the target (weights and a 512-token cache), none of the draft.
+        assert engine.device_bytes() == read_model_shape(demo_pair.target).memory_bytes(512)
+    finally:
+        engine.close()

@@ -33,7 +33,7 @@ def write_gguf(
 
     ``model_kv`` holds shape keys such as ``{arch}.block_count`` (written before
     the tokenizer, as converters do); ``trailing_kv`` the same, written after it.
-    Integers are written as uint32, lists as uint32 arrays.
+    Integers are written as uint32 (negative ones as int32), lists as arrays.
     """
     import gguf
 
@@ -72,6 +72,8 @@ def _add_kv(w: object, arch: str, kv: dict[str, int | list[int]] | None) -> None
         name = key.format(arch=arch)
         if isinstance(value, list):
             w.add_array(name, value)  # type: ignore[attr-defined]
+        elif value < 0:
+            w.add_int32(name, value)  # type: ignore[attr-defined]
         else:
             w.add_uint32(name, value)  # type: ignore[attr-defined]
 

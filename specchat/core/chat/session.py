@@ -19,7 +19,8 @@ from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.llama.context import Context
 from specchat.core.llama.devices import offload_supported
 from specchat.core.llama.model import Model, vocab_mismatch
-from specchat.core.models.placement import describe_placement, resolve_gpu_layers
+from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers
+from specchat.core.models.shape import read_model_shape
 from specchat.core.types import (
     DrafterKind,
     Event,
@@ -48,12 +49,19 @@ class ChatEngine:
         self.target = target
         self.draft = draft
         self.target_context = Context(target, n_ctx=n_ctx, n_threads=n_threads)
-        self.draft_context = Context(draft, n_ctx=n_ctx, n_threads=n_threads) if draft is not None else None
-        self.template = ChatTemplate(
-            target.chat_template(),
-            bos_token=target.token_text(target.bos) if target.bos >= 0 else "",
-            eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
-        )
+        self.draft_context: Context | None = None
+        try:
+            self.draft_context = Context(draft, n_ctx=n_ctx, n_threads=n_threads) if draft is not None else None
+            self.template = ChatTemplate(
+                target.chat_template(),
+                bos_token=target.token_text(target.bos) if target.bos >= 0 else "",
+                eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
+            )
+        except BaseException:
+            for context in (self.draft_context, self.target_context):
+                if context is not None:
+                    context.close()
+            raise
         self.target_side = TargetSide(self.target_context, target.eog_tokens, target.piece)
         # Costs and acceptance belong to the loaded pair and the drafter, not to one
         # conversation: keeping them here spares every new reply the controller's warm-up.
@@ -87,22 +95,41 @@ class ChatEngine:
 
         if draft is not None:
             # Compare vocabularies before spending time and memory on either model's weights.
-            target_vocab, draft_vocab = Model(target, vocab_only=True), Model(draft, vocab_only=True)
-            problem = vocab_mismatch(target_vocab, draft_vocab)
-            target_vocab.close()
-            draft_vocab.close()
+            target_vocab = Model(target, vocab_only=True)
+            try:
+                draft_vocab = Model(draft, vocab_only=True)
+                try:
+                    problem = vocab_mismatch(target_vocab, draft_vocab)
+                finally:
+                    draft_vocab.close()
+            finally:
+                target_vocab.close()
             if problem:
                 raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
         target_layers, draft_layers = resolve_gpu_layers(target, draft, n_gpu_layers, draft_gpu_layers, n_ctx=n_ctx)
-        target_model = Model(target, n_gpu_layers=target_layers, progress=stage("target"))
-        draft_model = None
-        if draft is not None:
-            try:
-                draft_model = Model(draft, n_gpu_layers=draft_layers, progress=stage("draft"))
-            except BaseException:
-                target_model.close()
-                raise
-        return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads, vocab_checked=True)
+        loaded: list[Model] = []
+        try:
+            loaded.append(Model(target, n_gpu_layers=target_layers, progress=stage("target")))
+            if draft is not None:
+                loaded.append(Model(draft, n_gpu_layers=draft_layers, progress=stage("draft")))
+            target_model, draft_model = loaded[0], loaded[1] if draft is not None else None
+            return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads, vocab_checked=True)
+        except BaseException:
+            # Free the weights (gigabytes, perhaps on the GPU) now, not when the traceback is collected.
+            for model in loaded:
+                model.close()
+            raise
+
+    def device_bytes(self) -> int:
+        """Estimated GPU memory the offloaded layers hold (weights and KV cache); 0 on the CPU."""
+        if not offload_supported():
+            return 0
+        total = 0.0
+        for model in (self.target, self.draft):
+            if model is not None and model.n_gpu_layers != 0:
+                shape = read_model_shape(model.path)
+                total += layers_bytes(model.n_gpu_layers, shape.memory_bytes(self.n_ctx), shape.n_layers)
+        return int(total)
 
     def placement(self) -> tuple[str, str | None]:
         """Where the target and the draft run, e.g. ``("GPU (all 30 layers)", "CPU")``."""

@@ -1,7 +1,7 @@
 """How many tokens to draft each round: a fixed depth, or an adaptive controller.
 
 The adaptive controller models a round of depth k as taking
-``k * draft_step + verify(k + 1) + overhead`` seconds and yielding ``(1 - a^(k+1)) / (1 - a)``
+``draft_sync + (k - 1) * draft_step + verify(k + 1) + overhead`` seconds and yielding ``(1 - a^(k+1)) / (1 - a)``
 tokens (a = per-token acceptance probability), and picks the k with the
 highest expected tokens per second. k = 0 is plain decoding, so a poor draft
 makes the controller back off to it; it then probes a small depth now and
@@ -17,6 +17,8 @@ import numpy as np
 from specchat.core.types import MAX_DEPTH
 
 DEFAULT_AUTO_START = 4
+WARMUP_ROUNDS = 3
+"""Drafted rounds run at the start depth before the cost model chooses: it needs acceptance evidence."""
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -68,7 +70,9 @@ class AdaptiveDepth:
         # Acceptance as a truncated-geometric count, with a mild prior of 0.6.
         self._acc = 3.0
         self._rej = 2.0
-        self._draft_step: float | None = None  # seconds per drafted token
+        self._draft_step: float | None = None  # seconds per draft decode after the first
+        self._draft_sync: float | None = None  # seconds for the draft's per-round catch-up (first token)
+        self._drafted_rounds = 0
         self._verify: dict[int, float] = {}  # batch size -> seconds
         self._overhead: dict[bool, float] = {}  # drafted round? -> seconds outside the model passes
         self._line: tuple[float, float] | None = None  # verify-cost fit (slope, intercept), None = stale
@@ -82,16 +86,24 @@ class AdaptiveDepth:
         return new if old is None else self.decay * old + (1 - self.decay) * new
 
     def observe(self, n_drafted: int, n_accepted: int, step_seconds: float | None, verify_seconds: float,
-                overhead_seconds: float | None = None) -> None:
-        """Record one finished round (``overhead_seconds``: its time outside drafting and verifying)."""
+                overhead_seconds: float | None = None, sync_seconds: float | None = None) -> None:
+        """Record one finished round.
+
+        ``step_seconds``: per draft decode; ``sync_seconds``: the draft's catch-up
+        at the start of the round; ``overhead_seconds``: the round's time outside
+        drafting and verifying.
+        """
         if overhead_seconds is not None:
             key = n_drafted > 0
             self._overhead[key] = self._ema(self._overhead.get(key), max(0.0, overhead_seconds))
         if n_drafted > 0:
             self._acc = self.decay * self._acc + n_accepted
             self._rej = self.decay * self._rej + (1.0 if n_accepted < n_drafted else 0.0)
+            self._drafted_rounds += 1
             if step_seconds is not None:
                 self._draft_step = self._ema(self._draft_step, step_seconds)
+            if sync_seconds is not None:
+                self._draft_sync = self._ema(self._draft_sync, sync_seconds)
         n = n_drafted + 1
         self._verify[n] = self._ema(self._verify.get(n), verify_seconds)
         self._line = None
@@ -125,16 +137,25 @@ class AdaptiveDepth:
         """Estimated seconds a round spends outside the model passes (0 until measured)."""
         return self._overhead.get(drafted, self._overhead.get(not drafted, 0.0))
 
+    def draft_cost(self, k: int) -> float:
+        """Estimated seconds to draft k tokens: the catch-up, then k - 1 more decodes."""
+        if k == 0:
+            return 0.0
+        step = self._draft_step if self._draft_step is not None else self._draft_sync
+        if step is None:
+            step = 0.3 * self.verify_cost(1)
+        sync = self._draft_sync if self._draft_sync is not None else step
+        return sync + (k - 1) * step
+
     def predicted_rate(self, k: int) -> float:
         """Expected tokens per second at depth k under the current estimates."""
-        step = self._draft_step if self._draft_step is not None else 0.3 * self.verify_cost(1)
-        return expected_tokens(self.alpha, k) / (k * step + self.verify_cost(k + 1) + self.overhead(k > 0))
+        return expected_tokens(self.alpha, k) / (self.draft_cost(k) + self.verify_cost(k + 1) + self.overhead(k > 0))
 
     def choose(self, max_depth: int | None = None) -> int:
         limit = self.max_depth if max_depth is None else max_depth
         if 1 not in self._verify:
             return 0  # the first round measures plain decoding's cost
-        if self._draft_step is None:
+        if self._drafted_rounds < WARMUP_ROUNDS:
             return min(self.start, limit)
         best = max(range(limit + 1), key=self.predicted_rate)
         if best == 0:

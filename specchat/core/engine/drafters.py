@@ -21,9 +21,11 @@ class Draft:
     tokens: list[int] = field(default_factory=list)
     q: list[Distribution] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
-    # Mean seconds per draft step in steady state (one decode plus sampling);
-    # None when this round had no representative step (e.g. a long catch-up).
+    # Mean seconds per draft step (one decode plus sampling); None when the round had none.
     step_seconds: float | None = None
+    # Seconds the draft model spent catching up with the committed tokens (1-2 tokens in
+    # steady state, once per round); None when the catch-up was long or there was none.
+    sync_seconds: float | None = None
 
 
 class Drafter(Protocol):
@@ -78,8 +80,8 @@ class DraftModelDrafter:
             return out
         row, reused = ctx.sync(tokens)
         synced = time.perf_counter()
-        # A sync of 1-2 tokens is the normal per-round catch-up and costs one step;
-        # a longer one (after plain rounds) would distort the step estimate.
+        # A sync of 1-2 tokens is the normal per-round catch-up; a longer one (after
+        # plain rounds) is not what the next round will cost, so it is not reported.
         steady_sync = len(tokens) - reused <= 2
         decodes = 0
         history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
@@ -102,9 +104,10 @@ class DraftModelDrafter:
             row = ctx.decode([x])[0]
             decodes += 1
         ended = time.perf_counter()
-        steps = decodes + (1 if steady_sync else 0)
-        if steps > 0:
-            out.step_seconds = ((ended - started) if steady_sync else (ended - synced)) / steps
+        if decodes > 0:
+            out.step_seconds = (ended - synced) / decodes
+        if steady_sync:
+            out.sync_seconds = synced - started
         return out
 
 

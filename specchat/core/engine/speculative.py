@@ -124,6 +124,7 @@ def generate(
         draft = (drafter.draft(committed, k, sampler, rng, cancel, params.draft_p_min, params.greedy_draft)
                  if k > 0 else Draft())
         draft_seconds = time.perf_counter() - draft_started
+        consumer_seconds = 0.0
         drafts = draft.tokens
         if cancel.cancelled:
             reason = FinishReason.CANCELLED
@@ -133,7 +134,9 @@ def generate(
         if drafts:
             fork = detok.fork()
             draft_pieces = [fork.push(t) for t in drafts]
+            handed = time.perf_counter()
             yield Drafted(round_no, tuple(drafts), tuple(draft_pieces), tuple(draft.probs))
+            consumer_seconds = time.perf_counter() - handed  # the front end's time, not the engine's
 
         verify_started = time.perf_counter()
         rows = ctx.decode([committed[-1], *drafts], all_logits=True)
@@ -199,8 +202,8 @@ def generate(
         stats.accepted += n_acc
         stats.generated += len(kept)
         stats.depth = k
-        overhead_seconds = time.perf_counter() - round_started - draft_seconds - verify_seconds
-        adaptive.observe(len(drafts), n_acc, draft.step_seconds, verify_seconds, overhead_seconds)
+        overhead_seconds = time.perf_counter() - round_started - draft_seconds - verify_seconds - consumer_seconds
+        adaptive.observe(len(drafts), n_acc, draft.step_seconds, verify_seconds, overhead_seconds, draft.sync_seconds)
         event = Verified(
             round=round_no,
             depth=k,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.core.models.placement import layers_bytes, plan_gpu_layers
+from specchat.core.models.placement import DEFAULT_RESERVE_BYTES, layers_bytes, plan_gpu_layers
 from specchat.core.models.shape import ModelShape
 from specchat.core.types import GPU_LAYERS_AUTO
 
@@ -71,6 +71,7 @@ def _marked(ok: bool, text: str) -> Fit:
 
 def fit_pair(target: ModelShape, draft: ModelShape | None, n_ctx: int, memory: MachineMemory) -> Fit:
     """Where the pair would run with "auto" GPU layers, and whether the rest fits in RAM."""
+    n_ctx = target.usable_context(n_ctx)
     t_bytes = target.memory_bytes(n_ctx)
     d_bytes = draft.memory_bytes(n_ctx) if draft is not None else 0
     need = t_bytes + d_bytes
@@ -96,7 +97,8 @@ def fit_estimate(memory_gb: float, memory: MachineMemory) -> Fit:
     if memory.gpu_free <= 0:
         ram = _ram_fit(need, memory, "this pair")
         return _marked(ram.ok, ram.text) if memory.ram_free > 0 else ram
-    if need <= memory.gpu_free:
+    usable = max(memory.gpu_free - DEFAULT_RESERVE_BYTES, 0)  # as the placement keeps it free
+    if need <= usable:
         return _marked(True, f"fits in GPU memory ({_gb(memory.gpu_free)} free)")
-    rest = _ram_fit(need - memory.gpu_free, memory, "the rest")
+    rest = _ram_fit(need - usable, memory, "the rest")
     return _marked(rest.ok, f"partly on the GPU ({_gb(memory.gpu_free)} free); {rest.text}")

@@ -54,8 +54,8 @@ def suggest_gpu_layers(
 
     Policy:
 
-    1. Keep ``reserve_bytes`` of ``free_bytes`` free for KV caches, compute
-       buffers and the driver; the rest is the budget.
+    1. Keep ``reserve_bytes`` of ``free_bytes`` free for compute buffers and
+       the driver; the rest is the budget.
     2. The draft goes first. It runs ``k`` times per round for the target's
        once, and it is small, so putting all of it on the GPU buys the most
        speed per byte. A draft that fits whole gets ``-1``; otherwise it gets
@@ -64,7 +64,8 @@ def suggest_gpu_layers(
        otherwise as many layers as fit.
 
     Sizes are what a whole model claims on the device; :func:`plan_gpu_layers`
-    passes the file size (a close stand-in for the weights) plus the KV cache.
+    passes the file size (a close stand-in for the weights) plus the KV cache,
+    so the reserve only has to cover compute buffers and the driver.
     ``draft_bytes == 0`` or ``draft_layers == 0`` means there is no draft
     model (n-gram drafting), and the target gets the whole budget.
     """
@@ -135,6 +136,7 @@ def plan_gpu_layers(
     (llama.cpp keeps an offloaded layer's cache on the device). A fixed request
     is charged first; the auto ones then follow :func:`suggest_gpu_layers`.
     """
+    n_ctx = target.usable_context(n_ctx)
     t_bytes, t_layers = target.memory_bytes(n_ctx), target.n_layers
     d_bytes, d_layers = (draft.memory_bytes(n_ctx), draft.n_layers) if draft is not None else (0, 0)
     budget = float(free_bytes)

@@ -48,6 +48,11 @@ class ModelShape:
     n_head_kv: int
     head_dim_k: int
     head_dim_v: int
+    context_length: int = 0  # the context it was trained for; 0 when the file does not say
+
+    def usable_context(self, n_ctx: int) -> int:
+        """``n_ctx`` capped at this (target) model's trained context, as the engine caps both contexts."""
+        return min(n_ctx, self.context_length) if self.context_length > 0 else n_ctx
 
     def kv_cache_bytes(self, n_ctx: int, *, bytes_per_value: int = 2) -> int:
         """K and V cache for ``n_ctx`` positions over every layer (llama.cpp's default cache is F16)."""
@@ -89,6 +94,8 @@ class _Reader:
             return self.string()
         if vtype is gguf.GGUFValueType.ARRAY:
             item = gguf.GGUFValueType(int(self.unpack("<I")))
+            if item is gguf.GGUFValueType.ARRAY:
+                raise ValueError("nested arrays")  # no shape key is one; refusing them bounds the recursion
             count = self.count()
             if item in _SCALARS:
                 fmt = _SCALARS[item]
@@ -112,14 +119,14 @@ def _int(value: object) -> int | None:
 
 def read_model_shape(path: str | Path) -> ModelShape:
     """Read layer count and attention shape from a GGUF header; raise GgufReadError if unreadable."""
-    path = Path(path)
+    path = Path(path).expanduser()
     try:
         with path.open("rb") as f:
             fields = _read_fields(_Reader(f))
     except FileNotFoundError:
         raise GgufReadError(f"GGUF file not found: {path}") from None
-    except (OSError, EOFError, ValueError, struct.error) as exc:
-        raise GgufReadError(f"{path} is not a readable GGUF file ({exc})") from None
+    except (OSError, EOFError, ValueError, MemoryError, struct.error) as exc:
+        raise GgufReadError(f"{path} is not a readable GGUF file ({exc or type(exc).__name__})") from None
 
     arch = fields.get(gguf.Keys.General.ARCHITECTURE)
     arch = arch.decode("utf-8", "replace") if isinstance(arch, bytes) else None
@@ -137,22 +144,27 @@ def read_model_shape(path: str | Path) -> ModelShape:
     n_head_kv = get(gguf.Keys.Attention.HEAD_COUNT_KV) or n_head
     head_dim_k = get(gguf.Keys.Attention.KEY_LENGTH) or n_embd // n_head
     head_dim_v = get(gguf.Keys.Attention.VALUE_LENGTH) or n_embd // n_head
+    context_length = get(gguf.Keys.LLM.CONTEXT_LENGTH) or 0
+    numbers = (n_layers, n_embd, n_head, n_head_kv, head_dim_k, head_dim_v)
+    if min(numbers) < 1 or context_length < 0:
+        raise GgufReadError(f"{path} has an impossible {arch} shape {numbers}")
     size = sum(p.stat().st_size for p in split_parts(path) if p.exists())
-    return ModelShape(size, n_layers, n_embd, n_head, n_head_kv, head_dim_k, head_dim_v)
+    return ModelShape(size, *numbers, context_length=context_length)
 
 
 def _read_fields(r: _Reader) -> dict[str, object]:
     if r.take(4) != b"GGUF":
         raise ValueError("bad magic")
     version = int(r.unpack("<I"))
-    if version < 2:
-        raise ValueError(f"GGUF version {version} is too old")
+    if version not in (2, 3):  # 1 had 32-bit counts; a byte-swapped (big-endian) file reads as a huge number
+        raise ValueError(f"unsupported GGUF version {version}")
     r.unpack("<Q")  # tensor count
     n_kv = int(r.unpack("<Q"))
     fields: dict[str, object] = {}
     for _ in range(n_kv):
         key = r.string().decode("utf-8", "replace")
-        # The tokenizer's arrays are the bulk of a header; the shape keys come before them.
+        # The tokenizer's arrays are the bulk of a header. Converters write the architecture's
+        # keys first; one that came after the tokenizer would be missed and fall back to a default.
         if key.startswith("tokenizer.") and _has_shape(fields):
             break
         fields[key] = r.value(gguf.GGUFValueType(int(r.unpack("<I"))))

@@ -12,7 +12,7 @@ from specchat.core.models.shape import ModelShape, read_model_shape
 
 GIB = 1 << 30
 TARGET = ModelShape(int(7.5 * GIB), 32, 4096, 32, 8, 128, 128)  # + 0.5 GiB KV at 4096
-DRAFT = ModelShape(GIB // 2, 24, 1024, 16, 4, 64, 64)  # + 48 MiB KV at 4096
+DRAFT = ModelShape(GIB // 2, 24, 1024, 16, 4, 64, 64)  # + 96 MiB KV at 4096
 
 
 def test_cpu_only_machine_compares_with_ram(demo_pair) -> None:
@@ -64,8 +64,22 @@ def test_meminfo_parsing(tmp_path: Path) -> None:
     assert fit._meminfo_available(tmp_path / "missing") is None
 
 
-@pytest.mark.parametrize("n_ctx", [2048, 32768])
-def test_longer_context_needs_more(n_ctx: int) -> None:
-    small = fit_pair(TARGET, DRAFT, 2048, MachineMemory(ram_free=64 * GIB, gpu_free=0)).text
-    text = fit_pair(TARGET, DRAFT, n_ctx, MachineMemory(ram_free=64 * GIB, gpu_free=0)).text
-    assert (text == small) == (n_ctx == 2048)
+def test_longer_context_needs_more_up_to_the_trained_length() -> None:
+    roomy = MachineMemory(ram_free=64 * GIB, gpu_free=0)
+
+    def need(shape: ModelShape, n_ctx: int) -> str:
+        return fit_pair(shape, DRAFT, n_ctx, roomy).text
+
+    assert need(TARGET, 2048) != need(TARGET, 32768)
+    trained = ModelShape(TARGET.file_size, 32, 4096, 32, 8, 128, 128, context_length=8192)
+    assert need(trained, 8192) == need(trained, 32768)  # the engine caps the context at 8192
+    assert need(trained, 2048) != need(trained, 8192)
+
+
+def test_catalog_estimate_keeps_the_gpu_reserve() -> None:
+    from specchat.core.models.placement import DEFAULT_RESERVE_BYTES
+
+    exact = MachineMemory(ram_free=64 * GIB, gpu_free=int(8 * GB))
+    assert fit_estimate(8.0, exact).text.startswith("✓ partly on the GPU")
+    spare = MachineMemory(ram_free=64 * GIB, gpu_free=int(8 * GB) + DEFAULT_RESERVE_BYTES)
+    assert fit_estimate(8.0, spare).text.startswith("✓ fits in GPU memory")

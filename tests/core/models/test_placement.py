@@ -145,7 +145,7 @@ def test_describe_placement(n_gpu: int, n_layers: int, offload: bool, expected: 
 # --- plan_gpu_layers: requests and model shapes -------------------------------------
 
 # A 7.5 GiB, 32-layer target with 8 KV heads of 128 (0.5 GiB of cache at 4096
-# positions) and a 0.5 GiB, 24-layer draft with 4 KV heads of 64 (48 MiB).
+# positions) and a 0.5 GiB, 24-layer draft with 4 KV heads of 64 (96 MiB).
 TARGET = ModelShape(int(7.5 * GIB), 32, 4096, 32, 8, 128, 128)
 DRAFT = ModelShape(GIB // 2, 24, 1024, 16, 4, 64, 64)
 
@@ -157,6 +157,14 @@ def test_plan_counts_the_kv_cache() -> None:
     # The same memory is too little once the context (and so the cache) is 8x longer.
     t, d = placement.plan_gpu_layers(AUTO, AUTO, TARGET, DRAFT, n_ctx=32768, free_bytes=need)
     assert d == -1 and 0 < t < 32
+
+
+def test_plan_caps_the_context_at_the_targets_trained_length() -> None:
+    short = ModelShape(TARGET.file_size, 32, 4096, 32, 8, 128, 128, context_length=4096)
+    need = TARGET.memory_bytes(4096) + DRAFT.memory_bytes(4096) + placement.DEFAULT_RESERVE_BYTES
+    # A million-token request would not fit, but the engine will only ever allocate 4096.
+    assert placement.plan_gpu_layers(AUTO, AUTO, short, DRAFT, n_ctx=1 << 20, free_bytes=need) == (-1, -1)
+    assert placement.plan_gpu_layers(AUTO, AUTO, TARGET, DRAFT, n_ctx=1 << 20, free_bytes=need)[0] == 0
 
 
 def test_plan_keeps_fixed_requests_and_charges_them() -> None:

@@ -32,6 +32,7 @@ def test_demo_files_match_the_gguf_library(demo_pair) -> None:
         assert shape.n_head_kv == fields["llama.attention.head_count_kv"].contents()
         assert shape.head_dim_k == shape.head_dim_v == shape.n_embd // shape.n_head
         assert shape.file_size == path.stat().st_size
+        assert shape.context_length == fields["llama.context_length"].contents() == 8192
         # llama.cpp reports "KV self size = 90.00 MiB" for SmolLM2-135M at 4096 positions.
         assert shape.kv_cache_bytes(4096) == 90 * MIB
         assert shape.memory_bytes(4096) == shape.file_size + 90 * MIB
@@ -39,7 +40,7 @@ def test_demo_files_match_the_gguf_library(demo_pair) -> None:
 
 def test_shape_keys_before_the_tokenizer(make_gguf: GgufMaker) -> None:
     path = make_gguf("a.gguf", model_kv=SHAPE)
-    assert read_model_shape(path) == ModelShape(path.stat().st_size, 30, 576, 9, 3, 64, 64)
+    assert read_model_shape(path) == ModelShape(path.stat().st_size, 30, 576, 9, 3, 64, 64, context_length=2048)
 
 
 def test_shape_keys_after_the_tokenizer_are_still_found(make_gguf: GgufMaker) -> None:
@@ -68,6 +69,18 @@ def test_split_model_counts_every_part(make_gguf: GgufMaker) -> None:
     assert read_model_shape(first).file_size == first.stat().st_size + second.stat().st_size
 
 
+def test_home_relative_paths(make_gguf: GgufMaker, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = make_gguf("home.gguf", model_kv=SHAPE)
+    monkeypatch.setenv("HOME", str(path.parent))
+    assert read_model_shape("~/home.gguf").n_layers == 30
+
+
+def test_impossible_shapes_are_refused(make_gguf: GgufMaker) -> None:
+    path = make_gguf("negative.gguf", model_kv={**SHAPE, "{arch}.attention.key_length": -64})
+    with pytest.raises(GgufReadError, match="impossible llama shape"):
+        read_model_shape(path)
+
+
 def test_missing_shape_is_a_one_line_error(make_gguf: GgufMaker) -> None:
     path = make_gguf("noshape.gguf")
     with pytest.raises(GgufReadError, match="lacks llama.block_count") as info:
@@ -75,7 +88,8 @@ def test_missing_shape_is_a_one_line_error(make_gguf: GgufMaker) -> None:
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("damage", ["missing", "not_gguf", "truncated", "huge_length", "old_version"])
+@pytest.mark.parametrize("damage", ["missing", "not_gguf", "truncated", "huge_length", "old_version", "big_endian",
+                                    "nested_arrays"])
 def test_unreadable_files(make_gguf: GgufMaker, tmp_path: Path, damage: str) -> None:
     path = make_gguf("m.gguf", model_kv=SHAPE)
     data = path.read_bytes()
@@ -88,8 +102,16 @@ def test_unreadable_files(make_gguf: GgufMaker, tmp_path: Path, damage: str) -> 
     elif damage == "huge_length":
         # The first key's length field, right after magic, version, tensor and KV counts.
         path.write_bytes(data[:24] + struct.pack("<Q", 1 << 62) + data[32:])
-    else:
+    elif damage == "old_version":
         path.write_bytes(data[:4] + struct.pack("<I", 1) + data[8:])
+    elif damage == "big_endian":
+        path.write_bytes(data[:4] + struct.pack(">I", 3) + data[8:])
+    else:
+        # A header whose first value is an array of arrays of arrays... (deep enough to exhaust recursion).
+        key = b"general.architecture"
+        nested = struct.pack("<IQ", 9, 1) * 5000
+        head = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key + struct.pack("<I", 9)
+        path.write_bytes(head + nested)
     with pytest.raises(GgufReadError) as info:
         read_model_shape(path)
     message = str(info.value)
