@@ -68,6 +68,52 @@ class BenchReport:
     per_prompt: list[PromptResult] = field(default_factory=list)
 
 
+@dataclass
+class Totals:
+    """Sums over a depth's prompts; rates are ratios of sums, so long replies weigh more."""
+
+    base_tokens: int = 0
+    base_seconds: float = 0.0
+    native_tokens: int = 0
+    native_seconds: float = 0.0
+    spec_tokens: int = 0
+    spec_seconds: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    rounds: int = 0
+    predicted_seconds: float = 0.0  # what the spec tokens would take at each prompt's predicted rate
+
+    def add(self, base: RunFigures, spec: RunFigures, native_tokens: int, native_seconds: float,
+            predicted_rate: float) -> None:
+        self.base_tokens += base.generated
+        self.base_seconds += base.seconds
+        self.native_tokens += native_tokens
+        self.native_seconds += native_seconds
+        self.spec_tokens += spec.generated
+        self.spec_seconds += spec.seconds
+        self.drafted += spec.drafted
+        self.accepted += spec.accepted
+        self.rounds += spec.rounds
+        self.predicted_seconds += spec.generated / predicted_rate if predicted_rate else 0.0
+
+    def fill(self, report: BenchReport) -> None:
+        """Write the overall figures into ``report``."""
+        report.baseline_tokens_per_s = round(self.base_tokens / self.base_seconds, 2) if self.base_seconds else 0.0
+        report.native_tokens_per_s = round(self.native_tokens / self.native_seconds, 2) if self.native_seconds else 0.0
+        report.speculative_tokens_per_s = round(self.spec_tokens / self.spec_seconds, 2) if self.spec_seconds else 0.0
+        if report.baseline_tokens_per_s:
+            report.speedup = round(report.speculative_tokens_per_s / report.baseline_tokens_per_s, 3)
+        if report.native_tokens_per_s:
+            report.speedup_vs_native = round(report.speculative_tokens_per_s / report.native_tokens_per_s, 3)
+            report.plain_vs_native = round(report.baseline_tokens_per_s / report.native_tokens_per_s, 3)
+        report.acceptance_rate = round(self.accepted / self.drafted, 4) if self.drafted else 0.0
+        report.mean_accepted_per_round = round(self.accepted / self.rounds, 3) if self.rounds else 0.0
+        if self.predicted_seconds:
+            report.predicted_tokens_per_s = round(self.spec_tokens / self.predicted_seconds, 2)
+        if report.predicted_tokens_per_s:
+            report.fraction_of_predicted = round(report.speculative_tokens_per_s / report.predicted_tokens_per_s, 3)
+
+
 def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str, str]]]]:
     if not path.is_file():
         raise SpecchatError(f"prompts file not found: {path}")
@@ -110,8 +156,7 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
     reports = []
     for depth in depths:
         report = BenchReport(depth="auto" if depth is None else str(depth))
-        tot = {"base_tok": 0, "base_s": 0.0, "nat_tok": 0, "nat_ms": 0.0, "spec_tok": 0, "spec_s": 0.0,
-               "drafted": 0, "accepted": 0, "rounds": 0, "pred_s": 0.0}
+        tot = Totals()
         identical_all: bool | None = True if params.sampler.greedy else None
         for pid, messages in prompts:
             ctx = engine.target_context  # type: ignore[attr-defined]
@@ -133,32 +178,12 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
                 mean_accepted_per_round=round(spec.accepted / spec.rounds, 3) if spec.rounds else 0.0,
                 predicted_tokens_per_s=round(predicted, 2), identical=identical, tokens=spec.generated,
             ))
-            tot["base_tok"] += base.generated
-            tot["base_s"] += base.seconds
-            tot["nat_tok"] += perf.eval_tokens
-            tot["nat_ms"] += perf.eval_ms
-            tot["spec_tok"] += spec.generated
-            tot["spec_s"] += spec.seconds
-            tot["drafted"] += spec.drafted
-            tot["accepted"] += spec.accepted
-            tot["rounds"] += spec.rounds
-            tot["pred_s"] += spec.generated / predicted if predicted else 0.0
+            tot.add(base, spec, perf.eval_tokens, perf.eval_ms / 1000, predicted)
             if progress:
                 p = report.per_prompt[-1]
                 print(f"  {pid}: depth {p.depth} {p.speculative_tokens_per_s} vs {p.baseline_tokens_per_s} tok/s",
                       file=sys.stderr)
-        report.baseline_tokens_per_s = round(tot["base_tok"] / tot["base_s"], 2)
-        report.native_tokens_per_s = round(tot["nat_tok"] / (tot["nat_ms"] / 1000), 2) if tot["nat_ms"] else 0.0
-        report.speculative_tokens_per_s = round(tot["spec_tok"] / tot["spec_s"], 2)
-        report.speedup = round(report.speculative_tokens_per_s / report.baseline_tokens_per_s, 3)
-        if report.native_tokens_per_s:
-            report.speedup_vs_native = round(report.speculative_tokens_per_s / report.native_tokens_per_s, 3)
-            report.plain_vs_native = round(report.baseline_tokens_per_s / report.native_tokens_per_s, 3)
-        report.acceptance_rate = round(tot["accepted"] / tot["drafted"], 4) if tot["drafted"] else 0.0
-        report.mean_accepted_per_round = round(tot["accepted"] / tot["rounds"], 3) if tot["rounds"] else 0.0
-        report.predicted_tokens_per_s = round(tot["spec_tok"] / tot["pred_s"], 2) if tot["pred_s"] else 0.0
-        if report.predicted_tokens_per_s:
-            report.fraction_of_predicted = round(report.speculative_tokens_per_s / report.predicted_tokens_per_s, 3)
+        tot.fill(report)
         report.identical = identical_all
         reports.append(report)
     return reports
