@@ -360,3 +360,17 @@ def test_device_bytes_counts_offloaded_layers(demo_pair, monkeypatch: pytest.Mon
         assert engine.device_bytes() == read_model_shape(demo_pair.target).memory_bytes(512)
     finally:
         engine.close()
+
+
+def test_failed_load_with_gpu_layers_mentions_gpu_memory(truncated_gguf, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specchat.core.llama import devices
+    from specchat.core.llama.model import Model
+
+    with pytest.raises(SpecchatError, match=r"truncated or corrupt GGUF\?\): ") as cpu:
+        Model(truncated_gguf, n_gpu_layers=-1 if not devices.offload_supported() else 0)
+    assert "GPU" not in str(cpu.value)
+    # The message a GPU build gives when layers were asked for (llama.cpp cannot say which it was).
+    monkeypatch.setattr(devices, "offload_supported", lambda: True)
+    with pytest.raises(SpecchatError, match="with 12 layers on the GPU") as gpu:
+        Model(truncated_gguf, n_gpu_layers=12)
+    assert "try GPU layers 'auto' or fewer" in str(gpu.value) and "\n" not in str(gpu.value)

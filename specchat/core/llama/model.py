@@ -93,7 +93,7 @@ class Model:
             params.progress_callback = _cb
         self._ptr = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         if not self._ptr:
-            raise SpecchatError(f"llama.cpp could not load the model (truncated or corrupt GGUF?): {self.path}")
+            raise SpecchatError(self._load_failure(n_gpu_layers, vocab_only))
         self._vocab = llama_cpp.llama_model_get_vocab(self._ptr)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(self._ptr)
@@ -105,6 +105,16 @@ class Model:
         self._pieces: list[bytes | None] = [None] * self.n_vocab
         self._piece_buf = ctypes.create_string_buffer(256)
         self._eog: frozenset[int] | None = None
+
+    def _load_failure(self, n_gpu_layers: int, vocab_only: bool) -> str:
+        """The one-line reason for a failed load: the file, or (with layers on a GPU) perhaps its memory."""
+        from specchat.core.llama.devices import offload_supported
+
+        if n_gpu_layers != 0 and not vocab_only and offload_supported():
+            layers = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layers"
+            return (f"llama.cpp could not load the model with {layers} on the GPU (not enough GPU memory? "
+                    f"try GPU layers 'auto' or fewer; or the GGUF is truncated or corrupt): {self.path}")
+        return f"llama.cpp could not load the model (truncated or corrupt GGUF?): {self.path}"
 
     # --- lifetime -------------------------------------------------------
     def close(self) -> None:
