@@ -262,12 +262,10 @@ class MainWindow(QMainWindow):
         self.welcome.set_busy(False)
         self.settings.last_target, self.settings.last_draft = info.target_path, info.draft_path
         draft = info.draft_name or "no draft"
-        self.model_label.setText(
-            f"<b>Target</b> {info.target_name} <i>({info.target_placement})</i><br><b>Draft</b> {draft}"
-            + (f" <i>({info.draft_placement})</i>" if info.draft_placement else "")
-        )
+        self.model_label.setText(f"<b>Target</b> {info.target_name}<br><b>Draft</b> {draft}")
         self.statusBar().showMessage("Models loaded", 5000)
         self.stats.set_baseline(self.settings.baselines.get(info.pair_key))
+        self.stats.set_placement(info.target_placement, info.draft_placement)
         self.stats.measure_button.setEnabled(True)
         self.stack.setCurrentIndex(1)
         self._set_busy(False)

@@ -45,6 +45,10 @@ class StatsPanel(QGroupBox):
         form.addRow("Accepted/round", self.mean_accepted)
         form.addRow("Depth", self.depth)
         form.addRow("Speedup", self.speedup)
+        self.runs_on = QLabel("–")
+        self.runs_on.setWordWrap(True)
+        self.runs_on.setToolTip("Where each model's layers run (set GPU layers in the Speculation panel)")
+        form.addRow("Runs on", self.runs_on)
         layout.addLayout(form)
         self.measure_button = QPushButton("Measure plain decoding")
         self.measure_button.setToolTip("Time this pair without a drafter once, to turn the estimate into a measurement")
@@ -76,6 +80,10 @@ class StatsPanel(QGroupBox):
 
         self.baseline: float | None = None  # plain decoding tokens/s, once measured
         self.reset()
+
+    def set_placement(self, target: str, draft: str) -> None:
+        """Show where the loaded models run, e.g. ``target GPU (all 30 layers), draft CPU``."""
+        self.runs_on.setText(f"target {target}" + (f", draft {draft}" if draft else ""))
 
     def reset(self) -> None:
         """Start counting a new reply."""

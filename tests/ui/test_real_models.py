@@ -53,7 +53,8 @@ def fragment_kinds(window: MainWindow) -> dict[str, list]:
 def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
     window = open_window(qtbot, settings, store, demo_pair)
     assert window.stack.currentIndex() == 1 and "F32" in window.model_label.text()
-    assert "(CPU)" in window.model_label.text()  # where each model runs (this build cannot offload)
+    # Where each model runs (this build cannot offload).
+    assert window.stats.runs_on.text() == "target CPU, draft CPU"
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.composer.setPlainText(PROMPT)
         window.composer.send()
