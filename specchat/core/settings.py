@@ -20,6 +20,8 @@ from specchat.core.types import GPU_LAYERS_AUTO, MAX_DEPTH, DrafterKind, GpuLaye
 log = logging.getLogger(__name__)
 
 SETTINGS_FILENAME = "settings.json"
+MIN_CONTEXT = 256
+MAX_CONTEXT = 1 << 20
 THEMES = ("system", "light", "dark")
 
 
@@ -69,7 +71,7 @@ def _check(name: str, value: Any) -> Any:
     if name == "max_tokens":
         return int(_number(value, 1, 1_000_000, integer=True))
     if name == "n_ctx":
-        return int(_number(value, 256, 1 << 20, integer=True))
+        return int(_number(value, MIN_CONTEXT, MAX_CONTEXT, integer=True))
     if name in ("target_gpu_layers", "draft_gpu_layers"):
         if isinstance(value, float) and value.is_integer():
             value = int(value)

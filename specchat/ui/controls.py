@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 from superqt import QLabeledSlider
 
 from specchat.core.llama.devices import offload_supported
-from specchat.core.settings import Settings
+from specchat.core.settings import MAX_CONTEXT, MIN_CONTEXT, Settings
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
     MAX_DEPTH,
@@ -37,6 +37,23 @@ DRAFTER_LABELS = {
     DrafterKind.NGRAM: "N-gram (prompt lookup)",
     DrafterKind.NONE: "None (plain decoding)",
 }
+
+
+class ContextSizeBox(QSpinBox):
+    """Context length in tokens; the arrows double and halve it (4096 -> 8192), typing sets any value."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setRange(MIN_CONTEXT, MAX_CONTEXT)
+        self.setSuffix(" tokens")
+        self.setToolTip(
+            "Tokens a conversation can hold, prompt and replies together. Longer contexts need more memory "
+            "(the model picker's Memory line shows how much). Applies on the next load; the engine caps it at "
+            "what the target was trained for."
+        )
+
+    def stepBy(self, steps: int) -> None:  # noqa: N802 - Qt override
+        self.setValue(int(min(MAX_CONTEXT, max(MIN_CONTEXT, self.value() * 2.0**steps))))
 
 
 class GpuLayersBox(QSpinBox):
@@ -83,6 +100,7 @@ class SpeculationControls(QGroupBox):
     """Always-visible knobs. ``depth_changed`` carries an int or None (auto)."""
 
     depth_changed = Signal(object)
+    load_setting_changed = Signal()  # context size or GPU layers: they take effect on the next load
 
     def __init__(self, settings: Settings, parent: QWidget | None = None, *, offload: bool | None = None) -> None:
         super().__init__("Speculation", parent)
@@ -123,6 +141,9 @@ class SpeculationControls(QGroupBox):
         self.max_tokens.setRange(1, 32768)
         form.addRow("Max tokens", self.max_tokens)
 
+        self.context_size = ContextSizeBox()
+        form.addRow("Context", self.context_size)
+
         # GPU layers only mean something when this llama.cpp build can offload.
         self.target_gpu_layers = self._gpu_layers_box("target")
         self.draft_gpu_layers = self._gpu_layers_box("draft")
@@ -132,6 +153,8 @@ class SpeculationControls(QGroupBox):
 
         self.apply_settings(settings)
         self.depth_slider.valueChanged.connect(self._emit_depth)
+        for box in (self.context_size, self.target_gpu_layers, self.draft_gpu_layers):
+            box.valueChanged.connect(lambda _value: emit(self.load_setting_changed))
         self.auto_depth.toggled.connect(self._auto_toggled)
 
     def apply_settings(self, s: Settings) -> None:
@@ -143,6 +166,7 @@ class SpeculationControls(QGroupBox):
         self.top_k.setValue(s.top_k)
         self.top_p.setValue(s.top_p)
         self.max_tokens.setValue(s.max_tokens)
+        self.context_size.setValue(s.n_ctx)
         self.target_gpu_layers.set_layers(s.target_gpu_layers)
         self.draft_gpu_layers.set_layers(s.draft_gpu_layers)
 
@@ -153,6 +177,7 @@ class SpeculationControls(QGroupBox):
         s.top_k = self.top_k.value()
         s.top_p = self.top_p.value()
         s.max_tokens = self.max_tokens.value()
+        s.n_ctx = self.context_size.value()
         s.target_gpu_layers = self.target_gpu_layers.layers()
         s.draft_gpu_layers = self.draft_gpu_layers.layers()
 

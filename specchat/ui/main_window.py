@@ -70,6 +70,7 @@ class MainWindow(QMainWindow):
         self.resize(1200, 760)
         self._build()
         self._build_menus()
+        self._set_busy(False)
         self._connect()
         self._restore_window()
         self.refresh_conversations()
@@ -143,13 +144,14 @@ class MainWindow(QMainWindow):
         self.progress.setMaximumWidth(240)
         self.progress.hide()
         self.statusBar().addPermanentWidget(self.progress)
-        self._set_busy(False)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self.new_action = file_menu.addAction("&New conversation", QKeySequence.StandardKey.New, self.new_conversation)
         file_menu.addAction("&Choose models…", QKeySequence.StandardKey.Open, self.open_model_picker)
         file_menu.addAction("Load the offline &demo pair", self.load_demo)
+        self.reload_action = file_menu.addAction("&Reload models", QKeySequence("Ctrl+R"), self.reload_models)
+        self.reload_action.setToolTip("Load the same pair again with the current context size and GPU layers")
         file_menu.addSeparator()
         file_menu.addAction("Export as &Markdown…", lambda: self.export_conversation("md"))
         file_menu.addAction("Export as &JSON…", lambda: self.export_conversation("json"))
@@ -192,6 +194,7 @@ class MainWindow(QMainWindow):
         self.chat_view.edit_requested.connect(self.edit_message)
         self.controls.depth_changed.connect(self.depth_control.set)
         self.stats.measure_requested.connect(self.measure_baseline)
+        self.controls.load_setting_changed.connect(self._load_setting_changed)
         self.welcome.demo_requested.connect(self.load_demo)
         self.welcome.picker_requested.connect(self.open_model_picker)
         self.sidebar.new_requested.connect(self.new_conversation)
@@ -209,6 +212,16 @@ class MainWindow(QMainWindow):
         self._start_loading(f"Loading {Path(target).name}…")
         self.host.load(str(target), str(draft or ""), self._load_options())
 
+    def reload_models(self) -> None:
+        """Load the current pair again, to apply a new context size or GPU-layer setting."""
+        if self.model_info is not None:
+            self.load_models(self.model_info.target_path, self.model_info.draft_path or None)
+
+    def _load_setting_changed(self) -> None:
+        if self.model_info is not None and not self.loading:
+            self.statusBar().showMessage("Context size and GPU layers apply on the next load (File → Reload models, "
+                                         "Ctrl+R)", 8000)
+
     def load_demo(self) -> None:
         if self.streaming:
             return
@@ -221,7 +234,7 @@ class MainWindow(QMainWindow):
             # The loaded pair is closed before the next load: its GPU memory is free for the new one.
             memory = dataclasses.replace(memory, gpu_free=memory.gpu_free + self.model_info.gpu_bytes)
         dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self,
-                                   n_ctx=self.settings.n_ctx, memory=memory)
+                                   n_ctx=self.controls.context_size.value(), memory=memory)
         dialog.load_requested.connect(self.load_models)
         dialog.demo_requested.connect(self.load_demo)
         dialog.setModal(True)
@@ -504,6 +517,7 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(ready)
         self.regenerate_button.setEnabled(ready)
         self.stop_button.setEnabled(self._writer is not None)
+        self.reload_action.setEnabled(ready)
 
     # -- view settings -------------------------------------------------------------------
 

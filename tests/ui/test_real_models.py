@@ -242,6 +242,17 @@ def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, 
         window.send("Hi")
     assert blocker.args[0].reason is not FinishReason.ERROR
     assert [m.role for m in store.messages(window.conversation_id)] == ["user", "assistant"]
+    # Raise the context in the panel and reload: the same long message now fits, in the same conversation.
+    assert window.reload_action.isEnabled()
+    window.controls.context_size.setValue(2048)
+    assert "Reload models" in window.statusBar().currentMessage()
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
+        window.reload_action.trigger()
+    assert window.host.worker.engine.n_ctx == 2048 and settings.n_ctx == 2048
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
+        window.send("word " * 400)
+    assert blocker.args[0].reason is not FinishReason.ERROR
+    assert [m.role for m in store.messages(window.conversation_id)] == ["user", "assistant"] * 2
 
 
 def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001

@@ -255,3 +255,23 @@ def test_gpu_layer_box_refuses_other_words(qtbot) -> None:  # noqa: ANN001
     qtbot.keyClicks(box, "most")
     qtbot.keyClick(box, Qt.Key.Key_Return)
     assert box.layers() == 5
+
+
+def test_context_size_box_doubles_and_is_saved(qtbot) -> None:  # noqa: ANN001
+    controls = SpeculationControls(Settings(n_ctx=4096), offload=False)
+    qtbot.addWidget(controls)
+    box = controls.context_size
+    assert box.text() == "4096 tokens"
+    with qtbot.waitSignal(controls.load_setting_changed):
+        box.stepBy(1)
+    assert box.value() == 8192
+    box.stepBy(-3)
+    assert box.value() == 1024
+    box.stepBy(-10)
+    assert box.value() == 256  # the smallest context the settings accept
+    box.setValue(1 << 22)
+    assert box.value() == 1 << 20
+    box.setValue(6000)
+    out = Settings()
+    controls.store_settings(out)
+    assert out.n_ctx == 6000
