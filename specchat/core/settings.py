@@ -34,6 +34,9 @@ class Settings:
     temperature: float = 0.0
     top_k: int = 40
     top_p: float = 0.95
+    # A mild penalty keeps small models out of loops; it shapes the target's and the draft's
+    # distributions alike, so speculation stays exact.
+    repeat_penalty: float = 1.1
     max_tokens: int = 512
     depth: int | None = None  # None = auto (adaptive)
     drafter: DrafterKind = DrafterKind.DRAFT_MODEL
@@ -66,6 +69,8 @@ def _check(name: str, value: Any) -> Any:
         if v == 0.0:
             raise ValueError("must be above 0")
         return v
+    if name == "repeat_penalty":
+        return _number(value, 1.0, 2.0)
     if name == "top_k":
         return int(_number(value, 0, 100_000, integer=True))
     if name == "max_tokens":

@@ -1,4 +1,4 @@
-"""Speculation and sampler controls: depth (or auto), drafter, temperature, top-k, top-p, max tokens."""
+"""Speculation and sampler controls: depth (or auto), drafter, sampler, max tokens, context size, GPU layers."""
 
 from __future__ import annotations
 
@@ -137,6 +137,11 @@ class SpeculationControls(QGroupBox):
         self.top_p.setRange(0.01, 1.0)
         self.top_p.setSingleStep(0.05)
         form.addRow("Top-p", self.top_p)
+        self.repeat_penalty = QDoubleSpinBox()
+        self.repeat_penalty.setRange(1.0, 2.0)
+        self.repeat_penalty.setSingleStep(0.05)
+        self.repeat_penalty.setToolTip("Penalise tokens used in the last 64 (1 = off); keeps small models out of loops")
+        form.addRow("Repeat penalty", self.repeat_penalty)
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 32768)
         form.addRow("Max tokens", self.max_tokens)
@@ -165,6 +170,7 @@ class SpeculationControls(QGroupBox):
         self.temperature.setValue(s.temperature)
         self.top_k.setValue(s.top_k)
         self.top_p.setValue(s.top_p)
+        self.repeat_penalty.setValue(s.repeat_penalty)
         self.max_tokens.setValue(s.max_tokens)
         self.context_size.setValue(s.n_ctx)
         self.target_gpu_layers.set_layers(s.target_gpu_layers)
@@ -176,6 +182,7 @@ class SpeculationControls(QGroupBox):
         s.temperature = self.temperature.value()
         s.top_k = self.top_k.value()
         s.top_p = self.top_p.value()
+        s.repeat_penalty = round(self.repeat_penalty.value(), 3)
         s.max_tokens = self.max_tokens.value()
         s.n_ctx = self.context_size.value()
         s.target_gpu_layers = self.target_gpu_layers.layers()
@@ -203,6 +210,7 @@ class SpeculationControls(QGroupBox):
             temperature=round(self.temperature.value(), 3),
             top_k=self.top_k.value(),
             top_p=round(self.top_p.value(), 3),
+            repeat_penalty=round(self.repeat_penalty.value(), 3),
         )
         return GenerationParams(sampler=sampler, max_tokens=self.max_tokens.value())
 

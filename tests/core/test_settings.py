@@ -23,6 +23,7 @@ def test_round_trip() -> None:
         temperature=0.7,
         top_k=20,
         top_p=0.8,
+        repeat_penalty=1.3,
         max_tokens=64,
         depth=6,
         drafter=DrafterKind.NGRAM,
@@ -99,3 +100,9 @@ def test_gpu_layer_values(saved: object, loaded: object) -> None:
     assert load_settings().target_gpu_layers == loaded
     save_settings(load_settings())
     assert json.loads(settings_path().read_text(encoding="utf-8"))["target_gpu_layers"] == loaded
+
+
+@pytest.mark.parametrize(("saved", "loaded"), [(1.0, 1.0), (1.25, 1.25), (0.5, 1.1), (3, 1.1), ("x", 1.1)])
+def test_repeat_penalty_values(saved: object, loaded: float) -> None:
+    settings_path().write_text(json.dumps({"repeat_penalty": saved}), encoding="utf-8")
+    assert load_settings().repeat_penalty == loaded

@@ -70,6 +70,21 @@ def test_greedy_output_is_token_identical_to_the_target_alone(demo_engine, promp
         assert drafted > 0  # speculation really happened
 
 
+def test_greedy_with_the_apps_repeat_penalty_is_identical_to_plain_decoding(demo_engine, prompts, references) -> None:
+    """The window's default sampler (greedy, repeat penalty 1.1) keeps speculation exact."""
+    params = GenerationParams(sampler=SamplerParams(repeat_penalty=1.1), max_tokens=40)
+    differs = 0
+    for pid, messages in prompts:
+        outputs = []
+        for drafter, depth in ((DrafterKind.NONE, 0), (DrafterKind.DRAFT_MODEL, None)):
+            session = ChatSession(demo_engine, messages[:-1])
+            run(session, messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth))
+            outputs.append(session.last_tokens)
+        assert outputs[0] == outputs[1], pid
+        differs += outputs[0] != references[pid]
+    assert differs > 0  # the penalty really changed some replies
+
+
 def test_events_are_consistent(demo_engine) -> None:
     session = ChatSession(demo_engine)
     events = run(session, "List three colours.", GenerationParams(max_tokens=48), depth=DepthControl(4))

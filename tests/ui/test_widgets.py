@@ -275,3 +275,14 @@ def test_context_size_box_doubles_and_is_saved(qtbot) -> None:  # noqa: ANN001
     out = Settings()
     controls.store_settings(out)
     assert out.n_ctx == 6000
+
+
+def test_repeat_penalty_reaches_the_sampler(qtbot) -> None:  # noqa: ANN001
+    controls = SpeculationControls(Settings(), offload=False)
+    qtbot.addWidget(controls)
+    assert controls.generation_params().sampler.repeat_penalty == 1.1  # the app's default
+    controls.repeat_penalty.setValue(1.0)
+    assert controls.generation_params().sampler.repeat_penalty == 1.0
+    out = Settings()
+    controls.store_settings(out)
+    assert out.repeat_penalty == 1.0
