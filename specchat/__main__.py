@@ -20,7 +20,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from specchat.cli import bench, chat, models
+    from specchat.cli import bench, chat, info, models
 
     parser = OneLineParser(
         prog="specchat",
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_parser(sub)
     bench.add_parser(sub)
     models.add_parser(sub)
+    info.add_parser(sub)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import logging
 import sqlite3
 from pathlib import Path
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QSplitter,
@@ -22,9 +24,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specchat import __version__
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.engine.depth import DepthControl
+from specchat.core.llama.devices import build_info
 from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats, SpecchatError
@@ -172,6 +176,8 @@ class MainWindow(QMainWindow):
             group.addAction(action)
             theme_menu.addAction(action)
         apply_theme(self.settings.theme)
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction("&About specchat", self.show_about)
 
         self.esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         self.esc.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -211,6 +217,21 @@ class MainWindow(QMainWindow):
             return
         self._start_loading(f"Loading {Path(target).name}…")
         self.host.load(str(target), str(draft or ""), self._load_options())
+
+    def show_about(self) -> QMessageBox:
+        """The version and what this llama.cpp build can do (GPU offload, devices): the first thing to check."""
+        info = build_info()
+        box = QMessageBox(self)
+        box.setWindowTitle("About specchat")
+        box.setIcon(QMessageBox.Icon.Information)
+        box.setText(f"<b>specchat {__version__}</b><br>Local speculative decoding on llama.cpp.")
+        lines = info.lines()
+        box.setInformativeText("<br>".join(html.escape(line) for line in lines[:-1]))
+        box.setDetailedText("\n".join(lines))
+        box.setStandardButtons(QMessageBox.StandardButton.Ok)
+        box.setModal(True)
+        box.show()
+        return box
 
     def reload_models(self) -> None:
         """Load the current pair again, to apply a new context size or GPU-layer setting."""

@@ -38,7 +38,7 @@ def test_cpu_build_sees_a_cpu_device() -> None:
     assert cpu[0].name == "CPU"
     assert cpu[0].total_bytes > 0
     assert 0 < cpu[0].free_bytes <= cpu[0].total_bytes
-    assert "CPU" in cpu[0].summary() and "GiB free" in cpu[0].summary()
+    assert cpu[0].summary().startswith("CPU (CPU") and cpu[0].summary().endswith(" GiB RAM")
     assert offload_free_bytes(found) == 0
 
 
@@ -76,3 +76,16 @@ def test_summary_without_memory_or_duplicate_description() -> None:
     assert dev.summary() == "BLAS (ACCEL)"
     gpu = BackendDevice("CUDA0", "NVIDIA H200", DeviceType.GPU, 139 * GIB, 140 * GIB)
     assert gpu.summary() == "CUDA0 (GPU, NVIDIA H200): 139.0/140.0 GiB free"
+
+
+def test_build_info_describes_this_build() -> None:
+    info = devices.build_info()
+    assert info.offload == devices.offload_supported()
+    assert [d.name for d in info.devices] == [d.name for d in devices.list_devices()]
+    assert "CPU" in info.system_info and not info.system_info.endswith("|")
+    lines = info.lines()
+    assert lines[0].startswith("llama-cpp-python ")
+    assert lines[1].startswith("GPU offload: " + ("yes" if info.offload else "no"))
+    assert any(line.startswith("device: CPU") for line in lines)
+    data = info.to_json()
+    assert data["offload"] is info.offload and data["devices"][0]["type"] in {t.name for t in DeviceType}

@@ -111,3 +111,16 @@ def test_depth_zero_is_plain_decoding(demo_pair) -> None:
                    "--depth", "0", "--max-tokens", "8", "--json", "hi")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["stats"]["drafted"] == 0
+
+
+def test_info_reports_the_build() -> None:
+    from specchat.core.llama import devices
+
+    out = specchat("info")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("specchat ") and lines[1].startswith("llama-cpp-python ")
+    assert lines[2].startswith("GPU offload: " + ("yes" if devices.offload_supported() else "no"))
+    data = json.loads(specchat("info", "--json").stdout)
+    assert data["offload"] is devices.offload_supported()
+    assert [d["name"] for d in data["devices"]] == [d.name for d in devices.list_devices()]

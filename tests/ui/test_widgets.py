@@ -286,3 +286,19 @@ def test_repeat_penalty_reaches_the_sampler(qtbot) -> None:  # noqa: ANN001
     out = Settings()
     controls.store_settings(out)
     assert out.repeat_penalty == 1.0
+
+
+def test_about_box_shows_the_build(qtbot, settings, store) -> None:  # noqa: ANN001
+    from specchat import __version__
+    from specchat.core.llama import devices
+
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    box = window.show_about()
+    qtbot.addWidget(box)
+    assert __version__ in box.text()
+    offload = "yes" if devices.offload_supported() else "no"
+    assert f"GPU offload: {offload}" in box.informativeText() and "device: CPU" in box.informativeText()
+    assert "features: " in box.detailedText()
+    help_menu = [a for a in window.menuBar().actions() if a.text() == "&Help"][0]
+    assert [a.text() for a in help_menu.menu().actions()] == ["&About specchat"]

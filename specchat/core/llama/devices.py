@@ -60,9 +60,14 @@ class BackendDevice:
     total_bytes: int
 
     def summary(self) -> str:
-        """One line such as ``CUDA0 (GPU, NVIDIA H200): 139.2/139.8 GiB free``."""
+        """One line such as ``CUDA0 (GPU, NVIDIA H200): 139.2/139.8 GiB free`` or ``CPU (CPU, AMD EPYC): 23.5 GiB RAM``."""
         desc = f", {self.description}" if self.description and self.description != self.name else ""
-        mem = f": {self.free_bytes / GIB:.1f}/{self.total_bytes / GIB:.1f} GiB free" if self.total_bytes else ""
+        if not self.total_bytes:
+            mem = ""
+        elif self.type is DeviceType.CPU:  # ggml reports all of RAM as free for the CPU: say only the size
+            mem = f": {self.total_bytes / GIB:.1f} GiB RAM"
+        else:
+            mem = f": {self.free_bytes / GIB:.1f}/{self.total_bytes / GIB:.1f} GiB free"
         return f"{self.name} ({self.type.name}{desc}){mem}"
 
 
@@ -184,3 +189,49 @@ def list_devices() -> list[BackendDevice]:
 def offload_free_bytes(devices: list[BackendDevice]) -> int:
     """Free memory summed over the devices that can hold layers (llama.cpp splits layers across them)."""
     return sum(d.free_bytes for d in devices if d.type.holds_layers)
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """What this llama.cpp build can do: for `specchat info`, the About box and bug reports."""
+
+    llama_cpp_python: str
+    offload: bool
+    devices: tuple[BackendDevice, ...]
+    system_info: str  # llama.cpp's feature line, e.g. "CPU : SSE3 = 1 | AVX2 = 1 | ..."
+
+    def lines(self) -> list[str]:
+        """Human-readable lines, one fact each."""
+        out = [
+            f"llama-cpp-python {self.llama_cpp_python}",
+            "GPU offload: " + ("yes" if self.offload else
+                               "no (a CPU-only build; see the README's GPU section to build with CUDA or Metal)"),
+        ]
+        out += [f"device: {d.summary()}" for d in self.devices] or ["device: none reported"]
+        out.append(f"features: {self.system_info}")
+        return out
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "llama_cpp_python": self.llama_cpp_python,
+            "offload": self.offload,
+            "devices": [
+                {"name": d.name, "description": d.description, "type": d.type.name,
+                 "free_bytes": d.free_bytes, "total_bytes": d.total_bytes}
+                for d in self.devices
+            ],
+            "system_info": self.system_info,
+        }
+
+
+def build_info() -> BuildInfo:
+    """Describe the loaded llama.cpp build and the devices it sees."""
+    offload = offload_supported()
+    raw = llama_cpp.llama_print_system_info()
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return BuildInfo(
+        llama_cpp_python=str(getattr(llama_cpp, "__version__", "unknown")),
+        offload=offload,
+        devices=tuple(list_devices()),
+        system_info=text.strip().rstrip("|").strip(),
+    )
