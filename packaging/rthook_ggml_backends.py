@@ -10,7 +10,9 @@ import sys
 
 try:
     from specchat.core.llama.devices import load_dynamic_backends
+    from specchat.core.llama.model import ensure_backend
 
+    ensure_backend()  # quiets llama.cpp's own log first, then loads the plugins
     if load_dynamic_backends() == 0:
         print("specchat: no llama.cpp backend could be loaded from the bundle", file=sys.stderr)
 except Exception as exc:  # never stop the app from starting; model loading will report too

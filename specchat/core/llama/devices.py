@@ -153,8 +153,7 @@ def offload_supported() -> bool:
     """Whether this llama.cpp build can offload layers to a GPU (CUDA, Metal, Vulkan, ...)."""
     from specchat.core.llama.model import ensure_backend
 
-    load_dynamic_backends()
-    ensure_backend()
+    ensure_backend()  # quiets llama.cpp's log, then loads dynamic backends
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
@@ -162,8 +161,7 @@ def list_devices() -> list[BackendDevice]:
     """Every backend device llama.cpp sees, CPU included; empty if the API is unavailable."""
     from specchat.core.llama.model import ensure_backend
 
-    load_dynamic_backends()
-    ensure_backend()
+    ensure_backend()  # quiets llama.cpp's log, then loads dynamic backends
     lib = _ggml_lib()
     if lib is None:
         return []

@@ -32,8 +32,7 @@ def ensure_backend() -> None:
             return
         from specchat.core.llama.devices import load_dynamic_backends
 
-        load_dynamic_backends()  # a portable (GGML_BACKEND_DL) build registers nothing by itself
-        llama_cpp.llama_backend_init()
+        # Quiet first: loading the backend plugins already logs ("load_backend: loaded CPU backend ...").
         if not os.environ.get("SPECCHAT_LLAMA_LOG"):
 
             @llama_cpp.llama_log_callback
@@ -42,6 +41,8 @@ def ensure_backend() -> None:
 
             _LOG_CALLBACK = _quiet
             llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+        load_dynamic_backends()  # a portable (GGML_BACKEND_DL) build registers nothing by itself
+        llama_cpp.llama_backend_init()
         _backend_ready = True
 
 
