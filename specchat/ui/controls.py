@@ -189,7 +189,7 @@ class SpeculationControls(QGroupBox):
         s.draft_gpu_layers = self.draft_gpu_layers.layers()
 
     def _gpu_layers_box(self, which: str) -> GpuLayersBox:
-        box = GpuLayersBox()
+        box = GpuLayersBox(self)  # parented even when hidden (a build that cannot offload lays it out nowhere)
         box.setToolTip(
             f"Layers of the {which} model to put on the GPU: auto fits both models into free GPU memory "
             "(draft first), all, or a number (0 = CPU only). Applies on the next load."

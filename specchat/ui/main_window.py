@@ -6,6 +6,7 @@ import dataclasses
 import html
 import logging
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, Signal
@@ -69,6 +70,7 @@ class MainWindow(QMainWindow):
         self._save_failed = False
         self._reply_is_new_message = False
         self.loading = False
+        self._last_load: Callable[[], None] | None = None  # how the last pair was loaded, for Reload
         self.last_error = ""
         self.setWindowTitle("specchat")
         self.resize(1200, 760)
@@ -216,12 +218,14 @@ class MainWindow(QMainWindow):
             self.show_error("stop the reply before loading other models")
             return
         self._start_loading(f"Loading {Path(target).name}…")
+        self._last_load = lambda: self.load_models(target, draft)
         self.host.load(str(target), str(draft or ""), self._load_options())
 
     def show_about(self) -> QMessageBox:
         """The version and what this llama.cpp build can do (GPU offload, devices): the first thing to check."""
         info = build_info()
         box = QMessageBox(self)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         box.setWindowTitle("About specchat")
         box.setIcon(QMessageBox.Icon.Information)
         box.setText(f"<b>specchat {__version__}</b><br>Local speculative decoding on llama.cpp.")
@@ -234,9 +238,9 @@ class MainWindow(QMainWindow):
         return box
 
     def reload_models(self) -> None:
-        """Load the current pair again, to apply a new context size or GPU-layer setting."""
-        if self.model_info is not None:
-            self.load_models(self.model_info.target_path, self.model_info.draft_path or None)
+        """Load the last pair again (loaded or not), to apply a new context size or GPU-layer setting."""
+        if self._last_load is not None and not self.loading and not self.streaming:
+            self._last_load()
 
     def _load_setting_changed(self) -> None:
         if self.model_info is not None and not self.loading:
@@ -247,6 +251,7 @@ class MainWindow(QMainWindow):
         if self.streaming:
             return
         self._start_loading("Preparing the offline demo pair…")
+        self._last_load = self.load_demo
         self.host.load_demo(self._load_options())
 
     def open_model_picker(self) -> ModelPickerDialog:
@@ -266,7 +271,7 @@ class MainWindow(QMainWindow):
         if self.model_info is not None:
             self.stats.measure_button.setEnabled(False)
             self.statusBar().showMessage("Measuring plain decoding…")
-            self.host.measure_baseline()
+            self.host.measure_baseline(sampler=self.controls.generation_params().sampler)
 
     def _start_loading(self, message: str) -> None:
         self.hide_error()
@@ -309,6 +314,11 @@ class MainWindow(QMainWindow):
     def _on_load_failed(self, message: str) -> None:
         if self._closing:
             return
+        # The worker let go of the old pair before trying: nothing is loaded now.
+        self.model_info = None
+        self.model_label.setText("No models loaded")
+        self.stats.clear_placement()
+        self.stats.measure_button.setEnabled(False)
         self.loading = False
         self.progress.hide()
         self.welcome.set_busy(False)
@@ -538,7 +548,7 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(ready)
         self.regenerate_button.setEnabled(ready)
         self.stop_button.setEnabled(self._writer is not None)
-        self.reload_action.setEnabled(ready)
+        self.reload_action.setEnabled(self._last_load is not None and not busy and not self.loading)
 
     # -- view settings -------------------------------------------------------------------
 

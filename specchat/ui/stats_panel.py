@@ -85,6 +85,9 @@ class StatsPanel(QGroupBox):
         """Show where the loaded models run, e.g. ``target GPU (all 30 layers), draft CPU``."""
         self.runs_on.setText(f"target {target}" + (f", draft {draft}" if draft else ""))
 
+    def clear_placement(self) -> None:
+        self.runs_on.setText("–")
+
     def reset(self) -> None:
         """Start counting a new reply."""
         self.rounds = 0

@@ -118,7 +118,8 @@ class EngineWorker(QObject):
         target_placement, draft_placement = engine.placement()
         try:
             gpu_bytes = engine.device_bytes()
-        except SpecchatError:
+        except Exception:  # noqa: BLE001 - an informative figure must never stop a load from finishing
+            log.exception("could not estimate the pair's GPU memory")
             gpu_bytes = 0
         self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
                               draft_placement or "", gpu_bytes)
@@ -195,12 +196,12 @@ class EngineWorker(QObject):
         self._session_conversation = request.conversation_id
         return self._session
 
-    @Slot(int, object)
-    def measure_baseline(self, max_tokens: int, cancel: CancelToken) -> None:
-        """Time plain decoding (no drafter) on this pair, for the speedup figure."""
+    @Slot(int, object, object)
+    def measure_baseline(self, max_tokens: int, sampler: SamplerParams, cancel: CancelToken) -> None:
+        """Time plain decoding (no drafter) on this pair with the window's sampler, for the speedup figure."""
         if self.engine is None or self.info is None:
             return
-        params = GenerationParams(sampler=SamplerParams(temperature=0.0), max_tokens=max_tokens)
+        params = GenerationParams(sampler=sampler, max_tokens=max_tokens, seed=0)
         try:
             session = ChatSession(self.engine)
             finished: Finished | None = None
@@ -229,7 +230,7 @@ class EngineHost(QObject):
     _load = Signal(str, str, object, object)
     _load_demo = Signal(object, object)
     _generate = Signal(object, object)
-    _baseline = Signal(int, object)
+    _baseline = Signal(int, object, object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -259,8 +260,8 @@ class EngineHost(QObject):
         emit(self._generate, request, token)
         return token
 
-    def measure_baseline(self, max_tokens: int = 48) -> None:
-        emit(self._baseline, max_tokens, self._token())
+    def measure_baseline(self, max_tokens: int = 48, sampler: SamplerParams | None = None) -> None:
+        emit(self._baseline, max_tokens, sampler or SamplerParams(temperature=0.0), self._token())
 
     def cancel(self) -> None:
         """Stop whatever runs or waits on the engine thread (takes effect within one round)."""

@@ -134,3 +134,21 @@ def test_the_drafts_catch_up_is_paid_once_per_round() -> None:
     cheap.observe(4, 4, 0.008, 0.035, sync_seconds=0.008)
     ratio = lambda c: c.predicted_rate(8) / c.predicted_rate(1)  # noqa: E731
     assert ratio(ctrl) > ratio(cheap)
+
+
+def test_draft_cost_counts_sampling_per_token_and_borrows_what_is_unmeasured() -> None:
+    full = AdaptiveDepth()
+    full.observe(0, 0, None, 0.02)
+    full.observe(4, 4, 0.002, 0.03, sync_seconds=0.0025, sample_seconds=0.001)
+    assert full.draft_cost(1) == pytest.approx(0.0025 + 0.001)
+    assert full.draft_cost(8) == pytest.approx(0.0025 + 8 * 0.001 + 7 * 0.002)
+    # Only depth-1 rounds so far: no further step was measured, so a step costs what a catch-up does.
+    shallow = AdaptiveDepth()
+    shallow.observe(0, 0, None, 0.02)
+    shallow.observe(1, 1, None, 0.025, sync_seconds=0.004)
+    assert shallow.draft_cost(3) == pytest.approx(3 * 0.004)
+    # The n-gram drafter has no catch-up and no model: k proposals at its measured cost each.
+    ngram = AdaptiveDepth()
+    ngram.observe(0, 0, None, 0.02)
+    ngram.observe(4, 2, 0.0001, 0.03)
+    assert ngram.draft_cost(5) == pytest.approx(5 * 0.0001)

@@ -352,9 +352,9 @@ def test_round_overhead_leaves_out_the_consumers_time(demo_engine, monkeypatch: 
     adaptive = AdaptiveDepth()
     monkeypatch.setitem(demo_engine._adaptive, DrafterKind.DRAFT_MODEL, adaptive)
     session = ChatSession(demo_engine)
-    pause = 0.3
+    pause = 0.1
     drafted_rounds = 0
-    for event in session.reply("Count from one to ten.", GenerationParams(max_tokens=24), depth=DepthControl(3)):
+    for event in session.reply("Count from one to ten.", GenerationParams(max_tokens=12), depth=DepthControl(3)):
         if isinstance(event, Drafted):
             drafted_rounds += 1
             time.sleep(pause)

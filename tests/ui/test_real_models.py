@@ -263,3 +263,22 @@ def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pa
     window.close()
     assert window.host.thread.isFinished()
     assert window.host.worker.engine is None
+
+
+def test_a_failed_load_leaves_nothing_loaded_and_reload_retries(qtbot, settings, store, demo_pair, tmp_path) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair)
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(demo_pair.draft.read_bytes()[:4096])
+    window.load_models(broken)
+    qtbot.waitUntil(lambda: not window.loading, timeout=LOAD_TIMEOUT)
+    # The old pair was let go before the attempt: the window must not pretend it is still there.
+    assert window.model_info is None and window.model_label.text() == "No models loaded"
+    assert window.stats.runs_on.text() == "–" and not window.send_button.isEnabled()
+    assert "could not load" in window.last_error
+    # Reload tries the last pair again; put the good file in its place and it loads.
+    broken.write_bytes(demo_pair.target.read_bytes())
+    assert window.reload_action.isEnabled()
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
+        window.reload_action.trigger()
+    assert window.model_info is not None and window.send_button.isEnabled()
+    assert window.stats.runs_on.text() == "target CPU"

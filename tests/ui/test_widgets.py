@@ -298,7 +298,7 @@ def test_about_box_shows_the_build(qtbot, settings, store) -> None:  # noqa: ANN
     qtbot.addWidget(box)
     assert __version__ in box.text()
     offload = "yes" if devices.offload_supported() else "no"
-    assert f"GPU offload: {offload}" in box.informativeText() and "device: CPU" in box.informativeText()
+    assert f"GPU offload: {offload}" in box.informativeText() and "device: " in box.informativeText()
     assert "features: " in box.detailedText()
     help_menu = [a for a in window.menuBar().actions() if a.text() == "&Help"][0]
     assert [a.text() for a in help_menu.menu().actions()] == ["&About specchat"]

@@ -1,7 +1,7 @@
 """How many tokens to draft each round: a fixed depth, or an adaptive controller.
 
 The adaptive controller models a round of depth k as taking
-``draft_sync + (k - 1) * draft_step + verify(k + 1) + overhead`` seconds and yielding ``(1 - a^(k+1)) / (1 - a)``
+``draft_sync + k * draft_sample + (k - 1) * draft_step + verify(k + 1) + overhead`` seconds and yielding ``(1 - a^(k+1)) / (1 - a)``
 tokens (a = per-token acceptance probability), and picks the k with the
 highest expected tokens per second. k = 0 is plain decoding, so a poor draft
 makes the controller back off to it; it then probes a small depth now and
@@ -71,6 +71,7 @@ class AdaptiveDepth:
         self._acc = 3.0
         self._rej = 2.0
         self._draft_step: float | None = None  # seconds per draft decode after the first
+        self._draft_sample: float | None = None  # seconds per drafted token for its distribution and draw
         self._draft_sync: float | None = None  # seconds for the draft's per-round catch-up (first token)
         self._drafted_rounds = 0
         self._verify: dict[int, float] = {}  # batch size -> seconds
@@ -86,12 +87,14 @@ class AdaptiveDepth:
         return new if old is None else self.decay * old + (1 - self.decay) * new
 
     def observe(self, n_drafted: int, n_accepted: int, step_seconds: float | None, verify_seconds: float,
-                overhead_seconds: float | None = None, sync_seconds: float | None = None) -> None:
+                overhead_seconds: float | None = None, sync_seconds: float | None = None,
+                sample_seconds: float | None = None) -> None:
         """Record one finished round.
 
-        ``step_seconds``: per draft decode; ``sync_seconds``: the draft's catch-up
-        at the start of the round; ``overhead_seconds``: the round's time outside
-        drafting and verifying.
+        ``step_seconds``: per draft decode after the first; ``sync_seconds``: the
+        draft's catch-up at the start of the round; ``sample_seconds``: per
+        drafted token, its distribution and draw; ``overhead_seconds``: the
+        round's time outside drafting and verifying.
         """
         if overhead_seconds is not None:
             key = n_drafted > 0
@@ -104,6 +107,8 @@ class AdaptiveDepth:
                 self._draft_step = self._ema(self._draft_step, step_seconds)
             if sync_seconds is not None:
                 self._draft_sync = self._ema(self._draft_sync, sync_seconds)
+            if sample_seconds is not None:
+                self._draft_sample = self._ema(self._draft_sample, sample_seconds)
         n = n_drafted + 1
         self._verify[n] = self._ema(self._verify.get(n), verify_seconds)
         self._line = None
@@ -138,14 +143,20 @@ class AdaptiveDepth:
         return self._overhead.get(drafted, self._overhead.get(not drafted, 0.0))
 
     def draft_cost(self, k: int) -> float:
-        """Estimated seconds to draft k tokens: the catch-up, then k - 1 more decodes."""
+        """Estimated seconds to draft k tokens: the catch-up, k distributions and draws, k - 1 more decodes.
+
+        Unmeasured parts borrow from measured ones (a drafter without a catch-up,
+        like n-gram lookup, costs ``k * step``); with nothing measured yet a step
+        is guessed at 30% of a one-token verify.
+        """
         if k == 0:
             return 0.0
         step = self._draft_step if self._draft_step is not None else self._draft_sync
         if step is None:
             step = 0.3 * self.verify_cost(1)
         sync = self._draft_sync if self._draft_sync is not None else step
-        return sync + (k - 1) * step
+        sample = self._draft_sample if self._draft_sample is not None else 0.0
+        return sync + k * sample + (k - 1) * step
 
     def predicted_rate(self, k: int) -> float:
         """Expected tokens per second at depth k under the current estimates."""

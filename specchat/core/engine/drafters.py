@@ -21,8 +21,11 @@ class Draft:
     tokens: list[int] = field(default_factory=list)
     q: list[Distribution] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
-    # Mean seconds per draft step (one decode plus sampling); None when the round had none.
+    # Mean seconds per draft step after the first: one decode (the model drafter), or one
+    # proposed token (the n-gram drafter); None when the round had none.
     step_seconds: float | None = None
+    # Mean seconds per drafted token spent on the draft's distribution and draw; None if not measured.
+    sample_seconds: float | None = None
     # Seconds the draft model spent catching up with the committed tokens (1-2 tokens in
     # steady state, once per round); None when the catch-up was long or there was none.
     sync_seconds: float | None = None
@@ -84,6 +87,7 @@ class DraftModelDrafter:
         # plain rounds) is not what the next round will cost, so it is not reported.
         steady_sync = len(tokens) - reused <= 2
         decodes = 0
+        decode_seconds = 0.0
         history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
         for i in range(k):
             q = distribution(row, history, sampler)
@@ -101,11 +105,16 @@ class DraftModelDrafter:
             history.append(x)
             if i == k - 1 or cancel.cancelled:
                 break
+            decode_started = time.perf_counter()
             row = ctx.decode([x])[0]
+            decode_seconds += time.perf_counter() - decode_started
             decodes += 1
         ended = time.perf_counter()
         if decodes > 0:
-            out.step_seconds = (ended - synced) / decodes
+            out.step_seconds = decode_seconds / decodes
+        if out.tokens:
+            # Everything after the catch-up that was not a decode: one distribution (and draw) per token.
+            out.sample_seconds = (ended - synced - decode_seconds) / len(out.tokens)
         if steady_sync:
             out.sync_seconds = synced - started
         return out

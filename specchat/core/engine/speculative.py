@@ -203,7 +203,8 @@ def generate(
         stats.generated += len(kept)
         stats.depth = k
         overhead_seconds = time.perf_counter() - round_started - draft_seconds - verify_seconds - consumer_seconds
-        adaptive.observe(len(drafts), n_acc, draft.step_seconds, verify_seconds, overhead_seconds, draft.sync_seconds)
+        adaptive.observe(len(drafts), n_acc, draft.step_seconds, verify_seconds, overhead_seconds,
+                         draft.sync_seconds, draft.sample_seconds)
         event = Verified(
             round=round_no,
             depth=k,

@@ -35,6 +35,7 @@ _SCALARS: dict[gguf.GGUFValueType, str] = {
     gguf.GGUFValueType.FLOAT64: "<d",
 }
 _MAX_COUNT = 1 << 28
+_MAX_NESTING = 8  # the format allows arrays of arrays; a corrupt file must not exhaust the stack
 
 
 @dataclass(frozen=True)
@@ -86,16 +87,16 @@ class _Reader:
             raise ValueError(f"implausible length {n}")
         return n
 
-    def value(self, vtype: gguf.GGUFValueType) -> object:
-        """Read one value; arrays come back as lists (string arrays are skipped as ``None``)."""
+    def value(self, vtype: gguf.GGUFValueType, depth: int = 0) -> object:
+        """Read one value; arrays come back as lists (string arrays and nested ones are skipped as ``None``)."""
         if vtype in _SCALARS:
             return self.unpack(_SCALARS[vtype])
         if vtype is gguf.GGUFValueType.STRING:
             return self.string()
         if vtype is gguf.GGUFValueType.ARRAY:
+            if depth >= _MAX_NESTING:
+                raise ValueError(f"arrays nested more than {_MAX_NESTING} deep")
             item = gguf.GGUFValueType(int(self.unpack("<I")))
-            if item is gguf.GGUFValueType.ARRAY:
-                raise ValueError("nested arrays")  # no shape key is one; refusing them bounds the recursion
             count = self.count()
             if item in _SCALARS:
                 fmt = _SCALARS[item]
@@ -103,7 +104,7 @@ class _Reader:
                 raw = self.take(size * count)
                 return list(struct.unpack(f"<{count}{fmt[1]}", raw)) if count <= 4096 else None
             for _ in range(count):
-                self.value(item)
+                self.value(item, depth + 1)
             return None
         raise ValueError(f"unknown value type {vtype}")
 
@@ -126,8 +127,14 @@ def read_model_shape(path: str | Path) -> ModelShape:
     except FileNotFoundError:
         raise GgufReadError(f"GGUF file not found: {path}") from None
     except (OSError, EOFError, ValueError, MemoryError, struct.error) as exc:
-        raise GgufReadError(f"{path} is not a readable GGUF file ({exc or type(exc).__name__})") from None
+        raise GgufReadError(f"{path} is not a readable GGUF file ({str(exc) or type(exc).__name__})") from None
+    try:
+        return _shape(path, fields)
+    except (ValueError, OverflowError) as exc:  # e.g. a NaN or infinite float where a count belongs
+        raise GgufReadError(f"{path} has an unusable model shape ({exc})") from None
 
+
+def _shape(path: Path, fields: dict[str, object]) -> ModelShape:
     arch = fields.get(gguf.Keys.General.ARCHITECTURE)
     arch = arch.decode("utf-8", "replace") if isinstance(arch, bytes) else None
     if not arch:

@@ -116,3 +116,24 @@ def test_unreadable_files(make_gguf: GgufMaker, tmp_path: Path, damage: str) -> 
         read_model_shape(path)
     message = str(info.value)
     assert str(path) in message and "\n" not in message
+
+
+def test_nested_arrays_are_skipped(make_gguf: GgufMaker) -> None:
+    path = make_gguf("nested.gguf", model_kv={"{arch}.some_table": [[1, 2], [3]], **SHAPE})  # type: ignore[dict-item]
+    assert read_model_shape(path).n_layers == 30
+
+
+def test_non_numeric_shape_is_a_one_line_error(make_gguf: GgufMaker, tmp_path: Path) -> None:
+    import gguf
+
+    path = tmp_path / "nan.gguf"
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(30)
+    w.add_float32("llama.embedding_length", float("nan"))
+    w.add_head_count(9)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+    with pytest.raises(GgufReadError, match="unusable model shape") as info:
+        read_model_shape(path)
+    assert "\n" not in str(info.value)
