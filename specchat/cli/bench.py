@@ -150,15 +150,20 @@ def run_once(engine: object, messages: list[dict[str, str]], params: GenerationP
 
 def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
           drafter: object, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
-    """Per depth: every prompt decoded plainly, then speculatively, back to back."""
+    """For each prompt, each depth in turn: the prompt decoded plainly, then speculatively, back to back.
+
+    Depths take turns prompt by prompt rather than running one after another, so
+    a shared machine's drifting speed touches every depth alike, and each
+    speedup is measured against plain decoding run just before it.
+    """
     from specchat.core.types import DrafterKind
 
-    reports = []
-    for depth in depths:
-        report = BenchReport(depth="auto" if depth is None else str(depth))
-        tot = Totals()
-        identical_all: bool | None = True if params.sampler.greedy else None
-        for pid, messages in prompts:
+    reports = [BenchReport(depth="auto" if depth is None else str(depth)) for depth in depths]
+    totals = [Totals() for _ in depths]
+    identical_all: list[bool | None] = [True if params.sampler.greedy else None for _ in depths]
+    for pid, messages in prompts:
+        for i, depth in enumerate(depths):
+            report = reports[i]
             ctx = engine.target_context  # type: ignore[attr-defined]
             ctx.perf_reset()
             base, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
@@ -168,7 +173,7 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
             predicted = adaptive.predicted_best_rate() if depth is None else adaptive.predicted_rate(depth)
             identical = base.tokens == spec.tokens if params.sampler.greedy else None
             if identical is False:
-                identical_all = False
+                identical_all[i] = False
             native = perf.eval_tokens / (perf.eval_ms / 1000) if perf.eval_ms else 0.0
             report.per_prompt.append(PromptResult(
                 id=pid, depth=report.depth, baseline_tokens_per_s=round(base.tokens_per_s, 2),
@@ -178,14 +183,14 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
                 mean_accepted_per_round=round(spec.accepted / spec.rounds, 3) if spec.rounds else 0.0,
                 predicted_tokens_per_s=round(predicted, 2), identical=identical, tokens=spec.generated,
             ))
-            tot.add(base, spec, perf.eval_tokens, perf.eval_ms / 1000, predicted)
+            totals[i].add(base, spec, perf.eval_tokens, perf.eval_ms / 1000, predicted)
             if progress:
                 p = report.per_prompt[-1]
                 print(f"  {pid}: depth {p.depth} {p.speculative_tokens_per_s} vs {p.baseline_tokens_per_s} tok/s",
                       file=sys.stderr)
+    for report, tot, identical in zip(reports, totals, identical_all, strict=True):
         tot.fill(report)
-        report.identical = identical_all
-        reports.append(report)
+        report.identical = identical
     return reports
 
 

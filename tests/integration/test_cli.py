@@ -124,3 +124,18 @@ def test_info_reports_the_build() -> None:
     data = json.loads(specchat("info", "--json").stdout)
     assert data["offload"] is devices.offload_supported()
     assert [d["name"] for d in data["devices"]] == [d.name for d in devices.list_devices()]
+
+
+def test_bench_takes_depths_in_turn_and_reports_each(demo_pair, tmp_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": i, "messages": [{"role": "user", "content": text}]}) + "\n"
+                               for i, text in (("a", "Say hi."), ("b", "Name a fruit."))))
+    out = specchat("bench", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft),
+                   "--prompts", str(prompts), "--depth", "2", "auto", "--max-tokens", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    runs = json.loads(out.stdout)["runs"]
+    assert [r["depth"] for r in runs] == ["2", "auto"]
+    for run in runs:
+        assert [p["id"] for p in run["per_prompt"]] == ["a", "b"]
+        assert {p["depth"] for p in run["per_prompt"]} == {run["depth"]}
+        assert run["identical"] is True and run["speculative_tokens_per_s"] > 0
