@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from specchat.core.models.download import DownloadedFile
 
+DEFAULT_CONTEXT = 4096  # what the window and `specchat chat` use unless told otherwise
 EXIT_INCOMPATIBLE = 1
 EXIT_CANCELLED = 130
 
@@ -149,8 +150,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from specchat.core.models.compat import check_pair
 
     report = check_pair(args.target, args.draft, n_ctx=args.n_ctx)
+    memory = _memory_fit(args.target, args.draft, args.n_ctx or DEFAULT_CONTEXT)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps({**report.to_json(), "memory": memory}, indent=2))
     else:
         print(report.summary())
         for line in report.problems:
@@ -159,7 +161,21 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"  warning: {line}")
         for line in report.notes:
             print(f"  note: {line}")
+        print(f"  memory: {memory['text']}")
     return 0 if report.ok else EXIT_INCOMPATIBLE
+
+
+def _memory_fit(target: str, draft: str, n_ctx: int) -> dict[str, object]:
+    """Whether the pair fits this machine (as the model picker says it), for `models check`."""
+    from specchat.core.models.fit import fit_pair, machine_memory
+    from specchat.core.models.shape import read_model_shape
+    from specchat.core.types import SpecchatError
+
+    try:
+        fit = fit_pair(read_model_shape(target), read_model_shape(draft), n_ctx, machine_memory())
+    except SpecchatError as exc:
+        return {"ok": None, "text": f"cannot tell: {exc}"}
+    return {"ok": fit.ok, "text": fit.text}
 
 
 def _run_with_bar(job: Callable[..., list[DownloadedFile]], **kwargs: object) -> list[DownloadedFile] | None:

@@ -81,6 +81,11 @@ def test_cli_check_exit_codes(make_gguf, demo_pair) -> None:
     ok = run(good_t, good_d, "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["verdict"] == "compatible"
+    # These tiny files carry no layer shape, so whether they fit cannot be told (and is not an error).
+    assert json.loads(ok.stdout)["memory"]["ok"] is None
+    assert json.loads(ok.stdout)["memory"]["text"].startswith("cannot tell: ")
+    demo = run(demo_pair.target, demo_pair.draft)
+    assert demo.returncode == 0 and "\n  memory: " in demo.stdout and "the pair needs about" in demo.stdout
     no = run(bad, good_d)
     assert no.returncode == 1 and no.stdout.startswith("incompatible: different vocabularies")
     missing = run(good_t, make_gguf.root / "absent.gguf")
