@@ -98,20 +98,21 @@ class Totals:
 
     def fill(self, report: BenchReport) -> None:
         """Write the overall figures into ``report``."""
-        report.baseline_tokens_per_s = round(self.base_tokens / self.base_seconds, 2) if self.base_seconds else 0.0
-        report.native_tokens_per_s = round(self.native_tokens / self.native_seconds, 2) if self.native_seconds else 0.0
-        report.speculative_tokens_per_s = round(self.spec_tokens / self.spec_seconds, 2) if self.spec_seconds else 0.0
-        if report.baseline_tokens_per_s:
-            report.speedup = round(report.speculative_tokens_per_s / report.baseline_tokens_per_s, 3)
-        if report.native_tokens_per_s:
-            report.speedup_vs_native = round(report.speculative_tokens_per_s / report.native_tokens_per_s, 3)
-            report.plain_vs_native = round(report.baseline_tokens_per_s / report.native_tokens_per_s, 3)
-        report.acceptance_rate = round(self.accepted / self.drafted, 4) if self.drafted else 0.0
-        report.mean_accepted_per_round = round(self.accepted / self.rounds, 3) if self.rounds else 0.0
-        if self.predicted_seconds:
-            report.predicted_tokens_per_s = round(self.spec_tokens / self.predicted_seconds, 2)
-        if report.predicted_tokens_per_s:
-            report.fraction_of_predicted = round(report.speculative_tokens_per_s / report.predicted_tokens_per_s, 3)
+        report.baseline_tokens_per_s = _ratio(self.base_tokens, self.base_seconds, 2)
+        report.native_tokens_per_s = _ratio(self.native_tokens, self.native_seconds, 2)
+        report.speculative_tokens_per_s = _ratio(self.spec_tokens, self.spec_seconds, 2)
+        report.speedup = _ratio(report.speculative_tokens_per_s, report.baseline_tokens_per_s, 3)
+        report.speedup_vs_native = _ratio(report.speculative_tokens_per_s, report.native_tokens_per_s, 3)
+        report.plain_vs_native = _ratio(report.baseline_tokens_per_s, report.native_tokens_per_s, 3)
+        report.acceptance_rate = _ratio(self.accepted, self.drafted, 4)
+        report.mean_accepted_per_round = _ratio(self.accepted, self.rounds, 3)
+        report.predicted_tokens_per_s = _ratio(self.spec_tokens, self.predicted_seconds, 2)
+        report.fraction_of_predicted = _ratio(report.speculative_tokens_per_s, report.predicted_tokens_per_s, 3)
+
+
+def _ratio(numerator: float, denominator: float, digits: int) -> float:
+    """``numerator / denominator`` rounded, or 0.0 when there is nothing to divide by."""
+    return round(numerator / denominator, digits) if denominator else 0.0
 
 
 def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str, str]]]]:
