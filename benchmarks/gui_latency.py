@@ -41,6 +41,7 @@ def main() -> int:
     pair = provision_demo_pair()
     settings = load_settings()
     settings.max_tokens = args.max_tokens
+    settings.repeat_penalty = 1.0  # the window's 1.1 would end the counting reply early; this wants a long one
     settings.depth = parse_depth(args.depth)
     store = ConversationStore(os.path.join(tmp, "conversations.sqlite3"))  # type: ignore[arg-type]
     window = MainWindow(settings, store)
