@@ -22,6 +22,7 @@ LONG_PROMPT = "Count from 1 to 300, separated by commas."  # a reply that outlas
 def open_window(qtbot, settings, store, demo_pair, *, max_tokens: int = 24, depth: int | None = 4) -> MainWindow:  # noqa: ANN001
     settings.max_tokens = max_tokens
     settings.depth = depth
+    settings.repeat_penalty = 1.0  # the window's 1.1 ends LONG_PROMPT's count early; these tests need it long
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
