@@ -179,9 +179,9 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
             report.per_prompt.append(PromptResult(
                 id=pid, depth=report.depth, baseline_tokens_per_s=round(base.tokens_per_s, 2),
                 native_tokens_per_s=round(native, 2), speculative_tokens_per_s=round(spec.tokens_per_s, 2),
-                speedup=round(spec.tokens_per_s / base.tokens_per_s, 3) if base.tokens_per_s else 0.0,
-                acceptance_rate=round(spec.accepted / spec.drafted, 4) if spec.drafted else 0.0,
-                mean_accepted_per_round=round(spec.accepted / spec.rounds, 3) if spec.rounds else 0.0,
+                speedup=_ratio(spec.tokens_per_s, base.tokens_per_s, 3),
+                acceptance_rate=_ratio(spec.accepted, spec.drafted, 4),
+                mean_accepted_per_round=_ratio(spec.accepted, spec.rounds, 3),
                 predicted_tokens_per_s=round(predicted, 2), identical=identical, tokens=spec.generated,
             ))
             totals[i].add(base, spec, perf.eval_tokens, perf.eval_ms / 1000, predicted)

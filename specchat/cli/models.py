@@ -167,12 +167,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _memory_fit(target: str, draft: str, n_ctx: int) -> dict[str, object]:
     """Whether the pair fits this machine (as the model picker says it), for `models check`."""
-    from specchat.core.models.fit import fit_pair, machine_memory
-    from specchat.core.models.shape import read_model_shape
+    from specchat.core.models.fit import fit_files, machine_memory
     from specchat.core.types import SpecchatError
 
     try:
-        fit = fit_pair(read_model_shape(target), read_model_shape(draft), n_ctx, machine_memory())
+        fit = fit_files(target, draft, n_ctx, machine_memory())
     except SpecchatError as exc:
         return {"ok": None, "text": f"cannot tell: {exc}"}
     return {"ok": fit.ok, "text": fit.text}

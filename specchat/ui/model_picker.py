@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specchat.core.models.fit import MachineMemory, fit_pair, machine_memory
+from specchat.core.models.fit import MachineMemory, fit_files, machine_memory
 from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
 
@@ -163,11 +163,13 @@ def memory_text(target: str, draft: str, n_ctx: int, memory: MachineMemory) -> s
         return ""
     d = Path(draft).expanduser() if draft else None
     try:
-        target_shape = _shape(str(t), t.stat().st_mtime_ns)
-        draft_shape = _shape(str(d), d.stat().st_mtime_ns) if d is not None and d.is_file() else None
+        return fit_files(t, d if d is not None and d.is_file() else None, n_ctx, memory, read=_cached_shape).text
     except (SpecchatError, OSError) as exc:
         return f"cannot tell: {exc}"
-    return fit_pair(target_shape, draft_shape, n_ctx, memory).text
+
+
+def _cached_shape(path: Path) -> ModelShape:
+    return _shape(str(path), path.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=64)

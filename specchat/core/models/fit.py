@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.core.models.placement import DEFAULT_RESERVE_BYTES, layers_bytes, plan_gpu_layers
-from specchat.core.models.shape import ModelShape
+from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import GPU_LAYERS_AUTO
 
 GB = 1e9  # sizes shown as the hub and the catalog show them (decimal GB)
@@ -69,6 +70,12 @@ def _marked(ok: bool, text: str) -> Fit:
     return Fit(ok, f"{'✓' if ok else '✗'} {text}")
 
 
+def _all_in_ram(need: float, memory: MachineMemory, what: str) -> Fit:
+    """The verdict with no GPU to help: marked when the free RAM is known, a plain estimate when not."""
+    ram = _ram_fit(need, memory, what)
+    return _marked(ram.ok, ram.text) if memory.ram_free > 0 else ram
+
+
 def fit_pair(target: ModelShape, draft: ModelShape | None, n_ctx: int, memory: MachineMemory) -> Fit:
     """Where the pair would run with "auto" GPU layers, and whether the rest fits in RAM."""
     n_ctx = target.usable_context(n_ctx)
@@ -77,8 +84,7 @@ def fit_pair(target: ModelShape, draft: ModelShape | None, n_ctx: int, memory: M
     need = t_bytes + d_bytes
     what = "the pair" if draft is not None else "the model"
     if memory.gpu_free <= 0:
-        ram = _ram_fit(need, memory, what)
-        return _marked(ram.ok, ram.text) if memory.ram_free > 0 else ram
+        return _all_in_ram(need, memory, what)
     t, d = plan_gpu_layers(GPU_LAYERS_AUTO, GPU_LAYERS_AUTO, target, draft, n_ctx=n_ctx, free_bytes=memory.gpu_free)
     on_gpu = layers_bytes(t, t_bytes, target.n_layers) + (layers_bytes(d, d_bytes, draft.n_layers) if draft else 0)
     if t == -1 and (draft is None or d == -1):
@@ -91,12 +97,21 @@ def fit_pair(target: ModelShape, draft: ModelShape | None, n_ctx: int, memory: M
     return _marked(rest.ok, f"on the GPU: {', '.join(parts)}; {rest.text}")
 
 
+def fit_files(target: str | Path, draft: str | Path | None, n_ctx: int, memory: MachineMemory, *,
+              read: Callable[[Path], ModelShape] = read_model_shape) -> Fit:
+    """:func:`fit_pair` on model files; raises GgufReadError (one line) when a header cannot be read.
+
+    ``read`` lets a caller that asks often (the picker, on every keystroke) cache the headers.
+    """
+    draft_shape = read(Path(draft)) if draft is not None else None
+    return fit_pair(read(Path(target)), draft_shape, n_ctx, memory)
+
+
 def fit_estimate(memory_gb: float, memory: MachineMemory) -> Fit:
     """A catalog pair's memory estimate against this machine (GPU memory when it can offload, else RAM)."""
     need = memory_gb * GB
     if memory.gpu_free <= 0:
-        ram = _ram_fit(need, memory, "this pair")
-        return _marked(ram.ok, ram.text) if memory.ram_free > 0 else ram
+        return _all_in_ram(need, memory, "this pair")
     usable = max(memory.gpu_free - DEFAULT_RESERVE_BYTES, 0)  # as the placement keeps it free
     if need <= usable:
         return _marked(True, f"fits in GPU memory ({_gb(memory.gpu_free)} free)")

@@ -83,3 +83,14 @@ def test_catalog_estimate_keeps_the_gpu_reserve() -> None:
     assert fit_estimate(8.0, exact).text.startswith("✓ partly on the GPU")
     spare = MachineMemory(ram_free=64 * GIB, gpu_free=int(8 * GB) + DEFAULT_RESERVE_BYTES)
     assert fit_estimate(8.0, spare).text.startswith("✓ fits in GPU memory")
+
+
+def test_fit_files_reads_the_headers(demo_pair, tmp_path: Path) -> None:
+    from specchat.core.models.errors import GgufReadError
+
+    memory = MachineMemory(ram_free=8 * GIB, gpu_free=0)
+    shapes = read_model_shape(demo_pair.target), read_model_shape(demo_pair.draft)
+    assert fit.fit_files(demo_pair.target, demo_pair.draft, 4096, memory) == fit_pair(*shapes, 4096, memory)
+    assert fit.fit_files(demo_pair.target, None, 4096, memory) == fit_pair(shapes[0], None, 4096, memory)
+    with pytest.raises(GgufReadError, match="not found"):
+        fit.fit_files(demo_pair.target, tmp_path / "absent.gguf", 4096, memory)
