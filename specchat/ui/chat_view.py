@@ -28,7 +28,6 @@ from PySide6.QtWidgets import QLabel, QTextBrowser, QToolTip, QWidget
 from specchat.core.chat.store import TokenSpan, spans_of
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
-from .signals import emit
 from .token_styles import PROP_MESSAGE, kind_format, legend_html, span_format
 
 FLUSH_MS = 30
@@ -43,6 +42,7 @@ class ViewMessage:
     text: str = ""
     spans: list[TokenSpan] | None = None
     finished: bool = True
+    finish_reason: str | None = None  # as stored; None on a finished reply means it was cut short
 
     @property
     def content(self) -> str:
@@ -50,6 +50,21 @@ class ViewMessage:
         if self.spans is None:
             return self.text
         return "".join(s.text for s in self.spans if s.kind is not TokenKind.REJECTED)
+
+
+_NOTES = {
+    "cancelled": "stopped",
+    "context_full": "stopped: the context is full",
+    "error": "stopped by an error",
+    None: "stopped: the app closed",
+}
+
+
+def finish_note(msg: ViewMessage) -> str:
+    """The mark shown after a reply that did not end on its own ("" for a complete one)."""
+    if msg.role != "assistant" or not msg.finished:
+        return ""
+    return _NOTES.get(msg.finish_reason, "")
 
 
 @dataclass
@@ -194,11 +209,14 @@ class ChatView(QTextBrowser):
                 self._remove_pending(cursor)
                 self._pending = None
                 msg.finished = True
+                msg.finish_reason = event.reason.value
                 if _code_ranges(msg.content):
                     cursor.setPosition(self._reply_start)
                     cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
                     cursor.removeSelectedText()
                     self._insert_body(cursor, index)
+                else:
+                    self._insert_note(cursor, index)
         cursor.endEditBlock()
         if at_end:
             self._scroll_to_end()
@@ -265,6 +283,16 @@ class ChatView(QTextBrowser):
         for seg in _segments(self.messages[index]):
             if self._shown(seg):
                 self._insert_segment(cursor, seg, index)
+        self._insert_note(cursor, index)
+
+    def _insert_note(self, cursor: QTextCursor, index: int) -> None:
+        note = finish_note(self.messages[index])
+        if note:
+            fmt = QTextCharFormat()
+            fmt.setFontItalic(True)
+            fmt.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
+            fmt.setProperty(PROP_MESSAGE, index)
+            cursor.insertText(f" ({note})", fmt)
 
     def _insert_segment(self, cursor: QTextCursor, seg: _Segment, index: int) -> None:
         if not seg.text or not self._shown(seg):
@@ -340,12 +368,12 @@ class ChatView(QTextBrowser):
         if msg.role == "assistant" and index == len(self.messages) - 1:
             regen = QAction("Regenerate reply", self)
             regen.setEnabled(not busy)
-            regen.triggered.connect(lambda *_: emit(self.regenerate_requested))
+            regen.triggered.connect(lambda *_: self.regenerate_requested.emit())
             actions.append(regen)
         if msg.role == "user":
             edit = QAction("Edit and resend", self)
             edit.setEnabled(not busy)
-            edit.triggered.connect(lambda: emit(self.edit_requested, index))
+            edit.triggered.connect(lambda: self.edit_requested.emit(index))
             actions.append(edit)
         return actions
 

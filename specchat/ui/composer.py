@@ -6,7 +6,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
-from .signals import emit
 
 
 class Composer(QPlainTextEdit):
@@ -23,7 +22,7 @@ class Composer(QPlainTextEdit):
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
         if event.key() == Qt.Key.Key_Escape:
-            emit(self.stop_requested)
+            self.stop_requested.emit()
             return
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
             event.modifiers() & Qt.KeyboardModifier.ShiftModifier
@@ -36,4 +35,4 @@ class Composer(QPlainTextEdit):
         """Emit the text; the receiver clears the box once it has taken the message."""
         text = self.toPlainText().strip()
         if text and self.isEnabled():
-            emit(self.send_requested, text)
+            self.send_requested.emit(text)

@@ -30,7 +30,6 @@ from specchat.core.types import (
     parse_gpu_layers,
 )
 
-from .signals import emit
 
 DRAFTER_LABELS = {
     DrafterKind.DRAFT_MODEL: "Draft model",
@@ -159,7 +158,7 @@ class SpeculationControls(QGroupBox):
         self.apply_settings(settings)
         self.depth_slider.valueChanged.connect(self._emit_depth)
         for box in (self.context_size, self.target_gpu_layers, self.draft_gpu_layers):
-            box.valueChanged.connect(lambda _value: emit(self.load_setting_changed))
+            box.valueChanged.connect(lambda _value: self.load_setting_changed.emit())
         self.auto_depth.toggled.connect(self._auto_toggled)
 
     def apply_settings(self, s: Settings) -> None:
@@ -219,4 +218,4 @@ class SpeculationControls(QGroupBox):
         self._emit_depth()
 
     def _emit_depth(self) -> None:
-        emit(self.depth_changed, self.depth)
+        self.depth_changed.emit(self.depth)

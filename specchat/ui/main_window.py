@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from specchat import __version__
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.store import ConversationStore, ReplyWriter
+from specchat.core.chat.store import ConversationStore, ReplyWriter, StoredMessage
 from specchat.core.engine.depth import DepthControl
 from specchat.core.llama.devices import build_info
 from specchat.core.models.fit import machine_memory
@@ -39,7 +39,6 @@ from .composer import Composer
 from .controls import SpeculationControls
 from .model_picker import ModelPickerDialog
 from .sidebar import ConversationSidebar
-from .signals import emit
 from .stats_panel import StatsPanel
 from .welcome import WelcomeView
 from .worker import EngineHost, LoadOptions, ModelInfo, ReplyRequest
@@ -68,7 +67,7 @@ class MainWindow(QMainWindow):
         self._reply_token: CancelToken | None = None
         self._closing = False
         self._save_failed = False
-        self._reply_is_new_message = False
+        self._edit_index: int | None = None  # the user message being edited, until sent or abandoned
         self.loading = False
         self._last_load: Callable[[], None] | None = None  # how the last pair was loaded, for Reload
         self.last_error = ""
@@ -309,7 +308,7 @@ class MainWindow(QMainWindow):
         self.stack.setCurrentIndex(1)
         self._set_busy(False)
         self.composer.setFocus()
-        emit(self.models_loaded, info)
+        self.models_loaded.emit(info)
 
     def _on_load_failed(self, message: str) -> None:
         if self._closing:
@@ -334,7 +333,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Plain decoding: {tokens_per_second:.1f} tokens/s", 5000)
         if self.model_info is not None and self.model_info.pair_key == pair_key:
             self.stats.set_baseline(tokens_per_second)
-        emit(self.baseline_measured, tokens_per_second)
+        self.baseline_measured.emit(tokens_per_second)
 
     # -- conversations -----------------------------------------------------------------
 
@@ -354,13 +353,25 @@ class MainWindow(QMainWindow):
         if self.streaming or conversation_id == self.conversation_id:
             return
         self.conversation_id = conversation_id
-        stored = self.store.messages(conversation_id)
-        self.chat_view.set_messages(
-            ViewMessage(m.role, m.content, list(m.spans) if m.spans else None) for m in stored
-        )
+        self._edit_index = None
+        stored = self._show_stored()
         last = next((m for m in reversed(stored) if m.role == "assistant"), None)
         self.stats.show_stats(last.stats if last else None)
         self.refresh_conversations()
+
+    def _show_stored(self) -> list[StoredMessage]:
+        """Show the current conversation as stored (after a switch, or a reply that left nothing)."""
+        try:
+            stored = self.store.messages(self.conversation_id) if self.conversation_id is not None else []
+        except sqlite3.Error as exc:
+            self.show_error(f"the conversation could not be read: {exc}")
+            stored = []
+        self.chat_view.set_messages(
+            ViewMessage(m.role, m.content, list(m.spans) if m.spans else None,
+                        finish_reason=m.finish_reason)
+            for m in stored
+        )
+        return stored
 
     def _rename(self, conversation_id: int, title: str) -> None:
         self.store.rename(conversation_id, title)
@@ -411,54 +422,64 @@ class MainWindow(QMainWindow):
         if self.model_info is None:
             self.show_error("load a model first")
             return
-        if self.conversation_id is None:
-            self.conversation_id = self.store.create_conversation(text.splitlines()[0][:48])
-        elif not self.chat_view.messages:
-            self.store.rename(self.conversation_id, text.splitlines()[0][:48])
         history = self._history(self.chat_view.messages)
+        edit_index, self._edit_index = self._edit_index, None
         try:
-            self.store.add_message(self.conversation_id, "user", text)
+            if self.conversation_id is None:
+                self.conversation_id = self.store.create_conversation(text.splitlines()[0][:48])
+            elif not self.chat_view.messages:
+                self.store.rename(self.conversation_id, text.splitlines()[0][:48])
+            if edit_index is None:
+                self.store.add_message(self.conversation_id, "user", text)
         except sqlite3.Error as exc:
             self.show_error(f"the message could not be saved: {exc}")
             return
+        self.refresh_conversations()
         self.composer.clear()
         self.chat_view.add_user_message(text)
-        self._start_reply(history, text, new_message=True)
+        if edit_index is None:
+            self._start_reply(history, text)
+        else:  # the edited message and what followed stay stored until the new reply's first round
+            self._start_reply(history, text, keep=edit_index, user_text_to_store=text)
 
     def regenerate(self) -> None:
-        """Drop the last reply and generate it again."""
+        """Generate the last reply again; the old one stays stored until the new one's first round."""
         msgs = self.chat_view.messages
         if self.streaming or self.model_info is None or self.conversation_id is None:
             return
         if len(msgs) < 2 or msgs[-1].role != "assistant" or msgs[-2].role != "user":
             return
         keep = len(msgs) - 1
-        self.store.truncate(self.conversation_id, keep)
         self.chat_view.set_messages(msgs[:keep])
-        self._start_reply(self._history(msgs[: keep - 1]), msgs[keep - 1].content, new_message=False)
+        self._start_reply(self._history(msgs[: keep - 1]), msgs[keep - 1].content, keep=keep)
 
     def edit_message(self, index: int) -> None:
-        """Put a user message back in the composer and drop it and everything after it."""
+        """Put a user message back in the composer; sending replaces it and what followed, Esc keeps them."""
         msgs = self.chat_view.messages
         if self.streaming or self.conversation_id is None or not 0 <= index < len(msgs):
             return
-        text = msgs[index].content
-        self.store.truncate(self.conversation_id, index)
+        self._edit_index = index
         self.chat_view.set_messages(msgs[:index])
-        self.composer.setPlainText(text)
+        self.composer.setPlainText(msgs[index].content)
         self.composer.setFocus()
+        self.statusBar().showMessage("Editing: send to replace the message and what followed it, Esc to keep them")
 
     def stop(self) -> None:
-        """Cancel the streaming reply; it ends within one round."""
+        """Cancel the streaming reply (it ends within one round), or abandon an edit."""
         if self._reply_token is not None:
             self._reply_token.cancel()
+        elif self._edit_index is not None:
+            self._edit_index = None
+            self.composer.clear()
+            self.statusBar().clearMessage()
+            self._show_stored()
 
     def _history(self, messages: list[ViewMessage]) -> list[dict[str, str]]:
         return [{"role": m.role, "content": m.content} for m in messages]
 
-    def _start_reply(self, history: list[dict[str, str]], user_text: str, *, new_message: bool) -> None:
+    def _start_reply(self, history: list[dict[str, str]], user_text: str, *, keep: int | None = None,
+                     user_text_to_store: str | None = None) -> None:
         assert self.conversation_id is not None
-        self._reply_is_new_message = new_message
         self.hide_error()
         drafter = self.controls.drafter_kind
         if drafter is DrafterKind.DRAFT_MODEL and self.model_info is not None and not self.model_info.draft_name:
@@ -470,11 +491,7 @@ class MainWindow(QMainWindow):
             self.show_error(str(exc))
             return
         self.depth_control.set(self.controls.depth)
-        try:
-            self._writer = ReplyWriter(self.store, self.conversation_id)
-        except sqlite3.Error as exc:
-            self.show_error(f"the conversation could not be saved: {exc}")
-            return
+        self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store)
         self._save_failed = False
         self.chat_view.begin_reply()
         self.stats.reset()
@@ -485,7 +502,7 @@ class MainWindow(QMainWindow):
     def _on_events(self, batch: list[object]) -> None:
         if self._closing or self._writer is None:
             return
-        emit(self.events_received, batch)
+        self.events_received.emit(batch)
         self.chat_view.feed(batch)
         self.stats.feed(batch)
         for event in batch:
@@ -504,43 +521,42 @@ class MainWindow(QMainWindow):
             self.show_error(f"the reply could not be saved: {exc}")
 
     def _on_failed(self, message: str) -> None:
+        """The reply could not start or broke: end it like the engine's own error (one notice)."""
         if self._closing:
             return
-        if self._writer is not None:
-            finished = Finished(FinishReason.ERROR, GenerationStats(), message)
-            self.chat_view.feed([finished])
-            self.chat_view.flush()
-            if not self.chat_view.messages[-1].spans:
-                self._withdraw_reply()
-            else:
-                self._save(finished)
-            self._end_reply(finished)
-        self.show_error(message)
+        if self._writer is None:
+            self.show_error(message)
+            return
+        self._on_events([Finished(FinishReason.ERROR, GenerationStats(), message)])
 
-    def _withdraw_reply(self) -> None:
-        """A reply that failed before its first token leaves no trace; a new message goes back to the composer."""
+    def _withdraw_message(self, writer: ReplyWriter) -> None:
+        """A new message whose reply failed before its first token goes back to the composer."""
         msgs = self.chat_view.messages
-        keep = len(msgs) - 1
-        if self._reply_is_new_message and keep >= 1 and msgs[keep - 1].role == "user":
-            keep -= 1
-            if not self.composer.toPlainText().strip():
-                self.composer.setPlainText(msgs[keep].content)
-        if self.conversation_id is not None:
-            try:
-                self.store.truncate(self.conversation_id, keep)
-            except sqlite3.Error as exc:
-                log.warning("could not withdraw the failed reply: %s", exc)
-        self.chat_view.set_messages(msgs[:keep])
+        user = len(msgs) - 2
+        if user < 0 or msgs[user].role != "user":
+            return
+        if not self.composer.toPlainText().strip():
+            self.composer.setPlainText(msgs[user].content)
+        try:
+            self.store.truncate(writer.conversation_id, user)
+        except sqlite3.Error as exc:
+            log.warning("could not withdraw the failed message: %s", exc)
 
     def _end_reply(self, finished: Finished) -> None:
-        self._writer = None
+        writer, self._writer = self._writer, None
         self._reply_token = None
         self.chat_view.flush()
+        if writer is not None and writer.message_id is None and not self._save_failed:  # nothing stored: show what is
+            if finished.reason is FinishReason.ERROR and not writer.replaces:
+                self._withdraw_message(writer)
+            elif writer.user_text and not self.composer.toPlainText().strip():
+                self.composer.setPlainText(writer.user_text)  # an edit that never got a reply: keep the text
+            self._show_stored()
         self._set_busy(False)
         if finished.reason is FinishReason.ERROR and finished.message:
             self.show_error(finished.message)
         self.refresh_conversations()
-        emit(self.reply_finished, finished)
+        self.reply_finished.emit(finished)
 
     def _set_busy(self, busy: bool) -> None:
         ready = self.model_info is not None and not busy
@@ -564,7 +580,7 @@ class MainWindow(QMainWindow):
         self.last_error = message
         self.banner.setText(message)
         self.banner.show()
-        emit(self.error_shown, message)
+        self.error_shown.emit(message)
 
     def hide_error(self) -> None:
         self.banner.hide()

@@ -25,7 +25,6 @@ from specchat.core.models.fit import MachineMemory, fit_files, machine_memory
 from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
 
-from .signals import emit
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class PathField(QWidget):
         layout.addWidget(self.edit, 1)
         layout.addWidget(browse)
         browse.clicked.connect(self._browse)
-        self.edit.textChanged.connect(lambda _text: emit(self.changed))
+        self.edit.textChanged.connect(lambda _text: self.changed.emit())
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", self.edit.text(), "GGUF models (*.gguf)")
@@ -124,7 +123,7 @@ class ModelPickerDialog(QDialog):
         super().done(result)
 
     def request(self, target: str, draft: str) -> None:
-        emit(self.load_requested, target, draft)
+        self.load_requested.emit(target, draft)
         self.accept()
 
     def _load_files(self) -> None:

@@ -30,7 +30,6 @@ from specchat.core.models.catalog import CatalogPair, load_catalog
 from specchat.core.models.fit import fit_estimate
 from specchat.core.types import SpecchatError
 
-from .signals import emit
 
 if TYPE_CHECKING:
     from .model_picker import ModelPickerDialog
@@ -68,7 +67,7 @@ class BackgroundJob(QObject):
     @staticmethod
     def _emit(signal: object, value: object) -> None:
         try:
-            emit(signal, value)
+            signal.emit(value)
         except RuntimeError:  # the dialog was closed and its objects deleted meanwhile
             pass
 
@@ -87,7 +86,7 @@ def download_pair(pair: CatalogPair, job: BackgroundJob) -> tuple[str, str]:
 
         def on_progress(p, role=role) -> None:  # noqa: ANN001 - DownloadProgress
             try:
-                emit(job.progress, f"{role}: {p.filename}", int(p.done), int(p.total or 0))
+                job.progress.emit(f"{role}: {p.filename}", int(p.done), int(p.total or 0))
             except RuntimeError:  # dialog gone: stop the download (the partial file is kept)
                 job.cancel.cancel()
 
@@ -260,7 +259,7 @@ class CatalogTab(QWidget):
         if pair is None or self.job is not None:
             return
         if pair.local:
-            emit(self.dialog.demo_requested)
+            self.dialog.demo_requested.emit()
             self.dialog.accept()
             return
         if pair.id in self.downloaded:

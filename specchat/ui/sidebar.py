@@ -7,7 +7,6 @@ from PySide6.QtWidgets import QHBoxLayout, QListWidget, QListWidgetItem, QPushBu
 
 from specchat.core.chat.store import ConversationInfo
 
-from .signals import emit
 
 
 class ConversationSidebar(QWidget):
@@ -34,7 +33,7 @@ class ConversationSidebar(QWidget):
         for b in (self.new_button, self.rename_button, self.delete_button):
             buttons.addWidget(b)
         layout.addLayout(buttons)
-        self.new_button.clicked.connect(lambda *_: emit(self.new_requested))
+        self.new_button.clicked.connect(lambda *_: self.new_requested.emit())
         self.rename_button.clicked.connect(self._start_rename)
         self.delete_button.clicked.connect(self._delete)
         self.list.currentItemChanged.connect(self._current_changed)
@@ -59,7 +58,7 @@ class ConversationSidebar(QWidget):
 
     def _current_changed(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if item is not None and not self._filling:
-            emit(self.selected, int(item.data(Qt.ItemDataRole.UserRole)))
+            self.selected.emit(int(item.data(Qt.ItemDataRole.UserRole)))
 
     def _start_rename(self) -> None:
         item = self.list.currentItem()
@@ -68,9 +67,9 @@ class ConversationSidebar(QWidget):
 
     def _item_changed(self, item: QListWidgetItem) -> None:
         if not self._filling and item.text().strip():
-            emit(self.rename_requested, int(item.data(Qt.ItemDataRole.UserRole)), item.text().strip())
+            self.rename_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)), item.text().strip())
 
     def _delete(self) -> None:
         cid = self.current_id()
         if cid is not None:
-            emit(self.delete_requested, cid)
+            self.delete_requested.emit(cid)

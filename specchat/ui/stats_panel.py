@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from specchat.core.types import Drafted, Finished, GenerationStats, Verified
+from specchat.core.chat.transcript import ReplyFigures
 
-from .signals import emit
 
 ASSUMED_DRAFT_COST = 0.1  # draft step / target step, for a live estimate before the engine's own
 
@@ -52,7 +52,7 @@ class StatsPanel(QGroupBox):
         layout.addLayout(form)
         self.measure_button = QPushButton("Measure plain decoding")
         self.measure_button.setToolTip("Time this pair without a drafter once, to turn the estimate into a measurement")
-        self.measure_button.clicked.connect(lambda *_: emit(self.measure_requested))
+        self.measure_button.clicked.connect(lambda *_: self.measure_requested.emit())
         layout.addWidget(self.measure_button)
 
         self.series = QLineSeries()
@@ -90,14 +90,9 @@ class StatsPanel(QGroupBox):
 
     def reset(self) -> None:
         """Start counting a new reply."""
-        self.rounds = 0
-        self.drafted = 0
-        self.accepted = 0
-        self.generated = 0
-        self.current_depth = 0
-        self.points: list[QPointF] = []
+        self.figures = ReplyFigures()
+        self._live = True  # counting a streaming reply (False: showing a stored one)
         self._started = time.monotonic()
-        self._final: GenerationStats | None = None
         self.series.clear()
         self._update_axes()
         self._show()
@@ -107,75 +102,53 @@ class StatsPanel(QGroupBox):
         self._show()
 
     def feed(self, events: list[object]) -> None:
-        changed = False
-        for event in events:
-            if isinstance(event, Verified):
-                self.rounds += 1
-                self.drafted += len(event.accepted) + len(event.rejected)
-                self.accepted += len(event.accepted)
-                self.generated += len(event.committed)
-                self.current_depth = event.depth
-                self.points.append(QPointF(event.round, len(event.accepted)))
-                changed = True
-            elif isinstance(event, Drafted):
-                self.current_depth = len(event.tokens)
-            elif isinstance(event, Finished):
-                self._final = event.stats
-        if changed:
-            self.series.replace(self.points)
+        if self.figures.fold(events):
+            self.series.replace([QPointF(r, a) for r, a in self.figures.accepted_per_round])
             self._update_axes()
         self._show()
 
-    def show_stats(self, stats: dict[str, float | int] | None) -> None:
+    def show_stats(self, stats: dict[str, Any] | None) -> None:
         """Show a stored reply's figures (no chart)."""
         self.reset()
-        if stats:
-            self._final = GenerationStats(
-                rounds=int(stats.get("rounds", 0)),
-                drafted=int(stats.get("drafted", 0)),
-                accepted=int(stats.get("accepted", 0)),
-                generated=int(stats.get("generated", 0)),
-                generate_seconds=(
-                    float(stats.get("generated", 0)) / float(stats["tokens_per_second"])
-                    if stats.get("tokens_per_second")
-                    else 0.0
-                ),
-                depth=int(stats.get("depth", 0)),
-            )
-            self._final.plain_tokens_per_second_estimate = float(stats.get("plain_tokens_per_second_estimate", 0.0))
-            self.rounds, self.drafted = self._final.rounds, self._final.drafted
-            self.accepted, self.generated = self._final.accepted, self._final.generated
-            self.current_depth = self._final.depth
+        self.figures = ReplyFigures.from_dict(stats)
+        self._live = False
         self._show()
 
     @property
     def live_tokens_per_second(self) -> float:
-        if self._final is not None and self._final.tokens_per_second > 0:
-            return self._final.tokens_per_second
+        final = self.figures.final
+        if final is not None and final.tokens_per_second > 0:
+            return final.tokens_per_second
+        if not self._live:
+            return 0.0  # a stored reply without the engine's figures (cut short): no rate to show
         elapsed = time.monotonic() - self._started
-        return self.generated / elapsed if elapsed > 0 else 0.0
+        return self.figures.generated / elapsed if elapsed > 0 else 0.0
 
     def _update_axes(self) -> None:
-        right = int(max(8, self.points[-1].x() if self.points else 0))
-        top = int(max([4.0] + [p.y() for p in self.points]))
+        points = self.figures.accepted_per_round
+        right = int(max(8, points[-1][0] if points else 0))
+        top = int(max([4] + [a for _, a in points]))
         for axis, high in ((self.x_axis, right), (self.y_axis, top)):
             axis.setRange(0, high)
             axis.setTickInterval(max(1, math.ceil(high / 6)))
 
     def _show(self) -> None:
-        if self.rounds == 0:
+        f = self.figures
+        if f.generated == 0:
             for label in (self.tokens_per_second, self.acceptance, self.mean_accepted, self.depth, self.speedup):
                 label.setText("–")
             return
         tps = self.live_tokens_per_second
-        self.tokens_per_second.setText(f"{tps:.1f}")
-        self.acceptance.setText(f"{self.accepted / self.drafted:.0%}" if self.drafted else "n/a (no drafts)")
-        self.mean_accepted.setText(f"{self.accepted / self.rounds:.2f}")
-        self.depth.setText(str(self.current_depth))
-        plain_estimate = getattr(self._final, "plain_tokens_per_second_estimate", 0.0) if self._final else 0.0
-        if self.baseline:
+        self.tokens_per_second.setText(f"{tps:.1f}" if tps > 0 else "–")
+        self.acceptance.setText(f"{f.acceptance_rate:.0%}" if f.drafted else "n/a (no drafts)")
+        self.mean_accepted.setText(f"{f.mean_accepted_per_round:.2f}" if f.rounds else "–")
+        self.depth.setText(str(f.depth))
+        plain_estimate = f.final.plain_tokens_per_second_estimate if f.final else 0.0
+        if tps <= 0:
+            self.speedup.setText("–")
+        elif self.baseline:
             self.speedup.setText(f"×{tps / self.baseline:.2f} (measured)")
         elif plain_estimate > 0:  # the engine's prediction of plain decoding from its verify cost
             self.speedup.setText(f"≈ ×{tps / plain_estimate:.2f} (estimate)")
         else:
-            self.speedup.setText(f"≈ ×{estimated_speedup(self.rounds, self.drafted, self.generated):.2f} (estimate)")
+            self.speedup.setText(f"≈ ×{estimated_speedup(f.passes, f.drafted, f.generated):.2f} (estimate)")

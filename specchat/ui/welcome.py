@@ -5,7 +5,6 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
-from .signals import emit
 
 
 class WelcomeView(QWidget):
@@ -40,8 +39,8 @@ class WelcomeView(QWidget):
         self.status.setAlignment(Qt.AlignmentFlag.AlignCenter)
         layout.addWidget(self.status)
         layout.addStretch(2)
-        self.demo_button.clicked.connect(lambda *_: emit(self.demo_requested))
-        self.picker_button.clicked.connect(lambda *_: emit(self.picker_requested))
+        self.demo_button.clicked.connect(lambda *_: self.demo_requested.emit())
+        self.picker_button.clicked.connect(lambda *_: self.picker_requested.emit())
 
     def set_busy(self, busy: bool) -> None:
         self.demo_button.setEnabled(not busy)

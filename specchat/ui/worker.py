@@ -22,14 +22,14 @@ from specchat.core.types import (
     Drafted,
     DrafterKind,
     Finished,
+    FinishReason,
     GPU_LAYERS_AUTO,
     GenerationParams,
+    GenerationStats,
     GpuLayers,
     SamplerParams,
     SpecchatError,
 )
-
-from .signals import emit
 
 log = logging.getLogger(__name__)
 
@@ -97,22 +97,22 @@ class EngineWorker(QObject):
         self.close_engine()
 
         def progress(stage: str, fraction: float) -> bool:
-            emit(self.load_progress, stage, float(fraction))
+            self.load_progress.emit(stage, float(fraction))
             return not cancel.cancelled
 
         try:
             engine = ChatEngine.load(target, draft or None, n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
                                      draft_gpu_layers=options.draft_gpu_layers, progress=progress)
         except SpecchatError as exc:
-            emit(self.load_failed, str(exc))
+            self.load_failed.emit(str(exc))
             return
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
             log.exception("model load failed")
-            emit(self.load_failed, f"could not load the models: {exc}")
+            self.load_failed.emit(f"could not load the models: {exc}")
             return
         if cancel.cancelled:
             engine.close()
-            emit(self.load_failed, "loading was cancelled")
+            self.load_failed.emit("loading was cancelled")
             return
         self.engine = engine
         target_placement, draft_placement = engine.placement()
@@ -123,32 +123,32 @@ class EngineWorker(QObject):
             gpu_bytes = 0
         self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
                               draft_placement or "", gpu_bytes)
-        emit(self.loaded, self.info)
+        self.loaded.emit(self.info)
 
     @Slot(object, object)
     def load_demo(self, options: LoadOptions, cancel: CancelToken) -> None:
         """Provision the offline demo pair (converting its target on first use), then load it."""
         from specchat.core.models.demo import provision_demo_pair
 
-        emit(self.load_progress, "preparing the demo pair", 0.0)
+        self.load_progress.emit("preparing the demo pair", 0.0)
         try:
             pair = provision_demo_pair()
         except SpecchatError as exc:
-            emit(self.load_failed, str(exc))
+            self.load_failed.emit(str(exc))
             return
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
             log.exception("demo pair provisioning failed")
-            emit(self.load_failed, f"could not prepare the demo pair: {exc}")
+            self.load_failed.emit(f"could not prepare the demo pair: {exc}")
             return
         self.load(str(pair.target), str(pair.draft), options, cancel)
 
     @Slot(object, object)
     def generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
         if self.engine is None:
-            emit(self.failed, "no model is loaded")
+            self.failed.emit("no model is loaded")
             return
-        if cancel.cancelled:
-            emit(self.failed, "cancelled before it started")
+        if cancel.cancelled:  # stopped before it started: an ordinary stop, not an error
+            self.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(), "stopped before it started")])
             return
         try:
             session = self._session_for(request)
@@ -158,11 +158,11 @@ class EngineWorker(QObject):
             self._pump(stream)
         except SpecchatError as exc:
             self._session = None
-            emit(self.failed, str(exc))
+            self.failed.emit(str(exc))
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
             log.exception("generation failed")
             self._session = None
-            emit(self.failed, f"generation failed: {exc}")
+            self.failed.emit(f"generation failed: {exc}")
 
     def _pump(self, stream: object) -> None:
         """Forward events in batches: after each draft (so ghost text shows during verify), else every 30 ms."""
@@ -176,11 +176,11 @@ class EngineWorker(QObject):
                 or (isinstance(event, Drafted) and event.tokens)
                 or now - last >= BATCH_SECONDS
             ):
-                emit(self.events, batch)
+                self.events.emit(batch)
                 batch = []
                 last = now
         if batch:
-            emit(self.events, batch)
+            self.events.emit(batch)
 
     def _session_for(self, request: ReplyRequest) -> ChatSession:
         assert self.engine is not None
@@ -214,7 +214,7 @@ class EngineWorker(QObject):
         finally:
             self._session = None  # the contexts now hold the baseline's tokens
         if finished is not None and finished.stats.tokens_per_second > 0 and not cancel.cancelled:
-            emit(self.baseline_measured, self.info.pair_key, finished.stats.tokens_per_second)
+            self.baseline_measured.emit(self.info.pair_key, finished.stats.tokens_per_second)
 
     def close_engine(self) -> None:
         self._session = None
@@ -250,18 +250,18 @@ class EngineHost(QObject):
             app.aboutToQuit.connect(self.shutdown)
 
     def load(self, target: str, draft: str = "", options: LoadOptions | None = None) -> None:
-        emit(self._load, target, draft, options or LoadOptions(), self._token())
+        self._load.emit(target, draft, options or LoadOptions(), self._token())
 
     def load_demo(self, options: LoadOptions | None = None) -> None:
-        emit(self._load_demo, options or LoadOptions(), self._token())
+        self._load_demo.emit(options or LoadOptions(), self._token())
 
     def generate(self, request: ReplyRequest) -> CancelToken:
         token = self._token()
-        emit(self._generate, request, token)
+        self._generate.emit(request, token)
         return token
 
     def measure_baseline(self, max_tokens: int = 48, sampler: SamplerParams | None = None) -> None:
-        emit(self._baseline, max_tokens, sampler or SamplerParams(temperature=0.0), self._token())
+        self._baseline.emit(max_tokens, sampler or SamplerParams(temperature=0.0), self._token())
 
     def cancel(self) -> None:
         """Stop whatever runs or waits on the engine thread (takes effect within one round)."""

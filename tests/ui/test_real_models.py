@@ -230,9 +230,12 @@ def test_plain_decoding_shows_only_target_tokens(qtbot, settings, store, demo_pa
 def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
     settings.n_ctx = 256
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
+    errors: list[str] = []
+    window.error_shown.connect(errors.append)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.send("word " * 400)
     assert blocker.args[0].reason is FinishReason.ERROR
+    assert errors == [window.last_error]  # reported once
     assert "context" in window.last_error and "\n" not in window.last_error
     assert window.banner.isVisibleTo(window)
     # nothing was generated: the message is withdrawn and goes back to the composer
@@ -283,3 +286,41 @@ def test_a_failed_load_leaves_nothing_loaded_and_reload_retries(qtbot, settings,
         window.reload_action.trigger()
     assert window.model_info is not None and window.send_button.isEnabled()
     assert window.stats.runs_on.text() == "target CPU"
+
+
+def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=12)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(PROMPT)
+    old = store.messages(window.conversation_id)[-1]
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
+        window.regenerate_button.click()
+        window.stop()  # before the engine thread has run a round
+    assert blocker.args[0].reason is FinishReason.CANCELLED
+    after = store.messages(window.conversation_id)
+    assert [(m.role, m.content, m.spans) for m in after] == [("user", PROMPT, []), ("assistant", old.content, old.spans)]
+    assert [m.content for m in window.chat_view.messages] == [PROMPT, old.content]
+    assert not window.last_error
+
+
+def test_a_new_conversation_is_listed_as_soon_as_its_first_message_is_sent(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=12)
+    assert window.sidebar.list.count() == 0
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(PROMPT)
+        assert window.streaming and window.sidebar.list.count() == 1
+        assert window.sidebar.list.item(0).text() == PROMPT[:48]
+        assert window.sidebar.current_id() == window.conversation_id
+
+
+def test_an_edited_message_replaces_the_tail_only_once_its_reply_runs(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
+    for text in (PROMPT, "And the months?"):
+        with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+            window.send(text)
+    window.edit_message(0)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send("Name three colours.")
+    stored = store.messages(window.conversation_id)
+    assert [m.role for m in stored] == ["user", "assistant"] and stored[0].content == "Name three colours."
+    assert [m.content for m in window.chat_view.messages] == [m.content for m in stored]

@@ -144,7 +144,7 @@ def test_corrupt_database_notice_in_window(qtbot, settings, app_dirs) -> None:  
     store.close()
 
 
-def test_edit_and_resend_puts_text_back_and_truncates(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_edit_puts_text_back_and_abandoning_it_loses_nothing(qtbot, settings, store) -> None:  # noqa: ANN001
     cid = store.create_conversation("Edit me")
     store.add_message(cid, "user", "first question")
     writer = ReplyWriter(store, cid)
@@ -157,7 +157,15 @@ def test_edit_and_resend_puts_text_back_and_truncates(qtbot, settings, store) ->
     assert [a.text() for a in actions] == ["Copy message", "Edit and resend"]
     actions[1].trigger()
     assert window.composer.toPlainText() == "first question"
-    assert store.messages(cid) == [] and window.chat_view.messages == []
+    assert window.chat_view.messages == []
+    # Nothing is deleted until the edited message is sent and its reply has a first round.
+    assert [m.content for m in store.messages(cid)] == ["first question", "Answer"]
+    window.composer.setEnabled(True)  # as with a model loaded
+    window.composer.setFocus()
+    qtbot.keyClick(window.composer, Qt.Key.Key_Escape)  # abandon the edit
+    assert [m.content for m in window.chat_view.messages] == ["first question", "Answer"]
+    assert window.composer.toPlainText() == ""
+    assert [m.content for m in store.messages(cid)] == ["first question", "Answer"]
 
 
 def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, settings, store, monkeypatch) -> None:  # noqa: ANN001
@@ -169,9 +177,10 @@ def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, se
     window._writer = ReplyWriter(store, window.conversation_id)
     window.chat_view.begin_reply()
 
-    def broken(*args: object) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
+    monkeypatch.setattr(store, "start_reply", broken)
     monkeypatch.setattr(store, "append_spans", broken)
     with qtbot.waitSignal(window.reply_finished):
         window._on_events([verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
@@ -302,3 +311,37 @@ def test_about_box_shows_the_build(qtbot, settings, store) -> None:  # noqa: ANN
     assert "features: " in box.detailedText()
     help_menu = [a for a in window.menuBar().actions() if a.text() == "&Help"][0]
     assert [a.text() for a in help_menu.menu().actions()] == ["&About specchat"]
+
+
+def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings, store) -> None:  # noqa: ANN001
+    cid = store.create_conversation("Crashed")
+    store.add_message(cid, "user", "hi")
+    writer = ReplyWriter(store, cid)
+    writer.feed(verified(0, ("Hel",), ("p",), "lo"))
+    writer.feed(verified(1, (" the",), (), "re"))  # ... and the app died: no Finished
+    stopped = store.create_conversation("Stopped")
+    store.add_message(stopped, "user", "hi")
+    writer = ReplyWriter(store, stopped)
+    writer.feed(verified(0, ("Hi",), (), "!"))
+    writer.feed(Finished(FinishReason.CANCELLED, GenerationStats(rounds=1, drafted=1, accepted=1, generated=2)))
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    window.open_conversation(cid)
+    assert window.chat_view.toPlainText().endswith("Helplo there (stopped: the app closed)")
+    assert window.chat_view.messages[-1].content == "Hello there"  # the mark is not part of the reply
+    assert window.stats.acceptance.text() == "67%"  # the figures counted until the crash
+    assert window.stats.tokens_per_second.text() == "–"  # no rate was measured
+    window.open_conversation(stopped)
+    assert window.chat_view.toPlainText().endswith("Hi! (stopped)")
+
+
+def test_the_panel_shows_the_same_figures_while_streaming_and_reopened(qtbot) -> None:  # noqa: ANN001
+    panel = StatsPanel()
+    qtbot.addWidget(panel)
+    events = [verified(0, ("a", "b"), (), "c"), verified(1, (), (), "d"), verified(2, ("e", "f"), (), "g")]
+    stats = GenerationStats(rounds=2, drafted=4, accepted=4, generated=7, generate_seconds=1.0, depth=2)
+    panel.feed([*events, Finished(FinishReason.EOS, stats)])
+    live = [w.text() for w in (panel.tokens_per_second, panel.acceptance, panel.mean_accepted, panel.speedup)]
+    panel.show_stats(panel.figures.as_dict())  # what the store keeps with the reply
+    reopened = [w.text() for w in (panel.tokens_per_second, panel.acceptance, panel.mean_accepted, panel.speedup)]
+    assert live == reopened and live[2] == "2.00"

@@ -2,13 +2,19 @@
 
 One file, ``paths.data_dir()/conversations.sqlite3``, in WAL mode. A reply is
 written as it streams: every verified round is its own transaction, so a
-killed process loses at most the round in flight. An unreadable database file
-is moved aside (never deleted) and a fresh one started; ``store.notice`` then
-holds a one-line message for the user.
+killed process loses at most the round in flight.
+
+History is never lost on opening: a file that is not a database is moved
+aside under a name no earlier copy has (never deleted, never overwritten) and a
+fresh one started; a file from a newer specchat, or one that is locked or
+unreadable, is left untouched and this session works in memory. Opening and
+setting aside happen under a lock file, so two instances starting together
+cannot both set aside. ``store.notice`` then holds a one-line message.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -19,13 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specchat.core import paths
-from specchat.core.types import Finished, TokenKind, Verified
+from specchat.core import filelock, paths
+from specchat.core.types import Finished, FinishReason, SpecchatError, TokenKind, Verified
+
+from .transcript import ReplyFigures
 
 log = logging.getLogger(__name__)
 
 DB_FILENAME = "conversations.sqlite3"
 SCHEMA_VERSION = 1
+LOCK_WAIT_S = 10.0  # how long to wait for another instance that is opening the same file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -60,22 +69,25 @@ CREATE INDEX IF NOT EXISTS spans_by_message ON spans(message_id, seq);
 """
 
 
-class StoreError(Exception):
+class StoreError(SpecchatError):
     """A store operation failed; ``str(error)`` is a one-line message."""
 
 
-class NewerSchemaError(sqlite3.DatabaseError):
-    """The file was written by a newer specchat."""
+class NewerSchemaError(StoreError):
+    """The file was written by a newer specchat; it is left as it is."""
 
 
-def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
-    """True for a file that is not (or no longer) a usable database, False for locks and permissions."""
-    if isinstance(exc, NewerSchemaError):
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """True only for a file that is not (or no longer) a database; locks, permissions and the rest are False."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return True
-    if isinstance(exc, sqlite3.OperationalError):
-        text = str(exc).lower()
-        return "malformed" in text or "not a database" in text
-    return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
 
 
 @dataclass(frozen=True)
@@ -134,50 +146,99 @@ class ConversationInfo:
 class ConversationStore:
     """Conversations in one SQLite file. Use from one thread."""
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or paths.data_dir() / DB_FILENAME
-        self.notice = ""  # one-line message when the file had to be set aside
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path else paths.data_dir() / DB_FILENAME
+        self.notice = ""  # one-line message when the file was set aside or left alone
+        if str(self.path) == ":memory:":
+            self._db = self._open(":memory:")
+            return
         try:
-            self._db = self._open(self.path)
-        except sqlite3.DatabaseError as exc:
-            if _is_corrupt(exc):
-                aside = self._move_aside()
-                self.notice = (
-                    f"The conversation database could not be read ({exc}); it was kept as {aside.name} "
-                    "and a new one was started."
-                )
-                self._db = self._open(self.path)
-            else:  # locked, no permission...: leave the file alone, keep working in memory
-                self.notice = (
-                    f"The conversation database could not be opened ({exc}); "
-                    "conversations will not be saved this session."
-                )
-                self._db = self._open(":memory:")
+            # Held while opening and (if need be) setting aside, not for the session:
+            # two instances may share the database, but only one may decide to replace it.
+            with filelock.held(self.path.with_name(self.path.name + ".lock"), wait_s=LOCK_WAIT_S):
+                self._db = self._open_or_set_aside()
+        except (OSError, filelock.LockTimeout) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.notice = (
+                f"The conversation database could not be opened (its lock file: {reason}); "
+                "conversations will not be saved this session."
+            )
+            self._db = self._open(":memory:")
+        if self.notice:
             log.warning(self.notice)
+
+    def _open_or_set_aside(self) -> sqlite3.Connection:
+        """Open ``self.path``; set it aside only when it is not a database; otherwise fall back to memory."""
+        unsaved = "conversations will not be saved this session."
+        try:
+            return self._open(self.path)
+        except NewerSchemaError as exc:
+            self.notice = f"The conversation database {exc}; it was left untouched and {unsaved}"
+        except sqlite3.Error as exc:
+            if not _is_corrupt(exc):  # locked, no permission...: leave the file alone
+                self.notice = f"The conversation database could not be opened ({exc}); {unsaved}"
+            else:
+                try:
+                    aside = self._move_aside()
+                except OSError as move_exc:
+                    self.notice = (
+                        f"The conversation database could not be read ({exc}) nor set aside "
+                        f"({move_exc.strerror or move_exc}); it was left as it is and {unsaved}"
+                    )
+                else:
+                    self.notice = (
+                        f"The conversation database could not be read ({exc}); it was kept as {aside.name} "
+                        "and a new one was started."
+                    )
+                    try:
+                        return self._open(self.path)
+                    except sqlite3.Error as new_exc:
+                        self.notice += f" The new one could not be opened either ({new_exc}); {unsaved}"
+        return self._open(":memory:")
 
     def _open(self, path: Path | str) -> sqlite3.Connection:
         db = sqlite3.connect(path, isolation_level=None, timeout=2.0)
         try:
             db.row_factory = sqlite3.Row
+            # The version is read before anything is written: a newer specchat's file stays as it is.
+            has_version = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+            ).fetchone()
+            if has_version:
+                row = db.execute("SELECT max(version) FROM schema_version").fetchone()
+                version = row[0]
+                if version is not None and (not isinstance(version, int) or version > SCHEMA_VERSION):
+                    raise NewerSchemaError(
+                        f"was written by a newer specchat (schema version {version!r}; this one reads up to "
+                        f"{SCHEMA_VERSION})"
+                    )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(_SCHEMA)
-            row = db.execute("SELECT version FROM schema_version").fetchone()
-            if row is None:
+            if db.execute("SELECT version FROM schema_version").fetchone() is None:
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            elif row[0] > SCHEMA_VERSION:
-                raise NewerSchemaError(f"schema version {row[0]} is newer than this app's {SCHEMA_VERSION}")
             db.execute("SELECT count(*) FROM spans").fetchone()
-        except sqlite3.DatabaseError:
+        except BaseException:
             db.close()
             raise
         return db
 
     def _move_aside(self) -> Path:
+        """Rename the file (and its -wal/-shm) to a name no earlier copy has; return the new path."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = self.path.with_name(f"{self.path.name}.unreadable-{stamp}")
-        os.replace(self.path, aside)
+        for n in itertools.count(1):
+            aside = self.path.with_name(f"{self.path.name}.unreadable-{stamp}" + (f"-{n}" if n > 1 else ""))
+            try:  # claim the name: O_EXCL fails on any earlier copy, ours or another instance's
+                os.close(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                continue
+            break
+        try:
+            os.replace(self.path, aside)  # onto the empty placeholder claimed above
+        except OSError:
+            aside.unlink(missing_ok=True)
+            raise
         for suffix in ("-wal", "-shm"):
             extra = self.path.with_name(self.path.name + suffix)
             if extra.exists():
@@ -221,36 +282,67 @@ class ConversationStore:
     # -- messages ----------------------------------------------------------------------
 
     def add_message(self, conversation_id: int, role: str, content: str) -> int:
-        """Append a message (an empty assistant message starts a streamed reply)."""
+        """Append a message."""
         with self._db:
             self._db.execute("BEGIN")
-            row = self._db.execute(
-                "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
-            ).fetchone()
-            cur = self._db.execute(
-                "INSERT INTO messages (conversation_id, position, role, content, created) VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, row[0], role, content, time.time()),
-            )
-            self._touch(conversation_id)
+            return self._insert_message(conversation_id, role, content)
+
+    def _insert_message(self, conversation_id: int, role: str, content: str) -> int:
+        row = self._db.execute(
+            "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
+        ).fetchone()
+        cur = self._db.execute(
+            "INSERT INTO messages (conversation_id, position, role, content, created) VALUES (?, ?, ?, ?, ?)",
+            (conversation_id, row[0], role, content, time.time()),
+        )
+        self._touch(conversation_id)
         return int(cur.lastrowid)
 
-    def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str) -> None:
-        """Add one round's spans and ``text`` to a streamed message, in one transaction."""
-        spans = list(spans)
+    def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
+                     stats: dict[str, Any] | None = None) -> None:
+        """Add one round's spans and ``text`` (and the figures so far) to a streamed message, in one transaction."""
         with self._db:
             self._db.execute("BEGIN")
-            start = self._db.execute(
-                "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
-            ).fetchone()[0]
-            self._db.executemany(
-                "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob)
-                    for i, s in enumerate(spans)
-                ],
-            )
-            self._db.execute("UPDATE messages SET content = content || ? WHERE id = ?", (text, message_id))
+            self._append_spans(message_id, spans, text, stats)
+
+    def _append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
+                      stats: dict[str, Any] | None) -> None:
+        start = self._db.execute(
+            "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
+        ).fetchone()[0]
+        self._db.executemany(
+            "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob)
+                for i, s in enumerate(spans)
+            ],
+        )
+        self._db.execute(
+            "UPDATE messages SET content = content || ?, stats = coalesce(?, stats) WHERE id = ?",
+            (text, json.dumps(stats) if stats is not None else None, message_id),
+        )
+
+    def start_reply(self, conversation_id: int, spans: Iterable[TokenSpan], text: str, stats: dict[str, Any],
+                    *, keep: int | None = None, user_text: str | None = None) -> int:
+        """Store a reply's first round as a new assistant message, in one transaction.
+
+        With ``keep``, the messages after the first ``keep`` (the reply being regenerated, or an
+        edited message and what followed it) are deleted in the same transaction, and ``user_text``
+        (an edited message) goes in before the reply: the earlier version stays stored until the
+        new one has something to show.
+        """
+        with self._db:
+            self._db.execute("BEGIN")
+            if keep is not None:
+                self._db.execute(
+                    "DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, keep)
+                )
+            if user_text is not None:
+                self._insert_message(conversation_id, "user", user_text)
+            message_id = self._insert_message(conversation_id, "assistant", "")
+            self._append_spans(message_id, spans, text, stats)
+        return message_id
 
     def finish_message(self, message_id: int, finish_reason: str, stats: dict[str, Any]) -> None:
         self._db.execute(
@@ -319,17 +411,45 @@ class ConversationStore:
 
 
 class ReplyWriter:
-    """Writes a streamed assistant reply into the store, one transaction per verified round."""
+    """Writes a streamed assistant reply into the store, one transaction per verified round.
 
-    def __init__(self, store: ConversationStore, conversation_id: int) -> None:
+    The reply's message is created with its first round, so a reply that never got a token leaves
+    the conversation as it was; with ``keep`` (regenerate, edit and resend) the messages it replaces
+    are deleted in that same transaction, never before. Every round also stores the figures so far,
+    so a reply cut short by a crash keeps them.
+    """
+
+    def __init__(self, store: ConversationStore, conversation_id: int, *, keep: int | None = None,
+                 user_text: str | None = None) -> None:
         self.store = store
-        self.message_id = store.add_message(conversation_id, "assistant", "")
+        self.conversation_id = conversation_id
+        self.keep = keep
+        self.user_text = user_text
+        self.message_id: int | None = None
+        self.figures = ReplyFigures()
+
+    @property
+    def replaces(self) -> bool:
+        """True when the reply replaces stored messages (regenerate, edit) rather than answering a new one."""
+        return self.keep is not None
 
     def feed(self, event: object) -> None:
+        self.figures.fold([event])
         if isinstance(event, Verified):
-            self.store.append_spans(self.message_id, spans_of(event), event.text)
+            spans = spans_of(event)
+            if self.message_id is None:
+                self.message_id = self.store.start_reply(
+                    self.conversation_id, spans, event.text, self.figures.as_dict(),
+                    keep=self.keep, user_text=self.user_text,
+                )
+            else:
+                self.store.append_spans(self.message_id, spans, event.text, self.figures.as_dict())
         elif isinstance(event, Finished):
-            stats = event.stats.as_dict()
+            if self.message_id is None:
+                if self.replaces or event.reason is FinishReason.ERROR:
+                    return  # nothing to show: the conversation stays as it was
+                self.message_id = self.store.add_message(self.conversation_id, "assistant", "")
+            stats = self.figures.as_dict()
             if event.message:
                 stats["message"] = event.message
             self.store.finish_message(self.message_id, event.reason.value, stats)
