@@ -26,9 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core import filelock, paths
-from specchat.core.types import Finished, FinishReason, SpecchatError, TokenKind, Verified
-
-from .transcript import ReplyFigures
+from specchat.core.types import Finished, SpecchatError, TokenKind, Verified
 
 log = logging.getLogger(__name__)
 
@@ -282,67 +280,36 @@ class ConversationStore:
     # -- messages ----------------------------------------------------------------------
 
     def add_message(self, conversation_id: int, role: str, content: str) -> int:
-        """Append a message."""
+        """Append a message (an empty assistant message starts a streamed reply)."""
         with self._db:
             self._db.execute("BEGIN")
-            return self._insert_message(conversation_id, role, content)
-
-    def _insert_message(self, conversation_id: int, role: str, content: str) -> int:
-        row = self._db.execute(
-            "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
-        ).fetchone()
-        cur = self._db.execute(
-            "INSERT INTO messages (conversation_id, position, role, content, created) VALUES (?, ?, ?, ?, ?)",
-            (conversation_id, row[0], role, content, time.time()),
-        )
-        self._touch(conversation_id)
+            row = self._db.execute(
+                "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).fetchone()
+            cur = self._db.execute(
+                "INSERT INTO messages (conversation_id, position, role, content, created) VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, row[0], role, content, time.time()),
+            )
+            self._touch(conversation_id)
         return int(cur.lastrowid)
 
-    def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
-                     stats: dict[str, Any] | None = None) -> None:
-        """Add one round's spans and ``text`` (and the figures so far) to a streamed message, in one transaction."""
+    def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str) -> None:
+        """Add one round's spans and ``text`` to a streamed message, in one transaction."""
+        spans = list(spans)
         with self._db:
             self._db.execute("BEGIN")
-            self._append_spans(message_id, spans, text, stats)
-
-    def _append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
-                      stats: dict[str, Any] | None) -> None:
-        start = self._db.execute(
-            "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
-        ).fetchone()[0]
-        self._db.executemany(
-            "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob)
-                for i, s in enumerate(spans)
-            ],
-        )
-        self._db.execute(
-            "UPDATE messages SET content = content || ?, stats = coalesce(?, stats) WHERE id = ?",
-            (text, json.dumps(stats) if stats is not None else None, message_id),
-        )
-
-    def start_reply(self, conversation_id: int, spans: Iterable[TokenSpan], text: str, stats: dict[str, Any],
-                    *, keep: int | None = None, user_text: str | None = None) -> int:
-        """Store a reply's first round as a new assistant message, in one transaction.
-
-        With ``keep``, the messages after the first ``keep`` (the reply being regenerated, or an
-        edited message and what followed it) are deleted in the same transaction, and ``user_text``
-        (an edited message) goes in before the reply: the earlier version stays stored until the
-        new one has something to show.
-        """
-        with self._db:
-            self._db.execute("BEGIN")
-            if keep is not None:
-                self._db.execute(
-                    "DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, keep)
-                )
-            if user_text is not None:
-                self._insert_message(conversation_id, "user", user_text)
-            message_id = self._insert_message(conversation_id, "assistant", "")
-            self._append_spans(message_id, spans, text, stats)
-        return message_id
+            start = self._db.execute(
+                "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
+            ).fetchone()[0]
+            self._db.executemany(
+                "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob)
+                    for i, s in enumerate(spans)
+                ],
+            )
+            self._db.execute("UPDATE messages SET content = content || ? WHERE id = ?", (text, message_id))
 
     def finish_message(self, message_id: int, finish_reason: str, stats: dict[str, Any]) -> None:
         self._db.execute(
@@ -411,45 +378,17 @@ class ConversationStore:
 
 
 class ReplyWriter:
-    """Writes a streamed assistant reply into the store, one transaction per verified round.
+    """Writes a streamed assistant reply into the store, one transaction per verified round."""
 
-    The reply's message is created with its first round, so a reply that never got a token leaves
-    the conversation as it was; with ``keep`` (regenerate, edit and resend) the messages it replaces
-    are deleted in that same transaction, never before. Every round also stores the figures so far,
-    so a reply cut short by a crash keeps them.
-    """
-
-    def __init__(self, store: ConversationStore, conversation_id: int, *, keep: int | None = None,
-                 user_text: str | None = None) -> None:
+    def __init__(self, store: ConversationStore, conversation_id: int) -> None:
         self.store = store
-        self.conversation_id = conversation_id
-        self.keep = keep
-        self.user_text = user_text
-        self.message_id: int | None = None
-        self.figures = ReplyFigures()
-
-    @property
-    def replaces(self) -> bool:
-        """True when the reply replaces stored messages (regenerate, edit) rather than answering a new one."""
-        return self.keep is not None
+        self.message_id = store.add_message(conversation_id, "assistant", "")
 
     def feed(self, event: object) -> None:
-        self.figures.fold([event])
         if isinstance(event, Verified):
-            spans = spans_of(event)
-            if self.message_id is None:
-                self.message_id = self.store.start_reply(
-                    self.conversation_id, spans, event.text, self.figures.as_dict(),
-                    keep=self.keep, user_text=self.user_text,
-                )
-            else:
-                self.store.append_spans(self.message_id, spans, event.text, self.figures.as_dict())
+            self.store.append_spans(self.message_id, spans_of(event), event.text)
         elif isinstance(event, Finished):
-            if self.message_id is None:
-                if self.replaces or event.reason is FinishReason.ERROR:
-                    return  # nothing to show: the conversation stays as it was
-                self.message_id = self.store.add_message(self.conversation_id, "assistant", "")
-            stats = self.figures.as_dict()
+            stats = event.stats.as_dict()
             if event.message:
                 stats["message"] = event.message
             self.store.finish_message(self.message_id, event.reason.value, stats)
