@@ -1,20 +1,36 @@
-"""Chat prompts from the GGUF's own chat template, rendered in a sandboxed Jinja.
+"""Chat prompts from the GGUF's own chat template, rendered in a sandboxed, budgeted Jinja.
 
 llama-cpp-python has an equivalent formatter (``Jinja2ChatFormatter``), but
 this package must not import llama_cpp; the renderer below mirrors it
 (ImmutableSandboxedEnvironment, trim/lstrip blocks, loop controls, tojson,
 raise_exception, strftime_now) in a few lines of jinja2.
+
+A template comes from a downloaded file, so one render may spend only so much
+(``RenderLimits``): every ``{% for %}`` item and ``range()`` counts against an
+iteration budget, nested calls (a macro calling itself) against a depth
+budget, the output and any string or number it builds against a size budget,
+and all of it against a deadline. Whatever goes wrong, including Python errors
+such as ``1/0``, becomes a one-line SpecchatError.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
-from collections.abc import Sequence
+import math
+import re
+import string
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import jinja2
 import jinja2.ext
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from specchat.core.types import SpecchatError
@@ -28,6 +44,213 @@ CHATML_TEMPLATE = (
 ROLES = frozenset({"system", "user", "assistant"})
 
 
+@dataclass(frozen=True)
+class RenderLimits:
+    """What one render may spend before it fails with a one-line error."""
+
+    seconds: float = 5.0
+    iterations: int = 1_000_000  # loop items and range() lengths, over the whole render
+    call_depth: int = 64  # macros calling macros (or themselves)
+    base_chars: int = 1 << 20  # output size: this, plus the two below
+    chars_per_input_char: int = 4
+    chars_per_message: int = 1024
+    int_bits: int = 100_000  # largest number a template may build
+
+
+class TemplateBudgetError(SpecchatError):
+    """A chat template ran past its time, loop, depth or size budget."""
+
+
+class _Budget:
+    """One render's spending; reached through a context variable by the environment's hooks."""
+
+    def __init__(self, limits: RenderLimits, max_chars: int) -> None:
+        self.limits = limits
+        self.max_chars = max_chars
+        self.deadline = time.monotonic() + limits.seconds
+        self.iterations = 0
+        self.depth = 0
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise TemplateBudgetError(f"the chat template took longer than {self.limits.seconds:g} s; it was stopped")
+
+    def spend(self, n: int) -> None:
+        self.iterations += n
+        if self.iterations > self.limits.iterations:
+            raise TemplateBudgetError(
+                f"the chat template looped more than {self.limits.iterations:,} times; it was stopped"
+            )
+
+    def iterate(self, iterable: Iterable[Any]) -> Iterator[Any]:
+        for n, item in enumerate(iterable):
+            self.spend(1)
+            if n & 0x3FF == 0x3FF:
+                self.check_time()
+            yield item
+
+    def check_size(self, value: Any) -> Any:
+        if isinstance(value, (str, list, tuple, dict)) and len(value) > self.max_chars:
+            raise TemplateBudgetError(
+                f"the chat template built a value of {len(value):,} items, over its budget of {self.max_chars:,}"
+            )
+        if isinstance(value, int) and value.bit_length() > self.limits.int_bits:
+            raise TemplateBudgetError("the chat template built a number too large to print")
+        return value
+
+    def check_arguments(self, args: Iterable[Any]) -> None:
+        for value in args:
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.max_chars:
+                raise TemplateBudgetError(f"the chat template asked for a size of {value:,}, over its budget")
+
+
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("specchat_template_budget", default=None)
+_PERCENT_WIDTH_RE = re.compile(r"%[-#0 +]*(\d+)?(?:\.(\d+))?")
+
+
+class _BudgetCodeGenerator(CodeGenerator):
+    """Compiles every ``{% for %}`` iterable as ``environment.budget_iter(<iterable>)``."""
+
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+        wrapped = node.iter
+        if not (isinstance(wrapped, nodes.Call) and isinstance(wrapped.node, nodes.EnvironmentAttribute)
+                and wrapped.node.name == "budget_iter"):
+            node.iter = nodes.Call(nodes.EnvironmentAttribute("budget_iter"), [wrapped], [], None, None,
+                                   lineno=node.lineno)
+        super().visit_For(node, frame)
+
+
+class BudgetedEnvironment(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, with every loop, call, size-changing operator and output chunk metered."""
+
+    code_generator_class = _BudgetCodeGenerator
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.globals["range"] = _counted_range
+        self.filters = {name: _metered(f, percent_format=name == "format") for name, f in self.filters.items()}
+
+    def budget_iter(self, iterable: Any) -> Any:
+        budget = _BUDGET.get()
+        return iterable if budget is None else budget.iterate(iterable)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        budget = _BUDGET.get()
+        if budget is None:
+            return super().call(__context, __obj, *args, **kwargs)
+        budget.check_time()
+        budget.check_arguments(args)
+        budget.check_arguments(kwargs.values())
+        if budget.depth >= budget.limits.call_depth:
+            raise TemplateBudgetError(
+                f"the chat template nested calls more than {budget.limits.call_depth} deep (a macro calling itself?)"
+            )
+        budget.depth += 1
+        try:
+            return budget.check_size(super().call(__context, __obj, *args, **kwargs))
+        finally:
+            budget.depth -= 1
+
+    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.check_time()
+            _check_binop(budget, operator_, left, right)
+            return budget.check_size(self.binop_table[operator_](left, right))
+        return self.binop_table[operator_](left, right)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        widths = list(_format_widths(value.__self__))
+        metered = _metered(wrapped)
+
+        def checked(*args: Any, **kwargs: Any) -> str:
+            budget = _BUDGET.get()
+            if budget is not None:
+                _check_widths(budget, widths)
+            return metered(*args, **kwargs)
+
+        return checked
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        value = super().getattr(obj, attribute)
+        budget = _BUDGET.get()
+        return value if budget is None else budget.check_size(value)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        value = super().getitem(obj, argument)
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.check_time()
+        return value
+
+
+def _check_binop(budget: _Budget, op: str, left: Any, right: Any) -> None:
+    """Refuse, before computing it, a result that would blow the size budget."""
+    if op == "*":
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > budget.max_chars:
+                raise TemplateBudgetError(f"the chat template repeated a value {n:,} times, over its budget")
+        if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > budget.limits.int_bits:
+            raise TemplateBudgetError("the chat template built a number too large to print")
+    elif op == "**":
+        if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
+            if right * math.log2(abs(left)) > budget.limits.int_bits:
+                raise TemplateBudgetError("the chat template built a number too large to print")
+    elif op == "+":
+        if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            if len(left) + len(right) > budget.max_chars:
+                raise TemplateBudgetError("the chat template built a string over its size budget")
+    elif op == "%" and isinstance(left, str):
+        _check_widths(budget, (n for pair in _PERCENT_WIDTH_RE.findall(left) for n in pair))
+
+
+def _check_widths(budget: _Budget, numbers: Iterable[str]) -> None:
+    """Refuse a format field wider than the size budget (``'%999999999d'``, ``'{:>999999999}'``)."""
+    for number in numbers:
+        if number and (len(number) > 9 or int(number) > budget.max_chars):
+            raise TemplateBudgetError(f"the chat template asked for a field {number} wide, over its budget")
+
+
+def _format_widths(text: str) -> Iterator[str]:
+    """Every number inside the format specs of a ``str.format`` string."""
+    try:
+        for _, _, spec, _ in string.Formatter().parse(text):
+            yield from re.findall(r"\d+", spec or "")
+    except ValueError:  # malformed: str.format itself will say so
+        return
+
+
+def _counted_range(*args: int) -> range:
+    """``range`` whose length is spent from the iteration budget as it is made."""
+    rng = range(*args)
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.spend(len(rng))
+    return rng
+
+
+def _metered(f: Callable[..., Any], *, percent_format: bool = False) -> Callable[..., Any]:
+    """A filter (or ``str.format``) whose numeric arguments, widths and result are held to the size budget."""
+
+    @functools.wraps(f)
+    def metered(*args: Any, **kwargs: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is None:
+            return f(*args, **kwargs)
+        budget.check_time()
+        budget.check_arguments(args)
+        budget.check_arguments(kwargs.values())
+        if percent_format and args and isinstance(args[0], str):
+            _check_widths(budget, (n for pair in _PERCENT_WIDTH_RE.findall(args[0]) for n in pair))
+        return budget.check_size(f(*args, **kwargs))
+
+    return metered
+
+
 def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
             sort_keys: bool = False) -> str:
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
@@ -37,44 +260,111 @@ def _raise(message: str) -> None:
     raise SpecchatError(f"chat template refused the conversation: {message}")
 
 
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class ChatTemplate:
     """A compiled chat template plus the special-token strings it refers to."""
 
-    def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "") -> None:
+    def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "",
+                 limits: RenderLimits | None = None) -> None:
         self.source = source or CHATML_TEMPLATE
         self.bos_token = bos_token
         self.eos_token = eos_token
-        env = ImmutableSandboxedEnvironment(
+        self.limits = limits or RenderLimits()
+        env = BudgetedEnvironment(
             loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
             extensions=[jinja2.ext.loopcontrols],
         )
-        env.filters["tojson"] = _tojson
+        env.filters["tojson"] = _metered(_tojson)
+        # Compiling folds constants (``'x'|center(10**9)``) by calling filters: meter that too. A filter
+        # refused here is left to run at render time, where the same budget refuses it again.
+        token = _BUDGET.set(_Budget(self.limits, self.limits.base_chars))
         try:
             self._template = env.from_string(self.source)
         except jinja2.TemplateError as exc:
-            raise SpecchatError(f"the model's chat template does not compile: {exc}") from None
+            raise SpecchatError(f"the model's chat template does not compile: {_one_line(str(exc))}") from None
+        except (RecursionError, MemoryError, ValueError, TypeError) as exc:
+            raise SpecchatError(
+                f"the model's chat template does not compile: {type(exc).__name__}: {_one_line(str(exc))}"
+            ) from None
+        finally:
+            _BUDGET.reset(token)
 
     def render(self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
+        """The prompt text for ``messages``; raises a one-line SpecchatError on any failure or overspend."""
         validate_messages(messages)
+        limits = self.limits
+        input_chars = sum(len(m["content"]) for m in messages)
+        budget = _Budget(
+            limits,
+            limits.base_chars + limits.chars_per_input_char * input_chars + limits.chars_per_message * len(messages),
+        )
+        token = _BUDGET.set(budget)
         try:
-            return self._template.render(
-                messages=list(messages),
+            parts: list[str] = []
+            size = 0
+            for chunk in self._template.generate(
+                messages=[dict(m) for m in messages],
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
                 add_generation_prompt=add_generation_prompt,
                 raise_exception=_raise,
                 strftime_now=lambda fmt: datetime.now().strftime(fmt),
-            )
+            ):
+                size += len(chunk)
+                if size > budget.max_chars:
+                    raise TemplateBudgetError(
+                        f"the chat template's output passed {budget.max_chars:,} characters; it was stopped"
+                    )
+                budget.check_time()
+                parts.append(chunk)
+        except SpecchatError:
+            raise
         except jinja2.TemplateError as exc:
-            raise SpecchatError(f"the chat template failed: {exc}") from None
+            raise SpecchatError(f"the chat template failed: {_one_line(str(exc))}") from None
+        except RecursionError:
+            raise SpecchatError("the chat template failed: it recursed too deeply") from None
+        except MemoryError:
+            raise SpecchatError("the chat template failed: it ran out of memory") from None
+        except Exception as exc:  # a template is foreign code: 1/0, int('x'), a bad attribute...
+            raise SpecchatError(f"the chat template failed: {type(exc).__name__}: {_one_line(str(exc))}") from None
+        finally:
+            _BUDGET.reset(token)
+        text = "".join(parts)
+        if not text.strip():
+            raise SpecchatError("the chat template rendered an empty prompt for this conversation")
+        return text
 
 
 def validate_messages(messages: Sequence[dict[str, str]]) -> None:
-    """Raise a one-line error for an empty or malformed message list."""
+    """Raise a one-line error naming what is wrong with an empty or malformed message list."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise SpecchatError(f"the conversation must be a list of messages, got {type(messages).__name__}")
     if not messages:
         raise SpecchatError("the conversation is empty: give at least one message")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
+    for i, m in enumerate(messages, 1):
+        if not isinstance(m, dict):
+            raise SpecchatError(f"message {i} must be an object {{\"role\": ..., \"content\": ...}}, got {_short(m)}")
+        role = m.get("role")
+        if role not in ROLES:
+            got = "no role" if "role" not in m else f"role {_short(role)}"
+            raise SpecchatError(f"message {i} has {got}; the role must be system, user or assistant")
+        content = m.get("content")
+        if not isinstance(content, str):
+            got = "no \"content\"" if "content" not in m else f"content {_short(content)}"
+            raise SpecchatError(f"message {i} ({role}) has {got}; the content must be text")
+        try:
+            content.encode("utf-8")
+        except UnicodeEncodeError as exc:
             raise SpecchatError(
-                f"message {i + 1} must be {{\"role\": system|user|assistant, \"content\": text}}, got {m!r:.80}"
-            )
+                f"message {i} ({role}) holds text that is not valid Unicode (a lone surrogate at character {exc.start})"
+            ) from None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return _one_line(text, 60)
+
