@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -148,11 +149,20 @@ def cmd_files(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from specchat.core.models.compat import check_pair
+    from specchat.core.models.errors import GgufReadError
+    from specchat.core.settings import FLAG_LIMITS
+    from specchat.core.types import SpecchatError
 
-    report = check_pair(args.target, args.draft, n_ctx=args.n_ctx)
+    if args.n_ctx is not None:
+        FLAG_LIMITS["n_ctx"].check(args.n_ctx)
+    try:
+        report = check_pair(args.target, args.draft, n_ctx=args.n_ctx)
+    except GgufReadError as exc:  # llama.cpp would refuse the file too
+        raise SpecchatError(f"could not verify the pair: {exc}") from None
     memory = _memory_fit(args.target, args.draft, args.n_ctx or DEFAULT_CONTEXT)
+    kinds = {role: _kind(path) for role, path in (("target", args.target), ("draft", args.draft))}
     if args.json:
-        print(json.dumps({**report.to_json(), "memory": memory}, indent=2))
+        print(json.dumps({**report.to_json(), "memory": memory, "kinds": kinds}, indent=2))
     else:
         print(report.summary())
         for line in report.problems:
@@ -162,7 +172,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         for line in report.notes:
             print(f"  note: {line}")
         print(f"  memory: {memory['text']}")
+        for role, kind in kinds.items():
+            print(f"  {role}: {kind['text']}")
     return 0 if report.ok else EXIT_INCOMPATIBLE
+
+
+def _kind(path: str) -> dict[str, object]:
+    """Dense, hybrid or recurrent, and how rejected drafts are taken back (llama.cpp asked, no weights read)."""
+    from specchat.core.llama.model import probe_memory
+    from specchat.core.types import SpecchatError
+
+    try:
+        info = probe_memory(path)
+    except SpecchatError as exc:
+        return {"text": f"cannot tell: {exc}"}
+    return {**info.to_json(), "text": info.describe()}
 
 
 def _memory_fit(target: str, draft: str, n_ctx: int) -> dict[str, object]:
@@ -210,7 +234,9 @@ def _run_with_bar(job: Callable[..., list[DownloadedFile]], **kwargs: object) ->
             thread.join(0.2)
     except KeyboardInterrupt:
         token.cancel()
-        thread.join()
+        deadline = time.monotonic() + 10
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(0.2)  # a second Ctrl-C lands here and ends the command at once
     finally:
         for bar in bars.values():
             bar.close()
@@ -219,6 +245,10 @@ def _run_with_bar(job: Callable[..., list[DownloadedFile]], **kwargs: object) ->
         return None
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
+    for f in outcome["files"]:  # type: ignore[attr-defined]
+        if not f.verified:
+            print(f"specchat: note: {f.filename} is unverified: the hub gave no SHA-256 for it, "
+                  "only its size was checked", file=sys.stderr)
     return outcome["files"]  # type: ignore[return-value]
 
 

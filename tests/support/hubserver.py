@@ -1,7 +1,9 @@
 """A loopback stand-in for the Hugging Face hub, served from a thread.
 
 Tests get it through the ``hub`` fixture (tests/conftest.py); scripts (the docs
-screenshots) use :func:`serve` directly.
+screenshots) use :func:`serve` directly. Besides a well-behaved hub it can be
+hostile (the fields after ``throttle``): lie in its headers, answer HTML or
+broken JSON, redirect in a loop, trickle or cut short a body.
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ class FakeHub:
     corrupt: set[str] = field(default_factory=set)  # filenames whose body is served with one byte flipped
     ignore_range: bool = False
     throttle: float = 0.0  # seconds to sleep after each 8 KiB of a file body
+    commit_header: str | None = None  # X-Repo-Commit sent instead of COMMIT
+    etag_header: str | None = None  # ETag and X-Linked-Etag sent instead of the file's hash
+    size_header: int | None = None  # X-Linked-Size sent instead of the file's size
+    raw_api: tuple[str, bytes] | None = None  # (content type, body) answered to every /api/ call
+    redirect_loop: bool = False  # every request is answered 302 to a URL that redirects back
+    trickle: float = 0.0  # a file body is sent one byte at a time, this many seconds apart
+    stall_head: float = 0.0  # seconds to wait before answering a HEAD
+    short_body: bool = False  # a GET sends half of what its Content-Length promises, then closes
+    pointer_size: bool = True  # False: listings leave out lfs.pointerSize
     requests: list[Request] = field(default_factory=list)
     url: str = ""
 
@@ -82,7 +93,11 @@ class _Handler(BaseHTTPRequestHandler):
         record = Request("HEAD" if head else "GET", path, self.headers.get("Range"), 200)
         self.hub.requests.append(record)
         try:
-            if m := _RESOLVE.match(path):
+            if self.hub.redirect_loop:
+                self._redirect(url.path, "bounce" not in query, record)
+            elif self.hub.raw_api is not None and path.startswith("/api/"):
+                self._raw(*self.hub.raw_api)
+            elif m := _RESOLVE.match(path):
                 self._resolve(m["repo"], m["file"], head, record)
             elif m := _INFO.match(path):
                 self._info(m["repo"], "blobs" in query, record)
@@ -104,6 +119,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _redirect(self, path: str, bounce: bool, record: Request) -> None:
+        record.status = 302
+        self.send_response(302)
+        self.send_header("Location", path + ("?bounce=1" if bounce else ""))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _raw(self, content_type: str, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _check_repo(self, repo: str, record: Request) -> bool:
         if repo in self.hub.gated:
@@ -140,12 +169,16 @@ class _Handler(BaseHTTPRequestHandler):
             start = int(re.match(r"bytes=(\d+)-", rng).group(1))
         part = body[start:]
         record.status = 206 if start else 200
+        if head and self.hub.stall_head:
+            time.sleep(self.hub.stall_head)
+        etag = self.hub.etag_header if self.hub.etag_header is not None else etag
         self.send_response(record.status)
-        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("X-Repo-Commit", self.hub.commit_header if self.hub.commit_header is not None else COMMIT)
         self.send_header("ETag", f'"{etag}"')
         if lfs:
             self.send_header("X-Linked-Etag", f'"{etag}"')
-            self.send_header("X-Linked-Size", str(len(data)))
+            size = self.hub.size_header if self.hub.size_header is not None else len(data)
+            self.send_header("X-Linked-Size", str(size))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(len(part)))
         if start:
@@ -154,8 +187,17 @@ class _Handler(BaseHTTPRequestHandler):
         if head:
             return
         limit = self.hub.cut_after.pop(0) if self.hub.cut_after else None
+        if self.hub.short_body:
+            limit = len(part) // 2 if start == 0 else 0
         if limit is not None:
             part = part[:limit]
+        if self.hub.trickle:
+            for i in range(len(part)):
+                self.wfile.write(part[i : i + 1])
+                self.wfile.flush()
+                record.sent += 1
+                time.sleep(self.hub.trickle)
+            return
         view = memoryview(part)
         for i in range(0, len(view), 8192):
             self.wfile.write(view[i : i + 8192])
@@ -178,6 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
                 entry["blobId"] = git_blob_sha1(data)
                 if (repo, name) in self.hub.lfs:
                     entry["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
+                    if not self.hub.pointer_size:
+                        del entry["lfs"]["pointerSize"]
             siblings.append(entry)
         self._json({"id": repo, "modelId": repo, "sha": COMMIT, "tags": ["gguf"], "siblings": siblings})
 

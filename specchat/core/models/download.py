@@ -9,46 +9,59 @@ the library still does the metadata call (``hf_hub_url`` +
 ``get_hf_file_metadata``: commit, ETag/X-Linked-Etag, size, CDN location), the
 HTTP client (``get_session``) and the error mapping (``hf_raise_for_status``);
 we do a ranged GET into a fixed-name partial file and lay the result out exactly
-as huggingface_hub does, so its own tools and ``scan_cache_dir`` see it:
+as huggingface_hub does (see :mod:`hfcache`, which also checks every name the
+server or the user gives before it becomes a path).
 
-* cache (default): ``models--org--name/blobs/<etag>`` with the partial at
-  ``blobs/<etag>.incomplete``, ``snapshots/<commit>/<filename>`` a relative
-  symlink to the blob, and ``refs/<revision>`` holding the commit;
-* ``local_dir``: the file at ``local_dir/<filename>``, the partial and the
-  metadata (commit, etag, time) under ``local_dir/.cache/huggingface/download/``.
+Every wait checks the cancel token at least every :data:`POLL` seconds, whatever
+the server does: the metadata call and each body are read on a daemon thread
+(a server trickling one byte a second, or never answering, cannot pin the
+caller), the body is taken as it arrives (no buffering up to a chunk size), and
+waiting for another process's file lock is done in short steps.
+
+Nothing outside the cache (or the chosen ``local_dir``) is written, and nothing
+there is replaced that specchat did not make: a snapshot entry is replaced only
+when it is a symlink into the repo's ``blobs``; a ``local_dir`` file only when
+its download metadata exists.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
+import queue
 import shutil
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
 
 from specchat.core.cancel import CancelToken
+from specchat.core.models import hfcache
 from specchat.core.models.errors import (
     ChecksumMismatch,
     DownloadCancelled,
+    DownloadStorageError,
     HubNetworkError,
+    HubProtocolError,
     NotEnoughDiskSpace,
 )
 from specchat.core.models.hub import (
+    call_cancellable,
     hf_cache_dir,
     hub_errors,
     list_gguf_files,
     pick_quant_files,
-    repo_cache_folder,
     resolve_endpoint,
     resolve_token,
 )
 
-CHUNK_SIZE = 1 << 20
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
+CHUNK_SIZE = 64 * 1024  # largest piece written (and reported) at a time
+POLL = 0.1  # seconds between cancel checks while waiting on the network or a lock
+SHA256, GIT_SHA1 = "SHA-256", "git SHA-1"
 
 
 @dataclass(frozen=True)
@@ -65,7 +78,7 @@ class DownloadProgress:
 
 @dataclass(frozen=True)
 class DownloadedFile:
-    """A file that is complete and verified on disk."""
+    """A file that is complete on disk, checked against the hub's hash when the hub gave one."""
 
     path: Path
     repo_id: str
@@ -75,6 +88,11 @@ class DownloadedFile:
     sha256: str | None  # None for small non-LFS files (checked against their git blob id)
     resumed_from: int
     already_present: bool
+    verified_by: str | None  # "SHA-256", "git SHA-1", or None: the hub's ETag is no hash, only the size was checked
+
+    @property
+    def verified(self) -> bool:
+        return self.verified_by is not None
 
 
 ProgressCallback = Callable[[DownloadProgress], None]
@@ -107,93 +125,275 @@ def check_disk_space(needed: int, folder: Path, what: str, free_space: FreeSpace
         )
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (a process of another user counts as alive)."""
+    if pid <= 0:
+        return False
+    if os.name == "nt":  # os.kill(pid, 0) would terminate the process there
+        import ctypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if not handle:
+            return ctypes.get_last_error() == 5  # access denied: it exists
+        code = ctypes.c_ulong()
+        try:
+            return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259
+        finally:
+            kernel32.CloseHandle(handle)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphaned_parts(folder: Path, name: str, stale_after: float = 86400.0) -> list[Path]:
+    """Delete ``<name>.part<PID>`` files in ``folder`` whose writer is gone; return what was removed.
+
+    A file is orphaned when its PID is not alive, or when it has not been
+    written for ``stale_after`` seconds (its PID was reused by another
+    process). Resumable downloads (``*.incomplete``) are never touched.
+    """
+    removed: list[Path] = []
+    prefix = name + ".part"
+    try:
+        candidates = [p for p in Path(folder).iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return removed
+    now = time.time()
+    for path in candidates:
+        pid_text = path.name[len(prefix):]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or not path.is_file() or path.is_symlink():
+            continue
+        try:
+            old = now - path.stat().st_mtime > stale_after
+            if old or not pid_alive(int(pid_text)):
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
+
+
 @dataclass(frozen=True)
 class _Layout:
     final: Path  # what the caller gets
     partial: Path  # bytes received so far; survives failures
     lock: Path
-    blob: Path | None  # cache layout only
+    blobs: Path | None  # cache layout: the repo's blobs folder
+    storage: Path | None  # cache layout: models--org--name
+    local_dir: Path | None
+    metadata: Path | None  # local_dir layout: commit, etag, time
 
 
-def _cache_layout(cache_dir: Path, repo_id: str, filename: str, commit: str, etag: str) -> _Layout:
-    storage = repo_cache_folder(cache_dir, repo_id)
-    blob = storage / "blobs" / etag
+def _expected(etag: str) -> tuple[str | None, str]:
+    """(how the bytes can be checked, a key safe for file names) for a checked ETag."""
+    if hfcache.SHA256_RE.match(etag):
+        return SHA256, etag
+    if hfcache.SHA1_RE.match(etag):
+        return GIT_SHA1, etag
+    return None, "etag-" + hashlib.sha256(etag.encode()).hexdigest()[:40]
+
+
+def _cache_layout(cache_dir: Path, repo_id: str, filename: str, commit: str, key: str) -> _Layout:
+    storage = hfcache.repo_folder(cache_dir, repo_id)
+    blobs = storage / "blobs"
     return _Layout(
-        final=storage / "snapshots" / commit / filename,
-        partial=blob.with_name(etag + ".incomplete"),
-        lock=cache_dir / ".locks" / storage.name / f"{etag}.lock",
-        blob=blob,
+        final=hfcache.snapshot_file(storage, commit, filename),
+        partial=blobs / f"{key}.incomplete",
+        lock=hfcache.lock_file(cache_dir, storage, key),
+        blobs=blobs, storage=storage, local_dir=None, metadata=None,
     )
 
 
-def _local_layout(local_dir: Path, filename: str, etag: str) -> _Layout:
-    meta = local_dir / ".cache" / "huggingface" / "download"
+def _local_layout(local_dir: Path, filename: str, key: str) -> _Layout:
     return _Layout(
-        final=local_dir / filename,
-        partial=meta / f"{filename}.{etag}.incomplete",
-        lock=meta / f"{filename}.lock",
-        blob=None,
+        final=hfcache.local_file(local_dir, filename),
+        partial=hfcache.local_meta_file(local_dir, filename, f".{key}.incomplete"),
+        lock=hfcache.local_meta_file(local_dir, filename, ".lock"),
+        blobs=None, storage=None, local_dir=local_dir,
+        metadata=hfcache.local_meta_file(local_dir, filename, ".metadata"),
     )
 
 
-def _local_metadata(local_dir: Path, filename: str) -> Path:
-    return local_dir / ".cache" / "huggingface" / "download" / f"{filename}.metadata"
-
-
-def _is_complete(layout: _Layout, local_dir: Path | None, filename: str, etag: str, size: int | None) -> bool:
-    if not layout.final.is_file():
+def _is_complete(layout: _Layout, etag: str, size: int | None) -> bool:
+    final = layout.final
+    if not final.is_file() or (size is not None and final.stat().st_size != size):
         return False
-    if size is not None and layout.final.stat().st_size != size:
-        return False
-    if local_dir is None:
-        return True  # a cache pointer exists only once its blob was verified
-    meta = _local_metadata(local_dir, filename)
+    if layout.blobs is not None:
+        # our pointer into blobs exists only once its blob was checked; a plain file is a no-symlink copy
+        return hfcache.points_into(final, layout.blobs) or not final.is_symlink()
+    assert layout.metadata is not None
     try:
-        lines = meta.read_text().splitlines()
+        lines = layout.metadata.read_text().splitlines()
     except OSError:
         return False
     return len(lines) >= 2 and lines[1] == etag
 
 
-def _finish(layout: _Layout, cache_dir: Path, repo_id: str, revision: str, commit: str,
-            local_dir: Path | None, filename: str, etag: str) -> None:
-    """Move the verified partial into place and write the pointers huggingface_hub expects."""
-    if layout.blob is None:
-        assert local_dir is not None
+def _check_replaceable(layout: _Layout) -> None:
+    """Refuse when something specchat did not make is at the final path (it is never unlinked)."""
+    final = layout.final
+    if not final.exists() and not final.is_symlink():
+        return
+    if layout.blobs is not None:
+        if hfcache.points_into(final, layout.blobs):
+            return
+        raise DownloadStorageError(
+            f"{final} exists and is not a link into the cache's blobs; move it away and run again"
+        )
+    assert layout.metadata is not None
+    if final.is_file() and not final.is_symlink() and layout.metadata.is_file():
+        return  # a file an earlier download put there (its metadata says so)
+    raise DownloadStorageError(
+        f"{final} already exists and was not downloaded here; move it away or choose another folder"
+    )
+
+
+def _link(final: Path, blob: Path) -> None:
+    """Point ``final`` at ``blob`` with a relative symlink (a copy without symlinks), replacing only our pointer."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphaned_parts(final.parent, "." + final.name)
+    tmp = final.with_name(f".{final.name}.part{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        tmp.symlink_to(os.path.relpath(blob, final.parent))
+    except OSError:  # no symlinks (Windows without developer mode): keep a copy, as huggingface_hub does
+        shutil.copy2(blob, tmp)
+    os.replace(tmp, final)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.part{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)  # replaces a link at ``path`` rather than writing through it
+
+
+def _finish(layout: _Layout, blob_name: str, revision: str, commit: str, etag: str) -> None:
+    """Move the checked partial into place and write the pointers huggingface_hub expects."""
+    _check_replaceable(layout)
+    if layout.blobs is None:
+        assert layout.metadata is not None
         layout.final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(layout.partial, layout.final)
-        _local_metadata(local_dir, filename).write_text(f"{commit}\n{etag}\n{time.time()}\n")
+        _write_atomic(layout.metadata, f"{commit}\n{etag}\n{time.time()}\n")
         return
+    assert layout.storage is not None
+    blob = hfcache.blob_file(layout.storage, blob_name)
     if layout.partial.exists():
-        os.replace(layout.partial, layout.blob)
-    layout.final.parent.mkdir(parents=True, exist_ok=True)
-    layout.final.unlink(missing_ok=True)
-    try:
-        layout.final.symlink_to(os.path.relpath(layout.blob, layout.final.parent))
-    except OSError:  # no symlinks (Windows without developer mode): keep a copy, as huggingface_hub does
-        shutil.copy2(layout.blob, layout.final)
+        os.replace(layout.partial, blob)
+    _link(layout.final, blob)
     if revision != commit:
-        refs = repo_cache_folder(cache_dir, repo_id) / "refs" / revision
-        refs.parent.mkdir(parents=True, exist_ok=True)
-        refs.write_text(commit)
+        _write_atomic(hfcache.ref_file(layout.storage, revision), commit)
 
 
-def _hash_prefix(path: Path, cancel: CancelToken | None) -> hashlib._Hash:
+def _hash_prefix(path: Path, cancel: CancelToken | None) -> Any:
     h = hashlib.sha256()
     with path.open("rb") as f:
-        while block := f.read(CHUNK_SIZE * 4):
+        while block := f.read(1 << 22):
             if cancel is not None and cancel.cancelled:
                 raise DownloadCancelled(f"download of {path.name} cancelled while checking the partial file")
             h.update(block)
     return h
 
 
-def _git_blob_sha1(path: Path) -> str:
+def _git_blob_sha1(path: Path, cancel: CancelToken | None) -> str:
     h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
     with path.open("rb") as f:
-        while block := f.read(CHUNK_SIZE):
+        while block := f.read(1 << 22):
+            if cancel is not None and cancel.cancelled:
+                raise DownloadCancelled(f"download of {path.name} cancelled while checking it")
             h.update(block)
     return h.hexdigest()
+
+
+@contextmanager
+def _hold_lock(path: Path, cancel: CancelToken | None, what: str) -> Iterator[None]:
+    """huggingface_hub's file lock, waited for in short steps so a cancel is seen."""
+    from filelock import Timeout
+    from huggingface_hub.utils import WeakFileLock
+
+    with ExitStack() as stack:
+        while True:
+            try:
+                stack.enter_context(WeakFileLock(path, timeout=POLL * 5))
+                break
+            except Timeout:
+                if cancel is not None and cancel.cancelled:
+                    raise DownloadCancelled(f"{what} cancelled while another download of it was running") from None
+        yield
+
+
+class _Body:
+    """One GET whose response is read on a daemon thread; the caller waits at most :data:`POLL` at a time.
+
+    When the caller stops (cancel, error), the thread is abandoned: it ends at
+    the server's next bytes or at the HTTP read timeout, and never writes.
+    """
+
+    def __init__(self, url: str, headers: dict[str, str], timeout: float) -> None:
+        self._items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=64)
+        self._stop = threading.Event()
+        self._args = (url, headers, timeout)
+        threading.Thread(target=self._run, name="hub-body", daemon=True).start()
+
+    def _run(self) -> None:
+        from huggingface_hub.utils import get_session
+
+        url, headers, timeout = self._args
+        try:
+            with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                self._put("head", response)
+                if response.status_code >= 400:
+                    return
+                for block in response.iter_bytes():  # as the socket delivers it, at most 64 KiB
+                    if self._stop.is_set():
+                        return
+                    self._put("data", block)
+            self._put("end", None)
+        except BaseException as exc:  # handed to the caller
+            self._put("error", exc)
+
+    def _put(self, kind: str, value: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                self._items.put((kind, value), timeout=POLL)
+                return
+            except queue.Full:
+                continue
+
+    def next(self, cancel: CancelToken | None, cancelled: Callable[[], Exception], stall: float) -> tuple[str, Any]:
+        """The next ("head", response) / ("data", bytes) / ("end", None); raises the reader's error."""
+        waited = 0.0
+        while True:
+            if cancel is not None and cancel.cancelled:
+                raise cancelled()
+            try:
+                kind, value = self._items.get(timeout=POLL)
+            except queue.Empty:
+                waited += POLL
+                if waited > stall:
+                    import httpx2
+
+                    raise httpx2.ReadTimeout(f"no answer for {stall:.0f} s") from None
+                continue
+            if kind == "error":
+                raise value
+            return kind, value
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _pieces(block: bytes, size: int) -> Iterator[bytes]:
+    for i in range(0, len(block), size):
+        yield block[i : i + size]
 
 
 def _transfer(
@@ -214,7 +414,7 @@ def _transfer(
     """Append the missing bytes to ``partial`` with ranged GETs; return (sha256, bytes there before)."""
     import httpx2
     from huggingface_hub import constants
-    from huggingface_hub.utils import get_session, hf_raise_for_status
+    from huggingface_hub.utils import hf_raise_for_status
 
     partial.parent.mkdir(parents=True, exist_ok=True)
     offset = partial.stat().st_size if partial.exists() else 0
@@ -225,6 +425,7 @@ def _transfer(
     resumed_from = offset
     started, start_offset = time.monotonic(), offset
     retries = max_retries
+    stall = float(constants.HF_HUB_DOWNLOAD_TIMEOUT) + 5.0  # past httpx's own read timeout
 
     def report() -> None:
         if on_progress is None:
@@ -248,25 +449,29 @@ def _transfer(
         request_headers = dict(headers)
         if offset:
             request_headers["Range"] = f"bytes={offset}-"
+        body = _Body(url, request_headers, constants.HF_HUB_DOWNLOAD_TIMEOUT)
         try:
-            with get_session().stream(
-                "GET", url, headers=request_headers, follow_redirects=True, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT
-            ) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    with hub_errors(endpoint, repo_id, filename):
-                        hf_raise_for_status(response)
-                with partial.open("ab") as out:
-                    if offset and response.status_code == 200:  # server ignored Range: start again
-                        out.truncate(0)
-                        offset = start_offset = 0
-                        hasher = hashlib.sha256()
-                    elif offset and not response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
-                        raise HubNetworkError(f"{endpoint} answered a resume request for {filename} with the wrong range")
-                    for chunk in response.iter_bytes(chunk_size):
-                        out.write(chunk)
-                        hasher.update(chunk)
-                        offset += len(chunk)
+            _, response = body.next(cancel, cancelled, stall)
+            if response.status_code >= 400:
+                with hub_errors(endpoint, repo_id, filename):
+                    hf_raise_for_status(response)
+            with partial.open("ab") as out:
+                if offset and response.status_code == 200:  # server ignored Range: start again
+                    out.truncate(0)
+                    offset = start_offset = 0
+                    hasher = hashlib.sha256()
+                elif offset and not response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
+                    raise HubNetworkError(f"{endpoint} answered a resume request for {filename} with the wrong range")
+                while (item := body.next(cancel, cancelled, stall))[0] == "data":
+                    for piece in _pieces(item[1], chunk_size):
+                        if size is not None and offset + len(piece) > size:
+                            raise HubProtocolError(
+                                f"{endpoint} sent more than the {format_bytes(size)} it announced for {filename}"
+                            )
+                        out.write(piece)
+                        out.flush()  # what was received is on disk, for a resume after a kill
+                        hasher.update(piece)
+                        offset += len(piece)
                         retries = max_retries  # progress was made: the retry budget starts over
                         report()
                         if cancel is not None and cancel.cancelled:
@@ -287,7 +492,9 @@ def _transfer(
             while time.monotonic() < deadline:
                 if cancel is not None and cancel.cancelled:
                     raise cancelled() from None
-                time.sleep(min(0.05, retry_wait))
+                time.sleep(min(POLL / 2, retry_wait))
+        finally:
+            body.close()
     return hasher.hexdigest(), resumed_from
 
 
@@ -307,84 +514,114 @@ def download_file(
     retry_wait: float = 1.0,
     chunk_size: int = CHUNK_SIZE,
 ) -> DownloadedFile:
-    """Download one file of a model repo, resuming a partial one, and verify it.
+    """Download one file of a model repo, resuming a partial one, and check it.
 
     Into the hub cache (``cache_dir``, default: ``HF_HUB_CACHE`` / ``HF_HOME/hub``)
     unless ``local_dir`` is given. A cancel or a lost connection leaves the bytes
     received in the partial file, and the next call asks only for the rest.
     A dropped connection is retried (with a Range request) up to ``max_retries``
-    times in a row without progress.
+    times in a row without progress. The file name, revision, commit and ETag
+    are checked before any path is built (:mod:`hfcache`); a file whose ETag is
+    no hash comes back with ``verified_by=None``.
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.utils import WeakFileLock, build_hf_headers
 
     ep = resolve_endpoint(endpoint)
     revision = revision or "main"
+    hfcache.check_relative_path(filename, "file name")
+    hfcache.check_relative_path(revision, "revision")
     tok = resolve_token(token)
     cache = Path(cache_dir) if cache_dir is not None else hf_cache_dir()
+    local = hfcache.check_local_dir(local_dir) if local_dir is not None else None
+    if local is None:
+        hfcache.repo_folder(cache, repo_id)
     with hub_errors(ep, repo_id, filename):
         url = hf_hub_url(repo_id, filename, revision=revision, endpoint=ep)
-        meta = get_hf_file_metadata(url, token=tok, endpoint=ep)
+        meta = call_cancellable(lambda: get_hf_file_metadata(url, token=tok, endpoint=ep), cancel,
+                                f"download of {filename}")
     if not meta.etag or not meta.commit_hash:
         raise HubNetworkError(f"{ep} did not send the commit and ETag headers for {repo_id}/{filename}; is it a hub?")
-    etag, commit, size = meta.etag, meta.commit_hash, meta.size
+    commit = hfcache.check_commit(meta.commit_hash, f"commit (X-Repo-Commit from {ep})")
+    etag = hfcache.check_etag(meta.etag, f"ETag from {ep}")
+    size = meta.size
+    if size is not None and (not isinstance(size, int) or size < 0):
+        raise HubProtocolError(f"{ep} gave an impossible size {size!r} for {repo_id}/{filename}")
+    check, key = _expected(etag)
+    if local is not None:
+        layout = _local_layout(local, filename, key)
+    else:
+        layout = _cache_layout(cache, repo_id, filename, commit, key)
+    try:
+        return _fetch(layout, meta.location or url, url, repo_id=repo_id, filename=filename, revision=revision,
+                      commit=commit, etag=etag, check=check, size=size, endpoint=ep, token=tok, cancel=cancel,
+                      on_progress=on_progress, free_space=free_space, max_retries=max_retries,
+                      retry_wait=retry_wait, chunk_size=chunk_size)
+    except OSError as exc:
+        where = exc.filename or layout.final
+        raise DownloadStorageError(
+            f"cannot write {repo_id}/{filename} to {where}: {exc.strerror or type(exc).__name__}"
+        ) from None
 
-    layout = (
-        _local_layout(Path(local_dir), filename, etag)
-        if local_dir is not None
-        else _cache_layout(cache, repo_id, filename, commit, etag)
-    )
-    if _is_complete(layout, local_dir, filename, etag, size):
-        return _present(layout, repo_id, filename, commit, size, etag, on_progress)
-    if layout.blob is not None and layout.blob.is_file() and (size is None or layout.blob.stat().st_size == size):
-        _finish(layout, cache, repo_id, revision, commit, local_dir, filename, etag)
-        return _present(layout, repo_id, filename, commit, size, etag, on_progress)
+
+def _fetch(layout: _Layout, location: str, url: str, *, repo_id: str, filename: str, revision: str, commit: str,
+           etag: str, check: str | None, size: int | None, endpoint: str, token: str | bool | None,
+           cancel: CancelToken | None, on_progress: ProgressCallback | None, free_space: FreeSpace,
+           max_retries: int, retry_wait: float, chunk_size: int) -> DownloadedFile:
+    from huggingface_hub.utils import build_hf_headers
+
+    if _is_complete(layout, etag, size):
+        return _present(layout, repo_id, filename, commit, size, etag, check, on_progress)
+    _check_replaceable(layout)
+    if layout.storage is not None and check is not None:
+        blob = hfcache.blob_file(layout.storage, etag)
+        if blob.is_file() and (size is None or blob.stat().st_size == size):
+            _finish(layout, etag, revision, commit, etag)
+            return _present(layout, repo_id, filename, commit, size, etag, check, on_progress)
 
     layout.lock.parent.mkdir(parents=True, exist_ok=True)
     layout.partial.parent.mkdir(parents=True, exist_ok=True)
-    with WeakFileLock(layout.lock):
+    with _hold_lock(layout.lock, cancel, f"download of {filename}"):
         have = layout.partial.stat().st_size if layout.partial.exists() else 0
         if size is not None:
             check_disk_space(max(size - have, 0), layout.partial.parent, f"{repo_id}/{filename}", free_space)
-        headers = build_hf_headers(token=tok, headers={"Accept-Encoding": "identity"})
-        digest, resumed_from = _transfer(
-            meta.location, layout.partial, size=size, headers=headers, filename=filename, repo_id=repo_id,
-            endpoint=ep, cancel=cancel, on_progress=on_progress, max_retries=max_retries,
-            retry_wait=retry_wait, chunk_size=chunk_size,
-        )
-        _verify(layout.partial, etag, digest, repo_id, filename)
+        headers = build_hf_headers(token=token, headers={"Accept-Encoding": "identity"})
+        with hub_errors(endpoint, repo_id, filename):
+            digest, resumed_from = _transfer(
+                urljoin(url, location), layout.partial, size=size, headers=headers, filename=filename,
+                repo_id=repo_id, endpoint=endpoint, cancel=cancel, on_progress=on_progress,
+                max_retries=max_retries, retry_wait=retry_wait, chunk_size=chunk_size,
+            )
+        _verify(layout.partial, check, etag, digest, repo_id, filename, cancel)
         got_size = layout.partial.stat().st_size
-        _finish(layout, cache, repo_id, revision, commit, local_dir, filename, etag)
+        _finish(layout, etag if check else digest, revision, commit, etag)
     return DownloadedFile(
         path=layout.final, repo_id=repo_id, filename=filename, commit=commit, size=got_size,
-        sha256=digest, resumed_from=resumed_from, already_present=False,
+        sha256=digest, resumed_from=resumed_from, already_present=False, verified_by=check,
     )
 
 
-def _verify(partial: Path, etag: str, digest: str, repo_id: str, filename: str) -> None:
+def _verify(partial: Path, check: str | None, etag: str, digest: str, repo_id: str, filename: str,
+            cancel: CancelToken | None) -> None:
     """SHA-256 for LFS files (their ETag), git blob SHA-1 for small files; delete on mismatch."""
-    if _SHA256_RE.match(etag):
-        got, kind = digest, "SHA-256"
-    elif _SHA1_RE.match(etag):
-        got, kind = _git_blob_sha1(partial), "git SHA-1"
-    else:
-        return  # an ETag that is not a content hash: only the size was checked
+    if check is None:
+        return  # the ETag is no content hash: only the size was checked, and the result says so
+    got = digest if check == SHA256 else _git_blob_sha1(partial, cancel)
     if got != etag:
         partial.unlink(missing_ok=True)
         raise ChecksumMismatch(
-            f"{repo_id}/{filename} failed its {kind} check (hub says {etag[:12]}..., got {got[:12]}...); "
+            f"{repo_id}/{filename} failed its {check} check (hub says {etag[:12]}..., got {got[:12]}...); "
             "the file was deleted: download it again"
         )
 
 
 def _present(layout: _Layout, repo_id: str, filename: str, commit: str, size: int | None, etag: str,
-             on_progress: ProgressCallback | None) -> DownloadedFile:
+             check: str | None, on_progress: ProgressCallback | None) -> DownloadedFile:
     real = layout.final.stat().st_size
     if on_progress is not None:
         on_progress(DownloadProgress(filename, real, size, 0.0, 0.0, real))
     return DownloadedFile(
         path=layout.final, repo_id=repo_id, filename=filename, commit=commit, size=real,
-        sha256=etag if _SHA256_RE.match(etag) else None, resumed_from=real, already_present=True,
+        sha256=etag if check == SHA256 else None, resumed_from=real, already_present=True, verified_by=check,
     )
 
 
@@ -395,7 +632,8 @@ def download_quant(
     revision: str | None = None,
     endpoint: str | None = None,
     token: str | None = None,
-    **kwargs: object,
+    cancel: CancelToken | None = None,
+    **kwargs: Any,
 ) -> list[DownloadedFile]:
     """Download the GGUF file (or all parts of a split one) of ``quant`` in ``repo_id``.
 
@@ -403,9 +641,13 @@ def download_quant(
     other keyword arguments go to :func:`download_file`. The first element is
     the file to load.
     """
-    files = list_gguf_files(repo_id, revision=revision, endpoint=endpoint, token=token)
+    files = call_cancellable(
+        lambda: list_gguf_files(repo_id, revision=revision, endpoint=endpoint, token=token), cancel,
+        f"listing of {repo_id}",
+    )
     chosen = pick_quant_files(files, quant, repo_id)
     return [
-        download_file(repo_id, f.filename, revision=revision, endpoint=endpoint, token=token, **kwargs)  # type: ignore[arg-type]
+        download_file(repo_id, f.filename, revision=revision, endpoint=endpoint, token=token, cancel=cancel, **kwargs)
         for f in chosen
     ]
+

@@ -29,5 +29,17 @@ class NotEnoughDiskSpace(SpecchatError):
     """The destination folder has less free space than the download needs."""
 
 
+class HubProtocolError(SpecchatError):
+    """The endpoint answered, but not as a hub does (HTML, broken JSON, a redirect loop, missing fields)."""
+
+
+class UnsafePathError(SpecchatError):
+    """A file name, commit, ETag, revision or folder would lead outside the cache or the chosen folder."""
+
+
+class DownloadStorageError(SpecchatError):
+    """The download could not be written where it belongs (permissions, a file in the way, disk errors)."""
+
+
 class GgufReadError(SpecchatError):
     """A file could not be read as GGUF metadata."""

@@ -8,13 +8,28 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from specchat.core.models.errors import HubAccessError, HubNetworkError, HubNotFoundError
+from specchat.core.models import hfcache
+from specchat.core.models.errors import (
+    DownloadCancelled,
+    HubAccessError,
+    HubNetworkError,
+    HubNotFoundError,
+    HubProtocolError,
+    UnsafePathError,
+)
 from specchat.core.types import SpecchatError
+
+if TYPE_CHECKING:
+    from specchat.core.cancel import CancelToken
+
+T = TypeVar("T")
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
@@ -139,8 +154,59 @@ def hub_errors(endpoint: str, repo_id: str, filename: str | None = None) -> Iter
         raise HubNetworkError(f"{endpoint} answered {status} for {what}") from None
     except hf_errors.OfflineModeIsEnabled:
         raise HubNetworkError(f"offline mode is on (HF_HUB_OFFLINE): cannot reach {endpoint}") from None
+    except hf_errors.HFValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UnsafePathError(f"refused by huggingface_hub before asking {endpoint}: {first}") from None
+    except httpx2.TooManyRedirects:
+        raise HubProtocolError(f"{endpoint} redirected the request for {what} in a loop; is it a hub?") from None
     except (httpx2.TransportError, ConnectionError) as exc:
         raise HubNetworkError(f"cannot reach {endpoint} ({type(exc).__name__}): is the network down?") from None
+    except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
+        raise HubProtocolError(f"{endpoint} gave an unusable answer for {what} ({type(exc).__name__})") from None
+
+
+@contextmanager
+def hub_answer(endpoint: str, what: str) -> Iterator[None]:
+    """Turn an answer that does not parse as the hub's JSON (HTML, broken JSON, missing fields) into one line."""
+    try:
+        yield
+    except SpecchatError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise HubProtocolError(
+            f"{endpoint} answered the request for {what} with something that is not a hub answer "
+            f"({type(exc).__name__}); is it a Hugging Face hub?"
+        ) from None
+
+
+def call_cancellable(fn: Callable[[], T], cancel: CancelToken | None, what: str, poll: float = 0.1) -> T:
+    """``fn()``, run on a daemon thread so that waiting for it ends within ``poll`` s of a cancel.
+
+    A blocking HTTP call to a server that trickles its headers cannot be
+    interrupted, but it can be abandoned: the thread finishes on its own at
+    the call's timeout and its result is dropped. Without a token ``fn`` runs
+    on the calling thread.
+    """
+    if cancel is None:
+        return fn()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="hub-call", daemon=True).start()
+    while not done.wait(poll):
+        if cancel.cancelled:
+            raise DownloadCancelled(f"{what} cancelled")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _api(endpoint: str, token: str | None):  # type: ignore[no-untyped-def]
@@ -152,24 +218,45 @@ def _api(endpoint: str, token: str | None):  # type: ignore[no-untyped-def]
 def search_gguf(query: str, *, limit: int = 20, endpoint: str | None = None, token: str | None = None) -> list[HubRepo]:
     """Repositories tagged ``gguf`` whose name matches ``query``, most downloaded first."""
     ep = resolve_endpoint(endpoint)
-    with hub_errors(ep, f"search {query!r}"):
+    what = f"search {query!r}"
+    with hub_answer(ep, what), hub_errors(ep, what):
         found = _api(ep, token).list_models(filter="gguf", search=query, sort="downloads", limit=limit)
-        return [HubRepo(repo_id=m.id, downloads=m.downloads, likes=m.likes) for m in found]
+        return [_hub_repo(m) for m in found]
+
+
+def _hub_repo(m: Any) -> HubRepo:
+    if not isinstance(m.id, str) or not all(isinstance(n, int) or n is None for n in (m.downloads, m.likes)):
+        raise TypeError("a search hit with fields of the wrong type")
+    return HubRepo(repo_id=m.id, downloads=m.downloads, likes=m.likes)
 
 
 def list_gguf_files(
     repo_id: str, *, revision: str | None = None, endpoint: str | None = None, token: str | None = None
 ) -> list[HubFile]:
-    """The ``.gguf`` files of a repository with their sizes and LFS SHA-256, sorted by name."""
+    """The ``.gguf`` files of a repository with their sizes and LFS SHA-256, sorted by name.
+
+    A listing that does not parse, or that names a file whose path could leave
+    the download folder (``..``, absolute, backslashes), is refused as a whole.
+    """
     ep = resolve_endpoint(endpoint)
-    with hub_errors(ep, repo_id):
+    with hub_answer(ep, f"the file list of {repo_id}"), hub_errors(ep, repo_id):
         info = _api(ep, token).model_info(repo_id, revision=revision, files_metadata=True)
-    files = []
-    for s in info.siblings or []:
-        if s.rfilename.lower().endswith(".gguf"):
-            size = s.lfs.size if s.lfs else s.size
-            files.append(HubFile(filename=s.rfilename, size=size, sha256=s.lfs.sha256 if s.lfs else None))
+        files = [f for s in info.siblings or [] if (f := _hub_file(s, ep)) is not None]
     return sorted(files, key=lambda f: f.filename)
+
+
+def _hub_file(sibling: Any, endpoint: str) -> HubFile | None:
+    """A listing entry as a HubFile (None when it is no GGUF); its name is checked before anything else."""
+    name = hfcache.check_relative_path(sibling.rfilename, f"file name listed by {endpoint}")
+    if not name.lower().endswith(".gguf"):
+        return None
+    size = sibling.lfs.size if sibling.lfs else sibling.size
+    sha = sibling.lfs.sha256 if sibling.lfs else None
+    if size is not None and (not isinstance(size, int) or size < 0):
+        raise TypeError(f"size {size!r} of {name}")
+    if sha is not None and not (isinstance(sha, str) and hfcache.SHA256_RE.match(sha)):
+        raise TypeError(f"sha256 {sha!r} of {name}")
+    return HubFile(filename=name, size=size, sha256=sha)
 
 
 def hf_cache_dir() -> Path:
@@ -183,5 +270,5 @@ def hf_cache_dir() -> Path:
 
 
 def repo_cache_folder(cache_dir: Path, repo_id: str) -> Path:
-    """``models--org--name`` inside the hub cache (the layout huggingface_hub uses)."""
-    return cache_dir / ("models--" + repo_id.replace("/", "--"))
+    """``models--org--name`` inside the hub cache (the layout huggingface_hub uses); a bad repo id is refused."""
+    return hfcache.repo_folder(cache_dir, repo_id)
