@@ -18,6 +18,7 @@ def run_gui(args: argparse.Namespace) -> int:
     from PySide6.QtWidgets import QApplication
 
     from specchat.core.chat.store import ConversationStore
+    from specchat.core.llama.devices import build_info
     from specchat.core.settings import load_settings
     from specchat.ui.main_window import MainWindow
 
@@ -32,7 +33,7 @@ def run_gui(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     store = ConversationStore()
-    window = MainWindow(settings, store)
+    window = MainWindow(settings, store, build=build_info())
     window.show()
     if getattr(args, "demo", False):
         window.load_demo()

@@ -1,15 +1,16 @@
 """The conversation view: append-only rich text with one style per token kind.
 
-Engine events are queued by ``feed`` and applied on a ~30 ms timer inside one
-edit block, so the GUI thread never lays out text per token. The view keeps
-its own model of messages and spans, so hiding rejected tokens or a palette
-change re-renders from that model.
+The view draws a ``Transcript`` (core/chat/transcript.py) that the window owns
+and folds engine events into; the view never changes it. Events are queued by
+``feed`` and drawn on a ~30 ms timer inside one edit block, so the GUI thread
+never lays out text per token. Hiding rejected tokens or a palette change
+redraws from the transcript.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
@@ -25,32 +26,13 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QLabel, QTextBrowser, QToolTip, QWidget
 
-from specchat.core.chat.store import TokenSpan, spans_of
+from specchat.core.chat.transcript import Message, TokenSpan, Transcript, span_count
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
 from .token_styles import PROP_MESSAGE, kind_format, legend_html, span_format
 
 FLUSH_MS = 30
 _FENCE = re.compile(r"```[^\n]*\n.*?(?:```|\Z)", re.DOTALL)
-
-
-@dataclass
-class ViewMessage:
-    """One message as the view shows it; ``spans`` is None for plain text (user messages)."""
-
-    role: str
-    text: str = ""
-    spans: list[TokenSpan] | None = None
-    finished: bool = True
-    finish_reason: str | None = None  # as stored; None on a finished reply means it was cut short
-
-    @property
-    def content(self) -> str:
-        """The message's text (rejected drafts are not part of it)."""
-        if self.spans is None:
-            return self.text
-        return "".join(s.text for s in self.spans if s.kind is not TokenKind.REJECTED)
-
 
 _NOTES = {
     "cancelled": "stopped",
@@ -60,7 +42,7 @@ _NOTES = {
 }
 
 
-def finish_note(msg: ViewMessage) -> str:
+def finish_note(msg: Message) -> str:
     """The mark shown after a reply that did not end on its own ("" for a complete one)."""
     if msg.role != "assistant" or not msg.finished:
         return ""
@@ -78,7 +60,7 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _FENCE.finditer(text)]
 
 
-def _segments(msg: ViewMessage) -> Iterator[_Segment]:
+def _segments(msg: Message) -> Iterator[_Segment]:
     """Split a message into runs, marking those inside ``` fences once the message is finished."""
     if msg.spans is None:
         yield _Segment(msg.text, None)
@@ -111,15 +93,18 @@ class ChatView(QTextBrowser):
     regenerate_requested = Signal()
     edit_requested = Signal(int)  # index of the user message to edit and resend
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, transcript: Transcript | None = None) -> None:
         super().__init__(parent)
         self.setReadOnly(True)
         self.setOpenLinks(False)
         self.setUndoRedoEnabled(False)
         self.document().setDocumentMargin(10)
-        self.messages: list[ViewMessage] = []
+        self.transcript = transcript if transcript is not None else Transcript()
         self._hide_rejected = False
         self._queue: list[Drafted | Verified | Finished] = []
+        self._live: Message | None = None  # the reply being drawn as it streams
+        self._drawn = 0  # spans of the live reply already drawn
+        self._seen = 0  # spans of the live reply that the queued events drawn so far account for
         self._pending: Drafted | None = None
         self._pending_start: int | None = None
         self._body_start = 0
@@ -139,55 +124,55 @@ class ChatView(QTextBrowser):
     def set_hide_rejected(self, hide: bool) -> None:
         if hide != self._hide_rejected:
             self._hide_rejected = hide
-            self.render()
+            self.redraw()
 
     @property
     def streaming(self) -> bool:
-        return bool(self.messages) and not self.messages[-1].finished
+        """True while a reply is being drawn as it streams."""
+        return self._live is not None
 
-    def set_messages(self, messages: Iterable[ViewMessage]) -> None:
-        """Replace the whole conversation."""
+    def show_transcript(self, transcript: Transcript) -> None:
+        """Draw another conversation (or the same one, changed other than by streaming)."""
+        self.transcript = transcript
         self._timer.stop()
         self._queue.clear()
+        self._live = None
         self._pending = None
-        self.messages = list(messages)
-        self.render()
+        self.redraw()
 
-    def add_user_message(self, text: str) -> None:
+    def append_message(self) -> None:
+        """Draw the transcript's last message: a user message just added, or a reply just begun."""
         self.flush()
-        self.messages.append(ViewMessage("user", text))
-        cursor = self._end_cursor()
-        self._insert_message(cursor, len(self.messages) - 1)
+        index = len(self.transcript.messages) - 1
+        msg = self.transcript.messages[index]
+        self._insert_message(self._end_cursor(), index)
+        if msg.role == "assistant" and not msg.finished:
+            self._live = msg
+            self._reply_start = self._body_start
+            self._drawn = self._seen = len(msg.spans or [])
+            self._pending = None
+            self._pending_start = None
         self._scroll_to_end()
 
-    def begin_reply(self) -> None:
-        """Start an assistant message that ``feed`` will fill."""
-        self.flush()
-        self.messages.append(ViewMessage("assistant", spans=[], finished=False))
-        cursor = self._end_cursor()
-        self._insert_message(cursor, len(self.messages) - 1)
-        self._reply_start = self._body_start
-        self._pending = None
-        self._pending_start = None
-
-    def feed(self, events: Iterable[Drafted | Verified | Finished]) -> None:
-        """Queue engine events; they are drawn on the next flush (about 30 ms)."""
+    def feed(self, events: list[Drafted | Verified | Finished]) -> None:
+        """Queue events already folded into the transcript; they are drawn on the next flush (about 30 ms)."""
         self._queue.extend(events)
         if self._queue and not self._timer.isActive():
             self._timer.start()
 
     def flush(self) -> None:
-        """Apply queued events in one edit block."""
+        """Draw queued events in one edit block."""
         self._timer.stop()
         if not self._queue:
             return
         events, self._queue = self._queue, []
-        if not self.streaming:
+        msg = self._live
+        if msg is None or not self.transcript.messages or self.transcript.messages[-1] is not msg:
             return
         bar = self.verticalScrollBar()
         at_end = bar.value() >= bar.maximum() - 4
-        index = len(self.messages) - 1
-        msg = self.messages[index]
+        index = len(self.transcript.messages) - 1
+        spans = msg.spans or []
         cursor = self._end_cursor()
         cursor.beginEditBlock()
         for i, event in enumerate(events):
@@ -200,16 +185,14 @@ class ChatView(QTextBrowser):
             elif isinstance(event, Verified):
                 self._remove_pending(cursor)
                 self._pending = None
-                new = spans_of(event)
-                assert msg.spans is not None
-                msg.spans.extend(new)
-                for span in new:
+                self._seen += span_count(event)
+                for span in spans[self._drawn:self._seen]:
                     self._insert_segment(cursor, _Segment(span.text, span), index)
+                self._drawn = max(self._drawn, self._seen)
             elif isinstance(event, Finished):
                 self._remove_pending(cursor)
                 self._pending = None
-                msg.finished = True
-                msg.finish_reason = event.reason.value
+                self._live = None
                 if _code_ranges(msg.content):
                     cursor.setPosition(self._reply_start)
                     cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
@@ -217,6 +200,7 @@ class ChatView(QTextBrowser):
                     self._insert_body(cursor, index)
                 else:
                     self._insert_note(cursor, index)
+                break
         cursor.endEditBlock()
         if at_end:
             self._scroll_to_end()
@@ -230,29 +214,29 @@ class ChatView(QTextBrowser):
             value = cursor.charFormat().property(PROP_MESSAGE)
         return int(value) if value is not None else None
 
-    def format_at(self, position: int) -> QTextCharFormat:
-        """The character format of the character at a document position."""
-        cursor = QTextCursor(self.document())
-        cursor.setPosition(position + 1)
-        return cursor.charFormat()
-
     def copy_message(self, index: int) -> None:
-        QGuiApplication.clipboard().setText(self.messages[index].content)
+        QGuiApplication.clipboard().setText(self.transcript.messages[index].content)
 
     # -- rendering -------------------------------------------------------------------
 
-    def render(self) -> None:
-        """Redraw every message from the model."""
+    def redraw(self) -> None:
+        """Draw every message of the transcript again."""
+        messages = self.transcript.messages
         self.document().clear()
         cursor = self._end_cursor()
         cursor.beginEditBlock()
-        for index in range(len(self.messages)):
+        for index in range(len(messages)):
             self._insert_message(cursor, index)
-            if index == len(self.messages) - 1 and self.streaming:
-                self._reply_start = self._body_start
         self._pending_start = None
-        if self.streaming and self._pending is not None:
-            self._insert_pending(cursor, len(self.messages) - 1)
+        if self._live is not None:
+            if messages and messages[-1] is self._live and not self._live.finished:
+                self._reply_start = self._body_start
+                self._drawn = len(self._live.spans or [])
+                if self._pending is not None:
+                    self._insert_pending(cursor, len(messages) - 1)
+            else:  # it finished meanwhile and was drawn whole: nothing queued is left to draw
+                self._live = None
+                self._queue.clear()
         cursor.endEditBlock()
         self._scroll_to_end()
 
@@ -265,7 +249,7 @@ class ChatView(QTextBrowser):
         return cursor
 
     def _insert_message(self, cursor: QTextCursor, index: int) -> None:
-        msg = self.messages[index]
+        msg = self.transcript.messages[index]
         if not self.document().isEmpty():
             cursor.insertBlock()
             cursor.insertBlock()
@@ -280,13 +264,13 @@ class ChatView(QTextBrowser):
         self._insert_body(cursor, index)
 
     def _insert_body(self, cursor: QTextCursor, index: int) -> None:
-        for seg in _segments(self.messages[index]):
+        for seg in _segments(self.transcript.messages[index]):
             if self._shown(seg):
                 self._insert_segment(cursor, seg, index)
         self._insert_note(cursor, index)
 
     def _insert_note(self, cursor: QTextCursor, index: int) -> None:
-        note = finish_note(self.messages[index])
+        note = finish_note(self.transcript.messages[index])
         if note:
             fmt = QTextCharFormat()
             fmt.setFontItalic(True)
@@ -345,7 +329,7 @@ class ChatView(QTextBrowser):
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange:
-            self.render()
+            self.redraw()
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 - Qt override
         menu = self.createStandardContextMenu(event.pos())
@@ -357,15 +341,15 @@ class ChatView(QTextBrowser):
 
     def message_actions(self, index: int | None) -> list[QAction]:
         """Copy / regenerate / edit actions for the message at ``index``."""
-        if index is None or not 0 <= index < len(self.messages):
+        if index is None or not 0 <= index < len(self.transcript.messages):
             return []
         actions: list[QAction] = []
         copy = QAction("Copy message", self)
         copy.triggered.connect(lambda: self.copy_message(index))
         actions.append(copy)
-        msg = self.messages[index]
+        msg = self.transcript.messages[index]
         busy = self.streaming
-        if msg.role == "assistant" and index == len(self.messages) - 1:
+        if msg.role == "assistant" and index == len(self.transcript.messages) - 1:
             regen = QAction("Regenerate reply", self)
             regen.setEnabled(not busy)
             regen.triggered.connect(lambda *_: self.regenerate_requested.emit())
@@ -395,4 +379,4 @@ class TokenLegend(QLabel):
             self._update()
 
 
-__all__ = ["ChatView", "TokenLegend", "ViewMessage"]
+__all__ = ["ChatView", "TokenLegend"]

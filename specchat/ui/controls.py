@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
 )
 from superqt import QLabeledSlider
 
-from specchat.core.llama.devices import offload_supported
 from specchat.core.settings import MAX_CONTEXT, MIN_CONTEXT, Settings
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -101,10 +100,10 @@ class SpeculationControls(QGroupBox):
     depth_changed = Signal(object)
     load_setting_changed = Signal()  # context size or GPU layers: they take effect on the next load
 
-    def __init__(self, settings: Settings, parent: QWidget | None = None, *, offload: bool | None = None) -> None:
+    def __init__(self, settings: Settings, parent: QWidget | None = None, *, offload: bool = False) -> None:
         super().__init__("Speculation", parent)
         form = QFormLayout(self)
-        self.offload = offload_supported() if offload is None else offload
+        self.offload = offload  # whether this llama.cpp build can put layers on a GPU
 
         self.depth_slider = QLabeledSlider(Qt.Orientation.Horizontal)
         self.depth_slider.setRange(0, MAX_DEPTH)

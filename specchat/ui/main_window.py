@@ -26,15 +26,16 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import __version__
-from specchat.core.cancel import CancelToken
-from specchat.core.chat.store import ConversationStore, ReplyWriter, StoredMessage
+from specchat.core.chat.store import ConversationStore
+from specchat.core.chat.transcript import ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
-from specchat.core.llama.devices import build_info
+from specchat.core.build import BuildInfo
 from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats, SpecchatError
 
-from .chat_view import ChatView, TokenLegend, ViewMessage
+from .chat_controller import ChatController, ReplySettings
+from .chat_view import ChatView, TokenLegend
 from .composer import Composer
 from .controls import SpeculationControls
 from .model_picker import ModelPickerDialog
@@ -55,19 +56,17 @@ class MainWindow(QMainWindow):
     events_received = Signal(list)  # each batch from the engine, re-emitted on the GUI thread
     baseline_measured = Signal(float)
 
-    def __init__(self, settings: Settings, store: ConversationStore, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: Settings, store: ConversationStore, parent: QWidget | None = None, *,
+                 host: EngineHost | None = None, build: BuildInfo | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
         self.store = store
-        self.host = EngineHost(self)
+        self.llama_build = build
+        self.host = host if host is not None else EngineHost(self)
         self.model_info: ModelInfo | None = None
-        self.conversation_id: int | None = None
         self.depth_control = DepthControl(settings.depth)
-        self._writer: ReplyWriter | None = None
-        self._reply_token: CancelToken | None = None
+        self.chat = ChatController(store, self.host, self._reply_settings, self.depth_control, self)
         self._closing = False
-        self._save_failed = False
-        self._edit_index: int | None = None  # the user message being edited, until sent or abandoned
         self.loading = False
         self._last_load: Callable[[], None] | None = None  # how the last pair was loaded, for Reload
         self.last_error = ""
@@ -87,7 +86,7 @@ class MainWindow(QMainWindow):
     def _build(self) -> None:
         self.sidebar = ConversationSidebar()
         self.welcome = WelcomeView()
-        self.chat_view = ChatView()
+        self.chat_view = ChatView(transcript=self.chat.transcript)
         self.chat_view.set_hide_rejected(self.settings.hide_rejected)
         self.composer = Composer()
         self.send_button = QPushButton("Send")
@@ -126,7 +125,7 @@ class MainWindow(QMainWindow):
 
         self.model_label = QLabel("No models loaded")
         self.model_label.setWordWrap(True)
-        self.controls = SpeculationControls(self.settings)
+        self.controls = SpeculationControls(self.settings, offload=bool(self.llama_build and self.llama_build.offload))
         self.stats = StatsPanel()
         self.stats.measure_button.setEnabled(False)  # until a pair is loaded
         right = QWidget()
@@ -188,8 +187,16 @@ class MainWindow(QMainWindow):
         w.load_progress.connect(self._on_load_progress)
         w.loaded.connect(self._on_loaded)
         w.load_failed.connect(self._on_load_failed)
-        w.events.connect(self._on_events)
-        w.failed.connect(self._on_failed)
+        w.events.connect(self.chat.on_events)
+        w.failed.connect(self.chat.on_failed)
+        self.chat.transcript_replaced.connect(self._on_transcript_replaced)
+        self.chat.message_appended.connect(self._on_message_appended)
+        self.chat.events_folded.connect(self._on_events_folded)
+        self.chat.reply_finished.connect(self._on_reply_finished)
+        self.chat.conversations_changed.connect(self.refresh_conversations)
+        self.chat.notice.connect(self.show_error)
+        self.chat.status.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.chat.composer_text.connect(self._on_composer_text)
         w.baseline_measured.connect(self._on_baseline)
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
@@ -206,7 +213,7 @@ class MainWindow(QMainWindow):
         self.welcome.picker_requested.connect(self.open_model_picker)
         self.sidebar.new_requested.connect(self.new_conversation)
         self.sidebar.selected.connect(self.open_conversation)
-        self.sidebar.rename_requested.connect(self._rename)
+        self.sidebar.rename_requested.connect(self.chat.rename)
         self.sidebar.delete_requested.connect(self.delete_conversation)
 
     # -- models ------------------------------------------------------------------------
@@ -222,13 +229,12 @@ class MainWindow(QMainWindow):
 
     def show_about(self) -> QMessageBox:
         """The version and what this llama.cpp build can do (GPU offload, devices): the first thing to check."""
-        info = build_info()
         box = QMessageBox(self)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         box.setWindowTitle("About specchat")
         box.setIcon(QMessageBox.Icon.Information)
         box.setText(f"<b>specchat {__version__}</b><br>Local speculative decoding on llama.cpp.")
-        lines = info.lines()
+        lines = self.llama_build.lines() if self.llama_build else ["llama.cpp build: not reported", ""]
         box.setInformativeText("<br>".join(html.escape(line) for line in lines[:-1]))
         box.setDetailedText("\n".join(lines))
         box.setStandardButtons(QMessageBox.StandardButton.Ok)
@@ -337,233 +343,121 @@ class MainWindow(QMainWindow):
 
     # -- conversations -----------------------------------------------------------------
 
+    @property
+    def conversation_id(self) -> int | None:
+        return self.chat.conversation_id
+
+    @property
+    def transcript(self) -> Transcript:
+        return self.chat.transcript
+
+    @property
+    def streaming(self) -> bool:
+        return self.chat.streaming
+
     def refresh_conversations(self) -> None:
-        self.sidebar.set_conversations(self.store.conversations(), self.conversation_id)
+        try:
+            conversations = self.store.conversations()
+        except sqlite3.Error as exc:
+            self.show_error(f"the conversations could not be listed: {exc}")
+            return
+        self.sidebar.set_conversations(conversations, self.chat.conversation_id)
 
     def new_conversation(self) -> None:
-        if self.streaming:
-            return
-        self.conversation_id = self.store.create_conversation()
-        self.chat_view.set_messages([])
-        self.stats.reset()
-        self.refresh_conversations()
+        self.chat.new_conversation()
 
     def open_conversation(self, conversation_id: int) -> None:
         """Show a stored conversation with its highlighting."""
-        if self.streaming or conversation_id == self.conversation_id:
-            return
-        self.conversation_id = conversation_id
-        self._edit_index = None
-        stored = self._show_stored()
-        last = next((m for m in reversed(stored) if m.role == "assistant"), None)
-        self.stats.show_stats(last.stats if last else None)
-        self.refresh_conversations()
-
-    def _show_stored(self) -> list[StoredMessage]:
-        """Show the current conversation as stored (after a switch, or a reply that left nothing)."""
-        try:
-            stored = self.store.messages(self.conversation_id) if self.conversation_id is not None else []
-        except sqlite3.Error as exc:
-            self.show_error(f"the conversation could not be read: {exc}")
-            stored = []
-        self.chat_view.set_messages(
-            ViewMessage(m.role, m.content, list(m.spans) if m.spans else None,
-                        finish_reason=m.finish_reason)
-            for m in stored
-        )
-        return stored
-
-    def _rename(self, conversation_id: int, title: str) -> None:
-        self.store.rename(conversation_id, title)
+        self.chat.open_conversation(conversation_id)
 
     def delete_conversation(self, conversation_id: int) -> None:
-        if self.streaming and conversation_id == self.conversation_id:
-            return
-        self.store.delete(conversation_id)
-        if conversation_id == self.conversation_id:
-            self.conversation_id = None
-            self.chat_view.set_messages([])
-            self.stats.reset()
-        self.refresh_conversations()
+        self.chat.delete_conversation(conversation_id)
 
     def export_conversation(self, kind: str, path: str | None = None) -> None:
-        if self.conversation_id is None:
+        cid = self.chat.conversation_id
+        if cid is None:
             return
-        if path is None:
-            title = self.store.conversation(self.conversation_id).title
-            suggested = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "conversation"
-            pattern = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
-            path, _ = QFileDialog.getSaveFileName(self, "Export conversation", f"{suggested}.{kind}", pattern)
-            if not path:
-                return
-        text = (
-            self.store.export_markdown(self.conversation_id)
-            if kind == "md"
-            else self.store.export_json(self.conversation_id)
-        )
         try:
+            if path is None:
+                title = self.store.conversation(cid).title
+                suggested = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "conversation"
+                pattern = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
+                path, _ = QFileDialog.getSaveFileName(self, "Export conversation", f"{suggested}.{kind}", pattern)
+                if not path:
+                    return
+            text = self.store.export_markdown(cid) if kind == "md" else self.store.export_json(cid)
             Path(path).write_text(text, encoding="utf-8")
-        except OSError as exc:
+        except (OSError, sqlite3.Error, SpecchatError) as exc:
             self.show_error(f"could not export: {exc}")
             return
         self.statusBar().showMessage(f"Exported to {path}", 5000)
 
     # -- replies -----------------------------------------------------------------------
 
-    @property
-    def streaming(self) -> bool:
-        return self._writer is not None
-
     def send(self, text: str) -> None:
         """Send a user message and stream the reply."""
-        text = text.strip()
-        if not text or self.streaming:
+        if not text.strip() or self.streaming:
             return
         if self.model_info is None:
             self.show_error("load a model first")
             return
-        history = self._history(self.chat_view.messages)
-        edit_index, self._edit_index = self._edit_index, None
-        try:
-            if self.conversation_id is None:
-                self.conversation_id = self.store.create_conversation(text.splitlines()[0][:48])
-            elif not self.chat_view.messages:
-                self.store.rename(self.conversation_id, text.splitlines()[0][:48])
-            if edit_index is None:
-                self.store.add_message(self.conversation_id, "user", text)
-        except sqlite3.Error as exc:
-            self.show_error(f"the message could not be saved: {exc}")
-            return
-        self.refresh_conversations()
-        self.composer.clear()
-        self.chat_view.add_user_message(text)
-        if edit_index is None:
-            self._start_reply(history, text)
-        else:  # the edited message and what followed stay stored until the new reply's first round
-            self._start_reply(history, text, keep=edit_index, user_text_to_store=text)
+        if self.chat.send(text):
+            self.composer.clear()
 
     def regenerate(self) -> None:
         """Generate the last reply again; the old one stays stored until the new one's first round."""
-        msgs = self.chat_view.messages
-        if self.streaming or self.model_info is None or self.conversation_id is None:
-            return
-        if len(msgs) < 2 or msgs[-1].role != "assistant" or msgs[-2].role != "user":
-            return
-        keep = len(msgs) - 1
-        self.chat_view.set_messages(msgs[:keep])
-        self._start_reply(self._history(msgs[: keep - 1]), msgs[keep - 1].content, keep=keep)
+        if self.model_info is not None:
+            self.chat.regenerate()
 
     def edit_message(self, index: int) -> None:
         """Put a user message back in the composer; sending replaces it and what followed, Esc keeps them."""
-        msgs = self.chat_view.messages
-        if self.streaming or self.conversation_id is None or not 0 <= index < len(msgs):
-            return
-        self._edit_index = index
-        self.chat_view.set_messages(msgs[:index])
-        self.composer.setPlainText(msgs[index].content)
-        self.composer.setFocus()
-        self.statusBar().showMessage("Editing: send to replace the message and what followed it, Esc to keep them")
+        self.chat.edit_message(index)
+        if self.chat.editing:
+            self.composer.setFocus()
 
     def stop(self) -> None:
         """Cancel the streaming reply (it ends within one round), or abandon an edit."""
-        if self._reply_token is not None:
-            self._reply_token.cancel()
-        elif self._edit_index is not None:
-            self._edit_index = None
-            self.composer.clear()
+        if self.chat.editing and not self.streaming:
             self.statusBar().clearMessage()
-            self._show_stored()
+        self.chat.stop()
 
-    def _history(self, messages: list[ViewMessage]) -> list[dict[str, str]]:
-        return [{"role": m.role, "content": m.content} for m in messages]
+    def _reply_settings(self) -> ReplySettings:
+        return ReplySettings(self.controls.generation_params(), self.controls.drafter_kind, self.controls.depth)
 
-    def _start_reply(self, history: list[dict[str, str]], user_text: str, *, keep: int | None = None,
-                     user_text_to_store: str | None = None) -> None:
-        assert self.conversation_id is not None
-        self.hide_error()
-        drafter = self.controls.drafter_kind
-        if drafter is DrafterKind.DRAFT_MODEL and self.model_info is not None and not self.model_info.draft_name:
-            drafter = DrafterKind.NGRAM
-            self.statusBar().showMessage("No draft model loaded: using n-gram drafting", 5000)
-        try:
-            params = self.controls.generation_params()
-        except SpecchatError as exc:
-            self.show_error(str(exc))
-            return
-        self.depth_control.set(self.controls.depth)
-        self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store)
-        self._save_failed = False
-        self.chat_view.begin_reply()
-        self.stats.reset()
-        self._set_busy(True)
-        request = ReplyRequest(self.conversation_id, history, user_text, params, drafter, self.depth_control)
-        self._reply_token = self.host.generate(request)
+    def _on_transcript_replaced(self) -> None:
+        self.chat_view.show_transcript(self.chat.transcript)
+        reply = next((m for m in reversed(self.chat.transcript.messages) if m.role == "assistant"), None)
+        self.stats.show_stored(reply.figures if reply is not None and reply.figures else ReplyFigures())
+        self._set_busy(self.loading)
 
-    def _on_events(self, batch: list[object]) -> None:
-        if self._closing or self._writer is None:
-            return
+    def _on_message_appended(self) -> None:
+        self.chat_view.append_message()
+        reply = self.chat.transcript.reply
+        if reply is not None and not reply.finished and reply.figures is not None:
+            self.hide_error()
+            self.stats.follow(reply.figures)
+            self._set_busy(True)
+
+    def _on_events_folded(self, batch: list[object]) -> None:
         self.events_received.emit(batch)
         self.chat_view.feed(batch)
-        self.stats.feed(batch)
-        for event in batch:
-            self._save(event)
-            if isinstance(event, Finished):
-                self._end_reply(event)
+        self.stats.refresh()
 
-    def _save(self, event: object) -> None:
-        """Write one event of the streaming reply; a failing database is reported once, not fatal."""
-        if self._writer is None or self._save_failed:
-            return
-        try:
-            self._writer.feed(event)
-        except sqlite3.Error as exc:
-            self._save_failed = True
-            self.show_error(f"the reply could not be saved: {exc}")
-
-    def _on_failed(self, message: str) -> None:
-        """The reply could not start or broke: end it like the engine's own error (one notice)."""
-        if self._closing:
-            return
-        if self._writer is None:
-            self.show_error(message)
-            return
-        self._on_events([Finished(FinishReason.ERROR, GenerationStats(), message)])
-
-    def _withdraw_message(self, writer: ReplyWriter) -> None:
-        """A new message whose reply failed before its first token goes back to the composer."""
-        msgs = self.chat_view.messages
-        user = len(msgs) - 2
-        if user < 0 or msgs[user].role != "user":
-            return
-        if not self.composer.toPlainText().strip():
-            self.composer.setPlainText(msgs[user].content)
-        try:
-            self.store.truncate(writer.conversation_id, user)
-        except sqlite3.Error as exc:
-            log.warning("could not withdraw the failed message: %s", exc)
-
-    def _end_reply(self, finished: Finished) -> None:
-        writer, self._writer = self._writer, None
-        self._reply_token = None
+    def _on_reply_finished(self, finished: Finished) -> None:
         self.chat_view.flush()
-        if writer is not None and writer.message_id is None and not self._save_failed:  # nothing stored: show what is
-            if finished.reason is FinishReason.ERROR and not writer.replaces:
-                self._withdraw_message(writer)
-            elif writer.user_text and not self.composer.toPlainText().strip():
-                self.composer.setPlainText(writer.user_text)  # an edit that never got a reply: keep the text
-            self._show_stored()
         self._set_busy(False)
-        if finished.reason is FinishReason.ERROR and finished.message:
-            self.show_error(finished.message)
-        self.refresh_conversations()
         self.reply_finished.emit(finished)
+
+    def _on_composer_text(self, text: str, replace: bool) -> None:
+        if replace or not self.composer.toPlainText().strip():
+            self.composer.setPlainText(text)
 
     def _set_busy(self, busy: bool) -> None:
         ready = self.model_info is not None and not busy
         self.composer.setEnabled(self.model_info is not None and not self.loading)
         self.send_button.setEnabled(ready)
-        self.regenerate_button.setEnabled(ready)
-        self.stop_button.setEnabled(self._writer is not None)
+        self.regenerate_button.setEnabled(ready and self.chat.can_regenerate())
+        self.stop_button.setEnabled(self.streaming)
         self.reload_action.setEnabled(self._last_load is not None and not busy and not self.loading)
 
     # -- view settings -------------------------------------------------------------------
@@ -610,9 +504,7 @@ class MainWindow(QMainWindow):
             self._closing = True
             self.stop()
             self.host.shutdown()
-            if self._writer is not None:
-                self._save(Finished(FinishReason.CANCELLED, GenerationStats(), "window closed"))
-                self._writer = None
+            self.chat.close()
             self.chat_view.flush()
             self.save_settings()
         super().closeEvent(event)

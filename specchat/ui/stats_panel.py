@@ -37,13 +37,13 @@ class StatsPanel(QGroupBox):
         self.tokens_per_second = QLabel("–")
         self.acceptance = QLabel("–")
         self.mean_accepted = QLabel("–")
-        self.depth = QLabel("–")
+        self.depth_value = QLabel("–")
         self.speedup = QLabel("–")
         self.speedup.setToolTip("Against plain decoding of this pair (no drafter)")
         form.addRow("Tokens/s", self.tokens_per_second)
         form.addRow("Acceptance", self.acceptance)
         form.addRow("Accepted/round", self.mean_accepted)
-        form.addRow("Depth", self.depth)
+        form.addRow("Depth", self.depth_value)
         form.addRow("Speedup", self.speedup)
         self.runs_on = QLabel("–")
         self.runs_on.setWordWrap(True)
@@ -89,29 +89,32 @@ class StatsPanel(QGroupBox):
         self.runs_on.setText("–")
 
     def reset(self) -> None:
-        """Start counting a new reply."""
-        self.figures = ReplyFigures()
-        self._live = True  # counting a streaming reply (False: showing a stored one)
-        self._started = time.monotonic()
-        self.series.clear()
-        self._update_axes()
-        self._show()
+        """Show no reply."""
+        self.show_stored(ReplyFigures())
 
     def set_baseline(self, tokens_per_second: float | None) -> None:
         self.baseline = tokens_per_second
         self._show()
 
-    def feed(self, events: list[object]) -> None:
-        if self.figures.fold(events):
-            self.series.replace([QPointF(r, a) for r, a in self.figures.accepted_per_round])
-            self._update_axes()
-        self._show()
+    def follow(self, figures: ReplyFigures) -> None:
+        """Show a streaming reply's figures (the transcript folds events into them; call ``refresh``)."""
+        self.figures = figures
+        self._live = True
+        self._started = time.monotonic()
+        self.refresh()
 
-    def show_stats(self, stats: dict[str, Any] | None) -> None:
+    def show_stored(self, figures: ReplyFigures) -> None:
         """Show a stored reply's figures (no chart)."""
-        self.reset()
-        self.figures = ReplyFigures.from_dict(stats)
+        self.figures = figures
         self._live = False
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw the figures and the chart after the transcript folded new events."""
+        points = self.figures.accepted_per_round
+        if self.series.count() != len(points):
+            self.series.replace([QPointF(r, a) for r, a in points])
+            self._update_axes()
         self._show()
 
     @property
@@ -135,14 +138,14 @@ class StatsPanel(QGroupBox):
     def _show(self) -> None:
         f = self.figures
         if f.generated == 0:
-            for label in (self.tokens_per_second, self.acceptance, self.mean_accepted, self.depth, self.speedup):
+            for label in (self.tokens_per_second, self.acceptance, self.mean_accepted, self.depth_value, self.speedup):
                 label.setText("–")
             return
         tps = self.live_tokens_per_second
         self.tokens_per_second.setText(f"{tps:.1f}" if tps > 0 else "–")
         self.acceptance.setText(f"{f.acceptance_rate:.0%}" if f.drafted else "n/a (no drafts)")
         self.mean_accepted.setText(f"{f.mean_accepted_per_round:.2f}" if f.rounds else "–")
-        self.depth.setText(str(f.depth))
+        self.depth_value.setText(str(f.depth))
         plain_estimate = f.final.plain_tokens_per_second_estimate if f.final else 0.0
         if tps <= 0:
             self.speedup.setText("–")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from PySide6.QtGui import QFont, QTextCursor
 
-from specchat.core.chat.store import TokenSpan
+from specchat.core.chat.transcript import Message, TokenSpan, Transcript
 from specchat.core.types import Drafted, FinishReason, Finished, GenerationStats, TokenKind, Verified
-from specchat.ui.chat_view import ChatView, TokenLegend, ViewMessage
+from specchat.ui.chat_view import ChatView, TokenLegend
 from specchat.ui.token_styles import PROP_KIND, PROP_MESSAGE, PROP_ROUND
 from support.events import drafted, verified
 
@@ -37,23 +37,33 @@ def kinds(view: ChatView) -> dict[str, list[str]]:
 
 
 def make_view(qtbot) -> ChatView:  # noqa: ANN001
+    """A view streaming a reply, as the window sets it up: the transcript changes, the view draws."""
     view = ChatView()
     qtbot.addWidget(view)
-    view.add_user_message("Say hello")
-    view.begin_reply()
+    view.transcript.add_user("Say hello")
+    view.append_message()
+    view.transcript.begin_reply()
+    view.append_message()
     return view
+
+
+def stream(view: ChatView, events: list) -> None:  # noqa: ANN001
+    """What the window does with a batch: fold it into the transcript once, then queue it for drawing."""
+    for event in events:
+        view.transcript.fold(event)
+    view.feed(events)
 
 
 def test_pending_then_verified_formats(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
-    view.feed([drafted(0, ("Hel", "lo", "!"))])
+    stream(view, [drafted(0, ("Hel", "lo", "!"))])
     view.flush()
     assert kinds(view) == {"pending": ["Hello!"]}
     pending_fmt = next(f for t, k, f in fragments(view) if k == "pending")
     assert pending_fmt.fontItalic()
 
-    view.feed([verified(0, ("Hel", "lo"), ("!",), ","), drafted(1, (" wor",)), verified(1, (" wor",), (), "ld")])
-    view.feed([Finished(FinishReason.EOS, GenerationStats())])
+    stream(view, [verified(0, ("Hel", "lo"), ("!",), ","), drafted(1, (" wor",)), verified(1, (" wor",), (), "ld")])
+    stream(view, [Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
     frags = [(t, k) for t, k, _ in fragments(view) if k]
     assert frags == [("Hello", "accepted"), ("!", "rejected"), (",", "target"), (" wor", "accepted"), ("ld", "target")]
@@ -63,25 +73,25 @@ def test_pending_then_verified_formats(qtbot) -> None:  # noqa: ANN001
     assert by_kind["target"].fontWeight() == QFont.Weight.Bold
     colours = {k: f.foreground().color().name() for k, f in by_kind.items()}
     assert colours["accepted"] != colours["rejected"]
-    assert view.messages[-1].content == "Hello, world"
+    assert view.transcript.messages[-1].content == "Hello, world"
     assert not view.streaming
 
 
 def test_timer_flushes_without_an_explicit_call(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
-    view.feed([drafted(0, ("a",)), verified(0, ("a",), (), "b")])
+    stream(view, [drafted(0, ("a",)), verified(0, ("a",), (), "b")])
     qtbot.waitUntil(lambda: "accepted" in kinds(view))
     assert kinds(view)["target"] == ["b"]
 
 
 def test_hide_rejected_rerenders_and_applies_while_streaming(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
-    view.feed([verified(0, ("ok",), ("no",), "!")])
+    stream(view, [verified(0, ("ok",), ("no",), "!")])
     view.flush()
     assert kinds(view)["rejected"] == ["no"]
     view.set_hide_rejected(True)
     assert "rejected" not in kinds(view)
-    view.feed([drafted(1, ("x", "y")), verified(1, ("x",), ("y",), "z")])
+    stream(view, [drafted(1, ("x", "y")), verified(1, ("x",), ("y",), "z")])
     view.flush()
     assert "rejected" not in kinds(view)
     assert "".join(kinds(view)["accepted"]) == "okx"
@@ -89,21 +99,31 @@ def test_hide_rejected_rerenders_and_applies_while_streaming(qtbot) -> None:  # 
     assert kinds(view)["rejected"] == ["no", "y"]
 
 
+def test_a_redraw_with_events_still_queued_draws_each_token_once(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    stream(view, [verified(0, ("a",), ("x",), "b")])
+    view.set_hide_rejected(True)  # redraws from the transcript, which already holds the queued round
+    stream(view, [verified(1, ("c",), (), "d"), Finished(FinishReason.EOS, GenerationStats())])
+    view.flush()
+    assert "".join(t for t, k, _ in fragments(view) if k) == "abcd"
+    assert not view.streaming
+
+
 def test_pending_survives_a_rerender(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
-    view.feed([verified(0, ("a",), (), "b"), drafted(1, ("c", "d"))])
+    stream(view, [verified(0, ("a",), (), "b"), drafted(1, ("c", "d"))])
     view.flush()
     view.set_hide_rejected(True)
     assert kinds(view)["pending"] == ["cd"]
-    view.feed([verified(1, ("c",), ("d",), "e")])
+    stream(view, [verified(1, ("c",), ("d",), "e")])
     view.flush()
     assert "pending" not in kinds(view)
-    assert view.messages[-1].content == "abce"
+    assert view.transcript.messages[-1].content == "abce"
 
 
 def test_tooltips_and_properties(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
-    view.feed([verified(3, ("Hi",), ("yo",), "!")])
+    stream(view, [verified(3, ("Hi",), ("yo",), "!")])
     view.flush()
     by_kind = {k: f for _, k, f in fragments(view) if k}
     tip = by_kind["accepted"].toolTip()
@@ -116,8 +136,8 @@ def test_tooltips_and_properties(qtbot) -> None:  # noqa: ANN001
 
 def test_code_fence_is_monospace_after_finish(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
-    view.feed([verified(0, ("Look:\n``", "`py\nx = 1"), (), "\n```"), verified(1, (" done",), (), ".")])
-    view.feed([Finished(FinishReason.EOS, GenerationStats())])
+    stream(view, [verified(0, ("Look:\n``", "`py\nx = 1"), (), "\n```"), verified(1, (" done",), (), ".")])
+    stream(view, [Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
     mono = view._mono.families()
     code = [t for t, k, f in fragments(view) if k and f.fontFamilies() == mono]
@@ -126,23 +146,23 @@ def test_code_fence_is_monospace_after_finish(qtbot) -> None:  # noqa: ANN001
     assert "done" in "".join(plain) and "Look:" in "".join(plain)
 
 
-def test_set_messages_restores_spans_and_plain_text(qtbot) -> None:  # noqa: ANN001
+def test_show_transcript_restores_spans_and_plain_text(qtbot) -> None:  # noqa: ANN001
     view = ChatView()
     qtbot.addWidget(view)
-    view.set_messages(
+    view.show_transcript(Transcript(
         [
-            ViewMessage("user", "hi"),
-            ViewMessage("assistant", "", [TokenSpan(TokenKind.ACCEPTED, "he", 0, 0.9, 0.8),
-                                          TokenSpan(TokenKind.TARGET, "y", 0, 0.5, None)]),
+            Message("user", "hi"),
+            Message("assistant", "", [TokenSpan(TokenKind.ACCEPTED, "he", 0, 0.9, 0.8),
+                                      TokenSpan(TokenKind.TARGET, "y", 0, 0.5, None)], finish_reason="eos"),
         ]
-    )
+    ))
     assert kinds(view) == {"accepted": ["he"], "target": ["y"]}
     assert "hi" in view.toPlainText()
 
 
 def test_message_actions(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
-    view.feed([verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
+    stream(view, [verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
     names = [a.text() for a in view.message_actions(1)]
     assert names == ["Copy message", "Regenerate reply"]
@@ -161,7 +181,7 @@ def test_message_index_at_a_point(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
     view.resize(400, 300)
     view.show()
-    view.feed([verified(0, ("a",), (), "b")])
+    stream(view, [verified(0, ("a",), (), "b")])
     view.flush()
     cursor = QTextCursor(view.document())
     cursor.movePosition(QTextCursor.MoveOperation.End)
@@ -180,7 +200,7 @@ def test_follows_a_dark_palette(qtbot) -> None:  # noqa: ANN001
     from PySide6.QtGui import QColor, QPalette
 
     view = make_view(qtbot)
-    view.feed([verified(0, ("a",), ("b",), "c")])
+    stream(view, [verified(0, ("a",), ("b",), "c")])
     view.flush()
     light = {k: f.foreground().color().name() for _, k, f in fragments(view) if k}
     dark = QPalette(view.palette())
@@ -202,7 +222,7 @@ def test_hover_shows_the_token_tooltip(qtbot) -> None:  # noqa: ANN001
     view.resize(400, 300)
     view.show()
     qtbot.waitExposed(view)
-    view.feed([verified(5, ("Hello",), (), "!")])
+    stream(view, [verified(5, ("Hello",), (), "!")])
     view.flush()
     cursor = QTextCursor(view.document())
     cursor.movePosition(QTextCursor.MoveOperation.End)

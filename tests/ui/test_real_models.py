@@ -71,7 +71,7 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     assert all(fmt.fontUnderline() for _, fmt in kinds["accepted"])
     assert all(fmt.fontWeight() > 500 for _, fmt in kinds["target"])
     assert "pending" not in kinds
-    reply = window.chat_view.messages[-1]
+    reply = window.transcript.messages[-1]
     stored = store.messages(window.conversation_id)
     assert [m.role for m in stored] == ["user", "assistant"]
     assert stored[-1].content == reply.content and stored[-1].finish_reason == finished.reason.value
@@ -163,8 +163,8 @@ def test_regenerate_replaces_the_last_reply(qtbot, settings, store, demo_pair) -
     msgs = store.messages(window.conversation_id)
     assert [m.role for m in msgs] == ["user", "assistant"]
     assert seen and msgs[-1].content and len(msgs[-1].spans) >= len(seen)
-    assert [m.role for m in window.chat_view.messages] == ["user", "assistant"]
-    assert window.chat_view.messages[-1].content == msgs[-1].content
+    assert [m.role for m in window.transcript.messages] == ["user", "assistant"]
+    assert window.transcript.messages[-1].content == msgs[-1].content
 
 
 def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
@@ -239,7 +239,7 @@ def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, 
     assert "context" in window.last_error and "\n" not in window.last_error
     assert window.banner.isVisibleTo(window)
     # nothing was generated: the message is withdrawn and goes back to the composer
-    assert store.messages(window.conversation_id) == [] and window.chat_view.messages == []
+    assert store.messages(window.conversation_id) == [] and window.transcript.messages == []
     assert window.composer.toPlainText() == ("word " * 400).strip()
     assert window.send_button.isEnabled()  # the window keeps working
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
@@ -299,7 +299,7 @@ def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, se
     assert blocker.args[0].reason is FinishReason.CANCELLED
     after = store.messages(window.conversation_id)
     assert [(m.role, m.content, m.spans) for m in after] == [("user", PROMPT, []), ("assistant", old.content, old.spans)]
-    assert [m.content for m in window.chat_view.messages] == [PROMPT, old.content]
+    assert [m.content for m in window.transcript.messages] == [PROMPT, old.content]
     assert not window.last_error
 
 
@@ -323,4 +323,4 @@ def test_an_edited_message_replaces_the_tail_only_once_its_reply_runs(qtbot, set
         window.send("Name three colours.")
     stored = store.messages(window.conversation_id)
     assert [m.role for m in stored] == ["user", "assistant"] and stored[0].content == "Name three colours."
-    assert [m.content for m in window.chat_view.messages] == [m.content for m in stored]
+    assert [m.content for m in window.transcript.messages] == [m.content for m in stored]

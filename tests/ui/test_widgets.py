@@ -6,6 +6,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from specchat.core.chat.store import ReplyWriter
+from specchat.core.chat.transcript import ReplyFigures
 from specchat.core.settings import Settings, load_settings
 from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats
 from specchat.ui.composer import Composer
@@ -16,6 +17,7 @@ from specchat.ui.sidebar import ConversationSidebar
 from specchat.ui.stats_panel import StatsPanel
 
 from support.events import drafted, verified
+from support.fake_host import FakeHost
 
 
 
@@ -53,14 +55,15 @@ def test_controls_depth_auto_and_params(qtbot) -> None:  # noqa: ANN001
 def test_stats_panel_counts_and_estimate(qtbot) -> None:  # noqa: ANN001
     panel = StatsPanel()
     qtbot.addWidget(panel)
+    panel.follow(ReplyFigures())
     assert panel.acceptance.text() == "–"
-    panel.feed([drafted(0, ("a", "b", "c")), verified(0, ("a", "b"), ("c",), "d"), verified(1, ("e",), (), "f")])
+    feed(panel, [drafted(0, ("a", "b", "c")), verified(0, ("a", "b"), ("c",), "d"), verified(1, ("e",), (), "f")])
     assert panel.acceptance.text() == "75%"
     assert panel.mean_accepted.text() == "1.50"
-    assert panel.depth.text() == "1"
+    assert panel.depth_value.text() == "1"
     assert "estimate" in panel.speedup.text()
     assert panel.series.count() == 2 and panel.series.at(0).y() == 2
-    panel.feed([Finished(FinishReason.EOS, GenerationStats(rounds=2, generated=5, generate_seconds=1.0))])
+    feed(panel, [Finished(FinishReason.EOS, GenerationStats(rounds=2, generated=5, generate_seconds=1.0))])
     assert panel.tokens_per_second.text() == "5.0"
     panel.set_baseline(2.5)
     assert panel.speedup.text() == "×2.00 (measured)"
@@ -99,7 +102,7 @@ def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, 
     assert window.sidebar.list.count() == 1
     window.sidebar.list.setCurrentRow(0)
     assert window.conversation_id == cid
-    assert [m.content for m in window.chat_view.messages] == ["hi", "Hello"]
+    assert [m.content for m in window.transcript.messages] == ["hi", "Hello"]
     assert window.stats.acceptance.text() == "50%"
     window.set_hide_rejected(True)
     assert "p" not in window.chat_view.toPlainText().split("\n")[-1]
@@ -109,7 +112,7 @@ def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, 
     window.send("no model yet")
     assert window.last_error == "load a model first"
     window.sidebar.new_button.click()
-    assert window.sidebar.list.count() == 2 and window.chat_view.messages == []
+    assert window.sidebar.list.count() == 2 and window.transcript.messages == []
     window.delete_conversation(cid)
     assert [c.id for c in store.conversations()] != [] and cid not in [c.id for c in store.conversations()]
     window.welcome.picker_button.click()
@@ -157,59 +160,91 @@ def test_edit_puts_text_back_and_abandoning_it_loses_nothing(qtbot, settings, st
     assert [a.text() for a in actions] == ["Copy message", "Edit and resend"]
     actions[1].trigger()
     assert window.composer.toPlainText() == "first question"
-    assert window.chat_view.messages == []
+    assert window.transcript.messages == []
     # Nothing is deleted until the edited message is sent and its reply has a first round.
     assert [m.content for m in store.messages(cid)] == ["first question", "Answer"]
     window.composer.setEnabled(True)  # as with a model loaded
     window.composer.setFocus()
     qtbot.keyClick(window.composer, Qt.Key.Key_Escape)  # abandon the edit
-    assert [m.content for m in window.chat_view.messages] == ["first question", "Answer"]
+    assert [m.content for m in window.transcript.messages] == ["first question", "Answer"]
     assert window.composer.toPlainText() == ""
     assert [m.content for m in store.messages(cid)] == ["first question", "Answer"]
+
+
+def feed(panel: StatsPanel, events: list[object]) -> None:
+    """What the window does for the panel: the transcript folds the events, the panel shows them."""
+    panel.figures.fold(events)
+    panel.refresh()
+
+
+def fake_window(qtbot, settings, store) -> tuple[MainWindow, FakeHost]:  # noqa: ANN001
+    host = FakeHost()
+    window = MainWindow(settings, store, host=host)
+    qtbot.addWidget(window)
+    host.loaded()
+    return window, host
 
 
 def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, settings, store, monkeypatch) -> None:  # noqa: ANN001
     import sqlite3
 
-    window = MainWindow(settings, store)
-    qtbot.addWidget(window)
-    window.conversation_id = store.create_conversation("x")
-    window._writer = ReplyWriter(store, window.conversation_id)
-    window.chat_view.begin_reply()
+    window, host = fake_window(qtbot, settings, store)
 
     def broken(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
+    window.send("hi")
     monkeypatch.setattr(store, "start_reply", broken)
     monkeypatch.setattr(store, "append_spans", broken)
     with qtbot.waitSignal(window.reply_finished):
-        window._on_events([verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
+        host.worker.events.emit([verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
     assert window.last_error == "the reply could not be saved: disk I/O error"
-    assert window.chat_view.messages[-1].content == "ab" and not window.streaming
+    assert window.transcript.messages[-1].content == "ab" and not window.streaming
+    assert window.chat_view.toPlainText().endswith("ab")
 
 
 def test_escape_cancels_the_streaming_reply(qtbot, settings, store) -> None:  # noqa: ANN001
-    from specchat.core.cancel import CancelToken
-
-    window = MainWindow(settings, store)
-    qtbot.addWidget(window)
-    token = CancelToken()
-    window._reply_token = token
-    window.composer.setEnabled(True)
+    window, host = fake_window(qtbot, settings, store)
+    window.send("hi")
+    assert window.streaming and window.stop_button.isEnabled()
     window.composer.setFocus()
     qtbot.keyClick(window.composer, Qt.Key.Key_Escape)
-    assert token.cancelled
+    assert host.tokens[-1].cancelled
+
+
+def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store) -> None:  # noqa: ANN001
+    window, host = fake_window(qtbot, settings, store)
+    window.send("Say hello")
+    request = host.requests[-1]
+    assert request.history == [] and request.user_text == "Say hello"
+    assert not window.regenerate_button.isEnabled() and not window.send_button.isEnabled()
+    host.worker.events.emit([drafted(0, ("Hel", "lo")), verified(0, ("Hel", "lo"), (), "!")])
+    window.chat_view.flush()
+    assert window.transcript.reply is not None and window.transcript.reply.content == "Hello!"
+    assert window.stats.acceptance.text() == "100%"
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=2, accepted=2,
+                                                                             generated=3, generate_seconds=0.5))])
+    assert window.stats.tokens_per_second.text() == "6.0"
+    assert window.regenerate_button.isEnabled()
+    stored = store.messages(window.conversation_id)
+    assert [(m.role, m.content) for m in stored] == [("user", "Say hello"), ("assistant", "Hello!")]
+    # The next request carries the history from the transcript.
+    window.send("Again")
+    assert host.requests[-1].history == [{"role": "user", "content": "Say hello"},
+                                         {"role": "assistant", "content": "Hello!"}]
 
 
 def test_speedup_estimate_uses_the_engines_plain_rate_prediction(qtbot) -> None:  # noqa: ANN001
     panel = StatsPanel()
     qtbot.addWidget(panel)
-    panel.feed([verified(0, ("a", "b"), (), "c")])
+    panel.follow(ReplyFigures())
+    feed(panel, [verified(0, ("a", "b"), (), "c")])
     stats = GenerationStats(rounds=1, drafted=2, accepted=2, generated=3, generate_seconds=0.1)
     stats.plain_tokens_per_second_estimate = 10.0
-    panel.feed([Finished(FinishReason.EOS, stats)])
+    feed(panel, [Finished(FinishReason.EOS, stats)])
     assert panel.speedup.text() == "≈ ×3.00 (estimate)"
-    panel.show_stats(stats.as_dict())
+    panel.show_stored(ReplyFigures.from_dict(stats.as_dict()))
     assert panel.speedup.text() == "≈ ×3.00 (estimate)"
 
 
@@ -301,7 +336,7 @@ def test_about_box_shows_the_build(qtbot, settings, store) -> None:  # noqa: ANN
     from specchat import __version__
     from specchat.core.llama import devices
 
-    window = MainWindow(settings, store)
+    window = MainWindow(settings, store, build=devices.build_info())  # as the app's composition root does
     qtbot.addWidget(window)
     box = window.show_about()
     qtbot.addWidget(box)
@@ -328,7 +363,7 @@ def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings,
     qtbot.addWidget(window)
     window.open_conversation(cid)
     assert window.chat_view.toPlainText().endswith("Helplo there (stopped: the app closed)")
-    assert window.chat_view.messages[-1].content == "Hello there"  # the mark is not part of the reply
+    assert window.transcript.messages[-1].content == "Hello there"  # the mark is not part of the reply
     assert window.stats.acceptance.text() == "67%"  # the figures counted until the crash
     assert window.stats.tokens_per_second.text() == "–"  # no rate was measured
     window.open_conversation(stopped)
@@ -338,10 +373,11 @@ def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings,
 def test_the_panel_shows_the_same_figures_while_streaming_and_reopened(qtbot) -> None:  # noqa: ANN001
     panel = StatsPanel()
     qtbot.addWidget(panel)
+    panel.follow(ReplyFigures())
     events = [verified(0, ("a", "b"), (), "c"), verified(1, (), (), "d"), verified(2, ("e", "f"), (), "g")]
     stats = GenerationStats(rounds=2, drafted=4, accepted=4, generated=7, generate_seconds=1.0, depth=2)
-    panel.feed([*events, Finished(FinishReason.EOS, stats)])
+    feed(panel, [*events, Finished(FinishReason.EOS, stats)])
     live = [w.text() for w in (panel.tokens_per_second, panel.acceptance, panel.mean_accepted, panel.speedup)]
-    panel.show_stats(panel.figures.as_dict())  # what the store keeps with the reply
+    panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))  # what the store keeps with the reply
     reopened = [w.text() for w in (panel.tokens_per_second, panel.acceptance, panel.mean_accepted, panel.speedup)]
     assert live == reopened and live[2] == "2.00"

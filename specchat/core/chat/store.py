@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core import filelock, paths
-from specchat.core.types import Finished, SpecchatError, TokenKind, Verified
+from specchat.core.types import Finished, FinishReason, SpecchatError, TokenKind, Verified
+
+from .transcript import ReplyFigures, TokenSpan, spans_of
 
 log = logging.getLogger(__name__)
 
@@ -86,41 +88,6 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
         return True
     text = str(exc).lower()
     return "malformed" in text or "not a database" in text
-
-
-@dataclass(frozen=True)
-class TokenSpan:
-    """One shown token (or run of text) and its fate."""
-
-    kind: TokenKind
-    text: str
-    round: int = -1
-    target_prob: float | None = None
-    draft_prob: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "text": self.text,
-            "round": self.round,
-            "target_prob": self.target_prob,
-            "draft_prob": self.draft_prob,
-        }
-
-
-def spans_of(verified: Verified) -> list[TokenSpan]:
-    """The spans a verified round shows: accepted drafts, rejected drafts, then the target's token."""
-    spans: list[TokenSpan] = []
-    n_acc = len(verified.accepted_pieces)
-    drafted = list(verified.accepted_pieces) + list(verified.rejected_pieces)
-    for i, piece in enumerate(drafted):
-        kind = TokenKind.ACCEPTED if i < n_acc else TokenKind.REJECTED
-        tp = verified.target_probs[i] if i < len(verified.target_probs) else None
-        dp = verified.draft_probs[i] if i < len(verified.draft_probs) else None
-        spans.append(TokenSpan(kind, piece, verified.round, tp, dp))
-    if verified.correction is not None or verified.correction_piece:
-        spans.append(TokenSpan(TokenKind.TARGET, verified.correction_piece, verified.round, verified.correction_prob, None))
-    return spans
 
 
 @dataclass
@@ -280,36 +247,67 @@ class ConversationStore:
     # -- messages ----------------------------------------------------------------------
 
     def add_message(self, conversation_id: int, role: str, content: str) -> int:
-        """Append a message (an empty assistant message starts a streamed reply)."""
+        """Append a message."""
         with self._db:
             self._db.execute("BEGIN")
-            row = self._db.execute(
-                "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
-            ).fetchone()
-            cur = self._db.execute(
-                "INSERT INTO messages (conversation_id, position, role, content, created) VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, row[0], role, content, time.time()),
-            )
-            self._touch(conversation_id)
+            return self._insert_message(conversation_id, role, content)
+
+    def _insert_message(self, conversation_id: int, role: str, content: str) -> int:
+        row = self._db.execute(
+            "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
+        ).fetchone()
+        cur = self._db.execute(
+            "INSERT INTO messages (conversation_id, position, role, content, created) VALUES (?, ?, ?, ?, ?)",
+            (conversation_id, row[0], role, content, time.time()),
+        )
+        self._touch(conversation_id)
         return int(cur.lastrowid)
 
-    def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str) -> None:
-        """Add one round's spans and ``text`` to a streamed message, in one transaction."""
-        spans = list(spans)
+    def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
+                     stats: dict[str, Any] | None = None) -> None:
+        """Add one round's spans and ``text`` (and the figures so far) to a streamed message, in one transaction."""
         with self._db:
             self._db.execute("BEGIN")
-            start = self._db.execute(
-                "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
-            ).fetchone()[0]
-            self._db.executemany(
-                "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob)
-                    for i, s in enumerate(spans)
-                ],
-            )
-            self._db.execute("UPDATE messages SET content = content || ? WHERE id = ?", (text, message_id))
+            self._append_spans(message_id, spans, text, stats)
+
+    def _append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
+                      stats: dict[str, Any] | None) -> None:
+        start = self._db.execute(
+            "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
+        ).fetchone()[0]
+        self._db.executemany(
+            "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob)
+                for i, s in enumerate(spans)
+            ],
+        )
+        self._db.execute(
+            "UPDATE messages SET content = content || ?, stats = coalesce(?, stats) WHERE id = ?",
+            (text, json.dumps(stats) if stats is not None else None, message_id),
+        )
+
+    def start_reply(self, conversation_id: int, spans: Iterable[TokenSpan], text: str, stats: dict[str, Any],
+                    *, keep: int | None = None, user_text: str | None = None) -> int:
+        """Store a reply's first round as a new assistant message, in one transaction.
+
+        With ``keep``, the messages after the first ``keep`` (the reply being regenerated, or an
+        edited message and what followed it) are deleted in the same transaction, and ``user_text``
+        (an edited message) goes in before the reply: the earlier version stays stored until the
+        new one has something to show.
+        """
+        with self._db:
+            self._db.execute("BEGIN")
+            if keep is not None:
+                self._db.execute(
+                    "DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, keep)
+                )
+            if user_text is not None:
+                self._insert_message(conversation_id, "user", user_text)
+            message_id = self._insert_message(conversation_id, "assistant", "")
+            self._append_spans(message_id, spans, text, stats)
+        return message_id
 
     def finish_message(self, message_id: int, finish_reason: str, stats: dict[str, Any]) -> None:
         self._db.execute(
@@ -378,17 +376,49 @@ class ConversationStore:
 
 
 class ReplyWriter:
-    """Writes a streamed assistant reply into the store, one transaction per verified round."""
+    """Writes a streamed assistant reply into the store, one transaction per verified round.
 
-    def __init__(self, store: ConversationStore, conversation_id: int) -> None:
+    The reply's message is created with its first round, so a reply that never got a token leaves
+    the conversation as it was; with ``keep`` (regenerate, edit and resend) the messages it replaces
+    are deleted in that same transaction, never before. Every round also stores the figures so far,
+    so a reply cut short by a crash keeps them. Pass the transcript's ``figures`` (and each round's
+    spans to ``feed``) when the caller folds the events already; otherwise the writer folds them.
+    """
+
+    def __init__(self, store: ConversationStore, conversation_id: int, *, keep: int | None = None,
+                 user_text: str | None = None, figures: ReplyFigures | None = None) -> None:
         self.store = store
-        self.message_id = store.add_message(conversation_id, "assistant", "")
+        self.conversation_id = conversation_id
+        self.keep = keep
+        self.user_text = user_text
+        self.message_id: int | None = None
+        self._folds = figures is None
+        self.figures = figures if figures is not None else ReplyFigures()
 
-    def feed(self, event: object) -> None:
+    @property
+    def replaces(self) -> bool:
+        """True when the reply replaces stored messages (regenerate, edit) rather than answering a new one."""
+        return self.keep is not None
+
+    def feed(self, event: object, spans: list[TokenSpan] | None = None) -> None:
+        """Store one event; ``spans`` are a verified round's spans when the caller has them."""
+        if self._folds:
+            self.figures.fold([event])
         if isinstance(event, Verified):
-            self.store.append_spans(self.message_id, spans_of(event), event.text)
+            spans = spans_of(event) if spans is None else spans
+            if self.message_id is None:
+                self.message_id = self.store.start_reply(
+                    self.conversation_id, spans, event.text, self.figures.as_dict(),
+                    keep=self.keep, user_text=self.user_text,
+                )
+            else:
+                self.store.append_spans(self.message_id, spans, event.text, self.figures.as_dict())
         elif isinstance(event, Finished):
-            stats = event.stats.as_dict()
+            if self.message_id is None:
+                if self.replaces or event.reason is FinishReason.ERROR:
+                    return  # nothing to show: the conversation stays as it was
+                self.message_id = self.store.add_message(self.conversation_id, "assistant", "")
+            stats = self.figures.as_dict()
             if event.message:
                 stats["message"] = event.message
             self.store.finish_message(self.message_id, event.reason.value, stats)

@@ -1,8 +1,11 @@
-"""A reply's running figures, folded from the engine's events.
+"""The conversation as the app holds it: messages with their token spans, and a reply's figures.
 
-The chat window's stats panel, the store's reply writer and the terminal fold
-the same events, so they count the same way: ``rounds`` are the rounds that
-drafted something (as the engine counts them), ``passes`` every verify pass.
+No Qt here. The window keeps one ``Transcript`` and folds each engine event
+into it once; the chat view draws from it, the stats panel shows its live
+figures, the store's writer saves the spans it returns, and requests are built
+from its ``history``, never from a widget. ``ReplyFigures`` counts the way the
+engine does: ``rounds`` are the rounds that drafted something, ``passes``
+every verify pass.
 """
 
 from __future__ import annotations
@@ -11,7 +14,48 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specchat.core.types import Drafted, Finished, GenerationStats, Verified
+from specchat.core.types import Drafted, Finished, GenerationStats, TokenKind, Verified
+
+
+@dataclass(frozen=True)
+class TokenSpan:
+    """One shown token (or run of text) and its fate."""
+
+    kind: TokenKind
+    text: str
+    round: int = -1
+    target_prob: float | None = None
+    draft_prob: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "text": self.text,
+            "round": self.round,
+            "target_prob": self.target_prob,
+            "draft_prob": self.draft_prob,
+        }
+
+
+def spans_of(verified: Verified) -> list[TokenSpan]:
+    """The spans a verified round shows: accepted drafts, rejected drafts, then the target's token."""
+    spans: list[TokenSpan] = []
+    n_acc = len(verified.accepted_pieces)
+    drafted = list(verified.accepted_pieces) + list(verified.rejected_pieces)
+    for i, piece in enumerate(drafted):
+        kind = TokenKind.ACCEPTED if i < n_acc else TokenKind.REJECTED
+        tp = verified.target_probs[i] if i < len(verified.target_probs) else None
+        dp = verified.draft_probs[i] if i < len(verified.draft_probs) else None
+        spans.append(TokenSpan(kind, piece, verified.round, tp, dp))
+    if verified.correction is not None or verified.correction_piece:
+        spans.append(TokenSpan(TokenKind.TARGET, verified.correction_piece, verified.round, verified.correction_prob, None))
+    return spans
+
+
+def span_count(verified: Verified) -> int:
+    """How many spans ``spans_of(verified)`` gives, without building them."""
+    extra = 1 if verified.correction is not None or verified.correction_piece else 0
+    return len(verified.accepted_pieces) + len(verified.rejected_pieces) + extra
 
 
 @dataclass
@@ -98,3 +142,68 @@ class ReplyFigures:
                 plain_tokens_per_second_estimate=float(stats.get("plain_tokens_per_second_estimate", 0.0)),
             )
         return figures
+
+
+@dataclass
+class Message:
+    """One message; ``spans`` is None for plain text (user messages, replies without token fates)."""
+
+    role: str
+    text: str = ""
+    spans: list[TokenSpan] | None = None
+    finished: bool = True
+    finish_reason: str | None = None  # as stored; None on a finished reply means it was cut short
+    figures: ReplyFigures | None = None
+
+    @property
+    def content(self) -> str:
+        """The message's text (rejected drafts are not part of it)."""
+        if self.spans is None:
+            return self.text
+        return "".join(s.text for s in self.spans if s.kind is not TokenKind.REJECTED)
+
+
+class Transcript:
+    """The messages of the open conversation, with the streaming reply last while it runs."""
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        self.messages: list[Message] = list(messages)
+
+    @property
+    def streaming(self) -> bool:
+        return bool(self.messages) and not self.messages[-1].finished
+
+    @property
+    def reply(self) -> Message | None:
+        """The last message if it is an assistant reply."""
+        return self.messages[-1] if self.messages and self.messages[-1].role == "assistant" else None
+
+    def history(self, upto: int | None = None) -> list[dict[str, str]]:
+        """The first ``upto`` messages (all by default) as role/content pairs for the chat template."""
+        return [{"role": m.role, "content": m.content} for m in self.messages[:upto]]
+
+    def add_user(self, text: str) -> Message:
+        message = Message("user", text)
+        self.messages.append(message)
+        return message
+
+    def begin_reply(self) -> Message:
+        message = Message("assistant", spans=[], finished=False, figures=ReplyFigures())
+        self.messages.append(message)
+        return message
+
+    def fold(self, event: object) -> list[TokenSpan]:
+        """Apply one engine event to the streaming reply; the spans a verified round added."""
+        reply = self.reply
+        if reply is None or reply.finished:
+            return []
+        assert reply.figures is not None and reply.spans is not None
+        reply.figures.fold([event])
+        if isinstance(event, Verified):
+            spans = spans_of(event)
+            reply.spans.extend(spans)
+            return spans
+        if isinstance(event, Finished):
+            reply.finished = True
+            reply.finish_reason = event.reason.value
+        return []

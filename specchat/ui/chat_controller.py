@@ -1,0 +1,299 @@
+"""The life of the open conversation and its replies, between the engine host, the store and the views.
+
+The controller owns the ``Transcript`` of the open conversation and the
+store's ``ReplyWriter`` of a streaming reply; it folds each engine event into
+the transcript once and tells the window what changed through signals. The
+engine host is passed in, so tests can drive it with a fake one. Every store
+error on this path becomes a one-line notice.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from PySide6.QtCore import QObject, Signal
+
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.store import ConversationStore, ReplyWriter, StoredMessage
+from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, Transcript
+from specchat.core.engine.depth import DepthControl
+from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationParams, GenerationStats, SpecchatError
+
+from .worker import ReplyRequest
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS = 48
+
+
+@dataclass(frozen=True)
+class ReplySettings:
+    """What the Speculation panel says a reply should use."""
+
+    params: GenerationParams
+    drafter: DrafterKind
+    depth: int | None  # None = auto
+
+
+class ReplyHost(Protocol):
+    """What the controller needs of the engine host (``worker.EngineHost``, or a fake in tests)."""
+
+    def generate(self, request: ReplyRequest) -> CancelToken: ...
+
+
+def transcript_of(stored: list[StoredMessage]) -> Transcript:
+    """A stored conversation as a transcript (token fates and figures included)."""
+    return Transcript(
+        Message(m.role, m.content, list(m.spans) if m.spans else None, finish_reason=m.finish_reason,
+                figures=ReplyFigures.from_dict(m.stats) if m.role == "assistant" else None)
+        for m in stored
+    )
+
+
+class ChatController(QObject):
+    """Send, regenerate, edit, stop; conversations opened, created and deleted."""
+
+    transcript_replaced = Signal()  # a different or reloaded transcript: redraw it
+    message_appended = Signal()  # the transcript's last message is new: draw it
+    events_folded = Signal(list)  # engine events, already folded into the transcript
+    reply_started = Signal()
+    reply_finished = Signal(object)  # Finished
+    conversations_changed = Signal()
+    notice = Signal(str)  # a one-line error for the user
+    status = Signal(str)  # a passing status-bar message
+    composer_text = Signal(str, bool)  # text for the composer; True: replace what is typed there
+
+    def __init__(self, store: ConversationStore, host: ReplyHost, reply_settings: Callable[[], ReplySettings],
+                 depth_control: DepthControl, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.host = host
+        self.reply_settings = reply_settings
+        self.depth_control = depth_control
+        self.transcript = Transcript()
+        self.conversation_id: int | None = None
+        self.has_draft_model = True
+        self.closing = False
+        self._writer: ReplyWriter | None = None
+        self._token: CancelToken | None = None
+        self._edit_index: int | None = None  # the user message being edited, until sent or abandoned
+        self._save_failed = False
+
+    @property
+    def streaming(self) -> bool:
+        return self._writer is not None
+
+    @property
+    def editing(self) -> bool:
+        return self._edit_index is not None
+
+    def can_regenerate(self) -> bool:
+        m = self.transcript.messages
+        return len(m) >= 2 and m[-1].role == "assistant" and m[-2].role == "user" and not self.streaming
+
+    # -- conversations -----------------------------------------------------------------
+
+    def new_conversation(self) -> None:
+        if self.streaming:
+            return
+        try:
+            self.conversation_id = self.store.create_conversation()
+        except sqlite3.Error as exc:
+            self.notice.emit(f"a new conversation could not be saved: {exc}")
+            return
+        self._edit_index = None
+        self.transcript = Transcript()
+        self.transcript_replaced.emit()
+        self.conversations_changed.emit()
+
+    def open_conversation(self, conversation_id: int | None) -> None:
+        """Show a stored conversation with its highlighting and figures."""
+        if self.streaming or conversation_id == self.conversation_id:
+            return
+        self.conversation_id = conversation_id
+        self._edit_index = None
+        self.reload()
+        self.conversations_changed.emit()
+
+    def reload(self) -> None:
+        """Show the open conversation as stored."""
+        try:
+            stored = self.store.messages(self.conversation_id) if self.conversation_id is not None else []
+        except sqlite3.Error as exc:
+            self.notice.emit(f"the conversation could not be read: {exc}")
+            stored = []
+        self.transcript = transcript_of(stored)
+        self.transcript_replaced.emit()
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        try:
+            self.store.rename(conversation_id, title)
+        except sqlite3.Error as exc:
+            self.notice.emit(f"the conversation could not be renamed: {exc}")
+        self.conversations_changed.emit()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        if self.streaming and conversation_id == self.conversation_id:
+            return
+        try:
+            self.store.delete(conversation_id)
+        except sqlite3.Error as exc:
+            self.notice.emit(f"the conversation could not be deleted: {exc}")
+            return
+        if conversation_id == self.conversation_id:
+            self.conversation_id = None
+            self.transcript = Transcript()
+            self.transcript_replaced.emit()
+        self.conversations_changed.emit()
+
+    # -- replies -----------------------------------------------------------------------
+
+    def send(self, text: str) -> bool:
+        """Store a user message (or an edited one) and start its reply; False if nothing was sent."""
+        text = text.strip()
+        if not text or self.streaming:
+            return False
+        edit_index, self._edit_index = self._edit_index, None
+        history = self.transcript.history()
+        title = text.splitlines()[0][:TITLE_CHARS]
+        try:
+            if self.conversation_id is None:
+                self.conversation_id = self.store.create_conversation(title)
+            elif not self.transcript.messages:
+                self.store.rename(self.conversation_id, title)
+            if edit_index is None:
+                self.store.add_message(self.conversation_id, "user", text)
+        except sqlite3.Error as exc:
+            self.notice.emit(f"the message could not be saved: {exc}")
+            return False
+        self.conversations_changed.emit()
+        self.transcript.add_user(text)
+        self.message_appended.emit()
+        if edit_index is None:
+            self._start_reply(history, text)
+        else:  # the edited message and what followed stay stored until the new reply's first round
+            self._start_reply(history, text, keep=edit_index, user_text_to_store=text)
+        return True
+
+    def regenerate(self) -> None:
+        """Generate the last reply again; the old one stays stored until the new one's first round."""
+        if self.conversation_id is None or not self.can_regenerate():
+            return
+        msgs = self.transcript.messages
+        keep = len(msgs) - 1
+        self.transcript = Transcript(msgs[:keep])
+        self.transcript_replaced.emit()
+        self._start_reply(self.transcript.history(keep - 1), msgs[keep - 1].content, keep=keep)
+
+    def edit_message(self, index: int) -> None:
+        """Put a user message back in the composer; sending replaces it and what followed, stop keeps them."""
+        msgs = self.transcript.messages
+        if self.streaming or self.conversation_id is None or not 0 <= index < len(msgs):
+            return
+        self._edit_index = index
+        self.transcript = Transcript(msgs[:index])
+        self.transcript_replaced.emit()
+        self.composer_text.emit(msgs[index].content, True)
+        self.status.emit("Editing: send to replace the message and what followed it, Esc to keep them")
+
+    def stop(self) -> None:
+        """Cancel the streaming reply (it ends within one round), or abandon an edit."""
+        if self._token is not None:
+            self._token.cancel()
+        elif self._edit_index is not None:
+            self._edit_index = None
+            self.composer_text.emit("", True)
+            self.reload()
+
+    def _start_reply(self, history: list[dict[str, str]], user_text: str, *, keep: int | None = None,
+                     user_text_to_store: str | None = None) -> None:
+        assert self.conversation_id is not None
+        try:
+            settings = self.reply_settings()
+        except SpecchatError as exc:
+            self.notice.emit(str(exc))
+            return
+        drafter = settings.drafter
+        if drafter is DrafterKind.DRAFT_MODEL and not self.has_draft_model:
+            drafter = DrafterKind.NGRAM
+            self.status.emit("No draft model loaded: using n-gram drafting")
+        self.depth_control.set(settings.depth)
+        reply = self.transcript.begin_reply()
+        assert reply.figures is not None
+        self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store,
+                                   figures=reply.figures)
+        self._save_failed = False
+        self.message_appended.emit()
+        self.reply_started.emit()
+        request = ReplyRequest(self.conversation_id, history, user_text, settings.params, drafter, self.depth_control)
+        self._token = self.host.generate(request)
+
+    def on_events(self, batch: list[object]) -> None:
+        """Engine events of the streaming reply (on the GUI thread)."""
+        if self.closing or self._writer is None:
+            return
+        finished: Finished | None = None
+        for event in batch:
+            spans = self.transcript.fold(event)
+            self._save(event, spans)
+            if isinstance(event, Finished):
+                finished = event
+        self.events_folded.emit(batch)
+        if finished is not None:
+            self._end_reply(finished)
+
+    def on_failed(self, message: str) -> None:
+        """The reply could not start or broke: end it like the engine's own error (one notice)."""
+        if self.closing:
+            return
+        if self._writer is None:
+            self.notice.emit(message)
+            return
+        self.on_events([Finished(FinishReason.ERROR, GenerationStats(), message)])
+
+    def close(self) -> None:
+        """The window closes: mark a reply still streaming as cancelled (the engine thread has stopped)."""
+        self.closing = True
+        if self._writer is not None:
+            self._save(Finished(FinishReason.CANCELLED, GenerationStats(), "window closed"), [])
+            self._writer = None
+
+    def _save(self, event: object, spans: list[TokenSpan]) -> None:
+        """Write one event of the streaming reply; a failing database is reported once, not fatal."""
+        if self._writer is None or self._save_failed:
+            return
+        try:
+            self._writer.feed(event, spans)
+        except sqlite3.Error as exc:
+            self._save_failed = True
+            self.notice.emit(f"the reply could not be saved: {exc}")
+
+    def _end_reply(self, finished: Finished) -> None:
+        writer, self._writer = self._writer, None
+        self._token = None
+        if writer is not None and writer.message_id is None and not self._save_failed:  # nothing stored
+            if finished.reason is FinishReason.ERROR and not writer.replaces:
+                self._withdraw_message(writer)
+            elif writer.user_text:
+                self.composer_text.emit(writer.user_text, False)  # an edit that never got a reply: keep the text
+            self.reload()
+        if finished.reason is FinishReason.ERROR and finished.message:
+            self.notice.emit(finished.message)
+        self.conversations_changed.emit()
+        self.reply_finished.emit(finished)
+
+    def _withdraw_message(self, writer: ReplyWriter) -> None:
+        """A new message whose reply failed before its first token goes back to the composer."""
+        msgs = self.transcript.messages
+        user = len(msgs) - 2
+        if user < 0 or msgs[user].role != "user":
+            return
+        self.composer_text.emit(msgs[user].content, False)
+        try:
+            self.store.truncate(writer.conversation_id, user)
+        except sqlite3.Error as exc:
+            log.warning("could not withdraw the failed message: %s", exc)

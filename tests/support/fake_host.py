@@ -1,0 +1,63 @@
+"""A stand-in for the window's engine host: the same signals and calls, no thread and no model.
+
+Tests load a pretend pair with ``loaded()`` and play engine events with
+``worker.events.emit(batch)``; every request the window sends is kept.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from specchat.core.cancel import CancelToken
+from specchat.ui.worker import LoadOptions, ModelInfo, ReplyRequest
+
+
+class FakeWorker(QObject):
+    load_progress = Signal(str, float)
+    loaded = Signal(object)
+    load_failed = Signal(str)
+    events = Signal(list)
+    failed = Signal(str)
+    baseline_measured = Signal(str, float)
+
+
+class FakeHost(QObject):
+    """Records what the window asks of the engine."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.worker = FakeWorker(self)
+        self.requests: list[ReplyRequest] = []
+        self.tokens: list[CancelToken] = []
+        self.loads: list[tuple[str, str]] = []
+        self.closed = False
+
+    def loaded(self, draft: bool = True) -> ModelInfo:
+        """Say a pair finished loading."""
+        info = ModelInfo("/models/target.gguf", "/models/draft.gguf" if draft else "", "target.gguf",
+                         "draft.gguf" if draft else None)
+        self.worker.loaded.emit(info)
+        return info
+
+    def load(self, target: str, draft: str = "", options: LoadOptions | None = None) -> None:
+        self.loads.append((target, draft))
+
+    def load_demo(self, options: LoadOptions | None = None) -> None:
+        self.loads.append(("demo", "demo"))
+
+    def generate(self, request: ReplyRequest) -> CancelToken:
+        self.requests.append(request)
+        token = CancelToken()
+        self.tokens.append(token)
+        return token
+
+    def measure_baseline(self, max_tokens: int = 48, sampler: object = None) -> None:
+        pass
+
+    def cancel(self) -> None:
+        for token in self.tokens:
+            token.cancel()
+
+    def shutdown(self) -> None:
+        self.closed = True
+        self.cancel()
