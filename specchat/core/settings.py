@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,51 @@ SETTINGS_FILENAME = "settings.json"
 MIN_CONTEXT = 256
 MAX_CONTEXT = 1 << 20
 THEMES = ("system", "light", "dark")
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The finite range a number given on the command line must fall in."""
+
+    label: str
+    low: float
+    high: float
+    integer: bool = False
+
+    def check(self, value: float) -> float:
+        """Return ``value``, or raise a one-line SpecchatError saying what is allowed."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SpecchatError(f"{self.label} must be a finite number, got {value!r}")
+        if self.integer and not float(value).is_integer():
+            raise SpecchatError(f"{self.label} must be a whole number, got {value!r}")
+        if not self.low <= value <= self.high:
+            raise SpecchatError(
+                f"{self.label} must be between {_plain(self.low)} and {_plain(self.high)}, got {value!r}"
+            )
+        return value
+
+
+def _plain(x: float) -> str:
+    """``4294967295`` rather than ``4.29497e+09``; ``0.5`` as it is."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+# Terminal flags by their argparse names. The window's own settings below keep narrower ranges where
+# its controls do (temperature 0-5 in both).
+FLAG_LIMITS: dict[str, Limit] = {
+    "temperature": Limit("temperature", 0.0, 5.0),
+    "top_k": Limit("top-k", 0, 100_000, integer=True),
+    "top_p": Limit("top-p", 0.0, 1.0),
+    "min_p": Limit("min-p", 0.0, 1.0),
+    "repeat_penalty": Limit("repeat penalty", 0.0, 10.0),
+    "seed": Limit("seed", 0, 2**32 - 1, integer=True),  # llama.cpp keeps seeds as uint32
+    "max_tokens": Limit("max tokens", 1, 1 << 24, integer=True),
+    "ctx": Limit("context size", MIN_CONTEXT, MAX_CONTEXT, integer=True),
+    "threads": Limit("threads", 1, 1024, integer=True),
+    "draft_p_min": Limit("draft p-min", 0.0, 1.0),
+    "n_ctx": Limit("context size", 1, MAX_CONTEXT, integer=True),
+    "limit": Limit("limit", 1, 1_000_000, integer=True),
+}
 
 
 @dataclass

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,6 +16,8 @@ from specchat.core.models.errors import GgufReadError
 _SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _SIZE_RE = re.compile(r"^(?:(\d+)x)?(\d+(?:\.\d+)?)([KMBT])", re.IGNORECASE)
 _SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+# The gguf reader's own ValueErrors that say something useful; any other reads as "truncated or corrupt".
+_KNOWN_READER_ERRORS = re.compile(r"magic|version|alignment|duplicated", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -120,15 +124,29 @@ def read_gguf_info(path: Path, *, with_vocab: bool = False) -> GgufInfo:
     ``with_vocab`` keeps the token texts and types on the result (for compatibility checks).
     """
     import gguf
+    import numpy as np
+
+    from specchat.core.models.shape import check_header
 
     path = Path(path)
     try:
         stat = path.stat()
-        reader = gguf.GGUFReader(path)
+        check_header(path)
+        # errstate: the reader adds offsets in numpy integers; an absurd one must raise, not print a warning.
+        with np.errstate(all="raise"):
+            reader = gguf.GGUFReader(path)
+        _check_tensors(reader, path, stat.st_size)
     except FileNotFoundError:
         raise GgufReadError(f"GGUF file not found: {path}") from None
-    except (OSError, ValueError, KeyError, IndexError) as exc:
-        raise GgufReadError(f"{path} is not a readable GGUF file ({exc})") from None
+    except OSError as exc:
+        raise GgufReadError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except GgufReadError:
+        raise
+    except ValueError as exc:
+        known = str(exc) if _KNOWN_READER_ERRORS.search(str(exc)) else "its header is truncated or corrupt"
+        raise GgufReadError(f"{path} is not a readable GGUF file: {known}") from None
+    except (EOFError, KeyError, IndexError, TypeError, ArithmeticError, MemoryError, RuntimeWarning, struct.error):
+        raise GgufReadError(f"{path} is not a readable GGUF file: its header is truncated or corrupt") from None
     try:
         fields = reader.fields
         arch = str(_value(fields, "general.architecture") or "unknown")
@@ -164,6 +182,34 @@ def read_gguf_info(path: Path, *, with_vocab: bool = False) -> GgufInfo:
             n_split=n_split,
             vocab=Vocab(tuple(tokens), tuple(int(t) for t in types)) if with_vocab else None,
         )
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise GgufReadError(f"{path} has malformed GGUF metadata ({exc})") from None
+    except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, UnicodeError, RuntimeWarning) as exc:
+        raise GgufReadError(f"{path} has malformed GGUF metadata ({type(exc).__name__})") from None
     return info
+
+
+def _check_tensors(reader: Any, path: Path, file_size: int) -> None:
+    """Refuse what llama.cpp refuses to load: a tensor misaligned, or not wholly inside the file.
+
+    Sizes are recomputed in Python integers: the reader's numpy arithmetic wraps around silently.
+    """
+    import gguf
+
+    alignment = int(getattr(reader, "alignment", 32) or 32)
+    start = int(reader.data_offset)
+    for tensor in reader.tensors:
+        dims = [int(d) for d in tensor.field.parts[3]]
+        offset = int(tensor.field.parts[5][0])
+        block_size, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(int(tensor.tensor_type))]
+        n_elements = math.prod(dims)
+        if n_elements % block_size:
+            raise GgufReadError(
+                f"{path}: tensor {tensor.name!r} has a shape its type cannot hold; llama.cpp would refuse it"
+            )
+        n_bytes = n_elements // block_size * type_size
+        if offset % alignment:
+            raise GgufReadError(f"{path}: tensor {tensor.name!r} is misaligned; llama.cpp would refuse it")
+        if start + offset + n_bytes > file_size:
+            raise GgufReadError(
+                f"{path}: tensor {tensor.name!r} lies beyond the end of the file (truncated or corrupt); "
+                "llama.cpp would refuse it"
+            )

@@ -11,6 +11,7 @@ names, and stops as soon as it reaches the tokenizer with what it needs.
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,12 +69,20 @@ class ModelShape:
 class _Reader:
     def __init__(self, f: BinaryIO) -> None:
         self.f = f
+        self.size = os.fstat(f.fileno()).st_size
 
     def take(self, n: int) -> bytes:
+        if n > self.size - self.f.tell():  # a corrupt length: do not read (or allocate) past the end
+            raise EOFError("file ends inside the header")
         data = self.f.read(n)
         if len(data) != n:
             raise EOFError("file ends inside the header")
         return data
+
+    def skip(self, n: int) -> None:
+        if n > self.size - self.f.tell():
+            raise EOFError("file ends inside the header")
+        self.f.seek(n, os.SEEK_CUR)
 
     def unpack(self, fmt: str) -> int | float | bool:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
@@ -108,6 +117,80 @@ class _Reader:
             return None
         raise ValueError(f"unknown value type {vtype}")
 
+    def skip_value(self, vtype: gguf.GGUFValueType, depth: int = 0) -> None:
+        """Step over one value, checking every length against what is left of the file."""
+        if vtype in _SCALARS:
+            self.skip(struct.calcsize(_SCALARS[vtype]))
+        elif vtype is gguf.GGUFValueType.STRING:
+            self.skip(self.count())
+        elif vtype is gguf.GGUFValueType.ARRAY:
+            if depth >= _MAX_NESTING:
+                raise ValueError(f"arrays nested more than {_MAX_NESTING} deep")
+            item = gguf.GGUFValueType(int(self.unpack("<I")))
+            count = self.count()
+            if item in _SCALARS:
+                self.skip(struct.calcsize(_SCALARS[item]) * count)
+                return
+            if count * _MIN_VALUE_SIZE[item] > self.size - self.f.tell():
+                raise EOFError("file ends inside the header")
+            if item is gguf.GGUFValueType.STRING:
+                self._skip_strings(count)
+                return
+            for _ in range(count):
+                self.skip_value(item, depth + 1)
+        else:
+            raise ValueError(f"unknown value type {vtype}")
+
+    def _skip_strings(self, count: int) -> None:
+        """Step over ``count`` strings, walking their lengths in 1 MiB buffers (a vocabulary has 100k+)."""
+        pos = self.f.tell()
+        base, buf = pos, b""
+        for _ in range(count):
+            if pos + 8 > base + len(buf):
+                self.f.seek(pos)
+                base, buf = pos, self.f.read(min(1 << 20, self.size - pos))
+                if len(buf) < 8:
+                    raise EOFError("file ends inside the header")
+            pos += 8 + struct.unpack_from("<Q", buf, pos - base)[0]
+            if pos > self.size:
+                raise EOFError("file ends inside the header")
+        self.f.seek(pos)
+
+
+_MIN_VALUE_SIZE = {gguf.GGUFValueType.STRING: 8, gguf.GGUFValueType.ARRAY: 12}
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+
+
+def check_header(path: str | Path) -> None:
+    """Walk a whole GGUF header, every key/value and tensor record, trusting no count or length in it.
+
+    Raises OSError, EOFError, ValueError or struct.error. ``gguf.GGUFReader`` can
+    spin for hours on an array count of 2**40 that points past the end of the
+    file, so it is only given files that pass this walk.
+    """
+    with Path(path).open("rb") as f:
+        r = _Reader(f)
+        if r.take(4) != b"GGUF":
+            raise ValueError("bad magic")
+        version = int(r.unpack("<I"))
+        if version not in (2, 3):
+            raise ValueError(f"unsupported GGUF version {version}")
+        n_tensors = int(r.unpack("<Q"))
+        n_kv = int(r.unpack("<Q"))
+        if 12 * n_kv + 24 * n_tensors > r.size - r.f.tell():  # the smallest records there are
+            raise EOFError("file ends inside the header")
+        for _ in range(n_kv):
+            r.skip(r.count())
+            r.skip_value(gguf.GGUFValueType(int(r.unpack("<I"))))
+        for _ in range(n_tensors):
+            r.skip(r.count())
+            n_dims = int(r.unpack("<I"))
+            if n_dims > _MAX_DIMS:
+                raise ValueError(f"a tensor with {n_dims} dimensions")
+            r.skip(8 * n_dims)
+            gguf.GGMLQuantizationType(int(r.unpack("<I")))
+            r.skip(8)
+
 
 def _int(value: object) -> int | None:
     """A count from a scalar, or the largest entry of a per-layer array."""
@@ -126,7 +209,9 @@ def read_model_shape(path: str | Path) -> ModelShape:
             fields = _read_fields(_Reader(f))
     except FileNotFoundError:
         raise GgufReadError(f"GGUF file not found: {path}") from None
-    except (OSError, EOFError, ValueError, MemoryError, struct.error) as exc:
+    except OSError as exc:
+        raise GgufReadError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (EOFError, ValueError, MemoryError, struct.error) as exc:
         raise GgufReadError(f"{path} is not a readable GGUF file ({str(exc) or type(exc).__name__})") from None
     try:
         return _shape(path, fields)
