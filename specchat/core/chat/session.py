@@ -16,7 +16,7 @@ from specchat.core.chat.template import ChatTemplate, validate_messages
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
-from specchat.core.llama.context import Context
+from specchat.core.llama.context import Context, MemoryInfo, check_memory_support, probe_memory
 from specchat.core.llama.devices import offload_supported
 from specchat.core.llama.model import Model, vocab_mismatch
 from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers
@@ -28,6 +28,7 @@ from specchat.core.types import (
     Finished,
     GenerationParams,
     GenerationStats,
+    MAX_DEPTH,
     GpuLayers,
     SpecchatError,
     Verified,
@@ -36,11 +37,16 @@ from specchat.core.types import (
 LoadProgress = Callable[[str, float], bool]
 
 
+def model_memory(path: str | Path) -> MemoryInfo:
+    """Whether ``path`` is a dense, hybrid or recurrent model and how it takes drafts back (no weights read)."""
+    return probe_memory(path)
+
+
 class ChatEngine:
     """A target model (and optionally a draft model) with one context each."""
 
     def __init__(self, target: Model, draft: Model | None, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 vocab_checked: bool = False) -> None:
+                 vocab_checked: bool = False, target_rollback: int = MAX_DEPTH) -> None:
         if draft is not None and not vocab_checked:
             problem = vocab_mismatch(target, draft)
             if problem:
@@ -48,7 +54,9 @@ class ChatEngine:
         n_ctx = min(n_ctx, target.n_ctx_train) if target.n_ctx_train > 0 else n_ctx
         self.target = target
         self.draft = draft
-        self.target_context = Context(target, n_ctx=n_ctx, n_threads=n_threads)
+        # A hybrid or recurrent target keeps recurrent snapshots for the deepest draft, where its
+        # architecture allows (llama.cpp grants none otherwise, and the context saves states instead).
+        self.target_context = Context(target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
         self.draft_context: Context | None = None
         try:
             self.draft_context = Context(draft, n_ctx=n_ctx, n_threads=n_threads) if draft is not None else None
@@ -82,30 +90,35 @@ class ChatEngine:
         draft_gpu_layers: GpuLayers = 0,
         n_threads: int | None = None,
         progress: LoadProgress | None = None,
+        target_rollback: int = MAX_DEPTH,
     ) -> ChatEngine:
         """Load the pair; raises SpecchatError with a one-line message on bad files or an incompatible draft.
 
         GPU layers use llama.cpp's convention (-1 all, 0 none) or ``"auto"``,
         which fits both models into the free device memory (CPU on a build
-        that cannot offload).
+        that cannot offload). ``target_rollback`` is the recurrent snapshots
+        a hybrid or recurrent target asks for (0: always restore saved states).
         """
 
         def stage(name: str) -> Callable[[float], bool] | None:
             return None if progress is None else (lambda f: progress(name, f))
 
-        if draft is not None:
-            # Compare vocabularies before spending time and memory on either model's weights.
-            target_vocab = Model(target, vocab_only=True)
-            try:
+        # Check what can be checked before spending time and memory on either model's weights:
+        # whether this build can take back a recurrent model's state, and the vocabularies.
+        target_vocab = Model(target, vocab_only=True)
+        try:
+            check_memory_support(target_vocab)
+            if draft is not None:
                 draft_vocab = Model(draft, vocab_only=True)
                 try:
+                    check_memory_support(draft_vocab)
                     problem = vocab_mismatch(target_vocab, draft_vocab)
                 finally:
                     draft_vocab.close()
-            finally:
-                target_vocab.close()
-            if problem:
-                raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
+                if problem:
+                    raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
+        finally:
+            target_vocab.close()
         target_layers, draft_layers = resolve_gpu_layers(target, draft, n_gpu_layers, draft_gpu_layers, n_ctx=n_ctx)
         loaded: list[Model] = []
         try:
@@ -113,7 +126,8 @@ class ChatEngine:
             if draft is not None:
                 loaded.append(Model(draft, n_gpu_layers=draft_layers, progress=stage("draft")))
             target_model, draft_model = loaded[0], loaded[1] if draft is not None else None
-            return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads, vocab_checked=True)
+            return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads, vocab_checked=True,
+                       target_rollback=target_rollback)
         except BaseException:
             # Free the weights (gigabytes, perhaps on the GPU) now, not when the traceback is collected.
             for model in loaded:

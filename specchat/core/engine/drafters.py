@@ -69,6 +69,7 @@ class DraftModelDrafter:
 
     def __init__(self, context: object) -> None:
         self.context = context
+        self._last_k = 0
 
     def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
               cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
@@ -82,10 +83,17 @@ class DraftModelDrafter:
         if k <= 0:
             return out
         row, reused = ctx.sync(tokens)
+        # The drafts decoded below go one token per batch, which no recurrent snapshot can take
+        # back: a hybrid or recurrent draft saves its state here and the next sync restores it.
+        if k > 1:
+            ctx.checkpoint("round")
         synced = time.perf_counter()
-        # A sync of 1-2 tokens is the normal per-round catch-up; a longer one (after
-        # plain rounds) is not what the next round will cost, so it is not reported.
-        steady_sync = len(tokens) - reused <= 2
+        # A sync of 1-2 tokens is the normal per-round catch-up (after a restore: the accepted
+        # drafts too); a longer one (after plain rounds) is not what the next round will cost,
+        # so it is not reported.
+        catch_up = len(tokens) - reused
+        steady_sync = catch_up <= 2 or (ctx.restored and catch_up <= self._last_k + 2)
+        self._last_k = k
         decodes = 0
         decode_seconds = 0.0
         history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []

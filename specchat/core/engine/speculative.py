@@ -21,7 +21,6 @@ from specchat.core.engine.detok import Detokenizer
 from specchat.core.engine.drafters import Draft, Drafter, NoDrafter
 from specchat.core.engine.sampling import distribution, greedy_token
 from specchat.core.engine.verify import accept_greedy, accept_rejection
-from specchat.core.llama.context import common_prefix_len
 from specchat.core.types import (
     Drafted,
     Event,
@@ -44,16 +43,22 @@ class TargetSide:
 
 
 def prefill(target: TargetSide, drafter: Drafter, prompt: Sequence[int]) -> int:
-    """Bring both caches to the prompt (minus its last token, for the target); return reused count."""
-    ctx = target.context
+    """Bring both caches to the prompt minus its last token; return the target's reused count.
+
+    Each cache reuses the longest prefix it can (for a recurrent model: up to
+    a saved state, see :class:`~specchat.core.llama.context.Context`), and a
+    recurrent model's state is saved at the end of the prompt, so that a
+    regenerated reply or the next turn does not decode the conversation again.
+    """
     body = prompt[:-1]
-    reuse = common_prefix_len(ctx.tokens, body)
-    ctx.truncate(reuse)
-    if len(body) > reuse:
-        ctx.decode(body[reuse:])
-    draft_ctx = getattr(drafter, "context", None)
-    if draft_ctx is not None:
-        draft_ctx.sync(prompt)
+    reuse = 0
+    for ctx in (target.context, getattr(drafter, "context", None)):
+        if ctx is None:
+            continue
+        held = ctx.extend_to(body)  # type: ignore[attr-defined]
+        ctx.checkpoint("prompt")  # type: ignore[attr-defined]
+        if ctx is target.context:
+            reuse = held
     return reuse
 
 
@@ -139,6 +144,7 @@ def generate(
             consumer_seconds = time.perf_counter() - handed  # the front end's time, not the engine's
 
         verify_started = time.perf_counter()
+        ctx.prepare_rollback(len(drafts))  # a recurrent target saves its state unless it can roll back in place
         rows = ctx.decode([committed[-1], *drafts], all_logits=True)
         history = committed[-sampler.repeat_last_n :] if sampler.repeat_last_n else []
 
@@ -174,7 +180,7 @@ def generate(
         if reason is None and stats.generated + len(kept) >= params.max_tokens:
             reason = FinishReason.MAX_TOKENS
         committed.extend(kept)
-        ctx.truncate(len(committed) - 1)
+        ctx.truncate(len(committed) - 1)  # checked: an exact recovery where the memory cannot cut in place
         verify_seconds = time.perf_counter() - verify_started
         assert len(ctx.tokens) == len(committed) - 1  # the loop's invariant
 

@@ -1,21 +1,40 @@
-"""A llama.cpp context for one sequence: batched decode, logits as numpy, KV truncation.
+"""A llama.cpp context for one sequence: batched decode, logits as numpy, and taking positions back.
 
-The context remembers which tokens its KV cache holds, so callers can ask it
-to "hold exactly this token list" and it reuses the longest common prefix.
+The context remembers which tokens its memory holds, so callers can ask it
+to "hold exactly this token list" and it reuses the longest prefix it can.
+
+Taking positions back ("cutting") is easy for a dense model: its KV cache
+forgets any tail. A recurrent layer (Mamba, Gated DeltaNet, short
+convolutions) keeps one state that has already absorbed every token, so
+llama.cpp refuses most cuts (``llama_memory_seq_rm`` returns false). Every
+cut here is checked, and a refused one is recovered, never ignored:
+
+1. in place: llama.cpp keeps ``n_rs_seq`` snapshots of the recurrent state
+   for the last tokens of the latest batch (architectures that support it),
+   so a cut of up to that many of them works once after each decode;
+2. from a checkpoint: the recurrent state saved earlier (``llama_state_seq_*``)
+   is restored, the attention cache cut to match, and the tokens between
+   the checkpoint and the cut decoded again;
+3. from the start: with no usable checkpoint the sequence is cleared and
+   decoded again (exact, the slowest).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import llama_cpp
 import numpy as np
 
-from specchat.core.llama.model import Model
-from specchat.core.types import SpecchatError
+from specchat.core.llama.model import Model, ModelKind
+from specchat.core.types import MAX_DEPTH, SpecchatError
+
+_STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent state without the attention cache
+_DECODE_CODES = {1: "no room in the KV cache", 2: "aborted", -1: "invalid batch"}
 
 
 class ContextFullError(SpecchatError):
@@ -28,6 +47,21 @@ def default_threads() -> int:
     return max(1, n // 2) if n > 4 else n
 
 
+def can_checkpoint() -> bool:
+    """Whether these bindings can save and restore one sequence's state (needed for recurrent models)."""
+    return all(hasattr(llama_cpp, f) for f in ("llama_state_seq_get_size", "llama_state_seq_get_data",
+                                                "llama_state_seq_set_data"))
+
+
+def check_memory_support(model: Model) -> None:
+    """Refuse (one line) a hybrid or recurrent model on bindings that cannot save its state."""
+    if model.kind is not ModelKind.DENSE and not can_checkpoint():
+        raise SpecchatError(
+            f"{model.name} is a {model.kind.value} model ({model.arch}) and this llama.cpp build "
+            f"(llama-cpp-python {llama_cpp.__version__}) cannot save its state, which taking back rejected "
+            "drafts needs; a newer llama-cpp-python can")
+
+
 @dataclass(frozen=True)
 class PerfCounters:
     """llama.cpp's own timing counters for a context (milliseconds)."""
@@ -38,30 +72,72 @@ class PerfCounters:
     eval_tokens: int
 
 
-class Context:
-    """One KV sequence on a model. Not thread-safe: one worker owns it."""
+@dataclass
+class RollbackStats:
+    """How this context's cuts were made, and what the recoveries cost."""
 
-    def __init__(self, model: Model, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512) -> None:
+    in_place: int = 0  # cuts llama.cpp made itself (KV cache, or a recurrent snapshot)
+    restores: int = 0  # cuts made by restoring a checkpoint
+    restarts: int = 0  # cuts with no usable checkpoint: the sequence cleared
+    replayed_tokens: int = 0  # tokens decoded again after a restore or a restart
+    checkpoints: int = 0  # states saved
+    checkpoint_bytes: int = 0  # size of the latest saved state
+    seconds: float = 0.0  # spent saving, restoring and decoding again
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+@dataclass
+class _Checkpoint:
+    pos: int  # the state after this many tokens
+    data: ctypes.Array[ctypes.c_uint8]
+
+
+class Context:
+    """One sequence on a model. Not thread-safe: one worker owns it.
+
+    ``rollback`` asks a hybrid or recurrent model for that many recurrent
+    snapshots (``n_rs_seq``); ``rollback_depth`` is what llama.cpp granted
+    (0 where the architecture cannot roll back in place).
+    """
+
+    def __init__(self, model: Model, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512,
+                 rollback: int = 0) -> None:
         self.model = model
+        self.kind: ModelKind = model.kind
         if n_ctx < 16:
             raise SpecchatError(f"context size must be at least 16 tokens, got {n_ctx}")
+        check_memory_support(model)
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = n_batch
         params.n_ubatch = n_batch
         params.n_seq_max = 1
+        want_rollback = rollback if self.kind is not ModelKind.DENSE and hasattr(params, "n_rs_seq") else 0
+        if want_rollback > 0:
+            params.n_rs_seq = want_rollback
+            # The last n_rs_seq + 1 tokens of a batch must share one micro-batch for the snapshots.
+            params.n_ubatch = params.n_batch = n_batch = max(n_batch, want_rollback + 1)
         threads = n_threads or default_threads()
         params.n_threads = threads
         params.n_threads_batch = threads
         params.no_perf = False
         self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not self._ptr:
-            raise SpecchatError(f"llama.cpp could not create a {n_ctx}-token context (out of memory?)")
+            raise SpecchatError(f"llama.cpp could not create a {n_ctx}-token context for {model.name} (out of memory?)")
         self._memory = llama_cpp.llama_get_memory(self._ptr)
         self.n_ctx: int = llama_cpp.llama_n_ctx(self._ptr)
         self.n_batch: int = n_batch
         self.n_vocab: int = model.n_vocab
-        self.tokens: list[int] = []  # what the KV cache holds, position by position
+        self.rollback_depth: int = int(llama_cpp.llama_n_rs_seq(self._ptr)) if want_rollback > 0 else 0
+        self.tokens: list[int] = []  # what the memory holds, position by position
+        self.stats = RollbackStats()
+        self.restored = False  # whether the latest rewind restored a checkpoint
+        self._snapshots = 0  # positions the latest batch lets llama.cpp cut in place (recurrent models)
+        self._checkpoints: dict[str, _Checkpoint] = {}
+        ext = hasattr(llama_cpp, "llama_state_seq_get_size_ext")
+        self._partial_state = ext and self.kind is ModelKind.HYBRID  # attention cache cut, not saved
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         b = self._batch
         for i in range(n_batch):
@@ -76,6 +152,7 @@ class Context:
             llama_cpp.llama_batch_free(self._batch)
             llama_cpp.llama_free(self._ptr)
             self._ptr = None
+            self._checkpoints.clear()
 
     def __del__(self) -> None:
         self.close()
@@ -84,12 +161,113 @@ class Context:
     def n_past(self) -> int:
         return len(self.tokens)
 
-    def truncate(self, n_keep: int) -> None:
-        """Forget every cached position from ``n_keep`` on."""
-        if n_keep < len(self.tokens):
-            llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1)
-            del self.tokens[n_keep:]
+    @property
+    def in_place(self) -> bool:
+        """Whether rejected drafts can be cut in place (dense, or recurrent snapshots)."""
+        return self.kind is ModelKind.DENSE or self.rollback_depth > 0
 
+    # --- taking positions back ------------------------------------------
+    def truncate(self, n_keep: int) -> None:
+        """Forget every position from ``n_keep`` on (recovering the state exactly if llama.cpp refuses the cut)."""
+        if n_keep >= len(self.tokens):
+            return
+        keep = self.tokens[:n_keep]
+        held = self.rewind(n_keep)
+        if held < n_keep:
+            started = time.perf_counter()
+            self.decode(keep[held:])
+            self.stats.replayed_tokens += n_keep - held
+            self.stats.seconds += time.perf_counter() - started
+
+    def rewind(self, n_keep: int) -> int:
+        """Forget positions from ``n_keep`` on, or more where the memory cannot stop there; return how many remain.
+
+        The caller decodes ``tokens[returned:n_keep]`` again (in the same batch
+        as what it decodes next); :meth:`truncate` does that itself.
+        """
+        self.restored = False
+        if n_keep >= len(self.tokens):
+            return len(self.tokens)
+        n_keep = max(n_keep, 0)
+        if n_keep == 0:
+            self._clear()
+            return 0
+        cut = len(self.tokens) - n_keep
+        if self.kind is ModelKind.DENSE or cut <= self._snapshots:
+            if llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1):
+                self._forget_from(n_keep)
+                self.stats.in_place += 1
+                return n_keep
+        started = time.perf_counter()
+        best = max((c for c in self._checkpoints.values() if c.pos <= n_keep), key=lambda c: c.pos, default=None)
+        if best is not None:
+            self._restore(best)
+            self.stats.restores += 1
+            self.restored = True
+        else:
+            self._clear()
+            self.stats.restarts += 1
+        self.stats.seconds += time.perf_counter() - started
+        return len(self.tokens)
+
+    def prepare_rollback(self, depth: int) -> None:
+        """The next decode appends up to ``depth`` + 1 tokens and may be cut back by up to ``depth``.
+
+        Saves a checkpoint unless that cut can be made in place.
+        """
+        if depth > self.rollback_depth and self.kind is not ModelKind.DENSE:
+            self.checkpoint("round")
+
+    def checkpoint(self, slot: str) -> None:
+        """Save the recurrent state as it is now under ``slot`` (a no-op for dense models)."""
+        if self.kind is ModelKind.DENSE or not self.tokens:
+            return
+        old = self._checkpoints.get(slot)
+        if old is not None and old.pos == len(self.tokens):
+            return  # valid checkpoints are dropped by any cut below them, so this one is the same state
+        started = time.perf_counter()
+        if self._partial_state:
+            size = llama_cpp.llama_state_seq_get_size_ext(self._ptr, 0, _STATE_PARTIAL_ONLY)
+            data = (ctypes.c_uint8 * size)()
+            got = llama_cpp.llama_state_seq_get_data_ext(self._ptr, data, size, 0, _STATE_PARTIAL_ONLY)
+        else:
+            size = llama_cpp.llama_state_seq_get_size(self._ptr, 0)
+            data = (ctypes.c_uint8 * size)()
+            got = llama_cpp.llama_state_seq_get_data(self._ptr, data, size, 0)
+        if got != size:
+            raise SpecchatError(f"{self.model.name}: llama.cpp saved {got} of {size} bytes of its state")
+        self._checkpoints[slot] = _Checkpoint(len(self.tokens), data)
+        self.stats.checkpoints += 1
+        self.stats.checkpoint_bytes = size
+        self.stats.seconds += time.perf_counter() - started
+
+    def _restore(self, ck: _Checkpoint) -> None:
+        size = len(ck.data)
+        if self._partial_state:
+            got = llama_cpp.llama_state_seq_set_data_ext(self._ptr, ck.data, size, 0, _STATE_PARTIAL_ONLY)
+        else:
+            got = llama_cpp.llama_state_seq_set_data(self._ptr, ck.data, size, 0)
+        # With the recurrent state back at ck.pos, the cut from there on is not partial for it any more.
+        if got == 0 or not llama_cpp.llama_memory_seq_rm(self._memory, 0, ck.pos, -1):
+            self._clear()
+            raise SpecchatError(f"{self.model.name} ({self.kind.value}): llama.cpp could not restore the state "
+                                f"saved at position {ck.pos}; the cache was cleared, send the message again")
+        self._forget_from(ck.pos)
+
+    def _forget_from(self, n_keep: int) -> None:
+        del self.tokens[n_keep:]
+        self._snapshots = 0  # a snapshot serves once, and only right after its batch
+        for slot in [s for s, c in self._checkpoints.items() if c.pos > n_keep]:
+            del self._checkpoints[slot]
+
+    def _clear(self) -> None:
+        if not llama_cpp.llama_memory_seq_rm(self._memory, 0, -1, -1):  # a whole sequence never refuses
+            llama_cpp.llama_memory_clear(self._memory, True)
+        self.tokens.clear()
+        self._snapshots = 0
+        self._checkpoints.clear()
+
+    # --- decoding ---------------------------------------------------------
     def decode(self, tokens: Sequence[int], *, all_logits: bool = False) -> np.ndarray:
         """Append ``tokens`` to the sequence; return logits rows (float32 view).
 
@@ -118,28 +296,45 @@ class Context:
             self._batch.n_tokens = m
             rc = llama_cpp.llama_decode(self._ptr, self._batch)
             if rc != 0:
-                # Leave the cache as it was before this chunk, so the caller can recover.
-                llama_cpp.llama_memory_seq_rm(self._memory, 0, self.n_past, -1)
-                raise SpecchatError(f"llama_decode failed with code {rc}")
+                self._decode_failed(rc, m)
             self.tokens.extend(int(t) for t in chunk)
+            self._snapshots = min(m - 1, self.rollback_depth)
             start += m
         n_rows = n if all_logits else 1
         ptr = llama_cpp.llama_get_logits(self._ptr)
         return np.ctypeslib.as_array(ptr, shape=(n_rows, self.n_vocab))
 
-    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
-        """Make the cache hold ``tokens`` and return (logits after the last one, reused count).
+    def _decode_failed(self, rc: int, m: int) -> None:
+        """Leave the memory as it was before the failed chunk (or empty), then raise one line."""
+        at = self.n_past
+        self._snapshots = 0
+        cleared = ""
+        if not llama_cpp.llama_memory_seq_rm(self._memory, 0, at, -1):
+            self._clear()  # a recurrent state cannot drop the failed chunk alone
+            cleared = "; the cache was cleared"
+        why = _DECODE_CODES.get(rc, f"code {rc}")
+        raise SpecchatError(f"{self.model.name}: llama.cpp could not decode {m} tokens at position {at} "
+                            f"({why}){cleared}")
 
-        Reuses the longest common prefix with what the cache holds; at least the
-        last token is decoded again so that its logits are available.
+    def extend_to(self, tokens: Sequence[int]) -> int:
+        """Make the memory hold exactly ``tokens`` (no logits); return how many were reused."""
+        reuse = self.rewind(common_prefix_len(self.tokens, tokens))
+        if len(tokens) > reuse:
+            self.decode(tokens[reuse:])
+        return reuse
+
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
+        """Make the memory hold ``tokens`` and return (logits after the last one, reused count).
+
+        Reuses the longest common prefix it can; at least the last token is
+        decoded again so that its logits are available.
         """
         if not tokens:
             raise ValueError("cannot sync to an empty sequence")
         if len(tokens) > self.n_ctx:
             raise ContextFullError(f"{len(tokens)} tokens do not fit in the {self.n_ctx}-token context")
-        reuse = common_prefix_len(self.tokens, tokens)
-        reuse = min(reuse, len(tokens) - 1)
-        self.truncate(reuse)
+        reuse = min(common_prefix_len(self.tokens, tokens), len(tokens) - 1)
+        reuse = self.rewind(reuse)
         logits = self.decode(tokens[reuse:])
         return logits[0], reuse
 
@@ -149,6 +344,54 @@ class Context:
 
     def perf_reset(self) -> None:
         llama_cpp.llama_perf_context_reset(self._ptr)
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """What a model's memory allows: its kind and how rejected drafts are taken back."""
+
+    arch: str
+    kind: ModelKind
+    rollback: int  # positions llama.cpp can cut in place after a batch (0: none; dense: any)
+    n_layer_nextn: int  # MTP (NextN) layers in the file
+
+    @property
+    def in_place(self) -> bool:
+        return self.kind is ModelKind.DENSE or self.rollback > 0
+
+    def describe(self) -> str:
+        """One line, e.g. ``hybrid (qwen35): rolls back up to 16 drafts in place``."""
+        if self.kind is ModelKind.DENSE:
+            how = "cuts its KV cache anywhere"
+        elif self.rollback > 0:
+            how = f"rolls back up to {self.rollback} drafts in place (deeper: from a saved state)"
+        else:
+            how = "cannot roll back in place: rejected drafts are undone from a saved state"
+        mtp = f"; {self.n_layer_nextn} MTP layer{'s' if self.n_layer_nextn != 1 else ''}" if self.n_layer_nextn else ""
+        return f"{self.kind.value} ({self.arch}): {how}{mtp}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"arch": self.arch, "kind": self.kind.value, "rollback": self.rollback, "in_place": self.in_place,
+                "mtp_layers": self.n_layer_nextn}
+
+
+def probe_memory(path: str | os.PathLike[str]) -> MemoryInfo:
+    """Kind and rollback room of the model at ``path``, without reading its weights.
+
+    The rollback room is asked of llama.cpp itself: a weightless context is
+    created with ``n_rs_seq`` snapshots and llama.cpp keeps them only for
+    architectures whose recurrent layers can be rolled back.
+    """
+    model = Model(path, no_alloc=True)
+    try:
+        rollback = 0
+        if model.kind is not ModelKind.DENSE:
+            ctx = Context(model, n_ctx=64, n_batch=64, rollback=MAX_DEPTH, n_threads=1)
+            rollback = ctx.rollback_depth
+            ctx.close()
+        return MemoryInfo(model.arch, model.kind, rollback, model.n_layer_nextn)
+    finally:
+        model.close()
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:

@@ -8,8 +8,12 @@ speculative loop needs two contexts, batched logits and KV surgery.
 from __future__ import annotations
 
 import ctypes
+import enum
 import os
+import re
+import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,25 +26,41 @@ GGUF_MAGIC = b"GGUF"
 _backend_lock = threading.Lock()
 _backend_ready = False
 _LOG_CALLBACK = None  # keep the ctypes callback alive for the process lifetime
+_GGML_LOG_LEVEL_ERROR = 4
+# llama.cpp's latest error lines: a failed load only returns NULL, the reason is in its log.
+_recent_errors: deque[str] = deque(maxlen=16)
+_UNKNOWN_ARCH = re.compile(r"unknown model architecture: '([^']*)'")
+
+
+class ModelKind(str, enum.Enum):
+    """How a model remembers the past: a KV cache, recurrent state, or both."""
+
+    DENSE = "dense"  # attention only: the KV cache can be cut at any position
+    HYBRID = "hybrid"  # attention and recurrent layers (Qwen3.5, LFM2, Granite 4, Nemotron-H, Jamba)
+    RECURRENT = "recurrent"  # recurrent layers only (Mamba, RWKV)
 
 
 def ensure_backend() -> None:
-    """Initialise llama.cpp once and route its logging away from stderr."""
+    """Initialise llama.cpp once; its log goes nowhere (or to stderr with SPECCHAT_LLAMA_LOG), errors are kept."""
     global _backend_ready, _LOG_CALLBACK
     with _backend_lock:
         if _backend_ready:
             return
         from specchat.core.llama.devices import load_dynamic_backends
 
-        # Quiet first: loading the backend plugins already logs ("load_backend: loaded CPU backend ...").
-        if not os.environ.get("SPECCHAT_LLAMA_LOG"):
+        # Installed first: loading the backend plugins already logs ("load_backend: loaded CPU backend ...").
+        echo = bool(os.environ.get("SPECCHAT_LLAMA_LOG"))
 
-            @llama_cpp.llama_log_callback
-            def _quiet(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-                return None
+        @llama_cpp.llama_log_callback
+        def _log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            line = text.decode("utf-8", "replace") if text else ""
+            if level == _GGML_LOG_LEVEL_ERROR:
+                _recent_errors.append(line)
+            if echo:
+                sys.stderr.write(line)
 
-            _LOG_CALLBACK = _quiet
-            llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+        _LOG_CALLBACK = _log
+        llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
         load_dynamic_backends()  # a portable (GGML_BACKEND_DL) build registers nothing by itself
         llama_cpp.llama_backend_init()
         _backend_ready = True
@@ -74,6 +94,7 @@ class Model:
         n_gpu_layers: int = 0,
         progress: ProgressCallback | None = None,
         vocab_only: bool = False,
+        no_alloc: bool = False,
     ) -> None:
         ensure_backend()
         self.path = check_gguf_file(path)
@@ -81,6 +102,15 @@ class Model:
         self.n_gpu_layers = n_gpu_layers
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
         params.vocab_only = vocab_only
+        if no_alloc:
+            params.no_alloc = True  # tensors described, none allocated or read: enough to size a context
+            # llama.cpp maps nothing in this mode (and asserts so); older bindings call the switch use_mmap.
+            fields = {name for name, _ in llama_cpp.llama_model_params._fields_}
+            if "load_mode" in fields:
+                params.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
+                params.lazy_mode = llama_cpp.LLAMA_LAZY_MODE_OFF
+            else:
+                params.use_mmap = False
         if progress is not None:
 
             @llama_cpp.llama_progress_callback
@@ -92,9 +122,14 @@ class Model:
 
             self._progress_cb = _cb
             params.progress_callback = _cb
+        _recent_errors.clear()
         self._ptr = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         if not self._ptr:
             raise SpecchatError(self._load_failure(n_gpu_layers, vocab_only))
+        self.kind = _model_kind(self._ptr)
+        # From the metadata: a vocab-only load has no hyperparameters to ask llama.cpp for.
+        nextn = self.meta(f"{self.arch}.nextn_predict_layers")
+        self.n_layer_nextn: int = int(nextn) if nextn and nextn.isdigit() else 0
         self._vocab = llama_cpp.llama_model_get_vocab(self._ptr)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(self._ptr)
@@ -108,9 +143,13 @@ class Model:
         self._eog: frozenset[int] | None = None
 
     def _load_failure(self, n_gpu_layers: int, vocab_only: bool) -> str:
-        """The one-line reason for a failed load: the file, or (with layers on a GPU) perhaps its memory."""
+        """The one-line reason for a failed load: an unknown architecture, the file, or perhaps GPU memory."""
         from specchat.core.llama.devices import offload_supported
 
+        unknown = next((m for m in map(_UNKNOWN_ARCH.search, _recent_errors) if m), None)
+        if unknown is not None:
+            return (f"this llama.cpp build (llama-cpp-python {llama_cpp.__version__}) does not know the model "
+                    f"architecture '{unknown.group(1)}' (a newer llama-cpp-python may): {self.path}")
         if n_gpu_layers != 0 and not vocab_only and offload_supported():
             layers = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layers"
             return (f"llama.cpp could not load the model with {layers} on the GPU (not enough GPU memory? "
@@ -146,6 +185,15 @@ class Model:
     @property
     def n_layers(self) -> int:
         return int(llama_cpp.llama_model_n_layer(self.ptr))
+
+    @property
+    def arch(self) -> str:
+        """The GGUF's ``general.architecture`` (e.g. ``qwen35``)."""
+        return self.meta("general.architecture") or "?"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(1 << 16)
@@ -204,6 +252,17 @@ class Model:
             is_eog = llama_cpp.llama_vocab_is_eog
             self._eog = frozenset(t for t in range(self.n_vocab) if is_eog(self._vocab, t))
         return self._eog
+
+
+def _model_kind(ptr: llama_cpp.llama_model_p) -> ModelKind:
+    # Bindings older than llama.cpp's hybrid models have neither call; their models are all dense.
+    is_recurrent = getattr(llama_cpp, "llama_model_is_recurrent", None)
+    is_hybrid = getattr(llama_cpp, "llama_model_is_hybrid", None)
+    if is_recurrent is not None and is_recurrent(ptr):
+        return ModelKind.RECURRENT
+    if is_hybrid is not None and is_hybrid(ptr):
+        return ModelKind.HYBRID
+    return ModelKind.DENSE
 
 
 def vocab_mismatch(target: Model, draft: Model) -> str | None:
