@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, sampler_from_args
+from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
 from specchat.core.types import MAX_DEPTH, Finished, GenerationParams, SpecchatError, Verified, parse_depth
 
 
@@ -116,17 +116,31 @@ def _ratio(numerator: float, denominator: float, digits: int) -> float:
 
 
 def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str, str]]]]:
+    from specchat.core.chat.template import validate_messages
+
     if not path.is_file():
         raise SpecchatError(f"prompts file not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecchatError(f"cannot read prompts file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SpecchatError(f"prompts file is not UTF-8 text: {path}") from None
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
             out.append((str(obj.get("id", n)), list(obj["messages"])))
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             raise SpecchatError(f"{path}:{n}: expected {{\"id\": ..., \"messages\": [...]}}") from None
+        try:
+            validate_messages(out[-1][1])
+        except SpecchatError as exc:
+            raise SpecchatError(f"{path}:{n}: {exc}") from None
+        if out[-1][1][-1]["role"] != "user":
+            raise SpecchatError(f"{path}:{n}: the last message must be from the user")
     if not out:
         raise SpecchatError(f"no prompts in {path}")
     return out[:limit] if limit else out
@@ -197,9 +211,8 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
 
 def cmd_bench(args: argparse.Namespace) -> int:
     depths = [parse_depth(d) for d in args.depth]
+    params = params_from_args(args)
     prompts = load_prompts(args.prompts, args.limit)
-    params = GenerationParams(sampler=sampler_from_args(args), max_tokens=args.max_tokens, seed=args.seed,
-                              draft_p_min=args.draft_p_min, greedy_draft=args.greedy_draft)
     engine = load_engine(args)
     reports = bench(engine, prompts, params, drafter_from_args(args), depths, progress=not args.json)
     if args.json:

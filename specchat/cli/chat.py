@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+from specchat.core.settings import FLAG_LIMITS
 
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -103,26 +106,64 @@ def load_engine(args: argparse.Namespace):  # -> ChatEngine (imported lazily: lo
     )
 
 
+def params_from_args(args: argparse.Namespace) -> GenerationParams:
+    """The generation parameters from the flags, every number finite and in range (one-line errors)."""
+    for name, limit in FLAG_LIMITS.items():
+        value = getattr(args, name, None)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SpecchatError(f"{limit.label} must be a finite number, got {value}")
+    params = GenerationParams(
+        sampler=sampler_from_args(args), max_tokens=args.max_tokens, stop_strings=tuple(getattr(args, "stop", ())),
+        seed=args.seed, draft_p_min=args.draft_p_min, greedy_draft=args.greedy_draft,
+    )
+    for name, limit in FLAG_LIMITS.items():
+        value = getattr(args, name, None)
+        if value is not None:
+            limit.check(value)
+    return params
+
+
 def read_messages(args: argparse.Namespace) -> list[dict[str, str]]:
+    """The conversation from ``--messages``, the prompt argument or standard input, validated."""
+    from specchat.core.chat.template import validate_messages
+
     if args.messages is not None:
-        try:
-            data = json.loads(args.messages.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SpecchatError(f"messages file not found: {args.messages}") from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SpecchatError(f"messages file is not valid JSON: {args.messages}: {exc}") from None
-        if isinstance(data, dict) and "messages" in data:
-            data = data["messages"]
-        if not isinstance(data, list):
-            raise SpecchatError("messages file must hold a JSON list of {role, content} objects")
+        data = _load_messages_file(args.messages)
         if args.prompt:
             data.append({"role": "user", "content": args.prompt})
-        return data
-    if args.prompt is None:
+    elif args.prompt is None:
         if sys.stdin.isatty():
             raise SpecchatError("give a prompt, --messages FILE, or pipe the prompt on standard input")
-        return [{"role": "user", "content": sys.stdin.read()}]
-    return [{"role": "user", "content": args.prompt}]
+        try:
+            data = [{"role": "user", "content": sys.stdin.read()}]
+        except UnicodeDecodeError:
+            raise SpecchatError("standard input is not UTF-8 text") from None
+    else:
+        data = [{"role": "user", "content": args.prompt}]
+    validate_messages(data)
+    return data
+
+
+def _load_messages_file(path: Path) -> list[Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecchatError(f"messages file not found: {path}") from None
+    except OSError as exc:
+        raise SpecchatError(f"cannot read messages file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SpecchatError(f"messages file is not UTF-8 text: {path}") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise SpecchatError(f"messages file is nested too deeply to read: {path}") from None
+    except ValueError as exc:
+        raise SpecchatError(f"messages file is not valid JSON: {path}: {exc}") from None
+    if isinstance(data, dict) and "messages" in data:
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise SpecchatError("messages file must hold a JSON list of {role, content} objects")
+    return data
 
 
 def cancel_on_sigint(cancel: object) -> None:
@@ -140,18 +181,16 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from specchat.core.engine.depth import DepthControl
 
     depth = parse_depth(args.depth)
-    params = GenerationParams(
-        sampler=sampler_from_args(args), max_tokens=args.max_tokens, stop_strings=tuple(args.stop),
-        seed=args.seed, draft_p_min=args.draft_p_min, greedy_draft=args.greedy_draft,
-    )
+    params = params_from_args(args)
     messages = read_messages(args)
     engine = load_engine(args)
-    ends_with_user = bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "user"
+    ends_with_user = messages[-1]["role"] == "user"
     session = ChatSession(engine, messages[:-1] if ends_with_user else messages)
     cancel = CancelToken()
-    cancel_on_sigint(cancel)
-    events = session.reply(messages[-1].get("content") if ends_with_user else None,
+    events = session.reply(messages[-1]["content"] if ends_with_user else None,
                            params, drafter=drafter_from_args(args), depth=DepthControl(depth), cancel=cancel)
+    # Only now: until the prompt is rendered, Ctrl-C interrupts at once; from here it ends the reply cleanly.
+    cancel_on_sigint(cancel)
     if args.json:
         finished = _drain(events)
         print(json.dumps({

@@ -194,7 +194,8 @@ def _check_binop(budget: _Budget, op: str, left: Any, right: Any) -> None:
         for seq, n in ((left, right), (right, left)):
             if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > budget.max_chars:
                 raise TemplateBudgetError(f"the chat template repeated a value {n:,} times, over its budget")
-        if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > budget.limits.int_bits:
+        if (isinstance(left, int) and isinstance(right, int)
+                and left.bit_length() + right.bit_length() > budget.limits.int_bits):
             raise TemplateBudgetError("the chat template built a number too large to print")
     elif op == "**":
         if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:

@@ -73,8 +73,11 @@ def check_gguf_file(path: str | os.PathLike[str]) -> Path:
         raise SpecchatError(f"model file not found: {p}")
     if not p.is_file():
         raise SpecchatError(f"model path is not a file: {p}")
-    with p.open("rb") as f:
-        magic = f.read(4)
+    try:
+        with p.open("rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise SpecchatError(f"cannot read model file {p}: {exc.strerror or exc}") from None
     if magic != GGUF_MAGIC:
         raise SpecchatError(f"not a GGUF file (bad magic {magic!r}): {p}")
     return p
