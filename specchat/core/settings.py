@@ -92,8 +92,12 @@ class Settings:
     target_gpu_layers: GpuLayers = GPU_LAYERS_AUTO  # when the build can offload: "auto" fits free memory, -1 all, 0 none
     draft_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
     window_geometry: str = ""  # base64 of QWidget.saveGeometry()
-    window_state: str = ""  # base64 of QMainWindow.saveState()
     splitter_state: str = ""
+    sidebar_visible: bool = True
+    panel_visible: bool = True  # the Speculation and stats panel
+    zoom: int = 0  # text size steps of one point from the default
+    system_prompt: str = ""  # for new conversations
+    last_conversation: int = 0  # reopened on start (0: none)
     baselines: dict[str, float] = field(default_factory=dict)  # pair key -> plain-decoding tokens/s
 
     def to_json(self) -> dict[str, Any]:
@@ -104,7 +108,7 @@ class Settings:
 
 def _check(name: str, value: Any) -> Any:
     """Return ``value`` converted for field ``name``, or raise ValueError/TypeError."""
-    if name in ("last_target", "last_draft", "window_geometry", "window_state", "splitter_state"):
+    if name in ("last_target", "last_draft", "window_geometry", "splitter_state", "system_prompt"):
         if not isinstance(value, str):
             raise TypeError("expected a string")
         return value
@@ -138,7 +142,9 @@ def _check(name: str, value: Any) -> Any:
         return int(_number(value, 0, MAX_DEPTH, integer=True))
     if name == "drafter":
         return DrafterKind(value)
-    if name == "hide_rejected":
+    if name in ("zoom", "last_conversation"):
+        return int(_number(value, -100, 1 << 62, integer=True))
+    if name in ("hide_rejected", "sidebar_visible", "panel_visible"):
         if not isinstance(value, bool):
             raise TypeError("expected true or false")
         return value

@@ -74,8 +74,10 @@ class ChatController(QObject):
         self.host = host
         self.reply_settings = reply_settings
         self.depth_control = depth_control
-        self.transcript = Transcript()
+        self.transcript = Transcript()  # the conversation on screen
         self.conversation_id: int | None = None
+        self._live: Transcript | None = None  # the streaming reply's conversation, on screen or not
+        self._live_conversation: int | None = None
         self.has_draft_model = True
         self.closing = False
         self._writer: ReplyWriter | None = None
@@ -98,8 +100,7 @@ class ChatController(QObject):
     # -- conversations -----------------------------------------------------------------
 
     def new_conversation(self) -> None:
-        if self.streaming:
-            return
+        """Start an empty conversation (a streaming reply goes on in its own)."""
         try:
             self.conversation_id = self.store.create_conversation()
         except sqlite3.Error as exc:
@@ -110,13 +111,23 @@ class ChatController(QObject):
         self.transcript_replaced.emit()
         self.conversations_changed.emit()
 
+    @property
+    def streaming_here(self) -> bool:
+        """True while the conversation on screen is the one whose reply streams."""
+        return self.streaming and self.transcript is self._live
+
     def open_conversation(self, conversation_id: int | None) -> None:
-        """Show a stored conversation with its highlighting and figures."""
-        if self.streaming or conversation_id == self.conversation_id:
+        """Show a stored conversation with its highlighting and figures; a streaming reply goes on in its own."""
+        if conversation_id == self.conversation_id:
             return
         self.conversation_id = conversation_id
         self._edit_index = None
-        self.reload()
+        if self.streaming and conversation_id == self._live_conversation:
+            assert self._live is not None
+            self.transcript = self._live
+            self.transcript_replaced.emit()
+        else:
+            self.reload()
         self.conversations_changed.emit()
 
     def reload(self) -> None:
@@ -137,7 +148,8 @@ class ChatController(QObject):
         self.conversations_changed.emit()
 
     def delete_conversation(self, conversation_id: int) -> None:
-        if self.streaming and conversation_id == self.conversation_id:
+        if self.streaming and conversation_id == self._live_conversation:
+            self.notice.emit("stop the reply before deleting its conversation")
             return
         try:
             self.store.delete(conversation_id)
@@ -222,6 +234,7 @@ class ChatController(QObject):
             drafter = DrafterKind.NGRAM
             self.status.emit("No draft model loaded: using n-gram drafting")
         self.depth_control.set(settings.depth)
+        self._live, self._live_conversation = self.transcript, self.conversation_id
         reply = self.transcript.begin_reply()
         assert reply.figures is not None
         self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store,
@@ -236,13 +249,16 @@ class ChatController(QObject):
         """Engine events of the streaming reply (on the GUI thread)."""
         if self.closing or self._writer is None:
             return
+        live = self._live
+        assert live is not None
         finished: Finished | None = None
         for event in batch:
-            spans = self.transcript.fold(event)
+            spans = live.fold(event)
             self._save(event, spans)
             if isinstance(event, Finished):
                 finished = event
-        self.events_folded.emit(batch)
+        if live is self.transcript:
+            self.events_folded.emit(batch)
         if finished is not None:
             self._end_reply(finished)
 
@@ -274,8 +290,10 @@ class ChatController(QObject):
 
     def _end_reply(self, finished: Finished) -> None:
         writer, self._writer = self._writer, None
+        live, self._live = self._live, None
         self._token = None
-        if writer is not None and writer.message_id is None and not self._save_failed:  # nothing stored
+        here = live is self.transcript
+        if writer is not None and writer.message_id is None and not self._save_failed and here:  # nothing stored
             if finished.reason is FinishReason.ERROR and not writer.replaces:
                 self._withdraw_message(writer)
             elif writer.user_text:

@@ -212,6 +212,13 @@ class SpeculationControls(QGroupBox):
         )
         return GenerationParams(sampler=sampler, max_tokens=self.max_tokens.value())
 
+    def show_live_depth(self, depth: int) -> None:
+        """While Auto drives it, the (disabled) slider shows the depth the controller chose."""
+        if self.auto_depth.isChecked():
+            self.depth_slider.blockSignals(True)
+            self.depth_slider.setValue(depth)
+            self.depth_slider.blockSignals(False)
+
     def _auto_toggled(self, checked: bool) -> None:
         self.depth_slider.setEnabled(not checked)
         self._emit_depth()

@@ -13,12 +13,14 @@ from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -41,6 +43,7 @@ from .controls import SpeculationControls
 from .model_picker import ModelPickerDialog
 from .sidebar import ConversationSidebar
 from .stats_panel import StatsPanel
+from .theme import apply_theme, clamp_zoom
 from .welcome import WelcomeView
 from .worker import EngineHost, LoadOptions, ModelInfo, ReplyRequest
 
@@ -69,17 +72,19 @@ class MainWindow(QMainWindow):
         self._closing = False
         self.loading = False
         self._last_load: Callable[[], None] | None = None  # how the last pair was loaded, for Reload
+        self._send_after_load = ""  # a message typed before any pair was loaded
         self.last_error = ""
         self.setWindowTitle("specchat")
         self.resize(1200, 760)
         self._build()
         self._build_menus()
-        self._set_busy(False)
+        self._update_actions()
         self._connect()
         self._restore_window()
         self.refresh_conversations()
         if store.notice:
             self.show_error(store.notice)
+        self._reopen_last_conversation()
 
     # -- layout ------------------------------------------------------------------------
 
@@ -104,7 +109,9 @@ class MainWindow(QMainWindow):
         chat_page = QWidget()
         chat_layout = QVBoxLayout(chat_page)
         chat_layout.setContentsMargins(0, 0, 0, 0)
-        chat_layout.addWidget(TokenLegend())
+        legend = TokenLegend()
+        legend.setWordWrap(True)  # wraps rather than widening a narrow window
+        chat_layout.addWidget(legend)
         chat_layout.addWidget(self.chat_view, 1)
         row = QHBoxLayout()
         row.addWidget(self.composer, 1)
@@ -128,19 +135,27 @@ class MainWindow(QMainWindow):
         self.controls = SpeculationControls(self.settings, offload=bool(self.llama_build and self.llama_build.offload))
         self.stats = StatsPanel()
         self.stats.measure_button.setEnabled(False)  # until a pair is loaded
-        right = QWidget()
-        right_layout = QVBoxLayout(right)
+        panel = QWidget()
+        right_layout = QVBoxLayout(panel)
         right_layout.setContentsMargins(4, 4, 4, 4)
         right_layout.addWidget(self.model_label)
         right_layout.addWidget(self.controls)
         right_layout.addWidget(self.stats, 1)
+        # Scrolls rather than squeezing its rows when the window is small (900x600 and below).
+        self.panel = QScrollArea()
+        self.panel.setWidget(panel)
+        self.panel.setWidgetResizable(True)
+        self.panel.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.panel.setFrameShape(QFrame.Shape.NoFrame)
+        self.panel.setMinimumWidth(panel.minimumSizeHint().width() + self.panel.verticalScrollBar().sizeHint().width())
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.sidebar)
         self.splitter.addWidget(center)
-        self.splitter.addWidget(right)
+        self.splitter.addWidget(self.panel)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([220, 680, 300])
+        self.splitter.setCollapsible(1, False)
+        self.splitter.setSizes([160, 740, 300])
         self.setCentralWidget(self.splitter)
 
         self.progress = QProgressBar()
@@ -163,6 +178,19 @@ class MainWindow(QMainWindow):
         file_menu.addAction("&Quit", QKeySequence.StandardKey.Quit, self.close)
 
         view_menu = self.menuBar().addMenu("&View")
+        self.sidebar_action = QAction("&Conversations", self, checkable=True)
+        self.sidebar_action.setShortcut(QKeySequence("Ctrl+Shift+C"))
+        self.sidebar_action.toggled.connect(self.set_sidebar_visible)
+        self.panel_action = QAction("&Settings panel", self, checkable=True)
+        self.panel_action.setShortcut(QKeySequence("Ctrl+Shift+P"))
+        self.panel_action.toggled.connect(self.set_panel_visible)
+        view_menu.addAction(self.sidebar_action)
+        view_menu.addAction(self.panel_action)
+        view_menu.addSeparator()
+        view_menu.addAction("Zoom &in", QKeySequence.StandardKey.ZoomIn, lambda: self.set_zoom(self.settings.zoom + 1))
+        view_menu.addAction("Zoom &out", QKeySequence.StandardKey.ZoomOut, lambda: self.set_zoom(self.settings.zoom - 1))
+        view_menu.addAction("&Actual size", QKeySequence("Ctrl+0"), lambda: self.set_zoom(0))
+        view_menu.addSeparator()
         self.hide_rejected_action = QAction("&Hide rejected tokens", self, checkable=True)
         self.hide_rejected_action.setChecked(self.settings.hide_rejected)
         self.hide_rejected_action.toggled.connect(self.set_hide_rejected)
@@ -176,6 +204,8 @@ class MainWindow(QMainWindow):
             group.addAction(action)
             theme_menu.addAction(action)
         apply_theme(self.settings.theme)
+        self._base_point_size = self.chat_view.font().pointSizeF()
+        self.set_zoom(self.settings.zoom)
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction("&About specchat", self.show_about)
 
@@ -214,7 +244,7 @@ class MainWindow(QMainWindow):
         self.sidebar.new_requested.connect(self.new_conversation)
         self.sidebar.selected.connect(self.open_conversation)
         self.sidebar.rename_requested.connect(self.chat.rename)
-        self.sidebar.delete_requested.connect(self.delete_conversation)
+        self.sidebar.delete_requested.connect(self.confirm_delete)
 
     # -- models ------------------------------------------------------------------------
 
@@ -286,7 +316,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(message)
         self.progress.setValue(0)
         self.progress.show()
-        self._set_busy(True)
+        self._update_actions()
 
     def _load_options(self) -> LoadOptions:
         self.controls.store_settings(self.settings)
@@ -310,11 +340,14 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Models loaded", 5000)
         self.stats.set_baseline(self.settings.baselines.get(info.pair_key))
         self.stats.set_placement(info.target_placement, info.draft_placement)
-        self.stats.measure_button.setEnabled(True)
+        self.chat.has_draft_model = bool(info.draft_name)
         self.stack.setCurrentIndex(1)
-        self._set_busy(False)
+        self._update_actions()
         self.composer.setFocus()
         self.models_loaded.emit(info)
+        pending, self._send_after_load = self._send_after_load, ""
+        if pending:
+            self.send(pending)
 
     def _on_load_failed(self, message: str) -> None:
         if self._closing:
@@ -323,13 +356,15 @@ class MainWindow(QMainWindow):
         self.model_info = None
         self.model_label.setText("No models loaded")
         self.stats.clear_placement()
-        self.stats.measure_button.setEnabled(False)
         self.loading = False
         self.progress.hide()
         self.welcome.set_busy(False)
         self.welcome.status.setText(message)
-        self._set_busy(False)
+        self._update_actions()
         self.show_error(message)
+        pending, self._send_after_load = self._send_after_load, ""
+        if pending and not self.composer.toPlainText().strip():
+            self.composer.setPlainText(pending)
 
     def _on_baseline(self, pair_key: str, tokens_per_second: float) -> None:
         if self._closing:
@@ -373,6 +408,31 @@ class MainWindow(QMainWindow):
     def delete_conversation(self, conversation_id: int) -> None:
         self.chat.delete_conversation(conversation_id)
 
+    def confirm_delete(self, conversation_id: int) -> QMessageBox:
+        """Ask before deleting a conversation (the box is returned for tests)."""
+        try:
+            title = self.store.conversation(conversation_id).title
+        except (sqlite3.Error, SpecchatError):
+            title = "this conversation"
+        box = QMessageBox(QMessageBox.Icon.Question, "Delete conversation",
+                          f"Delete \u201c{title}\u201d and all its messages? This cannot be undone.",
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.accepted.connect(lambda: self.delete_conversation(conversation_id))
+        box.open()
+        return box
+
+    def _reopen_last_conversation(self) -> None:
+        """On start, show the conversation that was open last, readable without any model loaded."""
+        last = self.settings.last_conversation
+        try:
+            known = last and any(c.id == last for c in self.store.conversations())
+        except sqlite3.Error:
+            known = False
+        if known:
+            self.chat.open_conversation(last)
+
     def export_conversation(self, kind: str, path: str | None = None) -> None:
         cid = self.chat.conversation_id
         if cid is None:
@@ -399,10 +459,25 @@ class MainWindow(QMainWindow):
         if not text.strip() or self.streaming:
             return
         if self.model_info is None:
-            self.show_error("load a model first")
+            if self._can_load_last_pair() and not self.loading:
+                self._send_after_load = text.strip()  # lazily load the last pair, then send
+                self.composer.clear()
+                self._load_last_pair()
+            elif not self.loading:
+                self.show_error("load a model first")
             return
         if self.chat.send(text):
             self.composer.clear()
+
+    def _can_load_last_pair(self) -> bool:
+        s = self.settings
+        return self._last_load is not None or (bool(s.last_target) and Path(s.last_target).is_file())
+
+    def _load_last_pair(self) -> None:
+        if self._last_load is not None:
+            self._last_load()
+        else:
+            self.load_models(self.settings.last_target, self.settings.last_draft or None)
 
     def regenerate(self) -> None:
         """Generate the last reply again; the old one stays stored until the new one's first round."""
@@ -425,10 +500,13 @@ class MainWindow(QMainWindow):
         return ReplySettings(self.controls.generation_params(), self.controls.drafter_kind, self.controls.depth)
 
     def _on_transcript_replaced(self) -> None:
+        self.settings.last_conversation = self.chat.conversation_id or 0
+        if self.chat.conversation_id is not None:
+            self.stack.setCurrentIndex(1)  # old chats are readable before any model loads
         self.chat_view.show_transcript(self.chat.transcript)
         reply = next((m for m in reversed(self.chat.transcript.messages) if m.role == "assistant"), None)
         self.stats.show_stored(reply.figures if reply is not None and reply.figures else ReplyFigures())
-        self._set_busy(self.loading)
+        self._update_actions()
 
     def _on_message_appended(self) -> None:
         self.chat_view.append_message()
@@ -436,29 +514,48 @@ class MainWindow(QMainWindow):
         if reply is not None and not reply.finished and reply.figures is not None:
             self.hide_error()
             self.stats.follow(reply.figures)
-            self._set_busy(True)
+            self._update_actions()
+            self.progress.setRange(0, 0)  # busy until the first token
+            self.progress.setFormat("")
+            self.progress.show()
+            self.statusBar().showMessage("Reading the prompt…")
 
     def _on_events_folded(self, batch: list[object]) -> None:
         self.events_received.emit(batch)
         self.chat_view.feed(batch)
         self.stats.refresh()
+        reply = self.chat.transcript.reply
+        if reply is not None and reply.figures is not None:
+            if reply.figures.passes and self.progress.maximum() == 0:
+                self._hide_busy_indicator()
+            self.controls.show_live_depth(reply.figures.depth)
+
+    def _hide_busy_indicator(self) -> None:
+        if self.progress.maximum() == 0:
+            self.progress.hide()
+            self.progress.setRange(0, 100)
+            self.statusBar().clearMessage()
 
     def _on_reply_finished(self, finished: Finished) -> None:
+        self._hide_busy_indicator()
         self.chat_view.flush()
-        self._set_busy(False)
+        self._update_actions()
         self.reply_finished.emit(finished)
 
     def _on_composer_text(self, text: str, replace: bool) -> None:
         if replace or not self.composer.toPlainText().strip():
             self.composer.setPlainText(text)
 
-    def _set_busy(self, busy: bool) -> None:
-        ready = self.model_info is not None and not busy
-        self.composer.setEnabled(self.model_info is not None and not self.loading)
-        self.send_button.setEnabled(ready)
+    def _update_actions(self) -> None:
+        """Enable what can act now: a loaded pair, no load running, no reply streaming."""
+        loaded = self.model_info is not None
+        ready = loaded and not self.loading and not self.streaming
+        self.composer.setEnabled(not self.loading and (loaded or self._can_load_last_pair()))
+        self.send_button.setEnabled(ready or (not loaded and not self.loading and self._can_load_last_pair()))
         self.regenerate_button.setEnabled(ready and self.chat.can_regenerate())
-        self.stop_button.setEnabled(self.streaming)
-        self.reload_action.setEnabled(self._last_load is not None and not busy and not self.loading)
+        self.stop_button.setEnabled(self.chat.streaming_here)
+        self.stats.measure_button.setEnabled(ready)
+        self.reload_action.setEnabled(self._last_load is not None and not self.loading and not self.streaming)
 
     # -- view settings -------------------------------------------------------------------
 
@@ -469,6 +566,27 @@ class MainWindow(QMainWindow):
     def set_theme(self, theme: str) -> None:
         self.settings.theme = theme
         apply_theme(theme)
+
+    def set_zoom(self, steps: int) -> None:
+        """Text size of the chat and the composer, one point a step (Ctrl+plus/minus, Ctrl+0)."""
+        self.settings.zoom = clamp_zoom(steps)
+        size = max(6.0, self._base_point_size + self.settings.zoom)
+        for widget in (self.chat_view, self.composer):
+            font = widget.font()
+            font.setPointSizeF(size)
+            widget.setFont(font)
+
+    def set_sidebar_visible(self, visible: bool) -> None:
+        self.settings.sidebar_visible = visible
+        self.sidebar.setVisible(visible)
+        if self.sidebar_action.isChecked() != visible:
+            self.sidebar_action.setChecked(visible)
+
+    def set_panel_visible(self, visible: bool) -> None:
+        self.settings.panel_visible = visible
+        self.panel.setVisible(visible)
+        if self.panel_action.isChecked() != visible:
+            self.panel_action.setChecked(visible)
 
     def show_error(self, message: str) -> None:
         self.last_error = message
@@ -487,6 +605,10 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(QByteArray.fromBase64(s.window_geometry.encode()))
         if s.splitter_state:
             self.splitter.restoreState(QByteArray.fromBase64(s.splitter_state.encode()))
+        self.sidebar_action.setChecked(s.sidebar_visible)
+        self.panel_action.setChecked(s.panel_visible)
+        self.set_sidebar_visible(s.sidebar_visible)
+        self.set_panel_visible(s.panel_visible)
 
     def save_settings(self) -> None:
         s = self.settings
@@ -509,15 +631,3 @@ class MainWindow(QMainWindow):
             self.save_settings()
         super().closeEvent(event)
 
-
-def apply_theme(theme: str) -> None:
-    """Follow the system colour scheme, or force light/dark (Qt 6.8+; ignored where unsupported)."""
-    hints = QGuiApplication.styleHints()
-    setter = getattr(hints, "setColorScheme", None)
-    if setter is None:
-        return
-    scheme = {
-        "light": Qt.ColorScheme.Light,
-        "dark": Qt.ColorScheme.Dark,
-    }.get(theme, Qt.ColorScheme.Unknown)
-    setter(scheme)

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from specchat.core.chat.store import ConversationInfo
 
@@ -25,12 +34,18 @@ class ConversationSidebar(QWidget):
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setEditTriggers(QListWidget.EditTrigger.EditKeyPressed | QListWidget.EditTrigger.DoubleClicked)
+        self.new_button = QPushButton("New conversation")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        layout.addWidget(self.new_button)
         layout.addWidget(self.list, 1)
+        # Compact buttons keep the sidebar narrow enough for a 900-pixel window.
         buttons = QHBoxLayout()
-        self.new_button = QPushButton("New")
-        self.rename_button = QPushButton("Rename")
-        self.delete_button = QPushButton("Delete")
-        for b in (self.new_button, self.rename_button, self.delete_button):
+        self.rename_button = QToolButton()
+        self.rename_button.setText("Rename")
+        self.delete_button = QToolButton()
+        self.delete_button.setText("Delete…")
+        for b in (self.rename_button, self.delete_button):
+            b.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
             buttons.addWidget(b)
         layout.addLayout(buttons)
         self.new_button.clicked.connect(lambda *_: self.new_requested.emit())

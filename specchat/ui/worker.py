@@ -234,17 +234,17 @@ class EngineHost(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.thread = QThread()
-        self.thread.setObjectName("specchat-engine")
+        self.engine_thread = QThread()
+        self.engine_thread.setObjectName("specchat-engine")
         self.worker = EngineWorker()
-        self.worker.moveToThread(self.thread)
+        self.worker.moveToThread(self.engine_thread)
         self._load.connect(self.worker.load)
         self._load_demo.connect(self.worker.load_demo)
         self._generate.connect(self.worker.generate)
         self._baseline.connect(self.worker.measure_baseline)
         self._tokens: list[CancelToken] = []
         self._closed = False
-        self.thread.start()
+        self.engine_thread.start()
         app = QCoreApplication.instance()
         if app is not None:  # never leave a running QThread behind at exit
             app.aboutToQuit.connect(self.shutdown)
@@ -280,6 +280,6 @@ class EngineHost(QObject):
             return
         self._closed = True
         self.cancel()
-        self.thread.quit()
-        self.thread.wait()
+        self.engine_thread.quit()
+        self.engine_thread.wait()
         self.worker.close_engine()  # the thread has ended: no other thread can touch the engine now

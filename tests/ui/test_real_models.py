@@ -174,7 +174,7 @@ def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pa
     qtbot.waitUntil(lambda: len(seen) >= 1, timeout=REPLY_TIMEOUT)
     cid = window.conversation_id
     window.close()
-    assert window.host.thread.isFinished()
+    assert window.host.engine_thread.isFinished()
     assert window.host.worker.engine is None
     reply = store.messages(cid)[-1]
     assert reply.role == "assistant" and reply.finish_reason == "cancelled"
@@ -265,7 +265,7 @@ def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pa
     window.load_models(demo_pair.target, demo_pair.draft)
     assert window.progress.isVisibleTo(window) and not window.welcome.demo_button.isEnabled()
     window.close()
-    assert window.host.thread.isFinished()
+    assert window.host.engine_thread.isFinished()
     assert window.host.worker.engine is None
 
 

@@ -1,0 +1,188 @@
+"""The window's comfort and truthfulness, driven through a fake engine host (no model needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence, QPalette
+from PySide6.QtWidgets import QAbstractSpinBox, QLabel, QMessageBox, QWidget
+
+from specchat.core.chat.store import ReplyWriter
+from specchat.core.settings import load_settings
+from specchat.core.types import Finished, FinishReason, GenerationStats
+from specchat.ui.main_window import MainWindow
+from support.events import drafted, verified
+from support.fake_host import FakeHost
+
+
+def window_with(qtbot, settings, store, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:  # noqa: ANN001
+    host = FakeHost()
+    window = MainWindow(settings, store, host=host)
+    qtbot.addWidget(window)
+    if loaded:
+        host.loaded()
+    return window, host
+
+
+def stored_conversation(store, title: str, reply: str = "Hello") -> int:  # noqa: ANN001
+    cid = store.create_conversation(title)
+    store.add_message(cid, "user", "hi")
+    writer = ReplyWriter(store, cid)
+    writer.feed(verified(0, (reply[:-1],), (), reply[-1]))
+    writer.feed(Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=1, accepted=1, generated=2)))
+    return cid
+
+
+def test_dark_and_light_themes_change_the_window(qtbot, settings, store) -> None:  # noqa: ANN001
+    window, _ = window_with(qtbot, settings, store)
+    try:
+        window.set_theme("dark")
+        qtbot.waitUntil(lambda: window.palette().color(QPalette.ColorRole.Base).lightness() < 128)
+        dark = window.palette().color(QPalette.ColorRole.Base)
+        assert dark.lightness() < 80 and window.chat_view.palette().color(QPalette.ColorRole.Text).lightness() > 180
+        window.set_theme("light")
+        qtbot.waitUntil(lambda: window.palette().color(QPalette.ColorRole.Base).lightness() > 128)
+        light = window.palette().color(QPalette.ColorRole.Base)
+        assert light.lightness() > 230 and light != dark
+    finally:
+        window.set_theme("system")
+    window.close()
+    assert load_settings().theme == "system"
+
+
+def test_zoom_changes_the_text_size_and_is_remembered(qtbot, settings, store) -> None:  # noqa: ANN001
+    window, _ = window_with(qtbot, settings, store)
+    base = window.chat_view.font().pointSizeF()
+    zoom_in = next(a for a in window.findChildren(QAction) if a.text() == "Zoom &in")
+    assert zoom_in.shortcut().matches(QKeySequence("Ctrl++")) == QKeySequence.SequenceMatch.ExactMatch
+    zoom_in.trigger()
+    zoom_in.trigger()
+    assert window.chat_view.font().pointSizeF() == base + 2 and window.composer.font().pointSizeF() == base + 2
+    window.close()
+    assert load_settings().zoom == 2
+    again, _ = window_with(qtbot, load_settings(), store)
+    assert again.chat_view.font().pointSizeF() == base + 2
+    again.set_zoom(0)
+    assert again.chat_view.font().pointSizeF() == base
+
+
+def test_side_panels_collapse_and_stay_collapsed(qtbot, settings, store) -> None:  # noqa: ANN001
+    window, _ = window_with(qtbot, settings, store)
+    window.show()
+    window.sidebar_action.trigger()
+    window.panel_action.trigger()
+    assert not window.sidebar.isVisible() and not window.panel.isVisible()
+    window.close()
+    again, _ = window_with(qtbot, load_settings(), store)
+    again.show()
+    assert not again.sidebar.isVisible() and not again.panel.isVisible()
+    again.set_sidebar_visible(True)
+    assert again.sidebar.isVisible() and again.sidebar_action.isChecked()
+
+
+def _clipped(root: QWidget) -> list[str]:
+    """Visible labels and controls narrower or shorter than they need to show their content."""
+    out = []
+    for child in root.findChildren(QWidget):
+        if not child.isVisible() or child.minimumSizeHint().isEmpty():
+            continue
+        parent = child.parentWidget()
+        if isinstance(parent, QAbstractSpinBox) or type(parent).__name__.startswith("QLabeled"):
+            continue  # the parts of a composite control, sized by it (the same at any window size)
+        need = child.minimumSizeHint()
+        if isinstance(child, QLabel) and child.wordWrap():
+            need.setWidth(min(need.width(), 40))  # wrapping labels only need room for a word
+        if child.width() < need.width() or child.height() < need.height():
+            out.append(f"{type(child).__name__} {child.objectName() or child.text() if isinstance(child, QLabel) else ''}"
+                       f" {child.width()}x{child.height()} < {need.width()}x{need.height()}")
+    return out
+
+
+def test_usable_at_900_by_600(qtbot, settings, store) -> None:  # noqa: ANN001
+    window, _ = window_with(qtbot, settings, store)
+    window.send("hi")  # the chat page, with a reply under way
+    window.resize(900, 600)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.wait(50)
+    assert window.width() <= 900 and window.height() <= 600
+    assert window.chat_view.width() >= 400, window.chat_view.width()
+    assert _clipped(window.panel.widget()) == []
+    # The panel scrolls instead of squeezing: its content is never wider than the visible part.
+    assert window.panel.widget().width() <= window.panel.viewport().width()
+    assert window.stats.chart_view.height() >= window.stats.chart_view.minimumHeight()
+
+
+def test_restart_reopens_the_last_conversation_without_a_model(qtbot, settings, store) -> None:  # noqa: ANN001
+    stored_conversation(store, "Older")
+    cid = stored_conversation(store, "Last one", "Bye")
+    stored_conversation(store, "Newest")
+    settings.last_conversation = cid
+    window, _ = window_with(qtbot, settings, store, loaded=False)
+    assert window.conversation_id == cid
+    assert window.stack.currentIndex() == 1  # the chat, not the welcome page
+    assert [m.content for m in window.transcript.messages] == ["hi", "Bye"]
+    assert window.sidebar.current_id() == cid
+
+
+def test_a_message_before_any_load_loads_the_last_pair_then_sends(qtbot, settings, store, tmp_path: Path) -> None:  # noqa: ANN001
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"GGUF")
+    settings.last_target, settings.last_draft = str(target), ""
+    window, host = window_with(qtbot, settings, store, loaded=False)
+    assert window.composer.isEnabled() and window.send_button.isEnabled()
+    window.composer.setPlainText("hello there")
+    window.composer.send()
+    assert host.loads == [(str(target), "")] and host.requests == []
+    host.loaded()
+    assert [r.user_text for r in host.requests] == ["hello there"]
+    assert window.streaming
+
+
+def test_switching_conversations_mid_reply_keeps_it_streaming_into_its_own(qtbot, settings, store) -> None:  # noqa: ANN001
+    other = stored_conversation(store, "Other", "Yes")
+    window, host = window_with(qtbot, settings, store)
+    window.send("first")
+    streaming = window.conversation_id
+    host.worker.events.emit([verified(0, ("Hel",), (), "lo")])
+    window.open_conversation(other)  # the click is not lost
+    assert window.conversation_id == other and [m.content for m in window.transcript.messages] == ["hi", "Yes"]
+    assert not window.stop_button.isEnabled() and not window.send_button.isEnabled()
+    host.worker.events.emit([drafted(1, (" wor",)), verified(1, (" wor",), (), "ld")])
+    window.chat_view.flush()
+    assert "world" not in window.chat_view.toPlainText()
+    window.open_conversation(streaming)
+    assert window.transcript.messages[-1].content == "Hello world" and window.stop_button.isEnabled()
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(rounds=2, generated=4))])
+    assert [m.content for m in store.messages(streaming)] == ["first", "Hello world"]
+    assert [m.content for m in store.messages(other)] == ["hi", "Yes"]
+
+
+def test_delete_asks_first(qtbot, settings, store) -> None:  # noqa: ANN001
+    cid = stored_conversation(store, "Keep me?")
+    window, _ = window_with(qtbot, settings, store)
+    box = window.confirm_delete(cid)
+    assert "Keep me?" in box.text()
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert [c.id for c in store.conversations()] == [cid]
+    box = window.confirm_delete(cid)
+    box.button(QMessageBox.StandardButton.Yes).click()
+    assert store.conversations() == [] and window.sidebar.list.count() == 0
+
+
+def test_controls_tell_the_truth(qtbot, settings, store) -> None:  # noqa: ANN001
+    settings.depth = None  # auto
+    window, host = window_with(qtbot, settings, store)
+    assert not window.regenerate_button.isEnabled()  # nothing to regenerate in an empty conversation
+    assert window.stats.measure_button.isEnabled()
+    window.send("count")
+    assert not window.stats.measure_button.isEnabled()  # not while a reply runs
+    assert window.progress.isVisible() or window.progress.maximum() == 0  # working until the first token
+    host.worker.events.emit([drafted(0, tuple("abcdefghijklmn")), verified(0, tuple("abcdefghijklmn"), (), "o")])
+    assert window.controls.depth_slider.value() == 14  # the depth Auto chose, not the last manual one
+    assert window.progress.maximum() == 100
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(rounds=1, generated=15))])
+    assert window.regenerate_button.isEnabled() and window.stats.measure_button.isEnabled()
