@@ -98,7 +98,7 @@ class Settings:
     zoom: int = 0  # text size steps of one point from the default
     system_prompt: str = ""  # for new conversations
     last_conversation: int = 0  # reopened on start (0: none)
-    baselines: dict[str, float] = field(default_factory=dict)  # pair key -> plain-decoding tokens/s
+    baselines: dict[str, Any] = field(default_factory=dict)  # baseline key -> Baseline.to_json()
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -155,7 +155,7 @@ def _check(name: str, value: Any) -> Any:
     if name == "baselines":
         if not isinstance(value, dict):
             raise TypeError("expected an object")
-        return {str(k): float(_number(v, 0.0, 1e9)) for k, v in value.items()}
+        return {str(k): v for k, v in value.items() if isinstance(v, dict)}  # older plain numbers are dropped
     raise KeyError(name)
 
 

@@ -28,13 +28,14 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import __version__
+from specchat.core.chat.baseline import Baseline, baseline_key
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
 from specchat.core.build import BuildInfo
 from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_settings
-from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats, SpecchatError
+from specchat.core.types import Finished, SamplerParams, SpecchatError
 
 from .chat_controller import ChatController, ReplySettings
 from .chat_view import ChatView, TokenLegend
@@ -73,6 +74,7 @@ class MainWindow(QMainWindow):
         self.loading = False
         self._last_load: Callable[[], None] | None = None  # how the last pair was loaded, for Reload
         self._send_after_load = ""  # a message typed before any pair was loaded
+        self._measuring = ""  # the baseline key being measured
         self.last_error = ""
         self.setWindowTitle("specchat")
         self.resize(1200, 760)
@@ -303,10 +305,35 @@ class MainWindow(QMainWindow):
         return dialog
 
     def measure_baseline(self) -> None:
+        """Time plain decoding on the loaded pair under the current settings (queued behind any reply)."""
         if self.model_info is not None:
+            key, sampler = self._baseline_key()
+            self._measuring = key
             self.stats.measure_button.setEnabled(False)
             self.statusBar().showMessage("Measuring plain decoding…")
-            self.host.measure_baseline(sampler=self.controls.generation_params().sampler)
+            self.host.measure_baseline(key, sampler)
+
+    def _baseline_key(self) -> tuple[str, SamplerParams]:
+        assert self.model_info is not None
+        sampler = self.controls.generation_params().sampler
+        s = self.settings
+        return baseline_key(self.model_info.pair_key, sampler, self.model_info.n_ctx,
+                            f"{s.target_gpu_layers}/{s.draft_gpu_layers}"), sampler
+
+    def _current_baseline(self) -> Baseline | None:
+        """The baseline for the loaded pair under the current settings, if one was measured."""
+        if self.model_info is None:
+            return None
+        key, _ = self._baseline_key()
+        found = Baseline.from_json(self.settings.baselines.get(key))
+        return found if found is not None and found.key == key else None
+
+    def _check_baseline(self) -> None:
+        """Show the baseline for the current settings, measuring it first if there is none."""
+        baseline = self._current_baseline()
+        self.stats.set_baseline(baseline)
+        if baseline is None and self.model_info is not None and not self._measuring and not self.streaming:
+            self.measure_baseline()
 
     def _start_loading(self, message: str) -> None:
         self.hide_error()
@@ -338,12 +365,14 @@ class MainWindow(QMainWindow):
         draft = info.draft_name or "no draft"
         self.model_label.setText(f"<b>Target</b> {info.target_name}<br><b>Draft</b> {draft}")
         self.statusBar().showMessage("Models loaded", 5000)
-        self.stats.set_baseline(self.settings.baselines.get(info.pair_key))
         self.stats.set_placement(info.target_placement, info.draft_placement)
+        self.stats.set_context_size(info.n_ctx)
         self.chat.has_draft_model = bool(info.draft_name)
         self.stack.setCurrentIndex(1)
         self._update_actions()
         self.composer.setFocus()
+        self._measuring = ""
+        self._check_baseline()  # a short calibration right after loading, before any reply
         self.models_loaded.emit(info)
         pending, self._send_after_load = self._send_after_load, ""
         if pending:
@@ -366,15 +395,15 @@ class MainWindow(QMainWindow):
         if pending and not self.composer.toPlainText().strip():
             self.composer.setPlainText(pending)
 
-    def _on_baseline(self, pair_key: str, tokens_per_second: float) -> None:
+    def _on_baseline(self, baseline: Baseline) -> None:
         if self._closing:
             return
-        self.settings.baselines[pair_key] = tokens_per_second
-        self.stats.measure_button.setEnabled(True)
-        self.statusBar().showMessage(f"Plain decoding: {tokens_per_second:.1f} tokens/s", 5000)
-        if self.model_info is not None and self.model_info.pair_key == pair_key:
-            self.stats.set_baseline(tokens_per_second)
-        self.baseline_measured.emit(tokens_per_second)
+        self._measuring = ""
+        self.settings.baselines[baseline.key] = baseline.to_json()
+        self._update_actions()
+        self.statusBar().showMessage(f"Plain decoding: {baseline.tokens_per_second:.1f} tokens/s", 5000)
+        self.stats.set_baseline(self._current_baseline())
+        self.baseline_measured.emit(baseline.tokens_per_second)
 
     # -- conversations -----------------------------------------------------------------
 
@@ -470,14 +499,12 @@ class MainWindow(QMainWindow):
             self.composer.clear()
 
     def _can_load_last_pair(self) -> bool:
+        """Nothing was loaded yet this session and the pair used last time is still there."""
         s = self.settings
-        return self._last_load is not None or (bool(s.last_target) and Path(s.last_target).is_file())
+        return self._last_load is None and bool(s.last_target) and Path(s.last_target).is_file()
 
     def _load_last_pair(self) -> None:
-        if self._last_load is not None:
-            self._last_load()
-        else:
-            self.load_models(self.settings.last_target, self.settings.last_draft or None)
+        self.load_models(self.settings.last_target, self.settings.last_draft or None)
 
     def regenerate(self) -> None:
         """Generate the last reply again; the old one stays stored until the new one's first round."""
@@ -504,6 +531,7 @@ class MainWindow(QMainWindow):
         if self.chat.conversation_id is not None:
             self.stack.setCurrentIndex(1)  # old chats are readable before any model loads
         self.chat_view.show_transcript(self.chat.transcript)
+        self.stats.set_transcript(self.chat.transcript)
         reply = next((m for m in reversed(self.chat.transcript.messages) if m.role == "assistant"), None)
         self.stats.show_stored(reply.figures if reply is not None and reply.figures else ReplyFigures())
         self._update_actions()
@@ -513,6 +541,7 @@ class MainWindow(QMainWindow):
         reply = self.chat.transcript.reply
         if reply is not None and not reply.finished and reply.figures is not None:
             self.hide_error()
+            self.stats.set_baseline(self._current_baseline())
             self.stats.follow(reply.figures)
             self._update_actions()
             self.progress.setRange(0, 0)  # busy until the first token
@@ -539,6 +568,8 @@ class MainWindow(QMainWindow):
     def _on_reply_finished(self, finished: Finished) -> None:
         self._hide_busy_indicator()
         self.chat_view.flush()
+        self.stats.refresh()
+        self._check_baseline()
         self._update_actions()
         self.reply_finished.emit(finished)
 
@@ -554,7 +585,7 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(ready or (not loaded and not self.loading and self._can_load_last_pair()))
         self.regenerate_button.setEnabled(ready and self.chat.can_regenerate())
         self.stop_button.setEnabled(self.chat.streaming_here)
-        self.stats.measure_button.setEnabled(ready)
+        self.stats.measure_button.setEnabled(ready and not self._measuring)
         self.reload_action.setEnabled(self._last_load is not None and not self.loading and not self.streaming)
 
     # -- view settings -------------------------------------------------------------------

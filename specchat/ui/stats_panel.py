@@ -1,32 +1,30 @@
-"""Live figures for the current reply and a chart of accepted tokens per round."""
+"""Live figures for the current reply, the plain-decoding baseline it is compared with, and a per-round chart.
+
+The speed-up is this reply's tokens/s over plain decoding's, measured on this
+pair under the same settings (``core/chat/baseline.py``) and marked
+"measured"; without such a baseline it is the engine's estimate from its
+measured verify cost, marked "estimated". No ratio shows before a reply has
+generated enough tokens for a rate to mean something.
+"""
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from specchat.core.chat.transcript import ReplyFigures
+from specchat.core.chat.baseline import MIN_TOKENS_FOR_RATIO, Baseline
+from specchat.core.chat.transcript import ReplyFigures, Transcript
 
-
-ASSUMED_DRAFT_COST = 0.1  # draft step / target step, for a live estimate before the engine's own
-
-
-def estimated_speedup(rounds: int, drafted: int, generated: int) -> float:
-    """Tokens per target pass, discounted by an assumed draft cost: a rough guide until measured."""
-    if rounds == 0:
-        return 0.0
-    per_round = generated / rounds
-    return per_round / (1.0 + ASSUMED_DRAFT_COST * drafted / rounds)
+DASH = "–"
 
 
 class StatsPanel(QGroupBox):
-    """Tokens/s, acceptance, mean accepted per round, depth, speedup, and a per-round chart."""
+    """Tokens/s against plain decoding, acceptance, depth, timings, context use, and a per-round chart."""
 
     measure_requested = Signal()
 
@@ -34,67 +32,95 @@ class StatsPanel(QGroupBox):
         super().__init__("This reply", parent)
         layout = QVBoxLayout(self)
         form = QFormLayout()
-        self.tokens_per_second = QLabel("–")
-        self.acceptance = QLabel("–")
-        self.mean_accepted = QLabel("–")
-        self.depth_value = QLabel("–")
-        self.speedup = QLabel("–")
-        self.speedup.setToolTip("Against plain decoding of this pair (no drafter)")
-        form.addRow("Tokens/s", self.tokens_per_second)
-        form.addRow("Acceptance", self.acceptance)
-        form.addRow("Accepted/round", self.mean_accepted)
-        form.addRow("Depth", self.depth_value)
-        form.addRow("Speedup", self.speedup)
-        self.runs_on = QLabel("–")
+        self.tokens_per_second = QLabel(DASH)
+        self.plain = QLabel(DASH)
+        self.plain.setWordWrap(True)
+        self.speedup = QLabel(DASH)
+        self.acceptance = QLabel(DASH)
+        self.mean_accepted = QLabel(DASH)
+        self.depth_value = QLabel(DASH)
+        self.first_token = QLabel(DASH)
+        self.token_counts = QLabel(DASH)
+        self.context_used = QLabel(DASH)
+        self.conversation = QLabel(DASH)
+        self.conversation.setWordWrap(True)
+        self.runs_on = QLabel(DASH)
         self.runs_on.setWordWrap(True)
         self.runs_on.setToolTip("Where each model's layers run (set GPU layers in the Speculation panel)")
-        form.addRow("Runs on", self.runs_on)
+        for label, widget in (("Tokens/s", self.tokens_per_second), ("Plain decoding", self.plain),
+                              ("Speed-up", self.speedup), ("Acceptance", self.acceptance),
+                              ("Accepted/round", self.mean_accepted), ("Depth", self.depth_value),
+                              ("First token", self.first_token), ("Tokens", self.token_counts),
+                              ("Context", self.context_used), ("Conversation", self.conversation),
+                              ("Runs on", self.runs_on)):
+            form.addRow(label, widget)
         layout.addLayout(form)
         self.measure_button = QPushButton("Measure plain decoding")
-        self.measure_button.setToolTip("Time this pair without a drafter once, to turn the estimate into a measurement")
+        self.measure_button.setToolTip("Time this pair without a drafter again, under the current settings")
         self.measure_button.clicked.connect(lambda *_: self.measure_requested.emit())
         layout.addWidget(self.measure_button)
 
-        self.series = QLineSeries()
-        self.series.setName("accepted per round")
+        self.accepted_series = QLineSeries()
+        self.accepted_series.setName("accepted")
+        self.depth_series = QLineSeries()
+        self.depth_series.setName("depth")
         chart = QChart()
-        chart.addSeries(self.series)
-        chart.legend().hide()
+        chart.addSeries(self.depth_series)
+        chart.addSeries(self.accepted_series)
+        chart.legend().setAlignment(Qt.AlignmentFlag.AlignTop)
         chart.setMargins(chart.margins() * 0)
         self.x_axis = QValueAxis()
         self.x_axis.setTitleText("round")
         self.y_axis = QValueAxis()
-        self.y_axis.setTitleText("accepted")
+        self.y_axis.setTitleText("tokens")
         for axis in (self.x_axis, self.y_axis):  # whole-number ticks from 0
             axis.setLabelFormat("%d")
             axis.setTickType(QValueAxis.TickType.TicksDynamic)
             axis.setTickAnchor(0)
         chart.addAxis(self.x_axis, Qt.AlignmentFlag.AlignBottom)
         chart.addAxis(self.y_axis, Qt.AlignmentFlag.AlignLeft)
-        self.series.attachAxis(self.x_axis)
-        self.series.attachAxis(self.y_axis)
+        for series in (self.depth_series, self.accepted_series):
+            series.attachAxis(self.x_axis)
+            series.attachAxis(self.y_axis)
         self.chart_view = QChartView(chart)
         self.chart_view.setRenderHint(QPainter.RenderHint.Antialiasing)
-        self.chart_view.setMinimumHeight(160)
+        self.chart_view.setMinimumHeight(170)
         layout.addWidget(self.chart_view, 1)
 
-        self.baseline: float | None = None  # plain decoding tokens/s, once measured
+        self.baseline: Baseline | None = None
+        self.n_ctx = 0
+        self.transcript: Transcript | None = None
+        self.figures = ReplyFigures()
+        self._live = False
+        self._started = time.monotonic()
         self.reset()
+
+    # -- what the window tells it ------------------------------------------------------
 
     def set_placement(self, target: str, draft: str) -> None:
         """Show where the loaded models run, e.g. ``target GPU (all 30 layers), draft CPU``."""
         self.runs_on.setText(f"target {target}" + (f", draft {draft}" if draft else ""))
 
     def clear_placement(self) -> None:
-        self.runs_on.setText("–")
+        self.runs_on.setText(DASH)
+
+    def set_baseline(self, baseline: Baseline | None) -> None:
+        """Plain decoding measured on the loaded pair under the current settings (None: not measured)."""
+        self.baseline = baseline
+        self._show()
+
+    def set_context_size(self, n_ctx: int) -> None:
+        self.n_ctx = n_ctx
+        self._show()
+
+    def set_transcript(self, transcript: Transcript) -> None:
+        """The conversation whose totals the panel shows."""
+        self.transcript = transcript
+        self._show()
 
     def reset(self) -> None:
         """Show no reply."""
         self.show_stored(ReplyFigures())
-
-    def set_baseline(self, tokens_per_second: float | None) -> None:
-        self.baseline = tokens_per_second
-        self._show()
 
     def follow(self, figures: ReplyFigures) -> None:
         """Show a streaming reply's figures (the transcript folds events into them; call ``refresh``)."""
@@ -104,18 +130,25 @@ class StatsPanel(QGroupBox):
         self.refresh()
 
     def show_stored(self, figures: ReplyFigures) -> None:
-        """Show a stored reply's figures (no chart)."""
+        """Show a stored reply's figures and chart."""
         self.figures = figures
         self._live = False
         self.refresh()
 
     def refresh(self) -> None:
         """Redraw the figures and the chart after the transcript folded new events."""
-        points = self.figures.accepted_per_round
-        if self.series.count() != len(points):
-            self.series.replace([QPointF(r, a) for r, a in points])
-            self._update_axes()
+        rounds = self.figures.per_round
+        if self.accepted_series.count() != len(rounds):
+            self.accepted_series.replace([QPointF(r, a) for r, _, a in rounds])
+            self.depth_series.replace([QPointF(r, d) for r, d, _ in rounds])
+            right = int(max(8, rounds[-1][0] if rounds else 0))
+            top = int(max([4] + [max(d, a) for _, d, a in rounds]))
+            for axis, high in ((self.x_axis, right), (self.y_axis, top)):
+                axis.setRange(0, high)
+                axis.setTickInterval(max(1, math.ceil(high / 6)))
         self._show()
+
+    # -- figures -----------------------------------------------------------------------
 
     @property
     def live_tokens_per_second(self) -> float:
@@ -124,34 +157,49 @@ class StatsPanel(QGroupBox):
             return final.tokens_per_second
         if not self._live:
             return 0.0  # a stored reply without the engine's figures (cut short): no rate to show
-        elapsed = time.monotonic() - self._started
+        elapsed = time.monotonic() - self._started - self.figures.first_token_seconds
         return self.figures.generated / elapsed if elapsed > 0 else 0.0
 
-    def _update_axes(self) -> None:
-        points = self.figures.accepted_per_round
-        right = int(max(8, points[-1][0] if points else 0))
-        top = int(max([4] + [a for _, a in points]))
-        for axis, high in ((self.x_axis, right), (self.y_axis, top)):
-            axis.setRange(0, high)
-            axis.setTickInterval(max(1, math.ceil(high / 6)))
+    def speedup_text(self) -> tuple[str, str]:
+        """The speed-up label and its tooltip (how it was obtained)."""
+        f = self.figures
+        tps = self.live_tokens_per_second
+        if f.generated < MIN_TOKENS_FOR_RATIO or tps <= 0:
+            return DASH, f"Shown once the reply has {MIN_TOKENS_FOR_RATIO} tokens: fewer say nothing about a rate."
+        if self.baseline is not None:
+            return (f"×{tps / self.baseline.tokens_per_second:.2f} measured",
+                    f"This reply's {tps:.1f} tokens/s over plain decoding's {self.baseline.tokens_per_second:.1f}, "
+                    f"measured on this pair with the same settings ({self.baseline.tokens} tokens, "
+                    f"{self.baseline.age()}).")
+        plain = f.final.plain_tokens_per_second_estimate if f.final else 0.0
+        if plain > 0:
+            return (f"≈×{tps / plain:.2f} estimated",
+                    f"Plain decoding is not measured for these settings: {plain:.1f} tokens/s is the engine's "
+                    "prediction from its timed verify passes. Measure plain decoding to replace it.")
+        return DASH, "Plain decoding is not measured for these settings yet."
 
     def _show(self) -> None:
         f = self.figures
+        b = self.baseline
+        self.plain.setText(f"{b.tokens_per_second:.1f} tok/s, {b.age()}" if b else "not measured")
+        totals = self.transcript.totals() if self.transcript is not None else (0, 0, 0.0)
+        self.conversation.setText(f"{totals[0]} replies, {totals[1]} tokens" if totals[0] else DASH)
         if f.generated == 0:
-            for label in (self.tokens_per_second, self.acceptance, self.mean_accepted, self.depth_value, self.speedup):
-                label.setText("–")
+            for label in (self.tokens_per_second, self.speedup, self.acceptance, self.mean_accepted,
+                          self.depth_value, self.first_token, self.token_counts, self.context_used):
+                label.setText(DASH)
+            self.speedup.setToolTip("")
             return
         tps = self.live_tokens_per_second
-        self.tokens_per_second.setText(f"{tps:.1f}" if tps > 0 else "–")
+        self.tokens_per_second.setText(f"{tps:.1f}" if tps > 0 else DASH)
+        text, tip = self.speedup_text()
+        self.speedup.setText(text)
+        self.speedup.setToolTip(tip)
         self.acceptance.setText(f"{f.acceptance_rate:.0%}" if f.drafted else "n/a (no drafts)")
-        self.mean_accepted.setText(f"{f.mean_accepted_per_round:.2f}" if f.rounds else "–")
+        self.mean_accepted.setText(f"{f.mean_accepted_per_round:.2f}" if f.rounds else DASH)
         self.depth_value.setText(str(f.depth))
-        plain_estimate = f.final.plain_tokens_per_second_estimate if f.final else 0.0
-        if tps <= 0:
-            self.speedup.setText("–")
-        elif self.baseline:
-            self.speedup.setText(f"×{tps / self.baseline:.2f} (measured)")
-        elif plain_estimate > 0:  # the engine's prediction of plain decoding from its verify cost
-            self.speedup.setText(f"≈ ×{tps / plain_estimate:.2f} (estimate)")
-        else:
-            self.speedup.setText(f"≈ ×{estimated_speedup(f.passes, f.drafted, f.generated):.2f} (estimate)")
+        self.first_token.setText(f"{f.first_token_seconds:.2f} s" if f.first_token_seconds > 0 else DASH)
+        prompt = f.final.prompt_tokens if f.final else 0
+        self.token_counts.setText(f"prompt {prompt}, generated {f.generated}" if prompt else f"generated {f.generated}")
+        used = prompt + f.generated if prompt else 0
+        self.context_used.setText(f"{used} / {self.n_ctx}" if used and self.n_ctx else DASH)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from specchat.core.cancel import CancelToken
+from specchat.core.chat.baseline import measure_plain
 from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.types import (
@@ -34,9 +35,6 @@ from specchat.core.types import (
 log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 0.03
-BASELINE_PROMPT = "Write a short paragraph about the sea."
-
-
 @dataclass(frozen=True)
 class LoadOptions:
     """How to load a pair: context size and GPU layers for each model ("auto", -1 all, 0 none, n)."""
@@ -57,6 +55,7 @@ class ModelInfo:
     target_placement: str = "CPU"  # e.g. "CPU", "GPU (all 30 layers)"
     draft_placement: str = ""
     gpu_bytes: int = 0  # estimated GPU memory the pair holds (freed before the next load)
+    n_ctx: int = 0  # the context size the engine got (at most the target's trained length)
 
     @property
     def pair_key(self) -> str:
@@ -83,7 +82,7 @@ class EngineWorker(QObject):
     load_failed = Signal(str)
     events = Signal(list)  # a batch of Drafted / Verified / Finished
     failed = Signal(str)  # a reply could not start or broke; one line
-    baseline_measured = Signal(str, float)  # pair key, plain-decoding tokens/s
+    baseline_measured = Signal(object)  # Baseline
 
     def __init__(self) -> None:
         super().__init__()
@@ -122,7 +121,7 @@ class EngineWorker(QObject):
             log.exception("could not estimate the pair's GPU memory")
             gpu_bytes = 0
         self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
-                              draft_placement or "", gpu_bytes)
+                              draft_placement or "", gpu_bytes, engine.n_ctx)
         self.loaded.emit(self.info)
 
     @Slot(object, object)
@@ -196,25 +195,20 @@ class EngineWorker(QObject):
         self._session_conversation = request.conversation_id
         return self._session
 
-    @Slot(int, object, object)
-    def measure_baseline(self, max_tokens: int, sampler: SamplerParams, cancel: CancelToken) -> None:
-        """Time plain decoding (no drafter) on this pair with the window's sampler, for the speedup figure."""
-        if self.engine is None or self.info is None:
+    @Slot(str, object, object)
+    def measure_baseline(self, key: str, sampler: SamplerParams, cancel: CancelToken) -> None:
+        """Time plain decoding (no drafter) on this pair with the window's sampler, for the speed-up figure."""
+        if self.engine is None:
             return
-        params = GenerationParams(sampler=sampler, max_tokens=max_tokens, seed=0)
         try:
-            session = ChatSession(self.engine)
-            finished: Finished | None = None
-            for event in session.reply(BASELINE_PROMPT, params, drafter=DrafterKind.NONE, cancel=cancel):
-                if isinstance(event, Finished):
-                    finished = event
+            baseline = measure_plain(self.engine, key, sampler, cancel)
         except SpecchatError as exc:
             log.warning("baseline measurement failed: %s", exc)
             return
         finally:
-            self._session = None  # the contexts now hold the baseline's tokens
-        if finished is not None and finished.stats.tokens_per_second > 0 and not cancel.cancelled:
-            self.baseline_measured.emit(self.info.pair_key, finished.stats.tokens_per_second)
+            self._session = None  # the contexts now hold the calibration's tokens
+        if baseline is not None:
+            self.baseline_measured.emit(baseline)
 
     def close_engine(self) -> None:
         self._session = None
@@ -230,7 +224,7 @@ class EngineHost(QObject):
     _load = Signal(str, str, object, object)
     _load_demo = Signal(object, object)
     _generate = Signal(object, object)
-    _baseline = Signal(int, object, object)
+    _baseline = Signal(str, object, object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -260,8 +254,9 @@ class EngineHost(QObject):
         self._generate.emit(request, token)
         return token
 
-    def measure_baseline(self, max_tokens: int = 48, sampler: SamplerParams | None = None) -> None:
-        self._baseline.emit(max_tokens, sampler or SamplerParams(temperature=0.0), self._token())
+    def measure_baseline(self, key: str, sampler: SamplerParams) -> None:
+        """Calibrate plain decoding for ``key`` (the pair and its settings) on the engine thread."""
+        self._baseline.emit(key, sampler, self._token())
 
     def cancel(self) -> None:
         """Stop whatever runs or waits on the engine thread (takes effect within one round)."""

@@ -29,7 +29,7 @@ def test_round_trip() -> None:
         drafter=DrafterKind.NGRAM,
         hide_rejected=True,
         theme="dark",
-        baselines={"t|d": 12.5},
+        baselines={"t|d": {"key": "t|d", "tokens_per_second": 12.5, "tokens": 48, "measured_at": 1.0}},
     )
     save_settings(s)
     assert settings_path() == paths.config_dir() / "settings.json"

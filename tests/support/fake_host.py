@@ -18,7 +18,7 @@ class FakeWorker(QObject):
     load_failed = Signal(str)
     events = Signal(list)
     failed = Signal(str)
-    baseline_measured = Signal(str, float)
+    baseline_measured = Signal(object)
 
 
 class FakeHost(QObject):
@@ -30,12 +30,13 @@ class FakeHost(QObject):
         self.requests: list[ReplyRequest] = []
         self.tokens: list[CancelToken] = []
         self.loads: list[tuple[str, str]] = []
+        self.calibrations: list[str] = []  # baseline keys the window asked to measure
         self.closed = False
 
     def loaded(self, draft: bool = True) -> ModelInfo:
         """Say a pair finished loading."""
         info = ModelInfo("/models/target.gguf", "/models/draft.gguf" if draft else "", "target.gguf",
-                         "draft.gguf" if draft else None)
+                         "draft.gguf" if draft else None, n_ctx=4096)
         self.worker.loaded.emit(info)
         return info
 
@@ -51,8 +52,8 @@ class FakeHost(QObject):
         self.tokens.append(token)
         return token
 
-    def measure_baseline(self, max_tokens: int = 48, sampler: object = None) -> None:
-        pass
+    def measure_baseline(self, key: str, sampler: object) -> None:
+        self.calibrations.append(key)
 
     def cancel(self) -> None:
         for token in self.tokens:

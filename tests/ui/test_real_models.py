@@ -56,6 +56,9 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     assert window.stack.currentIndex() == 1 and "F32" in window.model_label.text()
     # Where each model runs (this build cannot offload).
     assert window.stats.runs_on.text() == "target CPU, draft CPU"
+    # Plain decoding is calibrated right after loading, under the window's settings.
+    qtbot.waitUntil(lambda: window.stats.baseline is not None, timeout=REPLY_TIMEOUT)
+    assert window.stats.plain.text().endswith("tok/s, just now")
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.composer.setPlainText(PROMPT)
         window.composer.send()
@@ -77,12 +80,13 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     assert stored[-1].content == reply.content and stored[-1].finish_reason == finished.reason.value
     assert stored[-1].spans == reply.spans
     assert window.stats.tokens_per_second.text() != "–"
-    assert "estimate" in window.stats.speedup.text()
-
+    assert window.stats.speedup.text().endswith(" measured")
+    (stored_baseline,) = window.settings.baselines.values()
+    assert stored_baseline["key"].startswith(window.model_info.pair_key + "|")
+    assert stored_baseline["tokens_per_second"] > 0
     with qtbot.waitSignal(window.baseline_measured, timeout=REPLY_TIMEOUT):
-        window.host.measure_baseline(8)
-    assert "measured" in window.stats.speedup.text()
-    assert window.settings.baselines[window.model_info.pair_key] > 0
+        window.stats.measure_button.click()  # measure again on request
+    assert window.stats.speedup.text().endswith(" measured")
 
 
 def stamp_batches(window: MainWindow) -> list[tuple[float, list[Verified]]]:

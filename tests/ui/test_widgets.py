@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from PySide6.QtCore import Qt
 
@@ -52,7 +54,7 @@ def test_controls_depth_auto_and_params(qtbot) -> None:  # noqa: ANN001
     assert s.depth is None and s.drafter is DrafterKind.NGRAM and s.max_tokens == 77
 
 
-def test_stats_panel_counts_and_estimate(qtbot) -> None:  # noqa: ANN001
+def test_stats_panel_counts_and_charts(qtbot) -> None:  # noqa: ANN001
     panel = StatsPanel()
     qtbot.addWidget(panel)
     panel.follow(ReplyFigures())
@@ -61,14 +63,32 @@ def test_stats_panel_counts_and_estimate(qtbot) -> None:  # noqa: ANN001
     assert panel.acceptance.text() == "75%"
     assert panel.mean_accepted.text() == "1.50"
     assert panel.depth_value.text() == "1"
-    assert "estimate" in panel.speedup.text()
-    assert panel.series.count() == 2 and panel.series.at(0).y() == 2
-    feed(panel, [Finished(FinishReason.EOS, GenerationStats(rounds=2, generated=5, generate_seconds=1.0))])
+    assert panel.speedup.text() == "–"  # 5 tokens: too few for a rate
+    assert panel.accepted_series.count() == 2 and panel.accepted_series.at(0).y() == 2
+    assert [panel.depth_series.at(i).y() for i in range(2)] == [3, 1]
+    stats = GenerationStats(rounds=2, generated=5, generate_seconds=1.0, prompt_tokens=40)
+    feed(panel, [Finished(FinishReason.EOS, stats)])
+    panel.set_context_size(512)
     assert panel.tokens_per_second.text() == "5.0"
-    panel.set_baseline(2.5)
-    assert panel.speedup.text() == "×2.00 (measured)"
+    assert panel.token_counts.text() == "prompt 40, generated 5" and panel.context_used.text() == "45 / 512"
+    assert panel.first_token.text().endswith(" s")
     panel.reset()
-    assert panel.series.count() == 0
+    assert panel.accepted_series.count() == 0 and panel.depth_series.count() == 0
+
+
+def test_the_chart_comes_back_with_a_stored_reply(qtbot) -> None:  # noqa: ANN001
+    panel = StatsPanel()
+    qtbot.addWidget(panel)
+    panel.follow(ReplyFigures(started=time.monotonic() - 0.25))  # the request went out 0.25 s ago
+    feed(panel, [verified(0, ("a", "b"), ("c",), "d"), verified(1, ("e",), (), "f"),
+                 Finished(FinishReason.EOS, GenerationStats(rounds=2, drafted=4, accepted=3, generated=5,
+                                                            generate_seconds=1.0))])
+    stored = ReplyFigures.from_dict(panel.figures.as_dict())
+    panel.reset()
+    panel.show_stored(stored)
+    assert [(p.x(), p.y()) for p in panel.depth_series.points()] == [(0, 3), (1, 1)]
+    assert [(p.x(), p.y()) for p in panel.accepted_series.points()] == [(0, 2), (1, 1)]
+    assert panel.first_token.text() == "0.25 s"
 
 
 def test_sidebar_lists_renames_deletes(qtbot, store) -> None:  # noqa: ANN001
@@ -239,13 +259,13 @@ def test_speedup_estimate_uses_the_engines_plain_rate_prediction(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
     panel.follow(ReplyFigures())
-    feed(panel, [verified(0, ("a", "b"), (), "c")])
-    stats = GenerationStats(rounds=1, drafted=2, accepted=2, generated=3, generate_seconds=0.1)
+    feed(panel, [verified(0, tuple("abcdefghijklmnop"), (), "q")])
+    stats = GenerationStats(rounds=1, drafted=16, accepted=16, generated=17, generate_seconds=0.5)
     stats.plain_tokens_per_second_estimate = 10.0
     feed(panel, [Finished(FinishReason.EOS, stats)])
-    assert panel.speedup.text() == "≈ ×3.00 (estimate)"
-    panel.show_stored(ReplyFigures.from_dict(stats.as_dict()))
-    assert panel.speedup.text() == "≈ ×3.00 (estimate)"
+    assert panel.speedup.text() == "≈×3.40 estimated" and "prediction" in panel.speedup.toolTip()
+    panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))
+    assert panel.speedup.text() == "≈×3.40 estimated"
 
 
 def test_gpu_layer_controls_only_when_the_build_can_offload(qtbot) -> None:  # noqa: ANN001

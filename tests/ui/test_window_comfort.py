@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence, QPalette
 from PySide6.QtWidgets import QAbstractSpinBox, QLabel, QMessageBox, QWidget
 
+from specchat.core.chat.baseline import Baseline
 from specchat.core.chat.store import ReplyWriter
 from specchat.core.settings import load_settings
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
+from specchat.ui.worker import ModelInfo
 from support.events import drafted, verified
 from support.fake_host import FakeHost
 
@@ -176,6 +179,8 @@ def test_controls_tell_the_truth(qtbot, settings, store) -> None:  # noqa: ANN00
     settings.depth = None  # auto
     window, host = window_with(qtbot, settings, store)
     assert not window.regenerate_button.isEnabled()  # nothing to regenerate in an empty conversation
+    assert not window.stats.measure_button.isEnabled()  # the calibration after loading is running
+    host.worker.baseline_measured.emit(Baseline(host.calibrations[-1], 40.0, 48, time.time()))
     assert window.stats.measure_button.isEnabled()
     window.send("count")
     assert not window.stats.measure_button.isEnabled()  # not while a reply runs
@@ -186,3 +191,33 @@ def test_controls_tell_the_truth(qtbot, settings, store) -> None:  # noqa: ANN00
     with qtbot.waitSignal(window.reply_finished):
         host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(rounds=1, generated=15))])
     assert window.regenerate_button.isEnabled() and window.stats.measure_button.isEnabled()
+
+
+def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -> None:  # noqa: ANN001
+    window, host = window_with(qtbot, settings, store)
+    assert len(host.calibrations) == 1  # calibrated once, right after loading, before any reply
+    key = host.calibrations[0]
+    assert "/models/target.gguf|/models/draft.gguf" in key and "T=0" in key
+    host.worker.baseline_measured.emit(Baseline(key, 20.0, 48, time.time()))
+    assert window.stats.plain.text() == "20.0 tok/s, just now"
+    window.send("go")
+    host.worker.events.emit([verified(0, tuple("abcdefgh"), (), "i")])  # 9 tokens: too few for a rate
+    assert window.stats.speedup.text() == "–"
+    stats = GenerationStats(rounds=2, drafted=16, accepted=16, generated=18, generate_seconds=0.5)
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(1, tuple("jklmnopq"), (), "r"), Finished(FinishReason.EOS, stats)])
+    assert window.stats.speedup.text() == "×1.80 measured"  # 36 tok/s over plain decoding's 20
+    assert "20.0" in window.stats.speedup.toolTip() and "same settings" in window.stats.speedup.toolTip()
+    # Other settings: the old baseline is not used; it is measured again once the reply ends.
+    window.controls.temperature.setValue(0.7)
+    window.send("again")
+    assert window.stats.plain.text() == "not measured"
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(0, tuple("abcdefghijklmnopq"), (), "r"), Finished(FinishReason.EOS, stats)])
+    assert window.stats.speedup.text() == "–" and "not measured" in window.stats.speedup.toolTip()
+    assert len(host.calibrations) == 2 and "T=0.7" in host.calibrations[-1]
+    # Another pair never gets this pair's baseline.
+    window.controls.temperature.setValue(0.0)
+    other = ModelInfo("/models/other.gguf", "", "other.gguf", None, n_ctx=4096)
+    host.worker.loaded.emit(other)
+    assert window.stats.plain.text() == "not measured" and "/models/other.gguf|" in host.calibrations[-1]

@@ -10,6 +10,7 @@ every verify pass.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,9 +69,11 @@ class ReplyFigures:
     accepted: int = 0
     generated: int = 0
     depth: int = 0
-    accepted_per_round: list[tuple[int, int]] = field(default_factory=list)  # (round, accepted) per pass
+    per_round: list[tuple[int, int, int]] = field(default_factory=list)  # (round, depth, accepted) per pass
+    first_token_seconds: float = 0.0  # from the request to the first verified round, as the user waited
     final: GenerationStats | None = None
     finish_reason: str | None = None
+    started: float = field(default_factory=time.monotonic, repr=False, compare=False)
 
     def fold(self, events: Iterable[object]) -> bool:
         """Count ``events``; True when a verified round changed the counters."""
@@ -84,7 +87,9 @@ class ReplyFigures:
                 self.accepted += len(event.accepted)
                 self.generated += len(event.committed)
                 self.depth = event.depth
-                self.accepted_per_round.append((event.round, len(event.accepted)))
+                self.per_round.append((event.round, event.depth, len(event.accepted)))
+                if self.passes == 1:
+                    self.first_token_seconds = time.monotonic() - self.started
                 changed = True
             elif isinstance(event, Drafted):
                 self.depth = len(event.tokens)
@@ -105,10 +110,12 @@ class ReplyFigures:
 
     def as_dict(self) -> dict[str, Any]:
         """The engine's figures once finished; until then the counters so far (stored with a streaming reply)."""
+        extra = {"passes": self.passes, "first_token_seconds": round(self.first_token_seconds, 3),
+                 "per_round": [list(r) for r in self.per_round]}
         if self.final is not None:
-            return {**self.final.as_dict(), "passes": self.passes}
+            return {**self.final.as_dict(), **extra}
         return {
-            "passes": self.passes,
+            **extra,
             "rounds": self.rounds,
             "drafted": self.drafted,
             "accepted": self.accepted,
@@ -125,6 +132,11 @@ class ReplyFigures:
         if not stats:
             return figures
         figures.passes = int(stats.get("passes", 0))
+        figures.first_token_seconds = float(stats.get("first_token_seconds", 0.0) or 0.0)
+        rounds = stats.get("per_round")
+        if isinstance(rounds, list):
+            figures.per_round = [(int(r[0]), int(r[1]), int(r[2])) for r in rounds
+                                 if isinstance(r, list) and len(r) == 3 and all(isinstance(x, int) for x in r)]
         figures.rounds = int(stats.get("rounds", 0))
         figures.drafted = int(stats.get("drafted", 0))
         figures.accepted = int(stats.get("accepted", 0))
@@ -137,6 +149,9 @@ class ReplyFigures:
                 drafted=figures.drafted,
                 accepted=figures.accepted,
                 generated=figures.generated,
+                prompt_tokens=int(stats.get("prompt_tokens", 0)),
+                reused_prompt_tokens=int(stats.get("reused_prompt_tokens", 0)),
+                prompt_seconds=float(stats.get("prompt_seconds", 0.0)),
                 generate_seconds=figures.generated / tps,
                 depth=figures.depth,
                 plain_tokens_per_second_estimate=float(stats.get("plain_tokens_per_second_estimate", 0.0)),
@@ -177,6 +192,12 @@ class Transcript:
     def reply(self) -> Message | None:
         """The last message if it is an assistant reply."""
         return self.messages[-1] if self.messages and self.messages[-1].role == "assistant" else None
+
+    def totals(self) -> tuple[int, int, float]:
+        """Replies, generated tokens and generation seconds over the conversation."""
+        replies = [m.figures for m in self.messages if m.role == "assistant" and m.figures is not None]
+        seconds = sum(f.final.generate_seconds for f in replies if f.final is not None)
+        return len(replies), sum(f.generated for f in replies), seconds
 
     def history(self, upto: int | None = None) -> list[dict[str, str]]:
         """The first ``upto`` messages (all by default) as role/content pairs for the chat template."""
