@@ -36,6 +36,7 @@ class FinishReason(str, enum.Enum):
 class DrafterKind(str, enum.Enum):
     DRAFT_MODEL = "draft"
     NGRAM = "ngram"
+    MTP = "mtp"  # the target's own multi-token-prediction (NextN) heads
     NONE = "none"
 
 

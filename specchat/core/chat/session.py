@@ -16,7 +16,7 @@ from specchat.core.chat.template import ChatTemplate, validate_messages
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
-from specchat.core.llama.context import Context, MemoryInfo, check_memory_support, probe_memory
+from specchat.core.llama.context import Context, MemoryInfo, MtpContext, check_memory_support, probe_memory
 from specchat.core.llama.devices import offload_supported
 from specchat.core.llama.model import Model, vocab_mismatch
 from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers
@@ -58,15 +58,18 @@ class ChatEngine:
         # architecture allows (llama.cpp grants none otherwise, and the context saves states instead).
         self.target_context = Context(target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
         self.draft_context: Context | None = None
+        self.mtp_context: MtpContext | None = None
         try:
             self.draft_context = Context(draft, n_ctx=n_ctx, n_threads=n_threads) if draft is not None else None
+            if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0:
+                self.mtp_context = MtpContext(self.target_context, n_threads=n_threads)
             self.template = ChatTemplate(
                 target.chat_template(),
                 bos_token=target.token_text(target.bos) if target.bos >= 0 else "",
                 eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
             )
         except BaseException:
-            for context in (self.draft_context, self.target_context):
+            for context in (self.mtp_context, self.draft_context, self.target_context):
                 if context is not None:
                     context.close()
             raise
@@ -108,6 +111,7 @@ class ChatEngine:
         target_vocab = Model(target, vocab_only=True)
         try:
             check_memory_support(target_vocab)
+            with_mtp = target_vocab.n_layer_nextn > 0  # load the heads: they draft without a second model
             if draft is not None:
                 draft_vocab = Model(draft, vocab_only=True)
                 try:
@@ -122,7 +126,7 @@ class ChatEngine:
         target_layers, draft_layers = resolve_gpu_layers(target, draft, n_gpu_layers, draft_gpu_layers, n_ctx=n_ctx)
         loaded: list[Model] = []
         try:
-            loaded.append(Model(target, n_gpu_layers=target_layers, progress=stage("target")))
+            loaded.append(Model(target, n_gpu_layers=target_layers, progress=stage("target"), load_mtp=with_mtp))
             if draft is not None:
                 loaded.append(Model(draft, n_gpu_layers=draft_layers, progress=stage("draft")))
             target_model, draft_model = loaded[0], loaded[1] if draft is not None else None
@@ -178,8 +182,13 @@ class ChatEngine:
             )
         return text, tokens
 
+    @property
+    def has_mtp(self) -> bool:
+        """Whether the target's own MTP heads can draft (DrafterKind.MTP)."""
+        return self.mtp_context is not None
+
     def close(self) -> None:
-        for obj in (self.draft_context, self.target_context, self.draft, self.target):
+        for obj in (self.mtp_context, self.draft_context, self.target_context, self.draft, self.target):
             if obj is not None:
                 obj.close()
 
@@ -214,7 +223,7 @@ class ChatSession:
         if messages[-1]["role"] != "user":
             raise SpecchatError("the last message must be from the user to get a reply")
         prompt_text, prompt = self.engine.tokenize_prompt(messages)
-        chosen = make_drafter(drafter, self.engine.draft_context)
+        chosen = make_drafter(drafter, self.engine.draft_context, self.engine.mtp_context)
         self.adaptive = self.engine.adaptive_for(drafter)
         self.messages = messages
         self.last_prompt_text = prompt_text

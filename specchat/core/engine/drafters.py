@@ -1,9 +1,9 @@
-"""Who proposes the drafts: a small model, a lookup in the text so far, or nobody."""
+"""Who proposes the drafts: a small model, the target's own MTP heads, a lookup in the text so far, or nobody."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -94,38 +94,86 @@ class DraftModelDrafter:
         catch_up = len(tokens) - reused
         steady_sync = catch_up <= 2 or (ctx.restored and catch_up <= self._last_k + 2)
         self._last_k = k
-        decodes = 0
-        decode_seconds = 0.0
-        history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
-        for i in range(k):
-            q = distribution(row, history, sampler)
-            if p_min > 0.0 and q.max_prob() < p_min:
-                break
-            if sampler.greedy or greedy:
-                x = greedy_token(row, history, sampler)
-                q_used = Distribution.one_hot(x)
-            else:
-                x = q.sample(rng)
-                q_used = q
-            out.tokens.append(x)
-            out.q.append(q_used)
-            out.probs.append(q.prob(x))
-            history.append(x)
-            if i == k - 1 or cancel.cancelled:
-                break
-            decode_started = time.perf_counter()
-            row = ctx.decode([x])[0]
-            decode_seconds += time.perf_counter() - decode_started
-            decodes += 1
-        ended = time.perf_counter()
-        if decodes > 0:
-            out.step_seconds = decode_seconds / decodes
-        if out.tokens:
-            # Everything after the catch-up that was not a decode: one distribution (and draw) per token.
-            out.sample_seconds = (ended - synced - decode_seconds) / len(out.tokens)
+        _draft_from(out, row, lambda x: ctx.decode([x])[0], tokens, k, sampler, rng, cancel, p_min, greedy, synced)
         if steady_sync:
             out.sync_seconds = synced - started
         return out
+
+
+MTP_P_MIN = 0.75
+"""Draft p-min for MTP heads when none is set: the cutoff published Qwen3.5 MTP runs in llama.cpp use
+(``--spec-draft-p-min 0.75``, llama.cpp PR #22673): one head guessing many tokens ahead is confident
+for a few and then guesses poorly, and a draft it is unsure of costs a verify position for little."""
+
+
+class MtpDrafter:
+    """The target's own MTP (NextN) heads, chained: each draft is fed back with the heads' hidden state.
+
+    ``mtp`` is a :class:`specchat.core.llama.context.MtpContext` (duck-typed)
+    that follows the target's positions; it drafts from the target's state at
+    the last committed token, so it needs no catch-up of its own.
+    """
+
+    kind = DrafterKind.MTP
+
+    def __init__(self, mtp: object) -> None:
+        self.mtp = mtp
+
+    def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
+              cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
+        out = Draft()
+        mtp = self.mtp
+        pos = len(tokens) - 1  # where the last committed token goes; the target holds the rest
+        k = min(k, mtp.target.n_ctx - len(tokens))  # type: ignore[attr-defined]
+        if k <= 0:
+            return out
+        started = time.perf_counter()
+        row = mtp.begin(tokens[-1], pos)  # type: ignore[attr-defined]
+        if row is None:
+            return out  # the target's hidden state at the last token is unknown: a plain round
+        synced = time.perf_counter()
+        try:
+            _draft_from(out, row, mtp.step, tokens, k, sampler, rng, cancel,  # type: ignore[attr-defined]
+                        p_min if p_min > 0.0 else MTP_P_MIN, greedy, synced)
+        finally:
+            mtp.end(pos)  # type: ignore[attr-defined]
+        out.sync_seconds = synced - started  # the first head pass, paid every round
+        return out
+
+
+def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], tokens: Sequence[int], k: int,
+                sampler: SamplerParams, rng: np.random.Generator, cancel: CancelToken, p_min: float, greedy: bool,
+                synced: float) -> None:
+    """Draw up to ``k`` drafts into ``out``, starting from logits ``row``; ``step(x)`` gives the next row."""
+    decodes = 0
+    decode_seconds = 0.0
+    history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
+    for i in range(k):
+        q = distribution(row, history, sampler)
+        if p_min > 0.0 and q.max_prob() < p_min:
+            break
+        if sampler.greedy or greedy:
+            x = greedy_token(row, history, sampler)
+            q_used = Distribution.one_hot(x)
+        else:
+            x = q.sample(rng)
+            q_used = q
+        out.tokens.append(x)
+        out.q.append(q_used)
+        out.probs.append(q.prob(x))
+        history.append(x)
+        if i == k - 1 or cancel.cancelled:
+            break
+        decode_started = time.perf_counter()
+        row = step(x)
+        decode_seconds += time.perf_counter() - decode_started
+        decodes += 1
+    ended = time.perf_counter()
+    if decodes > 0:
+        out.step_seconds = decode_seconds / decodes
+    if out.tokens:
+        # Everything after the catch-up that was not a decode: one distribution (and draw) per token.
+        out.sample_seconds = (ended - synced - decode_seconds) / len(out.tokens)
 
 
 class NgramDrafter:
@@ -170,11 +218,16 @@ def lookup_continuation(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int)
     return []
 
 
-def make_drafter(kind: DrafterKind, draft_context: object | None) -> Drafter:
+def make_drafter(kind: DrafterKind, draft_context: object | None, mtp: object | None = None) -> Drafter:
     if kind is DrafterKind.DRAFT_MODEL:
         if draft_context is None:
             raise SpecchatError("no draft model is loaded; choose n-gram lookup or none")
         return DraftModelDrafter(draft_context)
+    if kind is DrafterKind.MTP:
+        if mtp is None:
+            raise SpecchatError("the target has no MTP heads (no NextN layers) to draft with; "
+                                "choose a draft model, n-gram lookup or none")
+        return MtpDrafter(mtp)
     if kind is DrafterKind.NGRAM:
         return NgramDrafter()
     return NoDrafter()

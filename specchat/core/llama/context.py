@@ -24,8 +24,10 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import llama_cpp
 import numpy as np
@@ -35,6 +37,14 @@ from specchat.core.types import MAX_DEPTH, SpecchatError
 
 _STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent state without the attention cache
 _DECODE_CODES = {1: "no room in the KV cache", 2: "aborted", -1: "invalid batch"}
+
+
+class DecodeObserver(Protocol):
+    """Follows a context's positions: told after each decoded chunk and after each cut."""
+
+    def decoded(self, start: int, tokens: Sequence[int]) -> None: ...
+
+    def rewound(self, n_keep: int) -> None: ...
 
 
 class ContextFullError(SpecchatError):
@@ -136,6 +146,7 @@ class Context:
         self.restored = False  # whether the latest rewind restored a checkpoint
         self._snapshots = 0  # positions the latest batch lets llama.cpp cut in place (recurrent models)
         self._checkpoints: dict[str, _Checkpoint] = {}
+        self.observer: DecodeObserver | None = None  # an MTP context that follows every position
         ext = hasattr(llama_cpp, "llama_state_seq_get_size_ext")
         self._partial_state = ext and self.kind is ModelKind.HYBRID  # attention cache cut, not saved
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
@@ -259,6 +270,8 @@ class Context:
         self._snapshots = 0  # a snapshot serves once, and only right after its batch
         for slot in [s for s, c in self._checkpoints.items() if c.pos > n_keep]:
             del self._checkpoints[slot]
+        if self.observer is not None:
+            self.observer.rewound(n_keep)
 
     def _clear(self) -> None:
         if not llama_cpp.llama_memory_seq_rm(self._memory, 0, -1, -1):  # a whole sequence never refuses
@@ -266,6 +279,8 @@ class Context:
         self.tokens.clear()
         self._snapshots = 0
         self._checkpoints.clear()
+        if self.observer is not None:
+            self.observer.rewound(0)
 
     # --- decoding ---------------------------------------------------------
     def decode(self, tokens: Sequence[int], *, all_logits: bool = False) -> np.ndarray:
@@ -297,8 +312,11 @@ class Context:
             rc = llama_cpp.llama_decode(self._ptr, self._batch)
             if rc != 0:
                 self._decode_failed(rc, m)
+            at = self.n_past
             self.tokens.extend(int(t) for t in chunk)
             self._snapshots = min(m - 1, self.rollback_depth)
+            if self.observer is not None:
+                self.observer.decoded(at, chunk)
             start += m
         n_rows = n if all_logits else 1
         ptr = llama_cpp.llama_get_logits(self._ptr)
@@ -392,6 +410,155 @@ def probe_memory(path: str | os.PathLike[str]) -> MemoryInfo:
         return MemoryInfo(model.arch, model.kind, rollback, model.n_layer_nextn)
     finally:
         model.close()
+
+
+class MtpContext:
+    """The target's own MTP (NextN) heads as a drafter's context.
+
+    llama.cpp runs the MTP block in a context of its own (``LLAMA_CONTEXT_TYPE_MTP``,
+    tied to the target with ``ctx_other``), with its own KV cache for that
+    block. The block at position p reads token p and the target's last hidden
+    state at p - 1 and predicts token p + 1. So this object follows the target
+    (as its :class:`DecodeObserver`): every chunk the target decodes is fed
+    to the MTP block with the target's hidden states (``embeddings_nextn``),
+    every cut of the target cuts it too, and drafting continues from the
+    target's state at the last committed token, each further draft fed with
+    the MTP block's own hidden state.
+    """
+
+    _HISTORY = 512  # target hidden states kept by position, for cuts back into earlier batches
+
+    def __init__(self, target: Context, *, n_threads: int | None = None) -> None:
+        from llama_cpp import llama_cpp_ext
+
+        self._ext = llama_cpp_ext
+        model = target.model
+        if model.n_layer_nextn <= 0:
+            raise SpecchatError(f"{model.name} has no MTP heads (no NextN layers); choose a draft model, "
+                                "n-gram lookup or none")
+        if not getattr(model, "mtp_loaded", False):
+            raise SpecchatError(f"{model.name} was loaded without its MTP layers")
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = target.n_ctx
+        params.n_batch = params.n_ubatch = target.n_batch
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = n_threads or default_threads()
+        params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+        params.ctx_other = target._ptr
+        self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
+        if not self._ptr:
+            raise SpecchatError(f"llama.cpp could not create the MTP context of {model.name}")
+        self.target = target
+        self.n_vocab = model.n_vocab
+        self.n_embd = int(llama_cpp.llama_model_n_embd_out(model.ptr)) or int(llama_cpp.llama_model_n_embd(model.ptr))
+        self.n_batch = target.n_batch
+        self._memory = llama_cpp.llama_get_memory(self._ptr)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, self.n_embd, 1)
+        # llama_batch_init gives a batch with embeddings or tokens; the MTP block reads both.
+        self._tokens_buf = (llama_cpp.llama_token * self.n_batch)()
+        self._batch.token = self._tokens_buf
+        self._tok = np.ctypeslib.as_array(self._tokens_buf, shape=(self.n_batch,))
+        self._pos = np.ctypeslib.as_array(self._batch.pos, shape=(self.n_batch,))
+        self._want = np.ctypeslib.as_array(self._batch.logits, shape=(self.n_batch,))
+        self._embd = np.ctypeslib.as_array(self._batch.embd, shape=(self.n_batch, self.n_embd))
+        for i in range(self.n_batch):
+            self._batch.seq_id[i][0] = 0
+            self._batch.n_seq_id[i] = 1
+        self.n_held = 0  # positions in the MTP block's cache
+        self._hidden: OrderedDict[int, np.ndarray] = OrderedDict()  # target hidden state after position p
+        self._draft_at = 0
+        llama_cpp_ext.llama_set_embeddings_nextn(target._ptr, True, False)  # every row's hidden state
+        llama_cpp_ext.llama_set_embeddings_nextn(self._ptr, True, True)  # the rows with logits
+        if target.tokens:
+            target.truncate(0)  # the MTP cache must see every position the target holds
+        target.observer = self
+
+    def close(self) -> None:
+        if getattr(self, "_ptr", None):
+            if self.target.observer is self:
+                self.target.observer = None
+            if self.target._ptr:
+                self._ext.llama_set_embeddings_nextn(self.target._ptr, False, False)
+            self._batch.token = ctypes.POINTER(llama_cpp.llama_token)()  # ours, not the batch's to free
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ptr)
+            self._ptr = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    # --- following the target ---------------------------------------------
+    def decoded(self, start: int, tokens: Sequence[int]) -> None:
+        m = len(tokens)
+        ptr = self._ext.llama_get_embeddings_nextn(self.target._ptr)
+        if not ptr:
+            raise SpecchatError(f"{self.target.model.name}: llama.cpp gave no hidden states for the MTP heads")
+        hidden = np.ctypeslib.as_array(ptr, shape=(m, self.n_embd))
+        self._cut(start)
+        if self.n_held == start and (start == 0 or start - 1 in self._hidden):
+            self._tok[:m] = tokens
+            self._pos[:m] = np.arange(start, start + m, dtype=np.int32)
+            self._want[:m] = 0
+            self._embd[0] = self._hidden[start - 1] if start > 0 else 0.0
+            self._embd[1:m] = hidden[: m - 1]
+            self._run(m)
+            self.n_held = start + m
+        for i in range(m):
+            self._hidden[start + i] = hidden[i].copy()
+        while len(self._hidden) > self._HISTORY:
+            self._hidden.popitem(last=False)
+
+    def rewound(self, n_keep: int) -> None:
+        self._cut(n_keep)
+        for pos in [p for p in self._hidden if p >= n_keep]:
+            del self._hidden[pos]
+
+    def _cut(self, n_keep: int) -> None:
+        if self.n_held > n_keep:
+            if not llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1):  # attention only: never refused
+                llama_cpp.llama_memory_seq_rm(self._memory, 0, -1, -1)
+                n_keep = 0
+            self.n_held = n_keep
+
+    def _run(self, m: int) -> None:
+        self._batch.n_tokens = m
+        rc = llama_cpp.llama_decode(self._ptr, self._batch)
+        if rc != 0:
+            self._cut(int(self._pos[0]))
+            why = _DECODE_CODES.get(rc, f"code {rc}")
+            raise SpecchatError(f"{self.target.model.name}: llama.cpp could not run its MTP heads ({why})")
+
+    # --- drafting ---------------------------------------------------------
+    def begin(self, token: int, pos: int) -> np.ndarray | None:
+        """Logits of the heads' guess after ``token`` at ``pos`` (the target holds ``pos`` positions).
+
+        None when the target's hidden state there is not known (the heads then sit the round out).
+        """
+        if pos != self.target.n_past or self.n_held < pos or (pos > 0 and pos - 1 not in self._hidden):
+            return None
+        self._cut(pos)
+        return self._step(token, pos, self._hidden[pos - 1] if pos > 0 else None)
+
+    def step(self, token: int) -> np.ndarray:
+        """Logits after one more drafted ``token``, fed with the heads' own hidden state."""
+        ptr = self._ext.llama_get_embeddings_nextn_ith(self._ptr, 0)
+        if not ptr:
+            raise SpecchatError(f"{self.target.model.name}: llama.cpp gave no hidden state from its MTP heads")
+        return self._step(token, self._draft_at, np.ctypeslib.as_array(ptr, shape=(self.n_embd,)))
+
+    def end(self, pos: int) -> None:
+        """Forget the drafted positions: the MTP cache holds what the target holds again."""
+        self._cut(pos)
+
+    def _step(self, token: int, pos: int, hidden: np.ndarray | None) -> np.ndarray:
+        self._tok[0] = token
+        self._pos[0] = pos
+        self._want[0] = 1
+        self._embd[0] = hidden if hidden is not None else 0.0
+        self._run(1)
+        self.n_held = pos + 1
+        self._draft_at = pos + 1
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ptr, 0), shape=(self.n_vocab,))
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:

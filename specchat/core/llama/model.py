@@ -98,6 +98,7 @@ class Model:
         progress: ProgressCallback | None = None,
         vocab_only: bool = False,
         no_alloc: bool = False,
+        load_mtp: bool = False,
     ) -> None:
         ensure_backend()
         self.path = check_gguf_file(path)
@@ -105,6 +106,9 @@ class Model:
         self.n_gpu_layers = n_gpu_layers
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
         params.vocab_only = vocab_only
+        self.mtp_loaded = load_mtp and "load_mtp" in {name for name, _ in llama_cpp.llama_model_params._fields_}
+        if self.mtp_loaded:
+            params.load_mtp = True  # otherwise llama.cpp skips the MTP (NextN) layers' weights
         if no_alloc:
             params.no_alloc = True  # tensors described, none allocated or read: enough to size a context
             # llama.cpp maps nothing in this mode (and asserts so); older bindings call the switch use_mmap.

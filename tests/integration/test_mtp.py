@@ -1,0 +1,174 @@
+"""Drafting with the target's own MTP (NextN) heads, on a random-weight Qwen3.5 with one MTP layer.
+
+The heads of tests/models/qwen35-mtp.gguf are random, so they guess badly
+and nearly every round is rejected: what these tests check is that MTP
+drafting is lossless and that the heads follow the target exactly, whatever
+the cuts. Random logits are flat, so the tests lower the draft p-min below
+the MTP default (0.75) to get drafts at all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.session import ChatEngine, ChatSession
+from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.sampling import distribution
+from specchat.core.llama.context import Context, MtpContext
+from specchat.core.llama.model import Model
+from specchat.core.types import (
+    Drafted,
+    DrafterKind,
+    FinishReason,
+    GenerationParams,
+    SamplerParams,
+    SpecchatError,
+    Verified,
+)
+from support.identity import assert_same_or_tie, plain_greedy
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+MTP_MODEL = MODELS / "qwen35-mtp.gguf"
+PENALTY = SamplerParams(repeat_penalty=1.3)
+GREEDY = GenerationParams(sampler=PENALTY, max_tokens=40, draft_p_min=1e-6)
+MTP = DrafterKind.MTP
+
+
+@pytest.fixture(scope="module", params=[16, 0], ids=["snapshots", "saved-states"])
+def engine(request: pytest.FixtureRequest) -> Iterator[ChatEngine]:
+    """The MTP target, rolling back in place (snapshots) or from saved states."""
+    loaded = ChatEngine.load(MTP_MODEL, n_ctx=256, n_threads=1, target_rollback=request.param)
+    yield loaded
+    loaded.close()
+
+
+def reply(session: ChatSession, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list:
+    return list(session.reply(text, params, drafter=MTP, **kwargs))  # type: ignore[arg-type]
+
+
+def check(engine: ChatEngine, conversation: list[dict[str, str]], tokens: list[int], label: str) -> None:
+    _, prompt = engine.tokenize_prompt(conversation)
+    plain = plain_greedy(engine.target_context, prompt, GREEDY.max_tokens, PENALTY, engine.target.eog_tokens)
+    assert_same_or_tie(engine.target_context, prompt, plain, tokens, PENALTY, label)
+
+
+def fresh_heads_logits(sequence: list[int]) -> np.ndarray:
+    """The heads' first guess after ``sequence``, from a new target that decoded it in one batch."""
+    model = Model(MTP_MODEL, load_mtp=True)
+    target = Context(model, n_ctx=256, n_threads=1)
+    mtp = MtpContext(target, n_threads=1)
+    try:
+        target.decode(sequence[:-1])
+        row = mtp.begin(sequence[-1], len(sequence) - 1)
+        assert row is not None
+        return row.copy()
+    finally:
+        mtp.close()
+        target.close()
+        model.close()
+
+
+def test_an_mtp_target_loads_its_heads_and_a_plain_one_does_not() -> None:
+    engine = ChatEngine.load(MODELS / "qwen35.gguf", n_ctx=256, n_threads=1)
+    try:
+        assert not engine.has_mtp
+        session = ChatSession(engine)
+        with pytest.raises(SpecchatError, match="has no MTP heads") as refused:
+            session.reply("Hi.", GREEDY, drafter=MTP)
+        assert "\n" not in str(refused.value) and session.messages == []
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("depth", [1, 4, 16, None], ids=["1", "4", "16", "auto"])
+def test_greedy_mtp_speculation_matches_plain_decoding(engine: ChatEngine, depth: int | None) -> None:
+    assert engine.has_mtp
+    engine._adaptive.clear()
+    drafted = 0
+    for i, text in enumerate(("Tell me about the sea.", "Count to ten, please.")):
+        engine.target_context.truncate(0)
+        session = ChatSession(engine)
+        events = reply(session, text, depth=DepthControl(depth))
+        assert events[-1].reason is FinishReason.MAX_TOKENS, events[-1].message
+        for event in events:
+            if isinstance(event, Drafted):
+                assert 0 < len(event.tokens) <= (depth or 16)
+        drafted += events[-1].stats.drafted
+        check(engine, session.messages[:-1], session.last_tokens, f"depth {depth} reply {i}")
+    assert drafted > 0
+
+
+def test_the_heads_follow_the_target_through_turns_cuts_and_a_cancel(engine: ChatEngine) -> None:
+    engine.target_context.truncate(0)
+    session = ChatSession(engine)
+    reply(session, "What is the capital of France?", depth=DepthControl(4))
+    cancel = CancelToken()
+    for event in session.reply("And of Italy?", GREEDY, drafter=MTP, depth=DepthControl(8), cancel=cancel):
+        if isinstance(event, Verified) and event.round == 2:
+            cancel.cancel()
+    reply(session, "Thanks.", depth=DepthControl(16))
+    # The target holds the conversation but its last token; the heads must guess as a fresh pair would.
+    _, prompt = engine.tokenize_prompt(session.messages[:-1])
+    sequence = [*prompt, *session.last_tokens]
+    ctx = engine.target_context
+    assert ctx.tokens == sequence[:-1]
+    live = engine.mtp_context.begin(sequence[-1], len(sequence) - 1)
+    assert live is not None
+    live = live.copy()
+    engine.mtp_context.end(len(sequence) - 1)
+    fresh = fresh_heads_logits(sequence)
+    assert np.abs(live - fresh).max() < 1e-3 * np.abs(fresh).max()
+    check(engine, session.messages[:-1], session.last_tokens, "third turn")
+
+
+def test_mtp_p_min_defaults_to_the_published_cutoff(engine: ChatEngine) -> None:
+    engine.target_context.truncate(0)
+    default = reply(ChatSession(engine), "Tell me about the sea.", GenerationParams(sampler=PENALTY, max_tokens=12),
+                    depth=DepthControl(4))
+    assert default[-1].stats.drafted == 0  # random heads are never 75% sure
+    low = reply(ChatSession(engine), "Tell me about the sea.", depth=DepthControl(4))
+    assert low[-1].stats.drafted > 0
+
+
+def test_sampling_with_mtp_follows_the_target_distribution(engine: ChatEngine) -> None:
+    """The exact rule with the heads' own distribution q, on a hybrid target: chi-square of the first token."""
+    sampler = SamplerParams(temperature=1.0, top_k=6, top_p=1.0, min_p=0.0)
+    messages = [{"role": "user", "content": "Name a fruit."}]
+    _, prompt = engine.tokenize_prompt(messages)
+    engine.target_context.truncate(0)
+    p1 = distribution(engine.target_context.decode(prompt)[0].copy(), [], sampler)
+    n = 400
+    seen: Counter[int] = Counter()
+    for seed in range(n):
+        session = ChatSession(engine)
+        events = reply(session, messages[0]["content"],
+                       GenerationParams(sampler=sampler, max_tokens=4, seed=seed, draft_p_min=1e-6),
+                       depth=DepthControl(3))
+        assert any(isinstance(e, Drafted) for e in events)
+        seen[session.last_tokens[0]] += 1
+    assert set(seen) <= {int(t) for t in p1.ids}
+    chi2, cells = 0.0, 0
+    pooled_expected, pooled_seen = 0.0, 0
+    for token, prob in zip(p1.ids, p1.probs):
+        expected, got = n * float(prob), seen.get(int(token), 0)
+        if expected >= 5:
+            chi2 += (got - expected) ** 2 / expected
+            cells += 1
+        else:
+            pooled_expected += expected
+            pooled_seen += got
+    if pooled_expected >= 5:
+        chi2 += (pooled_seen - pooled_expected) ** 2 / pooled_expected
+        cells += 1
+    dof = cells - 1
+    assert dof >= 2, p1
+    z = 3.09  # 99.9% quantile of chi-square, Wilson-Hilferty approximation
+    limit = dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+    assert chi2 < limit, (chi2, dof, seen.most_common())
