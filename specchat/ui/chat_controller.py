@@ -45,12 +45,14 @@ class ReplyHost(Protocol):
     def generate(self, request: ReplyRequest) -> CancelToken: ...
 
 
-def transcript_of(stored: list[StoredMessage]) -> Transcript:
-    """A stored conversation as a transcript (token fates and figures included)."""
+def transcript_of(stored: list[StoredMessage], system_prompt: str = "") -> Transcript:
+    """A stored conversation as a transcript (token fates, figures and versions included)."""
     return Transcript(
-        Message(m.role, m.content, list(m.spans) if m.spans else None, finish_reason=m.finish_reason,
-                figures=ReplyFigures.from_dict(m.stats) if m.role == "assistant" else None)
-        for m in stored
+        (Message(m.role, m.content, list(m.spans) if m.spans else None, finish_reason=m.finish_reason,
+                 figures=ReplyFigures.from_dict(m.stats) if m.role == "assistant" else None,
+                 id=m.id, version=m.version, versions=m.versions)
+         for m in stored),
+        system_prompt,
     )
 
 
@@ -79,6 +81,7 @@ class ChatController(QObject):
         self._live: Transcript | None = None  # the streaming reply's conversation, on screen or not
         self._live_conversation: int | None = None
         self.has_draft_model = True
+        self.default_system_prompt = ""  # for new conversations (the window passes the setting)
         self.closing = False
         self._writer: ReplyWriter | None = None
         self._token: CancelToken | None = None
@@ -102,12 +105,12 @@ class ChatController(QObject):
     def new_conversation(self) -> None:
         """Start an empty conversation (a streaming reply goes on in its own)."""
         try:
-            self.conversation_id = self.store.create_conversation()
+            self.conversation_id = self.store.create_conversation(system_prompt=self.default_system_prompt)
         except sqlite3.Error as exc:
             self.notice.emit(f"a new conversation could not be saved: {exc}")
             return
         self._edit_index = None
-        self.transcript = Transcript()
+        self.transcript = Transcript(system_prompt=self.default_system_prompt)
         self.transcript_replaced.emit()
         self.conversations_changed.emit()
 
@@ -132,12 +135,15 @@ class ChatController(QObject):
 
     def reload(self) -> None:
         """Show the open conversation as stored."""
+        stored: list[StoredMessage] = []
+        system_prompt = ""
         try:
-            stored = self.store.messages(self.conversation_id) if self.conversation_id is not None else []
-        except sqlite3.Error as exc:
+            if self.conversation_id is not None:
+                stored = self.store.messages(self.conversation_id)
+                system_prompt = self.store.conversation(self.conversation_id).system_prompt
+        except (sqlite3.Error, SpecchatError) as exc:
             self.notice.emit(f"the conversation could not be read: {exc}")
-            stored = []
-        self.transcript = transcript_of(stored)
+        self.transcript = transcript_of(stored, system_prompt)
         self.transcript_replaced.emit()
 
     def rename(self, conversation_id: int, title: str) -> None:
@@ -158,7 +164,7 @@ class ChatController(QObject):
             return
         if conversation_id == self.conversation_id:
             self.conversation_id = None
-            self.transcript = Transcript()
+            self.transcript = Transcript(system_prompt=self.default_system_prompt)
             self.transcript_replaced.emit()
         self.conversations_changed.emit()
 
@@ -170,11 +176,11 @@ class ChatController(QObject):
         if not text or self.streaming:
             return False
         edit_index, self._edit_index = self._edit_index, None
-        history = self.transcript.history()
         title = text.splitlines()[0][:TITLE_CHARS]
         try:
             if self.conversation_id is None:
-                self.conversation_id = self.store.create_conversation(title)
+                self.conversation_id = self.store.create_conversation(title, self.default_system_prompt)
+                self.transcript.system_prompt = self.default_system_prompt
             elif not self.transcript.messages:
                 self.store.rename(self.conversation_id, title)
             if edit_index is None:
@@ -183,6 +189,7 @@ class ChatController(QObject):
             self.notice.emit(f"the message could not be saved: {exc}")
             return False
         self.conversations_changed.emit()
+        history = self.transcript.history()
         self.transcript.add_user(text)
         self.message_appended.emit()
         if edit_index is None:
@@ -197,7 +204,7 @@ class ChatController(QObject):
             return
         msgs = self.transcript.messages
         keep = len(msgs) - 1
-        self.transcript = Transcript(msgs[:keep])
+        self.transcript = Transcript(msgs[:keep], self.transcript.system_prompt)
         self.transcript_replaced.emit()
         self._start_reply(self.transcript.history(keep - 1), msgs[keep - 1].content, keep=keep)
 
@@ -207,10 +214,42 @@ class ChatController(QObject):
         if self.streaming or self.conversation_id is None or not 0 <= index < len(msgs):
             return
         self._edit_index = index
-        self.transcript = Transcript(msgs[:index])
+        self.transcript = Transcript(msgs[:index], self.transcript.system_prompt)
         self.transcript_replaced.emit()
         self.composer_text.emit(msgs[index].content, True)
         self.status.emit("Editing: send to replace the message and what followed it, Esc to keep them")
+
+    def set_system_prompt(self, text: str) -> None:
+        """The open conversation's system prompt (sent first with every later reply)."""
+        text = text.strip()
+        try:
+            if self.conversation_id is None:
+                self.conversation_id = self.store.create_conversation(system_prompt=text)
+                self.conversations_changed.emit()
+            else:
+                self.store.set_system_prompt(self.conversation_id, text)
+        except sqlite3.Error as exc:
+            self.notice.emit(f"the system prompt could not be saved: {exc}")
+            return
+        self.transcript.system_prompt = text
+        self.status.emit("System prompt saved: it applies from the next reply")
+
+    def switch_version(self, index: int, step: int) -> bool:
+        """Show the previous (-1) or next (+1) version of message ``index`` and the conversation after it."""
+        msgs = self.transcript.messages
+        if self.streaming_here or self.conversation_id is None or not 0 <= index < len(msgs):
+            return False
+        message = msgs[index]
+        if message.id is None or not 1 <= message.version + step <= message.versions:
+            return False
+        try:
+            self.store.switch_version(self.conversation_id, message.id, step)
+        except sqlite3.Error as exc:
+            self.notice.emit(f"the other version could not be shown: {exc}")
+            return False
+        self._edit_index = None
+        self.reload()
+        return True
 
     def stop(self) -> None:
         """Cancel the streaming reply (it ends within one round), or abandon an edit."""
@@ -299,6 +338,8 @@ class ChatController(QObject):
             elif writer.user_text:
                 self.composer_text.emit(writer.user_text, False)  # an edit that never got a reply: keep the text
             self.reload()
+        elif here and writer is not None and writer.message_id is not None and not self._save_failed:
+            self.reload()  # as stored: message ids and versions (a regenerated reply is version n of n)
         if finished.reason is FinishReason.ERROR and finished.message:
             self.notice.emit(finished.message)
         self.conversations_changed.emit()

@@ -44,6 +44,7 @@ from .controls import SpeculationControls
 from .model_picker import ModelPickerDialog
 from .sidebar import ConversationSidebar
 from .stats_panel import StatsPanel
+from .system_prompt import SystemPromptDialog
 from .theme import apply_theme, clamp_zoom
 from .welcome import WelcomeView
 from .worker import EngineHost, LoadOptions, ModelInfo, ReplyRequest
@@ -70,6 +71,7 @@ class MainWindow(QMainWindow):
         self.model_info: ModelInfo | None = None
         self.depth_control = DepthControl(settings.depth)
         self.chat = ChatController(store, self.host, self._reply_settings, self.depth_control, self)
+        self.chat.default_system_prompt = settings.system_prompt
         self._closing = False
         self.loading = False
         self._last_load: Callable[[], None] | None = None  # how the last pair was loaded, for Reload
@@ -178,6 +180,15 @@ class MainWindow(QMainWindow):
         file_menu.addAction("Export as &JSON…", lambda: self.export_conversation("json"))
         file_menu.addSeparator()
         file_menu.addAction("&Quit", QKeySequence.StandardKey.Quit, self.close)
+
+        chat_menu = self.menuBar().addMenu("&Conversation")
+        chat_menu.addAction("&System prompt…", self.edit_system_prompt)
+        chat_menu.addAction("&Default system prompt for new conversations…", self.edit_default_system_prompt)
+        chat_menu.addSeparator()
+        self.previous_version_action = chat_menu.addAction(
+            "&Previous version of the last reply", QKeySequence("Alt+Left"), lambda: self.switch_version(-1))
+        self.next_version_action = chat_menu.addAction(
+            "&Next version of the last reply", QKeySequence("Alt+Right"), lambda: self.switch_version(+1))
 
         view_menu = self.menuBar().addMenu("&View")
         self.sidebar_action = QAction("&Conversations", self, checkable=True)
@@ -436,6 +447,37 @@ class MainWindow(QMainWindow):
 
     def delete_conversation(self, conversation_id: int) -> None:
         self.chat.delete_conversation(conversation_id)
+
+    def edit_system_prompt(self) -> SystemPromptDialog:
+        """Edit the open conversation's system prompt (the dialog is returned for tests)."""
+        dialog = SystemPromptDialog(
+            "System prompt", "Sent before the conversation with every reply from now on; stored with this "
+            "conversation.", self.chat.transcript.system_prompt, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.accepted.connect(lambda: self.chat.set_system_prompt(dialog.text()))
+        dialog.open()
+        return dialog
+
+    def edit_default_system_prompt(self) -> SystemPromptDialog:
+        """Edit the system prompt new conversations start with."""
+        dialog = SystemPromptDialog(
+            "Default system prompt", "New conversations start with this system prompt (empty: none).",
+            self.settings.system_prompt, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+
+        def apply() -> None:
+            self.settings.system_prompt = self.chat.default_system_prompt = dialog.text()
+
+        dialog.accepted.connect(apply)
+        dialog.open()
+        return dialog
+
+    def switch_version(self, step: int) -> None:
+        """Flip the last reply (or the message with several versions closest to the end) to another version."""
+        msgs = self.chat.transcript.messages
+        index = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].versions > 1), None)
+        if index is not None:
+            self.chat.switch_version(index, step)
 
     def confirm_delete(self, conversation_id: int) -> QMessageBox:
         """Ask before deleting a conversation (the box is returned for tests)."""

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from specchat.core import paths
-from specchat.core.chat.store import DB_FILENAME, ConversationStore, ReplyWriter, TokenSpan, spans_of
+from specchat.core.chat.store import DB_FILENAME, SCHEMA_VERSION, ConversationStore, ReplyWriter, TokenSpan, spans_of
 from specchat.core.types import FinishReason, Finished, GenerationStats, TokenKind, Verified
 
 
@@ -42,7 +42,7 @@ def test_store_is_wal_and_in_the_data_dir() -> None:
     mode = sqlite3.connect(store.path).execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
     version = sqlite3.connect(store.path).execute("SELECT version FROM schema_version").fetchone()[0]
-    assert version == 1
+    assert version == SCHEMA_VERSION
     store.close()
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from specchat.core import filelock
 from specchat.core.chat import store as store_module
-from specchat.core.chat.store import DB_FILENAME, ConversationStore, NewerSchemaError, StoreError
+from specchat.core.chat.store import DB_FILENAME, SCHEMA_VERSION, ConversationStore, NewerSchemaError, StoreError
 from specchat.core.types import SpecchatError
 
 GARBAGE = b"this is not a sqlite database, it only has the name of one " * 64
@@ -79,7 +79,7 @@ def test_aside_copies_from_the_same_second_never_overwrite_each_other(
     assert sorted(p.read_bytes() for p in kept) == sorted([earlier.read_bytes(), *contents])
 
 
-@pytest.mark.parametrize("version", [2, 99, "two"])
+@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 99, "two"])
 def test_a_newer_schema_is_left_untouched_and_its_history_survives(folder: Path, version: object) -> None:
     db_path = folder / DB_FILENAME
     _with_history(db_path)
@@ -212,7 +212,7 @@ def test_two_instances_on_a_newer_schema_never_lose_it(tmp_path: Path, openers) 
         folder.mkdir()
         db_path = folder / DB_FILENAME
         _with_history(db_path)
-        _set_version(db_path, 2)
+        _set_version(db_path, SCHEMA_VERSION + 1)
         digest = _digest(db_path)
         notices = _open_together(openers, db_path)
         assert all("newer specchat" in notice for notice in notices), notices
@@ -249,6 +249,6 @@ def test_two_instances_creating_the_file_write_one_schema_row(tmp_path: Path, op
         db_path.parent.mkdir()
         assert _open_together(openers, db_path) == ["", ""]
         db = sqlite3.connect(db_path)
-        assert db.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert db.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
         db.close()
         assert not _asides(db_path.parent)

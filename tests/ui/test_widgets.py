@@ -382,7 +382,7 @@ def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings,
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
     window.open_conversation(cid)
-    assert window.chat_view.toPlainText().endswith("Helplo there (stopped: the app closed)")
+    assert window.chat_view.toPlainText().endswith("lo there (stopped: the app closed)")
     assert window.transcript.messages[-1].content == "Hello there"  # the mark is not part of the reply
     assert window.stats.acceptance.text() == "67%"  # the figures counted until the crash
     assert window.stats.tokens_per_second.text() == "–"  # no rate was measured

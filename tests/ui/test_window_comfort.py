@@ -221,3 +221,41 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
     other = ModelInfo("/models/other.gguf", "", "other.gguf", None, n_ctx=4096)
     host.worker.loaded.emit(other)
     assert window.stats.plain.text() == "not measured" and "/models/other.gguf|" in host.calibrations[-1]
+
+
+def test_regenerated_replies_are_versions_to_flip_between(qtbot, settings, store) -> None:  # noqa: ANN001
+    window, host = window_with(qtbot, settings, store)
+    window.send("Name a colour")
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(0, ("Re",), (), "d"), Finished(FinishReason.EOS, GenerationStats())])
+    window.regenerate()
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(0, ("Blu",), (), "e"), Finished(FinishReason.EOS, GenerationStats())])
+    last = window.transcript.messages[-1]
+    assert (last.content, last.version, last.versions) == ("Blue", 2, 2)
+    window.previous_version_action.trigger()
+    assert [m.content for m in window.transcript.messages] == ["Name a colour", "Red"]
+    assert "Red" in window.chat_view.toPlainText() and "Blue" not in window.chat_view.toPlainText()
+    window.next_version_action.trigger()
+    assert window.transcript.messages[-1].content == "Blue"
+
+
+def test_system_prompts_per_conversation_and_by_default(qtbot, settings, store) -> None:  # noqa: ANN001
+    window, host = window_with(qtbot, settings, store)
+    dialog = window.edit_default_system_prompt()
+    dialog.editor.setPlainText("Answer in one sentence.")
+    dialog.accept()
+    window.new_conversation()
+    window.send("Why is the sky blue?")
+    assert host.requests[-1].history == [{"role": "system", "content": "Answer in one sentence."}]
+    assert store.conversation(window.conversation_id).system_prompt == "Answer in one sentence."
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(0, ("Ray",), (), "leigh"), Finished(FinishReason.EOS, GenerationStats())])
+    dialog = window.edit_system_prompt()
+    assert dialog.editor.toPlainText() == "Answer in one sentence."
+    dialog.editor.setPlainText("Answer like a pirate.")
+    dialog.accept()
+    window.send("And at sunset?")
+    assert host.requests[-1].history[0] == {"role": "system", "content": "Answer like a pirate."}
+    window.close()
+    assert load_settings().system_prompt == "Answer in one sentence."

@@ -33,7 +33,8 @@ from .transcript import ReplyFigures, TokenSpan, spans_of
 log = logging.getLogger(__name__)
 
 DB_FILENAME = "conversations.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
+#                      and has its own system prompt
 LOCK_WAIT_S = 10.0  # how long to wait for another instance that is opening the same file
 
 _SCHEMA = """
@@ -42,11 +43,14 @@ CREATE TABLE IF NOT EXISTS conversations (
     id INTEGER PRIMARY KEY,
     title TEXT NOT NULL,
     created REAL NOT NULL,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    leaf_id INTEGER,
+    system_prompt TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
     conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
     position INTEGER NOT NULL,
     role TEXT NOT NULL,
     content TEXT NOT NULL,
@@ -81,6 +85,30 @@ _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 
 
+def _migrate_to_branches(db: sqlite3.Connection) -> None:
+    """Schema 1 -> 2, in one transaction: each message's parent is the one before it; the last is the leaf."""
+    def has(table: str, column: str) -> bool:
+        return any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})"))
+
+    with db:
+        db.execute("BEGIN")
+        if not has("messages", "parent_id"):
+            db.execute("ALTER TABLE messages ADD COLUMN parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE")
+        if not has("conversations", "leaf_id"):
+            db.execute("ALTER TABLE conversations ADD COLUMN leaf_id INTEGER")
+        if not has("conversations", "system_prompt"):
+            db.execute("ALTER TABLE conversations ADD COLUMN system_prompt TEXT NOT NULL DEFAULT ''")
+        db.execute(
+            "UPDATE messages SET parent_id = (SELECT p.id FROM messages p WHERE p.conversation_id = messages.conversation_id"
+            " AND p.position < messages.position ORDER BY p.position DESC LIMIT 1)"
+        )
+        db.execute(
+            "UPDATE conversations SET leaf_id = (SELECT m.id FROM messages m WHERE m.conversation_id = conversations.id"
+            " ORDER BY m.position DESC LIMIT 1)"
+        )
+        db.execute("UPDATE schema_version SET version = 2")
+
+
 def _is_corrupt(exc: sqlite3.Error) -> bool:
     """True only for a file that is not (or no longer) a database; locks, permissions and the rest are False."""
     code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
@@ -98,6 +126,8 @@ class StoredMessage:
     spans: list[TokenSpan] = field(default_factory=list)
     stats: dict[str, Any] | None = None
     finish_reason: str | None = None
+    version: int = 1  # which of the versions at this place in the conversation (1-based)
+    versions: int = 1  # how many there are (regenerated replies, edited messages)
 
 
 @dataclass(frozen=True)
@@ -106,6 +136,7 @@ class ConversationInfo:
     title: str
     created: float
     updated: float
+    system_prompt: str = ""
 
 
 class ConversationStore:
@@ -181,8 +212,12 @@ class ConversationStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(_SCHEMA)
-            if db.execute("SELECT version FROM schema_version").fetchone() is None:
+            row = db.execute("SELECT max(version) FROM schema_version").fetchone()
+            if row[0] is None:
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif row[0] < 2:
+                _migrate_to_branches(db)
+            db.execute("CREATE INDEX IF NOT EXISTS messages_by_parent ON messages(parent_id)")
             db.execute("SELECT count(*) FROM spans").fetchone()
         except BaseException:
             db.close()
@@ -215,25 +250,31 @@ class ConversationStore:
 
     # -- conversations ---------------------------------------------------------------
 
-    def create_conversation(self, title: str = "New conversation") -> int:
+    def create_conversation(self, title: str = "New conversation", system_prompt: str = "") -> int:
         now = time.time()
         cur = self._db.execute(
-            "INSERT INTO conversations (title, created, updated) VALUES (?, ?, ?)", (title, now, now)
+            "INSERT INTO conversations (title, created, updated, system_prompt) VALUES (?, ?, ?, ?)",
+            (title, now, now, system_prompt),
         )
         return int(cur.lastrowid)
 
+    def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
+        self._db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
+
     def conversations(self) -> list[ConversationInfo]:
         """All conversations, most recently updated first."""
-        rows = self._db.execute("SELECT id, title, created, updated FROM conversations ORDER BY updated DESC, id DESC")
-        return [ConversationInfo(r["id"], r["title"], r["created"], r["updated"]) for r in rows]
+        rows = self._db.execute(
+            "SELECT id, title, created, updated, system_prompt FROM conversations ORDER BY updated DESC, id DESC"
+        )
+        return [ConversationInfo(r["id"], r["title"], r["created"], r["updated"], r["system_prompt"]) for r in rows]
 
     def conversation(self, conversation_id: int) -> ConversationInfo:
         r = self._db.execute(
-            "SELECT id, title, created, updated FROM conversations WHERE id = ?", (conversation_id,)
+            "SELECT id, title, created, updated, system_prompt FROM conversations WHERE id = ?", (conversation_id,)
         ).fetchone()
         if r is None:
             raise StoreError(f"no conversation with id {conversation_id}")
-        return ConversationInfo(r["id"], r["title"], r["created"], r["updated"])
+        return ConversationInfo(r["id"], r["title"], r["created"], r["updated"], r["system_prompt"])
 
     def rename(self, conversation_id: int, title: str) -> None:
         self._db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
@@ -241,27 +282,41 @@ class ConversationStore:
     def delete(self, conversation_id: int) -> None:
         self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
-    def _touch(self, conversation_id: int) -> None:
-        self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id))
-
     # -- messages ----------------------------------------------------------------------
 
     def add_message(self, conversation_id: int, role: str, content: str) -> int:
-        """Append a message."""
+        """Append a message after the conversation's shown path."""
         with self._db:
             self._db.execute("BEGIN")
-            return self._insert_message(conversation_id, role, content)
+            return self._insert_message(conversation_id, role, content, self._leaf(conversation_id))
 
-    def _insert_message(self, conversation_id: int, role: str, content: str) -> int:
-        row = self._db.execute(
-            "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
-        ).fetchone()
+    def _leaf(self, conversation_id: int) -> int | None:
+        row = self._db.execute("SELECT leaf_id FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        return row[0] if row is not None else None
+
+    def _path_ids(self, conversation_id: int) -> list[int]:
+        """The ids from the first message to the shown leaf."""
+        rows = self._db.execute(
+            "WITH RECURSIVE path(id, parent, position) AS ("
+            " SELECT id, parent_id, position FROM messages"
+            "  WHERE id = (SELECT leaf_id FROM conversations WHERE id = ?) AND conversation_id = ?"
+            " UNION ALL SELECT m.id, m.parent_id, m.position FROM messages m JOIN path ON m.id = path.parent)"
+            " SELECT id FROM path ORDER BY position",
+            (conversation_id, conversation_id),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def _insert_message(self, conversation_id: int, role: str, content: str, parent: int | None) -> int:
+        row = self._db.execute("SELECT position FROM messages WHERE id = ?", (parent,)).fetchone() if parent else None
         cur = self._db.execute(
-            "INSERT INTO messages (conversation_id, position, role, content, created) VALUES (?, ?, ?, ?, ?)",
-            (conversation_id, row[0], role, content, time.time()),
+            "INSERT INTO messages (conversation_id, parent_id, position, role, content, created)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (conversation_id, parent, row[0] + 1 if row else 0, role, content, time.time()),
         )
-        self._touch(conversation_id)
-        return int(cur.lastrowid)
+        message_id = int(cur.lastrowid)
+        self._db.execute("UPDATE conversations SET leaf_id = ?, updated = ? WHERE id = ?",
+                         (message_id, time.time(), conversation_id))
+        return message_id
 
     def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
                      stats: dict[str, Any] | None = None) -> None:
@@ -292,22 +347,49 @@ class ConversationStore:
                     *, keep: int | None = None, user_text: str | None = None) -> int:
         """Store a reply's first round as a new assistant message, in one transaction.
 
-        With ``keep``, the messages after the first ``keep`` (the reply being regenerated, or an
-        edited message and what followed it) are deleted in the same transaction, and ``user_text``
-        (an edited message) goes in before the reply: the earlier version stays stored until the
-        new one has something to show.
+        With ``keep`` (regenerate, edit and resend) the reply (after ``user_text``, an edited message)
+        becomes a new version after the first ``keep`` messages of the shown path; the earlier version
+        stays stored as a branch the conversation can flip back to.
         """
         with self._db:
             self._db.execute("BEGIN")
-            if keep is not None:
-                self._db.execute(
-                    "DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, keep)
-                )
+            if keep is None:
+                parent = self._leaf(conversation_id)
+            else:
+                path = self._path_ids(conversation_id)
+                parent = path[keep - 1] if 0 < keep <= len(path) else None
             if user_text is not None:
-                self._insert_message(conversation_id, "user", user_text)
-            message_id = self._insert_message(conversation_id, "assistant", "")
+                parent = self._insert_message(conversation_id, "user", user_text, parent)
+            message_id = self._insert_message(conversation_id, "assistant", "", parent)
             self._append_spans(message_id, spans, text, stats)
         return message_id
+
+    def switch_version(self, conversation_id: int, message_id: int, step: int) -> bool:
+        """Show the previous (-1) or next (+1) version at a message's place, with the latest path below it."""
+        with self._db:
+            self._db.execute("BEGIN")
+            row = self._db.execute("SELECT parent_id FROM messages WHERE id = ? AND conversation_id = ?",
+                                   (message_id, conversation_id)).fetchone()
+            if row is None:
+                return False
+            siblings = self._siblings(conversation_id, row[0])
+            index = siblings.index(message_id) + step
+            if not 0 <= index < len(siblings):
+                return False
+            leaf = siblings[index]
+            while True:  # follow the most recent child down to a leaf
+                child = self._db.execute("SELECT max(id) FROM messages WHERE parent_id = ?", (leaf,)).fetchone()[0]
+                if child is None:
+                    break
+                leaf = child
+            self._db.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (leaf, conversation_id))
+        return True
+
+    def _siblings(self, conversation_id: int, parent: int | None) -> list[int]:
+        rows = self._db.execute(
+            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id", (conversation_id, parent)
+        ).fetchall()
+        return [r[0] for r in rows]
 
     def finish_message(self, message_id: int, finish_reason: str, stats: dict[str, Any]) -> None:
         self._db.execute(
@@ -316,13 +398,13 @@ class ConversationStore:
         )
 
     def messages(self, conversation_id: int) -> list[StoredMessage]:
-        """The conversation's messages in order, each with its spans."""
+        """The shown path of the conversation, in order, each message with its spans and its version."""
         out: list[StoredMessage] = []
-        rows = self._db.execute(
-            "SELECT id, role, content, finish_reason, stats FROM messages WHERE conversation_id = ? ORDER BY position",
-            (conversation_id,),
-        ).fetchall()
-        for r in rows:
+        for message_id in self._path_ids(conversation_id):
+            r = self._db.execute(
+                "SELECT id, parent_id, role, content, finish_reason, stats FROM messages WHERE id = ?", (message_id,)
+            ).fetchone()
+            siblings = self._siblings(conversation_id, r["parent_id"])
             spans = [
                 TokenSpan(TokenKind(s["kind"]), s["text"], s["round"], s["target_prob"], s["draft_prob"])
                 for s in self._db.execute(
@@ -331,17 +413,24 @@ class ConversationStore:
                 )
             ]
             stats = json.loads(r["stats"]) if r["stats"] else None
-            out.append(StoredMessage(r["id"], r["role"], r["content"], spans, stats, r["finish_reason"]))
+            out.append(StoredMessage(r["id"], r["role"], r["content"], spans, stats, r["finish_reason"],
+                                     siblings.index(message_id) + 1, len(siblings)))
         return out
 
     def truncate(self, conversation_id: int, keep: int) -> None:
-        """Delete every message after the first ``keep`` (for regenerate and edit)."""
+        """Delete the shown path's messages after the first ``keep`` (a message withdrawn before its reply)."""
+        path = self._path_ids(conversation_id)
+        if keep >= len(path):
+            return
+        parent = path[keep - 1] if keep > 0 else None
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute(
-                "DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, keep)
-            )
-            self._touch(conversation_id)
+            self._db.execute("DELETE FROM messages WHERE id = ?", (path[keep],))  # its replies go with it
+            self._db.execute("UPDATE conversations SET leaf_id = ?, updated = ? WHERE id = ?",
+                             (parent, time.time(), conversation_id))
+        remaining = self._siblings(conversation_id, parent)
+        if remaining:  # show the latest other version at that place
+            self.switch_version(conversation_id, remaining[-1], 0)
 
     # -- export ------------------------------------------------------------------------
 
@@ -350,6 +439,7 @@ class ConversationStore:
         data = {
             "title": info.title,
             "created": info.created,
+            "system_prompt": info.system_prompt,
             "messages": [
                 {
                     "role": m.role,
@@ -366,6 +456,8 @@ class ConversationStore:
     def export_markdown(self, conversation_id: int) -> str:
         info = self.conversation(conversation_id)
         parts = [f"# {info.title}", ""]
+        if info.system_prompt:
+            parts += ["**System**", "", info.system_prompt, ""]
         for m in self.messages(conversation_id):
             parts += [f"**{m.role.capitalize()}**", "", m.content, ""]
             if m.stats:

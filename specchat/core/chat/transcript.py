@@ -169,6 +169,9 @@ class Message:
     finished: bool = True
     finish_reason: str | None = None  # as stored; None on a finished reply means it was cut short
     figures: ReplyFigures | None = None
+    id: int | None = None  # the stored message's id (None until stored)
+    version: int = 1  # which version at this place (regenerated replies, edited messages), 1-based
+    versions: int = 1
 
     @property
     def content(self) -> str:
@@ -181,8 +184,9 @@ class Message:
 class Transcript:
     """The messages of the open conversation, with the streaming reply last while it runs."""
 
-    def __init__(self, messages: Iterable[Message] = ()) -> None:
+    def __init__(self, messages: Iterable[Message] = (), system_prompt: str = "") -> None:
         self.messages: list[Message] = list(messages)
+        self.system_prompt = system_prompt  # sent first, through the chat template; not a shown message
 
     @property
     def streaming(self) -> bool:
@@ -200,8 +204,9 @@ class Transcript:
         return len(replies), sum(f.generated for f in replies), seconds
 
     def history(self, upto: int | None = None) -> list[dict[str, str]]:
-        """The first ``upto`` messages (all by default) as role/content pairs for the chat template."""
-        return [{"role": m.role, "content": m.content} for m in self.messages[:upto]]
+        """The system prompt and the first ``upto`` messages (all by default), for the chat template."""
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + [{"role": m.role, "content": m.content} for m in self.messages[:upto]]
 
     def add_user(self, text: str) -> Message:
         message = Message("user", text)
