@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
-from specchat.core.types import MAX_DEPTH, Finished, GenerationParams, SpecchatError, Verified, parse_depth
+from specchat.core.chat.transcript import ReplyFigures
+from specchat.core.types import MAX_DEPTH, GenerationParams, SpecchatError, parse_depth
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,12 +25,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 @dataclass
 class RunFigures:
+    """One decoded prompt: its tokens and the figures folded from its events (as the window counts them)."""
+
     tokens: list[int]
-    generated: int
-    seconds: float
-    drafted: int = 0
-    accepted: int = 0
-    rounds: int = 0
+    figures: ReplyFigures
+
+    @property
+    def generated(self) -> int:
+        return self.figures.generated
+
+    @property
+    def seconds(self) -> float:
+        return self.figures.final.generate_seconds if self.figures.final else 0.0
 
     @property
     def tokens_per_s(self) -> float:
@@ -91,9 +98,9 @@ class Totals:
         self.native_seconds += native_seconds
         self.spec_tokens += spec.generated
         self.spec_seconds += spec.seconds
-        self.drafted += spec.drafted
-        self.accepted += spec.accepted
-        self.rounds += spec.rounds
+        self.drafted += spec.figures.drafted
+        self.accepted += spec.figures.accepted
+        self.rounds += spec.figures.rounds
         self.predicted_seconds += spec.generated / predicted_rate if predicted_rate else 0.0
 
     def fill(self, report: BenchReport) -> None:
@@ -152,15 +159,13 @@ def run_once(engine: object, messages: list[dict[str, str]], params: GenerationP
     from specchat.core.engine.depth import DepthControl
 
     session = ChatSession(engine, messages[:-1])  # type: ignore[arg-type]
-    finished: Finished | None = None
-    for event in session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)):  # type: ignore[arg-type]
-        if isinstance(event, Finished):
-            finished = event
-    assert finished is not None
-    if finished.message:
-        raise SpecchatError(finished.message)
-    s = finished.stats
-    return RunFigures(session.last_tokens, s.generated, s.generate_seconds, s.drafted, s.accepted, s.rounds), session
+    figures = ReplyFigures()
+    figures.fold(session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)))  # type: ignore[arg-type]
+    if figures.final is None:
+        raise SpecchatError(figures.final_message or "the reply ended without figures")
+    if figures.final_message:
+        raise SpecchatError(figures.final_message)
+    return RunFigures(session.last_tokens, figures), session
 
 
 def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
@@ -194,8 +199,8 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
                 id=pid, depth=report.depth, baseline_tokens_per_s=round(base.tokens_per_s, 2),
                 native_tokens_per_s=round(native, 2), speculative_tokens_per_s=round(spec.tokens_per_s, 2),
                 speedup=_ratio(spec.tokens_per_s, base.tokens_per_s, 3),
-                acceptance_rate=_ratio(spec.accepted, spec.drafted, 4),
-                mean_accepted_per_round=_ratio(spec.accepted, spec.rounds, 3),
+                acceptance_rate=_ratio(spec.figures.accepted, spec.figures.drafted, 4),
+                mean_accepted_per_round=_ratio(spec.figures.accepted, spec.figures.rounds, 3),
                 predicted_tokens_per_s=round(predicted, 2), identical=identical, tokens=spec.generated,
             ))
             totals[i].add(base, spec, perf.eval_tokens, perf.eval_ms / 1000, predicted)

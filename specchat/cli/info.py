@@ -17,11 +17,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from specchat.core.llama.devices import build_info
-
+    from specchat.app import llama_build
     from specchat.core.chat.session import model_memory
 
-    info = build_info()
+    info = llama_build()
     memory = model_memory(args.model) if args.model else None
     if args.json:
         extra = {"model": memory.to_json()} if memory else {}

@@ -5,15 +5,25 @@ from __future__ import annotations
 import pytest
 
 from specchat.cli.bench import BenchReport, RunFigures, Totals
+from specchat.core.chat.transcript import ReplyFigures
+from specchat.core.types import GenerationStats
+
+
+def run(generated: int, seconds: float, drafted: int = 0, accepted: int = 0, rounds: int = 0) -> RunFigures:
+    """A decoded prompt's figures as bench folds them from the engine's events."""
+    stats = GenerationStats(rounds=rounds, drafted=drafted, accepted=accepted, generated=generated,
+                            generate_seconds=seconds)
+    return RunFigures([], ReplyFigures(rounds=rounds, drafted=drafted, accepted=accepted, generated=generated,
+                                       final=stats))
 
 
 def test_totals_weigh_prompts_by_their_tokens() -> None:
     tot = Totals()
     # Prompt 1: 100 tokens plain in 2 s, 100 speculative in 1 s (predicted 125 tok/s).
-    tot.add(RunFigures([], 100, 2.0), RunFigures([], 100, 1.0, drafted=80, accepted=60, rounds=20),
+    tot.add(run(100, 2.0), run(100, 1.0, drafted=80, accepted=60, rounds=20),
             native_tokens=100, native_seconds=1.9, predicted_rate=125.0)
     # Prompt 2: 20 tokens plain in 0.5 s, 20 speculative in 0.4 s (predicted 40 tok/s).
-    tot.add(RunFigures([], 20, 0.5), RunFigures([], 20, 0.4, drafted=20, accepted=5, rounds=10),
+    tot.add(run(20, 0.5), run(20, 0.4, drafted=20, accepted=5, rounds=10),
             native_tokens=20, native_seconds=0.5, predicted_rate=40.0)
     report = BenchReport(depth="4")
     tot.fill(report)

@@ -73,6 +73,7 @@ class ReplyFigures:
     first_token_seconds: float = 0.0  # from the request to the first verified round, as the user waited
     final: GenerationStats | None = None
     finish_reason: str | None = None
+    final_message: str = ""  # the Finished event's message (an error's one line)
     started: float = field(default_factory=time.monotonic, repr=False, compare=False)
 
     def fold(self, events: Iterable[object]) -> bool:
@@ -97,6 +98,7 @@ class ReplyFigures:
                 if event.stats != GenerationStats():  # the front end's own Finished (closed, failed) has none
                     self.final = event.stats
                 self.finish_reason = event.reason.value
+                self.final_message = event.message
         return changed
 
     @property
