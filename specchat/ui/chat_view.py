@@ -1,10 +1,20 @@
-"""The conversation view: append-only rich text with one style per token kind.
+"""The conversation view: replies as rendered Markdown with their token fates, or the raw verdict view.
 
 The view draws a ``Transcript`` (core/chat/transcript.py) that the window owns
 and folds engine events into; the view never changes it. Events are queued by
-``feed`` and drawn on a ~30 ms timer inside one edit block, so the GUI thread
-never lays out text per token. Hiding rejected tokens or a palette change
-redraws from the transcript.
+``feed`` and drawn on a ~30 ms timer inside one edit block.
+
+Two looks. The reading view (the default) renders each reply as Markdown
+(markdown_render.py) with a light touch of the fates: accepted drafts tinted,
+rejections as small markers whose tooltip or click shows the draft's guess.
+While a reply streams only its last top-level block is drawn again on each
+flush, so the GUI never lays out the whole reply per token. The verdict view
+(``set_show_verdicts``) shows the raw text with every fate inline in the
+strong styles, rejected drafts struck through. Switching looks, hiding
+rejections or a palette change redraws from the transcript.
+
+The view follows a streaming reply unless the user scrolls up; a "jump to
+latest" button then floats over the bottom-right corner.
 """
 
 from __future__ import annotations
@@ -12,26 +22,45 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
-from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QAction,
     QContextMenuEvent,
+    QCursor,
+    QDesktopServices,
     QFont,
     QFontDatabase,
     QGuiApplication,
+    QHelpEvent,
     QPalette,
+    QResizeEvent,
+    QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
+    QTextDocument,
 )
-from PySide6.QtWidgets import QLabel, QTextBrowser, QToolTip, QWidget
+from PySide6.QtWidgets import QLabel, QTextBrowser, QToolButton, QToolTip, QWidget
 
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript, span_count
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
-from .token_styles import PROP_MESSAGE, kind_format, legend_html, span_format
+from .markdown_blocks import FateIndex, fence_code, parse_blocks
+from .markdown_render import BodyWriter, new_block
+from .token_styles import (
+    PROP_CHROME,
+    PROP_CODE,
+    PROP_MESSAGE,
+    kind_format,
+    legend_html,
+    reading_format,
+    rejection_tooltip,
+    span_format,
+)
 
 FLUSH_MS = 30
+FOLLOW_SLACK = 4  # pixels from the bottom that still count as "at the bottom"
 _FENCE = re.compile(r"```[^\n]*\n.*?(?:```|\Z)", re.DOTALL)
 
 _NOTES = {
@@ -61,7 +90,7 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
 
 
 def _segments(msg: Message) -> Iterator[_Segment]:
-    """Split a message into runs, marking those inside ``` fences once the message is finished."""
+    """The verdict view's runs of a message, marking those inside ``` fences once the message is finished."""
     if msg.spans is None:
         yield _Segment(msg.text, None)
         return
@@ -87,11 +116,35 @@ def _segments(msg: Message) -> Iterator[_Segment]:
         offset += len(span.text)
 
 
+def clean_text(document: QTextDocument, start: int, end: int) -> str:
+    """The document's text between two positions without the view's own marks (markers, labels, ghosts)."""
+    lines: list[str] = []
+    block = document.findBlock(start)
+    while block.isValid() and block.position() <= end:
+        parts: list[str] = []
+        chrome_only = False
+        it = block.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            a, b = max(start, frag.position()), min(end, frag.position() + frag.length())
+            if frag.charFormat().property(PROP_CHROME):
+                chrome_only = chrome_only or not parts
+            elif a < b:
+                parts.append(frag.text()[a - frag.position():b - frag.position()])
+                chrome_only = False
+            it += 1
+        if not (chrome_only and not parts):
+            lines.append("".join(parts))
+        block = block.next()
+    return "\n".join(lines).replace("\u2028", "\n").replace("\u00a0", " ")
+
+
 class ChatView(QTextBrowser):
     """Read-only view of a conversation with live speculative-decoding highlighting."""
 
     regenerate_requested = Signal()
     edit_requested = Signal(int)  # index of the user message to edit and resend
+    verdicts_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None, transcript: Transcript | None = None) -> None:
         super().__init__(parent)
@@ -99,26 +152,50 @@ class ChatView(QTextBrowser):
         self.setOpenLinks(False)
         self.setUndoRedoEnabled(False)
         self.document().setDocumentMargin(10)
+        self.document().setIndentWidth(22)
         self.transcript = transcript if transcript is not None else Transcript()
+        self._verdicts = False
         self._hide_rejected = False
         self._queue: list[Drafted | Verified | Finished] = []
         self._live: Message | None = None  # the reply being drawn as it streams
-        self._drawn = 0  # spans of the live reply already drawn
         self._seen = 0  # spans of the live reply that the queued events drawn so far account for
         self._pending: Drafted | None = None
+        # verdict view: spans drawn, where the pending ghost and the reply's text begin
+        self._drawn = 0
         self._pending_start: int | None = None
+        self._reply_start = 0
+        # reading view: where the body begins, the last block (source and document), the ghost
+        self._fates = FateIndex()
         self._body_start = 0
-        self._reply_start = 0  # document position where the streaming reply's text begins
+        self._tail_src = 0
+        self._tail_doc = 0
+        self._text_end: int | None = None
+        self._ghost: tuple[int, int] | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(FLUSH_MS)
         self._timer.timeout.connect(self.flush)
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.anchorClicked.connect(self._on_anchor)
+
+        self._follow = True
+        self._scrolling = False  # True while the view moves its own scroll bar
+        self.jump_button = QToolButton(self)
+        self.jump_button.setText("\u2193 Latest")
+        self.jump_button.setToolTip("Jump to the latest message and follow the reply")
+        self.jump_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.jump_button.setAutoFillBackground(True)
+        self.jump_button.clicked.connect(self.jump_to_latest)
+        self.jump_button.hide()
+        bar = self.verticalScrollBar()
+        bar.rangeChanged.connect(self._on_range_changed)
+        bar.valueChanged.connect(self._on_value_changed)
 
     # -- public API ----------------------------------------------------------------
 
     @property
     def hide_rejected(self) -> bool:
+        """Rejected drafts hidden: no markers in the reading view, no struck text in the verdict view."""
         return self._hide_rejected
 
     def set_hide_rejected(self, hide: bool) -> None:
@@ -127,9 +204,25 @@ class ChatView(QTextBrowser):
             self.redraw()
 
     @property
+    def show_verdicts(self) -> bool:
+        """True for the verdict view (raw text, every fate inline), False for the reading view."""
+        return self._verdicts
+
+    def set_show_verdicts(self, show: bool) -> None:
+        if show != self._verdicts:
+            self._verdicts = show
+            self.redraw()
+            self.verdicts_changed.emit(show)
+
+    @property
     def streaming(self) -> bool:
         """True while a reply is being drawn as it streams."""
         return self._live is not None
+
+    @property
+    def following(self) -> bool:
+        """True while the view keeps to the bottom as text arrives."""
+        return self._follow
 
     def show_transcript(self, transcript: Transcript) -> None:
         """Draw another conversation (or the same one, changed other than by streaming)."""
@@ -138,6 +231,7 @@ class ChatView(QTextBrowser):
         self._queue.clear()
         self._live = None
         self._pending = None
+        self._follow = True
         self.redraw()
 
     def append_message(self) -> None:
@@ -145,14 +239,17 @@ class ChatView(QTextBrowser):
         self.flush()
         index = len(self.transcript.messages) - 1
         msg = self.transcript.messages[index]
-        self._insert_message(self._end_cursor(), index)
+        cursor = self._end_cursor()
+        cursor.beginEditBlock()
+        self._insert_message(cursor, index)
+        cursor.endEditBlock()
         if msg.role == "assistant" and not msg.finished:
             self._live = msg
-            self._reply_start = self._body_start
             self._drawn = self._seen = len(msg.spans or [])
             self._pending = None
             self._pending_start = None
-        self._scroll_to_end()
+            self._ghost = None
+        self.jump_to_latest()
 
     def feed(self, events: list[Drafted | Verified | Finished]) -> None:
         """Queue events already folded into the transcript; they are drawn on the next flush (about 30 ms)."""
@@ -169,9 +266,133 @@ class ChatView(QTextBrowser):
         msg = self._live
         if msg is None or not self.transcript.messages or self.transcript.messages[-1] is not msg:
             return
-        bar = self.verticalScrollBar()
-        at_end = bar.value() >= bar.maximum() - 4
         index = len(self.transcript.messages) - 1
+        if self._verdicts:
+            self._flush_verdicts(events, msg, index)
+        else:
+            self._flush_reading(events, msg, index)
+
+    def jump_to_latest(self) -> None:
+        """Scroll to the end and follow the text as it arrives."""
+        self._follow = True
+        self._scroll_to_end()
+        self._update_jump()
+
+    def message_index_at(self, pos: QPoint) -> int | None:
+        """The index of the message under a viewport position."""
+        cursor = self.cursorForPosition(pos)
+        value = cursor.charFormat().property(PROP_MESSAGE)
+        if value is None:
+            cursor.movePosition(QTextCursor.MoveOperation.NextCharacter)
+            value = cursor.charFormat().property(PROP_MESSAGE)
+        return int(value) if value is not None else None
+
+    def copy_message(self, index: int) -> None:
+        """Put the message's text (its Markdown source, no rejected drafts) on the clipboard."""
+        QGuiApplication.clipboard().setText(self.transcript.messages[index].content)
+
+    def copy_code(self, index: int, offset: int) -> bool:
+        """Put the code of the block at source ``offset`` of message ``index`` on the clipboard, without fences."""
+        if not 0 <= index < len(self.transcript.messages):
+            return False
+        code = fence_code(self.transcript.messages[index].content, offset)
+        if code is None:
+            return False
+        QGuiApplication.clipboard().setText(code)
+        return True
+
+    # -- reading view ------------------------------------------------------------------
+
+    def _writer(self, index: int, fates: FateIndex) -> BodyWriter:
+        return BodyWriter(self.palette(), self._mono, index, fates, not self._hide_rejected, self._body_start)
+
+    def _insert_reading_body(self, cursor: QTextCursor, index: int) -> bool:
+        """Draw a reply's Markdown; True if it drew any text."""
+        msg = self.transcript.messages[index]
+        self._body_start = cursor.position()
+        fates = FateIndex(msg.spans or [])
+        blocks = parse_blocks(msg.content)
+        writer = self._writer(index, fates)
+        began = writer.write(cursor, blocks, 0)
+        if msg is self._live or (msg.role == "assistant" and not msg.finished):
+            self._fates = fates
+            self._tail_src, self._tail_doc = (blocks[-1].start, began) if blocks else (0, self._body_start)
+            self._text_end = writer.text_end
+            self._ghost = None
+        return writer.text_end is not None
+
+    def _flush_reading(self, events: list[Drafted | Verified | Finished], msg: Message, index: int) -> None:
+        changed = finished = False
+        for event in events:
+            if isinstance(event, Drafted):
+                self._pending = event
+            elif isinstance(event, Verified):
+                self._pending = None
+                self._seen += span_count(event)
+                changed = True
+            elif isinstance(event, Finished):
+                self._pending = None
+                finished = True
+                break
+        self._drawn = max(self._drawn, self._seen)
+        cursor = self._end_cursor()
+        cursor.beginEditBlock()
+        self._remove_ghost(cursor)
+        if finished:  # one last pass over the whole reply, so nothing depends on where the tail began
+            self._tail_src, self._tail_doc = 0, self._body_start
+        if changed or finished:
+            self._render_tail(cursor, msg, index)
+        if finished:
+            self._live = None
+            end = self._end_cursor()
+            self._insert_note(end, index, own_line=self._text_end is None or end.block().length() <= 1)
+        else:
+            self._insert_ghost(cursor, index)
+        cursor.endEditBlock()
+
+    def _render_tail(self, cursor: QTextCursor, msg: Message, index: int) -> None:
+        """Draw the streaming reply again from its last top-level block on."""
+        cursor.setPosition(self._tail_doc)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        self._fates.update(msg.spans or [])
+        blocks = parse_blocks(msg.content[self._tail_src:], self._tail_src)
+        writer = self._writer(index, self._fates)
+        began = writer.write(cursor, blocks, self._tail_src)
+        if blocks:
+            self._tail_src, self._tail_doc = blocks[-1].start, began
+        self._text_end = writer.text_end
+
+    def _insert_ghost(self, cursor: QTextCursor, index: int) -> None:
+        pending = self._pending
+        if pending is None or not pending.pieces:
+            return
+        text = "".join(pending.pieces)
+        if self._text_end is not None:
+            cursor.setPosition(self._text_end)
+            self._ghost = (self._text_end, len(text))
+        else:  # the reply has no text yet: the ghost gets a line of its own, removed with it
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            self._ghost = (cursor.position(), len(text) + 1)
+            new_block(cursor, QTextBlockFormat())
+        fmt = kind_format(TokenKind.PENDING, self.palette())
+        fmt.setProperty(PROP_MESSAGE, index)
+        fmt.setProperty(PROP_CHROME, True)
+        fmt.setToolTip(f"pending draft · round {pending.round}")
+        cursor.insertText(text, fmt)
+
+    def _remove_ghost(self, cursor: QTextCursor) -> None:
+        if self._ghost is None:
+            return
+        start, length = self._ghost
+        cursor.setPosition(start)
+        cursor.setPosition(start + length, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        self._ghost = None
+
+    # -- verdict view ------------------------------------------------------------------
+
+    def _flush_verdicts(self, events: list[Drafted | Verified | Finished], msg: Message, index: int) -> None:
         spans = msg.spans or []
         cursor = self._end_cursor()
         cursor.beginEditBlock()
@@ -197,94 +418,25 @@ class ChatView(QTextBrowser):
                     cursor.setPosition(self._reply_start)
                     cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
                     cursor.removeSelectedText()
-                    self._insert_body(cursor, index)
+                    self._insert_verdict_body(cursor, index)
                 else:
                     self._insert_note(cursor, index)
                 break
         cursor.endEditBlock()
-        if at_end:
-            self._scroll_to_end()
 
-    def message_index_at(self, pos: QPoint) -> int | None:
-        """The index of the message under a viewport position."""
-        cursor = self.cursorForPosition(pos)
-        value = cursor.charFormat().property(PROP_MESSAGE)
-        if value is None:
-            cursor.movePosition(QTextCursor.MoveOperation.NextCharacter)
-            value = cursor.charFormat().property(PROP_MESSAGE)
-        return int(value) if value is not None else None
-
-    def copy_message(self, index: int) -> None:
-        QGuiApplication.clipboard().setText(self.transcript.messages[index].content)
-
-    # -- rendering -------------------------------------------------------------------
-
-    def redraw(self) -> None:
-        """Draw every message of the transcript again."""
-        messages = self.transcript.messages
-        self.document().clear()
-        cursor = self._end_cursor()
-        cursor.beginEditBlock()
-        for index in range(len(messages)):
-            self._insert_message(cursor, index)
-        self._pending_start = None
-        if self._live is not None:
-            if messages and messages[-1] is self._live and not self._live.finished:
-                self._reply_start = self._body_start
-                self._drawn = len(self._live.spans or [])
-                if self._pending is not None:
-                    self._insert_pending(cursor, len(messages) - 1)
-            else:  # it finished meanwhile and was drawn whole: nothing queued is left to draw
-                self._live = None
-                self._queue.clear()
-        cursor.endEditBlock()
-        self._scroll_to_end()
+    def _insert_verdict_body(self, cursor: QTextCursor, index: int) -> None:
+        for seg in _segments(self.transcript.messages[index]):
+            self._insert_segment(cursor, seg, index)
+        self._insert_note(cursor, index)
 
     def _shown(self, seg: _Segment) -> bool:
         return not (self._hide_rejected and seg.span is not None and seg.span.kind is TokenKind.REJECTED)
-
-    def _end_cursor(self) -> QTextCursor:
-        cursor = QTextCursor(self.document())
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        return cursor
-
-    def _insert_message(self, cursor: QTextCursor, index: int) -> None:
-        msg = self.transcript.messages[index]
-        if not self.document().isEmpty():
-            cursor.insertBlock()
-            cursor.insertBlock()
-        header = QTextCharFormat()
-        header.setFontWeight(QFont.Weight.Bold)
-        header.setFontCapitalization(QFont.Capitalization.SmallCaps)
-        header.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
-        header.setProperty(PROP_MESSAGE, index)
-        cursor.insertText("You" if msg.role == "user" else msg.role.capitalize(), header)
-        cursor.insertBlock()
-        self._body_start = cursor.position()
-        self._insert_body(cursor, index)
-
-    def _insert_body(self, cursor: QTextCursor, index: int) -> None:
-        for seg in _segments(self.transcript.messages[index]):
-            if self._shown(seg):
-                self._insert_segment(cursor, seg, index)
-        self._insert_note(cursor, index)
-
-    def _insert_note(self, cursor: QTextCursor, index: int) -> None:
-        note = finish_note(self.transcript.messages[index])
-        if note:
-            fmt = QTextCharFormat()
-            fmt.setFontItalic(True)
-            fmt.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
-            fmt.setProperty(PROP_MESSAGE, index)
-            cursor.insertText(f" ({note})", fmt)
 
     def _insert_segment(self, cursor: QTextCursor, seg: _Segment, index: int) -> None:
         if not seg.text or not self._shown(seg):
             return
         if seg.span is None:
-            fmt = QTextCharFormat()
-            fmt.setForeground(self.palette().color(QPalette.ColorRole.Text))
-            fmt.setProperty(PROP_MESSAGE, index)
+            fmt = reading_format(None, self.palette(), index)
         else:
             fmt = span_format(seg.span, self.palette(), index)
         if seg.code:
@@ -297,6 +449,7 @@ class ChatView(QTextBrowser):
         self._pending_start = cursor.position()
         fmt = kind_format(TokenKind.PENDING, self.palette())
         fmt.setProperty(PROP_MESSAGE, index)
+        fmt.setProperty(PROP_CHROME, True)
         fmt.setToolTip(f"pending draft · round {self._pending.round}")
         cursor.insertText("".join(self._pending.pieces), fmt)
 
@@ -308,18 +461,141 @@ class ChatView(QTextBrowser):
         cursor.removeSelectedText()
         self._pending_start = None
 
+    # -- both views --------------------------------------------------------------------
+
+    def redraw(self) -> None:
+        """Draw every message of the transcript again, keeping the scroll position unless following."""
+        messages = self.transcript.messages
+        bar = self.verticalScrollBar()
+        follow, value = self._follow, bar.value()
+        self._scrolling = True
+        try:
+            self.document().clear()
+            cursor = self._end_cursor()
+            cursor.beginEditBlock()
+            for index in range(len(messages)):
+                self._insert_message(cursor, index)
+            self._pending_start = None
+            self._ghost = None
+            if self._live is not None:
+                if messages and messages[-1] is self._live and not self._live.finished:
+                    self._reply_start = self._body_start
+                    self._drawn = len(self._live.spans or [])
+                    if self._verdicts:
+                        self._insert_pending(cursor, len(messages) - 1)
+                    else:
+                        self._insert_ghost(cursor, len(messages) - 1)
+                else:  # it finished meanwhile and was drawn whole: nothing queued is left to draw
+                    self._live = None
+                    self._queue.clear()
+            cursor.endEditBlock()
+            self._follow = follow
+            if not follow:
+                bar.setValue(min(value, bar.maximum()))
+        finally:
+            self._scrolling = False
+        if follow:
+            self._scroll_to_end()
+        self._update_jump()
+
+    def _end_cursor(self) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        return cursor
+
+    def _insert_message(self, cursor: QTextCursor, index: int) -> None:
+        msg = self.transcript.messages[index]
+        block = QTextBlockFormat()
+        block.setBottomMargin(3)
+        if self.document().isEmpty():
+            cursor.setBlockFormat(block)
+        else:
+            block.setTopMargin(16)
+            new_block(cursor, block)
+        header = QTextCharFormat()
+        header.setFontWeight(QFont.Weight.Bold)
+        header.setFontCapitalization(QFont.Capitalization.SmallCaps)
+        header.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
+        header.setProperty(PROP_MESSAGE, index)
+        cursor.insertText("You" if msg.role == "user" else msg.role.capitalize(), header)
+        if msg.role == "assistant" and not self._verdicts:
+            drew = self._insert_reading_body(cursor, index)
+            self._insert_note(cursor, index, own_line=not drew or cursor.block().length() <= 1)
+            return
+        cursor.insertBlock(QTextBlockFormat())
+        self._body_start = cursor.position()
+        if msg.role == "assistant":
+            self._reply_start = self._body_start
+            self._insert_verdict_body(cursor, index)
+        else:
+            cursor.insertText(msg.text, reading_format(None, self.palette(), index))
+
+    def _insert_note(self, cursor: QTextCursor, index: int, own_line: bool = False) -> None:
+        note = finish_note(self.transcript.messages[index])
+        if note:
+            if own_line:  # a reply with no text, or one ending in a code box or table
+                new_block(cursor, QTextBlockFormat())
+            fmt = QTextCharFormat()
+            fmt.setFontItalic(True)
+            fmt.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
+            fmt.setProperty(PROP_MESSAGE, index)
+            fmt.setProperty(PROP_CHROME, True)
+            cursor.insertText(f" ({note})", fmt)
+
+    def _format_at(self, pos: QPoint) -> QTextCharFormat:
+        """The format of the character under a viewport position (not the one before the nearest gap)."""
+        cursor = self.cursorForPosition(pos)
+        if pos.x() >= self.cursorRect(cursor).x() and not cursor.atBlockEnd():
+            after = QTextCursor(cursor)
+            after.movePosition(QTextCursor.MoveOperation.NextCharacter)
+            return after.charFormat()
+        return cursor.charFormat()
+
+    # -- following the stream ------------------------------------------------------------
+
     def _scroll_to_end(self) -> None:
         bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        self._scrolling = True
+        try:
+            bar.setValue(bar.maximum())
+        finally:
+            self._scrolling = False
+
+    def _on_range_changed(self, _low: int, _high: int) -> None:
+        if self._follow:
+            self._scroll_to_end()
+        self._update_jump()
+
+    def _on_value_changed(self, value: int) -> None:
+        if not self._scrolling:
+            self._follow = value >= self.verticalScrollBar().maximum() - FOLLOW_SLACK
+        self._update_jump()
+
+    def _update_jump(self) -> None:
+        show = not self._follow and self.verticalScrollBar().maximum() > 0
+        if show:
+            self._place_jump()
+            self.jump_button.raise_()
+        self.jump_button.setVisible(show)
+
+    def _place_jump(self) -> None:
+        area = self.viewport().geometry()
+        size = self.jump_button.sizeHint()
+        self.jump_button.setGeometry(area.right() - size.width() - 12, area.bottom() - size.height() - 12,
+                                     size.width(), size.height())
 
     # -- Qt events ---------------------------------------------------------------------
 
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._place_jump()
+
     def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if event.type() == QEvent.Type.ToolTip:
-            cursor = self.cursorForPosition(event.pos())
-            tip = cursor.charFormat().toolTip()
+            help_event = cast(QHelpEvent, event)
+            tip = self._format_at(help_event.pos()).toolTip()
             if tip:
-                QToolTip.showText(event.globalPos(), tip, self.viewport())
+                QToolTip.showText(help_event.globalPos(), tip, self.viewport())
             else:
                 QToolTip.hideText()
                 event.ignore()
@@ -331,9 +607,39 @@ class ChatView(QTextBrowser):
         if event.type() == QEvent.Type.PaletteChange:
             self.redraw()
 
+    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 - Qt override
+        """Copying a selection gives its text without markers, labels or pending drafts."""
+        cursor = self.textCursor()
+        data = QMimeData()
+        data.setText(clean_text(self.document(), cursor.selectionStart(), cursor.selectionEnd()))
+        return data
+
+    def _on_anchor(self, url: QUrl) -> None:
+        if url.scheme() != "specchat":
+            if url.scheme() in ("http", "https", "mailto"):
+                QDesktopServices.openUrl(url)
+            return
+        what, _, rest = url.path().partition("/")
+        try:
+            index, key = (int(x) for x in rest.split("/"))
+        except ValueError:
+            return
+        if what == "copy" and self.copy_code(index, key):
+            QToolTip.showText(QCursor.pos(), "Copied", self.viewport())
+        elif what == "rejected" and 0 <= index < len(self.transcript.messages):
+            fates = FateIndex(self.transcript.messages[index].spans or [])
+            tip = next((rejection_tooltip(r.spans) for r in fates.rejections if r.first_span == key), "")
+            if tip:
+                QToolTip.showText(QCursor.pos(), tip, self.viewport())
+
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 - Qt override
         menu = self.createStandardContextMenu(event.pos())
         index = self.message_index_at(event.pos())
+        code = self._format_at(event.pos()).property(PROP_CODE)
+        if index is not None and code is not None:
+            copy_code = QAction("Copy code block", menu)
+            copy_code.triggered.connect(lambda: self.copy_code(index, int(code)))
+            menu.addAction(copy_code)
         for action in self.message_actions(index):
             menu.addAction(action)
         menu.exec(event.globalPos())
@@ -363,15 +669,23 @@ class ChatView(QTextBrowser):
 
 
 class TokenLegend(QLabel):
-    """A one-line legend of the token styles, following the palette."""
+    """A one-line legend of the token styles, following the palette and, given a view, its look."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, view: ChatView | None = None) -> None:
         super().__init__(parent)
         self.setTextFormat(Qt.TextFormat.RichText)
+        self._verdicts = view.show_verdicts if view is not None else False
+        if view is not None:
+            view.verdicts_changed.connect(self.set_verdicts)
+        self._update()
+
+    def set_verdicts(self, verdicts: bool) -> None:
+        """Show the verdict view's styles (True) or the reading view's (False)."""
+        self._verdicts = verdicts
         self._update()
 
     def _update(self) -> None:
-        self.setText(legend_html(self.palette()))
+        self.setText(legend_html(self.palette(), self._verdicts))
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
         super().changeEvent(event)
@@ -379,4 +693,4 @@ class TokenLegend(QLabel):
             self._update()
 
 
-__all__ = ["ChatView", "TokenLegend"]
+__all__ = ["ChatView", "TokenLegend", "clean_text", "finish_note"]

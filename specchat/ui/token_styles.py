@@ -1,10 +1,16 @@
 """Character formats for each token kind, from the current palette.
 
-Each kind differs by more than hue (colour-blind safe): pending is italic,
-accepted is underlined, rejected is struck through, target is bold.
+Two looks. The verdict view (raw text, every fate inline) is strong and
+differs by more than hue (colour-blind safe): pending is italic, accepted is
+underlined, rejected is struck through, target is bold. The reading view
+(rendered Markdown) keeps text readable: accepted drafts get a faint tint of
+their colour behind them, target tokens look like plain text, and a rejection
+is a small superscript marker whose tooltip says what the draft guessed.
 """
 
 from __future__ import annotations
+
+import html
 
 from PySide6.QtGui import QColor, QFont, QPalette, QTextCharFormat, QTextFormat
 
@@ -16,6 +22,10 @@ PROP_ROUND = QTextFormat.Property.UserProperty + 2
 PROP_TARGET_P = QTextFormat.Property.UserProperty + 3
 PROP_DRAFT_P = QTextFormat.Property.UserProperty + 4
 PROP_MESSAGE = QTextFormat.Property.UserProperty + 5
+PROP_CHROME = QTextFormat.Property.UserProperty + 6  # the view's own text (markers, labels): never copied
+PROP_CODE = QTextFormat.Property.UserProperty + 7  # source offset of the code block a character is in
+
+REJECTION_MARKER = "\u00d7"  # ×
 
 KIND_LABELS = {
     TokenKind.PENDING: "pending draft",
@@ -72,9 +82,23 @@ def span_tooltip(span: TokenSpan) -> str:
     )
 
 
-def span_format(span: TokenSpan, palette: QPalette, message_index: int) -> QTextCharFormat:
-    """The format of one shown token: its kind's look plus tooltip and properties."""
-    fmt = kind_format(span.kind, palette)
+def blend(under: QColor, over: QColor, alpha: float) -> QColor:
+    """``over`` laid on ``under`` at opacity ``alpha`` (an opaque colour, so it prints and copies alike)."""
+    return QColor(
+        round(under.red() + (over.red() - under.red()) * alpha),
+        round(under.green() + (over.green() - under.green()) * alpha),
+        round(under.blue() + (over.blue() - under.blue()) * alpha),
+    )
+
+
+def accepted_tint(palette: QPalette, background: QColor | None = None) -> QColor:
+    """The faint background of an accepted draft in the reading view, over ``background`` (Base by default)."""
+    under = background if background is not None else palette.color(QPalette.ColorRole.Base)
+    return blend(under, kind_colour(TokenKind.ACCEPTED, palette), 0.2 if is_dark(palette) else 0.14)
+
+
+def _annotate(fmt: QTextCharFormat, span: TokenSpan, message_index: int) -> QTextCharFormat:
+    fmt.setProperty(PROP_KIND, span.kind.value)
     fmt.setToolTip(span_tooltip(span))
     fmt.setProperty(PROP_ROUND, span.round)
     if span.target_prob is not None:
@@ -85,15 +109,76 @@ def span_format(span: TokenSpan, palette: QPalette, message_index: int) -> QText
     return fmt
 
 
-def legend_html(palette: QPalette) -> str:
-    """One line of rich text showing each kind's look."""
+def span_format(span: TokenSpan, palette: QPalette, message_index: int) -> QTextCharFormat:
+    """The verdict view's format of one shown token: its kind's strong look plus tooltip and properties."""
+    return _annotate(kind_format(span.kind, palette), span, message_index)
+
+
+def reading_format(span: TokenSpan | None, palette: QPalette, message_index: int,
+                   background: QColor | None = None) -> QTextCharFormat:
+    """The reading view's format of rendered text from ``span`` (None: text with no fate, like a user's)."""
+    fmt = QTextCharFormat()
+    fmt.setForeground(palette.color(QPalette.ColorRole.Text))
+    fmt.setProperty(PROP_MESSAGE, message_index)
+    if span is None:
+        return fmt
+    if span.kind is TokenKind.ACCEPTED:
+        fmt.setBackground(accepted_tint(palette, background))
+    return _annotate(fmt, span, message_index)
+
+
+def _shown(text: str) -> str:
+    return text.replace("\n", "\u23ce")  # ⏎
+
+
+def rejection_tooltip(spans: list[TokenSpan]) -> str:
+    """What the draft guessed where it was rejected (rich text, escaped), with the first token's figures."""
+    first = spans[0]
+    guess = html.escape(_shown("".join(s.text for s in spans)))
+    return (
+        f"<qt>rejected draft · round {first.round}<br>the draft guessed “<b>{guess}</b>”<br>"
+        f"draft p={_prob(first.draft_prob)} · target p={_prob(first.target_prob)}</qt>"
+    )
+
+
+def marker_format(spans: list[TokenSpan], palette: QPalette, message_index: int, href: str) -> QTextCharFormat:
+    """The small superscript marker left where drafts were rejected; clicking it shows the tooltip."""
+    fmt = QTextCharFormat()
+    fmt.setForeground(kind_colour(TokenKind.REJECTED, palette))
+    fmt.setVerticalAlignment(QTextCharFormat.VerticalAlignment.AlignSuperScript)
+    fmt.setFontWeight(QFont.Weight.Bold)
+    fmt.setProperty(PROP_KIND, TokenKind.REJECTED.value)
+    fmt.setProperty(PROP_ROUND, spans[0].round)
+    fmt.setProperty(PROP_MESSAGE, message_index)
+    fmt.setProperty(PROP_CHROME, True)
+    fmt.setToolTip(rejection_tooltip(spans))
+    fmt.setAnchor(True)
+    fmt.setAnchorHref(href)
+    return fmt
+
+
+def legend_html(palette: QPalette, verdicts: bool = True) -> str:
+    """One line of rich text showing each kind's look in the verdict view, or in the reading view."""
     parts = []
-    for kind, css in (
-        (TokenKind.ACCEPTED, "text-decoration: underline"),
-        (TokenKind.REJECTED, "text-decoration: line-through"),
-        (TokenKind.TARGET, "font-weight: bold"),
-        (TokenKind.PENDING, "font-style: italic"),
-    ):
+    if verdicts:
+        styles = (
+            (TokenKind.ACCEPTED, "text-decoration: underline", ""),
+            (TokenKind.REJECTED, "text-decoration: line-through", ""),
+            (TokenKind.TARGET, "font-weight: bold", ""),
+            (TokenKind.PENDING, "font-style: italic", ""),
+        )
+    else:
+        text = palette.color(QPalette.ColorRole.Text).name()
+        styles = (
+            (TokenKind.ACCEPTED, f"color: {text}; background-color: {accepted_tint(palette).name()}", ""),
+            (TokenKind.REJECTED, f"color: {text}", REJECTION_MARKER),
+            (TokenKind.TARGET, f"color: {text}", ""),
+            (TokenKind.PENDING, "font-style: italic", ""),
+        )
+    for kind, css, mark in styles:
         colour = kind_colour(kind, palette).name()
-        parts.append(f'<span style="color: {colour}; {css}">{KIND_LABELS[kind]}</span>')
+        label = KIND_LABELS[kind]
+        if mark:
+            label += f'<sup style="color: {colour}; font-weight: bold">{mark}</sup>'
+        parts.append(f'<span style="color: {colour}; {css}">{label}</span>')
     return " &nbsp; ".join(parts)

@@ -1,16 +1,22 @@
-"""The chat view fed with hand-built event sequences: formats, hide-rejected, tooltips, code."""
+"""The chat view fed with hand-built event sequences: formats, hide-rejected, tooltips, code.
+
+Tests of the strong per-token styles run in the verdict view; those that hold in both views run in both.
+(tests/ui/test_markdown_view.py covers the reading view's Markdown.)
+"""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtGui import QFont, QTextCursor
 
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript
-from specchat.core.types import Drafted, FinishReason, Finished, GenerationStats, TokenKind, Verified
+from specchat.core.types import FinishReason, Finished, GenerationStats, TokenKind
 from specchat.ui.chat_view import ChatView, TokenLegend
 from specchat.ui.token_styles import PROP_KIND, PROP_MESSAGE, PROP_ROUND
 from support.events import drafted, verified
 
 
+BOTH = pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
 
 
 def fragments(view: ChatView) -> list[tuple[str, str | None, object]]:
@@ -36,10 +42,11 @@ def kinds(view: ChatView) -> dict[str, list[str]]:
     return result
 
 
-def make_view(qtbot) -> ChatView:  # noqa: ANN001
+def make_view(qtbot, verdicts: bool = False) -> ChatView:  # noqa: ANN001
     """A view streaming a reply, as the window sets it up: the transcript changes, the view draws."""
     view = ChatView()
     qtbot.addWidget(view)
+    view.set_show_verdicts(verdicts)
     view.transcript.add_user("Say hello")
     view.append_message()
     view.transcript.begin_reply()
@@ -55,7 +62,7 @@ def stream(view: ChatView, events: list) -> None:  # noqa: ANN001
 
 
 def test_pending_then_verified_formats(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+    view = make_view(qtbot, verdicts=True)
     stream(view, [drafted(0, ("Hel", "lo", "!"))])
     view.flush()
     assert kinds(view) == {"pending": ["Hello!"]}
@@ -77,15 +84,16 @@ def test_pending_then_verified_formats(qtbot) -> None:  # noqa: ANN001
     assert not view.streaming
 
 
-def test_timer_flushes_without_an_explicit_call(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+@BOTH
+def test_timer_flushes_without_an_explicit_call(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+    view = make_view(qtbot, verdicts)
     stream(view, [drafted(0, ("a",)), verified(0, ("a",), (), "b")])
     qtbot.waitUntil(lambda: "accepted" in kinds(view))
     assert kinds(view)["target"] == ["b"]
 
 
 def test_hide_rejected_rerenders_and_applies_while_streaming(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+    view = make_view(qtbot, verdicts=True)
     stream(view, [verified(0, ("ok",), ("no",), "!")])
     view.flush()
     assert kinds(view)["rejected"] == ["no"]
@@ -99,8 +107,9 @@ def test_hide_rejected_rerenders_and_applies_while_streaming(qtbot) -> None:  # 
     assert kinds(view)["rejected"] == ["no", "y"]
 
 
-def test_a_redraw_with_events_still_queued_draws_each_token_once(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+@BOTH
+def test_a_redraw_with_events_still_queued_draws_each_token_once(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+    view = make_view(qtbot, verdicts)
     stream(view, [verified(0, ("a",), ("x",), "b")])
     view.set_hide_rejected(True)  # redraws from the transcript, which already holds the queued round
     stream(view, [verified(1, ("c",), (), "d"), Finished(FinishReason.EOS, GenerationStats())])
@@ -109,8 +118,9 @@ def test_a_redraw_with_events_still_queued_draws_each_token_once(qtbot) -> None:
     assert not view.streaming
 
 
-def test_pending_survives_a_rerender(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+@BOTH
+def test_pending_survives_a_rerender(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+    view = make_view(qtbot, verdicts)
     stream(view, [verified(0, ("a",), (), "b"), drafted(1, ("c", "d"))])
     view.flush()
     view.set_hide_rejected(True)
@@ -122,7 +132,7 @@ def test_pending_survives_a_rerender(qtbot) -> None:  # noqa: ANN001
 
 
 def test_tooltips_and_properties(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+    view = make_view(qtbot, verdicts=True)
     stream(view, [verified(3, ("Hi",), ("yo",), "!")])
     view.flush()
     by_kind = {k: f for _, k, f in fragments(view) if k}
@@ -134,8 +144,8 @@ def test_tooltips_and_properties(qtbot) -> None:  # noqa: ANN001
     assert by_kind["accepted"].property(PROP_MESSAGE) == 1
 
 
-def test_code_fence_is_monospace_after_finish(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+def test_code_fence_is_monospace_after_finish_in_the_verdict_view(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot, verdicts=True)
     stream(view, [verified(0, ("Look:\n``", "`py\nx = 1"), (), "\n```"), verified(1, (" done",), (), ".")])
     stream(view, [Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
@@ -146,9 +156,11 @@ def test_code_fence_is_monospace_after_finish(qtbot) -> None:  # noqa: ANN001
     assert "done" in "".join(plain) and "Look:" in "".join(plain)
 
 
-def test_show_transcript_restores_spans_and_plain_text(qtbot) -> None:  # noqa: ANN001
+@BOTH
+def test_show_transcript_restores_spans_and_plain_text(qtbot, verdicts: bool) -> None:  # noqa: ANN001
     view = ChatView()
     qtbot.addWidget(view)
+    view.set_show_verdicts(verdicts)
     view.show_transcript(Transcript(
         [
             Message("user", "hi"),
@@ -160,8 +172,9 @@ def test_show_transcript_restores_spans_and_plain_text(qtbot) -> None:  # noqa: 
     assert "hi" in view.toPlainText()
 
 
-def test_message_actions(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+@BOTH
+def test_message_actions(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+    view = make_view(qtbot, verdicts)
     stream(view, [verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
     names = [a.text() for a in view.message_actions(1)]
@@ -177,8 +190,9 @@ def test_message_actions(qtbot) -> None:  # noqa: ANN001
     assert QGuiApplication.clipboard().text() == "ab"
 
 
-def test_message_index_at_a_point(qtbot) -> None:  # noqa: ANN001
-    view = make_view(qtbot)
+@BOTH
+def test_message_index_at_a_point(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+    view = make_view(qtbot, verdicts)
     view.resize(400, 300)
     view.show()
     stream(view, [verified(0, ("a",), (), "b")])
@@ -189,9 +203,14 @@ def test_message_index_at_a_point(qtbot) -> None:  # noqa: ANN001
     assert view.message_index_at(rect.center()) == 1
 
 
-def test_legend(qtbot) -> None:  # noqa: ANN001
-    legend = TokenLegend()
+def test_legend_follows_the_view(qtbot) -> None:  # noqa: ANN001
+    view = ChatView()
+    qtbot.addWidget(view)
+    legend = TokenLegend(view=view)
     qtbot.addWidget(legend)
+    text = legend.text()  # the reading view: a tint, a marker, plain target text
+    assert "background-color" in text and "\u00d7" in text and "line-through" not in text
+    view.set_show_verdicts(True)
     text = legend.text()
     assert "line-through" in text and "underline" in text and "bold" in text and "italic" in text
 
@@ -199,7 +218,7 @@ def test_legend(qtbot) -> None:  # noqa: ANN001
 def test_follows_a_dark_palette(qtbot) -> None:  # noqa: ANN001
     from PySide6.QtGui import QColor, QPalette
 
-    view = make_view(qtbot)
+    view = make_view(qtbot, verdicts=True)
     stream(view, [verified(0, ("a",), ("b",), "c")])
     view.flush()
     light = {k: f.foreground().color().name() for _, k, f in fragments(view) if k}
@@ -213,12 +232,13 @@ def test_follows_a_dark_palette(qtbot) -> None:  # noqa: ANN001
     assert "".join(t for t, k, _ in fragments(view) if k) == "abc"
 
 
-def test_hover_shows_the_token_tooltip(qtbot) -> None:  # noqa: ANN001
+@BOTH
+def test_hover_shows_the_token_tooltip(qtbot, verdicts: bool) -> None:  # noqa: ANN001
     from PySide6.QtCore import QEvent
     from PySide6.QtGui import QHelpEvent
     from PySide6.QtWidgets import QApplication, QToolTip
 
-    view = make_view(qtbot)
+    view = make_view(qtbot, verdicts)
     view.resize(400, 300)
     view.show()
     qtbot.waitExposed(view)

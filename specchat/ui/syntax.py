@@ -1,0 +1,64 @@
+"""Syntax colours for code blocks, from Pygments (a light and a dark style)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pygments.lexer import Lexer
+from pygments.lexers import get_lexer_by_name
+from pygments.style import StyleMeta
+from pygments.styles import get_style_by_name
+from pygments.token import _TokenType
+from pygments.util import ClassNotFound
+
+LIGHT_STYLE = "default"
+DARK_STYLE = "github-dark"
+
+
+@dataclass(frozen=True)
+class Look:
+    """How one lexical class is drawn: a colour (``#rrggbb`` or "" for the text colour), bold, italic."""
+
+    colour: str = ""
+    bold: bool = False
+    italic: bool = False
+
+
+PLAIN = Look()
+
+
+@lru_cache(maxsize=64)
+def _lexer(lang: str) -> Lexer | None:
+    if not lang:
+        return None
+    try:
+        return get_lexer_by_name(lang.lower(), stripnl=False, ensurenl=False, stripall=False)
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=2)
+def _style(dark: bool) -> StyleMeta:
+    return get_style_by_name(DARK_STYLE if dark else LIGHT_STYLE)
+
+
+@lru_cache(maxsize=512)
+def _look(ttype: _TokenType, dark: bool) -> Look:
+    info = _style(dark).style_for_token(ttype)
+    colour = f"#{info['color']}" if info.get("color") else ""
+    return Look(colour, bool(info.get("bold")), bool(info.get("italic")))
+
+
+def highlight(code: str, lang: str, dark: bool) -> list[tuple[str, Look]]:
+    """``code`` cut into runs with their looks; one plain run when the language is unknown."""
+    lexer = _lexer(lang)
+    if lexer is None or not code:
+        return [(code, PLAIN)]
+    runs = [(value, _look(ttype, dark)) for ttype, value in lexer.get_tokens(code)]
+    if "".join(value for value, _ in runs) != code:  # a lexer that rewrites its input: colour nothing
+        return [(code, PLAIN)]
+    return runs
+
+
+__all__ = ["PLAIN", "Look", "highlight"]
