@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from specchat.core.settings import FLAG_LIMITS
 
 from specchat.core.types import (
+    DEFAULT_DEPTH,
     GPU_LAYERS_AUTO,
     MAX_DEPTH,
     Drafted,
@@ -73,7 +74,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("chat", help="one reply in the terminal, drafted tokens coloured by their fate")
     add_model_arguments(parser)
-    parser.add_argument("--depth", default="4", help=f"draft depth 0-{MAX_DEPTH} or 'auto' (default 4)")
+    parser.add_argument("--depth", default="auto" if DEFAULT_DEPTH is None else str(DEFAULT_DEPTH),
+                        help=f"draft depth 0-{MAX_DEPTH} or 'auto' (default: auto)")
     parser.add_argument("--messages", type=Path, help="JSON file with a list of {role, content} messages")
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument("--hide-rejected", action="store_true", help="do not show rejected drafts")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core import paths
-from specchat.core.types import GPU_LAYERS_AUTO, MAX_DEPTH, DrafterKind, GpuLayers, SpecchatError, parse_gpu_layers
+from specchat.core.types import DEFAULT_DEPTH, GPU_LAYERS_AUTO, MAX_DEPTH, DrafterKind, GpuLayers, SpecchatError, parse_gpu_layers
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Settings:
     # distributions alike, so speculation stays exact.
     repeat_penalty: float = 1.1
     max_tokens: int = 512
-    depth: int | None = None  # None = auto (adaptive)
+    depth: int | None = DEFAULT_DEPTH  # None = auto (adaptive)
     drafter: DrafterKind = DrafterKind.DRAFT_MODEL
     hide_rejected: bool = False
     theme: str = "system"

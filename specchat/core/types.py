@@ -41,6 +41,7 @@ class DrafterKind(str, enum.Enum):
 
 
 MAX_DEPTH = 16
+DEFAULT_DEPTH: int | None = None  # auto: the adaptive controller; the one default everywhere
 
 
 @dataclass(frozen=True)

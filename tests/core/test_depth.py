@@ -52,8 +52,9 @@ def test_depth_control_and_parsing() -> None:
     control = DepthControl(3)
     control.set(None)
     assert control.requested is None
-    with pytest.raises(ValueError):
+    with pytest.raises(SpecchatError, match="depth must be 0-16 or auto, got 17"):
         control.set(17)
+    assert DepthControl().requested is None  # auto by default, as everywhere
     assert parse_depth("auto") is None and parse_depth("16") == 16 and parse_depth(0) == 0
     for bad in ("99", "-1", "deep"):
         with pytest.raises(SpecchatError):

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from specchat.core.types import MAX_DEPTH
+from specchat.core.types import DEFAULT_DEPTH, MAX_DEPTH, SpecchatError
 
 DEFAULT_AUTO_START = 4
 WARMUP_ROUNDS = 3
@@ -33,13 +33,13 @@ def expected_tokens(alpha: float, k: int) -> float:
 class DepthControl:
     """A thread-safe knob: a fixed depth, or None for auto. The GUI moves it mid-reply."""
 
-    def __init__(self, depth: int | None = None) -> None:
+    def __init__(self, depth: int | None = DEFAULT_DEPTH) -> None:
         self._lock = threading.Lock()
         self._requested = depth
 
     def set(self, depth: int | None) -> None:
         if depth is not None and not 0 <= depth <= MAX_DEPTH:
-            raise ValueError(f"depth must be 0-{MAX_DEPTH} or None, got {depth}")
+            raise SpecchatError(f"depth must be 0-{MAX_DEPTH} or auto, got {depth}")
         with self._lock:
             self._requested = depth
 
