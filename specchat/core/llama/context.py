@@ -26,7 +26,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 import llama_cpp
@@ -95,7 +95,8 @@ class RollbackStats:
     seconds: float = 0.0  # spent saving, restoring and decoding again
 
     def reset(self) -> None:
-        self.__init__()  # type: ignore[misc]
+        for f in fields(self):
+            setattr(self, f.name, f.default)
 
 
 @dataclass
