@@ -30,6 +30,7 @@ import hashlib
 import os
 import queue
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,7 +52,6 @@ from specchat.core.models.errors import (
 )
 from specchat.core.models.hub import (
     call_cancellable,
-    hf_cache_dir,
     hub_errors,
     list_gguf_files,
     pick_quant_files,
@@ -62,6 +62,7 @@ from specchat.core.models.hub import (
 CHUNK_SIZE = 64 * 1024  # largest piece written (and reported) at a time
 POLL = 0.1  # seconds between cancel checks while waiting on the network or a lock
 SHA256, GIT_SHA1 = "SHA-256", "git SHA-1"
+UNVERIFIED_NOTE = "the hub gave no SHA-256 for it, only its size was checked"  # said of an unverified file
 
 
 @dataclass(frozen=True)
@@ -129,10 +130,10 @@ def pid_alive(pid: int) -> bool:
     """Whether a process with this id exists (a process of another user counts as alive)."""
     if pid <= 0:
         return False
-    if os.name == "nt":  # os.kill(pid, 0) would terminate the process there
+    if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
         import ctypes
 
-        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
         handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
         if not handle:
             return ctypes.get_last_error() == 5  # access denied: it exists
@@ -200,12 +201,11 @@ def _expected(etag: str) -> tuple[str | None, str]:
 
 def _cache_layout(cache_dir: Path, repo_id: str, filename: str, commit: str, key: str) -> _Layout:
     storage = hfcache.repo_folder(cache_dir, repo_id)
-    blobs = storage / "blobs"
     return _Layout(
         final=hfcache.snapshot_file(storage, commit, filename),
-        partial=blobs / f"{key}.incomplete",
+        partial=hfcache.incomplete_file(storage, key),
         lock=hfcache.lock_file(cache_dir, storage, key),
-        blobs=blobs, storage=storage, local_dir=None, metadata=None,
+        blobs=hfcache.blobs_folder(storage), storage=storage, local_dir=None, metadata=None,
     )
 
 
@@ -219,13 +219,18 @@ def _local_layout(local_dir: Path, filename: str, key: str) -> _Layout:
     )
 
 
-def _is_complete(layout: _Layout, etag: str, size: int | None) -> bool:
+def _is_complete(layout: _Layout, etag: str, size: int | None, check: str | None) -> bool:
     final = layout.final
     if not final.is_file() or (size is not None and final.stat().st_size != size):
         return False
     if layout.blobs is not None:
         # our pointer into blobs exists only once its blob was checked; a plain file is a no-symlink copy
-        return hfcache.points_into(final, layout.blobs) or not final.is_symlink()
+        if not final.is_symlink():
+            return True
+        # an unverified download named its blob by its own SHA-256: when the hub now gives a hash, it must agree
+        if not hfcache.points_into(final, layout.blobs):
+            return False
+        return check is None or Path(os.path.realpath(final)).name == etag
     assert layout.metadata is not None
     try:
         lines = layout.metadata.read_text().splitlines()
@@ -273,8 +278,13 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)  # replaces a link at ``path`` rather than writing through it
 
 
-def _finish(layout: _Layout, blob_name: str, revision: str, commit: str, etag: str) -> None:
-    """Move the checked partial into place and write the pointers huggingface_hub expects."""
+def _finish(layout: _Layout, blob_name: str, revision: str, commit: str, etag: str, verified: bool) -> None:
+    """Move the checked partial into place and write the pointers huggingface_hub expects.
+
+    In the cache, a blob checked by its size only gets its ``.unverified`` mark
+    (before the pointer, so a crash never leaves it looking verified); a
+    verified one loses any mark an earlier download left.
+    """
     _check_replaceable(layout)
     if layout.blobs is None:
         assert layout.metadata is not None
@@ -286,6 +296,11 @@ def _finish(layout: _Layout, blob_name: str, revision: str, commit: str, etag: s
     blob = hfcache.blob_file(layout.storage, blob_name)
     if layout.partial.exists():
         os.replace(layout.partial, blob)
+    mark = hfcache.unverified_mark(layout.storage, blob_name)
+    if verified:
+        mark.unlink(missing_ok=True)
+    else:
+        _write_atomic(mark, f"{etag}\n")
     _link(layout.final, blob)
     if revision != commit:
         _write_atomic(hfcache.ref_file(layout.storage, revision), commit)
@@ -531,7 +546,7 @@ def download_file(
     hfcache.check_relative_path(filename, "file name")
     hfcache.check_relative_path(revision, "revision")
     tok = resolve_token(token)
-    cache = Path(cache_dir) if cache_dir is not None else hf_cache_dir()
+    cache = Path(cache_dir) if cache_dir is not None else hfcache.hf_cache_dir()
     local = hfcache.check_local_dir(local_dir) if local_dir is not None else None
     if local is None:
         hfcache.repo_folder(cache, repo_id)
@@ -569,13 +584,13 @@ def _fetch(layout: _Layout, location: str, url: str, *, repo_id: str, filename: 
            max_retries: int, retry_wait: float, chunk_size: int) -> DownloadedFile:
     from huggingface_hub.utils import build_hf_headers
 
-    if _is_complete(layout, etag, size):
+    if _is_complete(layout, etag, size, check):
         return _present(layout, repo_id, filename, commit, size, etag, check, on_progress)
     _check_replaceable(layout)
     if layout.storage is not None and check is not None:
         blob = hfcache.blob_file(layout.storage, etag)
         if blob.is_file() and (size is None or blob.stat().st_size == size):
-            _finish(layout, etag, revision, commit, etag)
+            _finish(layout, etag, revision, commit, etag, verified=True)
             return _present(layout, repo_id, filename, commit, size, etag, check, on_progress)
 
     layout.lock.parent.mkdir(parents=True, exist_ok=True)
@@ -593,7 +608,7 @@ def _fetch(layout: _Layout, location: str, url: str, *, repo_id: str, filename: 
             )
         _verify(layout.partial, check, etag, digest, repo_id, filename, cancel)
         got_size = layout.partial.stat().st_size
-        _finish(layout, etag if check else digest, revision, commit, etag)
+        _finish(layout, etag if check else digest, revision, commit, etag, verified=check is not None)
     return DownloadedFile(
         path=layout.final, repo_id=repo_id, filename=filename, commit=commit, size=got_size,
         sha256=digest, resumed_from=resumed_from, already_present=False, verified_by=check,
@@ -617,6 +632,8 @@ def _verify(partial: Path, check: str | None, etag: str, digest: str, repo_id: s
 def _present(layout: _Layout, repo_id: str, filename: str, commit: str, size: int | None, etag: str,
              check: str | None, on_progress: ProgressCallback | None) -> DownloadedFile:
     real = layout.final.stat().st_size
+    if layout.storage is not None and check is not None:
+        hfcache.unverified_mark(layout.storage, etag).unlink(missing_ok=True)  # the hub's hash names this blob
     if on_progress is not None:
         on_progress(DownloadProgress(filename, real, size, 0.0, 0.0, real))
     return DownloadedFile(

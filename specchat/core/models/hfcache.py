@@ -9,6 +9,10 @@ The layout is huggingface_hub's own, so its tools (``scan_cache_dir``,
 * ``local_dir``: ``<dir>/<filename>``, with metadata, locks and partial files
   under ``<dir>/.cache/huggingface/download/``.
 
+specchat adds one thing the library ignores: ``blobs/<hash>.unverified`` next to
+a blob whose hub ETag was no content hash (only its size could be checked).
+Every path into the cache is built here; the rest of specchat asks this module.
+
 Which checks come from huggingface_hub and which are done here: the repo id
 goes through its ``validate_repo_id`` (inside ``repo_folder_name``) and a
 commit id must match its ``REGEX_COMMIT_HASH``. Everything else is checked
@@ -35,7 +39,21 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+=-]{0,199}$")
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
+_REPO_FOLDER_RE = re.compile(r"^models--(.+)$")
 _MAX_SEGMENT_BYTES = 255  # the common file-name limit (ext4, APFS, NTFS)
+
+
+def hf_cache_dir() -> Path:
+    """The hub cache folder, read at call time: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ~/.cache/huggingface/hub.
+
+    huggingface_hub reads these once, at import; reading them here lets a test or a user change them later.
+    """
+    if cache := os.environ.get("HF_HUB_CACHE"):
+        return Path(cache).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
+    )
+    return Path(home).expanduser() / "hub"
 
 
 def _shown(value: object) -> str:
@@ -133,20 +151,68 @@ def check_local_dir(value: object) -> Path:
     return path
 
 
+def repo_id_of(path: Path) -> str | None:
+    """``org/name`` when ``path`` lies in a cache's ``models--org--name`` folder, else None."""
+    for part in Path(path).parts:
+        if m := _REPO_FOLDER_RE.match(part):
+            return m.group(1).replace("--", "/", 1)
+    return None
+
+
+def snapshot_folder(storage: Path, commit: str) -> Path:
+    """``snapshots/<commit>`` inside a repo folder."""
+    return inside(storage / "snapshots", check_commit(commit))
+
+
 def snapshot_file(storage: Path, commit: str, filename: str) -> Path:
     """``snapshots/<commit>/<filename>`` inside a repo folder."""
     check_commit(commit)
     return inside(storage / "snapshots", f"{commit}/{filename}")
 
 
+def snapshot_files(storage: Path, commit: str, suffix: str = ".gguf") -> list[str]:
+    """The names (relative POSIX paths) of the files ending in ``suffix`` in a snapshot, on disk only."""
+    folder = snapshot_folder(storage, commit)
+    names = []
+    for parent, _dirs, files in os.walk(folder):
+        for name in files:
+            path = Path(parent) / name
+            if name.lower().endswith(suffix) and path.is_file():
+                names.append(path.relative_to(folder).as_posix())
+    return sorted(names)
+
+
+def blobs_folder(storage: Path) -> Path:
+    """``blobs`` inside a repo folder."""
+    return storage / "blobs"
+
+
 def blob_file(storage: Path, blob: str) -> Path:
     """``blobs/<hash>`` inside a repo folder."""
-    return storage / "blobs" / check_blob_name(blob)
+    return blobs_folder(storage) / check_blob_name(blob)
+
+
+def incomplete_file(storage: Path, key: str) -> Path:
+    """``blobs/<key>.incomplete``: a partial download (``key`` is a hash, or a name made from an ETag)."""
+    if not _TOKEN_RE.match(key) or ".." in key:
+        raise _refuse("partial file name", key, "not a content hash nor a plain token")
+    return blobs_folder(storage) / f"{key}.incomplete"
+
+
+def unverified_mark(storage: Path, blob: str) -> Path:
+    """``blobs/<hash>.unverified``: present while that blob was checked by its size only."""
+    return blob_file(storage, blob).with_name(f"{blob}.unverified")
 
 
 def ref_file(storage: Path, revision: str) -> Path:
     """``refs/<revision>`` inside a repo folder (branch names may hold ``/``)."""
     return inside(storage / "refs", revision, "revision")
+
+
+def read_ref(storage: Path, revision: str = "main") -> str:
+    """The commit ``refs/<revision>`` names, checked; OSError when there is none."""
+    text = ref_file(storage, revision).read_text(encoding="utf-8").strip()
+    return check_commit(text, f"commit in refs/{revision}")
 
 
 def lock_file(cache_dir: Path, storage: Path, key: str) -> Path:
@@ -172,3 +238,27 @@ def points_into(path: Path, folder: Path) -> bool:
     if not path.is_symlink():
         return False
     return Path(os.path.realpath(path)).parent == Path(os.path.realpath(folder))
+
+
+def is_unverified(path: Path, root: Path | None = None) -> bool:
+    """True when ``path`` was downloaded without a content hash to check it against (only its size was).
+
+    In the cache: its blob carries the ``.unverified`` mark. In a ``local_dir``
+    (searched from ``path``'s folder up to ``root``): its metadata's ETag is no hash.
+    Files that no download of specchat's made are not unverified: nothing is known of them.
+    """
+    real = Path(os.path.realpath(path))
+    if real.parent.name == "blobs" and (SHA256_RE.match(real.name) or SHA1_RE.match(real.name)):
+        return real.with_name(f"{real.name}.unverified").exists()
+    path = Path(path)
+    for base in path.parents:
+        try:
+            meta = local_meta_file(base, path.relative_to(base).as_posix(), ".metadata")
+            lines = meta.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeError, UnsafePathError):
+            lines = []
+        if len(lines) >= 2:
+            return not (SHA256_RE.match(lines[1]) or SHA1_RE.match(lines[1]))
+        if root is not None and base == Path(root):
+            break
+    return False

@@ -3,6 +3,8 @@
 Metadata is read once per file with ``gguf.GGUFReader`` and kept in a JSON
 index under ``paths.cache_dir()``, keyed by path and checked against size and
 mtime, so a rescan only stats files. Files that are gone drop out of the index.
+Whether a downloaded file is unverified (no content hash was known) is asked of
+:mod:`hfcache` on every scan: it can change while the file stays the same.
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.core import paths
+from specchat.core.models import hfcache
 from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
-from specchat.core.models.hub import hf_cache_dir
 from specchat.core.types import SpecchatError
 
 INDEX_FILENAME = "gguf-index.json"
 INDEX_VERSION = 1
 _LATER_SHARD_RE = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)
-_HF_REPO_RE = re.compile(r"^models--(.+)$")
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,14 @@ class LibraryEntry:
     info: GgufInfo
     source: str
     repo_id: str | None  # for hub-cache files
+    unverified: bool = False  # downloaded with no content hash to check it against
 
     @property
     def path(self) -> Path:
         return self.info.path
 
     def to_json(self) -> dict[str, object]:
-        return {**self.info.to_json(), "source": self.source, "repo_id": self.repo_id}
+        return {**self.info.to_json(), "source": self.source, "repo_id": self.repo_id, "unverified": self.unverified}
 
 
 @dataclass
@@ -60,7 +62,7 @@ class ScanResult:
 def default_roots(extra_dirs: Sequence[Path | str] = ()) -> list[ModelRoot]:
     """Every place specchat looks, existing or not: ``extra_dirs`` and ``SPECCHAT_MODEL_DIRS`` are user folders."""
     home = Path.home()
-    roots = [ModelRoot(hf_cache_dir(), "hf-cache"), ModelRoot(paths.models_dir(), "specchat")]
+    roots = [ModelRoot(hfcache.hf_cache_dir(), "hf-cache"), ModelRoot(paths.models_dir(), "specchat")]
     env_dirs = [d for d in os.environ.get("SPECCHAT_MODEL_DIRS", "").split(os.pathsep) if d]
     roots += [ModelRoot(Path(d).expanduser(), "user") for d in [*extra_dirs, *env_dirs]]
     roots += [
@@ -85,13 +87,6 @@ def _walk(root: Path) -> Iterator[Path]:
         for name in files:
             if _is_listed_gguf(name):
                 yield Path(folder) / name
-
-
-def _repo_id(path: Path) -> str | None:
-    for part in path.parts:
-        if m := _HF_REPO_RE.match(part):
-            return m.group(1).replace("--", "/", 1)
-    return None
 
 
 def index_path() -> Path:
@@ -152,7 +147,8 @@ def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None)
                 result.failed.append(str(record["error"]))
                 continue
             info = GgufInfo.from_json(record["info"])  # type: ignore[arg-type]
-            result.entries.append(LibraryEntry(info, root.source, _repo_id(path) if root.source == "hf-cache" else None))
+            repo_id = hfcache.repo_id_of(path) if root.source == "hf-cache" else None
+            result.entries.append(LibraryEntry(info, root.source, repo_id, hfcache.is_unverified(path, root.path)))
     if new != old:
         _save_index(index, new)
     result.entries.sort(key=lambda e: (e.info.name.lower(), str(e.path)))

@@ -18,7 +18,8 @@ from specchat.core.models.errors import (
     HubNotFoundError,
     NotEnoughDiskSpace,
 )
-from specchat.core.models.hub import hf_cache_dir, list_gguf_files, search_gguf
+from specchat.core.models.hfcache import hf_cache_dir
+from specchat.core.models.hub import list_gguf_files, search_gguf
 
 REPO = "acme/Tiny-GGUF"
 NAME = "tiny-Q8_0.gguf"
@@ -74,7 +75,7 @@ def test_cancel_keeps_the_partial_and_the_next_attempt_asks_only_for_the_rest(se
         download_file(REPO, NAME, endpoint=served.url, cancel=token, on_progress=stop_after_64k, chunk_size=CHUNK)
     [partial] = _partials(hf_cache_dir())
     kept = partial.stat().st_size
-    assert kept == 64 * 1024
+    assert 64 * 1024 <= kept < 64 * 1024 + CHUNK  # stopped within one piece (blocks arrive as the socket gives them)
     assert partial.read_bytes() == DATA[:kept]
 
     got = download_file(REPO, NAME, endpoint=served.url, chunk_size=CHUNK)

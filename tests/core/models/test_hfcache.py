@@ -138,3 +138,73 @@ def test_points_into_only_for_links_into_that_folder(tmp_path: Path) -> None:
     plain.write_bytes(b"p")
     assert hfcache.points_into(good, blobs) and hfcache.points_into(dangling, blobs)
     assert not hfcache.points_into(bad, blobs) and not hfcache.points_into(plain, blobs)
+
+
+def test_the_cache_folder_is_read_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    assert hfcache.hf_cache_dir() == tmp_path / "home" / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "elsewhere"))
+    assert hfcache.hf_cache_dir() == tmp_path / "elsewhere"
+
+
+def test_refs_snapshots_and_repo_ids_are_read_through_the_checks(tmp_path: Path) -> None:
+    storage = hfcache.repo_folder(tmp_path, "org/name")
+    ref = hfcache.ref_file(storage, "main")
+    ref.parent.mkdir(parents=True)
+    ref.write_text(COMMIT + "\n")
+    assert hfcache.read_ref(storage) == COMMIT
+    snapshot = hfcache.snapshot_folder(storage, COMMIT)
+    (snapshot / "sub").mkdir(parents=True)
+    (snapshot / "a-Q8_0.gguf").write_bytes(b"x")
+    (snapshot / "sub" / "b-Q4_0.GGUF").write_bytes(b"x")
+    (snapshot / "README.md").write_text("x")
+    (snapshot / "gone.gguf").symlink_to(storage / "blobs" / SHA256)  # a pointer whose blob was deleted
+    assert hfcache.snapshot_files(storage, COMMIT) == ["a-Q8_0.gguf", "sub/b-Q4_0.GGUF"]
+    assert hfcache.repo_id_of(snapshot / "a-Q8_0.gguf") == "org/name"
+    assert hfcache.repo_id_of(tmp_path / "x.gguf") is None
+
+    ref.write_text("../../../../outside")  # a ref that would lead out of the cache is refused, not followed
+    with pytest.raises(UnsafePathError, match="commit in refs/main"):
+        hfcache.read_ref(storage)
+    with pytest.raises(UnsafePathError, match="40-character hex commit id"):
+        hfcache.snapshot_folder(storage, "..")
+
+
+def test_partial_and_mark_names_stay_in_blobs(tmp_path: Path) -> None:
+    storage = hfcache.repo_folder(tmp_path, "org/name")
+    assert hfcache.incomplete_file(storage, SHA256) == storage / "blobs" / f"{SHA256}.incomplete"
+    assert hfcache.incomplete_file(storage, "etag-" + COMMIT) == storage / "blobs" / f"etag-{COMMIT}.incomplete"
+    assert hfcache.unverified_mark(storage, SHA256) == storage / "blobs" / f"{SHA256}.unverified"
+    for bad in ("../x", "a/b", ".."):
+        with pytest.raises(UnsafePathError, match="partial file name"):
+            hfcache.incomplete_file(storage, bad)
+    with pytest.raises(UnsafePathError, match="SHA-256 or SHA-1"):
+        hfcache.unverified_mark(storage, "../x")
+
+
+def test_unverified_is_told_by_the_blob_mark_or_the_local_metadata(tmp_path: Path) -> None:
+    storage = hfcache.repo_folder(tmp_path / "cache", "org/name")
+    blob = hfcache.blob_file(storage, SHA256)
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(b"x")
+    pointer = hfcache.snapshot_file(storage, COMMIT, "m.gguf")
+    pointer.parent.mkdir(parents=True)
+    pointer.symlink_to(os.path.relpath(blob, pointer.parent))
+    assert not hfcache.is_unverified(pointer)
+    hfcache.unverified_mark(storage, SHA256).write_text("5f2b-1a3\n")
+    assert hfcache.is_unverified(pointer)
+
+    local = tmp_path / "dl"
+    for name, etag in (("sub/odd.gguf", "5f2b-1a3"), ("hashed.gguf", SHA256)):
+        hfcache.local_file(local, name).parent.mkdir(parents=True, exist_ok=True)
+        hfcache.local_file(local, name).write_bytes(b"x")
+        meta = hfcache.local_meta_file(local, name, ".metadata")
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(f"{COMMIT}\n{etag}\n0\n")
+    assert hfcache.is_unverified(local / "sub" / "odd.gguf", root=local)
+    assert not hfcache.is_unverified(local / "hashed.gguf", root=local)
+    (local / "mine.gguf").write_bytes(b"x")  # no download made it: nothing is known, nothing is claimed
+    assert not hfcache.is_unverified(local / "mine.gguf", root=local)
+    # the search for metadata stops at the root it is given
+    assert not hfcache.is_unverified(local / "sub" / "odd.gguf", root=local / "sub")

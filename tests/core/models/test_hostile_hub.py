@@ -27,7 +27,7 @@ import pytest
 from specchat.core.cancel import CancelToken
 from specchat.core.models.download import DownloadProgress, download_file
 from specchat.core.models.errors import DownloadCancelled, DownloadStorageError, UnsafePathError
-from specchat.core.models.hub import hf_cache_dir
+from specchat.core.models.hfcache import hf_cache_dir, is_unverified
 from support.hubserver import COMMIT, FakeHub
 
 REPO = "acme/Tiny-GGUF"
@@ -344,11 +344,28 @@ def test_an_etag_that_is_no_hash_is_reported_unverified(area: Ctx) -> None:
     assert got.path.resolve().name == hashlib.sha256(DATA).hexdigest()  # stored under its own hash
     again = download_file(REPO, NAME, endpoint=area.hub.url)
     assert again.already_present and not again.verified
+    assert is_unverified(got.path)  # the blob carries its mark, for the library to read
     local = download_file(REPO, NAME, endpoint=area.hub.url, local_dir=area.tmp / "dl")
     assert local.path.read_bytes() == DATA and not local.verified
+    assert is_unverified(local.path)
     area.hub.etag_header = None
     checked = download_file(REPO, NAME, endpoint=area.hub.url, local_dir=area.tmp / "dl2")
-    assert checked.verified and checked.verified_by == "SHA-256"
+    assert checked.verified and checked.verified_by == "SHA-256" and not is_unverified(checked.path)
+    # the hub now gives the hash, and the bytes kept under their own hash match it: verified, the mark goes
+    cached = download_file(REPO, NAME, endpoint=area.hub.url)
+    assert cached.already_present and cached.verified and not is_unverified(cached.path)
+    assert len(area.hub.gets(NAME)) == 3  # the first download and the two local ones: nothing fetched again
+
+
+def test_a_kept_unverified_blob_the_hub_disagrees_with_is_downloaded_again(area: Ctx) -> None:
+    _with(etag_header="5f2b-1a3")(area)
+    first = download_file(REPO, NAME, endpoint=area.hub.url)
+    assert is_unverified(first.path)
+    area.hub.repos[REPO][NAME] = changed = DATA[::-1]  # same commit, other bytes, and now a real hash
+    area.hub.etag_header = None
+    second = download_file(REPO, NAME, endpoint=area.hub.url)
+    assert not second.already_present and second.verified and second.path == first.path
+    assert second.path.read_bytes() == changed and not is_unverified(second.path)
 
 
 def test_only_our_own_pointer_is_replaced(area: Ctx) -> None:

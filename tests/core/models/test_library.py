@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from specchat.core.models.ggufmeta import parse_size_label, quant_name, read_gguf_info
-from specchat.core.models.hub import hf_cache_dir
+from specchat.core.models.hfcache import hf_cache_dir
 from specchat.core.models.library import ModelRoot, default_roots, index_path, scan
 
 
