@@ -111,7 +111,7 @@ def main() -> int:
         tab.get_button.click()
         wait_until(lambda: "target" in tab.status.text() and 250 <= tab.progress.value() <= 750)
         save(dialog.grab(), DOCS / "screenshot-download.png")
-        wait_until(lambda: tab.job is None)
+        wait_until(lambda: tab.worker is None)
 
         dialog.reject()
         window.close()

@@ -15,12 +15,14 @@ import json
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from specchat.core.models.download import DownloadedFile
+
+    R = TypeVar("R")
 
 DEFAULT_CONTEXT = 4096  # what the window and `specchat chat` use unless told otherwise
 EXIT_INCOMPATIBLE = 1
@@ -97,6 +99,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from specchat.core.models.download import UNVERIFIED_NOTE
     from specchat.core.models.library import default_roots, scan
 
     result = scan(default_roots(args.dir))
@@ -107,8 +110,11 @@ def cmd_list(args: argparse.Namespace) -> int:
             i = e.info
             params = f"{i.parameter_count / 1e9:.2f}B" if i.parameter_count else "?"
             print(f"{i.name[:40]:40} {i.quant or '?':8} {params:>8} ctx {i.context_length or '?':>7} "
-                  f"{_size(i.file_size):>9}  {e.source:9} {i.path}")
+                  f"{_size(i.file_size):>9}  {e.source:9} {'unverified ' if e.unverified else ''}{i.path}")
         print(f"{len(result.entries)} models ({result.read} read, {result.cached} from the index)", file=sys.stderr)
+        for e in result.entries:
+            if e.unverified:
+                print(f"specchat: note: {e.path} is unverified: {UNVERIFIED_NOTE}", file=sys.stderr)
     for line in result.failed:
         print(f"specchat: skipped: {line}", file=sys.stderr)
     return 0
@@ -201,8 +207,11 @@ def _memory_fit(target: str, draft: str, n_ctx: int) -> dict[str, object]:
     return {"ok": fit.ok, "text": fit.text}
 
 
-def _run_with_bar(job: Callable[..., list[DownloadedFile]], **kwargs: object) -> list[DownloadedFile] | None:
-    """Run a download on a worker thread with a tqdm bar on stderr; Ctrl-C cancels it (returns None)."""
+def _run_with_bar(job: Callable[..., R], **kwargs: object) -> R | None:
+    """Run a download on a worker thread with a tqdm bar per file on stderr; Ctrl-C cancels it (returns None).
+
+    ``job(cancel=, on_progress=, **kwargs)``; ``on_progress`` takes a DownloadProgress.
+    """
     from tqdm import tqdm
 
     from specchat.core.cancel import CancelToken
@@ -223,7 +232,7 @@ def _run_with_bar(job: Callable[..., list[DownloadedFile]], **kwargs: object) ->
 
     def work() -> None:
         try:
-            outcome["files"] = job(cancel=token, on_progress=on_progress, **kwargs)
+            outcome["result"] = job(cancel=token, on_progress=on_progress, **kwargs)
         except BaseException as exc:  # handed to the main thread
             outcome["error"] = exc
 
@@ -245,11 +254,15 @@ def _run_with_bar(job: Callable[..., list[DownloadedFile]], **kwargs: object) ->
         return None
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
-    for f in outcome["files"]:  # type: ignore[attr-defined]
+    return outcome["result"]  # type: ignore[return-value]
+
+
+def _note_unverified(files: Iterable[DownloadedFile]) -> None:
+    from specchat.core.models.download import UNVERIFIED_NOTE
+
+    for f in files:
         if not f.verified:
-            print(f"specchat: note: {f.filename} is unverified: the hub gave no SHA-256 for it, "
-                  "only its size was checked", file=sys.stderr)
-    return outcome["files"]  # type: ignore[return-value]
+            print(f"specchat: note: {f.filename} is unverified: {UNVERIFIED_NOTE}", file=sys.stderr)
 
 
 def cmd_download(args: argparse.Namespace) -> int:
@@ -268,6 +281,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         files = _run_with_bar(lambda **kw: [download_file(args.repo_id, args.filename, **kw)], **common)
     if files is None:
         return EXIT_CANCELLED
+    _note_unverified(files)
     for f in files:
         print(f.path)
     return 0
@@ -277,17 +291,21 @@ def cmd_pair(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from specchat.core.models.catalog import get_pair
-    from specchat.core.models.download import download_quant
+    from specchat.core.models.download import DownloadProgress
+    from specchat.core.models.pairs import DownloadedPair, download_pair
 
     pair = get_pair(args.name)
     if pair.local:
         return cmd_demo(args)
-    common = {"endpoint": args.endpoint, "local_dir": Path(args.local_dir) if args.local_dir else None}
-    found: dict[str, str] = {}
-    for role, half in (("target", pair.target), ("draft", pair.draft)):
-        files = _run_with_bar(lambda h=half, **kw: download_quant(h.repo, h.quant, **kw), **common)
-        if files is None:
-            return EXIT_CANCELLED
-        found[role] = str(files[0].path)
-    print(json.dumps(found))
+    local_dir = Path(args.local_dir) if args.local_dir else None
+
+    def job(on_progress: Callable[[DownloadProgress], None], **kw: Any) -> DownloadedPair:
+        return download_pair(pair, on_progress=lambda _role, event: on_progress(event), **kw)
+
+    got = _run_with_bar(job, endpoint=args.endpoint, local_dir=local_dir)
+    if got is None:
+        return EXIT_CANCELLED
+    _note_unverified(got.files)
+    target, draft = got.paths
+    print(json.dumps({"target": target, "draft": draft}))
     return 0

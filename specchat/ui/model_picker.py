@@ -1,4 +1,9 @@
-"""Choose a target/draft pair: by file, from the local library or from the recommended catalog."""
+"""Choose a target/draft pair: by file, from the local library or from the recommended catalog.
+
+The Recommended and On-this-computer tabs (:mod:`model_sources`) report what
+was chosen through their signals; the dialog connects them to its fields and
+its own signals.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +27,11 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.models.fit import MachineMemory, fit_files, machine_memory
+from specchat.core.models.pairs import compatibility_text
 from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
 
+from .model_sources import CatalogTab, LibraryTab
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +97,9 @@ class ModelPickerDialog(QDialog):
                             "free memory (GPU layers as \"auto\" would place them)")
         form.addRow("Memory", self.fit)
         self.tabs.addTab(files, "Files")
-        self._add_optional_tabs()
+        self.catalog_tab: CatalogTab | None = None
+        self.library_tab: LibraryTab | None = None
+        self._add_source_tabs()
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.load_button = buttons.addButton("Load pair", QDialogButtonBox.ButtonRole.AcceptRole)
@@ -103,24 +112,42 @@ class ModelPickerDialog(QDialog):
         # the button box's "Load pair" loads the Files tab's pair; the other tabs have their own buttons
         self.tabs.currentChanged.connect(lambda index: self.load_button.setVisible(index == 0))
 
-    def _add_optional_tabs(self) -> None:
-        """Catalog and library tabs, when those services are available."""
+    def _add_source_tabs(self) -> None:
+        """The Recommended and On-this-computer tabs, wired to the Files tab and the dialog's signals."""
         try:
-            from specchat.ui.model_sources import add_source_tabs
-        except ImportError:
-            return
-        try:
-            add_source_tabs(self)
-        except Exception:  # noqa: BLE001 - the picker must open even if a model service breaks
+            catalog = CatalogTab(self.memory, self)
+            library = LibraryTab(self)
+        except Exception:  # the picker must open even if a model service breaks
             log.exception("could not list catalog/library models")
+            return
+        catalog.demo_chosen.connect(self._demo_chosen)
+        catalog.pair_chosen.connect(self.request)
+        catalog.pair_downloaded.connect(self._set_pair)
+        library.file_chosen.connect(self._use_file)
+        self.catalog_tab, self.library_tab = catalog, library
+        self.tabs.addTab(catalog, "Recommended")
+        self.tabs.addTab(library, "On this computer")
 
-    def done(self, result: int) -> None:  # noqa: D401 - Qt override
+    def done(self, result: int) -> None:
         """Closing the dialog cancels a running download (its partial file is kept for resuming)."""
-        for tab in (getattr(self, "catalog_tab", None), getattr(self, "library_tab", None)):
-            job = getattr(tab, "job", None)
-            if job is not None:
-                job.stop(timeout=2.0)
+        for tab in (self.catalog_tab, self.library_tab):
+            if tab is not None:
+                tab.stop(timeout=2.0)
         super().done(result)
+
+    def _demo_chosen(self) -> None:
+        self.demo_requested.emit()
+        self.accept()
+
+    def _set_pair(self, target: str, draft: str) -> None:
+        self.target_field.edit.setText(target)
+        self.draft_field.edit.setText(draft)
+
+    def _use_file(self, role: str, path: str) -> None:
+        """A file picked in the library goes to the Files tab, which shows the verdict and loads."""
+        field = self.target_field if role == "target" else self.draft_field
+        field.edit.setText(path)
+        self.tabs.setCurrentIndex(0)
 
     def request(self, target: str, draft: str) -> None:
         self.load_requested.emit(target, draft)
@@ -135,24 +162,6 @@ class ModelPickerDialog(QDialog):
         self.load_button.setEnabled(bool(target))
         self.verdict.setText(compatibility_text(target, draft))
         self.fit.setText(memory_text(target, draft, self.n_ctx, self.memory))
-
-
-def compatibility_text(target: str, draft: str) -> str:
-    """A one-line verdict on a pair, before it is loaded."""
-    if not target:
-        return "choose a target model"
-    t = Path(target).expanduser()
-    if not t.is_file():
-        return "target file not found"
-    if not draft:
-        return "no draft: n-gram drafting or plain decoding only"
-    d = Path(draft).expanduser()
-    if not d.is_file():
-        return "draft file not found"
-    try:
-        return _verdict(str(t), str(d), t.stat().st_mtime_ns, d.stat().st_mtime_ns)
-    except OSError as exc:
-        return f"cannot check: {exc}"
 
 
 def memory_text(target: str, draft: str, n_ctx: int, memory: MachineMemory) -> str:
@@ -175,16 +184,3 @@ def _cached_shape(path: Path) -> ModelShape:
 def _shape(path: str, _mtime: int) -> ModelShape:
     """Cached per file version: the picker asks on every keystroke."""
     return read_model_shape(path)
-
-
-@functools.lru_cache(maxsize=32)
-def _verdict(target: str, draft: str, _target_mtime: int, _draft_mtime: int) -> str:
-    """Cached per file version: reading two vocabularies is not free."""
-    from specchat.core.models.compat import check_pair
-
-    try:
-        report = check_pair(target, draft)
-    except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
-        return f"cannot check: {exc}"
-    mark = "✓" if report.ok else "✗"
-    return f"{mark} {report.summary()}"

@@ -7,10 +7,16 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from specchat.ui.model_picker import ModelPickerDialog, compatibility_text
+from pytestqt.qtbot import QtBot
+
+from specchat.core.models.demo import DemoPair
+from specchat.core.models.pairs import compatibility_text
+from specchat.ui.model_picker import ModelPickerDialog
+from support.gguf_files import GgufMaker
+from support.hubserver import FakeHub
 
 
-def test_verdicts_without_models(tmp_path) -> None:  # noqa: ANN001
+def test_verdicts_without_models(tmp_path: Path) -> None:
     assert compatibility_text("", "") == "choose a target model"
     assert compatibility_text(str(tmp_path / "nope.gguf"), "") == "target file not found"
     target = tmp_path / "t.gguf"
@@ -23,7 +29,7 @@ def test_verdicts_without_models(tmp_path) -> None:  # noqa: ANN001
     assert verdict.startswith("cannot check") and "\n" not in verdict
 
 
-def test_files_tab_emits_the_pair(qtbot, tmp_path) -> None:  # noqa: ANN001
+def test_files_tab_emits_the_pair(qtbot: QtBot, tmp_path: Path) -> None:
     target = tmp_path / "t.gguf"
     target.write_bytes(b"GGUF")
     dialog = ModelPickerDialog(str(target), "")
@@ -38,7 +44,7 @@ def test_files_tab_emits_the_pair(qtbot, tmp_path) -> None:  # noqa: ANN001
     assert blocker.args == [str(target), ""]
 
 
-def test_catalog_lists_pairs_and_offers_the_demo(qtbot) -> None:  # noqa: ANN001
+def test_catalog_lists_pairs_and_offers_the_demo(qtbot: QtBot) -> None:
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
@@ -48,24 +54,25 @@ def test_catalog_lists_pairs_and_offers_the_demo(qtbot) -> None:  # noqa: ANN001
         tab.get_button.click()
 
 
-def test_catalog_download_failure_is_one_line(qtbot) -> None:  # noqa: ANN001
+def test_catalog_download_failure_is_one_line(qtbot: QtBot) -> None:
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
     tab.tree.setCurrentItem(tab.tree.topLevelItem(1))
     assert tab.get_button.text() == "Download"
     tab.get_button.click()
-    assert tab.job is not None and tab.cancel_button.isVisibleTo(tab)
-    job = tab.job
-    with qtbot.waitSignal(job.failed, timeout=120_000) as blocker:
-        job.cancel.cancel()
-    assert blocker.args[0] and "\n" not in blocker.args[0]
-    assert tab.job is None and tab.get_button.isEnabled()
+    assert tab.worker is not None and tab.cancel_button.isVisibleTo(tab) and not tab.get_button.isEnabled()
+    with qtbot.waitSignal(tab.download_failed, timeout=120_000) as blocker:
+        tab.cancel_button.click()
+    assert blocker.args[0] and "\n" not in blocker.args[0] and tab.status.text() == blocker.args[0]
+    assert tab.worker is None and tab.get_button.isEnabled()
     assert tab.tree.topLevelItem(1).text(tab.STATE_COLUMN) == "not downloaded"
 
 
 @pytest.mark.slow
-def test_library_finds_local_files_and_verdict_before_loading(qtbot, demo_pair, monkeypatch) -> None:  # noqa: ANN001
+def test_library_finds_local_files_and_verdict_before_loading(
+    qtbot: QtBot, demo_pair: DemoPair, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPECCHAT_MODEL_DIRS", f"{demo_pair.target.parent}:{demo_pair.draft.parent}")
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
@@ -93,7 +100,7 @@ FAKE_CATALOG = """{"pairs": [
 
 
 def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
-    qtbot, hub, make_gguf, monkeypatch, app_dirs  # noqa: ANN001
+    qtbot: QtBot, hub: FakeHub, make_gguf: GgufMaker, monkeypatch: pytest.MonkeyPatch, app_dirs: dict[str, Path]
 ) -> None:
     """A catalog pair downloads from the (fake) hub with a moving progress bar, then shows its verdict."""
     from specchat.core.models import catalog
@@ -120,14 +127,13 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
     assert tab.get_button.text() == "Download"
 
     qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)
-    assert tab.job is not None and tab.progress.isVisible() and tab.cancel_button.isVisible()
+    assert tab.worker is not None and tab.progress.isVisible() and tab.cancel_button.isVisible()
     assert item.text(tab.STATE_COLUMN) == "downloading…"
-    job = tab.job
     shown: list[tuple[str, int]] = []  # (file, percent) as the bar showed them, after each report reached it
-    job.progress.connect(  # connected after the tab's own slot, so it sees the bar already updated
+    tab.progressed.connect(  # connected after the tab's own slot, so it sees the bar already updated
         lambda label, done, total: shown.append((label.split(":")[0], round(100 * tab.progress.value() / 1000)))
     )
-    with qtbot.waitSignal(job.succeeded, timeout=60_000):
+    with qtbot.waitSignal(tab.pair_downloaded, timeout=60_000) as blocker:
         pass
 
     target_percents = [p for label, p in shown if label == "target"]
@@ -145,7 +151,7 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
 
     cache = app_dirs["hf"] / "hub"
     paths = tab.downloaded["tiny"]
-    assert [dialog.target_field.path, dialog.draft_field.path] == list(paths)
+    assert [dialog.target_field.path, dialog.draft_field.path] == list(paths) == blocker.args
     for path, name, data in (
         (paths[0], "Tiny-1B-Q4_K_M.gguf", target.read_bytes()),
         (paths[1], "Tiny-100M-Q8_0.gguf", draft.read_bytes()),
@@ -159,7 +165,9 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
     assert blocker.args == list(paths)
 
 
-def test_catalog_marks_pairs_already_in_the_cache(qtbot, hub, make_gguf, monkeypatch) -> None:  # noqa: ANN001
+def test_catalog_marks_pairs_already_in_the_cache(
+    qtbot: QtBot, hub: FakeHub, make_gguf: GgufMaker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pair downloaded earlier shows its verdict when the picker opens, with no network."""
     from specchat.core.models import catalog
     from specchat.core.models.download import download_quant
@@ -187,7 +195,7 @@ def test_catalog_marks_pairs_already_in_the_cache(qtbot, hub, make_gguf, monkeyp
     assert len(hub.requests) == before
 
 
-def test_files_tab_says_whether_the_pair_fits(qtbot, demo_pair, tmp_path) -> None:  # noqa: ANN001
+def test_files_tab_says_whether_the_pair_fits(qtbot: QtBot, demo_pair: DemoPair, tmp_path: Path) -> None:
     from specchat.core.models.fit import GB, MachineMemory
     from specchat.core.models.shape import read_model_shape
 
@@ -209,7 +217,7 @@ def test_files_tab_says_whether_the_pair_fits(qtbot, demo_pair, tmp_path) -> Non
     assert cramped.fit.text() == ""
 
 
-def test_catalog_marks_pairs_too_big_for_this_machine(qtbot) -> None:  # noqa: ANN001
+def test_catalog_marks_pairs_too_big_for_this_machine(qtbot: QtBot) -> None:
     from specchat.core.models.fit import MachineMemory
 
     dialog = ModelPickerDialog(memory=MachineMemory(ram_free=4 * 10**9, gpu_free=0))
@@ -220,3 +228,41 @@ def test_catalog_marks_pairs_too_big_for_this_machine(qtbot) -> None:  # noqa: A
     assert rows["demo"].text(2) == "1 GB ✓" and rows["demo"].toolTip(2).startswith("✓ this pair needs")
     big = rows["qwen2.5-coder-32b"]
     assert big.text(2) == "24 GB ✗" and "only 4.0 GB is free" in big.toolTip(2)
+
+
+def test_library_says_which_downloads_are_unverified(
+    qtbot: QtBot, hub: FakeHub, make_gguf: GgufMaker, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A file the hub gave no SHA-256 for is marked unverified in the library; one checked by its hash is not."""
+    from specchat.core.models.download import download_quant
+    from specchat.ui.model_sources import LibraryTab
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # only the hub cache holds models
+    monkeypatch.delenv("LLAMA_CACHE", raising=False)
+    monkeypatch.delenv("SPECCHAT_MODEL_DIRS", raising=False)
+    hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q4_K_M.gguf", make_gguf("t.gguf", basename="Target").read_bytes())
+    hub.add("fake/Tiny-100M-GGUF", "Tiny-100M-Q8_0.gguf", make_gguf("d.gguf", basename="Draft").read_bytes())
+    [checked] = download_quant("fake/Tiny-100M-GGUF", "Q8_0", endpoint=hub.url)
+    hub.etag_header = "5f2b-1a3"  # a mirror's ETag that is no content hash
+    [unchecked] = download_quant("fake/Tiny-1B-GGUF", "Q4_K_M", endpoint=hub.url)
+    assert checked.verified and not unchecked.verified
+
+    dialog = ModelPickerDialog()
+    qtbot.addWidget(dialog)
+    tab = dialog.library_tab
+    qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() == 2, timeout=30_000)
+    rows = {Path(tab.tree.topLevelItem(i).text(LibraryTab.PATH_COLUMN)).name: tab.tree.topLevelItem(i)
+            for i in range(2)}
+    flagged, plain = rows["Tiny-1B-Q4_K_M.gguf"], rows["Tiny-100M-Q8_0.gguf"]
+    assert flagged.text(LibraryTab.SOURCE_COLUMN) == "hf-cache, unverified"
+    tip = flagged.toolTip(LibraryTab.SOURCE_COLUMN)
+    assert tip == "unverified: the hub gave no SHA-256 for it, only its size was checked"
+    assert plain.text(LibraryTab.SOURCE_COLUMN) == "hf-cache" and plain.toolTip(LibraryTab.SOURCE_COLUMN) == ""
+    assert tab.status.text() == "2 GGUF file(s) found, 1 unverified"
+
+    # The file chosen here goes to the Files tab by the tab's signal.
+    tab.tree.setCurrentItem(flagged)
+    with qtbot.waitSignal(tab.file_chosen) as blocker:
+        tab.target_button.click()
+    assert blocker.args == ["target", str(unchecked.path)] and dialog.target_field.path == str(unchecked.path)
+    assert dialog.tabs.currentIndex() == 0

@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from specchat.core.models import hfcache
@@ -257,18 +256,3 @@ def _hub_file(sibling: Any, endpoint: str) -> HubFile | None:
     if sha is not None and not (isinstance(sha, str) and hfcache.SHA256_RE.match(sha)):
         raise TypeError(f"sha256 {sha!r} of {name}")
     return HubFile(filename=name, size=size, sha256=sha)
-
-
-def hf_cache_dir() -> Path:
-    """The hub cache folder, read at call time: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ~/.cache/huggingface/hub."""
-    if cache := os.environ.get("HF_HUB_CACHE"):
-        return Path(cache).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
-    )
-    return Path(home).expanduser() / "hub"
-
-
-def repo_cache_folder(cache_dir: Path, repo_id: str) -> Path:
-    """``models--org--name`` inside the hub cache (the layout huggingface_hub uses); a bad repo id is refused."""
-    return hfcache.repo_folder(cache_dir, repo_id)

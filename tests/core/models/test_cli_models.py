@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.models.hub import hf_cache_dir
+from specchat.core.models.hfcache import hf_cache_dir
 
 REPO = "acme/Tiny-GGUF"
 
 
 def specchat(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", "models", *args],
+    return subprocess.run([sys.executable, "-m", "specchat", "models", *args], check=False,
                           capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
 
 
@@ -48,6 +48,32 @@ def test_download_by_name_with_hf_endpoint_and_list_sees_it(served, tmp_path: Pa
     assert listed.returncode == 0, listed.stderr
     [entry] = [e for e in json.loads(listed.stdout) if e["source"] == "user"]
     assert entry["quant"] == "Q8_0" and entry["file_size"] == len(served.data)
+
+
+def test_list_says_which_downloads_are_unverified(served, tmp_path: Path) -> None:
+    """A file the hub gave no SHA-256 for is listed as unverified, in the table, the notes and the JSON."""
+    home = {"HOME": str(tmp_path / "home"), "LLAMA_CACHE": str(tmp_path / "none"), "SPECCHAT_MODEL_DIRS": ""}
+    checked = specchat("download", REPO, "tiny-Q8_0.gguf", "--endpoint", served.url)
+    assert checked.returncode == 0 and "unverified" not in checked.stderr
+    served.etag_header = "5f2b-1a3"  # a mirror's ETag that is no content hash
+    served.add("acme/Other-GGUF", "other-Q8_0.gguf", served.data)
+    cached = specchat("download", "acme/Other-GGUF", "other-Q8_0.gguf", "--endpoint", served.url)
+    local = specchat("download", REPO, "tiny-Q8_0.gguf", "--local-dir", str(tmp_path / "dl"), "--endpoint", served.url)
+    assert local.returncode == cached.returncode == 0 and "tiny-Q8_0.gguf is unverified" in local.stderr
+    odd, odd_cached, good = (Path(out.stdout.strip()) for out in (local, cached, checked))
+
+    listed = specchat("list", "--dir", str(tmp_path / "dl"), **home)
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.rsplit(" ", 1)[-1]: line for line in listed.stdout.splitlines()}
+    assert rows[str(odd)].endswith(f"user      unverified {odd}")
+    assert rows[str(odd_cached)].endswith(f"hf-cache  unverified {odd_cached}")
+    assert "unverified" not in rows[str(good)]
+    notes = {line for line in listed.stderr.splitlines() if line.startswith("specchat: note:")}
+    assert notes == {f"specchat: note: {path} is unverified: the hub gave no SHA-256 for it, only its size was checked"
+                     for path in (odd, odd_cached)}
+    as_json = specchat("list", "--json", "--dir", str(tmp_path / "dl"), **home)
+    flags = {e["path"]: e["unverified"] for e in json.loads(as_json.stdout)}
+    assert flags == {str(odd): True, str(odd_cached): True, str(good): False}
 
 
 def test_download_errors_exit_2_with_one_line(served) -> None:

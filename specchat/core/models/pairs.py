@@ -1,0 +1,148 @@
+"""A target/draft pair's two files: found in the hub cache, downloaded, and judged together.
+
+``specchat models pair`` and the model picker's Recommended tab both use these
+functions; nothing here knows about Qt (the picker runs them in its workers).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specchat.core.cancel import CancelToken
+from specchat.core.models import hfcache
+from specchat.core.models.catalog import CatalogModel, CatalogPair
+from specchat.core.models.download import DownloadedFile, DownloadProgress, download_quant
+from specchat.core.models.hub import HubFile, pick_quant_files
+from specchat.core.types import SpecchatError
+
+PairProgress = Callable[[str, DownloadProgress], None]  # the role ("target" or "draft") and the event
+
+
+@dataclass(frozen=True)
+class DownloadedPair:
+    """A downloaded pair; each list starts with the file to load (then a split model's parts).
+
+    ``draft`` is empty for a target that drafts with its own MTP heads.
+    """
+
+    target: list[DownloadedFile]
+    draft: list[DownloadedFile]
+
+    @property
+    def files(self) -> list[DownloadedFile]:
+        return [*self.target, *self.draft]
+
+    @property
+    def paths(self) -> tuple[str, str]:
+        """The target's and the draft's file to load (``""`` when there is no draft file)."""
+        return str(self.target[0].path), str(self.draft[0].path) if self.draft else ""
+
+
+@dataclass(frozen=True)
+class PairOnDisk:
+    """A pair's two files on this computer, the verdict on them, and which of them are unverified."""
+
+    target: str
+    draft: str  # "" when the target drafts with its own MTP heads
+    verdict: str
+    unverified: tuple[str, ...] = ()  # those of the two whose content no hash vouched for
+
+
+def downloads(pair: CatalogPair) -> list[tuple[str, CatalogModel]]:
+    """``(role, model)`` for each file a pair needs: the target, then the draft when it has one."""
+    return [("target", pair.target)] + ([("draft", pair.draft)] if pair.draft is not None else [])
+
+
+def download_pair(
+    pair: CatalogPair,
+    *,
+    cancel: CancelToken | None = None,
+    on_progress: PairProgress | None = None,
+    **kwargs: Any,
+) -> DownloadedPair:
+    """Download a catalog pair's target, then its draft (each resumable); ``kwargs`` go to ``download_quant``."""
+    if pair.local:
+        raise SpecchatError(f"the {pair.id} pair is built on this computer (`specchat models demo`), not downloaded")
+    got: dict[str, list[DownloadedFile]] = {"draft": []}
+    for role, model in downloads(pair):
+        report = None if on_progress is None else functools.partial(on_progress, role)
+        got[role] = download_quant(model.repo, model.quant, cancel=cancel, on_progress=report, **kwargs)
+    return DownloadedPair(got["target"], got["draft"])
+
+
+def cached_quant_file(repo_id: str, quant: str, cache_dir: Path | None = None) -> Path | None:
+    """The file to load for ``quant`` of ``repo_id`` if the hub cache holds it complete, else None.
+
+    Looks only at the disk (the snapshot that ``refs/main`` names, its commit
+    checked like any other), never at the network.
+    """
+    try:
+        storage = hfcache.repo_folder(cache_dir if cache_dir is not None else hfcache.hf_cache_dir(), repo_id)
+        commit = hfcache.read_ref(storage)
+        names = hfcache.snapshot_files(storage, commit)
+        chosen = pick_quant_files([HubFile(n, None, None) for n in names], quant, repo_id)
+        first = chosen[0]
+        if first.split is not None and len(chosen) != first.split[1]:
+            return None  # a split model with parts missing
+        return hfcache.snapshot_file(storage, commit, first.filename)
+    except (OSError, UnicodeError, SpecchatError):
+        return None
+
+
+def pair_on_disk(target: str, draft: str) -> PairOnDisk:
+    """The verdict on two files and which are unverified (reads two vocabularies: keep off a GUI thread)."""
+    unverified = tuple(p for p in (target, draft) if p and hfcache.is_unverified(Path(p)))
+    return PairOnDisk(target, draft, compatibility_text(target, draft), unverified)
+
+
+def find_downloaded(pairs: list[CatalogPair], cache_dir: Path | None = None) -> dict[str, PairOnDisk]:
+    """Pairs whose two files are already in the hub cache, by pair id."""
+    found: dict[str, PairOnDisk] = {}
+    for pair in pairs:
+        if pair.local:
+            continue
+        paths = {role: cached_quant_file(model.repo, model.quant, cache_dir) for role, model in downloads(pair)}
+        if all(path is not None for path in paths.values()):
+            found[pair.id] = pair_on_disk(str(paths["target"]), str(paths.get("draft") or ""))
+    return found
+
+
+def compatibility_text(target: str, draft: str) -> str:
+    """A one-line verdict on a pair, before it is loaded."""
+    if not target:
+        return "choose a target model"
+    t = Path(target).expanduser()
+    if not t.is_file():
+        return "target file not found"
+    if not draft:
+        return "no draft: n-gram drafting or plain decoding only"
+    d = Path(draft).expanduser()
+    if not d.is_file():
+        return "draft file not found"
+    try:
+        return _verdict(str(t), str(d), t.stat().st_mtime_ns, d.stat().st_mtime_ns)
+    except OSError as exc:
+        return f"cannot check: {exc}"
+
+
+def short_verdict(verdict: str) -> str:
+    """The verdict without its reason, for a narrow column: ``✓ compatible``, ``✗ incompatible`` ..."""
+    head = verdict.split(":", 1)[0]
+    return head.replace("compatible-with-warnings", "compatible, with warnings")
+
+
+@functools.lru_cache(maxsize=32)
+def _verdict(target: str, draft: str, _target_mtime: int, _draft_mtime: int) -> str:
+    """Cached per file version: reading two vocabularies is not free."""
+    from specchat.core.models.compat import check_pair
+
+    try:
+        report = check_pair(target, draft)
+    except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
+        return f"cannot check: {exc}"
+    mark = "✓" if report.ok else "✗"
+    return f"{mark} {report.summary()}"
