@@ -51,6 +51,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
     group = parser.add_mutually_exclusive_group(required=draft_required)
     group.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")
     group.add_argument("--ngram", action="store_true", help="draft by n-gram lookup in the conversation (no second model)")
+    group.add_argument("--mtp", action="store_true",
+                       help="draft with the target's own multi-token-prediction (MTP/NextN) heads (no second model)")
     if not draft_required:
         group.add_argument("--no-spec", action="store_true", help="plain decoding with the target alone")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -94,6 +96,8 @@ def sampler_from_args(args: argparse.Namespace) -> SamplerParams:
 def drafter_from_args(args: argparse.Namespace) -> DrafterKind:
     if getattr(args, "ngram", False):
         return DrafterKind.NGRAM
+    if getattr(args, "mtp", False):
+        return DrafterKind.MTP
     if getattr(args, "draft", None):
         return DrafterKind.DRAFT_MODEL
     return DrafterKind.NONE

@@ -81,6 +81,7 @@ class ChatController(QObject):
         self._live: Transcript | None = None  # the streaming reply's conversation, on screen or not
         self._live_conversation: int | None = None
         self.has_draft_model = True
+        self.has_mtp = False
         self.default_system_prompt = ""  # for new conversations (the window passes the setting)
         self.closing = False
         self._writer: ReplyWriter | None = None
@@ -269,9 +270,11 @@ class ChatController(QObject):
             self.notice.emit(str(exc))
             return
         drafter = settings.drafter
-        if drafter is DrafterKind.DRAFT_MODEL and not self.has_draft_model:
-            drafter = DrafterKind.NGRAM
-            self.status.emit("No draft model loaded: using n-gram drafting")
+        missing = {DrafterKind.DRAFT_MODEL: not self.has_draft_model, DrafterKind.MTP: not self.has_mtp}
+        if missing.get(drafter, False):
+            drafter = DrafterKind.MTP if self.has_mtp else DrafterKind.NGRAM
+            self.status.emit(f"The loaded pair has no {'draft model' if settings.drafter is DrafterKind.DRAFT_MODEL else 'MTP heads'}:"
+                             f" drafting with {'its MTP heads' if self.has_mtp else 'n-gram lookup'}")
         self.depth_control.set(settings.depth)
         self._live, self._live_conversation = self.transcript, self.conversation_id
         reply = self.transcript.begin_reply()

@@ -33,6 +33,7 @@ from specchat.core.types import (
 DRAFTER_LABELS = {
     DrafterKind.DRAFT_MODEL: "Draft model",
     DrafterKind.NGRAM: "N-gram (prompt lookup)",
+    DrafterKind.MTP: "The model's own MTP heads",
     DrafterKind.NONE: "None (plain decoding)",
 }
 
@@ -198,6 +199,18 @@ class SpeculationControls(QGroupBox):
     @property
     def depth(self) -> int | None:
         return None if self.auto_depth.isChecked() else int(self.depth_slider.value())
+
+    def set_available_drafters(self, draft_model: bool, mtp: bool) -> None:
+        """Grey out drafters the loaded pair lacks; a target with MTP heads drafts with them by default."""
+        model = self.drafter.model()
+        for row in range(self.drafter.count()):
+            kind = DrafterKind(self.drafter.itemData(row))
+            available = {DrafterKind.DRAFT_MODEL: draft_model, DrafterKind.MTP: mtp}.get(kind, True)
+            model.item(row).setEnabled(available)  # type: ignore[attr-defined]
+        if mtp:
+            self.drafter.setCurrentIndex(self.drafter.findData(DrafterKind.MTP))
+        elif not self.drafter.model().item(self.drafter.currentIndex()).isEnabled():  # type: ignore[attr-defined]
+            self.drafter.setCurrentIndex(self.drafter.findData(DrafterKind.NGRAM))
 
     @property
     def drafter_kind(self) -> DrafterKind:

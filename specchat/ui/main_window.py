@@ -373,12 +373,14 @@ class MainWindow(QMainWindow):
         self.progress.hide()
         self.welcome.set_busy(False)
         self.settings.last_target, self.settings.last_draft = info.target_path, info.draft_path
-        draft = info.draft_name or "no draft"
+        draft = info.draft_name or ("its own MTP heads" if info.has_mtp else "no draft")
         self.model_label.setText(f"<b>Target</b> {info.target_name}<br><b>Draft</b> {draft}")
         self.statusBar().showMessage("Models loaded", 5000)
         self.stats.set_placement(info.target_placement, info.draft_placement)
         self.stats.set_context_size(info.n_ctx)
         self.chat.has_draft_model = bool(info.draft_name)
+        self.chat.has_mtp = info.has_mtp
+        self.controls.set_available_drafters(bool(info.draft_name), info.has_mtp)
         self.stack.setCurrentIndex(1)
         self._update_actions()
         self.composer.setFocus()

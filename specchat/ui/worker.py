@@ -56,6 +56,7 @@ class ModelInfo:
     draft_placement: str = ""
     gpu_bytes: int = 0  # estimated GPU memory the pair holds (freed before the next load)
     n_ctx: int = 0  # the context size the engine got (at most the target's trained length)
+    has_mtp: bool = False  # the target's own MTP heads are loaded and can draft
 
     @property
     def pair_key(self) -> str:
@@ -121,7 +122,7 @@ class EngineWorker(QObject):
             log.exception("could not estimate the pair's GPU memory")
             gpu_bytes = 0
         self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
-                              draft_placement or "", gpu_bytes, engine.n_ctx)
+                              draft_placement or "", gpu_bytes, engine.n_ctx, engine.has_mtp)
         self.loaded.emit(self.info)
 
     @Slot(object, object)

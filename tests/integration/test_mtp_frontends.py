@@ -1,0 +1,51 @@
+"""The model's own MTP heads as a drafter in the terminal (--mtp) and in the window's Drafter list."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from specchat.core.chat.session import ChatEngine
+from specchat.core.types import SamplerParams
+from support.identity import assert_same_or_tie
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+MTP_MODEL = MODELS / "qwen35-mtp.gguf"
+PLAIN_MODEL = MODELS / "qwen35.gguf"
+PROMPT = "Name a fruit."
+
+
+def specchat(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True, text=True,
+                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}, timeout=300)
+
+
+def chat_json(*flags: str) -> dict:
+    out = specchat("chat", "--target", str(MTP_MODEL), "--max-tokens", "40", "--repeat-penalty", "1.3",
+                   "--threads", "1", "--json", *flags, PROMPT)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_chat_mtp_drafts_with_the_heads_and_matches_plain_decoding() -> None:
+    plain = chat_json("--no-spec")
+    mtp = chat_json("--mtp", "--depth", "3", "--draft-p-min", "0.001")  # random heads: draft whatever they guess
+    assert mtp["stats"]["drafted"] > 0 and mtp["stats"]["rounds"] > 0
+    engine = ChatEngine.load(MTP_MODEL, n_ctx=256, n_threads=1)
+    try:
+        _, prompt = engine.tokenize_prompt([{"role": "user", "content": PROMPT}])
+        assert_same_or_tie(engine.target_context, prompt, plain["tokens"], mtp["tokens"],
+                           SamplerParams(repeat_penalty=1.3), "chat --mtp")
+    finally:
+        engine.close()
+
+
+def test_chat_mtp_without_heads_is_one_line() -> None:
+    out = specchat("chat", "--target", str(PLAIN_MODEL), "--mtp", "--max-tokens", "4", PROMPT)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "no MTP heads" in out.stderr and "Traceback" not in out.stderr
+    both = specchat("chat", "--target", str(MTP_MODEL), "--mtp", "--ngram", PROMPT)
+    assert both.returncode == 2 and both.stderr.count("\n") == 1

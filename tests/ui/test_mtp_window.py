@@ -1,0 +1,29 @@
+"""The window with a target that carries MTP heads: they are preselected as the drafter and draft."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specchat.core.types import DrafterKind
+from specchat.ui.main_window import MainWindow
+
+MTP_MODEL = Path(__file__).resolve().parents[1] / "models" / "qwen35-mtp.gguf"
+PROMPT = "Name a fruit."
+
+
+@pytest.mark.slow
+def test_the_window_preselects_the_heads_and_drafts_with_them(qtbot, settings, store) -> None:  # noqa: ANN001
+    settings.depth, settings.repeat_penalty, settings.max_tokens = 3, 1.3, 24
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.models_loaded, timeout=120_000):
+        window.load_models(MTP_MODEL)
+    assert window.controls.drafter_kind is DrafterKind.MTP and "MTP heads" in window.model_label.text()
+    draft_row = window.controls.drafter.findData(DrafterKind.DRAFT_MODEL)
+    assert not window.controls.drafter.model().item(draft_row).isEnabled()  # no draft model loaded
+    with qtbot.waitSignal(window.reply_finished, timeout=120_000) as blocker:
+        window.send(PROMPT)
+    assert blocker.args[0].stats.generated > 0
+    window.close()
