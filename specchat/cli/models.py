@@ -185,11 +185,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _kind(path: str) -> dict[str, object]:
     """Dense, hybrid or recurrent, and how rejected drafts are taken back (llama.cpp asked, no weights read)."""
-    from specchat.core.llama.model import probe_memory
+    from specchat.core.chat.session import model_memory
     from specchat.core.types import SpecchatError
 
     try:
-        info = probe_memory(path)
+        info = model_memory(path)
     except SpecchatError as exc:
         return {"text": f"cannot tell: {exc}"}
     return {**info.to_json(), "text": info.describe()}
