@@ -121,6 +121,9 @@ class SpeculationControls(QGroupBox):
         self.drafter = QComboBox()
         for kind, label in DRAFTER_LABELS.items():
             self.drafter.addItem(label, kind)
+        # Sized for a short label, not the longest: the panel stays narrow enough for a 900-pixel window.
+        self.drafter.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.drafter.setMinimumContentsLength(14)
         form.addRow("Drafter", self.drafter)
 
         self.temperature = QDoubleSpinBox()
