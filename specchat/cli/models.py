@@ -121,19 +121,21 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     from specchat.core.models.catalog import load_catalog
 
     pairs = load_catalog()
     if args.json:
-        print(json.dumps([asdict(p) for p in pairs], indent=2))
+        print(json.dumps([p.to_json() for p in pairs], indent=2))
         return 0
+    width = max(len(p.id) for p in pairs)
+    pad = " " * (width + 2 + 7 + 2)
     for p in pairs:
         where = "local, no download" if p.local else f"{p.download_gb:.1f} GB download"
-        print(f"{p.id:18} {p.name}  ({where}, ~{p.memory_gb:.0f} GB memory, {p.license})")
-        print(f"{'':18} target {p.target.repo} {p.target.quant}; draft {p.draft.repo} {p.draft.quant}")
-        print(f"{'':18} good for: {p.good_for}")
+        marker = "own MTP" if p.builtin_heads else "draft"  # what speculates: built-in heads or a draft model
+        draft = f"{p.draft.repo} {p.draft.quant}" if p.draft else "the target's own MTP heads (nothing to download)"
+        print(f"{p.id:{width}}  {marker:7}  {p.name}  ({where}, ~{p.memory_gb:.0f} GB memory, {p.license})")
+        print(f"{pad}target {p.target.repo} {p.target.quant}; draft {draft}")
+        print(f"{pad}good for: {p.good_for}")
     return 0
 
 
