@@ -79,7 +79,7 @@ def demo_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_pair(demo_models_dir: Path) -> "DemoPair":  # noqa: F821
+def demo_pair(demo_models_dir: Path) -> DemoPair:  # noqa: F821
     """The real demo pair (F32 target, Q4_1 draft), converted once per test session."""
     from specchat.core.models.demo import provision_demo_pair
 

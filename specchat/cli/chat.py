@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specchat.core.settings import FLAG_LIMITS
-
 from specchat.core.types import (
     DEFAULT_DEPTH,
     GPU_LAYERS_AUTO,

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core import paths
-from specchat.core.types import DEFAULT_DEPTH, GPU_LAYERS_AUTO, MAX_DEPTH, DrafterKind, GpuLayers, SpecchatError, parse_gpu_layers
+from specchat.core.types import (
+    DEFAULT_DEPTH,
+    GPU_LAYERS_AUTO,
+    MAX_DEPTH,
+    DrafterKind,
+    GpuLayers,
+    SpecchatError,
+    parse_gpu_layers,
+)
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,6 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
 
-
 class Composer(QPlainTextEdit):
     """Multi-line input that emits ``send_requested`` with its text on Enter (text kept until taken)."""
 
@@ -20,7 +19,7 @@ class Composer(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.setMaximumHeight(120)
 
-    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape:
             self.stop_requested.emit()
             return

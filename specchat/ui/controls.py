@@ -29,7 +29,6 @@ from specchat.core.types import (
     parse_gpu_layers,
 )
 
-
 DRAFTER_LABELS = {
     DrafterKind.DRAFT_MODEL: "Draft model",
     DrafterKind.NGRAM: "N-gram (prompt lookup)",
@@ -51,7 +50,7 @@ class ContextSizeBox(QSpinBox):
             "what the target was trained for."
         )
 
-    def stepBy(self, steps: int) -> None:  # noqa: N802 - Qt override
+    def stepBy(self, steps: int) -> None:
         self.setValue(int(min(MAX_CONTEXT, max(MIN_CONTEXT, self.value() * 2.0**steps))))
 
 
@@ -65,10 +64,10 @@ class GpuLayersBox(QSpinBox):
         super().__init__(parent)
         self.setRange(self.AUTO_VALUE, MAX_GPU_LAYERS)
 
-    def textFromValue(self, value: int) -> str:  # noqa: N802 - Qt override
+    def textFromValue(self, value: int) -> str:
         return self._WORDS.get(value, str(value))
 
-    def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt override
+    def valueFromText(self, text: str) -> int:
         layers = self._parse(text)
         return self.AUTO_VALUE if layers == GPU_LAYERS_AUTO else int(layers) if layers is not None else self.value()
 

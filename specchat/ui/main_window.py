@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -28,11 +28,11 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import __version__
+from specchat.core.build import BuildInfo
 from specchat.core.chat.baseline import Baseline, baseline_key
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
-from specchat.core.build import BuildInfo
 from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import Finished, SamplerParams, SpecchatError
@@ -47,7 +47,7 @@ from .stats_panel import StatsPanel
 from .system_prompt import SystemPromptDialog
 from .theme import apply_theme, clamp_zoom
 from .welcome import WelcomeView
-from .worker import EngineHost, LoadOptions, ModelInfo, ReplyRequest
+from .worker import EngineHost, LoadOptions, ModelInfo
 
 log = logging.getLogger(__name__)
 
@@ -695,7 +695,7 @@ class MainWindow(QMainWindow):
         except OSError as exc:
             log.warning("could not save settings: %s", exc)
 
-    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+    def closeEvent(self, event: QCloseEvent) -> None:
         """Cancel any reply, join the engine thread, save settings; no hang, no traceback."""
         if not self._closing:
             self._closing = True

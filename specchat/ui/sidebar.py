@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
 from specchat.core.chat.store import ConversationInfo
 
 
-
 class ConversationSidebar(QWidget):
     """Lists conversations; emits ids. Renaming edits the item in place."""
 

@@ -6,7 +6,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 
-
 class WelcomeView(QWidget):
     """Shown while no models are loaded."""
 

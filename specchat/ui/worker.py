@@ -20,11 +20,11 @@ from specchat.core.chat.baseline import measure_plain
 from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.types import (
+    GPU_LAYERS_AUTO,
     Drafted,
     DrafterKind,
     Finished,
     FinishReason,
-    GPU_LAYERS_AUTO,
     GenerationParams,
     GenerationStats,
     GpuLayers,
@@ -106,7 +106,7 @@ class EngineWorker(QObject):
         except SpecchatError as exc:
             self.load_failed.emit(str(exc))
             return
-        except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
+        except Exception as exc:
             log.exception("model load failed")
             self.load_failed.emit(f"could not load the models: {exc}")
             return
@@ -118,7 +118,7 @@ class EngineWorker(QObject):
         target_placement, draft_placement = engine.placement()
         try:
             gpu_bytes = engine.device_bytes()
-        except Exception:  # noqa: BLE001 - an informative figure must never stop a load from finishing
+        except Exception:
             log.exception("could not estimate the pair's GPU memory")
             gpu_bytes = 0
         self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
@@ -136,7 +136,7 @@ class EngineWorker(QObject):
         except SpecchatError as exc:
             self.load_failed.emit(str(exc))
             return
-        except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
+        except Exception as exc:
             log.exception("demo pair provisioning failed")
             self.load_failed.emit(f"could not prepare the demo pair: {exc}")
             return
@@ -159,7 +159,7 @@ class EngineWorker(QObject):
         except SpecchatError as exc:
             self._session = None
             self.failed.emit(str(exc))
-        except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
+        except Exception as exc:
             log.exception("generation failed")
             self._session = None
             self.failed.emit(f"generation failed: {exc}")

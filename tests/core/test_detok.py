@@ -29,7 +29,7 @@ def test_multibyte_characters_are_held_back_until_complete() -> None:
 
 
 def test_fork_does_not_disturb_the_original() -> None:
-    pieces = {0: "a".encode(), 1: "€".encode()[:1], 2: "€".encode()[1:], 3: b"x"}
+    pieces = {0: b"a", 1: "€".encode()[:1], 2: "€".encode()[1:], 3: b"x"}
     d = Detokenizer(pieces.__getitem__)
     assert d.push(0) == "a"
     assert d.push(1) == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from specchat.core.llama import devices
 from specchat.core.llama.devices import (
     GIB,

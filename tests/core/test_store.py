@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specchat.core import paths
 from specchat.core.chat.store import DB_FILENAME, SCHEMA_VERSION, ConversationStore, ReplyWriter, TokenSpan, spans_of
-from specchat.core.types import FinishReason, Finished, GenerationStats, TokenKind, Verified
+from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKind, Verified
 
 
 def _round(n: int, acc: tuple[str, ...], rej: tuple[str, ...], corr: str) -> Verified:

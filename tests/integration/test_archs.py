@@ -32,8 +32,8 @@ from specchat.core.llama.context import Context, probe_memory
 from specchat.core.llama.model import Model, ModelKind
 from specchat.core.types import (
     DrafterKind,
-    FinishReason,
     Finished,
+    FinishReason,
     GenerationParams,
     SamplerParams,
     SpecchatError,

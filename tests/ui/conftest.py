@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import pytest
 from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 
-
 # Said by Qt's offscreen platform plugin on every top-level show(); not about our code.
 OFFSCREEN_NOISE = {
     "This plugin does not support propagateSizeHints()",
@@ -16,7 +15,7 @@ OFFSCREEN_NOISE = {
 
 
 @pytest.fixture(autouse=True)
-def fail_on_qt_warnings(qapp) -> Iterator[list[str]]:  # noqa: ANN001 - pytest-qt fixture
+def fail_on_qt_warnings(qapp) -> Iterator[list[str]]:
     """Record Qt warnings/criticals while the test runs and fail if there were any."""
     recorded: list[str] = []
 
@@ -35,14 +34,14 @@ def fail_on_qt_warnings(qapp) -> Iterator[list[str]]:  # noqa: ANN001 - pytest-q
 
 
 @pytest.fixture
-def settings():  # noqa: ANN201
+def settings():
     from specchat.core.settings import load_settings
 
     return load_settings()
 
 
 @pytest.fixture
-def store():  # noqa: ANN201
+def store():
     from specchat.core.chat.store import ConversationStore
 
     s = ConversationStore()

@@ -41,7 +41,7 @@ def _check(before: tuple[int, int, int], done: int, what: str) -> None:
     assert all(abs(d) < LIMIT for d in drift.values()), f"reference counts drifted after {done} {what}: {drift}"
 
 
-def test_void_qt_calls_of_the_chat_view_keep_reference_counts(qtbot) -> None:  # noqa: ANN001 - fixture
+def test_void_qt_calls_of_the_chat_view_keep_reference_counts(qtbot) -> None:
     doc = QTextDocument()
     cursor = QTextCursor(doc)
     colour = QColor("#1a7f37")
@@ -62,7 +62,7 @@ def test_void_qt_calls_of_the_chat_view_keep_reference_counts(qtbot) -> None:  #
 
 
 @pytest.mark.parametrize("with_args", [True, False])
-def test_emit_keeps_reference_counts(qtbot, with_args: bool) -> None:  # noqa: ANN001 - fixture
+def test_emit_keeps_reference_counts(qtbot, with_args: bool) -> None:
     pinger = Pinger()
     got: list[object] = []
     pinger.ping.connect(got.append)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-
 from pytestqt.qtbot import QtBot
 
 from specchat.core.models.demo import DemoPair

@@ -14,7 +14,7 @@ PROMPT = "Name a fruit."
 
 
 @pytest.mark.slow
-def test_the_window_preselects_the_heads_and_drafts_with_them(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_the_window_preselects_the_heads_and_drafts_with_them(qtbot, settings, store) -> None:
     settings.depth, settings.repeat_penalty, settings.max_tokens = 3, 1.3, 24
     window = MainWindow(settings, store)
     qtbot.addWidget(window)

@@ -19,7 +19,7 @@ PROMPT = "List the days of the week, one per line."
 LONG_PROMPT = "Count from 1 to 300, separated by commas."  # a reply that outlasts the test's patience
 
 
-def open_window(qtbot, settings, store, demo_pair, *, max_tokens: int = 24, depth: int | None = 4) -> MainWindow:  # noqa: ANN001
+def open_window(qtbot, settings, store, demo_pair, *, max_tokens: int = 24, depth: int | None = 4) -> MainWindow:
     settings.max_tokens = max_tokens
     settings.depth = depth
     settings.repeat_penalty = 1.0  # the window's 1.1 ends LONG_PROMPT's count early; these tests need it long
@@ -51,7 +51,7 @@ def fragment_kinds(window: MainWindow) -> dict[str, list]:
     return out
 
 
-def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair)
     assert window.stack.currentIndex() == 1 and "F32" in window.model_label.text()
     # Where each model runs (this build cannot offload).
@@ -98,7 +98,7 @@ def stamp_batches(window: MainWindow) -> list[tuple[float, list[Verified]]]:
     return stamped
 
 
-def test_moving_the_slider_mid_reply_changes_later_rounds(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_moving_the_slider_mid_reply_changes_later_rounds(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=40, depth=4)
     seen = record_verified(window)
     stamped = stamp_batches(window)
@@ -118,7 +118,7 @@ def test_moving_the_slider_mid_reply_changes_later_rounds(qtbot, settings, store
     assert any(v.depth == 1 for v in later)
 
 
-def test_stop_ends_the_reply_within_a_round(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_stop_ends_the_reply_within_a_round(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=200, depth=2)
     seen = record_verified(window)
     stamped = stamp_batches(window)
@@ -136,7 +136,7 @@ def test_stop_ends_the_reply_within_a_round(qtbot, settings, store, demo_pair) -
     assert store.messages(window.conversation_id)[-1].finish_reason == "cancelled"
 
 
-def test_restart_restores_conversation_and_highlighting(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_restart_restores_conversation_and_highlighting(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(PROMPT)
@@ -157,7 +157,7 @@ def test_restart_restores_conversation_and_highlighting(qtbot, settings, store, 
     reopened.close()
 
 
-def test_regenerate_replaces_the_last_reply(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_regenerate_replaces_the_last_reply(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=12)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(PROMPT)
@@ -171,7 +171,7 @@ def test_regenerate_replaces_the_last_reply(qtbot, settings, store, demo_pair) -
     assert window.transcript.messages[-1].content == msgs[-1].content
 
 
-def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=400, depth=3)
     seen = record_verified(window)
     window.send(LONG_PROMPT)
@@ -185,7 +185,7 @@ def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pa
     assert reply.spans
 
 
-def test_welcome_demo_button_loads_the_demo_pair(qtbot, settings, store, demo_pair, monkeypatch) -> None:  # noqa: ANN001
+def test_welcome_demo_button_loads_the_demo_pair(qtbot, settings, store, demo_pair, monkeypatch) -> None:
     monkeypatch.setattr("specchat.core.models.demo.provision_demo_pair", lambda *a, **k: demo_pair)
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
@@ -197,7 +197,7 @@ def test_welcome_demo_button_loads_the_demo_pair(qtbot, settings, store, demo_pa
     assert window.stack.currentIndex() == 1 and window.composer.isEnabled()
 
 
-def test_run_gui_with_demo_flag_opens_loads_and_exits(qapp, demo_pair, monkeypatch) -> None:  # noqa: ANN001
+def test_run_gui_with_demo_flag_opens_loads_and_exits(qapp, demo_pair, monkeypatch) -> None:
     import argparse
 
     from PySide6.QtCore import QTimer
@@ -219,7 +219,7 @@ def test_run_gui_with_demo_flag_opens_loads_and_exits(qapp, demo_pair, monkeypat
     assert loaded and loaded[0].target_name == demo_pair.target.name
 
 
-def test_plain_decoding_shows_only_target_tokens(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_plain_decoding_shows_only_target_tokens(qtbot, settings, store, demo_pair) -> None:
     from specchat.core.types import DrafterKind
 
     settings.drafter = DrafterKind.NONE
@@ -231,7 +231,7 @@ def test_plain_decoding_shows_only_target_tokens(qtbot, settings, store, demo_pa
     assert window.stats.acceptance.text() == "n/a (no drafts)"
 
 
-def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, store, demo_pair) -> None:
     settings.n_ctx = 256
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
     errors: list[str] = []
@@ -263,7 +263,7 @@ def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, 
     assert [m.role for m in store.messages(window.conversation_id)] == ["user", "assistant"] * 2
 
 
-def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pair) -> None:
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
     window.load_models(demo_pair.target, demo_pair.draft)
@@ -273,7 +273,7 @@ def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pa
     assert window.host.worker.engine is None
 
 
-def test_a_failed_load_leaves_nothing_loaded_and_reload_retries(qtbot, settings, store, demo_pair, tmp_path) -> None:  # noqa: ANN001
+def test_a_failed_load_leaves_nothing_loaded_and_reload_retries(qtbot, settings, store, demo_pair, tmp_path) -> None:
     window = open_window(qtbot, settings, store, demo_pair)
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(demo_pair.draft.read_bytes()[:4096])
@@ -292,7 +292,7 @@ def test_a_failed_load_leaves_nothing_loaded_and_reload_retries(qtbot, settings,
     assert window.stats.runs_on.text() == "target CPU"
 
 
-def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=12)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(PROMPT)
@@ -307,7 +307,7 @@ def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, se
     assert not window.last_error
 
 
-def test_a_new_conversation_is_listed_as_soon_as_its_first_message_is_sent(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_a_new_conversation_is_listed_as_soon_as_its_first_message_is_sent(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=12)
     assert window.sidebar.list.count() == 0
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
@@ -317,7 +317,7 @@ def test_a_new_conversation_is_listed_as_soon_as_its_first_message_is_sent(qtbot
         assert window.sidebar.current_id() == window.conversation_id
 
 
-def test_an_edited_message_replaces_the_tail_only_once_its_reply_runs(qtbot, settings, store, demo_pair) -> None:  # noqa: ANN001
+def test_an_edited_message_replaces_the_tail_only_once_its_reply_runs(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
     for text in (PROMPT, "And the months?"):
         with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):

@@ -10,21 +10,18 @@ from PySide6.QtCore import Qt
 from specchat.core.chat.store import ReplyWriter
 from specchat.core.chat.transcript import ReplyFigures
 from specchat.core.settings import Settings, load_settings
-from specchat.core.types import DrafterKind, FinishReason, Finished, GenerationStats
+from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationStats
 from specchat.ui.composer import Composer
 from specchat.ui.controls import GpuLayersBox, SpeculationControls
 from specchat.ui.main_window import MainWindow
 from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.sidebar import ConversationSidebar
 from specchat.ui.stats_panel import StatsPanel
-
 from support.events import drafted, verified
 from support.fake_host import FakeHost
 
 
-
-
-def test_composer_enter_sends_shift_enter_newline(qtbot) -> None:  # noqa: ANN001
+def test_composer_enter_sends_shift_enter_newline(qtbot) -> None:
     composer = Composer()
     qtbot.addWidget(composer)
     qtbot.keyClicks(composer, "hello")
@@ -37,7 +34,7 @@ def test_composer_enter_sends_shift_enter_newline(qtbot) -> None:  # noqa: ANN00
     assert composer.toPlainText() == "hello\nthere"  # kept until the window takes it
 
 
-def test_controls_depth_auto_and_params(qtbot) -> None:  # noqa: ANN001
+def test_controls_depth_auto_and_params(qtbot) -> None:
     controls = SpeculationControls(Settings(depth=3, drafter=DrafterKind.NGRAM, temperature=0.5, max_tokens=77))
     qtbot.addWidget(controls)
     assert controls.depth == 3 and controls.drafter_kind is DrafterKind.NGRAM
@@ -54,7 +51,7 @@ def test_controls_depth_auto_and_params(qtbot) -> None:  # noqa: ANN001
     assert s.depth is None and s.drafter is DrafterKind.NGRAM and s.max_tokens == 77
 
 
-def test_stats_panel_counts_and_charts(qtbot) -> None:  # noqa: ANN001
+def test_stats_panel_counts_and_charts(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
     panel.follow(ReplyFigures())
@@ -76,7 +73,7 @@ def test_stats_panel_counts_and_charts(qtbot) -> None:  # noqa: ANN001
     assert panel.accepted_series.count() == 0 and panel.depth_series.count() == 0
 
 
-def test_the_chart_comes_back_with_a_stored_reply(qtbot) -> None:  # noqa: ANN001
+def test_the_chart_comes_back_with_a_stored_reply(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
     panel.follow(ReplyFigures(started=time.monotonic() - 0.25))  # the request went out 0.25 s ago
@@ -91,7 +88,7 @@ def test_the_chart_comes_back_with_a_stored_reply(qtbot) -> None:  # noqa: ANN00
     assert panel.first_token.text() == "0.25 s"
 
 
-def test_sidebar_lists_renames_deletes(qtbot, store) -> None:  # noqa: ANN001
+def test_sidebar_lists_renames_deletes(qtbot, store) -> None:
     sidebar = ConversationSidebar()
     qtbot.addWidget(sidebar)
     a = store.create_conversation("first")
@@ -109,7 +106,7 @@ def test_sidebar_lists_renames_deletes(qtbot, store) -> None:  # noqa: ANN001
     assert blocker.args == [b]
 
 
-def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, tmp_path) -> None:  # noqa: ANN001
+def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, tmp_path) -> None:
     cid = store.create_conversation("Old chat")
     store.add_message(cid, "user", "hi")
     writer = ReplyWriter(store, cid)
@@ -143,7 +140,7 @@ def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, 
     assert load_settings().hide_rejected is True
 
 
-def test_bad_model_file_shows_one_line_error(qtbot, settings, store, tmp_path) -> None:  # noqa: ANN001
+def test_bad_model_file_shows_one_line_error(qtbot, settings, store, tmp_path) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a gguf file")
     window = MainWindow(settings, store)
@@ -155,7 +152,7 @@ def test_bad_model_file_shows_one_line_error(qtbot, settings, store, tmp_path) -
     assert window.stack.currentWidget() is window.welcome and window.model_info is None
 
 
-def test_corrupt_database_notice_in_window(qtbot, settings, app_dirs) -> None:  # noqa: ANN001
+def test_corrupt_database_notice_in_window(qtbot, settings, app_dirs) -> None:
     from specchat.core.chat.store import DB_FILENAME, ConversationStore
 
     (app_dirs["data"] / DB_FILENAME).write_bytes(b"garbage" * 500)
@@ -167,7 +164,7 @@ def test_corrupt_database_notice_in_window(qtbot, settings, app_dirs) -> None:  
     store.close()
 
 
-def test_edit_puts_text_back_and_abandoning_it_loses_nothing(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_edit_puts_text_back_and_abandoning_it_loses_nothing(qtbot, settings, store) -> None:
     cid = store.create_conversation("Edit me")
     store.add_message(cid, "user", "first question")
     writer = ReplyWriter(store, cid)
@@ -197,7 +194,7 @@ def feed(panel: StatsPanel, events: list[object]) -> None:
     panel.refresh()
 
 
-def fake_window(qtbot, settings, store) -> tuple[MainWindow, FakeHost]:  # noqa: ANN001
+def fake_window(qtbot, settings, store) -> tuple[MainWindow, FakeHost]:
     host = FakeHost()
     window = MainWindow(settings, store, host=host)
     qtbot.addWidget(window)
@@ -205,7 +202,7 @@ def fake_window(qtbot, settings, store) -> tuple[MainWindow, FakeHost]:  # noqa:
     return window, host
 
 
-def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, settings, store, monkeypatch) -> None:  # noqa: ANN001
+def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, settings, store, monkeypatch) -> None:
     import sqlite3
 
     window, host = fake_window(qtbot, settings, store)
@@ -223,7 +220,7 @@ def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, se
     assert window.chat_view.toPlainText().endswith("ab")
 
 
-def test_escape_cancels_the_streaming_reply(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_escape_cancels_the_streaming_reply(qtbot, settings, store) -> None:
     window, host = fake_window(qtbot, settings, store)
     window.send("hi")
     assert window.streaming and window.stop_button.isEnabled()
@@ -232,7 +229,7 @@ def test_escape_cancels_the_streaming_reply(qtbot, settings, store) -> None:  # 
     assert host.tokens[-1].cancelled
 
 
-def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store) -> None:
     window, host = fake_window(qtbot, settings, store)
     window.send("Say hello")
     request = host.requests[-1]
@@ -255,7 +252,7 @@ def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store
                                          {"role": "assistant", "content": "Hello!"}]
 
 
-def test_speedup_estimate_uses_the_engines_plain_rate_prediction(qtbot) -> None:  # noqa: ANN001
+def test_speedup_estimate_uses_the_engines_plain_rate_prediction(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
     panel.follow(ReplyFigures())
@@ -268,7 +265,7 @@ def test_speedup_estimate_uses_the_engines_plain_rate_prediction(qtbot) -> None:
     assert panel.speedup.text() == "≈×3.40 estimated"
 
 
-def test_gpu_layer_controls_only_when_the_build_can_offload(qtbot) -> None:  # noqa: ANN001
+def test_gpu_layer_controls_only_when_the_build_can_offload(qtbot) -> None:
     settings = Settings(target_gpu_layers=12, draft_gpu_layers=-1)
     cpu_only = SpeculationControls(settings, offload=False)
     qtbot.addWidget(cpu_only)
@@ -293,7 +290,7 @@ def test_gpu_layer_controls_only_when_the_build_can_offload(qtbot) -> None:  # n
 
 
 @pytest.mark.parametrize(("typed", "shown", "stored"), [("all", "all", -1), ("7", "7", 7), ("auto", "auto", "auto")])
-def test_gpu_layer_box_accepts_words_and_numbers(qtbot, typed: str, shown: str, stored: object) -> None:  # noqa: ANN001
+def test_gpu_layer_box_accepts_words_and_numbers(qtbot, typed: str, shown: str, stored: object) -> None:
     box = GpuLayersBox()
     qtbot.addWidget(box)
     box.set_layers(3)
@@ -310,7 +307,7 @@ def test_gpu_layer_box_accepts_words_and_numbers(qtbot, typed: str, shown: str, 
     assert box.layers() == "auto"
 
 
-def test_gpu_layer_box_refuses_other_words(qtbot) -> None:  # noqa: ANN001
+def test_gpu_layer_box_refuses_other_words(qtbot) -> None:
     box = GpuLayersBox()
     qtbot.addWidget(box)
     box.set_layers(5)
@@ -321,7 +318,7 @@ def test_gpu_layer_box_refuses_other_words(qtbot) -> None:  # noqa: ANN001
     assert box.layers() == 5
 
 
-def test_context_size_box_doubles_and_is_saved(qtbot) -> None:  # noqa: ANN001
+def test_context_size_box_doubles_and_is_saved(qtbot) -> None:
     controls = SpeculationControls(Settings(n_ctx=4096), offload=False)
     qtbot.addWidget(controls)
     box = controls.context_size
@@ -341,7 +338,7 @@ def test_context_size_box_doubles_and_is_saved(qtbot) -> None:  # noqa: ANN001
     assert out.n_ctx == 6000
 
 
-def test_repeat_penalty_reaches_the_sampler(qtbot) -> None:  # noqa: ANN001
+def test_repeat_penalty_reaches_the_sampler(qtbot) -> None:
     controls = SpeculationControls(Settings(), offload=False)
     qtbot.addWidget(controls)
     assert controls.generation_params().sampler.repeat_penalty == 1.1  # the app's default
@@ -352,7 +349,7 @@ def test_repeat_penalty_reaches_the_sampler(qtbot) -> None:  # noqa: ANN001
     assert out.repeat_penalty == 1.0
 
 
-def test_about_box_shows_the_build(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_about_box_shows_the_build(qtbot, settings, store) -> None:
     from specchat import __version__
     from specchat.core.llama import devices
 
@@ -368,7 +365,7 @@ def test_about_box_shows_the_build(qtbot, settings, store) -> None:  # noqa: ANN
     assert [a.text() for a in help_menu.menu().actions()] == ["&About specchat"]
 
 
-def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings, store) -> None:
     cid = store.create_conversation("Crashed")
     store.add_message(cid, "user", "hi")
     writer = ReplyWriter(store, cid)
@@ -390,7 +387,7 @@ def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings,
     assert window.chat_view.toPlainText().endswith("Hi! (stopped)")
 
 
-def test_the_panel_shows_the_same_figures_while_streaming_and_reopened(qtbot) -> None:  # noqa: ANN001
+def test_the_panel_shows_the_same_figures_while_streaming_and_reopened(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
     panel.follow(ReplyFigures())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence, QPalette
 from PySide6.QtWidgets import QAbstractSpinBox, QLabel, QMessageBox, QWidget
 
@@ -19,7 +18,7 @@ from support.events import drafted, verified
 from support.fake_host import FakeHost
 
 
-def window_with(qtbot, settings, store, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:  # noqa: ANN001
+def window_with(qtbot, settings, store, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:
     host = FakeHost()
     window = MainWindow(settings, store, host=host)
     qtbot.addWidget(window)
@@ -28,7 +27,7 @@ def window_with(qtbot, settings, store, *, loaded: bool = True) -> tuple[MainWin
     return window, host
 
 
-def stored_conversation(store, title: str, reply: str = "Hello") -> int:  # noqa: ANN001
+def stored_conversation(store, title: str, reply: str = "Hello") -> int:
     cid = store.create_conversation(title)
     store.add_message(cid, "user", "hi")
     writer = ReplyWriter(store, cid)
@@ -37,7 +36,7 @@ def stored_conversation(store, title: str, reply: str = "Hello") -> int:  # noqa
     return cid
 
 
-def test_dark_and_light_themes_change_the_window(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_dark_and_light_themes_change_the_window(qtbot, settings, store) -> None:
     window, _ = window_with(qtbot, settings, store)
     try:
         window.set_theme("dark")
@@ -54,7 +53,7 @@ def test_dark_and_light_themes_change_the_window(qtbot, settings, store) -> None
     assert load_settings().theme == "system"
 
 
-def test_zoom_changes_the_text_size_and_is_remembered(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_zoom_changes_the_text_size_and_is_remembered(qtbot, settings, store) -> None:
     window, _ = window_with(qtbot, settings, store)
     base = window.chat_view.font().pointSizeF()
     zoom_in = next(a for a in window.findChildren(QAction) if a.text() == "Zoom &in")
@@ -70,7 +69,7 @@ def test_zoom_changes_the_text_size_and_is_remembered(qtbot, settings, store) ->
     assert again.chat_view.font().pointSizeF() == base
 
 
-def test_side_panels_collapse_and_stay_collapsed(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_side_panels_collapse_and_stay_collapsed(qtbot, settings, store) -> None:
     window, _ = window_with(qtbot, settings, store)
     window.show()
     window.sidebar_action.trigger()
@@ -102,7 +101,7 @@ def _clipped(root: QWidget) -> list[str]:
     return out
 
 
-def test_usable_at_900_by_600(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_usable_at_900_by_600(qtbot, settings, store) -> None:
     window, _ = window_with(qtbot, settings, store)
     window.send("hi")  # the chat page, with a reply under way
     window.resize(900, 600)
@@ -117,7 +116,7 @@ def test_usable_at_900_by_600(qtbot, settings, store) -> None:  # noqa: ANN001
     assert window.stats.chart_view.height() >= window.stats.chart_view.minimumHeight()
 
 
-def test_restart_reopens_the_last_conversation_without_a_model(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_restart_reopens_the_last_conversation_without_a_model(qtbot, settings, store) -> None:
     stored_conversation(store, "Older")
     cid = stored_conversation(store, "Last one", "Bye")
     stored_conversation(store, "Newest")
@@ -129,7 +128,7 @@ def test_restart_reopens_the_last_conversation_without_a_model(qtbot, settings, 
     assert window.sidebar.current_id() == cid
 
 
-def test_a_message_before_any_load_loads_the_last_pair_then_sends(qtbot, settings, store, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_message_before_any_load_loads_the_last_pair_then_sends(qtbot, settings, store, tmp_path: Path) -> None:
     target = tmp_path / "t.gguf"
     target.write_bytes(b"GGUF")
     settings.last_target, settings.last_draft = str(target), ""
@@ -143,7 +142,7 @@ def test_a_message_before_any_load_loads_the_last_pair_then_sends(qtbot, setting
     assert window.streaming
 
 
-def test_switching_conversations_mid_reply_keeps_it_streaming_into_its_own(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_switching_conversations_mid_reply_keeps_it_streaming_into_its_own(qtbot, settings, store) -> None:
     other = stored_conversation(store, "Other", "Yes")
     window, host = window_with(qtbot, settings, store)
     window.send("first")
@@ -163,7 +162,7 @@ def test_switching_conversations_mid_reply_keeps_it_streaming_into_its_own(qtbot
     assert [m.content for m in store.messages(other)] == ["hi", "Yes"]
 
 
-def test_delete_asks_first(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_delete_asks_first(qtbot, settings, store) -> None:
     cid = stored_conversation(store, "Keep me?")
     window, _ = window_with(qtbot, settings, store)
     box = window.confirm_delete(cid)
@@ -175,7 +174,7 @@ def test_delete_asks_first(qtbot, settings, store) -> None:  # noqa: ANN001
     assert store.conversations() == [] and window.sidebar.list.count() == 0
 
 
-def test_controls_tell_the_truth(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_controls_tell_the_truth(qtbot, settings, store) -> None:
     settings.depth = None  # auto
     window, host = window_with(qtbot, settings, store)
     assert not window.regenerate_button.isEnabled()  # nothing to regenerate in an empty conversation
@@ -193,7 +192,7 @@ def test_controls_tell_the_truth(qtbot, settings, store) -> None:  # noqa: ANN00
     assert window.regenerate_button.isEnabled() and window.stats.measure_button.isEnabled()
 
 
-def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
     assert len(host.calibrations) == 1  # calibrated once, right after loading, before any reply
     key = host.calibrations[0]
@@ -223,7 +222,7 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
     assert window.stats.plain.text() == "not measured" and "/models/other.gguf|" in host.calibrations[-1]
 
 
-def test_regenerated_replies_are_versions_to_flip_between(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_regenerated_replies_are_versions_to_flip_between(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
     window.send("Name a colour")
     with qtbot.waitSignal(window.reply_finished):
@@ -240,7 +239,7 @@ def test_regenerated_replies_are_versions_to_flip_between(qtbot, settings, store
     assert window.transcript.messages[-1].content == "Blue"
 
 
-def test_system_prompts_per_conversation_and_by_default(qtbot, settings, store) -> None:  # noqa: ANN001
+def test_system_prompts_per_conversation_and_by_default(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
     dialog = window.edit_default_system_prompt()
     dialog.editor.setPlainText("Answer in one sentence.")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.hubserver import FakeHub
 
 from specchat.core.models.catalog import CatalogPair, load_catalog, parse_catalog
 from specchat.core.models.download import download_quant
 from specchat.core.models.hub import list_gguf_files, pick_quant_files
+from support.hubserver import FakeHub
 
 UNSLOTH_QUANTS = (
     "Q2_K", "Q2_K_L", "Q3_K_S", "Q3_K_M", "Q4_0", "Q4_1", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0",

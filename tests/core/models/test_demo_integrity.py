@@ -24,7 +24,7 @@ from specchat.core.models.demo import (
 from specchat.core.models.download import pid_alive, remove_orphaned_parts
 
 
-def _copy_target(demo_pair, folder: Path) -> Path:  # noqa: ANN001 - DemoPair
+def _copy_target(demo_pair, folder: Path) -> Path:
     """The session's converted target and its record, copied with their mtimes (no second conversion)."""
     dest = folder / "demo"
     dest.mkdir(parents=True, exist_ok=True)
