@@ -13,7 +13,7 @@ ln -sf "$PREFIX/opt/specchat/specchat" "$PREFIX/bin/specchat"
 for size in 16 32 48 64 128 256 512; do
     install -Dm644 "packaging/icons/specchat-$size.png" "$PREFIX/share/icons/hicolor/${size}x${size}/apps/specchat.png"
 done
-install -Dm644 specchat/resources/icons/specchat.svg "$PREFIX/share/icons/hicolor/scalable/apps/specchat.svg"
+install -Dm644 resources/icons/specchat.svg "$PREFIX/share/icons/hicolor/scalable/apps/specchat.svg"
 sed "s|^Exec=specchat|Exec=$PREFIX/bin/specchat|; s|^TryExec=specchat|TryExec=$PREFIX/bin/specchat|" \
     packaging/specchat.desktop >"$PREFIX/share/applications/specchat.desktop"
 command -v update-desktop-database >/dev/null && update-desktop-database -q "$PREFIX/share/applications" || true

@@ -1,4 +1,4 @@
-"""Render the app icon (specchat/resources/icons/specchat.svg) to PNG, ICO and ICNS in packaging/icons/.
+"""Render the app icon (resources/icons/specchat.svg) to PNG, ICO and ICNS in packaging/icons/.
 
 Run from anywhere with a Python that has PySide6:
     python packaging/make_icons.py
@@ -18,7 +18,7 @@ from PySide6.QtGui import QGuiApplication, QImage, QImageWriter, QPainter  # noq
 from PySide6.QtSvg import QSvgRenderer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "specchat" / "resources" / "icons" / "specchat.svg"
+SOURCE = ROOT / "resources" / "icons" / "specchat.svg"
 OUT = ROOT / "packaging" / "icons"
 SIZES = (16, 32, 48, 64, 128, 256, 512)
 

@@ -39,10 +39,16 @@ def models_dir() -> Path:
 
 
 def resources_dir() -> Path:
-    """Bundled resources, from a source checkout, a wheel or a frozen build."""
+    """Bundled resources: ``specchat/resources`` in a wheel or a frozen build, ``resources/`` in a checkout.
+
+    The source of truth is the top-level ``resources/`` folder; pyproject.toml maps it onto the
+    ``specchat.resources`` package, so an installed copy carries it inside the package.
+    """
     import sys
 
     frozen_root = getattr(sys, "_MEIPASS", None)
     if frozen_root:
         return Path(frozen_root) / "specchat" / "resources"
-    return Path(__file__).resolve().parent.parent / "resources"
+    here = Path(__file__).resolve().parents[1]
+    installed = here / "resources"
+    return installed if installed.is_dir() else here.parent / "resources"

@@ -63,3 +63,20 @@ def test_runtime_hook_registers_a_backend() -> None:
     code = compile((PACKAGING / "rthook_ggml_backends.py").read_text(), "rthook", "exec")
     exec(code, {"__name__": "rthook"})
     assert load_dynamic_backends() >= 1
+
+
+def test_the_wheel_lists_every_package_and_maps_resources_into_it() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "specchat").rglob("__init__.py")}
+    assert set(config["packages"]) == on_disk | {"specchat.resources"}
+    assert config["package-dir"] == {"specchat.resources": "resources"}
+    assert not (ROOT / "specchat" / "resources").exists()  # one source of truth, at the top level
+
+
+def test_resources_are_found_from_a_checkout() -> None:
+    from specchat.core import paths
+
+    found = paths.resources_dir()
+    assert (found / "catalog.json").is_file() and (found / "icons" / "specchat.svg").is_file()
