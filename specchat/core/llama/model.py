@@ -11,24 +11,19 @@ import ctypes
 import enum
 import os
 import re
-import sys
-import threading
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 import llama_cpp
 
+from specchat.core.llama import devices
+from specchat.core.llama.backend import ensure_backend, recent_errors
 from specchat.core.types import SpecchatError
+
+__all__ = ["GGUF_MAGIC", "Model", "ModelKind", "check_gguf_file", "ensure_backend", "vocab_mismatch"]
 
 GGUF_MAGIC = b"GGUF"
 
-_backend_lock = threading.Lock()
-_backend_ready = False
-_LOG_CALLBACK = None  # keep the ctypes callback alive for the process lifetime
-_GGML_LOG_LEVEL_ERROR = 4
-# llama.cpp's latest error lines: a failed load only returns NULL, the reason is in its log.
-_recent_errors: deque[str] = deque(maxlen=16)
 _UNKNOWN_ARCH = re.compile(r"unknown model architecture: '([^']*)'")
 
 
@@ -38,32 +33,6 @@ class ModelKind(str, enum.Enum):
     DENSE = "dense"  # attention only: the KV cache can be cut at any position
     HYBRID = "hybrid"  # attention and recurrent layers (Qwen3.5, LFM2, Granite 4, Nemotron-H, Jamba)
     RECURRENT = "recurrent"  # recurrent layers only (Mamba, RWKV)
-
-
-def ensure_backend() -> None:
-    """Initialise llama.cpp once; its log goes nowhere (or to stderr with SPECCHAT_LLAMA_LOG), errors are kept."""
-    global _backend_ready, _LOG_CALLBACK
-    with _backend_lock:
-        if _backend_ready:
-            return
-        from specchat.core.llama.devices import load_dynamic_backends
-
-        # Installed first: loading the backend plugins already logs ("load_backend: loaded CPU backend ...").
-        echo = bool(os.environ.get("SPECCHAT_LLAMA_LOG"))
-
-        @llama_cpp.llama_log_callback
-        def _log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-            line = text.decode("utf-8", "replace") if text else ""
-            if level == _GGML_LOG_LEVEL_ERROR:
-                _recent_errors.append(line)
-            if echo:
-                sys.stderr.write(line)
-
-        _LOG_CALLBACK = _log
-        llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
-        load_dynamic_backends()  # a portable (GGML_BACKEND_DL) build registers nothing by itself
-        llama_cpp.llama_backend_init()
-        _backend_ready = True
 
 
 def check_gguf_file(path: str | os.PathLike[str]) -> Path:
@@ -106,13 +75,13 @@ class Model:
         self.n_gpu_layers = n_gpu_layers
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
         params.vocab_only = vocab_only
-        self.mtp_loaded = load_mtp and "load_mtp" in {name for name, _ in llama_cpp.llama_model_params._fields_}
+        fields = {f[0] for f in llama_cpp.llama_model_params._fields_}
+        self.mtp_loaded = load_mtp and "load_mtp" in fields
         if self.mtp_loaded:
             params.load_mtp = True  # otherwise llama.cpp skips the MTP (NextN) layers' weights
         if no_alloc:
             params.no_alloc = True  # tensors described, none allocated or read: enough to size a context
             # llama.cpp maps nothing in this mode (and asserts so); older bindings call the switch use_mmap.
-            fields = {name for name, _ in llama_cpp.llama_model_params._fields_}
             if "load_mode" in fields:
                 params.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
                 params.lazy_mode = llama_cpp.LLAMA_LAZY_MODE_OFF
@@ -124,12 +93,12 @@ class Model:
             def _cb(fraction: float, user_data: ctypes.c_void_p) -> bool:
                 try:
                     return bool(progress(float(fraction)))
-                except Exception:  # an exception cannot cross the C boundary
+                except Exception:  # noqa: BLE001 - no exception may cross the C boundary: it aborts the load
                     return False
 
             self._progress_cb = _cb
             params.progress_callback = _cb
-        _recent_errors.clear()
+        recent_errors.clear()
         self._ptr = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         if not self._ptr:
             raise SpecchatError(self._load_failure(n_gpu_layers, vocab_only))
@@ -151,13 +120,11 @@ class Model:
 
     def _load_failure(self, n_gpu_layers: int, vocab_only: bool) -> str:
         """The one-line reason for a failed load: an unknown architecture, the file, or perhaps GPU memory."""
-        from specchat.core.llama.devices import offload_supported
-
-        unknown = next((m for m in map(_UNKNOWN_ARCH.search, _recent_errors) if m), None)
+        unknown = next((m for m in map(_UNKNOWN_ARCH.search, recent_errors) if m), None)
         if unknown is not None:
             return (f"this llama.cpp build (llama-cpp-python {llama_cpp.__version__}) does not know the model "
                     f"architecture '{unknown.group(1)}' (a newer llama-cpp-python may): {self.path}")
-        if n_gpu_layers != 0 and not vocab_only and offload_supported():
+        if n_gpu_layers != 0 and not vocab_only and devices.offload_supported():
             layers = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layers"
             return (f"llama.cpp could not load the model with {layers} on the GPU (not enough GPU memory? "
                     f"try GPU layers 'auto' or fewer; or the GGUF is truncated or corrupt): {self.path}")
@@ -184,10 +151,6 @@ class Model:
         buf = ctypes.create_string_buffer(256)
         llama_cpp.llama_model_desc(self.ptr, buf, len(buf))
         return buf.value.decode("utf-8", "replace")
-
-    @property
-    def n_params(self) -> int:
-        return int(llama_cpp.llama_model_n_params(self.ptr))
 
     @property
     def n_layers(self) -> int:
@@ -288,5 +251,6 @@ def vocab_mismatch(target: Model, draft: Model) -> str | None:
         if a != b:
             return f"token {t} differs: target {a!r}, draft {b!r}"
     if target.add_bos != draft.add_bos or (target.add_bos and target.bos != draft.bos):
-        return f"BOS handling differs (target bos={target.bos} add={target.add_bos}, draft bos={draft.bos} add={draft.add_bos})"
+        return (f"BOS handling differs (target bos={target.bos} add={target.add_bos}, "
+                f"draft bos={draft.bos} add={draft.add_bos})")
     return None

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import llama_cpp
 
-from specchat.core.llama.model import check_gguf_file, ensure_backend
+from specchat.core.llama.backend import ensure_backend
+from specchat.core.llama.model import check_gguf_file
 from specchat.core.types import SpecchatError
 
 
