@@ -47,7 +47,7 @@ from specchat.core.chat.transcript import Message, TokenSpan, Transcript, span_c
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
 from .markdown_blocks import FateIndex, fence_code, parse_blocks
-from .markdown_render import BodyWriter, new_block
+from .markdown_render import BodyWriter, Tail, new_block, remove_range
 from .token_styles import (
     PROP_CHROME,
     PROP_CODE,
@@ -167,8 +167,7 @@ class ChatView(QTextBrowser):
         # reading view: where the body begins, the last block (source and document), the ghost
         self._fates = FateIndex()
         self._body_start = 0
-        self._tail_src = 0
-        self._tail_doc = 0
+        self._tail = Tail(0, 0)
         self._text_end: int | None = None
         self._ghost: tuple[int, int] | None = None
         self._timer = QTimer(self)
@@ -313,10 +312,10 @@ class ChatView(QTextBrowser):
         fates = FateIndex(msg.spans or [])
         blocks = parse_blocks(msg.content)
         writer = self._writer(index, fates)
-        began = writer.write(cursor, blocks, 0)
+        tail = writer.write(cursor, blocks, 0)
         if msg is self._live or (msg.role == "assistant" and not msg.finished):
             self._fates = fates
-            self._tail_src, self._tail_doc = (blocks[-1].start, began) if blocks else (0, self._body_start)
+            self._tail = tail
             self._text_end = writer.text_end
             self._ghost = None
         return writer.text_end is not None
@@ -338,10 +337,8 @@ class ChatView(QTextBrowser):
         cursor = self._end_cursor()
         cursor.beginEditBlock()
         self._remove_ghost(cursor)
-        if finished:  # one last pass over the whole reply, so nothing depends on where the tail began
-            self._tail_src, self._tail_doc = 0, self._body_start
         if changed or finished:
-            self._render_tail(cursor, msg, index)
+            self._render_tail(cursor, msg, index, final=finished)
         if finished:
             self._live = None
             end = self._end_cursor()
@@ -350,17 +347,12 @@ class ChatView(QTextBrowser):
             self._insert_ghost(cursor, index)
         cursor.endEditBlock()
 
-    def _render_tail(self, cursor: QTextCursor, msg: Message, index: int) -> None:
-        """Draw the streaming reply again from its last top-level block on."""
-        cursor.setPosition(self._tail_doc)
-        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-        cursor.removeSelectedText()
+    def _render_tail(self, cursor: QTextCursor, msg: Message, index: int, final: bool) -> None:
+        """Draw the streaming reply again from its tail (see ``markdown_render.Tail``) on; ``final`` at its end."""
         self._fates.update(msg.spans or [])
-        blocks = parse_blocks(msg.content[self._tail_src:], self._tail_src)
+        blocks = parse_blocks(msg.content[self._tail.src:], self._tail.src)
         writer = self._writer(index, self._fates)
-        began = writer.write(cursor, blocks, self._tail_src)
-        if blocks:
-            self._tail_src, self._tail_doc = blocks[-1].start, began
+        self._tail = writer.write_tail(cursor, blocks, self._tail, final)
         self._text_end = writer.text_end
 
     def _insert_ghost(self, cursor: QTextCursor, index: int) -> None:
@@ -385,9 +377,7 @@ class ChatView(QTextBrowser):
         if self._ghost is None:
             return
         start, length = self._ghost
-        cursor.setPosition(start)
-        cursor.setPosition(start + length, QTextCursor.MoveMode.KeepAnchor)
-        cursor.removeSelectedText()
+        remove_range(cursor, start, start + length)
         self._ghost = None
 
     # -- verdict view ------------------------------------------------------------------

@@ -60,6 +60,7 @@ class Leaf:
     quote: bool = False
     item: ListItem | None = None
     lang: str = ""
+    fenced: bool = False
     code: str = ""
     code_offsets: list[int] = field(default_factory=list)
     source: int = 0  # source offset where the leaf starts (a code block's id for copying)
@@ -69,10 +70,14 @@ class Leaf:
 
 @dataclass
 class TopBlock:
-    """A top-level Markdown block; it owns the source from ``start`` to the next block's start."""
+    """A top-level Markdown block; it owns the source from ``start`` to the next block's start.
+
+    ``items`` holds where each item of a top-level list begins: a list can be drawn again from its last item.
+    """
 
     start: int
     leaves: list[Leaf]
+    items: list[int] = field(default_factory=list)
 
 
 def same_length_source(text: str) -> str:
@@ -196,6 +201,8 @@ def parse_blocks(source: str, base: int = 0) -> list[TopBlock]:
             walker.item_pending = True
             if token.map:
                 walker.seek(token.map[0])
+                if token.level == 1 and blocks:
+                    blocks[-1].items.append(base + walker.line(token.map[0]))
             walker.skip_marker("-+*0123456789.)")
         elif kind == "blockquote_open":
             walker.quote += 1
@@ -236,7 +243,7 @@ def parse_blocks(source: str, base: int = 0) -> list[TopBlock]:
             end = walker.line(token.map[1])
             code = token.content.removesuffix("\n")
             lang = token.info.strip().split(" ")[0] if kind == "fence" else ""
-            leaf = walker.leaf("code", walker.line(token.map[0]), lang=lang, code=code,
+            leaf = walker.leaf("code", walker.line(token.map[0]), lang=lang, code=code, fenced=kind == "fence",
                                code_offsets=walker.align(code, end))
             walker.item_pending = False
             leaves.append(leaf)

@@ -5,8 +5,10 @@ them through a QTextCursor: paragraphs and headings as blocks, lists as
 QTextLists, tables as QTextTables, code blocks as framed boxes (monospace,
 Pygments colours, a *Copy* link), rules as ruled blocks. A rejection becomes a
 small superscript marker before the first character drawn from the source
-after it. The writer returns where the last top-level block began, so a
-streaming reply can be redrawn from there on each flush.
+after it. The writer returns a ``Tail``: where a streaming reply is drawn
+again from on the next flush (its last top-level block, the last item of a
+list that ends it, or the last line of a code block still streaming), so the
+cost of a flush does not grow with the reply.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from PySide6.QtGui import (
     QTextCharFormat,
     QTextCursor,
     QTextFormat,
+    QTextFrame,
     QTextFrameFormat,
     QTextLength,
     QTextList,
@@ -32,6 +35,7 @@ from PySide6.QtGui import (
 )
 
 from specchat.core.chat.transcript import TokenSpan
+from specchat.core.types import TokenKind
 
 from .markdown_blocks import FateIndex, Leaf, ListItem, Rejection, Run, TopBlock
 from .syntax import PLAIN, Look, highlight
@@ -40,10 +44,11 @@ from .token_styles import (
     PROP_CODE,
     PROP_MESSAGE,
     REJECTION_MARKER,
+    accepted_tint,
+    annotate,
     blend,
     is_dark,
     marker_format,
-    reading_format,
 )
 
 RULER = QTextFormat.Property.BlockTrailingHorizontalRulerWidth
@@ -80,6 +85,62 @@ class _Style:
     look: Look = PLAIN
 
 
+@dataclass
+class CodeTail:
+    """A code block still streaming at the end: its whole lines stay, its last line is drawn again."""
+
+    source: int  # the code block's source offset
+    fixed: str  # the code drawn that stays (whole lines)
+    looks: list[Look]  # the look each drawn character of the code got
+    frame_start: int  # document position of the code box
+
+
+@dataclass
+class Tail:
+    """Where a streaming reply is drawn again from: a source offset and the document position of that text."""
+
+    src: int
+    doc: int
+    join: QTextList | None = None  # the list whose items the tail's first list continues
+    code: CodeTail | None = None
+
+
+def _per_char(runs: list[tuple[str, Look]]) -> list[Look]:
+    return [look for text, look in runs for _ in text]
+
+
+def _runs_from(runs: list[tuple[str, Look]], start: int) -> list[tuple[str, Look]]:
+    """``runs`` from character ``start`` on."""
+    out, at = [], 0
+    for text, look in runs:
+        if at + len(text) > start:
+            out.append((text[max(0, start - at):], look))
+        at += len(text)
+    return out
+
+
+def remove_range(cursor: QTextCursor, start: int, end: int | None = None) -> None:
+    """Remove the text from ``start`` to ``end`` (the document's end by default), leaving the cursor there.
+
+    The block at ``start`` keeps its own format and list: when it is empty, Qt would otherwise hand it
+    those of the block after the removed separator.
+    """
+    cursor.setPosition(start)
+    block = cursor.block()
+    kept = block.blockFormat()
+    if end is None:
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+    else:
+        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+    cursor.removeSelectedText()
+    block = cursor.block()
+    if block.blockFormat() != kept:
+        listed = block.textList()
+        if listed is not None and listed.objectIndex() != kept.objectIndex():
+            listed.remove(block)
+        cursor.setBlockFormat(kept)
+
+
 def new_block(cursor: QTextCursor, fmt: QTextBlockFormat) -> None:
     """Start a block with ``fmt`` after the cursor's block."""
     cursor.insertBlock(fmt, QTextCharFormat())
@@ -109,28 +170,96 @@ class BodyWriter:
         self.text_end: int | None = None  # position just after the last character drawn
         self._queue: deque[Rejection] = deque()
         self._lists: dict[int, QTextList] = {}
+        self._join: QTextList | None = None
+        self._span_formats: dict[tuple[int, bool], QTextCharFormat] = {}
+        self._colours: dict[str, QColor] = {}
+        self._text_colour = palette.color(QPalette.ColorRole.Text)
+        self._link = palette.color(QPalette.ColorRole.Link)
+        self._quote = palette.color(QPalette.ColorRole.PlaceholderText)
+        self._tint = accepted_tint(palette)
+        self._tint_code = accepted_tint(palette, self.code_bg)
+        self._last_frame: QTextFrame | None = None
+        self._last_looks: list[Look] = []
         self._formats: dict[tuple[int, _Style], QTextCharFormat] = {}
 
     # -- blocks ------------------------------------------------------------------------
 
-    def write(self, cursor: QTextCursor, blocks: list[TopBlock], start: int) -> int:
-        """Draw ``blocks`` (the message's source from offset ``start`` on); the position where the last one began."""
+    def write(self, cursor: QTextCursor, blocks: list[TopBlock], start: int, join: QTextList | None = None) -> Tail:
+        """Draw ``blocks`` (the message's source from offset ``start`` on) and say where to draw again from.
+
+        ``join``: the list that the first top-level list drawn continues (the tail began at one of its items).
+        """
         if self.markers:
             self._queue = deque(self.fates.rejections_from(start))
-        began = cursor.position()
+        tail = self._blocks(cursor, blocks, Tail(start, cursor.position(), join))
+        if self._queue:  # rejections with no text at all yet
+            self._markers_at_end(cursor, None, cursor.position())
+        return tail
+
+    def _blocks(self, cursor: QTextCursor, blocks: list[TopBlock], tail: Tail) -> Tail:
+        join = self._join = tail.join
         for i, block in enumerate(blocks):
-            began = cursor.position()
+            tail = Tail(block.start, cursor.position(), join if i == 0 else None)
             owned_to = blocks[i + 1].start if i + 1 < len(blocks) else None
+            items = set(block.items[1:])
             for k, leaf in enumerate(block.leaves):
                 leaf_began = cursor.position()
                 self._leaf(cursor, leaf)
+                if leaf.source in items and leaf.item is not None and leaf.item.depth == 0:
+                    tail = Tail(leaf.source, leaf_began, self._lists.get(leaf.item.list_id))
                 leaf_to = block.leaves[k + 1].source if k + 1 < len(block.leaves) else owned_to
                 self._markers_at_end(cursor, leaf_to, leaf_began)
-        if self._queue:  # rejections with no text at all yet
-            self._markers_at_end(cursor, None, cursor.position())
-        return began
+            if len(block.leaves) == 1 and self._last_frame is not None:
+                tail.code = self._code_tail(block.leaves[0], self._last_frame, self._last_looks)
+        return tail
+
+    def write_tail(self, cursor: QTextCursor, blocks: list[TopBlock], tail: Tail, final: bool = False) -> Tail:
+        """Remove what ``tail`` covers and draw ``blocks`` (parsed from ``tail.src``) in its place.
+
+        A code block that was streaming keeps its whole lines and only its last line is drawn again, its
+        new text coloured on its own. Once it is complete (more blocks follow, or ``final``) it is coloured
+        as a whole, and drawn again from the first line whose colours that changes.
+        """
+        code = tail.code
+        leaf = blocks[0].leaves[0] if blocks and len(blocks[0].leaves) == 1 else None
+        if (code is None or leaf is None or leaf.kind != "code" or leaf.source != code.source
+                or not leaf.code.startswith(code.fixed)):
+            remove_range(cursor, tail.doc)
+            return self.write(cursor, blocks, tail.src, tail.join)
+        k, whole = len(code.fixed), None
+        if final or len(blocks) > 1:
+            whole = highlight(leaf.code, leaf.lang, self.dark)
+            looks = _per_char(whole)
+            differs = next((i for i in range(k) if looks[i] != code.looks[i]), k)
+            k = leaf.code.rfind("\n", 0, differs) + 1 if differs < k else k
+        frame = cursor.document().findBlock(code.frame_start + 1).next()  # the first code line
+        for _ in range(leaf.code.count("\n", 0, k)):
+            frame = frame.next()
+        line = frame.position()
+        cursor.setPosition(line)
+        box = cursor.currentFrame()
+        remove_range(cursor, line, box.lastPosition())
+        after = QTextCursor(cursor)
+        remove_range(after, box.lastPosition() + 1)
+        if self.markers:
+            self._queue = deque(self.fates.rejections_from(leaf.code_offsets[k - 1] + 1 if k else leaf.source))
+        drawn = code.looks[:k] + self._code_text(cursor, leaf, k, whole)
+        self._markers_at_end(cursor, blocks[1].start if len(blocks) > 1 else None, line)
+        if len(blocks) == 1:
+            return Tail(tail.src, tail.doc, None, self._code_tail(leaf, box, drawn))
+        rest = self._blocks(after, blocks[1:], Tail(blocks[1].start, after.position()))
+        if self._queue:
+            self._markers_at_end(after, None, after.position())
+        return rest
+
+    def _code_tail(self, leaf: Leaf, frame: QTextFrame, looks: list[Look]) -> CodeTail | None:
+        k = leaf.code.rfind("\n") + 1
+        if not leaf.fenced or leaf.indent or k == 0:
+            return None
+        return CodeTail(leaf.source, leaf.code[:k], looks, frame.firstPosition())
 
     def _leaf(self, cursor: QTextCursor, leaf: Leaf) -> None:
+        self._last_frame = None
         if leaf.kind == "code":
             self._code(cursor, leaf)
         elif leaf.kind == "table":
@@ -159,6 +288,9 @@ class BodyWriter:
 
     def _add_to_list(self, cursor: QTextCursor, item: ListItem, indent: int) -> None:
         listed = self._lists.get(item.list_id)
+        if listed is None and item.list_id == 0 and self._join is not None:  # the list the parse began in
+            listed = self._lists[item.list_id] = self._join
+            self._join = None
         if listed is not None:
             listed.add(cursor.block())
             return
@@ -201,13 +333,24 @@ class BodyWriter:
         link.setToolTip("Copy the code")
         cursor.insertText("Copy", link)
         cursor.insertBlock(QTextBlockFormat())
-        at = 0
-        for text, look in highlight(leaf.code, leaf.lang, self.dark):
+        self._last_looks = self._code_text(cursor, leaf, 0)
+        self._last_frame = frame
+        _step_out(cursor, frame.lastPosition())
+
+    def _code_text(self, cursor: QTextCursor, leaf: Leaf, start: int,
+                   whole: list[tuple[str, Look]] | None = None) -> list[Look]:
+        """Draw the code from character ``start`` on; the look of each character drawn.
+
+        Its colours come from ``whole`` (the whole block lexed) or else from lexing that part on its own.
+        """
+        runs = highlight(leaf.code[start:], leaf.lang, self.dark) if whole is None else _runs_from(whole, start)
+        at = start
+        for text, look in runs:
             run = Run(text, leaf.code_offsets[at:at + len(text)])
             at += len(text)
             self._run(cursor, run, _Style(block_code=leaf.source, look=look))
         self.text_end = cursor.position()
-        _step_out(cursor, frame.lastPosition())
+        return _per_char(runs)
 
     def _table(self, cursor: QTextCursor, leaf: Leaf) -> None:
         rows = len(leaf.rows)
@@ -273,7 +416,7 @@ class BodyWriter:
         if fmt is not None:
             return fmt
         in_code = style.code or style.block_code >= 0
-        fmt = reading_format(span, self.palette, self.index, self.code_bg if in_code else None)
+        fmt = QTextCharFormat(self._span_format(span_index, span, in_code))
         if in_code:
             fmt.setFontFamilies(self.mono_families)
             if style.code and not fmt.hasProperty(QTextFormat.Property.BackgroundBrush):
@@ -281,7 +424,7 @@ class BodyWriter:
         if style.block_code >= 0:
             fmt.setProperty(PROP_CODE, style.block_code)
             if style.look.colour:
-                fmt.setForeground(QColor(style.look.colour))
+                fmt.setForeground(self._colour(style.look.colour))
         if style.bold or style.look.bold:
             fmt.setFontWeight(QFont.Weight.Bold)
         if style.italic or style.look.italic:
@@ -291,15 +434,36 @@ class BodyWriter:
         if style.heading:
             fmt.setProperty(QTextFormat.Property.FontSizeAdjustment, HEADING_SIZES.get(style.heading, 0))
         if style.quote:
-            fmt.setForeground(self.palette.color(QPalette.ColorRole.PlaceholderText))
+            fmt.setForeground(self._quote)
         if style.href:
             fmt.setAnchor(True)
             fmt.setAnchorHref(style.href)
-            fmt.setForeground(self.palette.color(QPalette.ColorRole.Link))
+            fmt.setForeground(self._link)
             fmt.setFontUnderline(True)
             fmt.setToolTip(f"{style.href}\n{fmt.toolTip()}" if fmt.toolTip() else style.href)
         self._formats[key] = fmt
         return fmt
+
+    def _span_format(self, span_index: int, span: TokenSpan | None, in_code: bool) -> QTextCharFormat:
+        """The reading format of a span's text (or of text with no span), made once per span and context."""
+        key = (span_index, in_code)
+        fmt = self._span_formats.get(key)
+        if fmt is None:
+            fmt = QTextCharFormat()
+            fmt.setForeground(self._text_colour)
+            fmt.setProperty(PROP_MESSAGE, self.index)
+            if span is not None:
+                if span.kind is TokenKind.ACCEPTED:
+                    fmt.setBackground(self._tint_code if in_code else self._tint)
+                annotate(fmt, span, self.index)
+            self._span_formats[key] = fmt
+        return fmt
+
+    def _colour(self, name: str) -> QColor:
+        colour = self._colours.get(name)
+        if colour is None:
+            colour = self._colours[name] = QColor(name)
+        return colour
 
     # -- rejection markers -------------------------------------------------------------
 
@@ -326,4 +490,4 @@ class BodyWriter:
         self.text_end = at.position()
 
 
-__all__ = ["BodyWriter", "code_background", "copy_href", "new_block", "rejection_href"]
+__all__ = ["BodyWriter", "CodeTail", "Tail", "code_background", "copy_href", "new_block", "rejection_href", "remove_range"]

@@ -97,7 +97,8 @@ def accepted_tint(palette: QPalette, background: QColor | None = None) -> QColor
     return blend(under, kind_colour(TokenKind.ACCEPTED, palette), 0.2 if is_dark(palette) else 0.14)
 
 
-def _annotate(fmt: QTextCharFormat, span: TokenSpan, message_index: int) -> QTextCharFormat:
+def annotate(fmt: QTextCharFormat, span: TokenSpan, message_index: int) -> QTextCharFormat:
+    """Give ``fmt`` a span's kind, tooltip, round, probabilities and message index."""
     fmt.setProperty(PROP_KIND, span.kind.value)
     fmt.setToolTip(span_tooltip(span))
     fmt.setProperty(PROP_ROUND, span.round)
@@ -111,7 +112,7 @@ def _annotate(fmt: QTextCharFormat, span: TokenSpan, message_index: int) -> QTex
 
 def span_format(span: TokenSpan, palette: QPalette, message_index: int) -> QTextCharFormat:
     """The verdict view's format of one shown token: its kind's strong look plus tooltip and properties."""
-    return _annotate(kind_format(span.kind, palette), span, message_index)
+    return annotate(kind_format(span.kind, palette), span, message_index)
 
 
 def reading_format(span: TokenSpan | None, palette: QPalette, message_index: int,
@@ -124,7 +125,7 @@ def reading_format(span: TokenSpan | None, palette: QPalette, message_index: int
         return fmt
     if span.kind is TokenKind.ACCEPTED:
         fmt.setBackground(accepted_tint(palette, background))
-    return _annotate(fmt, span, message_index)
+    return annotate(fmt, span, message_index)
 
 
 def _shown(text: str) -> str:

@@ -11,7 +11,15 @@ import random
 
 import pytest
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QFont, QGuiApplication, QHelpEvent, QTextCursor, QTextFormat
+from PySide6.QtGui import (
+    QDesktopServices,
+    QFont,
+    QGuiApplication,
+    QHelpEvent,
+    QTextCharFormat,
+    QTextCursor,
+    QTextFormat,
+)
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript
@@ -323,25 +331,75 @@ def _random_rounds(text: str, seed: int) -> list[tuple[tuple[str, ...], tuple[st
     return rounds
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_a_streamed_reply_draws_as_a_full_redraw_would_at_every_step(qtbot, seed: int) -> None:  # noqa: ANN001
+LISTS_AND_CODE = """Intro:
+
+- a **b**
+- c
+  - d
+  - e
+- f
+
+  more f
+- ```py
+  x = 1
+  ```
+* other list
+
+3. three
+4. four
+
+```python
+def f():
+    \"\"\"A docstring
+    over lines\"\"\"
+    return 1  # done
+```
+
+After.
+"""
+
+
+def _look(view: ChatView, colours: bool) -> list[tuple[object, ...]]:
+    """Each block's list (by order of appearance), item number and indent, then each character's look.
+
+    While a code block streams, its lines are coloured one by one, so code colours count only at the end.
+    """
+    out: list[tuple[object, ...]] = []
+    lists: dict[int, int] = {}
+    block = view.document().begin()
+    while block.isValid():
+        listed = block.textList()
+        out.append(("block", lists.setdefault(listed.objectIndex(), len(lists)) if listed else None,
+                    listed.itemNumber(block) if listed else None, block.blockFormat().indent()))
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            code = fmt.property(PROP_CODE)
+            styled = colours or code is None
+            out.extend((ch, fmt.property(PROP_KIND), code, fmt.background().color().name(),
+                        fmt.fontWeight() if styled else 0, fmt.foreground().color().name() if styled else "")
+                       for ch in it.fragment().text())
+            it += 1
+        block = block.next()
+    return out
+
+
+@pytest.mark.parametrize("text", [LONG_REPLY, LISTS_AND_CODE], ids=["blocks", "lists-and-code"])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_streamed_reply_draws_as_a_full_redraw_would_at_every_step(qtbot, text: str, seed: int) -> None:  # noqa: ANN001
     view = make_view(qtbot)
     fresh = ChatView()
     qtbot.addWidget(fresh)
-
-    def look(v: ChatView) -> list[tuple[str, object, object, bool]]:
-        return [(c, f and f.property(PROP_KIND), f and f.property(PROP_CODE), bool(f and f.fontWeight() > 500))
-                for c, f in chars(v)]
-
-    for n, (acc, rej, corr) in enumerate(_random_rounds(LONG_REPLY, seed)):
+    for n, (acc, rej, corr) in enumerate(_random_rounds(text, seed)):
         stream(view, [drafted(n, acc + rej), verified(n, acc, rej, corr)])
         view.flush()
         fresh.show_transcript(view.transcript)
-        assert look(view) == look(fresh), f"after round {n}: {view.transcript.messages[-1].content[-40:]!r}"
+        assert _look(view, False) == _look(fresh, False), f"after round {n}: {view.transcript.messages[-1].content[-40:]!r}"
     stream(view, [Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
     fresh.show_transcript(view.transcript)
-    assert look(view) == look(fresh)
+    assert view.transcript.messages[-1].content == text
+    assert _look(view, True) == _look(fresh, True)  # code coloured as a whole once complete
 
 
 def test_only_the_last_block_is_drawn_again_while_streaming(qtbot) -> None:  # noqa: ANN001
@@ -358,6 +416,41 @@ def test_only_the_last_block_is_drawn_again_while_streaming(qtbot) -> None:  # n
     view.flush()
     assert block_of(view, "First paragraph.").blockFormat().property(mark) == "First paragraph."  # left alone
     assert block_of(view, "Second grows and grows.").blockFormat().property(mark) is None  # drawn again
+
+
+def test_a_list_at_the_end_draws_only_its_last_item_again(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    stream(view, [verified(0, ("1. one\n", "2. two\n"), (), "3. th")])
+    view.flush()
+    mark = QTextFormat.Property.UserProperty + 99
+    for text in ("one", "th"):
+        fmt = QTextCharFormat()
+        fmt.setProperty(mark, text)
+        view.document().find(text).mergeCharFormat(fmt)
+    stream(view, [verified(1, ("ree",), (), "\n4. four")])
+    view.flush()
+    assert format_of(view, "one").property(mark) == "one"
+    assert format_of(view, "three").property(mark) is None
+    items = [block_of(view, t) for t in ("one", "two", "three", "four")]
+    assert all(b.textList() == items[0].textList() for b in items)  # still one list, numbered on
+    assert [items[0].textList().itemText(b) for b in items] == ["1.", "2.", "3.", "4."]
+
+
+def test_a_streaming_code_block_draws_only_its_last_line_again(qtbot) -> None:  # noqa: ANN001
+    view = make_view(qtbot)
+    stream(view, [verified(0, ("```python\n", "a = 1\n"), (), "b = 2\n"), verified(1, ("c =",), (), " 3")])
+    view.flush()
+    mark = QTextFormat.Property.UserProperty + 99  # a mark that characters drawn again would not carry
+    for text in ("a = 1", "c = 3"):
+        cursor = view.document().find(text)
+        fmt = QTextCharFormat()
+        fmt.setProperty(mark, text)
+        cursor.mergeCharFormat(fmt)
+    stream(view, [verified(2, (" +",), (), " 4\nd")])
+    view.flush()
+    assert format_of(view, "a = 1").property(mark) == "a = 1"  # whole lines stay
+    assert format_of(view, "c = 3 + 4").property(mark) is None  # the last line was drawn again
+    assert len(view.document().rootFrame().childFrames()) == 1 and view.toPlainText().endswith("c = 3 + 4\nd\n")
 
 
 def test_pending_ghost_sits_at_the_end_of_the_text_and_is_never_copied(qtbot) -> None:  # noqa: ANN001
