@@ -611,16 +611,17 @@ class ChatView(QTextBrowser):
             return
         what, _, rest = url.path().partition("/")
         try:
-            index, key = (int(x) for x in rest.split("/"))
+            index_text, _, keys_text = rest.partition("/")
+            index, keys = int(index_text), [int(k) for k in keys_text.split(".")]
         except ValueError:
             return
-        if what == "copy" and self.copy_code(index, key):
+        if what == "copy" and self.copy_code(index, keys[0]):
             QToolTip.showText(QCursor.pos(), "Copied", self.viewport())
         elif what == "rejected" and 0 <= index < len(self.transcript.messages):
             fates = FateIndex(self.transcript.messages[index].spans or [])
-            tip = next((rejection_tooltip(r.spans) for r in fates.rejections if r.first_span == key), "")
-            if tip:
-                QToolTip.showText(QCursor.pos(), tip, self.viewport())
+            groups = [r.spans for r in fates.rejections if r.first_span in keys]
+            if groups:
+                QToolTip.showText(QCursor.pos(), rejection_tooltip(groups), self.viewport())
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 - Qt override
         menu = self.createStandardContextMenu(event.pos())

@@ -60,8 +60,8 @@ def copy_href(message_index: int, source_offset: int) -> str:
     return f"specchat:copy/{message_index}/{source_offset}"
 
 
-def rejection_href(message_index: int, first_span: int) -> str:
-    return f"specchat:rejected/{message_index}/{first_span}"
+def rejection_href(message_index: int, first_spans: list[int]) -> str:
+    return f"specchat:rejected/{message_index}/{'.'.join(str(i) for i in first_spans)}"
 
 
 def code_background(palette: QPalette) -> QColor:
@@ -360,10 +360,12 @@ class BodyWriter:
         fmt = QTextTableFormat()
         fmt.setBorder(1)
         fmt.setBorderBrush(self.palette.color(QPalette.ColorRole.Mid))
+        fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
         fmt.setBorderCollapse(True)
         fmt.setCellSpacing(0)
-        fmt.setCellPadding(4)
+        fmt.setCellPadding(5)
         fmt.setHeaderRowCount(leaf.header_rows)
+        fmt.setTopMargin(4)
         fmt.setBottomMargin(8)
         fmt.setLeftMargin(leaf.indent * 20)
         table = cursor.insertTable(rows, cols, fmt)
@@ -468,11 +470,13 @@ class BodyWriter:
     # -- rejection markers -------------------------------------------------------------
 
     def _emit_markers(self, cursor: QTextCursor, upto: int | None) -> None:
+        """One marker for the rejections due here (several when markup between them is not drawn)."""
+        due: list[Rejection] = []
         while self._queue and (upto is None or self._queue[0].offset <= upto):
-            rejection = self._queue.popleft()
-            fmt = marker_format(rejection.spans, self.palette, self.index,
-                                rejection_href(self.index, rejection.first_span))
-            cursor.insertText(REJECTION_MARKER, fmt)
+            due.append(self._queue.popleft())
+        if due:
+            href = rejection_href(self.index, [r.first_span for r in due])
+            cursor.insertText(REJECTION_MARKER, marker_format([r.spans for r in due], self.palette, self.index, href))
 
     def _markers_at_end(self, cursor: QTextCursor, owned_to: int | None, began: int) -> None:
         """Markers in the source a block owns but after its last character go at the end of its text.
@@ -490,4 +494,6 @@ class BodyWriter:
         self.text_end = at.position()
 
 
-__all__ = ["BodyWriter", "CodeTail", "Tail", "code_background", "copy_href", "new_block", "rejection_href", "remove_range"]
+__all__ = [
+    "BodyWriter", "CodeTail", "Tail", "code_background", "copy_href", "new_block", "rejection_href", "remove_range",
+]

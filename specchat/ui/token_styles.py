@@ -132,27 +132,37 @@ def _shown(text: str) -> str:
     return text.replace("\n", "\u23ce")  # ⏎
 
 
-def rejection_tooltip(spans: list[TokenSpan]) -> str:
-    """What the draft guessed where it was rejected (rich text, escaped), with the first token's figures."""
-    first = spans[0]
-    guess = html.escape(_shown("".join(s.text for s in spans)))
-    return (
-        f"<qt>rejected draft · round {first.round}<br>the draft guessed “<b>{guess}</b>”<br>"
-        f"draft p={_prob(first.draft_prob)} · target p={_prob(first.target_prob)}</qt>"
-    )
+def rejection_tooltip(groups: list[list[TokenSpan]]) -> str:
+    """What the draft guessed where it was rejected (rich text, escaped), with each guess's first figures.
+
+    ``groups``: the drafts rejected in one round each, for the rejections shown by one marker.
+    """
+    parts = []
+    for spans in groups:
+        first = spans[0]
+        guess = html.escape(_shown("".join(s.text for s in spans)))
+        parts.append(
+            f"rejected draft · round {first.round}<br>the draft guessed “<b>{guess}</b>”<br>"
+            f"draft p={_prob(first.draft_prob)} · target p={_prob(first.target_prob)}"
+        )
+    return "<qt>" + "<br><br>".join(parts) + "</qt>"
 
 
-def marker_format(spans: list[TokenSpan], palette: QPalette, message_index: int, href: str) -> QTextCharFormat:
+def marker_colour(palette: QPalette) -> QColor:
+    """The rejection marker's colour: the rejected colour, softened toward the background (markers are many)."""
+    return blend(palette.color(QPalette.ColorRole.Base), kind_colour(TokenKind.REJECTED, palette), 0.75)
+
+
+def marker_format(groups: list[list[TokenSpan]], palette: QPalette, message_index: int, href: str) -> QTextCharFormat:
     """The small superscript marker left where drafts were rejected; clicking it shows the tooltip."""
     fmt = QTextCharFormat()
-    fmt.setForeground(kind_colour(TokenKind.REJECTED, palette))
+    fmt.setForeground(marker_colour(palette))
     fmt.setVerticalAlignment(QTextCharFormat.VerticalAlignment.AlignSuperScript)
-    fmt.setFontWeight(QFont.Weight.Bold)
     fmt.setProperty(PROP_KIND, TokenKind.REJECTED.value)
-    fmt.setProperty(PROP_ROUND, spans[0].round)
+    fmt.setProperty(PROP_ROUND, groups[0][0].round)
     fmt.setProperty(PROP_MESSAGE, message_index)
     fmt.setProperty(PROP_CHROME, True)
-    fmt.setToolTip(rejection_tooltip(spans))
+    fmt.setToolTip(rejection_tooltip(groups))
     fmt.setAnchor(True)
     fmt.setAnchorHref(href)
     return fmt
@@ -180,6 +190,6 @@ def legend_html(palette: QPalette, verdicts: bool = True) -> str:
         colour = kind_colour(kind, palette).name()
         label = KIND_LABELS[kind]
         if mark:
-            label += f'<sup style="color: {colour}; font-weight: bold">{mark}</sup>'
+            label += f'<sup style="color: {marker_colour(palette).name()}">{mark}</sup>'
         parts.append(f'<span style="color: {colour}; {css}">{label}</span>')
     return " &nbsp; ".join(parts)
