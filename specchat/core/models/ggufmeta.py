@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core.models.errors import GgufReadError
+from specchat.core.models.splits import split_parts
 
-_SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _SIZE_RE = re.compile(r"^(?:(\d+)x)?(\d+(?:\.\d+)?)([KMBT])", re.IGNORECASE)
 _SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 # The gguf reader's own ValueErrors that say something useful; any other reads as "truncated or corrupt".
@@ -95,16 +95,6 @@ def quant_name(file_type: int | None) -> str | None:
     return name.removeprefix("MOSTLY_").removeprefix("ALL_")
 
 
-def split_parts(path: Path) -> list[Path]:
-    """All parts of a split model given any one of them (just ``[path]`` when not split)."""
-    m = _SPLIT_RE.search(path.name)
-    if not m:
-        return [path]
-    n = int(m.group(2))
-    stem = path.name[: m.start()]
-    return [path.with_name(f"{stem}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
-
-
 def _value(fields: dict[str, Any], key: str) -> Any:
     field_ = fields.get(key)
     return None if field_ is None else field_.contents()
@@ -126,7 +116,7 @@ def read_gguf_info(path: Path, *, with_vocab: bool = False) -> GgufInfo:
     import gguf
     import numpy as np
 
-    from specchat.core.models.shape import check_header
+    from specchat.core.models.shape import check_header  # imports gguf: only when a file is read
 
     path = Path(path)
     try:

@@ -20,7 +20,7 @@ from typing import BinaryIO
 import gguf
 
 from specchat.core.models.errors import GgufReadError
-from specchat.core.models.ggufmeta import split_parts
+from specchat.core.models.splits import split_parts
 
 _SCALARS: dict[gguf.GGUFValueType, str] = {
     gguf.GGUFValueType.UINT8: "<B",
