@@ -50,6 +50,7 @@ class GgufInfo:
     add_bos: bool | None
     vocab_fingerprint: str | None  # sha256 over the tokenizer model and every token text
     n_split: int = 1
+    mtp_layers: int = 0  # {arch}.nextn_predict_layers: the model's own multi-token-prediction heads
     vocab: Vocab | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -170,6 +171,7 @@ def read_gguf_info(path: Path, *, with_vocab: bool = False) -> GgufInfo:
             add_bos=None if add_bos is None else bool(add_bos),
             vocab_fingerprint=vocab_fingerprint(tokenizer_model, tokens) if tokens else None,
             n_split=n_split,
+            mtp_layers=int(_value(fields, f"{arch}.nextn_predict_layers") or 0),
             vocab=Vocab(tuple(tokens), tuple(int(t) for t in types)) if with_vocab else None,
         )
     except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, UnicodeError, RuntimeWarning) as exc:

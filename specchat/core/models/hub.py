@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from specchat.core.models import hfcache
 from specchat.core.models.errors import (
-    DownloadCancelled,
+    DownloadCancelledError,
     HubAccessError,
     HubNetworkError,
     HubNotFoundError,
@@ -26,6 +26,8 @@ from specchat.core.models.errors import (
 from specchat.core.types import SpecchatError
 
 if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
     from specchat.core.cancel import CancelToken
 
 T = TypeVar("T")
@@ -84,12 +86,19 @@ def quant_of(filename: str) -> str | None:
     return found[-1].upper() if found else None
 
 
+def _side_file(filename: str) -> bool:
+    """A vision projector or an MTP drafter file that sits beside a repo's models."""
+    *folders, name = filename.lower().split("/")
+    return name.startswith(("mmproj", "mtp-", "mtp_")) or "mtp" in folders
+
+
 def pick_quant_files(files: list[HubFile], quant: str, repo_id: str = "") -> list[HubFile]:
     """The file(s) of ``quant`` in a repo listing.
 
     Matching is on the quant as a whole word in the file name, case-insensitive
     (``q8_0`` matches ``Q8_0`` but ``Q4_0`` does not match ``Q4_0_4_4``).
-    ``mmproj`` (vision projector) files are ignored. A split model
+    Side files are ignored: ``mmproj`` (vision projectors) and MTP drafter files (``mtp-*`` or
+    under an ``MTP/`` folder), as llama.cpp's own downloader does. A split model
     (``-00001-of-00003.gguf``) returns all its parts, first shard first; llama.cpp
     loads it from the first part. When several single files match, the shortest
     name wins (``model-Q4_K_M.gguf`` over ``model-Q4_K_M-extra.gguf``).
@@ -98,9 +107,7 @@ def pick_quant_files(files: list[HubFile], quant: str, repo_id: str = "") -> lis
     hits = [
         f
         for f in files
-        if f.filename.lower().endswith(".gguf")
-        and not f.filename.rsplit("/", 1)[-1].lower().startswith("mmproj")
-        and want.search(f.filename)
+        if f.filename.lower().endswith(".gguf") and not _side_file(f.filename) and want.search(f.filename)
     ]
     if not hits:
         available = sorted({q for f in files if (q := f.quant)})
@@ -194,7 +201,7 @@ def call_cancellable(fn: Callable[[], T], cancel: CancelToken | None, what: str,
     def run() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # handed to the caller
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
             box["error"] = exc
         finally:
             done.set()
@@ -202,13 +209,13 @@ def call_cancellable(fn: Callable[[], T], cancel: CancelToken | None, what: str,
     threading.Thread(target=run, name="hub-call", daemon=True).start()
     while not done.wait(poll):
         if cancel.cancelled:
-            raise DownloadCancelled(f"{what} cancelled")
+            raise DownloadCancelledError(f"{what} cancelled")
     if "error" in box:
         raise box["error"]
     return box["value"]
 
 
-def _api(endpoint: str, token: str | None):  # type: ignore[no-untyped-def]
+def _api(endpoint: str, token: str | None) -> HfApi:
     from huggingface_hub import HfApi
 
     return HfApi(endpoint=endpoint, token=resolve_token(token))

@@ -119,7 +119,7 @@ def compatibility_text(target: str, draft: str) -> str:
     if not t.is_file():
         return "target file not found"
     if not draft:
-        return "no draft: n-gram drafting or plain decoding only"
+        return _no_draft_verdict(str(t), t.stat().st_mtime_ns)
     d = Path(draft).expanduser()
     if not d.is_file():
         return "draft file not found"
@@ -133,6 +133,20 @@ def short_verdict(verdict: str) -> str:
     """The verdict without its reason, for a narrow column: ``✓ compatible``, ``✗ incompatible`` ..."""
     head = verdict.split(":", 1)[0]
     return head.replace("compatible-with-warnings", "compatible, with warnings")
+
+
+@functools.lru_cache(maxsize=32)
+def _no_draft_verdict(target: str, _mtime: int) -> str:
+    """A target alone drafts with its own MTP heads when it has them, else by lookup."""
+    from specchat.core.models.ggufmeta import read_gguf_info
+
+    try:
+        heads = read_gguf_info(Path(target)).mtp_layers
+    except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
+        return f"cannot check: {exc}"
+    if heads:
+        return f"✓ drafts with its own MTP heads ({heads} layer{'s' if heads > 1 else ''}): no draft model needed"
+    return "no draft: n-gram drafting or plain decoding only"
 
 
 @functools.lru_cache(maxsize=32)

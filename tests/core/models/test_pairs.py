@@ -11,7 +11,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.models import hfcache
 from specchat.core.models.catalog import CatalogModel, CatalogPair
 from specchat.core.models.download import DownloadProgress
-from specchat.core.models.errors import DownloadCancelled
+from specchat.core.models.errors import DownloadCancelledError
 from specchat.core.models.pairs import cached_quant_file, download_pair, find_downloaded
 from specchat.core.types import SpecchatError
 from support.gguf_files import GgufMaker
@@ -49,7 +49,7 @@ def test_download_pair_fetches_target_then_draft_with_roles(served: FakeHub) -> 
 def test_a_cancelled_pair_download_says_so_and_the_local_pair_is_not_downloaded(served: FakeHub) -> None:
     cancel = CancelToken()
     cancel.cancel()
-    with pytest.raises(DownloadCancelled, match="cancelled"):
+    with pytest.raises(DownloadCancelledError, match="cancelled"):
         download_pair(PAIR, endpoint=served.url, cancel=cancel)
     demo = dataclasses.replace(PAIR, id="demo", local=True)
     with pytest.raises(SpecchatError, match="built on this computer"):
@@ -97,3 +97,21 @@ def test_a_tampered_ref_or_a_missing_part_is_not_a_cached_file(served: FakeHub, 
     assert cached_quant_file(TARGET_REPO, "Q2_K") is None
     (snapshot / "big-Q2_K-00002-of-00003.gguf").write_bytes(b"part")
     assert cached_quant_file(TARGET_REPO, "Q2_K") == snapshot / "big-Q2_K-00001-of-00003.gguf"
+
+
+def test_side_files_never_stand_in_for_the_model() -> None:
+    from specchat.core.models.hub import HubFile, pick_quant_files
+
+    listing = [HubFile(name, 1, None) for name in (
+        "BF16/gemma-4-31B-it-BF16-00001-of-00002.gguf", "BF16/gemma-4-31B-it-BF16-00002-of-00002.gguf",
+        "MTP/gemma-4-31B-it-MTP-BF16.gguf", "mtp-gemma-4-31B-it-BF16.gguf", "mmproj-BF16.gguf")]
+    assert [f.filename for f in pick_quant_files(listing, "BF16")] == [
+        "BF16/gemma-4-31B-it-BF16-00001-of-00002.gguf", "BF16/gemma-4-31B-it-BF16-00002-of-00002.gguf"]
+
+
+def test_a_target_alone_is_told_whether_it_drafts_with_its_own_heads() -> None:
+    from specchat.core.models.pairs import compatibility_text
+
+    models = Path(__file__).resolve().parents[2] / "models"
+    assert compatibility_text(str(models / "qwen35-mtp.gguf"), "").startswith("✓ drafts with its own MTP heads (1 layer)")
+    assert compatibility_text(str(models / "qwen35.gguf"), "") == "no draft: n-gram drafting or plain decoding only"
