@@ -116,7 +116,7 @@ class ModelPickerDialog(QDialog):
         """The Recommended and On-this-computer tabs, wired to the Files tab and the dialog's signals."""
         try:
             catalog = CatalogTab(self.memory, self)
-            library = LibraryTab(self)
+            library = LibraryTab(self, also=(self.target_field.path, self.draft_field.path))
         except Exception:  # the picker must open even if a model service breaks
             log.exception("could not list catalog/library models")
             return

@@ -30,10 +30,10 @@ from PySide6.QtWidgets import (
 from superqt.utils import FunctionWorker, create_worker
 
 from specchat.core.cancel import CancelToken
-from specchat.core.models.catalog import CatalogPair, load_catalog
+from specchat.core.models.catalog import CatalogPair, expected_speedup, load_catalog
 from specchat.core.models.download import UNVERIFIED_NOTE, DownloadProgress, format_bytes
 from specchat.core.models.fit import MachineMemory, fit_estimate
-from specchat.core.models.library import LibraryEntry, scan
+from specchat.core.models.library import LibraryEntry, scan, with_files
 from specchat.core.models.pairs import (
     PairOnDisk,
     download_pair,
@@ -93,8 +93,8 @@ class CatalogTab(QWidget):
     download_failed = Signal(str)  # one line: the error, or that the download was cancelled
     progressed = Signal(str, int, int)  # "role: file", bytes done, total (0 = unknown); from the worker
 
-    COLUMNS = ("Pair", "Download", "Memory", "On this computer", "Good for")
-    STATE_COLUMN = 3
+    COLUMNS = ("Pair", "Drafter", "Download", "Memory", "Expected speed-up", "On this computer", "Good for")
+    DRAFTER_COLUMN, MEMORY_COLUMN, SPEEDUP_COLUMN, STATE_COLUMN, GOOD_FOR_COLUMN = 1, 3, 4, 5, 6
 
     def __init__(self, memory: MachineMemory, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -109,6 +109,8 @@ class CatalogTab(QWidget):
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(self.COLUMNS)
         self.tree.setRootIsDecorated(False)
+        self.tree.setWordWrap(True)  # "Good for" wraps in full rather than being cut off
+        self.tree.setUniformRowHeights(False)
         header = self.tree.header()
         for column in range(len(self.COLUMNS) - 1):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
@@ -145,10 +147,15 @@ class CatalogTab(QWidget):
         state = "ready (built on first use)" if pair.local else "checking…"
         fits = fit_estimate(pair.memory_gb, memory)
         need = f"{pair.memory_gb:.0f} GB " + ("✓" if fits.ok else "✗")
-        item = QTreeWidgetItem([pair.name, size, need, state, pair.good_for])
-        item.setToolTip(2, fits.text)
+        drafter = "own MTP heads" if pair.builtin_heads else "draft model"
+        speedup, how = expected_speedup(pair)
+        item = QTreeWidgetItem([pair.name, drafter, size, need, speedup, state, pair.good_for])
+        item.setToolTip(CatalogTab.MEMORY_COLUMN, fits.text)
         item.setToolTip(0, "\n".join(f"{role}: {model.repo} {model.quant}" for role, model in downloads(pair)))
-        item.setToolTip(4, f"{pair.good_for}\nlicence: {pair.license}")
+        item.setToolTip(CatalogTab.DRAFTER_COLUMN, "the target drafts with its own multi-token-prediction heads: "
+                        "nothing else to download" if pair.builtin_heads else "a small model of the same family drafts")
+        item.setToolTip(CatalogTab.SPEEDUP_COLUMN, how)
+        item.setToolTip(CatalogTab.GOOD_FOR_COLUMN, f"{pair.why or pair.good_for}\nlicence: {pair.license}")
         item.setData(0, Qt.ItemDataRole.UserRole, pair.id)
         return item
 
@@ -302,7 +309,7 @@ class LibraryTab(QWidget):
     COLUMNS = ("Model", "Quant", "Size", "Source", "Path")
     SOURCE_COLUMN, PATH_COLUMN = 3, 4
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, also: tuple[str, ...] = ()) -> None:
         super().__init__(parent)
         layout = QVBoxLayout(self)
         self.tree = QTreeWidget()
@@ -320,7 +327,8 @@ class LibraryTab(QWidget):
         layout.addLayout(row)
         self.target_button.clicked.connect(lambda: self._use("target"))
         self.draft_button.clicked.connect(lambda: self._use("draft"))
-        self.worker = _start_worker(lambda: scan().entries, self._on_scanned, self._on_scan_failed)
+        extra = tuple(p for p in also if p)
+        self.worker = _start_worker(lambda: with_files(scan().entries, extra), self._on_scanned, self._on_scan_failed)
 
     def _on_scanned(self, entries: list[LibraryEntry]) -> None:
         for e in entries:

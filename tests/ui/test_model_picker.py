@@ -20,7 +20,7 @@ def test_verdicts_without_models(tmp_path: Path) -> None:
     assert compatibility_text(str(tmp_path / "nope.gguf"), "") == "target file not found"
     target = tmp_path / "t.gguf"
     target.write_bytes(b"GGUF")
-    assert "no draft" in compatibility_text(str(target), "")
+    assert compatibility_text(str(target), "").startswith("cannot check: ")  # alone, it is read for MTP heads
     assert compatibility_text(str(target), str(tmp_path / "missing.gguf")) == "draft file not found"
     bad_draft = tmp_path / "d.gguf"
     bad_draft.write_bytes(b"junk")
@@ -91,7 +91,8 @@ def test_library_finds_local_files_and_verdict_before_loading(
 
 FAKE_CATALOG = """{"pairs": [
   {"id": "demo", "name": "Offline demo", "local": true, "memory_gb": 1, "license": "apache-2.0", "good_for": "demo",
-   "target": {"repo": "x/demo", "quant": "F32", "size_gb": 0.5}, "draft": {"repo": "x/demo", "quant": "Q4_1", "size_gb": 0.1}},
+   "target": {"repo": "x/demo", "quant": "F32", "size_gb": 0.5},
+   "draft": {"repo": "x/demo", "quant": "Q4_1", "size_gb": 0.1}},
   {"id": "tiny", "name": "Tiny 1B + 100M", "memory_gb": 1, "license": "apache-2.0", "good_for": "tests",
    "target": {"repo": "fake/Tiny-1B-GGUF", "quant": "Q4_K_M", "size_gb": 0.001},
    "draft": {"repo": "fake/Tiny-100M-GGUF", "quant": "Q8_0", "size_gb": 0.001}}
@@ -172,7 +173,8 @@ def test_catalog_marks_pairs_already_in_the_cache(
     from specchat.core.models.download import download_quant
     from specchat.ui import model_sources
 
-    hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q4_K_M.gguf", make_gguf("t.gguf", size_label="1B", tensor_elements=64 * 1024).read_bytes())
+    target = make_gguf("t.gguf", size_label="1B", tensor_elements=64 * 1024)
+    hub.add("fake/Tiny-1B-GGUF", "Tiny-1B-Q4_K_M.gguf", target.read_bytes())
     hub.add("fake/Tiny-100M-GGUF", "Tiny-100M-Q8_0.gguf", make_gguf("d.gguf", size_label="100M").read_bytes())
     download_quant("fake/Tiny-1B-GGUF", "Q4_K_M", endpoint=hub.url)
     download_quant("fake/Tiny-100M-GGUF", "Q8_0", endpoint=hub.url)
@@ -224,9 +226,10 @@ def test_catalog_marks_pairs_too_big_for_this_machine(qtbot: QtBot) -> None:
     tab = dialog.catalog_tab
     rows = {tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
             for i in range(tab.tree.topLevelItemCount())}
-    assert rows["demo"].text(2) == "1 GB ✓" and rows["demo"].toolTip(2).startswith("✓ this pair needs")
+    memory = tab.MEMORY_COLUMN
+    assert rows["demo"].text(memory) == "1 GB ✓" and rows["demo"].toolTip(memory).startswith("✓ this pair needs")
     big = rows["qwen2.5-coder-32b"]
-    assert big.text(2) == "24 GB ✗" and "only 4.0 GB is free" in big.toolTip(2)
+    assert big.text(memory) == "24 GB ✗" and "only 4.0 GB is free" in big.toolTip(memory)
 
 
 def test_library_says_which_downloads_are_unverified(
@@ -265,3 +268,38 @@ def test_library_says_which_downloads_are_unverified(
         tab.target_button.click()
     assert blocker.args == ["target", str(unchecked.path)] and dialog.target_field.path == str(unchecked.path)
     assert dialog.tabs.currentIndex() == 0
+
+
+def test_catalog_shows_the_drafter_an_expected_speedup_and_the_full_reason(qtbot: QtBot) -> None:
+    from specchat.core.models.catalog import load_catalog
+
+    dialog = ModelPickerDialog()
+    qtbot.addWidget(dialog)
+    tab = dialog.catalog_tab
+    rows = {tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
+            for i in range(tab.tree.topLevelItemCount())}
+    by_id = {p.id: p for p in load_catalog()}
+    mtp = next(p for p in by_id.values() if p.builtin_heads)
+    assert rows[mtp.id].text(tab.DRAFTER_COLUMN) == "own MTP heads"
+    assert "nothing else to download" in rows[mtp.id].toolTip(tab.DRAFTER_COLUMN)
+    assert rows["qwen2.5-coder-32b"].text(tab.DRAFTER_COLUMN) == "draft model"
+    for pid, row in rows.items():
+        assert row.text(tab.SPEEDUP_COLUMN), pid  # every pair says what to expect, and how it knows
+        assert ("published" in row.toolTip(tab.SPEEDUP_COLUMN) or "measured" in row.toolTip(tab.SPEEDUP_COLUMN)
+                or "estimate" in row.toolTip(tab.SPEEDUP_COLUMN)), pid
+        assert row.text(tab.GOOD_FOR_COLUMN) == by_id[pid].good_for  # the whole text, wrapped, never cut
+    assert tab.tree.wordWrap()
+
+
+@pytest.mark.slow
+def test_the_library_lists_a_loaded_model_outside_the_scanned_folders(
+    qtbot: QtBot, demo_pair: DemoPair, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SPECCHAT_MODEL_DIRS", str(tmp_path))  # the demo draft lives in site-packages
+    dialog = ModelPickerDialog(str(demo_pair.target), str(demo_pair.draft))
+    qtbot.addWidget(dialog)
+    tab = dialog.library_tab
+    qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() >= 2, timeout=60_000)
+    listed = {tab.tree.topLevelItem(i).text(tab.PATH_COLUMN): tab.tree.topLevelItem(i).text(tab.SOURCE_COLUMN)
+              for i in range(tab.tree.topLevelItemCount())}
+    assert listed[str(demo_pair.draft)] == "in use"

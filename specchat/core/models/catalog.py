@@ -80,6 +80,7 @@ class CatalogPair:
     good_for: str  # short, for a table column
     local: bool = False  # provisioned offline rather than downloaded
     why: str = ""  # the reason for the pair, in full
+    speedup: str = ""  # a published (or here measured) speed-up, with where it comes from
 
     @property
     def builtin_heads(self) -> bool:
@@ -110,6 +111,28 @@ class CatalogPair:
             out["draft"] = {"mtp": True}
         out["drafter"] = self.drafter.value
         return out
+
+
+ASSUMED_ACCEPTANCE = 0.7  # per drafted token, for a same-family draft on chat text
+MTP_COST = 0.05  # one MTP block next to the whole target's pass
+
+
+def expected_speedup(pair: CatalogPair) -> tuple[str, str]:
+    """The speed-up to expect on a GPU, and how it was obtained: the published figure where there is one,
+    else the standard estimate for a bandwidth-bound target.
+
+    The estimate: with acceptance a per drafted token and a draft whose pass costs c of the target's
+    (its size over the target's; an MTP block about 5%), drafting k tokens gives (1 - a**(k+1)) / (1 - a)
+    tokens per round for the cost of 1 + k*c target passes; the best k's ratio is the speed-up.
+    """
+    if pair.speedup:
+        return pair.speedup.split(" (")[0], pair.speedup
+    cost = MTP_COST if pair.draft is None else pair.draft.size_gb / max(pair.target.size_gb, 1e-9)
+    a = ASSUMED_ACCEPTANCE
+    best = max((1 - a ** (k + 1)) / (1 - a) / (1 + k * cost) for k in range(1, 17))
+    how = (f"estimate: {a:.0%} of drafts accepted (an assumption for a same-family drafter), the drafter costing "
+           f"{cost:.0%} of a target pass, the best depth; measure it here for the real figure")
+    return f"≈{best:.1f}x", how
 
 
 def derive_size_gb(params_b: float, quant: str) -> float:
@@ -173,6 +196,7 @@ def parse_catalog(text: str) -> tuple[CatalogPair, ...]:
                     good_for=str(raw["good_for"]),
                     local=local,
                     why=str(raw.get("why", "")),
+                    speedup=str(raw.get("speedup", "")),
                 )
             )
         except KeyError as exc:

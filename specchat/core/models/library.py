@@ -10,6 +10,7 @@ Whether a downloaded file is unverified (no content hash was known) is asked of
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -22,6 +23,8 @@ from specchat.core.models import hfcache
 from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
 from specchat.core.types import SpecchatError
 
+log = logging.getLogger(__name__)
+
 INDEX_FILENAME = "gguf-index.json"
 INDEX_VERSION = 1
 _LATER_SHARD_RE = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)
@@ -29,7 +32,10 @@ _LATER_SHARD_RE = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class ModelRoot:
-    """A folder to search and where it comes from (``hf-cache``, ``specchat``, ``user``, ``lm-studio``, ``llama.cpp``)."""
+    """A folder to search and where it comes from.
+
+    The source is one of ``hf-cache``, ``specchat``, ``user``, ``lm-studio`` and ``llama.cpp``.
+    """
 
     path: Path
     source: str
@@ -108,6 +114,26 @@ def _save_index(path: Path, files: dict[str, dict[str, object]]) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps({"version": INDEX_VERSION, "files": files}), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def with_files(entries: list[LibraryEntry], paths: Iterable[str | Path], source: str = "in use") -> list[LibraryEntry]:
+    """``entries`` plus the GGUF files in ``paths`` that no scanned folder holds (a loaded model elsewhere).
+
+    A file that cannot be read is left out: the library lists what it can describe.
+    """
+    known = {e.path.resolve() for e in entries}
+    out = list(entries)
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if not path.is_file() or path.resolve() in known:
+            continue
+        try:
+            out.append(LibraryEntry(read_gguf_info(path), source, None))
+        except SpecchatError as exc:
+            log.info("not listing %s: %s", path, exc)
+        else:
+            known.add(path.resolve())
+    return out
 
 
 def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None) -> ScanResult:
