@@ -5,7 +5,9 @@
 #   OUT=/some/dir benchmarks/gpu_check.sh   # also keep the results there
 #
 # Knobs: GPU_VENV (default /tmp/specchat-gpu-venv), DEPTHS ("auto 4 8"),
-# LIMIT (first N prompts only), EXTRA_CMAKE_ARGS. To try the script itself
+# LIMIT (first N prompts only), EXTRA_CMAKE_ARGS, MTP_MODEL (a GGUF with MTP
+# heads, e.g. Unsloth's Qwen3.5-9B-MTP Q4_K_M: also benchmarks it drafting with
+# its own heads, all layers on the GPU). To try the script itself
 # without a GPU: SPECCHAT_PY=/path/to/venv/bin/python ALLOW_CPU=1 LIMIT=1
 # (uses that environment as is: no venv, no build, no install).
 #
@@ -106,9 +108,25 @@ if not all(r["identical"] for r in runs):
     sys.exit(1)
 PY
 
+if [ -n "${MTP_MODEL:-}" ]; then
+    step "bench: $MTP_MODEL drafting with its own MTP heads, depths $DEPTHS"
+    # shellcheck disable=SC2086
+    "$SPECCHAT" bench --target "$MTP_MODEL" --mtp --prompts tests/data/prompts.jsonl \
+        --depth $DEPTHS --n-gpu-layers -1 ${LIMIT:+--limit "$LIMIT"} --json >"$LOG/bench_mtp.json" || status=1
+    "$VPY" - "$LOG/bench_mtp.json" <<'PY' || status=$?
+import json, sys
+data = json.load(open(sys.argv[1]))
+for r in data.get("runs", [data]):
+    print(f"MTP depth {r['depth']:>5}: plain {r['baseline_tokens_per_s']:.1f} tok/s, with its heads "
+          f"{r['speculative_tokens_per_s']:.1f} tok/s, x{r['speedup']:.2f}, acceptance {r['acceptance_rate']:.2f}, "
+          f"identical {r['identical']}")
+PY
+fi
+
 if [ -n "$RESULTS" ]; then
     mkdir -p "$RESULTS"
     cp "$LOG/bench.json" "$RESULTS/gpu_bench.json"
+    [ -f "$LOG/bench_mtp.json" ] && cp "$LOG/bench_mtp.json" "$RESULTS/gpu_bench_mtp.json"
     [ -f "$LOG/build.log" ] && tail -200 "$LOG/build.log" >"$RESULTS/gpu_build_tail.log"
     { nvidia-smi 2>/dev/null || true; "$VPY" -c 'from specchat.core.llama import devices; [print(d.summary()) for d in devices.list_devices()]'; } >"$RESULTS/gpu_devices.txt"
     echo "results written to $RESULTS"
