@@ -103,6 +103,39 @@ class Tail:
     doc: int
     join: QTextList | None = None  # the list whose items the tail's first list continues
     code: CodeTail | None = None
+    text: TextTail | None = None
+
+
+@dataclass
+class TextTail:
+    """A tail that is one paragraph (or heading, or list item's text): new text may only be appended."""
+
+    runs: list[Run]  # as drawn
+    shape: tuple[object, ...]  # what else decides its look (see ``_shape``)
+    end: int  # document position just after its text (and the markers drawn after it)
+    rejections: int  # how many rejections of the message were drawn
+
+
+def _shape(leaf: Leaf) -> tuple[object, ...]:
+    item = leaf.item
+    return (leaf.kind, leaf.heading, leaf.indent, leaf.quote, None if item is None else (item.ordered, item.depth))
+
+
+def _appended(drawn: list[Run], runs: list[Run]) -> list[Run] | None:
+    """The runs that ``runs`` adds after ``drawn``, or None if it changes anything already drawn."""
+    if not drawn or len(runs) < len(drawn):
+        return None
+    last = len(drawn) - 1
+    if drawn[:last] != runs[:last]:
+        return None
+    old, new = drawn[last], runs[last]
+    n = len(old.text)
+    style = (new.bold, new.italic, new.strike, new.code, new.href)
+    if new.text[:n] != old.text or new.offsets[:n] != old.offsets or (old.bold, old.italic, old.strike, old.code,
+                                                                      old.href) != style:
+        return None
+    rest = [Run(new.text[n:], new.offsets[n:], *style)] if new.text[n:] else []
+    return rest + runs[last + 1:]
 
 
 def _per_char(runs: list[tuple[str, Look]]) -> list[Look]:
@@ -202,40 +235,57 @@ class BodyWriter:
             tail = Tail(block.start, cursor.position(), join if i == 0 else None)
             owned_to = blocks[i + 1].start if i + 1 < len(blocks) else None
             items = set(block.items[1:])
+            first = 0  # the first leaf the tail covers
             for k, leaf in enumerate(block.leaves):
                 leaf_began = cursor.position()
                 self._leaf(cursor, leaf)
                 if leaf.source in items and leaf.item is not None and leaf.item.depth == 0:
                     tail = Tail(leaf.source, leaf_began, self._lists.get(leaf.item.list_id))
+                    first = k
                 leaf_to = block.leaves[k + 1].source if k + 1 < len(block.leaves) else owned_to
                 self._markers_at_end(cursor, leaf_to, leaf_began)
+            covered = block.leaves[first:]
+            if len(covered) == 1 and covered[0].kind == "text" and self.text_end is not None:
+                tail.text = TextTail(covered[0].runs, _shape(covered[0]), self.text_end, len(self.fates.rejections))
             if len(block.leaves) == 1 and self._last_frame is not None:
                 tail.code = self._code_tail(block.leaves[0], self._last_frame, self._last_looks)
         return tail
 
     def write_tail(self, cursor: QTextCursor, blocks: list[TopBlock], tail: Tail, final: bool = False) -> Tail:
-        """Remove what ``tail`` covers and draw ``blocks`` (parsed from ``tail.src``) in its place.
+        """Draw ``blocks`` (parsed from ``tail.src``) in place of what ``tail`` covers, touching as little as can be.
 
-        A code block that was streaming keeps its whole lines and only its last line is drawn again, its
-        new text coloured on its own. Once it is complete (more blocks follow, or ``final``) it is coloured
-        as a whole, and drawn again from the first line whose colours that changes.
+        A paragraph that only gained text at its end gets just that text. A code block that was streaming
+        keeps its whole lines and only its last line is drawn again, its new text coloured on its own; once
+        it is complete (more blocks follow, or ``final``) it is coloured as a whole and drawn again from the
+        first line whose colours that changes. Anything else is removed and drawn again.
         """
+        only = blocks[0].leaves[0] if len(blocks) == 1 and len(blocks[0].leaves) == 1 else None
+        if tail.text is not None and only is not None and _shape(only) == tail.text.shape:
+            more = _appended(tail.text.runs, only.runs)
+            drawn = self.fates.rejections[:tail.text.rejections]
+            # a marker after the last character would have to merge with new ones or move: draw it all again
+            if more is not None and (not drawn or drawn[-1].offset <= tail.text.runs[-1].offsets[-1]):
+                return self._append_text(cursor, only, more, tail, tail.text)
         code = tail.code
-        leaf = blocks[0].leaves[0] if blocks and len(blocks[0].leaves) == 1 else None
-        if (code is None or leaf is None or leaf.kind != "code" or leaf.source != code.source
-                or not leaf.code.startswith(code.fixed)):
-            remove_range(cursor, tail.doc)
-            return self.write(cursor, blocks, tail.src, tail.join)
+        first = blocks[0].leaves[0] if blocks and len(blocks[0].leaves) == 1 else None
+        if (code is not None and first is not None and first.kind == "code" and first.source == code.source
+                and first.code.startswith(code.fixed)):
+            return self._resume_code(cursor, blocks, first, tail, code, final or len(blocks) > 1)
+        remove_range(cursor, tail.doc)
+        return self.write(cursor, blocks, tail.src, tail.join)
+
+    def _resume_code(self, cursor: QTextCursor, blocks: list[TopBlock], leaf: Leaf, tail: Tail, code: CodeTail,
+                     complete: bool) -> Tail:
         k, whole = len(code.fixed), None
-        if final or len(blocks) > 1:
+        if complete:
             whole = highlight(leaf.code, leaf.lang, self.dark)
             looks = _per_char(whole)
             differs = next((i for i in range(k) if looks[i] != code.looks[i]), k)
             k = leaf.code.rfind("\n", 0, differs) + 1 if differs < k else k
-        frame = cursor.document().findBlock(code.frame_start + 1).next()  # the first code line
+        block = cursor.document().findBlock(code.frame_start + 1).next()  # the first code line
         for _ in range(leaf.code.count("\n", 0, k)):
-            frame = frame.next()
-        line = frame.position()
+            block = block.next()
+        line = block.position()
         cursor.setPosition(line)
         box = cursor.currentFrame()
         remove_range(cursor, line, box.lastPosition())
@@ -243,14 +293,25 @@ class BodyWriter:
         remove_range(after, box.lastPosition() + 1)
         if self.markers:
             self._queue = deque(self.fates.rejections_from(leaf.code_offsets[k - 1] + 1 if k else leaf.source))
-        drawn = code.looks[:k] + self._code_text(cursor, leaf, k, whole)
+        looks_drawn = code.looks[:k] + self._code_text(cursor, leaf, k, whole)
         self._markers_at_end(cursor, blocks[1].start if len(blocks) > 1 else None, line)
         if len(blocks) == 1:
-            return Tail(tail.src, tail.doc, None, self._code_tail(leaf, box, drawn))
+            return Tail(tail.src, tail.doc, None, self._code_tail(leaf, box, looks_drawn))
         rest = self._blocks(after, blocks[1:], Tail(blocks[1].start, after.position()))
         if self._queue:
             self._markers_at_end(after, None, after.position())
         return rest
+
+    def _append_text(self, cursor: QTextCursor, leaf: Leaf, more: list[Run], tail: Tail, text: TextTail) -> Tail:
+        """Draw what a paragraph at the end gained, after its text: nothing drawn before changes."""
+        cursor.setPosition(text.end)
+        self.text_end = text.end
+        if self.markers:
+            self._queue = deque(self.fates.rejections[text.rejections:])
+        self._runs(cursor, more, _Style(heading=leaf.heading, quote=leaf.quote, bold=leaf.heading > 0))
+        self._markers_at_end(cursor, None, tail.doc)
+        grown = TextTail(leaf.runs, text.shape, self.text_end, len(self.fates.rejections))
+        return Tail(tail.src, tail.doc, tail.join, None, grown)
 
     def _code_tail(self, leaf: Leaf, frame: QTextFrame, looks: list[Look]) -> CodeTail | None:
         k = leaf.code.rfind("\n") + 1
@@ -495,5 +556,6 @@ class BodyWriter:
 
 
 __all__ = [
-    "BodyWriter", "CodeTail", "Tail", "code_background", "copy_href", "new_block", "rejection_href", "remove_range",
+    "BodyWriter", "CodeTail", "Tail", "TextTail", "code_background", "copy_href", "new_block", "rejection_href",
+    "remove_range",
 ]

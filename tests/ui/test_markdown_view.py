@@ -302,9 +302,10 @@ def test_headings_tables_quotes_and_rules(qtbot) -> None:  # noqa: ANN001
     tables = [f for f in view.document().rootFrame().childFrames() if f.frameFormat().isTableFormat()]
     assert len(tables) == 1 and tables[0].rows() == 2 and tables[0].columns() == 2
     assert format_of(view, "col").fontWeight() == QFont.Weight.Bold  # the header row
-    assert block_of(view, "nested bullet").textList().format().indent() > block_of(view, "First").textList().format().indent()
-    assert block_of(view, "First").textList().format().style() == block_of(view, "First").textList().format().Style.ListDecimal
-    rules = [b for b in _blocks(view) if b.blockFormat().hasProperty(QTextFormat.Property.BlockTrailingHorizontalRulerWidth)]
+    numbered, nested = block_of(view, "First").textList().format(), block_of(view, "nested bullet").textList().format()
+    assert nested.indent() > numbered.indent() and numbered.style() == numbered.Style.ListDecimal
+    ruler = QTextFormat.Property.BlockTrailingHorizontalRulerWidth
+    rules = [b for b in _blocks(view) if b.blockFormat().hasProperty(ruler)]
     assert len(rules) == 1
     assert "Trailing text.\u2028After a hard break." in block_of(view, "Trailing").text()
     assert "indented code" in text and format_of(view, "indented code").fontFamilies() == view._mono.families()
@@ -394,7 +395,8 @@ def test_a_streamed_reply_draws_as_a_full_redraw_would_at_every_step(qtbot, text
         stream(view, [drafted(n, acc + rej), verified(n, acc, rej, corr)])
         view.flush()
         fresh.show_transcript(view.transcript)
-        assert _look(view, False) == _look(fresh, False), f"after round {n}: {view.transcript.messages[-1].content[-40:]!r}"
+        content = view.transcript.messages[-1].content
+        assert _look(view, False) == _look(fresh, False), f"after round {n}: {content[-40:]!r}"
     stream(view, [Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
     fresh.show_transcript(view.transcript)
@@ -406,16 +408,30 @@ def test_only_the_last_block_is_drawn_again_while_streaming(qtbot) -> None:  # n
     view = make_view(qtbot)
     stream(view, [verified(0, ("First paragraph.\n\n",), (), "Second"), verified(1, (" grows",), (), "")])
     view.flush()
-    mark = QTextFormat.Property.UserProperty + 99  # a mark that a block drawn again would not carry
-    for text in ("First paragraph.", "Second grows"):
-        cursor = QTextCursor(block_of(view, text))
-        fmt = cursor.blockFormat()
-        fmt.setProperty(mark, text)
-        cursor.setBlockFormat(fmt)
-    stream(view, [verified(2, (" and grows",), (), ".")])
+    mark = QTextFormat.Property.UserProperty + 99  # a mark that text drawn again would not carry
+    cursor = QTextCursor(block_of(view, "First paragraph."))
+    fmt = cursor.blockFormat()
+    fmt.setProperty(mark, "first")
+    cursor.setBlockFormat(fmt)
+    marked = QTextCharFormat()
+    marked.setProperty(mark, "second")
+    view.document().find("Second grows").mergeCharFormat(marked)
+
+    stream(view, [verified(2, (" and",), (), " grows")])
+    view.flush()  # plain text appended to the last paragraph: only the new text is drawn
+    assert block_of(view, "First paragraph.").blockFormat().property(mark) == "first"
+    assert format_of(view, "Second grows").property(mark) == "second"
+    assert format_of(view, " and grows").property(mark) is None
+
+    stream(view, [verified(3, (" *fast",), (), "")])
     view.flush()
-    assert block_of(view, "First paragraph.").blockFormat().property(mark) == "First paragraph."  # left alone
-    assert block_of(view, "Second grows and grows.").blockFormat().property(mark) is None  # drawn again
+    assert view.toPlainText().endswith("Second grows and grows *fast")  # not emphasis yet
+    assert format_of(view, "Second").property(mark) == "second"
+    stream(view, [verified(4, ("*",), (), ".")])
+    view.flush()  # emphasis closes on text already drawn: the paragraph is drawn again, the one before is not
+    assert view.toPlainText().endswith("Second grows and grows fast.")
+    assert format_of(view, "fast").fontItalic() and format_of(view, "Second").property(mark) is None
+    assert block_of(view, "First paragraph.").blockFormat().property(mark) == "first"
 
 
 def test_a_list_at_the_end_draws_only_its_last_item_again(qtbot) -> None:  # noqa: ANN001
@@ -491,7 +507,7 @@ def test_dark_palette_changes_the_tint_code_box_and_syntax_colours(qtbot) -> Non
     view.setPalette(dark)
     now = (format_of(view, "Here").background().color().name(), format_of(view, "print").foreground().color().name(),
            view.document().rootFrame().childFrames()[0].frameFormat().background().color().name())
-    assert all(a != b for a, b in zip(light, now)), (light, now)
+    assert all(a != b for a, b in zip(light, now, strict=True)), (light, now)
     assert QColor(now[0]).lightness() < 128 and QColor(now[2]).lightness() < 128
     assert format_of(view, "Carrots").foreground().color().name() == "#e6e6e6"
 
@@ -512,7 +528,7 @@ def test_parse_keeps_source_offsets_of_rendered_characters() -> None:
     assert [b.start for b in blocks] == [0, source.index("- a"), source.index("```")]
     runs = blocks[0].leaves[0].runs
     for run in runs:
-        assert all(source[o] == ch for ch, o in zip(run.text, run.offsets)), run
+        assert all(source[o] == ch for ch, o in zip(run.text, run.offsets, strict=True)), run
     assert [r.text for r in runs if r.bold] == ["bold"] and [r.text for r in runs if r.code] == ["x"]
     code = blocks[2].leaves[0]
     assert code.code == "code" and source[code.code_offsets[0]:code.code_offsets[-1] + 1] == "code"
