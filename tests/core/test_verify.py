@@ -1,4 +1,4 @@
-"""The acceptance rules, proved on synthetic distributions.
+"""The acceptance rules and the verdict, proved on synthetic logits and distributions.
 
 The rejection-sampling test runs the whole draft -> verify loop over a toy
 Markov "language model" and checks, with a chi-square test at a fixed seed,
@@ -12,8 +12,9 @@ import itertools
 import numpy as np
 import pytest
 
-from specchat.core.engine.sampling import Distribution
-from specchat.core.engine.verify import accept_greedy, accept_rejection
+from specchat.core.engine.sampling import Distribution, distribution
+from specchat.core.engine.verify import Verdict, accept_greedy, accept_rejection, judge
+from specchat.core.types import SamplerParams
 
 
 def test_accept_greedy_prefix_and_correction() -> None:
@@ -21,6 +22,61 @@ def test_accept_greedy_prefix_and_correction() -> None:
     assert accept_greedy([5, 6, 7], [5, 9]) == (1, 9)  # correction replaces the first miss
     assert accept_greedy([5], [4]) == (0, 4)
     assert accept_greedy([], [3]) == (0, 3)  # depth 0: plain decoding
+
+
+# Logits rows over 5 tokens: the target prefers 2, then 3, then 4, then 0 after each position.
+ROWS = np.array([
+    [0.0, -1.0, 4.0, 1.0, 0.5],
+    [0.0, -1.0, 1.0, 4.0, 0.5],
+    [0.0, -1.0, 1.0, 0.5, 4.0],
+    [4.0, -1.0, 1.0, 0.5, 0.0],
+], dtype=np.float32)
+PLAIN = SamplerParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
+
+
+def _untouched(rng: np.random.Generator) -> bool:
+    return rng.bit_generator.state == np.random.default_rng(9).bit_generator.state
+
+
+@pytest.mark.parametrize(("drafts", "n_accepted", "token"), [
+    ([2, 3, 4], 3, 0),  # all kept, and the bonus after them
+    ([2, 3, 1], 2, 4),  # the correction replaces the first miss
+    ([1, 3, 4], 0, 2),
+    ([], 0, 2),  # depth 0: a plain round
+])
+def test_greedy_verdict_keeps_drafts_while_they_match_the_argmax(drafts, n_accepted, token) -> None:
+    rng = np.random.default_rng(9)
+    verdict = judge(ROWS[: len(drafts) + 1], [7, 8], drafts, [Distribution.one_hot(t) for t in drafts], PLAIN, rng)
+    assert (verdict.n_accepted, verdict.token) == (n_accepted, token)
+    shown = [distribution(ROWS[i], [], PLAIN) for i in range(len(drafts) + 1)]
+    assert verdict.target_probs == tuple(shown[i].prob(t) for i, t in enumerate(drafts))
+    assert verdict.token_prob == shown[n_accepted].prob(token) > 0.5
+    assert _untouched(rng)  # the greedy rule draws nothing
+
+
+def test_greedy_verdict_applies_the_repeat_penalty_to_the_committed_tail_and_the_drafts() -> None:
+    """Token 2 just committed: a strong penalty moves the first argmax to 3; after draft 3, to 4."""
+    penalty = SamplerParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=8.0, repeat_last_n=1)
+    rows = np.array([[0.0, -1.0, 4.0, 1.0, 0.5], [0.0, -1.0, 1.0, 4.0, 3.0]], dtype=np.float32)
+    verdict = judge(rows, [0, 2], [3], [Distribution.one_hot(3)], penalty, np.random.default_rng(9))
+    assert (verdict.n_accepted, verdict.token) == (1, 4)
+    # The window is repeat_last_n long: a token committed earlier than that is not penalised.
+    verdict = judge(rows, [2, 0], [3], [Distribution.one_hot(3)], penalty, np.random.default_rng(9))
+    assert (verdict.n_accepted, verdict.token) == (0, 2)
+
+
+def test_sampled_verdict_is_the_exact_rule_on_the_targets_distributions() -> None:
+    sampler = SamplerParams(temperature=2.0, top_k=0, top_p=1.0, min_p=0.0)
+    committed, drafts = [1, 4], [2, 3, 4]
+    q = [Distribution.one_hot(t) for t in drafts]  # an n-gram draft: each kept with probability p(x)
+    p = [distribution(ROWS[i], committed + drafts[:i], sampler) for i in range(4)]
+    outcomes = set()
+    for seed in range(200):
+        verdict = judge(ROWS, committed, drafts, q, sampler, np.random.default_rng(seed))
+        n, token = accept_rejection(drafts, p, q, np.random.default_rng(seed))
+        assert verdict == Verdict(n, token, tuple(p[i].prob(t) for i, t in enumerate(drafts)), p[n].prob(token))
+        outcomes.add(n)
+    assert outcomes == {0, 1, 2, 3}  # every length of accepted prefix happened
 
 
 VOCAB = 4

@@ -14,7 +14,7 @@ from pathlib import Path
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.template import ChatTemplate, validate_messages
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
-from specchat.core.engine.drafters import make_drafter
+from specchat.core.engine.drafters import Drafter, make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.llama.context import Context, MemoryInfo, MtpContext, check_memory_support, probe_memory
 from specchat.core.llama.devices import offload_supported
@@ -22,13 +22,13 @@ from specchat.core.llama.model import Model, vocab_mismatch
 from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers
 from specchat.core.models.shape import read_model_shape
 from specchat.core.types import (
+    MAX_DEPTH,
     DrafterKind,
     Event,
-    FinishReason,
     Finished,
+    FinishReason,
     GenerationParams,
     GenerationStats,
-    MAX_DEPTH,
     GpuLayers,
     SpecchatError,
     Verified,
@@ -229,12 +229,12 @@ class ChatSession:
         self.last_prompt_text = prompt_text
         return self._stream(prompt, params, chosen, depth, cancel)
 
-    def _stream(self, prompt: list[int], params: GenerationParams, drafter: object,
+    def _stream(self, prompt: list[int], params: GenerationParams, drafter: Drafter,
                 depth: DepthControl | None, cancel: CancelToken | None) -> Iterator[Event]:
         pieces: list[str] = []
         tokens: list[int] = []
         try:
-            for event in generate(self.engine.target_side, drafter, prompt, params,  # type: ignore[arg-type]
+            for event in generate(self.engine.target_side, drafter, prompt, params,
                                   depth=depth, cancel=cancel, adaptive=self.adaptive):
                 if isinstance(event, Verified):
                     pieces.append(event.text)

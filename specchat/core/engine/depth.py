@@ -1,8 +1,9 @@
 """How many tokens to draft each round: a fixed depth, or an adaptive controller.
 
 The adaptive controller models a round of depth k as taking
-``draft_sync + k * draft_sample + (k - 1) * draft_step + verify(k + 1) + overhead`` seconds and yielding ``(1 - a^(k+1)) / (1 - a)``
-tokens (a = per-token acceptance probability), and picks the k with the
+``draft_sync + k * draft_sample + (k - 1) * draft_step + verify(k + 1) + overhead``
+seconds and yielding ``(1 - a^(k+1)) / (1 - a)`` tokens (a = per-token
+acceptance probability), and picks the k with the
 highest expected tokens per second. k = 0 is plain decoding, so a poor draft
 makes the controller back off to it; it then probes a small depth now and
 then to notice when the draft starts guessing well again.

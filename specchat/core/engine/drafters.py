@@ -1,17 +1,51 @@
-"""Who proposes the drafts: a small model, the target's own MTP heads, a lookup in the text so far, or nobody."""
+"""Who proposes the drafts: a small model, the target's own MTP heads, a lookup in the text so far, or nobody.
+
+A drafter is a :class:`Drafter`: the loop calls :meth:`Drafter.prefill` once
+the target holds the prompt, then :meth:`Drafter.draft` with one
+:class:`DraftRequest` per round. Adding a drafter means a subclass here, a
+:class:`~specchat.core.types.DrafterKind` value, its line in
+:data:`DRAFTER_LABELS` and its case in :func:`make_drafter`.
+
+The llama.cpp objects a drafter drives are described by the protocols
+:class:`DraftContext` and :class:`MtpHeads`, so the engine never imports
+llama.cpp.
+"""
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.sampling import Distribution, distribution, greedy_token
 from specchat.core.types import DrafterKind, SamplerParams, SpecchatError
+
+DRAFTER_LABELS: dict[DrafterKind, str] = {
+    DrafterKind.DRAFT_MODEL: "Draft model",
+    DrafterKind.NGRAM: "N-gram (prompt lookup)",
+    DrafterKind.MTP: "The model's own MTP heads",
+    DrafterKind.NONE: "None (plain decoding)",
+}
+"""Each drafter's name for people, in the order front ends list them."""
+
+
+@dataclass(frozen=True)
+class DraftRequest:
+    """What one round asks of a drafter."""
+
+    tokens: Sequence[int]  # the whole committed sequence (read during the call only)
+    k: int  # propose at most this many tokens
+    sampler: SamplerParams  # shapes the draft's q as it shapes the target's p
+    rng: np.random.Generator
+    cancel: CancelToken
+    p_min: float = 0.0  # stop once the draft's top probability falls below this (0: never)
+    greedy: bool = False  # draft the argmax even when sampling (q is then one-hot)
 
 
 @dataclass
@@ -31,57 +65,86 @@ class Draft:
     sync_seconds: float | None = None
 
 
-class Drafter(Protocol):
-    kind: DrafterKind
+class Drafter(abc.ABC):
+    """Proposes the tokens the target checks each round."""
 
-    def draft(
-        self,
-        tokens: Sequence[int],
-        k: int,
-        sampler: SamplerParams,
-        rng: np.random.Generator,
-        cancel: CancelToken,
-        p_min: float = 0.0,
-        greedy: bool = False,
-    ) -> Draft:
-        """Propose up to ``k`` tokens to follow ``tokens`` (the whole committed sequence)."""
-        ...
+    kind: ClassVar[DrafterKind]
+    can_draft: ClassVar[bool] = True
+    """False for a drafter that never proposes: the loop then runs plain rounds without asking it."""
+
+    def prefill(self, tokens: Sequence[int]) -> None:  # noqa: B027 - most drafters need no catch-up
+        """Catch up on the prompt, once per reply, after the target holds ``tokens`` (the prompt minus its last)."""
+
+    @abc.abstractmethod
+    def draft(self, request: DraftRequest) -> Draft:
+        """Propose up to ``request.k`` tokens to follow ``request.tokens``."""
 
 
-class NoDrafter:
+class DraftContext(Protocol):
+    """What the draft model drafter drives: a :class:`specchat.core.llama.context.Context`."""
+
+    n_ctx: int
+    restored: bool  # whether the latest cut restored a saved state
+
+    def extend_to(self, tokens: Sequence[int]) -> int: ...
+
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]: ...
+
+    def decode(self, tokens: Sequence[int]) -> np.ndarray: ...
+
+    def checkpoint(self, slot: str) -> None: ...
+
+
+class _Sized(Protocol):
+    @property
+    def n_ctx(self) -> int: ...
+
+
+class MtpHeads(Protocol):
+    """What the MTP drafter drives: a :class:`specchat.core.llama.context.MtpContext`."""
+
+    @property
+    def target(self) -> _Sized: ...
+
+    def begin(self, token: int, pos: int) -> np.ndarray | None: ...
+
+    def step(self, token: int) -> np.ndarray: ...
+
+    def end(self, pos: int) -> None: ...
+
+
+class NoDrafter(Drafter):
     """Plain decoding: never drafts."""
 
     kind = DrafterKind.NONE
+    can_draft = False
 
-    def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
-              cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
+    def draft(self, request: DraftRequest) -> Draft:
         return Draft()
 
 
-class DraftModelDrafter:
-    """A small model with its own llama.cpp context, kept in step with the target's sequence.
-
-    ``context`` is a :class:`specchat.core.llama.context.Context` (duck-typed
-    here so the engine does not import llama.cpp).
-    """
+class DraftModelDrafter(Drafter):
+    """A small model with its own llama.cpp context, kept in step with the target's sequence."""
 
     kind = DrafterKind.DRAFT_MODEL
 
-    def __init__(self, context: object) -> None:
+    def __init__(self, context: DraftContext) -> None:
         self.context = context
         self._last_k = 0
 
-    def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
-              cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
+    def prefill(self, tokens: Sequence[int]) -> None:
+        """Hold what the target holds, reusing the longest prefix the context can; save a recurrent state there."""
+        self.context.extend_to(tokens)
+        self.context.checkpoint("prompt")
+
+    def draft(self, request: DraftRequest) -> Draft:
         out = Draft()
+        tokens = request.tokens
+        k = min(request.k, self.context.n_ctx - len(tokens))
         if k <= 0:
             return out
         started = time.perf_counter()
         ctx = self.context
-        room = ctx.n_ctx - len(tokens)
-        k = min(k, room)
-        if k <= 0:
-            return out
         row, reused = ctx.sync(tokens)
         # The drafts decoded below go one token per batch, which no recurrent snapshot can take
         # back: a hybrid or recurrent draft saves its state here and the next sync restores it.
@@ -94,7 +157,7 @@ class DraftModelDrafter:
         catch_up = len(tokens) - reused
         steady_sync = catch_up <= 2 or (ctx.restored and catch_up <= self._last_k + 2)
         self._last_k = k
-        _draft_from(out, row, lambda x: ctx.decode([x])[0], tokens, k, sampler, rng, cancel, p_min, greedy, synced)
+        _draft_from(out, row, lambda x: ctx.decode([x])[0], dataclasses.replace(request, k=k), synced)
         if steady_sync:
             out.sync_seconds = synced - started
         return out
@@ -106,63 +169,63 @@ MTP_P_MIN = 0.75
 for a few and then guesses poorly, and a draft it is unsure of costs a verify position for little."""
 
 
-class MtpDrafter:
+class MtpDrafter(Drafter):
     """The target's own MTP (NextN) heads, chained: each draft is fed back with the heads' hidden state.
 
-    ``mtp`` is a :class:`specchat.core.llama.context.MtpContext` (duck-typed)
-    that follows the target's positions; it drafts from the target's state at
-    the last committed token, so it needs no catch-up of its own.
+    The heads follow every decode and cut of the target by themselves, so
+    they need no prefill; each round drafts from the target's state at the
+    last committed token.
     """
 
     kind = DrafterKind.MTP
 
-    def __init__(self, mtp: object) -> None:
+    def __init__(self, mtp: MtpHeads) -> None:
         self.mtp = mtp
 
-    def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
-              cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
+    def draft(self, request: DraftRequest) -> Draft:
         out = Draft()
         mtp = self.mtp
+        tokens = request.tokens
         pos = len(tokens) - 1  # where the last committed token goes; the target holds the rest
-        k = min(k, mtp.target.n_ctx - len(tokens))  # type: ignore[attr-defined]
+        k = min(request.k, mtp.target.n_ctx - len(tokens))
         if k <= 0:
             return out
         started = time.perf_counter()
-        row = mtp.begin(tokens[-1], pos)  # type: ignore[attr-defined]
+        row = mtp.begin(tokens[-1], pos)
         if row is None:
             return out  # the target's hidden state at the last token is unknown: a plain round
         synced = time.perf_counter()
+        p_min = request.p_min if request.p_min > 0.0 else MTP_P_MIN
         try:
-            _draft_from(out, row, mtp.step, tokens, k, sampler, rng, cancel,  # type: ignore[attr-defined]
-                        p_min if p_min > 0.0 else MTP_P_MIN, greedy, synced)
+            _draft_from(out, row, mtp.step, dataclasses.replace(request, k=k, p_min=p_min), synced)
         finally:
-            mtp.end(pos)  # type: ignore[attr-defined]
+            mtp.end(pos)
         out.sync_seconds = synced - started  # the first head pass, paid every round
         return out
 
 
-def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], tokens: Sequence[int], k: int,
-                sampler: SamplerParams, rng: np.random.Generator, cancel: CancelToken, p_min: float, greedy: bool,
+def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], request: DraftRequest,
                 synced: float) -> None:
-    """Draw up to ``k`` drafts into ``out``, starting from logits ``row``; ``step(x)`` gives the next row."""
+    """Draw up to ``request.k`` drafts into ``out``, starting from logits ``row``; ``step(x)`` gives the next row."""
+    sampler = request.sampler
     decodes = 0
     decode_seconds = 0.0
-    history = list(tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
-    for i in range(k):
+    history = list(request.tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
+    for i in range(request.k):
         q = distribution(row, history, sampler)
-        if p_min > 0.0 and q.max_prob() < p_min:
+        if request.p_min > 0.0 and q.max_prob() < request.p_min:
             break
-        if sampler.greedy or greedy:
+        if sampler.greedy or request.greedy:
             x = greedy_token(row, history, sampler)
             q_used = Distribution.one_hot(x)
         else:
-            x = q.sample(rng)
+            x = q.sample(request.rng)
             q_used = q
         out.tokens.append(x)
         out.q.append(q_used)
         out.probs.append(q.prob(x))
         history.append(x)
-        if i == k - 1 or cancel.cancelled:
+        if i == request.k - 1 or request.cancel.cancelled:
             break
         decode_started = time.perf_counter()
         row = step(x)
@@ -176,8 +239,11 @@ def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], 
         out.sample_seconds = (ended - synced - decode_seconds) / len(out.tokens)
 
 
-class NgramDrafter:
-    """Prompt lookup: find the latest earlier occurrence of the last n tokens and propose what followed."""
+class NgramDrafter(Drafter):
+    """Prompt lookup: find the latest earlier occurrence of the last n tokens and propose what followed.
+
+    It looks in the whole committed sequence each round, so it needs no prefill.
+    """
 
     kind = DrafterKind.NGRAM
 
@@ -187,13 +253,13 @@ class NgramDrafter:
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
 
-    def draft(self, tokens: Sequence[int], k: int, sampler: SamplerParams, rng: np.random.Generator,
-              cancel: CancelToken, p_min: float = 0.0, greedy: bool = False) -> Draft:
+    def draft(self, request: DraftRequest) -> Draft:
         out = Draft()
-        if k <= 0:
+        if request.k <= 0:
             return out
         started = time.perf_counter()
-        proposal = lookup_continuation(np.asarray(tokens, dtype=np.int64), k, self.max_ngram, self.min_ngram)
+        seq = np.asarray(request.tokens, dtype=np.int64)
+        proposal = lookup_continuation(seq, request.k, self.max_ngram, self.min_ngram)
         out.tokens = proposal
         out.q = [Distribution.one_hot(t) for t in proposal]
         out.probs = [1.0] * len(proposal)
@@ -218,7 +284,8 @@ def lookup_continuation(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int)
     return []
 
 
-def make_drafter(kind: DrafterKind, draft_context: object | None, mtp: object | None = None) -> Drafter:
+def make_drafter(kind: DrafterKind, draft_context: DraftContext | None, mtp: MtpHeads | None = None) -> Drafter:
+    """The drafter of ``kind`` on what the loaded pair offers; a one-line SpecchatError if it lacks the part."""
     if kind is DrafterKind.DRAFT_MODEL:
         if draft_context is None:
             raise SpecchatError("no draft model is loaded; choose n-gram lookup or none")

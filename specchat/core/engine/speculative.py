@@ -3,29 +3,31 @@
 Invariant between rounds: the target's KV cache holds every committed token
 except the last one, ``last``. A round decodes ``[last] + drafts`` in one
 batch, which yields the target's distribution after ``last`` and after each
-draft; the acceptance rule keeps a prefix of the drafts plus one token of the
-target's own, and the cache is cut back so the invariant holds again.
+draft; the verdict (:func:`specchat.core.engine.verify.judge`) keeps a prefix
+of the drafts plus one token of the target's own, and the cache is cut back
+so the invariant holds again.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.detok import Detokenizer
-from specchat.core.engine.drafters import Draft, Drafter, NoDrafter
-from specchat.core.engine.sampling import distribution, greedy_token
-from specchat.core.engine.verify import accept_greedy, accept_rejection
+from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
+from specchat.core.engine.verify import Verdict, judge
 from specchat.core.types import (
     Drafted,
     Event,
-    FinishReason,
     Finished,
+    FinishReason,
     GenerationParams,
     GenerationStats,
     SpecchatError,
@@ -33,32 +35,47 @@ from specchat.core.types import (
 )
 
 
+class TargetContext(Protocol):
+    """What the loop drives on the target: a :class:`specchat.core.llama.context.Context`."""
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    @property
+    def tokens(self) -> Sequence[int]: ...
+
+    def extend_to(self, tokens: Sequence[int]) -> int: ...
+
+    def checkpoint(self, slot: str) -> None: ...
+
+    def prepare_rollback(self, depth: int) -> None: ...
+
+    def decode(self, tokens: Sequence[int], *, all_logits: bool = False) -> np.ndarray: ...
+
+    def truncate(self, n_keep: int) -> None: ...
+
+
 @dataclass
 class TargetSide:
     """What the loop needs from the target: its context, its end tokens, its token bytes."""
 
-    context: object  # specchat.core.llama.context.Context
+    context: TargetContext
     eog: frozenset[int]
     piece: Callable[[int], bytes]
 
 
 def prefill(target: TargetSide, drafter: Drafter, prompt: Sequence[int]) -> int:
-    """Bring both caches to the prompt minus its last token; return the target's reused count.
+    """Bring the target, then the drafter, to the prompt minus its last token; return the target's reused count.
 
-    Each cache reuses the longest prefix it can (for a recurrent model: up to
+    The target reuses the longest prefix it can (for a recurrent model: up to
     a saved state, see :class:`~specchat.core.llama.context.Context`), and a
     recurrent model's state is saved at the end of the prompt, so that a
     regenerated reply or the next turn does not decode the conversation again.
     """
     body = prompt[:-1]
-    reuse = 0
-    for ctx in (target.context, getattr(drafter, "context", None)):
-        if ctx is None:
-            continue
-        held = ctx.extend_to(body)  # type: ignore[attr-defined]
-        ctx.checkpoint("prompt")  # type: ignore[attr-defined]
-        if ctx is target.context:
-            reuse = held
+    reuse = target.context.extend_to(body)
+    target.context.checkpoint("prompt")
+    drafter.prefill(body)
     return reuse
 
 
@@ -72,164 +89,209 @@ def generate(
     cancel: CancelToken | None = None,
     adaptive: AdaptiveDepth | None = None,
 ) -> Iterator[Event]:
-    """Generate a reply to ``prompt`` (token ids), yielding Drafted/Verified events and one Finished."""
-    ctx = target.context
-    cancel = cancel if cancel is not None else CancelToken()
-    depth = depth if depth is not None else DepthControl(0)
-    adaptive = adaptive if adaptive is not None else AdaptiveDepth()
-    sampler = params.sampler
-    rng = np.random.default_rng(params.seed)
-    stats = GenerationStats(prompt_tokens=len(prompt))
-    if not prompt:
-        raise SpecchatError("the prompt is empty")
-    if len(prompt) >= ctx.n_ctx:
-        raise SpecchatError(f"the prompt is {len(prompt)} tokens but the context holds {ctx.n_ctx}")
+    """Generate a reply to ``prompt`` (token ids), yielding Drafted/Verified events and one Finished.
 
-    started = time.perf_counter()
-    stats.reused_prompt_tokens = prefill(target, drafter, prompt)
-    stats.prompt_seconds = time.perf_counter() - started
+    Without ``depth`` the depth is the one default (:data:`specchat.core.types.DEFAULT_DEPTH`).
+    """
+    reply = _Reply(target, drafter, prompt, params,
+                   depth if depth is not None else DepthControl(),
+                   cancel if cancel is not None else CancelToken(),
+                   adaptive if adaptive is not None else AdaptiveDepth())
+    reply.prefill()
+    for number in itertools.count():
+        round_ = _Round(number, started=time.perf_counter())
+        if reply.halted():
+            break
+        round_.depth = reply.choose_depth()
+        reply.draft(round_)
+        if reply.halted():
+            break
+        drafted = reply.drafted_event(round_)
+        if drafted is not None:
+            handed = time.perf_counter()
+            yield drafted
+            round_.consumer_seconds = time.perf_counter() - handed  # the front end's time, not the engine's
+        reply.verify(round_)
+        verified = reply.verified_event(round_)
+        reply.account(round_)
+        yield verified
+        if reply.reason is not None:
+            break
+    yield reply.finish()
 
-    committed = list(prompt)
-    detok = Detokenizer(target.piece)
-    text_so_far: list[str] = []
-    stop_strings = tuple(s for s in params.stop_strings if s)
-    longest_stop = max((len(s) for s in stop_strings), default=0)
-    gen_started = time.perf_counter()
-    reason: FinishReason | None = None
-    message = ""
-    round_no = 0
 
-    def finish() -> Finished:
-        stats.generate_seconds = time.perf_counter() - gen_started
-        stats.plain_tokens_per_second_estimate = adaptive.plain_rate_estimate()
-        return Finished(reason or FinishReason.ERROR, stats, message)
+@dataclass
+class _Round:
+    """One round's working data, filled in step by step."""
 
-    while True:
-        round_started = time.perf_counter()
-        if cancel.cancelled:
-            reason = FinishReason.CANCELLED
-            yield finish()
-            return
-        remaining = params.max_tokens - stats.generated
-        room = ctx.n_ctx - len(committed)  # positions left for [last] + drafts beyond the current n_past
-        if room < 0:
-            reason, message = FinishReason.CONTEXT_FULL, f"the {ctx.n_ctx}-token context is full"
-            yield finish()
-            return
-        requested = depth.requested
-        if isinstance(drafter, NoDrafter):
+    number: int
+    started: float  # time.perf_counter() at the round's start
+    depth: int = 0
+    draft: Draft = field(default_factory=Draft)
+    draft_seconds: float = 0.0
+    draft_pieces: list[str] = field(default_factory=list)
+    consumer_seconds: float = 0.0
+    verdict: Verdict = Verdict(0, -1, (), 0.0)
+    kept: list[int] = field(default_factory=list)  # the committed tokens: the verdict's, cut at the reply's end
+    verify_seconds: float = 0.0
+
+
+class _Reply:
+    """One reply in progress: the committed tokens, its text, its counters and, once known, why it ends."""
+
+    def __init__(self, target: TargetSide, drafter: Drafter, prompt: Sequence[int], params: GenerationParams,
+                 depth: DepthControl, cancel: CancelToken, adaptive: AdaptiveDepth) -> None:
+        self.ctx = target.context
+        if not prompt:
+            raise SpecchatError("the prompt is empty")
+        if len(prompt) >= self.ctx.n_ctx:
+            raise SpecchatError(f"the prompt is {len(prompt)} tokens but the context holds {self.ctx.n_ctx}")
+        self.target, self.drafter, self.params = target, drafter, params
+        self.depth_control, self.cancel, self.adaptive = depth, cancel, adaptive
+        self.rng = np.random.default_rng(params.seed)
+        self.stats = GenerationStats(prompt_tokens=len(prompt))
+        self.committed = list(prompt)
+        self.detok = Detokenizer(target.piece)
+        self.text: list[str] = []
+        self.stops = tuple(s for s in params.stop_strings if s)
+        self.longest_stop = max((len(s) for s in self.stops), default=0)
+        self.reason: FinishReason | None = None
+        self.message = ""
+        self.generate_started = 0.0
+
+    def prefill(self) -> None:
+        """Decode the prompt on both sides (timed as the prompt's)."""
+        started = time.perf_counter()
+        self.stats.reused_prompt_tokens = prefill(self.target, self.drafter, self.committed)
+        self.stats.prompt_seconds = time.perf_counter() - started
+        self.generate_started = time.perf_counter()
+
+    def halted(self) -> bool:
+        """Whether the reply ends here, before its next step: cancelled, or no room left."""
+        if self.cancel.cancelled:
+            self.reason = FinishReason.CANCELLED
+            return True
+        if self.ctx.n_ctx - len(self.committed) < 0:
+            self.reason, self.message = FinishReason.CONTEXT_FULL, f"the {self.ctx.n_ctx}-token context is full"
+            return True
+        return False
+
+    def choose_depth(self) -> int:
+        """This round's depth: fixed or adaptive, within the tokens and the positions left."""
+        remaining = self.params.max_tokens - self.stats.generated
+        room = self.ctx.n_ctx - len(self.committed)  # positions left for [last] + drafts beyond the current n_past
+        requested = self.depth_control.requested
+        if not self.drafter.can_draft:
             k = 0
         elif requested is None:
-            k = adaptive.choose()
+            k = self.adaptive.choose()
         else:
             k = requested
-        k = max(0, min(k, remaining - 1, room))
+        return max(0, min(k, remaining - 1, room))
 
-        draft_started = time.perf_counter()
-        draft = (drafter.draft(committed, k, sampler, rng, cancel, params.draft_p_min, params.greedy_draft)
-                 if k > 0 else Draft())
-        draft_seconds = time.perf_counter() - draft_started
-        consumer_seconds = 0.0
-        drafts = draft.tokens
-        if cancel.cancelled:
-            reason = FinishReason.CANCELLED
-            yield finish()
-            return
-        draft_pieces: list[str] = []
-        if drafts:
-            fork = detok.fork()
-            draft_pieces = [fork.push(t) for t in drafts]
-            handed = time.perf_counter()
-            yield Drafted(round_no, tuple(drafts), tuple(draft_pieces), tuple(draft.probs))
-            consumer_seconds = time.perf_counter() - handed  # the front end's time, not the engine's
+    def draft(self, round_: _Round) -> None:
+        """Ask the drafter for up to ``round_.depth`` tokens (none at depth 0)."""
+        started = time.perf_counter()
+        if round_.depth > 0:
+            params = self.params
+            round_.draft = self.drafter.draft(DraftRequest(
+                self.committed, round_.depth, params.sampler, self.rng, self.cancel, params.draft_p_min,
+                params.greedy_draft))
+        round_.draft_seconds = time.perf_counter() - started
 
-        verify_started = time.perf_counter()
-        ctx.prepare_rollback(len(drafts))  # a recurrent target saves its state unless it can roll back in place
-        rows = ctx.decode([committed[-1], *drafts], all_logits=True)
-        history = committed[-sampler.repeat_last_n :] if sampler.repeat_last_n else []
+    def drafted_event(self, round_: _Round) -> Drafted | None:
+        """The drafts with their text, or None for a round without any."""
+        drafts = round_.draft.tokens
+        if not drafts:
+            return None
+        fork = self.detok.fork()
+        round_.draft_pieces = [fork.push(t) for t in drafts]
+        return Drafted(round_.number, tuple(drafts), tuple(round_.draft_pieces), tuple(round_.draft.probs))
 
-        def hist_at(i: int) -> list[int]:
-            return history + drafts[:i]
+    def verify(self, round_: _Round) -> None:
+        """Decode ``[last] + drafts``, take the verdict, commit what it keeps and cut the cache back."""
+        started = time.perf_counter()
+        drafts = round_.draft.tokens
+        self.ctx.prepare_rollback(len(drafts))  # a recurrent target saves its state unless it can roll back in place
+        rows = self.ctx.decode([self.committed[-1], *drafts], all_logits=True)
+        verdict = judge(rows, self.committed, drafts, round_.draft.q, self.params.sampler, self.rng)
+        round_.verdict = verdict
+        round_.kept = self._commit([*drafts[: verdict.n_accepted], verdict.token])
+        self.ctx.truncate(len(self.committed) - 1)  # checked: an exact recovery where the memory cannot cut in place
+        round_.verify_seconds = time.perf_counter() - started
+        assert len(self.ctx.tokens) == len(self.committed) - 1  # the loop's invariant
 
-        if sampler.greedy:
-            choices: list[int] = []
-            for i in range(len(drafts) + 1):
-                choices.append(greedy_token(rows[i], hist_at(i), sampler))
-                if i == len(drafts) or drafts[i] != choices[i]:
-                    break
-            n_acc, nxt = accept_greedy(drafts, choices)
-            p_dists = None
-        else:
-            p_dists = [distribution(rows[i], hist_at(i), sampler) for i in range(len(drafts) + 1)]
-            n_acc, nxt = accept_rejection(drafts, p_dists, draft.q, rng)
-        # Probabilities for display: the target's (sampler-shaped) probability of each draft.
-        shown = p_dists or [distribution(rows[i], hist_at(i), sampler) for i in range(len(drafts) + 1)]
-        target_probs = tuple(shown[i].prob(t) for i, t in enumerate(drafts))
-        correction_prob = shown[n_acc].prob(nxt)
-
-        new_tokens = [*drafts[:n_acc], nxt]
+    def _commit(self, new_tokens: list[int]) -> list[int]:
+        """Append ``new_tokens`` up to the token limit or an end-of-generation token; return those appended."""
         kept: list[int] = []
+        limit = self.params.max_tokens - self.stats.generated
         for t in new_tokens:
-            if stats.generated + len(kept) >= params.max_tokens:
-                reason = FinishReason.MAX_TOKENS
+            if len(kept) >= limit:
+                self.reason = FinishReason.MAX_TOKENS
                 break
             kept.append(t)
-            if t in target.eog:
-                reason = FinishReason.EOS
+            if t in self.target.eog:
+                self.reason = FinishReason.EOS
                 break
-        if reason is None and stats.generated + len(kept) >= params.max_tokens:
-            reason = FinishReason.MAX_TOKENS
-        committed.extend(kept)
-        ctx.truncate(len(committed) - 1)  # checked: an exact recovery where the memory cannot cut in place
-        verify_seconds = time.perf_counter() - verify_started
-        assert len(ctx.tokens) == len(committed) - 1  # the loop's invariant
+        if self.reason is None and len(kept) >= limit:
+            self.reason = FinishReason.MAX_TOKENS
+        self.committed.extend(kept)
+        return kept
 
-        n_kept_drafts = min(len(kept), n_acc)
-        accepted = drafts[:n_kept_drafts]
+    def verified_event(self, round_: _Round) -> Verified:
+        """The round's outcome with its text, cut before a stop string (which ends the reply)."""
+        drafts, verdict, kept, eog = round_.draft.tokens, round_.verdict, round_.kept, self.target.eog
+        n_acc = verdict.n_accepted
+        accepted = drafts[: min(len(kept), n_acc)]
         correction = kept[-1] if len(kept) > n_acc else None
-        accepted_pieces = [detok.push(t) if t not in target.eog else "" for t in accepted]
+        accepted_pieces = [self.detok.push(t) if t not in eog else "" for t in accepted]
         correction_piece = ""
-        if correction is not None and correction not in target.eog:
-            correction_piece = detok.push(correction)
-
-        if stop_strings:
-            before = "".join(text_so_far)
+        if correction is not None and correction not in eog:
+            correction_piece = self.detok.push(correction)
+        if self.stops:
+            before = "".join(self.text)
             added = "".join(accepted_pieces) + correction_piece
-            window = before[-longest_stop:] + added
-            hits = [window.find(s) for s in stop_strings]
-            hits = [h for h in hits if h >= 0]
+            window = before[-self.longest_stop :] + added
+            hits = [h for h in (window.find(s) for s in self.stops) if h >= 0]
             if hits:
-                cut = min(hits) - min(len(before), longest_stop)  # index into `added`
+                cut = min(hits) - min(len(before), self.longest_stop)  # index into `added`
                 accepted_pieces, correction_piece = _trim_pieces(accepted_pieces, correction_piece, max(cut, 0))
-                reason = FinishReason.STOP_STRING
-
-        stats.rounds += 1 if drafts else 0
-        stats.drafted += len(drafts)
-        stats.accepted += n_acc
-        stats.generated += len(kept)
-        stats.depth = k
-        overhead_seconds = time.perf_counter() - round_started - draft_seconds - verify_seconds - consumer_seconds
-        adaptive.observe(len(drafts), n_acc, draft.step_seconds, verify_seconds, overhead_seconds,
-                         draft.sync_seconds, draft.sample_seconds)
+                self.reason = FinishReason.STOP_STRING
         event = Verified(
-            round=round_no,
-            depth=k,
+            round=round_.number,
+            depth=round_.depth,
             accepted=tuple(accepted),
             rejected=tuple(drafts[n_acc:]),
             correction=correction,
             accepted_pieces=tuple(accepted_pieces),
-            rejected_pieces=tuple(draft_pieces[n_acc:]),
+            rejected_pieces=tuple(round_.draft_pieces[n_acc:]),
             correction_piece=correction_piece,
-            target_probs=target_probs,
-            draft_probs=tuple(draft.probs),
-            correction_prob=correction_prob,
+            target_probs=verdict.target_probs,
+            draft_probs=tuple(round_.draft.probs),
+            correction_prob=verdict.token_prob,
         )
-        text_so_far.append(event.text)
-        yield event
-        round_no += 1
-        if reason is not None:
-            yield finish()
-            return
+        self.text.append(event.text)
+        return event
+
+    def account(self, round_: _Round) -> None:
+        """Count the round in the reply's statistics and tell the depth controller what it cost."""
+        draft, n_drafted, n_acc = round_.draft, len(round_.draft.tokens), round_.verdict.n_accepted
+        stats = self.stats
+        stats.rounds += 1 if n_drafted else 0
+        stats.drafted += n_drafted
+        stats.accepted += n_acc
+        stats.generated += len(round_.kept)
+        stats.depth = round_.depth
+        overhead_seconds = (time.perf_counter() - round_.started - round_.draft_seconds - round_.verify_seconds
+                            - round_.consumer_seconds)
+        self.adaptive.observe(n_drafted, n_acc, draft.step_seconds, round_.verify_seconds, overhead_seconds,
+                              draft.sync_seconds, draft.sample_seconds)
+
+    def finish(self) -> Finished:
+        """The last event: why the reply ended, and its statistics."""
+        self.stats.generate_seconds = time.perf_counter() - self.generate_started
+        self.stats.plain_tokens_per_second_estimate = self.adaptive.plain_rate_estimate()
+        return Finished(self.reason or FinishReason.ERROR, self.stats, self.message)
 
 
 def _trim_pieces(pieces: list[str], tail: str, keep_chars: int) -> tuple[list[str], str]:

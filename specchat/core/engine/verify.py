@@ -1,21 +1,77 @@
-"""Acceptance rules as pure functions.
+"""The target's verdict on a round's drafts, for both acceptance rules, as pure functions.
 
-Both return ``(n_accepted, next_token)``: the drafts ``[:n_accepted]`` are
-kept and ``next_token`` is the target's own token that follows them (the
-correction for the first rejected draft, or the bonus after a full accept).
+:func:`judge` takes the target's logits after the last committed token and
+after each draft, and returns one :class:`Verdict`: how many drafts are
+kept, the target's own token that follows them (the correction for the
+first rejected draft, or the bonus after a full accept), and the target's
+probabilities the front ends show. At temperature 0 drafts are kept while
+they equal the target's argmax (:func:`accept_greedy`); otherwise the exact
+rejection-sampling rule decides (:func:`accept_rejection`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from specchat.core.engine.sampling import Distribution, residual
+from specchat.core.engine.sampling import Distribution, distribution, greedy_token, residual
+from specchat.core.types import SamplerParams
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the target makes of one round's drafts."""
+
+    n_accepted: int  # drafts[:n_accepted] are kept
+    token: int  # the target's own token after them: the correction, or the bonus after a full accept
+    target_probs: tuple[float, ...]  # the target's (sampler-shaped) probability of each draft
+    token_prob: float  # the target's probability of ``token``
+
+
+def judge(
+    rows: np.ndarray,
+    committed: Sequence[int],
+    drafts: Sequence[int],
+    q: Sequence[Distribution],
+    sampler: SamplerParams,
+    rng: np.random.Generator,
+) -> Verdict:
+    """The verdict on ``drafts`` (drawn from ``q``) after the ``committed`` tokens.
+
+    ``rows[i]`` is the target's logits row after ``committed`` plus
+    ``drafts[:i]`` (``len(drafts) + 1`` rows). The greedy rule draws nothing
+    from ``rng``; the exact rule draws what :func:`accept_rejection` draws.
+    """
+    history = list(committed[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
+    drafts = list(drafts)
+
+    def p_at(i: int) -> Distribution:
+        return distribution(rows[i], history + drafts[:i], sampler)
+
+    p: list[Distribution]
+    if sampler.greedy:
+        choices: list[int] = []
+        for i in range(len(drafts) + 1):
+            choices.append(greedy_token(rows[i], history + drafts[:i], sampler))
+            if i == len(drafts) or drafts[i] != choices[i]:
+                break
+        n_accepted, token = accept_greedy(drafts, choices)
+        p = [p_at(i) for i in range(len(drafts) + 1)]  # only for the probabilities shown
+    else:
+        p = [p_at(i) for i in range(len(drafts) + 1)]
+        n_accepted, token = accept_rejection(drafts, p, q, rng)
+    return Verdict(
+        n_accepted=n_accepted,
+        token=token,
+        target_probs=tuple(p[i].prob(t) for i, t in enumerate(drafts)),
+        token_prob=p[n_accepted].prob(token),
+    )
 
 
 def accept_greedy(drafts: Sequence[int], target_choice: Sequence[int]) -> tuple[int, int]:
-    """Temperature 0: keep drafts while they equal the target's argmax.
+    """Temperature 0: keep drafts while they equal the target's argmax; return ``(n_accepted, next_token)``.
 
     ``target_choice[i]`` is the target's greedy token after the committed
     text plus ``drafts[:i]``; it needs entries up to the first mismatch (or
@@ -33,7 +89,7 @@ def accept_rejection(
     q: Sequence[Distribution],
     rng: np.random.Generator,
 ) -> tuple[int, int]:
-    """The exact rule of Leviathan et al. 2023 / Chen et al. 2023.
+    """The exact rule of Leviathan et al. 2023 / Chen et al. 2023; return ``(n_accepted, next_token)``.
 
     ``drafts[i]`` was sampled from ``q[i]``; ``p`` has one more entry than
     ``drafts`` (the target's distribution after a full accept). Accept draft
