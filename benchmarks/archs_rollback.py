@@ -81,8 +81,8 @@ def measure(arch: str, draft: str, snapshots: int, args: argparse.Namespace) -> 
                         stats.checkpoint_bytes = max(stats.checkpoint_bytes, s.checkpoint_bytes)
                         stats.seconds += s.seconds
         ctx = engine.target_context
-        mode = "dense" if ctx.kind.value == "dense" else (
-            f"{ctx.kind.value}, snapshots {ctx.rollback_depth}" if ctx.rollback_depth else f"{ctx.kind.value}, saved states")
+        rollback = f"snapshots {ctx.rollback_depth}" if ctx.rollback_depth else "saved states"
+        mode = "dense" if ctx.kind.value == "dense" else f"{ctx.kind.value}, {rollback}"
         return plain, spec, stats, mode
     finally:
         engine.close()

@@ -36,12 +36,14 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{cpu}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS if DEFAULT_PROMPTS.exists() else FALLBACK_PROMPTS)
+    default_prompts = DEFAULT_PROMPTS if DEFAULT_PROMPTS.exists() else FALLBACK_PROMPTS
+    parser.add_argument("--prompts", type=Path, default=default_prompts)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md with the results")
@@ -63,10 +65,11 @@ def main() -> int:
     print(auto_vs_fixed(sections[0][1]))
     run("Greedy, n-gram lookup", greedy, DrafterKind.NGRAM, [None])
     hot = SamplerParams(temperature=0.8)
-    run("T=0.8, draft samples from q, exact rejection sampling", GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1),
-        DrafterKind.DRAFT_MODEL, [4])
+    run("T=0.8, draft samples from q, exact rejection sampling",
+        GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1), DrafterKind.DRAFT_MODEL, [4])
     run("T=0.8, greedy draft then compare (llama.cpp server's rule)",
-        GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1, greedy_draft=True), DrafterKind.DRAFT_MODEL, [4])
+        GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1, greedy_draft=True),
+        DrafterKind.DRAFT_MODEL, [4])
 
     if args.write:
         write_markdown(sections, args)
@@ -88,7 +91,8 @@ def write_markdown(sections: list[tuple[str, list[BenchReport]]], args: argparse
         "Python overhead shows up as *plain / native* below 100%. *predicted* is the ceiling from the",
         "measured draft step, verify cost per batch size, per-round overhead and acceptance rate.",
         "",
-        "| run | depth | plain tok/s | native tok/s | spec tok/s | speedup vs plain | vs native | plain/native | acceptance | accepted/round | predicted tok/s | reached | identical |",
+        "| run | depth | plain tok/s | native tok/s | spec tok/s | speedup vs plain | vs native | plain/native "
+        "| acceptance | accepted/round | predicted tok/s | reached | identical |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for title, reports in sections:

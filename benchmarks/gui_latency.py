@@ -37,13 +37,13 @@ def main() -> int:
     from specchat.core.types import parse_depth
     from specchat.ui.main_window import MainWindow
 
-    app = QApplication(sys.argv)
+    _app = QApplication(sys.argv)  # held for the whole run; the window needs it alive
     pair = provision_demo_pair()
     settings = load_settings()
     settings.max_tokens = args.max_tokens
     settings.repeat_penalty = 1.0  # the window's 1.1 would end the counting reply early; this wants a long one
     settings.depth = parse_depth(args.depth)
-    store = ConversationStore(os.path.join(tmp, "conversations.sqlite3"))  # type: ignore[arg-type]
+    store = ConversationStore(os.path.join(tmp, "conversations.sqlite3"))
     window = MainWindow(settings, store)
     window.show()
 

@@ -16,6 +16,7 @@ each reply is in the database after quitting.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -133,14 +135,14 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
     replies = 0
     reasons: dict[str, int] = {}
 
-    def reply(action: object, *, stop_early: bool = False) -> None:
+    def reply(action: Callable[[], None], *, stop_early: bool = False) -> None:
         nonlocal replies
         stopper = None
         if stop_early:
             def stopper(batch: list[object]) -> None:
                 window.stop()
             window.events_received.connect(stopper)
-        action()  # type: ignore[operator]
+        action()
         if window.streaming:
             (finished,) = wait(window.reply_finished)
             reason = finished.reason.value  # type: ignore[attr-defined]
@@ -161,20 +163,20 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
         prompt = rng.choice(PROMPTS)
         if roll < 0.08:
             window.new_conversation()
-            reply(lambda: send(prompt))
+            reply(functools.partial(send, prompt))
         elif roll < 0.16 and len(store.conversations()) > 1:
             others = [c.id for c in store.conversations() if c.id != window.conversation_id]
             window.open_conversation(rng.choice(others))
-            reply(lambda: send(prompt))
+            reply(functools.partial(send, prompt))
         elif roll < 0.28 and window.regenerate_button.isEnabled() and window.transcript.messages:
             reply(window.regenerate)
         elif roll < 0.36:
-            reply(lambda: send(prompt), stop_early=True)
+            reply(functools.partial(send, prompt), stop_early=True)
         elif roll < 0.42:
             users = [i for i, m in enumerate(window.transcript.messages) if m.role == "user"]
             if users:
                 window.edit_message(rng.choice(users))
-                reply(lambda: send(prompt + " Keep it short."))
+                reply(functools.partial(send, prompt + " Keep it short."))
         elif roll < 0.48:
             reply(lambda: send("word " * rng.choice([380, 420, 470])))  # near or over the 512-token context
         elif roll < 0.52 and len(store.conversations()) > 2:
@@ -185,7 +187,7 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
             if rng.random() < 0.3:
                 window.controls.auto_depth.setChecked(rng.random() < 0.5)
                 window.controls.depth_slider.setValue(rng.randint(0, 16))
-            reply(lambda: send(prompt))
+            reply(functools.partial(send, prompt))
         if time.monotonic() - last_sample >= args.interval:
             sample()
     timer.stop()

@@ -15,5 +15,5 @@ try:
     ensure_backend()  # quiets llama.cpp's own log first, then loads the plugins
     if load_dynamic_backends() == 0:
         print("specchat: no llama.cpp backend could be loaded from the bundle", file=sys.stderr)
-except Exception as exc:  # never stop the app from starting; model loading will report too
+except Exception as exc:  # noqa: BLE001 - never stop the app from starting; model loading will report too
     print(f"specchat: loading llama.cpp backends failed: {exc!r}", file=sys.stderr)

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     except EXPECTED_ERRORS as exc:
         print(f"specchat: error: {describe_error(exc)}", file=sys.stderr)
         return EXIT_USAGE
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the last resort: any crash becomes one line and a log file
         log = write_crash_log(exc)
         where = f"the details are in {log}" if log is not None else "no log could be written"
         print(f"specchat: internal error: {type(exc).__name__}: {describe_error(exc)} ({where})", file=sys.stderr)

@@ -36,7 +36,7 @@ def run_gui(args: argparse.Namespace) -> int:
     app.setOrganizationName("specchat")
     icon = paths.resources_dir() / "icons" / "specchat.svg"
     if icon.is_file():
-        app.setWindowIcon(QIcon(str(icon)))
+        QApplication.setWindowIcon(QIcon(str(icon)))
 
     settings = load_settings()
     store = ConversationStore()

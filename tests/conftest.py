@@ -8,11 +8,15 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub, serve
+
+if TYPE_CHECKING:
+    from specchat.core.models.demo import DemoPair
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -33,7 +37,7 @@ def _is_loopback(address: object) -> bool:
         return False
 
 
-class NetworkBlocked(OSError):
+class NetworkBlockedError(OSError):
     pass
 
 
@@ -43,13 +47,13 @@ _real_connect_ex = socket.socket.connect_ex
 
 def _guarded_connect(self: socket.socket, address: object) -> None:
     if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
-        raise NetworkBlocked(f"tests may not reach the network: {address!r}")
+        raise NetworkBlockedError(f"tests may not reach the network: {address!r}")
     return _real_connect(self, address)
 
 
 def _guarded_connect_ex(self: socket.socket, address: object) -> int:
     if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
-        raise NetworkBlocked(f"tests may not reach the network: {address!r}")
+        raise NetworkBlockedError(f"tests may not reach the network: {address!r}")
     return _real_connect_ex(self, address)
 
 
@@ -79,7 +83,7 @@ def demo_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_pair(demo_models_dir: Path) -> DemoPair:  # noqa: F821
+def demo_pair(demo_models_dir: Path) -> DemoPair:
     """The real demo pair (F32 target, Q4_1 draft), converted once per test session."""
     from specchat.core.models.demo import provision_demo_pair
 

@@ -231,7 +231,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def format_table(reports: list[BenchReport]) -> str:
-    head = f"{'prompt':<16}{'depth':>6}{'plain':>9}{'native':>9}{'spec':>9}{'speedup':>9}{'accept':>8}{'acc/rnd':>8}{'ident':>7}"
+    head = (f"{'prompt':<16}{'depth':>6}{'plain':>9}{'native':>9}{'spec':>9}{'speedup':>9}"
+            f"{'accept':>8}{'acc/rnd':>8}{'ident':>7}")
     lines = [head, "-" * len(head)]
     for r in reports:
         for p in r.per_prompt:

@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from specchat.core.settings import FLAG_LIMITS
 from specchat.core.types import (
@@ -28,6 +28,9 @@ from specchat.core.types import (
     parse_depth,
     parse_gpu_layers,
 )
+
+if TYPE_CHECKING:
+    from specchat.core.chat.session import ChatEngine
 
 # ANSI styles; each kind differs by more than hue (underline, strike, bold).
 STYLE_ACCEPTED = "\x1b[32;4m"
@@ -49,7 +52,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
     parser.add_argument("--target", required=True, help="target GGUF file")
     group = parser.add_mutually_exclusive_group(required=draft_required)
     group.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")
-    group.add_argument("--ngram", action="store_true", help="draft by n-gram lookup in the conversation (no second model)")
+    group.add_argument("--ngram", action="store_true",
+                       help="draft by n-gram lookup in the conversation (no second model)")
     group.add_argument("--mtp", action="store_true",
                        help="draft with the target's own multi-token-prediction (MTP/NextN) heads (no second model)")
     if not draft_required:
@@ -102,8 +106,8 @@ def drafter_from_args(args: argparse.Namespace) -> DrafterKind:
     return DrafterKind.NONE
 
 
-def load_engine(args: argparse.Namespace):  # -> ChatEngine (imported lazily: loads llama.cpp)
-    from specchat.core.chat.session import ChatEngine
+def load_engine(args: argparse.Namespace) -> ChatEngine:
+    from specchat.core.chat.session import ChatEngine  # imported here: it loads llama.cpp
 
     return ChatEngine.load(
         args.target, args.draft, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers,

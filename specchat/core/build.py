@@ -47,7 +47,10 @@ class BackendDevice:
     total_bytes: int
 
     def summary(self) -> str:
-        """One line such as ``CUDA0 (GPU, NVIDIA H200): 139.2/139.8 GiB free`` or ``CPU (CPU, AMD EPYC): 23.5 GiB RAM``."""
+        """One line such as ``CUDA0 (GPU, NVIDIA H200): 139.2/139.8 GiB free``.
+
+        A CPU reads ``CPU (CPU, AMD EPYC): 23.5 GiB RAM``.
+        """
         desc = f", {self.description}" if self.description and self.description != self.name else ""
         if not self.total_bytes:
             mem = ""

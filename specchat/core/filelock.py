@@ -16,7 +16,7 @@ from pathlib import Path
 from specchat.core.types import SpecchatError
 
 
-class LockTimeout(SpecchatError):
+class LockTimeoutError(SpecchatError):
     """Another process held the lock for longer than we were willing to wait."""
 
 
@@ -53,14 +53,14 @@ else:
 def held(path: Path, *, wait_s: float = 10.0, poll_s: float = 0.01) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` for the ``with`` block.
 
-    Raises OSError when the lock file cannot be created, LockTimeout after ``wait_s``.
+    Raises OSError when the lock file cannot be created, LockTimeoutError after ``wait_s``.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + wait_s
         while not _try_lock(fd):
             if time.monotonic() >= deadline:
-                raise LockTimeout(f"{path.name} is held by another process")
+                raise LockTimeoutError(f"{path.name} is held by another process")
             time.sleep(poll_s)
         try:
             yield

@@ -97,7 +97,8 @@ class Settings:
     hide_rejected: bool = False
     theme: str = "system"
     n_ctx: int = 4096
-    target_gpu_layers: GpuLayers = GPU_LAYERS_AUTO  # when the build can offload: "auto" fits free memory, -1 all, 0 none
+    # when the build can offload: "auto" fits free memory, -1 all, 0 none
+    target_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
     draft_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
     window_geometry: str = ""  # base64 of QWidget.saveGeometry()
     splitter_state: str = ""

@@ -128,7 +128,9 @@ def parse_gpu_layers(value: str | int) -> GpuLayers:
         except ValueError:
             raise SpecchatError(f"GPU layers must be a number, 'all' or 'auto', got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value <= MAX_GPU_LAYERS:
-        raise SpecchatError(f"GPU layers must be -1 (all), 0 (none) up to {MAX_GPU_LAYERS}, 'all' or 'auto', got {value!r}")
+        raise SpecchatError(
+            f"GPU layers must be -1 (all), 0 (none) up to {MAX_GPU_LAYERS}, 'all' or 'auto', got {value!r}"
+        )
     return value
 
 

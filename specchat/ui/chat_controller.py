@@ -273,8 +273,9 @@ class ChatController(QObject):
         missing = {DrafterKind.DRAFT_MODEL: not self.has_draft_model, DrafterKind.MTP: not self.has_mtp}
         if missing.get(drafter, False):
             drafter = DrafterKind.MTP if self.has_mtp else DrafterKind.NGRAM
-            self.status.emit(f"The loaded pair has no {'draft model' if settings.drafter is DrafterKind.DRAFT_MODEL else 'MTP heads'}:"
-                             f" drafting with {'its MTP heads' if self.has_mtp else 'n-gram lookup'}")
+            lacking = "draft model" if settings.drafter is DrafterKind.DRAFT_MODEL else "MTP heads"
+            instead = "its MTP heads" if self.has_mtp else "n-gram lookup"
+            self.status.emit(f"The loaded pair has no {lacking}: drafting with {instead}")
         self.depth_control.set(settings.depth)
         self._live, self._live_conversation = self.transcript, self.conversation_id
         reply = self.transcript.begin_reply()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QValidator
+from PySide6.QtGui import QStandardItemModel, QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -71,7 +73,7 @@ class GpuLayersBox(QSpinBox):
         layers = self._parse(text)
         return self.AUTO_VALUE if layers == GPU_LAYERS_AUTO else int(layers) if layers is not None else self.value()
 
-    def validate(self, text: str, pos: int) -> object:  # Qt override
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
         if self._parse(text) is not None:
             return QValidator.State.Acceptable, text, pos
         if any(word.startswith(text.strip().lower()) for word in self._WORDS.values()) or text.strip() in ("", "-"):
@@ -178,7 +180,7 @@ class SpeculationControls(QGroupBox):
         self.draft_gpu_layers.set_layers(s.draft_gpu_layers)
 
     def store_settings(self, s: Settings) -> None:
-        s.depth = self.depth
+        s.depth = self.chosen_depth
         s.drafter = self.drafter_kind
         s.temperature = self.temperature.value()
         s.top_k = self.top_k.value()
@@ -199,20 +201,25 @@ class SpeculationControls(QGroupBox):
         return box
 
     @property
-    def depth(self) -> int | None:
+    def chosen_depth(self) -> int | None:
+        """The fixed depth picked, or None for auto."""
         return None if self.auto_depth.isChecked() else int(self.depth_slider.value())
 
     def set_available_drafters(self, draft_model: bool, mtp: bool) -> None:
         """Grey out drafters the loaded pair lacks; a target with MTP heads drafts with them by default."""
-        model = self.drafter.model()
+        model = self._drafter_items()
         for row in range(self.drafter.count()):
             kind = DrafterKind(self.drafter.itemData(row))
             available = {DrafterKind.DRAFT_MODEL: draft_model, DrafterKind.MTP: mtp}.get(kind, True)
-            model.item(row).setEnabled(available)  # type: ignore[attr-defined]
+            model.item(row).setEnabled(available)
         if mtp:
             self.drafter.setCurrentIndex(self.drafter.findData(DrafterKind.MTP))
-        elif not self.drafter.model().item(self.drafter.currentIndex()).isEnabled():  # type: ignore[attr-defined]
+        elif not model.item(self.drafter.currentIndex()).isEnabled():
             self.drafter.setCurrentIndex(self.drafter.findData(DrafterKind.NGRAM))
+
+    def _drafter_items(self) -> QStandardItemModel:
+        # a QComboBox's own model is a QStandardItemModel; its items can be greyed out one by one
+        return cast(QStandardItemModel, self.drafter.model())
 
     @property
     def drafter_kind(self) -> DrafterKind:
@@ -239,4 +246,4 @@ class SpeculationControls(QGroupBox):
         self._emit_depth()
 
     def _emit_depth(self) -> None:
-        self.depth_changed.emit(self.depth)
+        self.depth_changed.emit(self.chosen_depth)

@@ -35,7 +35,7 @@ from specchat.core.chat.transcript import ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
 from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_settings
-from specchat.core.types import Finished, SamplerParams, SpecchatError
+from specchat.core.types import Event, Finished, SamplerParams, SpecchatError
 
 from .chat_controller import ChatController, ReplySettings
 from .chat_view import ChatView, TokenLegend
@@ -201,7 +201,8 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.panel_action)
         view_menu.addSeparator()
         view_menu.addAction("Zoom &in", QKeySequence.StandardKey.ZoomIn, lambda: self.set_zoom(self.settings.zoom + 1))
-        view_menu.addAction("Zoom &out", QKeySequence.StandardKey.ZoomOut, lambda: self.set_zoom(self.settings.zoom - 1))
+        view_menu.addAction("Zoom &out", QKeySequence.StandardKey.ZoomOut,
+                            lambda: self.set_zoom(self.settings.zoom - 1))
         view_menu.addAction("&Actual size", QKeySequence("Ctrl+0"), lambda: self.set_zoom(0))
         view_menu.addSeparator()
         self.hide_rejected_action = QAction("&Hide rejected tokens", self, checkable=True)
@@ -568,7 +569,7 @@ class MainWindow(QMainWindow):
         self.chat.stop()
 
     def _reply_settings(self) -> ReplySettings:
-        return ReplySettings(self.controls.generation_params(), self.controls.drafter_kind, self.controls.depth)
+        return ReplySettings(self.controls.generation_params(), self.controls.drafter_kind, self.controls.chosen_depth)
 
     def _on_transcript_replaced(self) -> None:
         self.settings.last_conversation = self.chat.conversation_id or 0
@@ -593,7 +594,7 @@ class MainWindow(QMainWindow):
             self.progress.show()
             self.statusBar().showMessage("Reading the prompt…")
 
-    def _on_events_folded(self, batch: list[object]) -> None:
+    def _on_events_folded(self, batch: list[Event]) -> None:
         self.events_received.emit(batch)
         self.chat_view.feed(batch)
         self.stats.refresh()

@@ -133,7 +133,10 @@ def test_the_drafts_catch_up_is_paid_once_per_round() -> None:
     cheap = AdaptiveDepth()
     cheap.observe(0, 0, None, 0.02)
     cheap.observe(4, 4, 0.008, 0.035, sync_seconds=0.008)
-    ratio = lambda c: c.predicted_rate(8) / c.predicted_rate(1)  # noqa: E731
+
+    def ratio(c: AdaptiveDepth) -> float:
+        return c.predicted_rate(8) / c.predicted_rate(1)
+
     assert ratio(ctrl) > ratio(cheap)
 
 

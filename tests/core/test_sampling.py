@@ -113,7 +113,7 @@ def test_distribution_lookup_and_sampling() -> None:
     assert d.argmax() == 7
     rng = np.random.default_rng(0)
     draws = np.array([d.sample(rng) for _ in range(20000)])
-    for token, prob in zip(d.ids, d.probs):
+    for token, prob in zip(d.ids, d.probs, strict=True):
         assert abs((draws == token).mean() - prob) < 0.015
 
 

@@ -156,7 +156,7 @@ def test_a_folder_where_the_lock_file_belongs_leaves_the_store_in_memory(folder:
 def test_the_lock_excludes_a_second_holder(tmp_path: Path) -> None:
     lock = tmp_path / "x.lock"
     with filelock.held(lock):
-        with pytest.raises(filelock.LockTimeout), filelock.held(lock, wait_s=0.05):
+        with pytest.raises(filelock.LockTimeoutError), filelock.held(lock, wait_s=0.05):
             pass
     with filelock.held(lock, wait_s=0.05):  # released: free again
         pass

@@ -38,7 +38,9 @@ HOSTILE = {
     "a billion-wide format filter": ("{{ '%999999999d'|format(1) }}", "wide, over its budget"),
     "2 ** 10**10": ("{{ 2 ** (10 ** 10) }}", "too large"),
     "a sandbox escape": ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "the chat template failed"),
-    "raise_exception": ("{{ raise_exception('roles must alternate') }}", "refused the conversation: roles must alternate"),
+    "raise_exception": (
+        "{{ raise_exception('roles must alternate') }}", "refused the conversation: roles must alternate"
+    ),
 }
 
 

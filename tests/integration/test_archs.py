@@ -190,7 +190,7 @@ def test_cancel_then_regenerate_and_continue(engines: EngineFactory, arch: str) 
     reply(session, "Now say goodbye.", depth=DepthControl(16))
     turns.append((session.messages[:-1], session.last_tokens))
     assert engine.target_context.stats.restarts == 0 and engine.draft_context.stats.restarts == 0
-    for label, (conversation, tokens) in zip(("regenerated", "after cancel"), turns):
+    for label, (conversation, tokens) in zip(("regenerated", "after cancel"), turns, strict=True):
         check_reply(engine, conversation, tokens, f"{arch} {label}")
 
 
@@ -216,7 +216,7 @@ def test_sampling_follows_the_target_distribution_on_a_hybrid(engines: EngineFac
     # Chi-square of the first token against the target's own probabilities; small cells pooled.
     chi2, cells = 0.0, 0
     pooled_expected, pooled_seen = 0.0, 0
-    for token, prob in zip(p1.ids, p1.probs):
+    for token, prob in zip(p1.ids, p1.probs, strict=True):
         expected, got = n * float(prob), seen.get(int(token), 0)
         if expected >= 5:
             chi2 += (got - expected) ** 2 / expected

@@ -186,8 +186,8 @@ def test_the_crash_log_falls_back_to_the_temp_dir(tmp_path: Path) -> None:
     blocked.write_text("a file where the cache dir should be")
     temp = tmp_path / "tmp"
     temp.mkdir()
-    env_code = CRASH.replace("import sys,", f"import os; os.environ['SPECCHAT_CACHE_DIR'] = {str(blocked / 'cache')!r}; "
-                             f"os.environ['TMPDIR'] = {str(temp)!r}; import sys,")
+    env_code = CRASH.replace("import sys,", f"import os; os.environ['SPECCHAT_CACHE_DIR'] = {str(blocked / 'cache')!r};"
+                             f" os.environ['TMPDIR'] = {str(temp)!r}; import sys,")
     out = specchat("info", code=env_code)
     assert_one_line(out, f"the details are in {temp / 'specchat-crash.log'}", code=1)
     assert "ZeroDivisionError" in (temp / "specchat-crash.log").read_text(encoding="utf-8")

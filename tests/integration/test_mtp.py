@@ -156,7 +156,7 @@ def test_sampling_with_mtp_follows_the_target_distribution(engine: ChatEngine) -
     assert set(seen) <= {int(t) for t in p1.ids}
     chi2, cells = 0.0, 0
     pooled_expected, pooled_seen = 0.0, 0
-    for token, prob in zip(p1.ids, p1.probs):
+    for token, prob in zip(p1.ids, p1.probs, strict=True):
         expected, got = n * float(prob), seen.get(int(token), 0)
         if expected >= 5:
             chi2 += (got - expected) ** 2 / expected

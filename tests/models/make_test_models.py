@@ -47,7 +47,8 @@ PATCH = [
     (
         '    ms.add_kv(LLM_KV_BLOCK_COUNT,               n_layer);\n',
         '    // specchat: SPECCHAT_NEXTN_LAYERS=n appends n MTP (NextN) blocks after the trunk\n'
-        '    const uint32_t n_nextn = getenv("SPECCHAT_NEXTN_LAYERS") ? (uint32_t) atoi(getenv("SPECCHAT_NEXTN_LAYERS")) : 0;\n'
+        '    const uint32_t n_nextn = getenv("SPECCHAT_NEXTN_LAYERS") ? '
+        '(uint32_t) atoi(getenv("SPECCHAT_NEXTN_LAYERS")) : 0;\n'
         '    ms.add_kv(LLM_KV_BLOCK_COUNT,               n_layer + n_nextn);\n'
         '    if (n_nextn > 0) {\n'
         '        ms.add_kv(LLM_KV_NEXTN_PREDICT_LAYERS, n_nextn);\n'

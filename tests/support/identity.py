@@ -31,6 +31,7 @@ import numpy as np
 from specchat.core.engine.sampling import apply_repetition_penalty
 from specchat.core.types import SamplerParams
 
+DEFAULT_SAMPLER = SamplerParams()  # frozen: one shared default is safe
 TIE_RELATIVE_GAP = 1e-3
 
 
@@ -59,7 +60,7 @@ class Comparison:
         return f"{kind} at reply token {self.index}: plain {self.expected}, got {self.got}, logit gap {gap}"
 
 
-def plain_greedy(context: object, prompt: Sequence[int], n: int, sampler: SamplerParams = SamplerParams(),
+def plain_greedy(context: object, prompt: Sequence[int], n: int, sampler: SamplerParams = DEFAULT_SAMPLER,
                  eog: frozenset[int] = frozenset()) -> list[int]:
     """The target alone: the prompt in one batch, then one token per decode, straight on a llama.cpp context."""
     ctx = context
@@ -79,11 +80,11 @@ def plain_greedy(context: object, prompt: Sequence[int], n: int, sampler: Sample
 
 
 def compare_greedy(context: object, prompt: Sequence[int], plain: Sequence[int], got: Sequence[int],
-                   sampler: SamplerParams = SamplerParams()) -> Comparison:
+                   sampler: SamplerParams = DEFAULT_SAMPLER) -> Comparison:
     """Compare ``got`` with the plain greedy reply ``plain`` to ``prompt`` on the target's ``context``."""
     if list(plain) == list(got):
         return Comparison(True)
-    i = next((j for j, (a, b) in enumerate(zip(plain, got)) if a != b), min(len(plain), len(got)))
+    i = next((j for j, (a, b) in enumerate(zip(plain, got, strict=False)) if a != b), min(len(plain), len(got)))
     expected = plain[i] if i < len(plain) else None
     other = got[i] if i < len(got) else None
     if expected is None or other is None:
@@ -101,7 +102,7 @@ def compare_greedy(context: object, prompt: Sequence[int], plain: Sequence[int],
 
 
 def assert_same_or_tie(context: object, prompt: Sequence[int], plain: Sequence[int], got: Sequence[int],
-                       sampler: SamplerParams = SamplerParams(), label: str = "") -> Comparison:
+                       sampler: SamplerParams = DEFAULT_SAMPLER, label: str = "") -> Comparison:
     """Fail unless ``got`` equals ``plain`` or first leaves it at a tie; return the comparison."""
     result = compare_greedy(context, prompt, plain, got, sampler)
     assert result.identical or result.tie, f"{label}: {result.describe()}"

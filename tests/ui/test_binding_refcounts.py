@@ -32,7 +32,7 @@ def _counts() -> tuple[int, int, int]:
 
 
 def _drift(before: tuple[int, int, int], after: tuple[int, int, int]) -> dict[str, int]:
-    return {name: a - b for name, b, a in zip(("None", "True", "False"), before, after)}
+    return {name: a - b for name, b, a in zip(("None", "True", "False"), before, after, strict=True)}
 
 
 def _check(before: tuple[int, int, int], done: int, what: str) -> None:

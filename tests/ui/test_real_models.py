@@ -211,7 +211,9 @@ def test_run_gui_with_demo_flag_opens_loads_and_exits(qapp, demo_pair, monkeypat
     def watch() -> None:
         for widget in QApplication.topLevelWidgets():
             if isinstance(widget, MainWindow):
-                widget.models_loaded.connect(lambda info, w=widget: (loaded.append(info), QTimer.singleShot(0, w.close)))
+                widget.models_loaded.connect(
+                    lambda info, w=widget: (loaded.append(info), QTimer.singleShot(0, w.close))
+                )
 
     QTimer.singleShot(0, watch)
     QTimer.singleShot(LOAD_TIMEOUT, lambda: [w.close() for w in QApplication.topLevelWidgets()])  # never hang
@@ -302,7 +304,9 @@ def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, se
         window.stop()  # before the engine thread has run a round
     assert blocker.args[0].reason is FinishReason.CANCELLED
     after = store.messages(window.conversation_id)
-    assert [(m.role, m.content, m.spans) for m in after] == [("user", PROMPT, []), ("assistant", old.content, old.spans)]
+    assert [(m.role, m.content, m.spans) for m in after] == [
+        ("user", PROMPT, []), ("assistant", old.content, old.spans)
+    ]
     assert [m.content for m in window.transcript.messages] == [PROMPT, old.content]
     assert not window.last_error
 

@@ -37,7 +37,7 @@ def test_composer_enter_sends_shift_enter_newline(qtbot) -> None:
 def test_controls_depth_auto_and_params(qtbot) -> None:
     controls = SpeculationControls(Settings(depth=3, drafter=DrafterKind.NGRAM, temperature=0.5, max_tokens=77))
     qtbot.addWidget(controls)
-    assert controls.depth == 3 and controls.drafter_kind is DrafterKind.NGRAM
+    assert controls.chosen_depth == 3 and controls.drafter_kind is DrafterKind.NGRAM
     with qtbot.waitSignal(controls.depth_changed) as blocker:
         controls.depth_slider.setValue(9)
     assert blocker.args == [9]

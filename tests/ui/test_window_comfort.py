@@ -96,8 +96,9 @@ def _clipped(root: QWidget) -> list[str]:
         if isinstance(child, QLabel) and child.wordWrap():
             need.setWidth(min(need.width(), 40))  # wrapping labels only need room for a word
         if child.width() < need.width() or child.height() < need.height():
-            out.append(f"{type(child).__name__} {child.objectName() or child.text() if isinstance(child, QLabel) else ''}"
-                       f" {child.width()}x{child.height()} < {need.width()}x{need.height()}")
+            name = child.objectName() or child.text() if isinstance(child, QLabel) else ""
+            size = f"{child.width()}x{child.height()} < {need.width()}x{need.height()}"
+            out.append(f"{type(child).__name__} {name} {size}")
     return out
 
 

@@ -99,7 +99,8 @@ def _migrate_to_branches(db: sqlite3.Connection) -> None:
         if not has("conversations", "system_prompt"):
             db.execute("ALTER TABLE conversations ADD COLUMN system_prompt TEXT NOT NULL DEFAULT ''")
         db.execute(
-            "UPDATE messages SET parent_id = (SELECT p.id FROM messages p WHERE p.conversation_id = messages.conversation_id"
+            "UPDATE messages SET parent_id = (SELECT p.id FROM messages p"
+            " WHERE p.conversation_id = messages.conversation_id"
             " AND p.position < messages.position ORDER BY p.position DESC LIMIT 1)"
         )
         db.execute(
@@ -107,6 +108,13 @@ def _migrate_to_branches(db: sqlite3.Connection) -> None:
             " ORDER BY m.position DESC LIMIT 1)"
         )
         db.execute("UPDATE schema_version SET version = 2")
+
+
+def _inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id SQLite gave the row that ``cur``'s INSERT just added."""
+    if cur.lastrowid is None:  # only when the statement was no INSERT
+        raise StoreError("the database did not say which row it added")
+    return cur.lastrowid
 
 
 def _is_corrupt(exc: sqlite3.Error) -> bool:
@@ -153,7 +161,7 @@ class ConversationStore:
             # two instances may share the database, but only one may decide to replace it.
             with filelock.held(self.path.with_name(self.path.name + ".lock"), wait_s=LOCK_WAIT_S):
                 self._db = self._open_or_set_aside()
-        except (OSError, filelock.LockTimeout) as exc:
+        except (OSError, filelock.LockTimeoutError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             self.notice = (
                 f"The conversation database could not be opened (its lock file: {reason}); "
@@ -256,7 +264,7 @@ class ConversationStore:
             "INSERT INTO conversations (title, created, updated, system_prompt) VALUES (?, ?, ?, ?)",
             (title, now, now, system_prompt),
         )
-        return int(cur.lastrowid)
+        return _inserted_id(cur)
 
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
         self._db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
@@ -313,7 +321,7 @@ class ConversationStore:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (conversation_id, parent, row[0] + 1 if row else 0, role, content, time.time()),
         )
-        message_id = int(cur.lastrowid)
+        message_id = _inserted_id(cur)
         self._db.execute("UPDATE conversations SET leaf_id = ?, updated = ? WHERE id = ?",
                          (message_id, time.time(), conversation_id))
         return message_id
@@ -387,7 +395,8 @@ class ConversationStore:
 
     def _siblings(self, conversation_id: int, parent: int | None) -> list[int]:
         rows = self._db.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id", (conversation_id, parent)
+            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id",
+            (conversation_id, parent),
         ).fetchall()
         return [r[0] for r in rows]
 

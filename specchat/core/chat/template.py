@@ -111,7 +111,7 @@ _PERCENT_WIDTH_RE = re.compile(r"%[-#0 +]*(\d+)?(?:\.(\d+))?")
 class _BudgetCodeGenerator(CodeGenerator):
     """Compiles every ``{% for %}`` iterable as ``environment.budget_iter(<iterable>)``."""
 
-    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:  # noqa: N802 - jinja2 dispatches on the node class name
         wrapped = node.iter
         if not (isinstance(wrapped, nodes.Call) and isinstance(wrapped.node, nodes.EnvironmentAttribute)
                 and wrapped.node.name == "budget_iter"):
@@ -135,7 +135,7 @@ class BudgetedEnvironment(ImmutableSandboxedEnvironment):
         budget = _BUDGET.get()
         return iterable if budget is None else budget.iterate(iterable)
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's own signature for call()
         budget = _BUDGET.get()
         if budget is None:
             return super().call(__context, __obj, *args, **kwargs)
@@ -330,7 +330,7 @@ class ChatTemplate:
             raise SpecchatError("the chat template failed: it recursed too deeply") from None
         except MemoryError:
             raise SpecchatError("the chat template failed: it ran out of memory") from None
-        except Exception as exc:  # a template is foreign code: 1/0, int('x'), a bad attribute...
+        except Exception as exc:  # noqa: BLE001 - a template is foreign code: 1/0, int('x'), a bad attribute...
             raise SpecchatError(f"the chat template failed: {type(exc).__name__}: {_one_line(str(exc))}") from None
         finally:
             _BUDGET.reset(token)

@@ -49,7 +49,9 @@ def spans_of(verified: Verified) -> list[TokenSpan]:
         dp = verified.draft_probs[i] if i < len(verified.draft_probs) else None
         spans.append(TokenSpan(kind, piece, verified.round, tp, dp))
     if verified.correction is not None or verified.correction_piece:
-        spans.append(TokenSpan(TokenKind.TARGET, verified.correction_piece, verified.round, verified.correction_prob, None))
+        spans.append(
+            TokenSpan(TokenKind.TARGET, verified.correction_piece, verified.round, verified.correction_prob, None)
+        )
     return spans
 
 

@@ -159,12 +159,15 @@ def compare(target: GgufInfo, draft: GgufInfo, *, n_ctx: int | None = None) -> C
                 f"{ratio:.0%}); speculation rarely pays off unless the draft is several times smaller"
             )
         else:
-            notes.append(f"draft is {ratio:.0%} of the target's size ({_gb(draft.file_size)} vs {_gb(target.file_size)})")
+            sizes = f"{_gb(draft.file_size)} vs {_gb(target.file_size)}"
+            notes.append(f"draft is {ratio:.0%} of the target's size ({sizes})")
 
     if n_ctx is not None:
         for label, info in (("draft", draft), ("target", target)):
             if info.context_length is not None and info.context_length < n_ctx:
-                warnings.append(f"the {label}'s context is {info.context_length} tokens, shorter than the {n_ctx} asked for")
+                warnings.append(
+                    f"the {label}'s context is {info.context_length} tokens, shorter than the {n_ctx} asked for"
+                )
 
     if target.architecture != draft.architecture:
         warnings.append(

@@ -43,12 +43,12 @@ from urllib.parse import urljoin
 from specchat.core.cancel import CancelToken
 from specchat.core.models import hfcache
 from specchat.core.models.errors import (
-    ChecksumMismatch,
-    DownloadCancelled,
+    ChecksumMismatchError,
+    DownloadCancelledError,
     DownloadStorageError,
     HubNetworkError,
     HubProtocolError,
-    NotEnoughDiskSpace,
+    NotEnoughDiskSpaceError,
 )
 from specchat.core.models.hub import (
     call_cancellable,
@@ -117,10 +117,10 @@ def format_bytes(n: float) -> str:
 
 
 def check_disk_space(needed: int, folder: Path, what: str, free_space: FreeSpace = disk_free) -> None:
-    """Raise NotEnoughDiskSpace when ``folder`` has fewer than ``needed`` free bytes."""
+    """Raise NotEnoughDiskSpaceError when ``folder`` has fewer than ``needed`` free bytes."""
     free = free_space(folder)
     if needed > free:
-        raise NotEnoughDiskSpace(
+        raise NotEnoughDiskSpaceError(
             f"not enough disk space in {folder}: {what} needs {format_bytes(needed)}, "
             f"only {format_bytes(free)} free; free {format_bytes(needed - free)} or choose another folder"
         )
@@ -311,7 +311,7 @@ def _hash_prefix(path: Path, cancel: CancelToken | None) -> Any:
     with path.open("rb") as f:
         while block := f.read(1 << 22):
             if cancel is not None and cancel.cancelled:
-                raise DownloadCancelled(f"download of {path.name} cancelled while checking the partial file")
+                raise DownloadCancelledError(f"download of {path.name} cancelled while checking the partial file")
             h.update(block)
     return h
 
@@ -321,7 +321,7 @@ def _git_blob_sha1(path: Path, cancel: CancelToken | None) -> str:
     with path.open("rb") as f:
         while block := f.read(1 << 22):
             if cancel is not None and cancel.cancelled:
-                raise DownloadCancelled(f"download of {path.name} cancelled while checking it")
+                raise DownloadCancelledError(f"download of {path.name} cancelled while checking it")
             h.update(block)
     return h.hexdigest()
 
@@ -339,7 +339,7 @@ def _hold_lock(path: Path, cancel: CancelToken | None, what: str) -> Iterator[No
                 break
             except Timeout:
                 if cancel is not None and cancel.cancelled:
-                    raise DownloadCancelled(f"{what} cancelled while another download of it was running") from None
+                    raise DownloadCancelledError(f"{what} cancelled while another download of it was running") from None
         yield
 
 
@@ -372,7 +372,7 @@ class _Body:
                         return
                     self._put("data", block)
             self._put("end", None)
-        except BaseException as exc:  # handed to the caller
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread by next()
             self._put("error", exc)
 
     def _put(self, kind: str, value: Any) -> None:
@@ -450,8 +450,8 @@ def _transfer(
         eta = (size - offset) / speed if size is not None and speed > 0 else None
         on_progress(DownloadProgress(filename, offset, size, speed, eta, resumed_from))
 
-    def cancelled() -> DownloadCancelled:
-        return DownloadCancelled(
+    def cancelled() -> DownloadCancelledError:
+        return DownloadCancelledError(
             f"download of {filename} cancelled at {format_bytes(offset)}"
             + (f" of {format_bytes(size)}" if size else "")
             + "; run it again to resume"
@@ -623,7 +623,7 @@ def _verify(partial: Path, check: str | None, etag: str, digest: str, repo_id: s
     got = digest if check == SHA256 else _git_blob_sha1(partial, cancel)
     if got != etag:
         partial.unlink(missing_ok=True)
-        raise ChecksumMismatch(
+        raise ChecksumMismatchError(
             f"{repo_id}/{filename} failed its {check} check (hub says {etag[:12]}..., got {got[:12]}...); "
             "the file was deleted: download it again"
         )

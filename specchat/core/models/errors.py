@@ -17,15 +17,15 @@ class HubNetworkError(SpecchatError):
     """The endpoint could not be reached, or the connection broke and did not come back."""
 
 
-class DownloadCancelled(SpecchatError):
+class DownloadCancelledError(SpecchatError):
     """The download was stopped by its CancelToken; the partial file is kept for resuming."""
 
 
-class ChecksumMismatch(SpecchatError):
+class ChecksumMismatchError(SpecchatError):
     """The downloaded bytes do not hash to what the hub says; the file has been deleted."""
 
 
-class NotEnoughDiskSpace(SpecchatError):
+class NotEnoughDiskSpaceError(SpecchatError):
     """The destination folder has less free space than the download needs."""
 
 

@@ -76,8 +76,11 @@ def test_demo_pair_is_compatible(demo_pair) -> None:
 def test_cli_check_exit_codes(make_gguf, demo_pair) -> None:
     good_t, good_d = make_gguf("t.gguf", tensor_elements=4096), make_gguf("d.gguf")
     bad = make_gguf("q.gguf", tokens=QWENISH)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "specchat", "models", "check", *map(str, a)],  # noqa: E731
-                                    capture_output=True, text=True, env={**os.environ})
+
+    def run(*a: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "specchat", "models", "check", *map(str, a)],
+                              capture_output=True, text=True, env={**os.environ})
+
     ok = run(good_t, good_d, "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["verdict"] == "compatible"

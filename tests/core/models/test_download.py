@@ -11,12 +11,12 @@ import pytest
 from specchat.core.cancel import CancelToken
 from specchat.core.models.download import DownloadProgress, download_file, download_quant
 from specchat.core.models.errors import (
-    ChecksumMismatch,
-    DownloadCancelled,
+    ChecksumMismatchError,
+    DownloadCancelledError,
     HubAccessError,
     HubNetworkError,
     HubNotFoundError,
-    NotEnoughDiskSpace,
+    NotEnoughDiskSpaceError,
 )
 from specchat.core.models.hfcache import hf_cache_dir
 from specchat.core.models.hub import list_gguf_files, search_gguf
@@ -71,7 +71,7 @@ def test_cancel_keeps_the_partial_and_the_next_attempt_asks_only_for_the_rest(se
         if event.done >= 64 * 1024:
             token.cancel()
 
-    with pytest.raises(DownloadCancelled, match="run it again to resume"):
+    with pytest.raises(DownloadCancelledError, match="run it again to resume"):
         download_file(REPO, NAME, endpoint=served.url, cancel=token, on_progress=stop_after_64k, chunk_size=CHUNK)
     [partial] = _partials(hf_cache_dir())
     kept = partial.stat().st_size
@@ -114,7 +114,7 @@ def test_connection_that_keeps_dropping_gives_up_and_keeps_the_bytes(served) -> 
 
 def test_server_ignoring_range_restarts_cleanly(served) -> None:
     token = CancelToken()
-    with pytest.raises(DownloadCancelled):
+    with pytest.raises(DownloadCancelledError):
         download_file(REPO, NAME, endpoint=served.url, cancel=token, chunk_size=CHUNK,
                       on_progress=lambda e: token.cancel() if e.done else None)
     served.ignore_range = True
@@ -125,7 +125,7 @@ def test_server_ignoring_range_restarts_cleanly(served) -> None:
 
 def test_sha256_mismatch_deletes_the_file_and_says_so(served) -> None:
     served.corrupt.add(NAME)
-    with pytest.raises(ChecksumMismatch, match=f"{REPO}/{NAME} failed its SHA-256 check.*deleted"):
+    with pytest.raises(ChecksumMismatchError, match=f"{REPO}/{NAME} failed its SHA-256 check.*deleted"):
         download_file(REPO, NAME, endpoint=served.url)
     cache = hf_cache_dir()
     assert _partials(cache) == []
@@ -139,7 +139,7 @@ def test_small_non_lfs_file_is_checked_against_its_git_blob_id(hub) -> None:
     got = download_file(REPO, "README.md", endpoint=hub.url)
     assert got.path.read_bytes() == b"# tiny\n"
     hub.corrupt.add("README.md")
-    with pytest.raises(ChecksumMismatch, match="git SHA-1"):
+    with pytest.raises(ChecksumMismatchError, match="git SHA-1"):
         download_file(REPO, "README.md", endpoint=hub.url, local_dir=got.path.parents[5] / "elsewhere")
 
 
@@ -169,7 +169,7 @@ def test_gated_repo_says_how_to_authenticate(served) -> None:
 
 
 def test_network_down_names_the_endpoint() -> None:
-    with socket_closed_port() as url:
+    with ClosedPort() as url:
         with pytest.raises(HubNetworkError, match=f"cannot reach {url}.*network down"):
             download_file(REPO, NAME, endpoint=url)
         with pytest.raises(HubNetworkError, match=f"cannot reach {url}"):
@@ -177,12 +177,12 @@ def test_network_down_names_the_endpoint() -> None:
 
 
 def test_not_enough_disk_space_is_refused_before_any_transfer(served) -> None:
-    with pytest.raises(NotEnoughDiskSpace, match=r"needs 262\.1 KB, only 1\.0 KB free"):
+    with pytest.raises(NotEnoughDiskSpaceError, match=r"needs 262\.1 KB, only 1\.0 KB free"):
         download_file(REPO, NAME, endpoint=served.url, free_space=lambda path: 1000)
     assert served.gets(NAME) == []
     # a resume only needs room for the rest
     token = CancelToken()
-    with pytest.raises(DownloadCancelled):
+    with pytest.raises(DownloadCancelledError):
         download_file(REPO, NAME, endpoint=served.url, cancel=token, chunk_size=CHUNK,
                       on_progress=lambda e: token.cancel() if e.done >= 128 * 1024 else None)
     seen: list[int] = []
@@ -216,7 +216,7 @@ def test_search_and_file_listing(hub) -> None:
         download_quant("acme/Qwen-Tiny-GGUF", "Q5_K_M", endpoint=hub.url)
 
 
-class socket_closed_port:
+class ClosedPort:
     """A loopback URL where nothing listens."""
 
     def __enter__(self) -> str:

@@ -26,7 +26,7 @@ import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.models.download import DownloadProgress, download_file
-from specchat.core.models.errors import DownloadCancelled, DownloadStorageError, UnsafePathError
+from specchat.core.models.errors import DownloadCancelledError, DownloadStorageError, UnsafePathError
 from specchat.core.models.hfcache import hf_cache_dir, is_unverified
 from support.hubserver import COMMIT, FakeHub
 
@@ -273,7 +273,7 @@ def _download_in_thread(
     def run() -> None:
         try:
             download_file(REPO, NAME, endpoint=hub.url, cancel=token, on_progress=on_progress)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - the test reads whatever ended the download
             outcome["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)
@@ -290,7 +290,7 @@ def test_cancel_takes_effect_within_seconds_while_the_body_trickles(area: Ctx) -
     token.cancel()
     thread.join(10)
     elapsed = time.monotonic() - t0
-    assert isinstance(outcome.get("error"), DownloadCancelled)
+    assert isinstance(outcome.get("error"), DownloadCancelledError)
     assert elapsed < 5, f"cancel took {elapsed:.1f} s"
     [partial] = hf_cache_dir().rglob("*.incomplete")
     assert 0 < partial.stat().st_size < len(DATA)
@@ -305,7 +305,7 @@ def test_cancel_takes_effect_while_the_server_sits_on_its_answer(area: Ctx) -> N
     t0 = time.monotonic()
     token.cancel()
     thread.join(10)
-    assert isinstance(outcome.get("error"), DownloadCancelled)
+    assert isinstance(outcome.get("error"), DownloadCancelledError)
     assert time.monotonic() - t0 < 5
 
 

@@ -113,5 +113,6 @@ def test_a_target_alone_is_told_whether_it_drafts_with_its_own_heads() -> None:
     from specchat.core.models.pairs import compatibility_text
 
     models = Path(__file__).resolve().parents[2] / "models"
-    assert compatibility_text(str(models / "qwen35-mtp.gguf"), "").startswith("✓ drafts with its own MTP heads (1 layer)")
+    mtp = compatibility_text(str(models / "qwen35-mtp.gguf"), "")
+    assert mtp.startswith("✓ drafts with its own MTP heads (1 layer)")
     assert compatibility_text(str(models / "qwen35.gguf"), "") == "no draft: n-gram drafting or plain decoding only"
