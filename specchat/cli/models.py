@@ -235,7 +235,7 @@ def _run_with_bar(job: Callable[..., R], **kwargs: object) -> R | None:
     def work() -> None:
         try:
             outcome["result"] = job(cancel=token, on_progress=on_progress, **kwargs)
-        except BaseException as exc:  # handed to the main thread
+        except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
             outcome["error"] = exc
 
     thread = threading.Thread(target=work, name="download", daemon=True)
