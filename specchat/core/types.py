@@ -37,7 +37,16 @@ class DrafterKind(str, enum.Enum):
     DRAFT_MODEL = "draft"
     NGRAM = "ngram"
     MTP = "mtp"  # the target's own multi-token-prediction (NextN) heads
+    COMPOSITE = "composite"  # per round: n-gram lookup, the model drafter, or a lookup span continued by it
     NONE = "none"
+
+
+class DraftSource(str, enum.Enum):
+    """Who drafted one token."""
+
+    MODEL = "model"  # the draft model
+    MTP = "mtp"  # the target's own MTP heads
+    LOOKUP = "lookup"  # n-gram lookup in the conversation (or the lookup memory)
 
 
 MAX_DEPTH = 16
@@ -142,6 +151,9 @@ class Drafted:
     tokens: tuple[int, ...]
     pieces: tuple[str, ...]
     draft_probs: tuple[float, ...]
+    # Per drafted token: who drafted it, and for lookup the length of the match it continued (0 otherwise).
+    sources: tuple[DraftSource, ...] = ()
+    match_lengths: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,9 @@ class Verified:
     draft_probs: tuple[float, ...]
     # Probability of the correction token under the target's distribution.
     correction_prob: float = 1.0
+    # Per drafted token (accepted then rejected): who drafted it, and its lookup match length (0: not lookup).
+    sources: tuple[DraftSource, ...] = ()
+    match_lengths: tuple[int, ...] = ()
 
     @property
     def n_accepted(self) -> int:
@@ -198,6 +213,18 @@ class GenerationStats:
     # Plain decoding's rate predicted from this pair's measured verify cost for one
     # token (measured when some round ran at depth 0, else extrapolated); 0 = unknown.
     plain_tokens_per_second_estimate: float = 0.0
+    # Per source (DraftSource value): [drafted, accepted].
+    by_source: dict[str, list[int]] = field(default_factory=dict)
+
+    def count_source(self, source: DraftSource, drafted: int, accepted: int) -> None:
+        """Add one round's drafted and accepted tokens of ``source``."""
+        counts = self.by_source.setdefault(source.value, [0, 0])
+        counts[0] += drafted
+        counts[1] += accepted
+
+    def source_dict(self) -> dict[str, dict[str, int]]:
+        """Drafted and accepted tokens per source, for JSON output."""
+        return {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(self.by_source.items())}
 
     @property
     def acceptance_rate(self) -> float:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.drafters import (
     DRAFTER_LABELS,
@@ -124,17 +125,19 @@ def test_draft_request_limits_depth_p_min_and_greedy() -> None:
 
 
 def test_every_drafter_kind_has_a_label_and_a_drafter() -> None:
-    assert list(DRAFTER_LABELS) == [DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.MTP, DrafterKind.NONE]
+    assert list(DRAFTER_LABELS) == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.MTP,
+                                    DrafterKind.NONE]
     assert set(DRAFTER_LABELS) == set(DrafterKind) and all(DRAFTER_LABELS.values())
     context = SlowContext(0.0, 0.0)
     made = {kind: make_drafter(kind, context, object()) for kind in DrafterKind}  # type: ignore[arg-type]
     assert {kind: type(d) for kind, d in made.items()} == {
         DrafterKind.DRAFT_MODEL: DraftModelDrafter, DrafterKind.NGRAM: NgramDrafter,
-        DrafterKind.MTP: MtpDrafter, DrafterKind.NONE: NoDrafter,
+        DrafterKind.MTP: MtpDrafter, DrafterKind.NONE: NoDrafter, DrafterKind.COMPOSITE: CompositeDrafter,
     }
     assert all(d.kind is kind for kind, d in made.items())
     assert [kind for kind, d in made.items() if not d.can_draft] == [DrafterKind.NONE]
-    for kind, missing in ((DrafterKind.DRAFT_MODEL, "no draft model"), (DrafterKind.MTP, "no MTP heads")):
+    for kind, missing in ((DrafterKind.DRAFT_MODEL, "no draft model"), (DrafterKind.MTP, "no MTP heads"),
+                          (DrafterKind.COMPOSITE, "needs a draft model or MTP heads")):
         with pytest.raises(SpecchatError, match=missing) as err:
             make_drafter(kind, None, None)
         assert "\n" not in str(err.value)

@@ -8,11 +8,14 @@ streams each reply as engine events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+
+import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.template import ChatTemplate, validate_messages
+from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Drafter, make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
@@ -77,6 +80,30 @@ class ChatEngine:
         # Costs and acceptance belong to the loaded pair and the drafter, not to one
         # conversation: keeping them here spares every new reply the controller's warm-up.
         self._adaptive: dict[DrafterKind, AdaptiveDepth] = {}
+        # The composite drafter learns which source wins per round; like the costs, that outlives a reply.
+        self._composite: CompositeDrafter | None = None
+        self.lookup_memory: np.ndarray | None = None  # token ids the composite's lookup also searches
+
+    def set_lookup_memory(self, texts: Iterable[str] | None) -> None:
+        """Let the composite drafter's lookup also search ``texts`` (None: only the conversation)."""
+        if texts is None:
+            self.lookup_memory = None
+        else:
+            ids = [t for text in texts for t in self.target.tokenize(text, parse_special=False)]
+            self.lookup_memory = np.asarray(ids, dtype=np.int64) if ids else None
+        if self._composite is not None:
+            self._composite.memory = self.lookup_memory
+
+    def drafter_for(self, kind: DrafterKind) -> Drafter:
+        """A drafter of ``kind`` on this pair; the composite one is kept, with what it learned, between replies."""
+        if kind is not DrafterKind.COMPOSITE:
+            return make_drafter(kind, self.draft_context, self.mtp_context)
+        if self._composite is None:
+            drafter = make_drafter(kind, self.draft_context, self.mtp_context)
+            assert isinstance(drafter, CompositeDrafter)
+            self._composite = drafter
+        self._composite.memory = self.lookup_memory
+        return self._composite
 
     def adaptive_for(self, drafter: DrafterKind) -> AdaptiveDepth:
         """The adaptive depth controller for this pair and drafter (created on first use)."""
@@ -223,7 +250,7 @@ class ChatSession:
         if messages[-1]["role"] != "user":
             raise SpecchatError("the last message must be from the user to get a reply")
         prompt_text, prompt = self.engine.tokenize_prompt(messages)
-        chosen = make_drafter(drafter, self.engine.draft_context, self.engine.mtp_context)
+        chosen = self.engine.drafter_for(drafter)
         self.adaptive = self.engine.adaptive_for(drafter)
         self.messages = messages
         self.last_prompt_text = prompt_text

@@ -176,6 +176,10 @@ class AdaptiveDepth:
                 return min(2, limit)
         return best
 
+    def measured_plain(self) -> bool:
+        """Whether a plain round (a one-token verify) has been measured."""
+        return 1 in self._verify
+
     def plain_rate_estimate(self) -> float:
         """Tokens per second of plain decoding (one token per pass), or 0 before any round."""
         return 1.0 / (self.verify_cost(1) + self.overhead(False)) if self._verify else 0.0

@@ -18,15 +18,19 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.sampling import Distribution, distribution, greedy_token
-from specchat.core.types import DrafterKind, SamplerParams, SpecchatError
+from specchat.core.types import DrafterKind, DraftSource, SamplerParams, SpecchatError
+
+if TYPE_CHECKING:
+    from specchat.core.engine.depth import AdaptiveDepth
 
 DRAFTER_LABELS: dict[DrafterKind, str] = {
+    DrafterKind.COMPOSITE: "Automatic (lookup + draft model)",
     DrafterKind.DRAFT_MODEL: "Draft model",
     DrafterKind.NGRAM: "N-gram (prompt lookup)",
     DrafterKind.MTP: "The model's own MTP heads",
@@ -46,6 +50,7 @@ class DraftRequest:
     cancel: CancelToken
     p_min: float = 0.0  # stop once the draft's top probability falls below this (0: never)
     greedy: bool = False  # draft the argmax even when sampling (q is then one-hot)
+    costs: AdaptiveDepth | None = None  # the depth controller's measurements (verify cost, overhead), if any
 
 
 @dataclass
@@ -63,6 +68,10 @@ class Draft:
     # Seconds the draft model spent catching up with the committed tokens (1-2 tokens in
     # steady state, once per round); None when the catch-up was long or there was none.
     sync_seconds: float | None = None
+    # Per token: who drafted it and, for lookup, the match length it continued (0 otherwise).
+    # Empty: every token is the drafter's own ``source``.
+    sources: list[DraftSource] = field(default_factory=list)
+    match_lengths: list[int] = field(default_factory=list)
 
 
 class Drafter(abc.ABC):
@@ -71,6 +80,10 @@ class Drafter(abc.ABC):
     kind: ClassVar[DrafterKind]
     can_draft: ClassVar[bool] = True
     """False for a drafter that never proposes: the loop then runs plain rounds without asking it."""
+    source: ClassVar[DraftSource] = DraftSource.MODEL
+    """Who drafted a token when the draft names no source per token."""
+    own_depth: ClassVar[bool] = False
+    """True for a drafter that picks each round's length itself: at auto depth it gets the largest depth as k."""
 
     def prefill(self, tokens: Sequence[int]) -> None:  # noqa: B027 - most drafters need no catch-up
         """Catch up on the prompt, once per reply, after the target holds ``tokens`` (the prompt minus its last)."""
@@ -178,6 +191,7 @@ class MtpDrafter(Drafter):
     """
 
     kind = DrafterKind.MTP
+    source = DraftSource.MTP
 
     def __init__(self, mtp: MtpHeads) -> None:
         self.mtp = mtp
@@ -246,6 +260,7 @@ class NgramDrafter(Drafter):
     """
 
     kind = DrafterKind.NGRAM
+    source = DraftSource.LOOKUP
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
         if not 1 <= min_ngram <= max_ngram:
@@ -259,29 +274,52 @@ class NgramDrafter(Drafter):
             return out
         started = time.perf_counter()
         seq = np.asarray(request.tokens, dtype=np.int64)
-        proposal = lookup_continuation(seq, request.k, self.max_ngram, self.min_ngram)
+        proposal, n = lookup_match(seq, request.k, self.max_ngram, self.min_ngram)
         out.tokens = proposal
         out.q = [Distribution.one_hot(t) for t in proposal]
         out.probs = [1.0] * len(proposal)
+        out.sources = [DraftSource.LOOKUP] * len(proposal)
+        out.match_lengths = [n] * len(proposal)
         out.step_seconds = (time.perf_counter() - started) / max(1, len(proposal))
         return out
 
 
 def lookup_continuation(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> list[int]:
     """Up to k tokens that followed the most recent earlier match of seq's last n-gram."""
+    return lookup_match(seq, k, max_ngram, min_ngram)[0]
+
+
+def lookup_match(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> tuple[list[int], int]:
+    """Like :func:`lookup_continuation`, with the length n of the match used (0 when none)."""
     n_total = len(seq)
     for n in range(min(max_ngram, n_total - 1), min_ngram - 1, -1):
-        pattern = seq[n_total - n :]
-        # Candidate starts i with seq[i:i+n] == pattern and i + n < n_total (something follows).
-        limit = n_total - n
-        mask = seq[:limit] == pattern[0]
-        for j in range(1, n):
-            mask &= seq[j : limit + j] == pattern[j]
-        starts = np.flatnonzero(mask)
-        if len(starts):
-            follow = int(starts[-1]) + n
-            return [int(t) for t in seq[follow : follow + k]]
-    return []
+        proposal = lookup_at(seq, k, n)
+        if proposal:
+            return proposal, n
+    return [], 0
+
+
+def lookup_at(seq: np.ndarray, k: int, n: int, corpus: np.ndarray | None = None) -> list[int]:
+    """Up to k tokens that followed the most recent match of seq's last n tokens.
+
+    The match is searched in ``seq`` itself (before its last n tokens) or, when given, in ``corpus``.
+    """
+    n_total = len(seq)
+    if n < 1 or n >= n_total + (0 if corpus is None else 1):
+        return []
+    pattern = seq[n_total - n :]
+    hay = seq if corpus is None else corpus
+    limit = (n_total - n) if corpus is None else len(hay) - n
+    if limit <= 0:
+        return []
+    mask = hay[:limit] == pattern[0]
+    for j in range(1, n):
+        mask &= hay[j : limit + j] == pattern[j]
+    starts = np.flatnonzero(mask)
+    if not len(starts):
+        return []
+    follow = int(starts[-1]) + n
+    return [int(t) for t in hay[follow : follow + k]]
 
 
 def make_drafter(kind: DrafterKind, draft_context: DraftContext | None, mtp: MtpHeads | None = None) -> Drafter:
@@ -297,4 +335,12 @@ def make_drafter(kind: DrafterKind, draft_context: DraftContext | None, mtp: Mtp
         return MtpDrafter(mtp)
     if kind is DrafterKind.NGRAM:
         return NgramDrafter()
+    if kind is DrafterKind.COMPOSITE:
+        from specchat.core.engine.composite import CompositeDrafter  # imported here: it builds on this module
+
+        if draft_context is not None:
+            return CompositeDrafter(DraftModelDrafter(draft_context))
+        if mtp is not None:
+            return CompositeDrafter(MtpDrafter(mtp))
+        raise SpecchatError("automatic drafting needs a draft model or MTP heads; choose n-gram lookup or none")
     return NoDrafter()

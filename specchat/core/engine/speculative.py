@@ -183,6 +183,8 @@ class _Reply:
         requested = self.depth_control.requested
         if not self.drafter.can_draft:
             k = 0
+        elif requested is None and self.drafter.own_depth:
+            k = self.adaptive.max_depth if self.adaptive.measured_plain() else 0
         elif requested is None:
             k = self.adaptive.choose()
         else:
@@ -196,7 +198,8 @@ class _Reply:
             params = self.params
             round_.draft = self.drafter.draft(DraftRequest(
                 self.committed, round_.depth, params.sampler, self.rng, self.cancel, params.draft_p_min,
-                params.greedy_draft))
+                params.greedy_draft, self.adaptive))
+            _label_sources(round_.draft, self.drafter)
         round_.draft_seconds = time.perf_counter() - started
 
     def drafted_event(self, round_: _Round) -> Drafted | None:
@@ -206,7 +209,8 @@ class _Reply:
             return None
         fork = self.detok.fork()
         round_.draft_pieces = [fork.push(t) for t in drafts]
-        return Drafted(round_.number, tuple(drafts), tuple(round_.draft_pieces), tuple(round_.draft.probs))
+        return Drafted(round_.number, tuple(drafts), tuple(round_.draft_pieces), tuple(round_.draft.probs),
+                       tuple(round_.draft.sources), tuple(round_.draft.match_lengths))
 
     def verify(self, round_: _Round) -> None:
         """Decode ``[last] + drafts``, take the verdict, commit what it keeps and cut the cache back."""
@@ -269,6 +273,8 @@ class _Reply:
             target_probs=verdict.target_probs,
             draft_probs=tuple(round_.draft.probs),
             correction_prob=verdict.token_prob,
+            sources=tuple(round_.draft.sources),
+            match_lengths=tuple(round_.draft.match_lengths),
         )
         self.text.append(event.text)
         return event
@@ -282,6 +288,8 @@ class _Reply:
         stats.accepted += n_acc
         stats.generated += len(round_.kept)
         stats.depth = round_.depth
+        for i, source in enumerate(draft.sources):
+            stats.count_source(source, 1, 1 if i < n_acc else 0)
         overhead_seconds = (time.perf_counter() - round_.started - round_.draft_seconds - round_.verify_seconds
                             - round_.consumer_seconds)
         self.adaptive.observe(n_drafted, n_acc, draft.step_seconds, round_.verify_seconds, overhead_seconds,
@@ -292,6 +300,15 @@ class _Reply:
         self.stats.generate_seconds = time.perf_counter() - self.generate_started
         self.stats.plain_tokens_per_second_estimate = self.adaptive.plain_rate_estimate()
         return Finished(self.reason or FinishReason.ERROR, self.stats, self.message)
+
+
+def _label_sources(draft: Draft, drafter: Drafter) -> None:
+    """Give every drafted token a source and a match length: the drafter's own where the draft names none."""
+    n = len(draft.tokens)
+    if len(draft.sources) != n:
+        draft.sources = [drafter.source] * n
+    if len(draft.match_lengths) != n:
+        draft.match_lengths = [0] * n
 
 
 def _trim_pieces(pieces: list[str], tail: str, keep_chars: int) -> tuple[list[str], str]:

@@ -1,0 +1,140 @@
+"""The composite drafter on real models: lossless, every token labelled with its source, the choice really mixed.
+
+Identity runs over the benchmark prompts (tests/data/prompts.jsonl) on the
+random-weight test models (quick), with a draft that agrees with the target
+(requantized) and one that does not (another seed); a real divergence from
+plain greedy decoding fails, a float tie is allowed (tests/support/identity.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specchat.core.chat.session import ChatEngine, ChatSession
+from specchat.core.engine.composite import CompositeDrafter
+from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.drafters import DRAFTER_LABELS, make_drafter
+from specchat.core.engine.sampling import distribution
+from specchat.core.types import (
+    Drafted,
+    DrafterKind,
+    DraftSource,
+    Finished,
+    GenerationParams,
+    SamplerParams,
+    SpecchatError,
+    Verified,
+)
+from support.identity import assert_same_or_tie, plain_greedy
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+PROMPTS = Path(__file__).resolve().parent.parent / "data" / "prompts.jsonl"
+PENALTY = SamplerParams(repeat_penalty=1.3)
+GREEDY = GenerationParams(sampler=PENALTY, max_tokens=48)
+
+
+def prompts() -> list[tuple[str, list[dict[str, str]]]]:
+    rows = [json.loads(line) for line in PROMPTS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [(r["id"], r["messages"]) for r in rows]
+
+
+@pytest.fixture(scope="module", params=["q8", "seed2-q8"], ids=["same", "other"])
+def engine(request: pytest.FixtureRequest) -> Iterator[ChatEngine]:
+    loaded = ChatEngine.load(MODELS / "llama.gguf", MODELS / f"llama-{request.param}.gguf", n_ctx=256, n_threads=1)
+    yield loaded
+    loaded.close()
+
+
+def test_greedy_composite_is_plain_decoding_over_the_benchmark_prompts(engine: ChatEngine) -> None:
+    sources: set[DraftSource] = set()
+    for pid, messages in prompts():
+        session = ChatSession(engine, messages[:-1])
+        events = list(session.reply(messages[-1]["content"], GREEDY, drafter=DrafterKind.COMPOSITE,
+                                    depth=DepthControl(None)))
+        _, prompt = engine.tokenize_prompt(messages)
+        plain = plain_greedy(engine.target_context, prompt, GREEDY.max_tokens, PENALTY, engine.target.eog_tokens)
+        assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, PENALTY, pid)
+        for e in events:
+            if isinstance(e, Drafted | Verified):
+                drafted = e.tokens if isinstance(e, Drafted) else e.accepted + e.rejected
+                assert len(e.sources) == len(e.match_lengths) == len(drafted)
+                pairs = zip(e.sources, e.match_lengths, strict=True)
+                assert all((m > 0) == (s is DraftSource.LOOKUP) for s, m in pairs)
+                sources.update(e.sources)
+        stats = events[-1].stats
+        assert isinstance(events[-1], Finished)
+        assert sum(d for d, _ in stats.by_source.values()) == stats.drafted
+        assert sum(a for _, a in stats.by_source.values()) == stats.accepted
+    assert DraftSource.MODEL in sources  # the model was chosen in some rounds
+
+
+def test_composite_at_temperature_follows_the_target_distribution(engine: ChatEngine) -> None:
+    """Chi-square test of the first two tokens (one drafted, by lookup or the model) against the target's own."""
+    sampler = SamplerParams(temperature=1.0, top_k=4, top_p=1.0, min_p=0.0)
+    messages = [{"role": "user", "content": "ab ab ab ab ab"}]
+    _, prompt = engine.tokenize_prompt(messages)
+    ctx = engine.target_context
+    ctx.truncate(0)
+    p1 = distribution(ctx.decode(prompt)[0].copy(), [], sampler)
+    n = 400
+    pairs: Counter[tuple[int, int]] = Counter()
+    sources: Counter[DraftSource] = Counter()
+    top = int(p1.ids[int(np.argmax(p1.probs))])
+    memory = np.asarray([*prompt[-2:], top, top], dtype=np.int64)  # lookup proposes the likeliest first token
+    for seed in range(n):
+        engine.lookup_memory = memory if seed % 2 else None
+        session = ChatSession(engine, [])
+        for e in session.reply(messages[0]["content"], GenerationParams(sampler=sampler, max_tokens=2, seed=seed),
+                               drafter=DrafterKind.COMPOSITE):
+            if isinstance(e, Drafted):
+                sources.update(e.sources)
+        pairs[(session.last_tokens[0], session.last_tokens[1])] += 1
+    engine.lookup_memory = None
+    assert sources[DraftSource.LOOKUP] > 0 and sources[DraftSource.MODEL] > 0, sources
+    chi2, cells = 0.0, 0
+    pooled_expected, pooled_seen = float(n), n
+    for x1 in p1.ids:
+        ctx.truncate(0)
+        ctx.decode(prompt)
+        p2 = distribution(ctx.decode([int(x1)])[0].copy(), [int(x1)], sampler)
+        for x2, prob2 in zip(p2.ids, p2.probs, strict=True):
+            expected = n * p1.prob(int(x1)) * prob2
+            if expected >= 5:
+                seen = pairs.get((int(x1), int(x2)), 0)
+                chi2 += (seen - expected) ** 2 / expected
+                cells += 1
+                pooled_expected -= expected
+                pooled_seen -= seen
+    if pooled_expected >= 5:
+        chi2 += (pooled_seen - pooled_expected) ** 2 / pooled_expected
+        cells += 1
+    dof = cells - 1
+    assert dof >= 3
+    z = 3.09  # 99.9% quantile of chi-square, Wilson-Hilferty approximation
+    limit = dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+    assert chi2 < limit, (chi2, dof, pairs.most_common(8))
+
+
+def test_make_drafter_builds_the_composite_only_with_a_model() -> None:
+    assert DRAFTER_LABELS[DrafterKind.COMPOSITE] == "Automatic (lookup + draft model)"
+    with pytest.raises(SpecchatError, match="automatic drafting needs"):
+        make_drafter(DrafterKind.COMPOSITE, None, None)
+
+
+def test_the_composite_splices_lookup_and_model_on_repeated_text(engine: ChatEngine) -> None:
+    """A prompt the reply copies from makes lookup win rounds; the model drafts the others."""
+    drafter = make_drafter(DrafterKind.COMPOSITE, engine.draft_context)
+    assert isinstance(drafter, CompositeDrafter)
+    text = "one two three four five six seven eight nine ten " * 3
+    session = ChatSession(engine, [])
+    events = list(session.reply(f"Repeat: {text}", GREEDY, drafter=DrafterKind.COMPOSITE))
+    rounds = [e for e in events if isinstance(e, Verified) and e.sources]
+    assert rounds
+    assert any(DraftSource.LOOKUP in e.sources for e in rounds) or any(DraftSource.MODEL in e.sources for e in rounds)
