@@ -147,6 +147,22 @@ class ChatController(QObject):
         self.transcript = transcript_of(stored, system_prompt)
         self.transcript_replaced.emit()
 
+    def _take_stored_ids(self, *, redraw: bool) -> None:
+        """Give the transcript's messages their stored ids and versions (no redraw unless versions appeared)."""
+        try:
+            stored = self.store.messages(self.conversation_id) if self.conversation_id is not None else []
+        except sqlite3.Error as exc:
+            self.notice.emit(f"the conversation could not be read: {exc}")
+            return
+        shown = self.transcript.messages
+        if [m.content for m in stored] != [m.content for m in shown]:
+            self.reload()  # the store and the screen disagree: show what is stored
+            return
+        for message, row in zip(shown, stored, strict=True):
+            message.id, message.version, message.versions = row.id, row.version, row.versions
+        if redraw:  # a new version: the view shows which of how many
+            self.transcript_replaced.emit()
+
     def rename(self, conversation_id: int, title: str) -> None:
         try:
             self.store.rename(conversation_id, title)
@@ -343,7 +359,7 @@ class ChatController(QObject):
                 self.composer_text.emit(writer.user_text, False)  # an edit that never got a reply: keep the text
             self.reload()
         elif here and writer is not None and writer.message_id is not None and not self._save_failed:
-            self.reload()  # as stored: message ids and versions (a regenerated reply is version n of n)
+            self._take_stored_ids(redraw=writer.replaces)
         if finished.reason is FinishReason.ERROR and finished.message:
             self.notice.emit(finished.message)
         self.conversations_changed.emit()
