@@ -56,6 +56,9 @@ class PromptResult:
     predicted_tokens_per_s: float
     identical: bool | None
     tokens: int
+    # Per draft source: drafted and accepted tokens; and the verify passes by what drafted them.
+    by_source: dict[str, dict[str, int]] = field(default_factory=dict)
+    round_kinds: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,6 +75,8 @@ class BenchReport:
     predicted_tokens_per_s: float = 0.0
     fraction_of_predicted: float = 0.0
     identical: bool | None = None
+    by_source: dict[str, dict[str, int]] = field(default_factory=dict)
+    round_kinds: dict[str, int] = field(default_factory=dict)
     per_prompt: list[PromptResult] = field(default_factory=list)
 
 
@@ -202,7 +207,9 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
                 acceptance_rate=_ratio(spec.figures.accepted, spec.figures.drafted, 4),
                 mean_accepted_per_round=_ratio(spec.figures.accepted, spec.figures.rounds, 3),
                 predicted_tokens_per_s=round(predicted, 2), identical=identical, tokens=spec.generated,
+                by_source=source_counts(spec.figures.by_source), round_kinds=dict(spec.figures.round_kinds),
             ))
+            _add_counts(report, report.per_prompt[-1])
             totals[i].add(base, spec, perf.eval_tokens, perf.eval_ms / 1000, predicted)
             if progress:
                 p = report.per_prompt[-1]
@@ -214,12 +221,27 @@ def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], param
     return reports
 
 
+def source_counts(by_source: dict[str, list[int]]) -> dict[str, dict[str, int]]:
+    """``{source: [drafted, accepted]}`` as JSON-friendly ``{source: {"drafted": d, "accepted": a}}``."""
+    return {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(by_source.items())}
+
+
+def _add_counts(report: BenchReport, result: PromptResult) -> None:
+    for name, counts in result.by_source.items():
+        total = report.by_source.setdefault(name, {"drafted": 0, "accepted": 0})
+        total["drafted"] += counts["drafted"]
+        total["accepted"] += counts["accepted"]
+    for kind, n in result.round_kinds.items():
+        report.round_kinds[kind] = report.round_kinds.get(kind, 0) + n
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     depths = [parse_depth(d) for d in args.depth]
     params = params_from_args(args)
+    drafter = drafter_from_args(args)
     prompts = load_prompts(args.prompts, args.limit)
     engine = load_engine(args)
-    reports = bench(engine, prompts, params, drafter_from_args(args), depths, progress=not args.json)
+    reports = bench(engine, prompts, params, drafter, depths, progress=not args.json)
     if args.json:
         if len(reports) == 1:
             print(json.dumps(asdict(reports[0])))
@@ -250,6 +272,10 @@ def format_table(reports: list[BenchReport]) -> str:
             f"  vs native decode rate: speculative {r.speedup_vs_native:.2f}x, plain {r.plain_vs_native:.1%}; "
             f"predicted ceiling {r.predicted_tokens_per_s:.1f} tok/s, reached {r.fraction_of_predicted:.0%}"
         )
+        if r.by_source:
+            sources = ", ".join(f"{name} {c['accepted']}/{c['drafted']}" for name, c in r.by_source.items())
+            kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(r.round_kinds.items()))
+            lines.append(f"  accepted/drafted by source: {sources}; verify passes: {kinds}")
         lines.append("")
     return "\n".join(lines)
 

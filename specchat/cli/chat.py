@@ -50,10 +50,12 @@ def gpu_layers_arg(text: str) -> GpuLayers:
 def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool = False) -> None:
     """Options shared by ``chat`` and ``bench``: the pair, sampler and limits."""
     parser.add_argument("--target", required=True, help="target GGUF file")
-    group = parser.add_mutually_exclusive_group(required=draft_required)
+    # Not required even for bench: --ngram, outside the group, can be the drafter (see drafter_from_args).
+    group = parser.add_mutually_exclusive_group()
     group.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")
-    group.add_argument("--ngram", action="store_true",
-                       help="draft by n-gram lookup in the conversation (no second model)")
+    parser.add_argument("--ngram", action="store_true",
+                        help="draft by n-gram lookup in the conversation (no second model); with --draft or --mtp: "
+                             "automatic, each round lookup, the model or both, whichever is expected to be fastest")
     group.add_argument("--mtp", action="store_true",
                        help="draft with the target's own multi-token-prediction (MTP/NextN) heads (no second model)")
     if not draft_required:
@@ -97,12 +99,18 @@ def sampler_from_args(args: argparse.Namespace) -> SamplerParams:
 
 
 def drafter_from_args(args: argparse.Namespace) -> DrafterKind:
+    """The drafter the flags name; ``--ngram`` with ``--draft`` or ``--mtp`` is the composite one."""
+    model = bool(getattr(args, "mtp", False) or getattr(args, "draft", None))
     if getattr(args, "ngram", False):
-        return DrafterKind.NGRAM
+        if getattr(args, "no_spec", False):
+            raise SpecchatError("--ngram drafts and --no-spec does not: give one of them")
+        return DrafterKind.COMPOSITE if model else DrafterKind.NGRAM
     if getattr(args, "mtp", False):
         return DrafterKind.MTP
     if getattr(args, "draft", None):
         return DrafterKind.DRAFT_MODEL
+    if not hasattr(args, "no_spec"):  # bench: there is no plain-only run
+        raise SpecchatError("give a drafter: --draft PATH, --ngram or --mtp (--ngram with either: automatic)")
     return DrafterKind.NONE
 
 
@@ -209,6 +217,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             "finish_reason": finished.reason.value,
             "message": finished.message,
             "stats": finished.stats.as_dict(),
+            "by_source": finished.stats.source_dict(),
             "placement": dict(zip(("target", "draft"), engine.placement(), strict=True)),
         }, ensure_ascii=False))
     else:

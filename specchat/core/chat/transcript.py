@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specchat.core.types import Drafted, Finished, GenerationStats, TokenKind, Verified
+from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, TokenKind, Verified
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,10 @@ class ReplyFigures:
     final: GenerationStats | None = None
     finish_reason: str | None = None
     final_message: str = ""  # the Finished event's message (an error's one line)
+    # Per source (a DraftSource value): [drafted, accepted] tokens.
+    by_source: dict[str, list[int]] = field(default_factory=dict)
+    # Verify passes by what drafted them: "plain", "lookup", "model", "mtp" or "splice" (lookup then a model).
+    round_kinds: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic, repr=False, compare=False)
 
     def fold(self, events: Iterable[object]) -> bool:
@@ -91,6 +95,7 @@ class ReplyFigures:
                 self.generated += len(event.committed)
                 self.depth = event.depth
                 self.per_round.append((event.round, event.depth, len(event.accepted)))
+                self._count_sources(event)
                 if self.passes == 1:
                     self.first_token_seconds = time.monotonic() - self.started
                 changed = True
@@ -102,6 +107,25 @@ class ReplyFigures:
                 self.finish_reason = event.reason.value
                 self.final_message = event.message
         return changed
+
+    def _count_sources(self, event: Verified) -> None:
+        for i, source in enumerate(event.sources):
+            counts = self.by_source.setdefault(source.value, [0, 0])
+            counts[0] += 1
+            counts[1] += 1 if i < len(event.accepted) else 0
+        kinds = set(event.sources)
+        if not kinds:
+            kind = "plain" if not (event.accepted or event.rejected) else "unlabelled"
+        elif len(kinds) > 1:
+            kind = "splice"
+        else:
+            kind = kinds.pop().value
+        self.round_kinds[kind] = self.round_kinds.get(kind, 0) + 1
+
+    def source_acceptance(self, source: DraftSource) -> float:
+        """The share of ``source``'s drafted tokens the target accepted (0 when it drafted none)."""
+        drafted, accepted = self.by_source.get(source.value, (0, 0))
+        return accepted / drafted if drafted else 0.0
 
     @property
     def acceptance_rate(self) -> float:
@@ -115,7 +139,8 @@ class ReplyFigures:
     def as_dict(self) -> dict[str, Any]:
         """The engine's figures once finished; until then the counters so far (stored with a streaming reply)."""
         extra = {"passes": self.passes, "first_token_seconds": round(self.first_token_seconds, 3),
-                 "per_round": [list(r) for r in self.per_round]}
+                 "per_round": [list(r) for r in self.per_round],
+                 "by_source": {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(self.by_source.items())}}
         if self.final is not None:
             return {**self.final.as_dict(), **extra}
         return {
@@ -146,9 +171,16 @@ class ReplyFigures:
         figures.accepted = int(stats.get("accepted", 0))
         figures.generated = int(stats.get("generated", 0))
         figures.depth = int(stats.get("depth", 0))
+        by_source = stats.get("by_source")
+        if isinstance(by_source, dict):
+            figures.by_source = {
+                str(name): [int(c.get("drafted", 0)), int(c.get("accepted", 0))] for name, c in by_source.items()
+                if isinstance(c, dict) and all(isinstance(c.get(key, 0), int) for key in ("drafted", "accepted"))
+            }
         tps = float(stats.get("tokens_per_second", 0.0) or 0.0)
         if tps > 0:
             figures.final = GenerationStats(
+                by_source={name: list(counts) for name, counts in figures.by_source.items()},
                 rounds=figures.rounds,
                 drafted=figures.drafted,
                 accepted=figures.accepted,
