@@ -138,3 +138,26 @@ def test_the_composite_splices_lookup_and_model_on_repeated_text(engine: ChatEng
     rounds = [e for e in events if isinstance(e, Verified) and e.sources]
     assert rounds
     assert any(DraftSource.LOOKUP in e.sources for e in rounds) or any(DraftSource.MODEL in e.sources for e in rounds)
+
+
+def test_the_lookup_memory_drafts_a_reply_seen_before(engine: ChatEngine) -> None:
+    """A reply the memory holds is drafted from it: lookup tokens accepted that the conversation alone lacks."""
+    messages = [{"role": "user", "content": "Tell me about the sea."}]
+    plain = ChatSession(engine, [])
+    list(plain.reply(messages[0]["content"], GREEDY, drafter=DrafterKind.NONE))
+    reply_text = plain.messages[-1]["content"]
+    engine.set_lookup_memory([reply_text, "more"])
+    assert engine.lookup_memory is not None
+    assert list(engine.lookup_memory) == [t for text in (reply_text, "more")
+                                          for t in engine.target.tokenize(text, parse_special=False)]
+    accepted = {}
+    # The test vocabulary does not round-trip text to the same tokens, so the memory is given as tokens here.
+    for memory in (None, np.asarray(plain.last_tokens, dtype=np.int64)):
+        engine.lookup_memory = memory
+        session = ChatSession(engine, [])
+        events = list(session.reply(messages[0]["content"], GREEDY, drafter=DrafterKind.COMPOSITE))
+        assert session.last_tokens == plain.last_tokens
+        accepted[memory is not None] = sum(1 for e in events if isinstance(e, Verified)
+                                           for s in e.sources[: len(e.accepted)] if s is DraftSource.LOOKUP)
+    engine.set_lookup_memory(None)
+    assert accepted[True] > accepted[False] + 5, accepted

@@ -53,17 +53,30 @@ class AcceptanceTable:
     ``strength`` observations.
     """
 
-    def __init__(self, priors: dict[DraftSource, float], *, strength: float = 2.0, decay: float = 0.85) -> None:
+    def __init__(self, priors: dict[DraftSource, float], *, strength: float = 1.0, decay: float = 0.95) -> None:
         self.priors = priors
         self.strength = strength
         self.decay = decay
         self._cells: dict[tuple[DraftSource, int, int], tuple[float, float]] = {}  # -> (hits, tries)
 
-    def rate(self, source: DraftSource, key: int, position: int) -> float:
-        """Estimated acceptance at ``position`` of a ``source`` span with ``key`` (the lookup's match length)."""
-        hits, tries = self._cells.get((source, key, min(position, POSITIONS - 1)), (0.0, 0.0))
+    def rates(self, source: DraftSource, key: int, n: int) -> list[float]:
+        """Estimated acceptance at positions 0..n-1 of a ``source`` span with ``key`` (the lookup's match length).
+
+        A position seldom seen leans on the one before it (the source's prior for the first), so deep
+        positions, checked only when shallower ones pass, start from what those showed.
+        """
+        out: list[float] = []
         prior = self.priors.get(source, 0.5)
-        return (hits + prior * self.strength) / (tries + self.strength)
+        for position in range(n):
+            if position < POSITIONS:
+                hits, tries = self._cells.get((source, key, position), (0.0, 0.0))
+                prior = (hits + prior * self.strength) / (tries + self.strength)
+            out.append(prior)
+        return out
+
+    def rate(self, source: DraftSource, key: int, position: int) -> float:
+        """Estimated acceptance at ``position`` (see :meth:`rates`)."""
+        return self.rates(source, key, position + 1)[position]
 
     def record(self, source: DraftSource, key: int, position: int, accepted: bool) -> None:
         """Count one draft at ``position``: accepted or not (only the first rejected one of a span counts)."""
@@ -136,10 +149,11 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
         if rate > best.rate * (1.0 + 1e-9):
             best = Candidate(lookup, match, model, rate)
 
+    model_rates = table.rates(model_source, 0, k) if model_source is not None else []
+
     def model_run(expected: float, survive: float, start_len: int, span: tuple[int, ...], match: int) -> None:
-        assert model_source is not None
         for j in range(k - start_len):
-            survive *= table.rate(model_source, 0, j)
+            survive *= model_rates[j]
             expected += survive
             consider(span, match, j + 1, expected)
 
@@ -147,8 +161,9 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
         model_run(1.0, 1.0, 0, (), 0)
     for match, proposal in lookups:
         expected, survive = 1.0, 1.0
-        for i in range(min(len(proposal), k)):
-            survive *= table.rate(DraftSource.LOOKUP, match, i)
+        rates = table.rates(DraftSource.LOOKUP, match, min(len(proposal), k))
+        for i in range(len(rates)):
+            survive *= rates[i]
             expected += survive
             consider(proposal[: i + 1], match, 0, expected)
         span = proposal[:k]
@@ -264,14 +279,15 @@ class CompositeDrafter(Drafter):
         out.sample_seconds = drafted.sample_seconds
         if not drafted.tokens:
             return
-        step = drafted.step_seconds
-        if step is not None and drafted.sample_seconds is not None:
-            step += drafted.sample_seconds
-        if step is not None:
-            self._model_step = _ema(self._model_step, step)
-        fixed = seconds - (len(drafted.tokens) - 1) * (step or 0.0)
-        if out.sources[0] is not DraftSource.LOOKUP:  # a splice's catch-up on the span is not the usual one
-            self._model_fixed = _ema(self._model_fixed, max(fixed, 0.0))
+        sample = drafted.sample_seconds or 0.0
+        if drafted.step_seconds is not None:
+            self._model_step = _ema(self._model_step, drafted.step_seconds + sample)
+        # The first draft's cost: the model's catch-up when it was the usual one (a long catch-up after
+        # lookup rounds, or over a splice's span, is paid once and says little about the next round).
+        if drafted.sync_seconds is not None and out.sources[0] is not DraftSource.LOOKUP:
+            self._model_fixed = _ema(self._model_fixed, drafted.sync_seconds + sample)
+        elif self._model_fixed is None and len(drafted.tokens) == 1:
+            self._model_fixed = seconds
 
     def _observe(self, tokens: Sequence[int]) -> None:
         """Score the previous round's drafts, and every lookup proposal, against what the target committed."""

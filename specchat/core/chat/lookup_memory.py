@@ -1,0 +1,116 @@
+"""Lookup memory: text from the user's saved conversations that the composite drafter's lookup also searches.
+
+Off by default (it keeps what the user wrote and got): while off nothing is
+read or written. On, it is one JSON file next to the chats
+(``paths.data_dir()/lookup-memory.json``), bounded to ``max_chars``
+characters (the newest text is kept), written atomically, and rebuilt from
+the saved conversations when it is missing or unreadable. No Qt here: a
+front end calls :meth:`LookupMemory.load` off its GUI thread and hands
+:meth:`LookupMemory.texts` to ``ChatEngine.set_lookup_memory``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from specchat.core import paths
+from specchat.core.chat.store import ConversationStore
+
+MEMORY_FILENAME = "lookup-memory.json"
+DEFAULT_MAX_CHARS = 200_000
+"""About 50,000 tokens: a lookup over it costs well under a millisecond a round."""
+FORMAT_VERSION = 1
+
+
+class LookupMemory:
+    """A bounded list of texts, newest last, kept on disk only while ``enabled``."""
+
+    def __init__(self, path: Path | None = None, *, enabled: bool = False,
+                 max_chars: int = DEFAULT_MAX_CHARS) -> None:
+        self.path = path if path is not None else paths.data_dir() / MEMORY_FILENAME
+        self.enabled = enabled
+        self.max_chars = max_chars
+        self._texts: list[str] = []
+
+    @property
+    def texts(self) -> list[str]:
+        """The texts held, oldest first (empty while disabled)."""
+        return list(self._texts) if self.enabled else []
+
+    @property
+    def size(self) -> int:
+        """Characters held."""
+        return sum(len(t) for t in self._texts)
+
+    def load(self, rebuild: Callable[[], Iterable[str]]) -> bool:
+        """Read the file, or rebuild from ``rebuild()`` (the saved conversations' texts) if missing or corrupt.
+
+        Returns True when it was rebuilt. Does nothing while disabled.
+        """
+        if not self.enabled:
+            self._texts = []
+            return False
+        texts = self._read()
+        if texts is None:
+            self._texts = []
+            self._extend(rebuild())
+            self.save()
+            return True
+        self._texts = []
+        self._extend(texts)
+        return False
+
+    def add(self, text: str) -> None:
+        """Remember ``text`` (a finished reply, a sent message) and save; nothing while disabled."""
+        if not self.enabled or not text.strip():
+            return
+        self._extend([text])
+        self.save()
+
+    def disable(self, *, forget: bool = True) -> None:
+        """Stop remembering; with ``forget`` delete the file too."""
+        self.enabled = False
+        self._texts = []
+        if forget:
+            self.path.unlink(missing_ok=True)
+
+    def save(self) -> None:
+        """Write the file atomically (a crash leaves the old file or the new one, never half of one)."""
+        if not self.enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"version": FORMAT_VERSION, "texts": self._texts}, ensure_ascii=False),
+                       encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def _extend(self, texts: Iterable[str]) -> None:
+        """Append, then drop the oldest text until the bound holds (a single text over it keeps its end)."""
+        for text in texts:
+            if text.strip():
+                self._texts.append(text[-self.max_chars :])
+        total = self.size
+        while total > self.max_chars and self._texts:
+            total -= len(self._texts.pop(0))
+
+    def _read(self) -> list[str] | None:
+        """The stored texts, or None if the file is missing or not what this module writes."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+            return None
+        texts = data.get("texts")
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return None
+        return texts
+
+
+def saved_texts(store: ConversationStore) -> list[str]:
+    """Every message's text of every saved conversation in ``store``, the least recently updated first."""
+    conversations = sorted(store.conversations(), key=lambda c: c.updated)
+    return [m.content for c in conversations for m in store.messages(c.id) if m.content]
