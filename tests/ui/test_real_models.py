@@ -71,9 +71,12 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     kinds = fragment_kinds(window)
     assert kinds.get("accepted"), "the Q4_1 draft of the same model should get some tokens accepted"
     assert kinds.get("target")
+    assert all(fmt.background().color() != window.chat_view.palette().base().color() for _, fmt in kinds["accepted"])
+    assert "pending" not in kinds
+    window.chat_view.set_show_verdicts(True)  # the strong styles are the verdict view's
+    kinds = fragment_kinds(window)
     assert all(fmt.fontUnderline() for _, fmt in kinds["accepted"])
     assert all(fmt.fontWeight() > 500 for _, fmt in kinds["target"])
-    assert "pending" not in kinds
     reply = window.transcript.messages[-1]
     stored = store.messages(window.conversation_id)
     assert [m.role for m in stored] == ["user", "assistant"]
