@@ -469,6 +469,28 @@ def test_a_streaming_code_block_draws_only_its_last_line_again(qtbot) -> None:  
     assert len(view.document().rootFrame().childFrames()) == 1 and view.toPlainText().endswith("c = 3 + 4\nd\n")
 
 
+@pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
+def test_a_conversation_shown_again_mid_reply_goes_on_streaming(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+    view = make_view(qtbot, verdicts)
+    streaming = view.transcript
+    stream(view, [verified(0, ("**Hel",), (), "lo")])
+    view.flush()
+    view.show_transcript(Transcript([Message("user", "another conversation")]))
+    assert not view.streaming
+    streaming.fold(verified(1, ("** wor",), (), "ld"))  # the reply goes on while another one is shown
+    view.show_transcript(streaming)
+    assert view.streaming
+    stream(view, [verified(2, ("!",), (), ""), Finished(FinishReason.EOS, GenerationStats())])
+    view.flush()
+    assert not view.streaming
+    fresh = ChatView()
+    qtbot.addWidget(fresh)
+    fresh.set_show_verdicts(verdicts)
+    fresh.show_transcript(streaming)
+    assert view.toPlainText() == fresh.toPlainText()
+    assert view.toPlainText().endswith("**Hello** world!" if verdicts else "Hello world!")
+
+
 def test_pending_ghost_sits_at_the_end_of_the_text_and_is_never_copied(qtbot) -> None:  # noqa: ANN001
     view = make_view(qtbot)
     stream(view, [verified(0, ("```py\nx",), (), " ="), drafted(1, (" 1",))])
