@@ -231,7 +231,7 @@ class ChatView(QTextBrowser):
         last = transcript.messages[-1] if transcript.messages else None
         # a reply still streaming in it (its conversation was shown again) goes on drawing as it streams
         self._live = last if last is not None and last.role == "assistant" and not last.finished else None
-        self._drawn = self._seen = len(last.spans or []) if self._live is not None and last is not None else 0
+        self._drawn = self._seen = len(self._live.spans or []) if self._live is not None else 0
         self._pending = None
         self._follow = True
         self.redraw()
