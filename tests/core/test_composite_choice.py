@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specchat.core.engine.composite import AcceptanceTable, Candidate, Costs, choose
+from specchat.core.engine.composite import AcceptanceTable, Candidate, Costs, choose, lookup_prior
 from specchat.core.types import DraftSource
 
 LOOKUP, MODEL = DraftSource.LOOKUP, DraftSource.MODEL
@@ -11,7 +11,7 @@ SPAN = tuple(range(100, 116))  # a 16-token lookup proposal
 
 def costs(model_step: float = 0.01, verify_slope: float = 0.005, n: int = 18) -> Costs:
     """Seconds: a 50 ms one-token verify growing by ``verify_slope`` a token; a draft model step of ``model_step``."""
-    return Costs(model_fixed=model_step, model_step=model_step, splice_extra=model_step,
+    return Costs(model_fixed=model_step, model_step=model_step, catch_up_token=model_step / 2,
                  verify=tuple(0.05 + verify_slope * (i - 1) for i in range(n)), overhead_plain=0.001,
                  overhead_drafted=0.001)
 
@@ -97,13 +97,13 @@ def test_the_choice_is_deterministic_and_within_the_depth() -> None:
 
 def test_acceptance_adapts_within_a_few_rounds_and_deep_positions_lean_on_shallow_ones() -> None:
     t = table()
-    assert t.rate(LOOKUP, 3, 0) == 0.6  # the prior
+    assert t.rate(LOOKUP, 3, 0) == lookup_prior(3) < lookup_prior(6)  # the prior: longer matches trusted more
     history(t, LOOKUP, 3, [(4, 4)] * 6)
     high = t.rate(LOOKUP, 3, 0)
     assert high > 0.9
     assert t.rate(LOOKUP, 3, 12) > 0.9  # never checked that deep: leans on the positions before
     history(t, LOOKUP, 3, [(4, 0)] * 4)
-    assert t.rate(LOOKUP, 3, 0) < 0.6 < high
-    assert t.rate(LOOKUP, 4, 0) == 0.6  # another match length keeps its own figures
+    assert t.rate(LOOKUP, 3, 0) < lookup_prior(3) < high
+    assert t.rate(LOOKUP, 4, 0) == lookup_prior(4)  # another match length keeps its own figures
     rates = t.rates(MODEL, 0, 3)
     assert rates == [0.6, 0.6, 0.6]

@@ -40,16 +40,22 @@ MIN_MEMORY_NGRAM = 2
 """Shortest match looked up in the lookup memory: a single token there says little."""
 POSITIONS = 8
 """Positions kept apart in the acceptance table; later positions share the last entry."""
-PROBE_EVERY = 8
+PROBE_EVERY = 16
 """After this many rounds without the model, one round drafts with it so its acceptance stays current."""
 PROBE_DEPTH = 2
+
+
+def lookup_prior(match: int) -> float:
+    """Acceptance expected of a lookup before any is measured: a longer match is likelier to go on as before."""
+    return min(0.9, 0.45 + 0.08 * match)
 
 
 class AcceptanceTable:
     """Per (source, key) and position: how often a draft there was accepted, given the ones before it were.
 
     Counts decay with each new observation of a cell, so the estimate follows a
-    change within a few rounds, and start from ``prior`` with the weight of
+    change within a few rounds, and start from a prior (``priors`` per source;
+    for lookup :func:`lookup_prior` of the match length) with the weight of
     ``strength`` observations.
     """
 
@@ -66,7 +72,7 @@ class AcceptanceTable:
         positions, checked only when shallower ones pass, start from what those showed.
         """
         out: list[float] = []
-        prior = self.priors.get(source, 0.5)
+        prior = lookup_prior(key) if source is DraftSource.LOOKUP else self.priors.get(source, 0.5)
         for position in range(n):
             if position < POSITIONS:
                 hits, tries = self._cells.get((source, key, position), (0.0, 0.0))
@@ -100,20 +106,24 @@ class AcceptanceTable:
 class Costs:
     """What one round costs, in seconds: the model's draft steps, and the target's verify and overhead."""
 
-    model_fixed: float  # the model drafter's per-round catch-up (its first pass)
+    model_fixed: float  # the model drafter's first draft in steady state (its 1-2 token catch-up and pass)
     model_step: float  # each further model draft: a decode plus its distribution and draw
-    splice_extra: float  # the draft model catching up on a lookup span before it continues it
+    catch_up_token: float  # each token the draft model decodes (batched) to catch up before drafting
     verify: tuple[float, ...]  # verify[n]: a batch of n tokens (index 0 unused)
     overhead_plain: float
     overhead_drafted: float
+    behind: int = 0  # committed tokens the draft model has not decoded yet (after lookup rounds)
 
-    def model(self, n: int) -> float:
-        return 0.0 if n == 0 else self.model_fixed + (n - 1) * self.model_step
+    def model(self, n: int, span: int = 0) -> float:
+        """The model drafting ``n`` tokens after a lookup span of ``span`` tokens."""
+        if n == 0:
+            return 0.0
+        return self.model_fixed + (n - 1) * self.model_step + (self.behind + span) * self.catch_up_token
 
-    def round(self, n_tokens: int, model_tokens: int, splice: bool) -> float:
-        """Seconds for a round of ``n_tokens`` drafts of which the model drafted ``model_tokens``."""
+    def round(self, n_tokens: int, model_tokens: int, span: int) -> float:
+        """Seconds for a round of ``n_tokens`` drafts: a lookup span of ``span``, then ``model_tokens`` model ones."""
         seconds = self.verify[n_tokens + 1] + (self.overhead_drafted if n_tokens else self.overhead_plain)
-        return seconds + self.model(model_tokens) + (self.splice_extra if splice and model_tokens else 0.0)
+        return seconds + self.model(model_tokens, span)
 
 
 @dataclass(frozen=True)
@@ -141,11 +151,11 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
     ``lookups``: (match length, proposal) pairs; ``model_source``: None when no model can draft.
     A deterministic function of its arguments.
     """
-    best = Candidate((), 0, 0, 1.0 / costs.round(0, 0, False))
+    best = Candidate((), 0, 0, 1.0 / costs.round(0, 0, 0))
 
     def consider(lookup: tuple[int, ...], match: int, model: int, expected: float) -> None:
         nonlocal best
-        rate = expected / costs.round(len(lookup) + model, model, bool(lookup))
+        rate = expected / costs.round(len(lookup) + model, model, len(lookup))
         if rate > best.rate * (1.0 + 1e-9):
             best = Candidate(lookup, match, model, rate)
 
@@ -196,10 +206,11 @@ class CompositeDrafter(Drafter):
         self.can_splice = isinstance(model, DraftModelDrafter)  # MTP heads draft only from the target's state
         self.memory = memory  # token ids of the lookup memory, searched after the conversation
         self.max_ngram = max_ngram
-        self.table = AcceptanceTable({DraftSource.LOOKUP: 0.6, self.model_source: 0.6})
+        self.table = AcceptanceTable({self.model_source: 0.6})
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0, "splice": 0}
         self._model_fixed: float | None = None
         self._model_step: float | None = None
+        self._catch_up_token: float | None = None
         self._since_model = 0
         self._pending: _Pending | None = None
 
@@ -233,7 +244,20 @@ class CompositeDrafter(Drafter):
             plain = drafted = 0.0
         step = self._model_step if self._model_step is not None else 0.3 * verify[1]
         fixed = self._model_fixed if self._model_fixed is not None else step
-        return Costs(fixed, step, step, verify, plain, drafted)
+        catch_up = self._catch_up_token if self._catch_up_token is not None else 0.5 * step
+        return Costs(fixed, step, catch_up if self.can_splice else 0.0, verify, plain, drafted,
+                     self._behind(request.tokens))
+
+    def _behind(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` the draft model has yet to decode (0 for MTP heads: they follow the target)."""
+        held = getattr(getattr(self.model, "context", None), "tokens", None)
+        if not self.can_splice or held is None:
+            return 0
+        n = min(len(held), len(tokens))
+        same = 0
+        while same < n and held[same] == tokens[same]:
+            same += 1
+        return max(0, len(tokens) - same - 1)
 
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens
@@ -267,6 +291,7 @@ class CompositeDrafter(Drafter):
     def _draft_model(self, out: Draft, request: DraftRequest, n: int) -> None:
         """Append up to ``n`` model drafts after ``out``'s lookup span, and time them."""
         ahead = [*request.tokens, *out.tokens] if out.tokens else request.tokens
+        behind = self._behind(ahead)
         started = time.perf_counter()
         drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n))
         seconds = time.perf_counter() - started
@@ -288,6 +313,10 @@ class CompositeDrafter(Drafter):
             self._model_fixed = _ema(self._model_fixed, drafted.sync_seconds + sample)
         elif self._model_fixed is None and len(drafted.tokens) == 1:
             self._model_fixed = seconds
+        if behind > 2 and self._model_fixed is not None:
+            # A long catch-up: what it cost beyond the usual first draft and the further steps, per token.
+            extra = seconds - self._model_fixed - (len(drafted.tokens) - 1) * (self._model_step or 0.0)
+            self._catch_up_token = _ema(self._catch_up_token, max(extra, 0.0) / behind)
 
     def _observe(self, tokens: Sequence[int]) -> None:
         """Score the previous round's drafts, and every lookup proposal, against what the target committed."""
