@@ -7,10 +7,14 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
 from specchat.core.chat.transcript import ReplyFigures
-from specchat.core.types import MAX_DEPTH, GenerationParams, SpecchatError, parse_depth
+from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SpecchatError, parse_depth
+
+if TYPE_CHECKING:
+    from specchat.core.chat.session import ChatEngine, ChatSession
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -158,14 +162,14 @@ def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str
     return out[:limit] if limit else out
 
 
-def run_once(engine: object, messages: list[dict[str, str]], params: GenerationParams, drafter: object,
-             depth: int | None) -> tuple[RunFigures, object]:
+def run_once(engine: ChatEngine, messages: list[dict[str, str]], params: GenerationParams, drafter: DrafterKind,
+             depth: int | None) -> tuple[RunFigures, ChatSession]:
     from specchat.core.chat.session import ChatSession
     from specchat.core.engine.depth import DepthControl
 
-    session = ChatSession(engine, messages[:-1])  # type: ignore[arg-type]
+    session = ChatSession(engine, messages[:-1])
     figures = ReplyFigures()
-    figures.fold(session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)))  # type: ignore[arg-type]
+    figures.fold(session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)))
     if figures.final is None:
         raise SpecchatError(figures.final_message or "the reply ended without figures")
     if figures.final_message:
@@ -173,28 +177,26 @@ def run_once(engine: object, messages: list[dict[str, str]], params: GenerationP
     return RunFigures(session.last_tokens, figures), session
 
 
-def bench(engine: object, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
-          drafter: object, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
+def bench(engine: ChatEngine, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
+          drafter: DrafterKind, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
     """For each prompt, each depth in turn: the prompt decoded plainly, then speculatively, back to back.
 
     Depths take turns prompt by prompt rather than running one after another, so
     a shared machine's drifting speed touches every depth alike, and each
     speedup is measured against plain decoding run just before it.
     """
-    from specchat.core.types import DrafterKind
-
     reports = [BenchReport(depth="auto" if depth is None else str(depth)) for depth in depths]
     totals = [Totals() for _ in depths]
     identical_all: list[bool | None] = [True if params.sampler.greedy else None for _ in depths]
     for pid, messages in prompts:
         for i, depth in enumerate(depths):
             report = reports[i]
-            ctx = engine.target_context  # type: ignore[attr-defined]
+            ctx = engine.target_context
             ctx.perf_reset()
             base, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
             perf = ctx.perf()
             spec, session = run_once(engine, messages, params, drafter, depth)
-            adaptive = session.adaptive  # type: ignore[attr-defined]
+            adaptive = session.adaptive
             predicted = adaptive.predicted_best_rate() if depth is None else adaptive.predicted_rate(depth)
             identical = base.tokens == spec.tokens if params.sampler.greedy else None
             if identical is False:

@@ -30,6 +30,7 @@ from specchat.core.types import (
 )
 
 if TYPE_CHECKING:
+    from specchat.core.cancel import CancelToken
     from specchat.core.chat.session import ChatEngine
 
 # ANSI styles; each kind differs by more than hue (underline, strike, bold).
@@ -183,11 +184,11 @@ def _load_messages_file(path: Path) -> list[Any]:
     return data
 
 
-def cancel_on_sigint(cancel: object) -> None:
+def cancel_on_sigint(cancel: CancelToken) -> None:
     """Ctrl-C cancels the reply between rounds instead of killing the process."""
 
     def handler(signum: int, frame: object) -> None:
-        cancel.cancel()  # type: ignore[attr-defined]
+        cancel.cancel()
 
     signal.signal(signal.SIGINT, handler)
 

@@ -221,7 +221,8 @@ def _run_with_bar(job: Callable[..., R], **kwargs: object) -> R | None:
 
     token = CancelToken()
     bars: dict[str, tqdm] = {}
-    outcome: dict[str, object] = {}
+    results: list[R] = []
+    errors: list[BaseException] = []
 
     def on_progress(event: DownloadProgress) -> None:
         bar = bars.get(event.filename)
@@ -234,9 +235,9 @@ def _run_with_bar(job: Callable[..., R], **kwargs: object) -> R | None:
 
     def work() -> None:
         try:
-            outcome["result"] = job(cancel=token, on_progress=on_progress, **kwargs)
+            results.append(job(cancel=token, on_progress=on_progress, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
-            outcome["error"] = exc
+            errors.append(exc)
 
     thread = threading.Thread(target=work, name="download", daemon=True)
     thread.start()
@@ -254,9 +255,9 @@ def _run_with_bar(job: Callable[..., R], **kwargs: object) -> R | None:
     if token.cancelled:
         print("specchat: download cancelled; the partial file is kept, run the same command to resume", file=sys.stderr)
         return None
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["result"]  # type: ignore[return-value]
+    if errors:
+        raise errors[0]
+    return results[0]
 
 
 def _note_unverified(files: Iterable[DownloadedFile]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
@@ -23,6 +24,7 @@ from specchat.core.types import (
     GPU_LAYERS_AUTO,
     Drafted,
     DrafterKind,
+    Event,
     Finished,
     FinishReason,
     GenerationParams,
@@ -164,11 +166,11 @@ class EngineWorker(QObject):
             self._session = None
             self.failed.emit(f"generation failed: {exc}")
 
-    def _pump(self, stream: object) -> None:
+    def _pump(self, stream: Iterable[Event]) -> None:
         """Forward events in batches: after each draft (so ghost text shows during verify), else every 30 ms."""
-        batch: list[object] = []
+        batch: list[Event] = []
         last = time.monotonic()
-        for event in stream:  # type: ignore[attr-defined]
+        for event in stream:
             batch.append(event)
             now = time.monotonic()
             if (

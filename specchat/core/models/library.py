@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specchat.core import paths
 from specchat.core.models import hfcache
@@ -99,7 +100,7 @@ def index_path() -> Path:
     return paths.cache_dir() / INDEX_FILENAME
 
 
-def _load_index(path: Path) -> dict[str, dict[str, object]]:
+def _load_index(path: Path) -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -110,7 +111,7 @@ def _load_index(path: Path) -> dict[str, dict[str, object]]:
     return entries if isinstance(entries, dict) else {}
 
 
-def _save_index(path: Path, files: dict[str, dict[str, object]]) -> None:
+def _save_index(path: Path, files: dict[str, dict[str, Any]]) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps({"version": INDEX_VERSION, "files": files}), encoding="utf-8")
     os.replace(tmp, path)
@@ -141,7 +142,7 @@ def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None)
     started = time.perf_counter()
     index = index or index_path()
     old = _load_index(index)
-    new: dict[str, dict[str, object]] = {}
+    new: dict[str, dict[str, Any]] = {}
     result = ScanResult(entries=[])
     seen: set[Path] = set()
     for root in roots if roots is not None else default_roots():
@@ -172,7 +173,7 @@ def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None)
             if "error" in record:
                 result.failed.append(str(record["error"]))
                 continue
-            info = GgufInfo.from_json(record["info"])  # type: ignore[arg-type]
+            info = GgufInfo.from_json(record["info"])
             repo_id = hfcache.repo_id_of(path) if root.source == "hf-cache" else None
             result.entries.append(LibraryEntry(info, root.source, repo_id, hfcache.is_unverified(path, root.path)))
     if new != old:
