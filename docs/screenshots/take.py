@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +80,7 @@ def main() -> int:
         app = QApplication.instance() or QApplication(sys.argv[:1])
         app.setApplicationName("specchat")
 
-        def wait_until(condition, timeout: float = 30.0) -> None:  # noqa: ANN001
+        def wait_until(condition: Callable[[], object], timeout: float = 30.0) -> None:
             end = time.monotonic() + timeout
             while not condition():
                 if time.monotonic() > end:
