@@ -286,10 +286,12 @@ class ChatController(QObject):
             self.notice.emit(str(exc))
             return
         drafter = settings.drafter
-        missing = {DrafterKind.DRAFT_MODEL: not self.has_draft_model, DrafterKind.MTP: not self.has_mtp}
+        missing = {DrafterKind.DRAFT_MODEL: not self.has_draft_model, DrafterKind.MTP: not self.has_mtp,
+                   DrafterKind.COMPOSITE: not (self.has_draft_model or self.has_mtp)}
         if missing.get(drafter, False):
             drafter = DrafterKind.MTP if self.has_mtp else DrafterKind.NGRAM
-            lacking = "draft model" if settings.drafter is DrafterKind.DRAFT_MODEL else "MTP heads"
+            lacking = {DrafterKind.DRAFT_MODEL: "draft model", DrafterKind.MTP: "MTP heads"}.get(
+                settings.drafter, "model drafter")
             instead = "its MTP heads" if self.has_mtp else "n-gram lookup"
             self.status.emit(f"The loaded pair has no {lacking}: drafting with {instead}")
         self.depth_control.set(settings.depth)

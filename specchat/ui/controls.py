@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QLabeledSlider
 
+from specchat.core.engine.drafters import DRAFTER_LABELS
 from specchat.core.settings import MAX_CONTEXT, MIN_CONTEXT, Settings
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -30,13 +31,6 @@ from specchat.core.types import (
     SpecchatError,
     parse_gpu_layers,
 )
-
-DRAFTER_LABELS = {
-    DrafterKind.DRAFT_MODEL: "Draft model",
-    DrafterKind.NGRAM: "N-gram (prompt lookup)",
-    DrafterKind.MTP: "The model's own MTP heads",
-    DrafterKind.NONE: "None (plain decoding)",
-}
 
 
 class ContextSizeBox(QSpinBox):
@@ -210,7 +204,8 @@ class SpeculationControls(QGroupBox):
         model = self._drafter_items()
         for row in range(self.drafter.count()):
             kind = DrafterKind(self.drafter.itemData(row))
-            available = {DrafterKind.DRAFT_MODEL: draft_model, DrafterKind.MTP: mtp}.get(kind, True)
+            available = {DrafterKind.DRAFT_MODEL: draft_model, DrafterKind.MTP: mtp,
+                         DrafterKind.COMPOSITE: draft_model or mtp}.get(kind, True)
             model.item(row).setEnabled(available)
         if mtp:
             self.drafter.setCurrentIndex(self.drafter.findData(DrafterKind.MTP))
