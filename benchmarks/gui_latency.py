@@ -5,7 +5,10 @@ GUI thread, streams a long reply, and prints the longest gap between timer
 ticks (the goal: under 50 ms, i.e. the window never stalls visibly) along with
 the tokens per second of the reply.
 
-    QT_QPA_PLATFORM=offscreen python benchmarks/gui_latency.py [--max-tokens N]
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_latency.py [--max-tokens N] [--verdicts] [--prompt TEXT]
+
+The chat view draws the reply as Markdown (its reading view) unless
+``--verdicts`` asks for the raw verdict view.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--depth", default="auto")
+    parser.add_argument("--verdicts", action="store_true", help="draw the verdict view instead of Markdown")
+    parser.add_argument("--prompt", default="Count from 1 to 300, separated by commas.")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="specchat-latency-")
     for name in ("CONFIG", "CACHE"):
@@ -45,6 +50,7 @@ def main() -> int:
     settings.depth = parse_depth(args.depth)
     store = ConversationStore(os.path.join(tmp, "conversations.sqlite3"))
     window = MainWindow(settings, store)
+    window.chat_view.set_show_verdicts(args.verdicts)
     window.show()
 
     waiting = QEventLoop()
@@ -67,12 +73,13 @@ def main() -> int:
     streaming = QEventLoop()
     window.reply_finished.connect(lambda f: (finished.append(f), streaming.quit()))
     timer.start()
-    window.composer.setPlainText("Count from 1 to 300, separated by commas.")
+    window.composer.setPlainText(args.prompt)
     window.composer.send()
     streaming.exec()
     timer.stop()
     stats = finished[0].stats  # type: ignore[attr-defined]
-    print(f"reply: {stats.generated} tokens at {stats.tokens_per_second:.1f} tok/s, depth {args.depth}")
+    view = "verdict view" if args.verdicts else "Markdown (reading view)"
+    print(f"reply: {stats.generated} tokens at {stats.tokens_per_second:.1f} tok/s, depth {args.depth}, {view}")
     print(f"GUI timer (10 ms): {len(gaps)} ticks, longest gap {max(gaps):.1f} ms, "
           f"median {statistics.median(gaps):.1f} ms, 99th percentile {sorted(gaps)[int(len(gaps) * 0.99)]:.1f} ms")
     window.close()

@@ -46,6 +46,7 @@ from PySide6.QtWidgets import QLabel, QTextBrowser, QToolButton, QToolTip, QWidg
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript, span_count
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
+from . import syntax
 from .markdown_blocks import FateIndex, fence_code, parse_blocks
 from .markdown_render import BodyWriter, Tail, new_block, remove_range
 from .token_styles import (
@@ -60,6 +61,7 @@ from .token_styles import (
 )
 
 FLUSH_MS = 30
+WARM_UP_MS = 300
 FOLLOW_SLACK = 4  # pixels from the bottom that still count as "at the bottom"
 _FENCE = re.compile(r"```[^\n]*\n.*?(?:```|\Z)", re.DOTALL)
 
@@ -189,6 +191,8 @@ class ChatView(QTextBrowser):
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range_changed)
         bar.valueChanged.connect(self._on_value_changed)
+        # the most common code's lexer loads once the window is up rather than when a reply first shows code
+        QTimer.singleShot(WARM_UP_MS, syntax.warm_up)
 
     # -- public API ----------------------------------------------------------------
 
