@@ -22,8 +22,8 @@ from specchat.core.engine.drafters import (
     NgramDrafter,
     NoDrafter,
     lookup_continuation,
-    make_drafter,
 )
+from specchat.core.engine.registry import make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.types import Drafted, DrafterKind, Finished, GenerationParams, SamplerParams, SpecchatError, Verified
 

@@ -17,7 +17,8 @@ from specchat.core.cancel import CancelToken
 from specchat.core.chat.template import ChatTemplate, validate_messages
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
-from specchat.core.engine.drafters import Drafter, make_drafter
+from specchat.core.engine.drafters import Drafter
+from specchat.core.engine.registry import make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.llama.context import Context, MemoryInfo, MtpContext, check_memory_support, probe_memory
 from specchat.core.llama.devices import offload_supported

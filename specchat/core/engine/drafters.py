@@ -320,27 +320,3 @@ def lookup_at(seq: np.ndarray, k: int, n: int, corpus: np.ndarray | None = None)
         return []
     follow = int(starts[-1]) + n
     return [int(t) for t in hay[follow : follow + k]]
-
-
-def make_drafter(kind: DrafterKind, draft_context: DraftContext | None, mtp: MtpHeads | None = None) -> Drafter:
-    """The drafter of ``kind`` on what the loaded pair offers; a one-line SpecchatError if it lacks the part."""
-    if kind is DrafterKind.DRAFT_MODEL:
-        if draft_context is None:
-            raise SpecchatError("no draft model is loaded; choose n-gram lookup or none")
-        return DraftModelDrafter(draft_context)
-    if kind is DrafterKind.MTP:
-        if mtp is None:
-            raise SpecchatError("the target has no MTP heads (no NextN layers) to draft with; "
-                                "choose a draft model, n-gram lookup or none")
-        return MtpDrafter(mtp)
-    if kind is DrafterKind.NGRAM:
-        return NgramDrafter()
-    if kind is DrafterKind.COMPOSITE:
-        from specchat.core.engine.composite import CompositeDrafter  # imported here: it builds on this module
-
-        if draft_context is not None:
-            return CompositeDrafter(DraftModelDrafter(draft_context))
-        if mtp is not None:
-            return CompositeDrafter(MtpDrafter(mtp))
-        raise SpecchatError("automatic drafting needs a draft model or MTP heads; choose n-gram lookup or none")
-    return NoDrafter()
