@@ -95,6 +95,7 @@ class Settings:
     depth: int | None = DEFAULT_DEPTH  # None = auto (adaptive)
     drafter: DrafterKind = DrafterKind.DRAFT_MODEL
     hide_rejected: bool = False
+    show_verdicts: bool = False  # the chat view's raw verdict view instead of rendered Markdown
     theme: str = "system"
     n_ctx: int = 4096
     # when the build can offload: "auto" fits free memory, -1 all, 0 none
@@ -153,7 +154,7 @@ def _check(name: str, value: Any) -> Any:
         return DrafterKind(value)
     if name in ("zoom", "last_conversation"):
         return int(_number(value, -100, 1 << 62, integer=True))
-    if name in ("hide_rejected", "sidebar_visible", "panel_visible"):
+    if name in ("hide_rejected", "show_verdicts", "sidebar_visible", "panel_visible"):
         if not isinstance(value, bool):
             raise TypeError("expected true or false")
         return value

@@ -583,11 +583,11 @@ class ChatView(QTextBrowser):
 
     # -- Qt events ---------------------------------------------------------------------
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._place_jump()
 
-    def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
+    def viewportEvent(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ToolTip:
             help_event = cast(QHelpEvent, event)
             tip = self._format_at(help_event.pos()).toolTip()
@@ -599,12 +599,12 @@ class ChatView(QTextBrowser):
             return True
         return super().viewportEvent(event)
 
-    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+    def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange:
             self.redraw()
 
-    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 - Qt override
+    def createMimeDataFromSelection(self) -> QMimeData:
         """Copying a selection gives its text without markers, labels or pending drafts."""
         cursor = self.textCursor()
         data = QMimeData()
@@ -630,7 +630,7 @@ class ChatView(QTextBrowser):
             if groups:
                 QToolTip.showText(QCursor.pos(), rejection_tooltip(groups), self.viewport())
 
-    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 - Qt override
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
         menu = self.createStandardContextMenu(event.pos())
         index = self.message_index_at(event.pos())
         code = self._format_at(event.pos()).property(PROP_CODE)
@@ -685,7 +685,7 @@ class TokenLegend(QLabel):
     def _update(self) -> None:
         self.setText(legend_html(self.palette(), self._verdicts))
 
-    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+    def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange:
             self._update()

@@ -85,10 +85,10 @@ class MainWindow(QMainWindow):
         self._update_actions()
         self._connect()
         self._restore_window()
+        self._reopen_last_conversation()
         self.refresh_conversations()
         if store.notice:
             self.show_error(store.notice)
-        self._reopen_last_conversation()
 
     # -- layout ------------------------------------------------------------------------
 
@@ -97,6 +97,7 @@ class MainWindow(QMainWindow):
         self.welcome = WelcomeView()
         self.chat_view = ChatView(transcript=self.chat.transcript)
         self.chat_view.set_hide_rejected(self.settings.hide_rejected)
+        self.chat_view.set_show_verdicts(self.settings.show_verdicts)
         self.composer = Composer()
         self.send_button = QPushButton("Send")
         self.stop_button = QPushButton("Stop")
@@ -113,7 +114,7 @@ class MainWindow(QMainWindow):
         chat_page = QWidget()
         chat_layout = QVBoxLayout(chat_page)
         chat_layout.setContentsMargins(0, 0, 0, 0)
-        legend = TokenLegend()
+        legend = TokenLegend(view=self.chat_view)
         legend.setWordWrap(True)  # wraps rather than widening a narrow window
         chat_layout.addWidget(legend)
         chat_layout.addWidget(self.chat_view, 1)
@@ -205,6 +206,12 @@ class MainWindow(QMainWindow):
                             lambda: self.set_zoom(self.settings.zoom - 1))
         view_menu.addAction("&Actual size", QKeySequence("Ctrl+0"), lambda: self.set_zoom(0))
         view_menu.addSeparator()
+        self.verdicts_action = QAction("Show &verdicts inline", self, checkable=True)
+        self.verdicts_action.setShortcut(QKeySequence("Ctrl+Shift+V"))
+        self.verdicts_action.setToolTip("The raw text with every token's fate inline, rejected drafts struck through")
+        self.verdicts_action.setChecked(self.settings.show_verdicts)
+        self.verdicts_action.toggled.connect(self.set_show_verdicts)
+        view_menu.addAction(self.verdicts_action)
         self.hide_rejected_action = QAction("&Hide rejected tokens", self, checkable=True)
         self.hide_rejected_action.setChecked(self.settings.hide_rejected)
         self.hide_rejected_action.toggled.connect(self.set_hide_rejected)
@@ -434,6 +441,7 @@ class MainWindow(QMainWindow):
         return self.chat.streaming
 
     def refresh_conversations(self) -> None:
+        self.settings.last_conversation = self.chat.conversation_id or 0  # reopened on the next start
         try:
             conversations = self.store.conversations()
         except sqlite3.Error as exc:
@@ -572,7 +580,6 @@ class MainWindow(QMainWindow):
         return ReplySettings(self.controls.generation_params(), self.controls.drafter_kind, self.controls.chosen_depth)
 
     def _on_transcript_replaced(self) -> None:
-        self.settings.last_conversation = self.chat.conversation_id or 0
         if self.chat.conversation_id is not None:
             self.stack.setCurrentIndex(1)  # old chats are readable before any model loads
         self.chat_view.show_transcript(self.chat.transcript)
@@ -638,6 +645,11 @@ class MainWindow(QMainWindow):
     def set_hide_rejected(self, hide: bool) -> None:
         self.settings.hide_rejected = hide
         self.chat_view.set_hide_rejected(hide)
+
+    def set_show_verdicts(self, show: bool) -> None:
+        """The chat view's verdict view (raw text, every fate inline) or its reading view (rendered Markdown)."""
+        self.settings.show_verdicts = show
+        self.chat_view.set_show_verdicts(show)
 
     def set_theme(self, theme: str) -> None:
         self.settings.theme = theme

@@ -17,8 +17,8 @@ from specchat.core.engine.sampling import distribution
 from specchat.core.types import (
     Drafted,
     DrafterKind,
-    FinishReason,
     Finished,
+    FinishReason,
     GenerationParams,
     SamplerParams,
     SpecchatError,
@@ -133,7 +133,7 @@ def test_sampling_first_tokens_follow_the_target_distribution(demo_engine) -> No
         ctx.truncate(0)
         ctx.decode(prompt)
         p2 = distribution(ctx.decode([int(x1)])[0].copy(), [], sampler)
-        for x2, prob2 in zip(p2.ids, p2.probs):
+        for x2, prob2 in zip(p2.ids, p2.probs, strict=True):
             expected = n * p1.prob(int(x1)) * prob2
             if expected >= 5:
                 seen = pairs.get((int(x1), int(x2)), 0)

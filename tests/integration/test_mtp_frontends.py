@@ -47,5 +47,7 @@ def test_chat_mtp_without_heads_is_one_line() -> None:
     out = specchat("chat", "--target", str(PLAIN_MODEL), "--mtp", "--max-tokens", "4", PROMPT)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "no MTP heads" in out.stderr and "Traceback" not in out.stderr
-    both = specchat("chat", "--target", str(MTP_MODEL), "--mtp", "--ngram", PROMPT)
-    assert both.returncode == 2 and both.stderr.count("\n") == 1
+    both = specchat("chat", "--target", str(MTP_MODEL), "--mtp", "--draft", str(PLAIN_MODEL), PROMPT)
+    assert both.returncode == 2 and both.stderr.count("\n") == 1 and "not allowed with" in both.stderr
+    composite = specchat("chat", "--target", str(PLAIN_MODEL), "--mtp", "--ngram", "--max-tokens", "4", PROMPT)
+    assert composite.returncode == 2 and composite.stderr.count("\n") == 1 and "MTP heads" in composite.stderr

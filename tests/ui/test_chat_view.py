@@ -10,11 +10,10 @@ import pytest
 from PySide6.QtGui import QFont, QTextCursor
 
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript
-from specchat.core.types import FinishReason, Finished, GenerationStats, TokenKind
+from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKind
 from specchat.ui.chat_view import ChatView, TokenLegend
 from specchat.ui.token_styles import PROP_KIND, PROP_MESSAGE, PROP_ROUND
 from support.events import drafted, verified
-
 
 BOTH = pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
 
@@ -42,7 +41,7 @@ def kinds(view: ChatView) -> dict[str, list[str]]:
     return result
 
 
-def make_view(qtbot, verdicts: bool = False) -> ChatView:  # noqa: ANN001
+def make_view(qtbot, verdicts: bool = False) -> ChatView:
     """A view streaming a reply, as the window sets it up: the transcript changes, the view draws."""
     view = ChatView()
     qtbot.addWidget(view)
@@ -54,14 +53,14 @@ def make_view(qtbot, verdicts: bool = False) -> ChatView:  # noqa: ANN001
     return view
 
 
-def stream(view: ChatView, events: list) -> None:  # noqa: ANN001
+def stream(view: ChatView, events: list) -> None:
     """What the window does with a batch: fold it into the transcript once, then queue it for drawing."""
     for event in events:
         view.transcript.fold(event)
     view.feed(events)
 
 
-def test_pending_then_verified_formats(qtbot) -> None:  # noqa: ANN001
+def test_pending_then_verified_formats(qtbot) -> None:
     view = make_view(qtbot, verdicts=True)
     stream(view, [drafted(0, ("Hel", "lo", "!"))])
     view.flush()
@@ -85,14 +84,14 @@ def test_pending_then_verified_formats(qtbot) -> None:  # noqa: ANN001
 
 
 @BOTH
-def test_timer_flushes_without_an_explicit_call(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+def test_timer_flushes_without_an_explicit_call(qtbot, verdicts: bool) -> None:
     view = make_view(qtbot, verdicts)
     stream(view, [drafted(0, ("a",)), verified(0, ("a",), (), "b")])
     qtbot.waitUntil(lambda: "accepted" in kinds(view))
     assert kinds(view)["target"] == ["b"]
 
 
-def test_hide_rejected_rerenders_and_applies_while_streaming(qtbot) -> None:  # noqa: ANN001
+def test_hide_rejected_rerenders_and_applies_while_streaming(qtbot) -> None:
     view = make_view(qtbot, verdicts=True)
     stream(view, [verified(0, ("ok",), ("no",), "!")])
     view.flush()
@@ -108,7 +107,7 @@ def test_hide_rejected_rerenders_and_applies_while_streaming(qtbot) -> None:  # 
 
 
 @BOTH
-def test_a_redraw_with_events_still_queued_draws_each_token_once(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+def test_a_redraw_with_events_still_queued_draws_each_token_once(qtbot, verdicts: bool) -> None:
     view = make_view(qtbot, verdicts)
     stream(view, [verified(0, ("a",), ("x",), "b")])
     view.set_hide_rejected(True)  # redraws from the transcript, which already holds the queued round
@@ -119,7 +118,7 @@ def test_a_redraw_with_events_still_queued_draws_each_token_once(qtbot, verdicts
 
 
 @BOTH
-def test_pending_survives_a_rerender(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+def test_pending_survives_a_rerender(qtbot, verdicts: bool) -> None:
     view = make_view(qtbot, verdicts)
     stream(view, [verified(0, ("a",), (), "b"), drafted(1, ("c", "d"))])
     view.flush()
@@ -131,7 +130,7 @@ def test_pending_survives_a_rerender(qtbot, verdicts: bool) -> None:  # noqa: AN
     assert view.transcript.messages[-1].content == "abce"
 
 
-def test_tooltips_and_properties(qtbot) -> None:  # noqa: ANN001
+def test_tooltips_and_properties(qtbot) -> None:
     view = make_view(qtbot, verdicts=True)
     stream(view, [verified(3, ("Hi",), ("yo",), "!")])
     view.flush()
@@ -144,7 +143,7 @@ def test_tooltips_and_properties(qtbot) -> None:  # noqa: ANN001
     assert by_kind["accepted"].property(PROP_MESSAGE) == 1
 
 
-def test_code_fence_is_monospace_after_finish_in_the_verdict_view(qtbot) -> None:  # noqa: ANN001
+def test_code_fence_is_monospace_after_finish_in_the_verdict_view(qtbot) -> None:
     view = make_view(qtbot, verdicts=True)
     stream(view, [verified(0, ("Look:\n``", "`py\nx = 1"), (), "\n```"), verified(1, (" done",), (), ".")])
     stream(view, [Finished(FinishReason.EOS, GenerationStats())])
@@ -157,7 +156,7 @@ def test_code_fence_is_monospace_after_finish_in_the_verdict_view(qtbot) -> None
 
 
 @BOTH
-def test_show_transcript_restores_spans_and_plain_text(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+def test_show_transcript_restores_spans_and_plain_text(qtbot, verdicts: bool) -> None:
     view = ChatView()
     qtbot.addWidget(view)
     view.set_show_verdicts(verdicts)
@@ -173,7 +172,7 @@ def test_show_transcript_restores_spans_and_plain_text(qtbot, verdicts: bool) ->
 
 
 @BOTH
-def test_message_actions(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+def test_message_actions(qtbot, verdicts: bool) -> None:
     view = make_view(qtbot, verdicts)
     stream(view, [verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
@@ -191,7 +190,7 @@ def test_message_actions(qtbot, verdicts: bool) -> None:  # noqa: ANN001
 
 
 @BOTH
-def test_message_index_at_a_point(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+def test_message_index_at_a_point(qtbot, verdicts: bool) -> None:
     view = make_view(qtbot, verdicts)
     view.resize(400, 300)
     view.show()
@@ -203,7 +202,7 @@ def test_message_index_at_a_point(qtbot, verdicts: bool) -> None:  # noqa: ANN00
     assert view.message_index_at(rect.center()) == 1
 
 
-def test_legend_follows_the_view(qtbot) -> None:  # noqa: ANN001
+def test_legend_follows_the_view(qtbot) -> None:
     view = ChatView()
     qtbot.addWidget(view)
     legend = TokenLegend(view=view)
@@ -215,7 +214,7 @@ def test_legend_follows_the_view(qtbot) -> None:  # noqa: ANN001
     assert "line-through" in text and "underline" in text and "bold" in text and "italic" in text
 
 
-def test_follows_a_dark_palette(qtbot) -> None:  # noqa: ANN001
+def test_follows_a_dark_palette(qtbot) -> None:
     from PySide6.QtGui import QColor, QPalette
 
     view = make_view(qtbot, verdicts=True)
@@ -233,7 +232,7 @@ def test_follows_a_dark_palette(qtbot) -> None:  # noqa: ANN001
 
 
 @BOTH
-def test_hover_shows_the_token_tooltip(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+def test_hover_shows_the_token_tooltip(qtbot, verdicts: bool) -> None:
     from PySide6.QtCore import QEvent
     from PySide6.QtGui import QHelpEvent
     from PySide6.QtWidgets import QApplication, QToolTip

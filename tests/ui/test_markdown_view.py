@@ -23,7 +23,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript
-from specchat.core.types import FinishReason, Finished, GenerationStats, TokenKind
+from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKind
 from specchat.ui.chat_view import ChatView
 from specchat.ui.markdown_blocks import parse_blocks
 from specchat.ui.token_styles import PROP_CHROME, PROP_CODE, PROP_KIND, REJECTION_MARKER
@@ -73,7 +73,7 @@ After a hard break.
 """
 
 
-def make_view(qtbot, verdicts: bool = False) -> ChatView:  # noqa: ANN001
+def make_view(qtbot, verdicts: bool = False) -> ChatView:
     view = ChatView()
     qtbot.addWidget(view)
     view.set_show_verdicts(verdicts)
@@ -84,13 +84,13 @@ def make_view(qtbot, verdicts: bool = False) -> ChatView:  # noqa: ANN001
     return view
 
 
-def stream(view: ChatView, events: list) -> None:  # noqa: ANN001
+def stream(view: ChatView, events: list) -> None:
     for event in events:
         view.transcript.fold(event)
     view.feed(events)
 
 
-def play(view: ChatView, rounds=ROUNDS, finish: bool = True) -> None:  # noqa: ANN001
+def play(view: ChatView, rounds=ROUNDS, finish: bool = True) -> None:
     for n, (acc, rej, corr) in enumerate(rounds):
         stream(view, [drafted(n, acc + rej), verified(n, acc, rej, corr)])
         view.flush()
@@ -124,13 +124,13 @@ def kind_of(view: ChatView, text: str, nth: int = 0) -> list[str | None]:
     return [flat[i][1].property(PROP_KIND) for i in range(at, at + len(text))]
 
 
-def format_of(view: ChatView, text: str):  # noqa: ANN201
+def format_of(view: ChatView, text: str):
     flat = chars(view)
     at = "".join(c for c, _ in flat).index(text)
     return flat[at][1]
 
 
-def block_of(view: ChatView, text: str):  # noqa: ANN201
+def block_of(view: ChatView, text: str):
     block = view.document().begin()
     while block.isValid():
         if text in block.text():
@@ -139,7 +139,7 @@ def block_of(view: ChatView, text: str):  # noqa: ANN201
     raise AssertionError(f"no block holds {text!r}")
 
 
-def test_markdown_renders_without_markup_and_with_fates(qtbot) -> None:  # noqa: ANN001
+def test_markdown_renders_without_markup_and_with_fates(qtbot) -> None:
     view = make_view(qtbot)
     play(view)
     assert view.transcript.messages[-1].content == CONTENT
@@ -173,7 +173,7 @@ def test_markdown_renders_without_markup_and_with_fates(qtbot) -> None:  # noqa:
     assert kind_of(view, "Done" + REJECTION_MARKER + ".") == ["accepted"] * 4 + ["rejected", "target"]
 
 
-def test_rejected_drafts_are_markers_in_reading_and_inline_in_verdicts(qtbot) -> None:  # noqa: ANN001
+def test_rejected_drafts_are_markers_in_reading_and_inline_in_verdicts(qtbot) -> None:
     view = make_view(qtbot)
     play(view)
     text = view.toPlainText()
@@ -221,7 +221,7 @@ def _point_of(view: ChatView, text: str) -> QPoint:
     return QPoint((left.x() + right.x()) // 2, left.center().y())
 
 
-def test_marker_tooltip_and_click_show_the_guess_and_tokens_keep_theirs(qtbot) -> None:  # noqa: ANN001
+def test_marker_tooltip_and_click_show_the_guess_and_tokens_keep_theirs(qtbot) -> None:
     view = make_view(qtbot)
     view.resize(500, 400)
     view.show()
@@ -238,7 +238,7 @@ def test_marker_tooltip_and_click_show_the_guess_and_tokens_keep_theirs(qtbot) -
     QToolTip.hideText()
 
 
-def test_copy_message_code_block_and_selection_give_clean_text(qtbot) -> None:  # noqa: ANN001
+def test_copy_message_code_block_and_selection_give_clean_text(qtbot) -> None:
     view = make_view(qtbot)
     view.resize(500, 400)
     view.show()
@@ -260,7 +260,7 @@ def test_copy_message_code_block_and_selection_give_clean_text(qtbot) -> None:  
     assert "Here are Carrots:" in copied and "x = 1\nprint(x)" in copied and copied.endswith("Done.")
 
 
-def test_links_open_through_the_desktop(qtbot) -> None:  # noqa: ANN001
+def test_links_open_through_the_desktop(qtbot) -> None:
     class Catcher(QObject):
         def __init__(self) -> None:
             super().__init__()
@@ -288,7 +288,7 @@ def test_links_open_through_the_desktop(qtbot) -> None:  # noqa: ANN001
         QDesktopServices.unsetUrlHandler("https")
 
 
-def test_headings_tables_quotes_and_rules(qtbot) -> None:  # noqa: ANN001
+def test_headings_tables_quotes_and_rules(qtbot) -> None:
     view = ChatView()
     qtbot.addWidget(view)
     view.show_transcript(Transcript([Message("user", "q"), Message("assistant", LONG_REPLY, finish_reason="eos")]))
@@ -387,7 +387,7 @@ def _look(view: ChatView, colours: bool) -> list[tuple[object, ...]]:
 
 @pytest.mark.parametrize("text", [LONG_REPLY, LISTS_AND_CODE], ids=["blocks", "lists-and-code"])
 @pytest.mark.parametrize("seed", range(3))
-def test_a_streamed_reply_draws_as_a_full_redraw_would_at_every_step(qtbot, text: str, seed: int) -> None:  # noqa: ANN001
+def test_a_streamed_reply_draws_as_a_full_redraw_would_at_every_step(qtbot, text: str, seed: int) -> None:
     view = make_view(qtbot)
     fresh = ChatView()
     qtbot.addWidget(fresh)
@@ -404,7 +404,7 @@ def test_a_streamed_reply_draws_as_a_full_redraw_would_at_every_step(qtbot, text
     assert _look(view, True) == _look(fresh, True)  # code coloured as a whole once complete
 
 
-def test_only_the_last_block_is_drawn_again_while_streaming(qtbot) -> None:  # noqa: ANN001
+def test_only_the_last_block_is_drawn_again_while_streaming(qtbot) -> None:
     view = make_view(qtbot)
     stream(view, [verified(0, ("First paragraph.\n\n",), (), "Second"), verified(1, (" grows",), (), "")])
     view.flush()
@@ -434,7 +434,7 @@ def test_only_the_last_block_is_drawn_again_while_streaming(qtbot) -> None:  # n
     assert block_of(view, "First paragraph.").blockFormat().property(mark) == "first"
 
 
-def test_a_list_at_the_end_draws_only_its_last_item_again(qtbot) -> None:  # noqa: ANN001
+def test_a_list_at_the_end_draws_only_its_last_item_again(qtbot) -> None:
     view = make_view(qtbot)
     stream(view, [verified(0, ("1. one\n", "2. two\n"), (), "3. th")])
     view.flush()
@@ -452,7 +452,7 @@ def test_a_list_at_the_end_draws_only_its_last_item_again(qtbot) -> None:  # noq
     assert [items[0].textList().itemText(b) for b in items] == ["1.", "2.", "3.", "4."]
 
 
-def test_a_streaming_code_block_draws_only_its_last_line_again(qtbot) -> None:  # noqa: ANN001
+def test_a_streaming_code_block_draws_only_its_last_line_again(qtbot) -> None:
     view = make_view(qtbot)
     stream(view, [verified(0, ("```python\n", "a = 1\n"), (), "b = 2\n"), verified(1, ("c =",), (), " 3")])
     view.flush()
@@ -470,7 +470,7 @@ def test_a_streaming_code_block_draws_only_its_last_line_again(qtbot) -> None:  
 
 
 @pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
-def test_a_conversation_shown_again_mid_reply_goes_on_streaming(qtbot, verdicts: bool) -> None:  # noqa: ANN001
+def test_a_conversation_shown_again_mid_reply_goes_on_streaming(qtbot, verdicts: bool) -> None:
     view = make_view(qtbot, verdicts)
     streaming = view.transcript
     stream(view, [verified(0, ("**Hel",), (), "lo")])
@@ -491,7 +491,7 @@ def test_a_conversation_shown_again_mid_reply_goes_on_streaming(qtbot, verdicts:
     assert view.toPlainText().endswith("**Hello** world!" if verdicts else "Hello world!")
 
 
-def test_pending_ghost_sits_at_the_end_of_the_text_and_is_never_copied(qtbot) -> None:  # noqa: ANN001
+def test_pending_ghost_sits_at_the_end_of_the_text_and_is_never_copied(qtbot) -> None:
     view = make_view(qtbot)
     stream(view, [verified(0, ("```py\nx",), (), " ="), drafted(1, (" 1",))])
     view.flush()
@@ -505,7 +505,7 @@ def test_pending_ghost_sits_at_the_end_of_the_text_and_is_never_copied(qtbot) ->
     assert view.toPlainText().endswith("x = 2\n") and " 1" not in view.toPlainText()
 
 
-def test_a_stopped_reply_ending_in_code_gets_its_note_below_the_box(qtbot) -> None:  # noqa: ANN001
+def test_a_stopped_reply_ending_in_code_gets_its_note_below_the_box(qtbot) -> None:
     view = make_view(qtbot)
     stream(view, [verified(0, ("```py\nx = 1",), (), "\n```"), Finished(FinishReason.CANCELLED, GenerationStats())])
     view.flush()
@@ -515,7 +515,7 @@ def test_a_stopped_reply_ending_in_code_gets_its_note_below_the_box(qtbot) -> No
     assert note.position() > frame.lastPosition()
 
 
-def test_dark_palette_changes_the_tint_code_box_and_syntax_colours(qtbot) -> None:  # noqa: ANN001
+def test_dark_palette_changes_the_tint_code_box_and_syntax_colours(qtbot) -> None:
     from PySide6.QtGui import QColor, QPalette
 
     view = make_view(qtbot)
@@ -534,7 +534,7 @@ def test_dark_palette_changes_the_tint_code_box_and_syntax_colours(qtbot) -> Non
     assert format_of(view, "Carrots").foreground().color().name() == "#e6e6e6"
 
 
-def test_a_reply_without_token_fates_still_renders(qtbot) -> None:  # noqa: ANN001
+def test_a_reply_without_token_fates_still_renders(qtbot) -> None:
     view = ChatView()
     qtbot.addWidget(view)
     spans = [TokenSpan(TokenKind.TARGET, "**Hi** there", 0, 0.5, None)]
@@ -556,7 +556,7 @@ def test_parse_keeps_source_offsets_of_rendered_characters() -> None:
     assert code.code == "code" and source[code.code_offsets[0]:code.code_offsets[-1] + 1] == "code"
 
 
-def test_follow_the_stream_and_jump_to_latest(qtbot) -> None:  # noqa: ANN001
+def test_follow_the_stream_and_jump_to_latest(qtbot) -> None:
     view = make_view(qtbot)
     view.resize(360, 220)
     view.show()
