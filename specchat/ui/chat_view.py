@@ -146,6 +146,7 @@ class ChatView(QTextBrowser):
 
     regenerate_requested = Signal()
     edit_requested = Signal(int)  # index of the user message to edit and resend
+    version_requested = Signal(int, int)  # index of a message with versions, and -1 or +1
     verdicts_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None, transcript: Transcript | None = None) -> None:
@@ -515,6 +516,11 @@ class ChatView(QTextBrowser):
         header.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
         header.setProperty(PROP_MESSAGE, index)
         cursor.insertText("You" if msg.role == "user" else msg.role.capitalize(), header)
+        if msg.versions > 1:  # regenerated or edited: which version this is (flip in the context menu)
+            header.setFontCapitalization(QFont.Capitalization.MixedCase)
+            header.setFontWeight(QFont.Weight.Normal)
+            header.setToolTip("Other versions: right-click, Previous / Next version (Alt+Left / Alt+Right)")
+            cursor.insertText(f"  ‹ {msg.version}/{msg.versions} ›", header)
         if msg.role == "assistant" and not self._verdicts:
             drew = self._insert_reading_body(cursor, index)
             self._insert_note(cursor, index, own_line=not drew or cursor.block().length() <= 1)
@@ -663,6 +669,12 @@ class ChatView(QTextBrowser):
             edit.setEnabled(not busy)
             edit.triggered.connect(lambda: self.edit_requested.emit(index))
             actions.append(edit)
+        for label, step in (("Previous version", -1), ("Next version", +1)):
+            if msg.versions > 1:
+                flip = QAction(f"{label} ({msg.version}/{msg.versions})", self)
+                flip.setEnabled(not busy and 1 <= msg.version + step <= msg.versions)
+                flip.triggered.connect(lambda *_, s=step: self.version_requested.emit(index, s))
+                actions.append(flip)
         return actions
 
 

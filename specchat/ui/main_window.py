@@ -257,6 +257,7 @@ class MainWindow(QMainWindow):
         self.regenerate_button.clicked.connect(self.regenerate)
         self.chat_view.regenerate_requested.connect(self.regenerate)
         self.chat_view.edit_requested.connect(self.edit_message)
+        self.chat_view.version_requested.connect(self.chat.switch_version)
         self.controls.depth_changed.connect(self.depth_control.set)
         self.stats.measure_requested.connect(self.measure_baseline)
         self.controls.load_setting_changed.connect(self._load_setting_changed)

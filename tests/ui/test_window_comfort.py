@@ -233,6 +233,14 @@ def test_regenerated_replies_are_versions_to_flip_between(qtbot, settings, store
         host.worker.events.emit([verified(0, ("Blu",), (), "e"), Finished(FinishReason.EOS, GenerationStats())])
     last = window.transcript.messages[-1]
     assert (last.content, last.version, last.versions) == ("Blue", 2, 2)
+    assert "‹ 2/2 ›" in window.chat_view.toPlainText()
+    actions = {a.text(): a for a in window.chat_view.message_actions(1)}
+    assert not actions["Next version (2/2)"].isEnabled()
+    actions["Previous version (2/2)"].trigger()
+    assert [m.content for m in window.transcript.messages] == ["Name a colour", "Red"]
+    assert "‹ 1/2 ›" in window.chat_view.toPlainText()
+    window.next_version_action.trigger()
+    assert window.transcript.messages[-1].content == "Blue"
     window.previous_version_action.trigger()
     assert [m.content for m in window.transcript.messages] == ["Name a colour", "Red"]
     assert "Red" in window.chat_view.toPlainText() and "Blue" not in window.chat_view.toPlainText()
