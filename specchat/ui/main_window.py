@@ -99,6 +99,8 @@ class MainWindow(QMainWindow):
         self.chat_view.set_hide_rejected(self.settings.hide_rejected)
         self.chat_view.set_show_verdicts(self.settings.show_verdicts)
         self.composer = Composer()
+        lines = self.composer.fontMetrics().lineSpacing()
+        self.composer.setMaximumHeight(lines * 5 + 16)  # grows to five lines, then scrolls: the chat keeps the room
         self.send_button = QPushButton("Send")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the reply (Esc)")
@@ -591,6 +593,7 @@ class MainWindow(QMainWindow):
 
     def _on_message_appended(self) -> None:
         self.chat_view.append_message()
+        self.stats.set_transcript(self.chat.transcript)
         reply = self.chat.transcript.reply
         if reply is not None and not reply.finished and reply.figures is not None:
             self.hide_error()

@@ -183,7 +183,8 @@ class StatsPanel(QGroupBox):
         b = self.baseline
         self.plain.setText(f"{b.tokens_per_second:.1f} tok/s, {b.age()}" if b else "not measured")
         totals = self.transcript.totals() if self.transcript is not None else (0, 0, 0.0)
-        self.conversation.setText(f"{totals[0]} replies, {totals[1]} tokens" if totals[0] else DASH)
+        replies = f"{totals[0]} repl{'y' if totals[0] == 1 else 'ies'}"
+        self.conversation.setText(f"{replies}, {totals[1]} tokens" if totals[0] else DASH)
         if f.generated == 0:
             for label in (self.tokens_per_second, self.speedup, self.acceptance, self.mean_accepted,
                           self.depth_value, self.first_token, self.token_counts, self.context_used):

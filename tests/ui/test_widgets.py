@@ -243,6 +243,7 @@ def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store
         host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=2, accepted=2,
                                                                              generated=3, generate_seconds=0.5))])
     assert window.stats.tokens_per_second.text() == "6.0"
+    assert window.stats.conversation.text() == "1 reply, 3 tokens"
     assert window.regenerate_button.isEnabled()
     stored = store.messages(window.conversation_id)
     assert [(m.role, m.content) for m in stored] == [("user", "Say hello"), ("assistant", "Hello!")]
