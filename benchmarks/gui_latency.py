@@ -33,7 +33,7 @@ def main() -> int:
     for name in ("CONFIG", "CACHE"):
         os.environ.setdefault(f"SPECCHAT_{name}_DIR", os.path.join(tmp, name.lower()))
 
-    from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
+    from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
     from specchat.core.chat.store import ConversationStore
@@ -58,17 +58,10 @@ def main() -> int:
     window.load_models(pair.target, pair.draft)
     waiting.exec()
 
-    gaps: list[float] = []
-    clock = QElapsedTimer()
-    timer = QTimer()
-    timer.setInterval(10)
+    from gui_timer import GapTimer
 
-    def tick() -> None:
-        if clock.isValid():
-            gaps.append(clock.nsecsElapsed() / 1e6)
-        clock.restart()
-
-    timer.timeout.connect(tick)
+    timer = GapTimer()
+    gaps = timer.gaps
     finished: list[object] = []
     streaming = QEventLoop()
     window.reply_finished.connect(lambda f: (finished.append(f), streaming.quit()))

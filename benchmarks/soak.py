@@ -56,7 +56,7 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
     """Drive the window; write samples and expectations as JSON lines to ``workdir/soak.jsonl``."""
     import gc
 
-    from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
     from specchat.core.chat.store import ConversationStore
@@ -101,17 +101,10 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
     window.load_models(pair.target, pair.draft)
     wait(window.models_loaded)
 
-    gaps: list[float] = []
-    clock = QElapsedTimer()
-    timer = QTimer()
-    timer.setInterval(10)
+    from gui_timer import GapTimer
 
-    def tick() -> None:
-        if clock.isValid():
-            gaps.append(clock.nsecsElapsed() / 1e6)
-        clock.restart()
-
-    timer.timeout.connect(tick)
+    timer = GapTimer()
+    gaps = timer.gaps
     timer.start()
     started = time.monotonic()
     last_sample = started

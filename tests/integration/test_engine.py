@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import Counter
@@ -24,6 +23,7 @@ from specchat.core.types import (
     SpecchatError,
     Verified,
 )
+from support.stats import assert_fits
 
 GREEDY = GenerationParams(max_tokens=40)
 
@@ -127,29 +127,14 @@ def test_sampling_first_tokens_follow_the_target_distribution(demo_engine) -> No
             depth=DepthControl(3))
         pairs[tuple(session.last_tokens[:2])] += 1  # type: ignore[index]
     # Exact joint probabilities p(x1) p(x2 | x1) from the target alone; small cells pooled into one.
-    chi2, cells = 0.0, 0
-    pooled_expected, pooled_seen = float(n), n
+    cells = []
     for x1 in p1.ids:
         ctx.truncate(0)
         ctx.decode(prompt)
         p2 = distribution(ctx.decode([int(x1)])[0].copy(), [], sampler)
-        for x2, prob2 in zip(p2.ids, p2.probs, strict=True):
-            expected = n * p1.prob(int(x1)) * prob2
-            if expected >= 5:
-                seen = pairs.get((int(x1), int(x2)), 0)
-                chi2 += (seen - expected) ** 2 / expected
-                cells += 1
-                pooled_expected -= expected
-                pooled_seen -= seen
-    if pooled_expected >= 5:
-        chi2 += (pooled_seen - pooled_expected) ** 2 / pooled_expected
-        cells += 1
-    dof = cells - 1
-    assert dof >= 3
-    # 99.9% quantile of chi-square, Wilson-Hilferty approximation.
-    z = 3.09
-    limit = dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
-    assert chi2 < limit, (chi2, dof, pairs.most_common(8))
+        cells += [(n * p1.prob(int(x1)) * float(prob2), pairs.get((int(x1), int(x2)), 0))
+                  for x2, prob2 in zip(p2.ids, p2.probs, strict=True)]
+    assert_fits(cells, n, min_dof=3, show=pairs.most_common(8))
 
 
 def test_seeded_sampling_is_reproducible_and_seeds_differ(demo_engine) -> None:
