@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
-from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QAction,
     QContextMenuEvent,
@@ -34,6 +34,8 @@ from PySide6.QtGui import (
     QFontDatabase,
     QGuiApplication,
     QHelpEvent,
+    QKeyEvent,
+    QKeySequence,
     QPalette,
     QResizeEvent,
     QTextBlockFormat,
@@ -610,12 +612,23 @@ class ChatView(QTextBrowser):
         if event.type() == QEvent.Type.PaletteChange:
             self.redraw()
 
-    def createMimeDataFromSelection(self) -> QMimeData:
-        """Copying a selection gives its text without markers, labels or pending drafts."""
+    def copy_selection(self) -> None:
+        """Copy the selection's text without markers, labels or pending drafts (Ctrl+C, the menu's Copy).
+
+        Done here rather than by overriding ``createMimeDataFromSelection``: a QMimeData made in
+        Python and handed to the clipboard was freed twice at exit (a segfault after the tests).
+        """
         cursor = self.textCursor()
-        data = QMimeData()
-        data.setText(clean_text(self.document(), cursor.selectionStart(), cursor.selectionEnd()))
-        return data
+        if cursor.hasSelection():
+            text = clean_text(self.document(), cursor.selectionStart(), cursor.selectionEnd())
+            QGuiApplication.clipboard().setText(text)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.matches(QKeySequence.StandardKey.Copy):
+            self.copy_selection()
+            event.accept()
+            return
+        super().keyPressEvent(event)
 
     def _on_anchor(self, url: QUrl) -> None:
         if url.scheme() != "specchat":
@@ -638,6 +651,10 @@ class ChatView(QTextBrowser):
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:
         menu = self.createStandardContextMenu(event.pos())
+        for action in menu.actions():
+            if action.objectName() == "edit-copy":  # Qt's own Copy: the clean text instead
+                action.triggered.disconnect()
+                action.triggered.connect(lambda *_: self.copy_selection())
         index = self.message_index_at(event.pos())
         code = self._format_at(event.pos()).property(PROP_CODE)
         if index is not None and code is not None:

@@ -254,7 +254,9 @@ def test_copy_message_code_block_and_selection_give_clean_text(qtbot) -> None:
     qtbot.waitUntil(lambda: clipboard.text() == "x = 1\nprint(x)")  # the code, without fences
 
     view.selectAll()
-    view.copy()  # a selection: no markers, no code-box labels
+    clipboard.clear()
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)  # a selection: no markers, no labels
     copied = clipboard.text()
     assert REJECTION_MARKER not in copied and "Copy" not in copied and "python" not in copied
     assert "Here are Carrots:" in copied and "x = 1\nprint(x)" in copied and copied.endswith("Done.")
