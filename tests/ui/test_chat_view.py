@@ -14,6 +14,7 @@ from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKi
 from specchat.ui.chat_view import ChatView, TokenLegend
 from specchat.ui.token_styles import PROP_KIND, PROP_MESSAGE, PROP_ROUND
 from support.events import drafted, verified
+from support.views import stream, streaming_view
 
 BOTH = pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
 
@@ -42,22 +43,7 @@ def kinds(view: ChatView) -> dict[str, list[str]]:
 
 
 def make_view(qtbot, verdicts: bool = False) -> ChatView:
-    """A view streaming a reply, as the window sets it up: the transcript changes, the view draws."""
-    view = ChatView()
-    qtbot.addWidget(view)
-    view.set_show_verdicts(verdicts)
-    view.transcript.add_user("Say hello")
-    view.append_message()
-    view.transcript.begin_reply()
-    view.append_message()
-    return view
-
-
-def stream(view: ChatView, events: list) -> None:
-    """What the window does with a batch: fold it into the transcript once, then queue it for drawing."""
-    for event in events:
-        view.transcript.fold(event)
-    view.feed(events)
+    return streaming_view(qtbot, 'Say hello', verdicts=verdicts)
 
 
 def test_pending_then_verified_formats(qtbot) -> None:

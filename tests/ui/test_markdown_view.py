@@ -28,6 +28,7 @@ from specchat.ui.chat_view import ChatView
 from specchat.ui.markdown_blocks import parse_blocks
 from specchat.ui.token_styles import PROP_CHROME, PROP_CODE, PROP_KIND, REJECTION_MARKER
 from support.events import drafted, verified
+from support.views import stream, streaming_view
 
 # (accepted, rejected, target) per round: the content is
 # "Here are **Carrots**:\n\n- one\n- two\n\n```python\nx = 1\nprint(x)\n```\nDone."
@@ -74,20 +75,7 @@ After a hard break.
 
 
 def make_view(qtbot, verdicts: bool = False) -> ChatView:
-    view = ChatView()
-    qtbot.addWidget(view)
-    view.set_show_verdicts(verdicts)
-    view.transcript.add_user("Tell me about **vegetables**")
-    view.append_message()
-    view.transcript.begin_reply()
-    view.append_message()
-    return view
-
-
-def stream(view: ChatView, events: list) -> None:
-    for event in events:
-        view.transcript.fold(event)
-    view.feed(events)
+    return streaming_view(qtbot, 'Tell me about **vegetables**', verdicts=verdicts)
 
 
 def play(view: ChatView, rounds=ROUNDS, finish: bool = True) -> None:
