@@ -43,7 +43,7 @@ from PySide6.QtGui import (
     QTextCursor,
     QTextDocument,
 )
-from PySide6.QtWidgets import QLabel, QTextBrowser, QToolButton, QToolTip, QWidget
+from PySide6.QtWidgets import QLabel, QMenu, QTextBrowser, QToolButton, QToolTip, QWidget
 
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript, span_count
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
@@ -650,21 +650,26 @@ class ChatView(QTextBrowser):
                 QToolTip.showText(QCursor.pos(), rejection_tooltip(groups), self.viewport())
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:
-        menu = self.createStandardContextMenu(event.pos())
+        menu = self.context_menu(event.pos())
+        menu.exec(event.globalPos())
+        menu.deleteLater()
+
+    def context_menu(self, pos: QPoint) -> QMenu:
+        """The menu at a viewport position: Qt's own (its Copy giving clean text) plus the message's actions."""
+        menu = self.createStandardContextMenu(pos)
         for action in menu.actions():
             if action.objectName() == "edit-copy":  # Qt's own Copy: the clean text instead
                 action.triggered.disconnect()
                 action.triggered.connect(lambda *_: self.copy_selection())
-        index = self.message_index_at(event.pos())
-        code = self._format_at(event.pos()).property(PROP_CODE)
+        index = self.message_index_at(pos)
+        code = self._format_at(pos).property(PROP_CODE)
         if index is not None and code is not None:
             copy_code = QAction("Copy code block", menu)
             copy_code.triggered.connect(lambda: self.copy_code(index, int(code)))
             menu.addAction(copy_code)
         for action in self.message_actions(index):
             menu.addAction(action)
-        menu.exec(event.globalPos())
-        menu.deleteLater()
+        return menu
 
     def message_actions(self, index: int | None) -> list[QAction]:
         """Copy / regenerate / edit actions for the message at ``index``."""

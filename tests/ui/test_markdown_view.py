@@ -249,6 +249,12 @@ def test_copy_message_code_block_and_selection_give_clean_text(qtbot) -> None:
     assert REJECTION_MARKER not in copied and "Copy" not in copied and "python" not in copied
     assert "Here are Carrots:" in copied and "x = 1\nprint(x)" in copied and copied.endswith("Done.")
 
+    clipboard.clear()
+    menu = view.context_menu(_point_of(view, "Carrots"))  # the right-click menu's own Copy: the same clean text
+    qtbot.addWidget(menu)
+    next(a for a in menu.actions() if a.objectName() == "edit-copy").trigger()
+    assert clipboard.text() == copied
+
 
 def test_links_open_through_the_desktop(qtbot) -> None:
     class Catcher(QObject):
