@@ -611,7 +611,7 @@ class MainWindow(QMainWindow):
         self.stats.refresh()
         reply = self.chat.transcript.reply
         if reply is not None and reply.figures is not None:
-            if reply.figures.passes and self.progress.maximum() == 0:
+            if reply.figures.passes:
                 self._hide_busy_indicator()
             self.controls.show_live_depth(reply.figures.depth)
 
