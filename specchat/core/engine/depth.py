@@ -12,6 +12,7 @@ then to notice when the draft starts guessing well again.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,6 +30,20 @@ def expected_tokens(alpha: float, k: int) -> float:
     if alpha >= 1.0:
         return k + 1.0
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def expected_tokens_curve(accept: Sequence[float], k: int) -> float:
+    """Expected tokens per round at depth k when draft position i (from 1) is accepted with
+    probability ``accept[i - 1]`` given that every earlier position was (positions past the
+    curve's end reuse its last value): 1 + sum over i <= k of the product of accept[:i].
+    """
+    if k == 0 or not accept:
+        return 1.0
+    total, alive = 1.0, 1.0
+    for i in range(k):
+        alive *= min(1.0, max(0.0, accept[min(i, len(accept) - 1)]))
+        total += alive
+    return total
 
 
 class DepthControl:
