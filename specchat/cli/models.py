@@ -77,6 +77,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _hub_options(pair, revision=False)
     pair.set_defaults(func=cmd_pair)
 
+    from specchat.cli import advise
+
+    advise.add_parser(msub)
+
 
 def _hub_options(parser: argparse.ArgumentParser, revision: bool = True) -> None:
     parser.add_argument("--endpoint", help="hub URL (default: $HF_ENDPOINT or https://huggingface.co)")

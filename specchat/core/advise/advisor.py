@@ -1,0 +1,259 @@
+"""Run the draft finder: list candidates, calibrate each within the budget, predict, confirm the winner.
+
+The target is loaded once and keeps one context; plain decoding, n-gram lookup
+and the target's own heads run on it directly, and each draft file is loaded,
+measured and closed in turn. The budget (seconds, from the call) is shared out
+as it goes: a phase that finishes early leaves its time to the later ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specchat.core.advise import DEFAULT_BUDGET, cache
+from specchat.core.advise.calibrate import CALIBRATION_DEPTH, CALIBRATION_TOKENS, PROMPTS, Measurement, measure
+from specchat.core.advise.candidates import Candidate, CandidateKind, find_candidates
+from specchat.core.advise.confirm import Confirmation, confirm
+from specchat.core.advise.predict import Prediction, losing_reason, predict, target_costs
+from specchat.core.cancel import CancelToken
+from specchat.core.types import GPU_LAYERS_AUTO, DrafterKind, GpuLayers, SpecchatError
+
+if TYPE_CHECKING:
+    from specchat.core.chat.session import ChatEngine
+    from specchat.core.engine.drafters import Drafter
+
+Progress = Callable[[str, float], None]
+CALIBRATION_CONTEXT = 1024
+MIN_DRAFTED_ROUNDS = 3  # fewer say nothing about acceptance
+# Shares of the budget: plain decoding, each candidate, the confirming run.
+PLAIN_WEIGHT, CANDIDATE_WEIGHT, CONFIRM_WEIGHT = 0.6, 1.0, 1.2
+
+
+@dataclass
+class CandidateResult:
+    """A candidate and what the advisor found: its prediction, its confirmation (the winner), the reason."""
+
+    candidate: Candidate
+    prediction: Prediction | None = None
+    confirmation: Confirmation | None = None
+    reason: str = ""
+
+    @property
+    def speedup(self) -> float:
+        return self.prediction.speedup if self.prediction is not None else 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.candidate.to_json(),
+                "prediction": None if self.prediction is None else self.prediction.to_json(),
+                "measured": None if self.confirmation is None else self.confirmation.to_json(),
+                "why": self.reason}
+
+
+@dataclass
+class Advice:
+    """The ranked candidates for a target: measured ones by predicted speed-up, then the rest."""
+
+    target: str
+    results: list[CandidateResult] = field(default_factory=list)
+    budget_seconds: float = DEFAULT_BUDGET
+    elapsed_seconds: float = 0.0
+    plain_tokens_per_second: float = 0.0
+    cancelled: bool = False
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def winner(self) -> CandidateResult | None:
+        """The first result if it beats plain decoding."""
+        first = self.results[0] if self.results else None
+        return first if first is not None and first.speedup > 1.0 else None
+
+    def to_json(self) -> dict[str, object]:
+        winner = self.winner
+        return {"target": self.target, "budget_seconds": self.budget_seconds,
+                "elapsed_seconds": round(self.elapsed_seconds, 2),
+                "plain_tokens_per_second": round(self.plain_tokens_per_second, 2), "cancelled": self.cancelled,
+                "winner": None if winner is None else winner.candidate.label,
+                "candidates": [r.to_json() for r in self.results], "skipped": self.skipped}
+
+
+class _Clock:
+    """The budget: fractions spent, and a deadline for each phase that shares what is left by weight."""
+
+    def __init__(self, budget: float, progress: Progress | None) -> None:
+        self.started = time.perf_counter()
+        self.end = self.started + budget
+        self.budget = budget
+        self.progress = progress
+
+    def say(self, message: str) -> None:
+        if self.progress is not None:
+            spent = (time.perf_counter() - self.started) / self.budget if self.budget > 0 else 1.0
+            self.progress(message, min(max(spent, 0.0), 1.0))
+
+    def deadline(self, weight: float, weights_left: float) -> float:
+        now = time.perf_counter()
+        return now + max(self.end - now, 0.0) * weight / weights_left
+
+
+def _rank(results: list[CandidateResult]) -> list[CandidateResult]:
+    order = {CandidateKind.CATALOG: 1, CandidateKind.INCOMPATIBLE: 2}
+    measured = sorted((r for r in results if r.prediction is not None), key=lambda r: -r.speedup)
+    rest = sorted((r for r in results if r.prediction is None),
+                  key=lambda r: (order.get(r.candidate.kind, 0), r.candidate.label))
+    return measured + rest
+
+
+def _explain(results: list[CandidateResult]) -> None:
+    measured = [r for r in results if r.prediction is not None]
+    best = measured[0].prediction if measured and measured[0].speedup > 1.0 else None
+    for r in measured:
+        assert r.prediction is not None
+        r.reason = losing_reason(r.prediction, best) if r.prediction is not best else "fastest here"
+    for r in results:
+        if r.prediction is None and not r.reason:
+            r.reason = r.candidate.reason or "not measured"
+
+
+def _remember(advice: Advice) -> None:
+    rows = []
+    for r in advice.results:
+        c, p = r.candidate, r.prediction
+        if p is None or c.drafter is None:
+            continue
+        rows.append(cache.CachedResult(
+            advice.target, c.drafter.value, c.path, p.best_depth, round(p.speedup, 3), round(p.auto_speedup, 3),
+            None if r.confirmation is None else round(r.confirmation.speedup, 3), round(p.acceptance, 4),
+            time.time()))
+    if rows:
+        cache.store(rows)
+
+
+def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_seconds: float = DEFAULT_BUDGET,
+           cancel: CancelToken | None = None, progress: Progress | None = None, library: bool = True,
+           lookup: bool = True, catalog: bool = True, max_depth: int = CALIBRATION_DEPTH,
+           max_tokens: int = CALIBRATION_TOKENS, n_gpu_layers: GpuLayers = GPU_LAYERS_AUTO,
+           remember: bool = True) -> Advice:
+    """Find, measure and rank the drafters for ``target`` within ``budget_seconds``.
+
+    Raises a one-line SpecchatError for a missing or corrupt target or named file, and when
+    nothing can be measured. A cancelled run returns what it had, with ``cancelled`` set.
+    """
+    if not budget_seconds > 0:
+        raise SpecchatError(f"the budget must be a positive number of seconds, got {budget_seconds}")
+    cancel = cancel or CancelToken()
+    found = find_candidates(target, named, library=library, lookup=lookup, catalog=catalog)
+    clock = _Clock(budget_seconds, progress)  # the budget is for measuring: finding reads headers only
+    advice = Advice(str(Path(target).expanduser()), [CandidateResult(c) for c in found.candidates],
+                    budget_seconds, skipped=found.skipped)
+    runnable = [r for r in advice.results if r.candidate.measurable]
+    if not runnable:
+        why = "; ".join(f"{r.candidate.label}: {r.candidate.reason}" for r in advice.results) or "none found"
+        raise SpecchatError(f"no candidate drafter can run for {Path(target).name} ({why})")
+    clock.say(f"{len(runnable)} candidates to measure; loading the target")
+    _calibrate(advice, runnable, found.target.mtp_layers > 0, clock, cancel, max_depth, max_tokens, n_gpu_layers)
+    advice.results = _rank(advice.results)
+    _explain(advice.results)
+    advice.cancelled = cancel.cancelled
+    advice.elapsed_seconds = time.perf_counter() - clock.started
+    if remember and not advice.cancelled:
+        _remember(advice)
+    clock.say("done")
+    return advice
+
+
+@contextlib.contextmanager
+def _drafter(engine: ChatEngine, candidate: Candidate, target: str, n_gpu_layers: GpuLayers) -> Iterator[Drafter]:
+    """The candidate's drafter on the loaded target; a draft file is loaded for the block and closed after."""
+    if candidate.kind is not CandidateKind.DRAFT:
+        assert candidate.drafter is not None
+        yield engine.drafter_for(candidate.drafter)
+        return
+    from specchat.core.engine.registry import make_drafter
+    from specchat.core.llama.context import Context
+    from specchat.core.llama.model import Model
+    from specchat.core.models.placement import resolve_gpu_layers
+
+    _, layers = resolve_gpu_layers(target, candidate.path, n_gpu_layers, n_gpu_layers, n_ctx=CALIBRATION_CONTEXT)
+    model = Model(candidate.path, n_gpu_layers=layers)
+    try:
+        context = Context(model, n_ctx=CALIBRATION_CONTEXT)
+        try:
+            yield make_drafter(DrafterKind.DRAFT_MODEL, context)
+        finally:
+            context.close()
+    finally:
+        model.close()
+
+
+def _load_target(advice: Advice, runnable: list[CandidateResult], with_mtp: bool,
+                 n_gpu_layers: GpuLayers) -> ChatEngine:
+    from specchat.core.chat.session import ChatEngine
+    from specchat.core.llama.model import Model
+    from specchat.core.models.placement import resolve_gpu_layers
+
+    drafts = [r.candidate.path for r in runnable if r.candidate.kind is CandidateKind.DRAFT]
+    biggest = max(drafts, key=lambda p: Path(p).stat().st_size) if drafts else None
+    layers, _ = resolve_gpu_layers(advice.target, biggest, n_gpu_layers, n_gpu_layers, n_ctx=CALIBRATION_CONTEXT)
+    return ChatEngine(Model(advice.target, n_gpu_layers=layers, load_mtp=with_mtp), None, n_ctx=CALIBRATION_CONTEXT)
+
+
+def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, clock: _Clock,
+               cancel: CancelToken, max_depth: int, max_tokens: int, n_gpu_layers: GpuLayers) -> None:
+    engine = _load_target(advice, runnable, with_mtp, n_gpu_layers)
+    try:
+        prompts = [engine.tokenize_prompt([{"role": "user", "content": text}])[1] for _, text in PROMPTS]
+        side = engine.target_side
+        weights_left = PLAIN_WEIGHT + CANDIDATE_WEIGHT * len(runnable) + CONFIRM_WEIGHT
+
+        def told(what: str) -> Callable[[int], None]:
+            return lambda i: clock.say(f"{what}: {PROMPTS[i][0]} prompt")
+
+        plain = measure(side, engine.drafter_for(DrafterKind.NONE), prompts, max_depth=0, max_tokens=max_tokens,
+                        deadline=clock.deadline(PLAIN_WEIGHT, weights_left), cancel=cancel,
+                        on_prompt=told("plain decoding"))
+        weights_left -= PLAIN_WEIGHT
+        advice.plain_tokens_per_second = plain.tokens_per_second
+        measured: dict[str, Measurement] = {}
+        for result in runnable:
+            c = result.candidate
+            deadline = clock.deadline(CANDIDATE_WEIGHT, weights_left)
+            weights_left -= CANDIDATE_WEIGHT
+            if cancel.cancelled:
+                break
+            if time.perf_counter() >= deadline:
+                result.reason = "not measured: the budget ran out"
+                continue
+            clock.say(f"loading {c.label}")
+            try:
+                with _drafter(engine, c, advice.target, n_gpu_layers) as drafter:
+                    measured[c.key] = measure(side, drafter, prompts, max_depth=max_depth, max_tokens=max_tokens,
+                                              deadline=deadline, cancel=cancel, on_prompt=told(c.label))
+            except SpecchatError as exc:
+                result.reason = f"could not run: {exc}"
+                engine.target_context.truncate(0)
+        costs = target_costs([*plain.rounds, *(r for m in measured.values() for r in m.rounds)])
+        for result in runnable:
+            m = measured.get(result.candidate.key)
+            if m is None:
+                continue
+            if m.drafted_rounds < MIN_DRAFTED_ROUNDS or not plain.rounds:
+                result.reason = f"not measured: the budget ran out after {m.drafted_rounds} rounds"
+                continue
+            result.prediction = predict(plain, m, max_depth, costs)
+        best = max((r for r in runnable if r.prediction is not None), key=lambda r: r.speedup, default=None)
+        if best is None or best.prediction is None or best.speedup <= 1.0 or cancel.cancelled:
+            return
+        depth = best.prediction.best_depth
+        clock.say(f"confirming {best.candidate.label} at depth {depth} against plain decoding")
+        deadline = clock.deadline(CONFIRM_WEIGHT, weights_left)
+        with _drafter(engine, best.candidate, advice.target, n_gpu_layers) as drafter:
+            best.confirmation = confirm(side, engine.drafter_for(DrafterKind.NONE), drafter, prompts, depth,
+                                        max_tokens=max_tokens, deadline=deadline, cancel=cancel,
+                                        on_prompt=told(f"confirming {best.candidate.label}"))
+    finally:
+        engine.close()

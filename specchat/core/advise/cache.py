@@ -1,0 +1,122 @@
+"""Advisor results kept per (target, drafter, machine, llama.cpp build), in a JSON file in the data dir.
+
+A file's identity is its resolved path, size, mtime and a SHA-256 over sampled
+blocks (:func:`specchat.core.models.demo.sampled_sha256`, about 1 MB read
+whatever the size), so a changed file no longer matches its old results.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from specchat.core import paths
+from specchat.core.models.demo import sampled_sha256
+
+CACHE_FILENAME = "advisor-results.json"
+CACHE_VERSION = 1
+
+
+@functools.lru_cache(maxsize=128)
+def _identity(path: str, size: int, mtime_ns: int) -> str:
+    return f"{path}|{size}|{mtime_ns}|{sampled_sha256(Path(path))}"
+
+
+def file_identity(path: str | Path) -> str | None:
+    """What a file's results are valid for; None when it cannot be read."""
+    try:
+        real = Path(path).expanduser().resolve()
+        st = real.stat()
+        return _identity(str(real), st.st_size, st.st_mtime_ns)
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def machine_identity() -> str:
+    """This computer and the llama.cpp build: host, CPU, device names and memory, build features."""
+    from specchat.core.llama.devices import build_info
+
+    info = build_info()
+    devices = ",".join(f"{d.name}:{d.description}:{d.total_bytes}" for d in info.devices)
+    return "|".join([platform.node(), platform.machine(), str(os.cpu_count()), platform.processor(), devices,
+                     info.llama_cpp_python, info.system_info])
+
+
+def result_key(target: str | Path, drafter: str, draft: str | Path | None) -> str | None:
+    """The cache key of a pair's result, or None when a file cannot be read."""
+    target_id = file_identity(target)
+    draft_id = file_identity(draft) if draft else ""
+    if target_id is None or draft_id is None:
+        return None
+    raw = json.dumps([target_id, drafter, draft_id, machine_identity()])
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    """What the picker shows for a pair: the predicted (and, for a winner, the measured) speed-up."""
+
+    target: str
+    drafter: str  # a DrafterKind value
+    draft: str  # "" for MTP heads and n-gram lookup
+    best_depth: int
+    predicted_speedup: float
+    auto_speedup: float
+    measured_speedup: float | None
+    acceptance: float
+    measured_at: float
+
+    def label(self) -> str:
+        """``measured here: 1.40x at depth 5`` (or ``predicted here`` for a candidate that was not confirmed)."""
+        if self.measured_speedup is not None:
+            return f"measured here: {self.measured_speedup:.2f}x at depth {self.best_depth}"
+        return f"predicted here: {self.predicted_speedup:.2f}x at depth {self.best_depth}"
+
+
+def cache_path() -> Path:
+    return paths.data_dir() / CACHE_FILENAME
+
+
+def _load(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("results"), dict):
+        return {}
+    return data["results"]
+
+
+def store(results: list[CachedResult], path: Path | None = None) -> None:
+    """Add ``results`` to the cache (replacing older ones for the same key); unreadable files are skipped."""
+    path = path or cache_path()
+    entries = _load(path)
+    for result in results:
+        key = result_key(result.target, result.drafter, result.draft or None)
+        if key is not None:
+            entries[key] = asdict(result)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"version": CACHE_VERSION, "results": entries}, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def lookup(target: str | Path, drafter: str, draft: str | Path | None = None,
+           path: Path | None = None) -> CachedResult | None:
+    """The result for this pair on this machine and build, if its files are unchanged since."""
+    key = result_key(target, drafter, draft)
+    if key is None:
+        return None
+    raw = _load(path or cache_path()).get(key)
+    if raw is None:
+        return None
+    try:
+        return CachedResult(**raw)
+    except TypeError:
+        return None

@@ -1,0 +1,224 @@
+"""What could draft for a target: compatible GGUFs, the target's own heads, n-gram lookup, catalog drafts.
+
+Library files bigger than the target are left out (a draft must be cheaper
+than the target to pay); files named by the user are always judged. An
+incompatible file stays in the list with the reason, so the user learns why a
+file next to the model is not offered.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specchat.core.models.catalog import COMPUTE_SHARE, MTP_GB, load_catalog
+from specchat.core.models.compat import CompatReport, compare
+from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
+from specchat.core.models.library import ModelRoot, default_roots, scan
+from specchat.core.models.shape import read_model_shape
+from specchat.core.types import DrafterKind, SpecchatError
+
+GB = 1e9
+_FIRST_DIFF_RE = re.compile(r"first at id (\d+)")
+_SIZE_TOKEN_RE = re.compile(r"\d+(\.\d+)?[bm]$")
+
+
+class CandidateKind(str, enum.Enum):
+    DRAFT = "draft"  # a draft model file on disk
+    MTP = "mtp"  # the target's own multi-token-prediction heads
+    NGRAM = "ngram"  # n-gram lookup in the conversation
+    CATALOG = "catalog"  # a catalog draft of the target's family: download to try
+    INCOMPATIBLE = "incompatible"  # a file that cannot draft for this target
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to draft for the target; ``reason`` says why an unmeasurable one is listed."""
+
+    kind: CandidateKind
+    label: str
+    path: str = ""  # the draft file (DRAFT, INCOMPATIBLE)
+    reason: str = ""
+    size_bytes: int = 0  # the draft's file (or download) size
+    memory_bytes: int = 0  # target and drafter together at the calibration context
+    source: str = ""  # where it was found: a library source, "named", a catalog pair id
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def drafter(self) -> DrafterKind | None:
+        """The engine's drafter for this candidate; None when it cannot run here."""
+        return {CandidateKind.DRAFT: DrafterKind.DRAFT_MODEL, CandidateKind.MTP: DrafterKind.MTP,
+                CandidateKind.NGRAM: DrafterKind.NGRAM}.get(self.kind)
+
+    @property
+    def measurable(self) -> bool:
+        return self.drafter is not None
+
+    @property
+    def key(self) -> str:
+        """Unique within one target's list."""
+        return f"{self.kind.value}:{self.path or self.label}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind.value, "label": self.label, "path": self.path, "reason": self.reason,
+                "size_bytes": self.size_bytes, "memory_bytes": self.memory_bytes, "source": self.source,
+                "drafter": None if self.drafter is None else self.drafter.value, "warnings": list(self.warnings)}
+
+
+@dataclass
+class CandidateList:
+    target: GgufInfo
+    candidates: list[Candidate] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # unreadable library files, one line each
+
+    @property
+    def measurable(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.measurable]
+
+
+def family(name: str) -> str:
+    """A model family from a base name or a repository name: ``Qwen2.5-Coder-32B-Instruct`` -> ``qwen2.5coder``."""
+    words = re.split(r"[-_\s/]+", name.lower())
+    out: list[str] = []
+    for word in words:
+        if _SIZE_TOKEN_RE.fullmatch(word) or word in ("gguf", "instruct", "it", "mtp"):
+            break
+        out.append(re.sub(r"[^a-z0-9.]", "", word))
+    return "".join(out)
+
+
+def _target_family(info: GgufInfo) -> str:
+    return family(info.basename or info.path.stem)
+
+
+def incompatibility(report: CompatReport) -> str:
+    """The first problem as a short line: ``incompatible: token 128000 differs``."""
+    problem = report.problems[0] if report.problems else "unknown"
+    m = _FIRST_DIFF_RE.search(problem)
+    if m:
+        return f"incompatible: token {m.group(1)} differs"
+    return f"incompatible: {problem}"
+
+
+def memory_needed(target: Path, draft: Path | None, n_ctx: int, *, mtp: bool = False) -> int:
+    """Weights and KV caches of the target and the draft (plus the MTP block's buffers), in bytes."""
+    try:
+        total = read_model_shape(target).memory_bytes(n_ctx)
+        if draft is not None:
+            total += read_model_shape(draft).memory_bytes(n_ctx)
+    except (SpecchatError, OSError):
+        return 0
+    return int(total + (MTP_GB * GB if mtp else 0))
+
+
+class _Judge:
+    """Judges files against one target, reading the target's vocabulary once and only when needed."""
+
+    def __init__(self, target: GgufInfo, n_ctx: int) -> None:
+        self.target = target
+        self.n_ctx = n_ctx
+        self._with_vocab: GgufInfo | None = None
+
+    def _target_vocab(self) -> GgufInfo:
+        if self._with_vocab is None:
+            self._with_vocab = read_gguf_info(self.target.path, with_vocab=True)
+        return self._with_vocab
+
+    def __call__(self, path: Path, source: str) -> Candidate:
+        """A file as a DRAFT candidate or an INCOMPATIBLE one, with the reason."""
+        target = self.target
+        info = read_gguf_info(path)
+        if info.tokenizer_model == target.tokenizer_model and info.vocab_fingerprint != target.vocab_fingerprint:
+            # Same kind of tokenizer, different tokens: a token-level check says which, or finds a padding tail.
+            report = compare(self._target_vocab(), read_gguf_info(path, with_vocab=True))
+        else:
+            report = compare(target, info)
+        if not report.ok:
+            return Candidate(CandidateKind.INCOMPATIBLE, path.name, str(path), incompatibility(report),
+                             info.file_size, source=source)
+        return Candidate(CandidateKind.DRAFT, path.name, str(path), "", info.file_size,
+                         memory_needed(target.path, path, self.n_ctx), source, tuple(report.warnings))
+
+
+def _catalog_drafts(target: GgufInfo, n_ctx: int) -> list[Candidate]:
+    """Drafts the catalog recommends for targets of this family, one per repository and quant."""
+    mine = _target_family(target)
+    if not mine:
+        return []
+    seen: set[tuple[str, str]] = set()
+    out: list[Candidate] = []
+    target_memory = memory_needed(target.path, None, n_ctx)
+    for pair in load_catalog():
+        draft = pair.draft
+        if pair.local or draft is None or family(pair.target.repo.split("/")[-1]) != mine:
+            continue
+        if (draft.repo, draft.quant) in seen:
+            continue
+        seen.add((draft.repo, draft.quant))
+        size = int(draft.size_gb * GB)
+        label = draft.file or f"{draft.repo.split('/')[-1]} {draft.quant}"
+        out.append(Candidate(CandidateKind.CATALOG, label, "", f"download to try ({draft.size_gb:.2f} GB, "
+                             f"{draft.repo})", size, target_memory + int((1 + COMPUTE_SHARE) * size), pair.id))
+    return out
+
+
+def _named_files(paths: Iterable[Path]) -> list[Path]:
+    """The GGUF files a user named: files as given, folders searched (one level and below)."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            out += sorted(p for p in path.rglob("*.gguf") if p.is_file())
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise SpecchatError(f"candidate not found: {path}")
+    return out
+
+
+def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, library: bool = True,
+                    roots: Sequence[ModelRoot] | None = None, lookup: bool = True, catalog: bool = True,
+                    n_ctx: int = 4096) -> CandidateList:
+    """Every candidate for ``target``: named files, then (``library``) the library's smaller files, the
+    target's MTP heads, n-gram lookup (``lookup``) and catalog drafts (``catalog``).
+
+    Raises a one-line SpecchatError for a missing or unreadable target or named file.
+    """
+    target_path = Path(target).expanduser()
+    if not target_path.is_file():
+        raise SpecchatError(f"target model not found: {target_path}")
+    info = read_gguf_info(target_path)
+    result = CandidateList(info)
+    judge = _Judge(info, n_ctx)
+    seen = {target_path.resolve()}
+    for path in _named_files(Path(p) for p in named):
+        if path.resolve() in seen:
+            continue
+        seen.add(path.resolve())
+        result.candidates.append(judge(path, "named"))
+    if library:
+        found = scan(roots if roots is not None else
+                     [ModelRoot(target_path.parent, "next to the target"), *default_roots()])
+        result.skipped = list(found.failed)
+        for entry in found.entries:
+            if entry.path.resolve() in seen or entry.info.file_size >= info.file_size:
+                continue
+            seen.add(entry.path.resolve())
+            try:
+                result.candidates.append(judge(entry.path, entry.source))
+            except SpecchatError as exc:
+                result.skipped.append(f"{entry.path.name}: {exc}")
+    if info.mtp_layers:
+        n = info.mtp_layers
+        result.candidates.append(Candidate(
+            CandidateKind.MTP, f"built-in MTP heads ({n} layer{'s' if n > 1 else ''})", "", "", 0,
+            memory_needed(target_path, None, n_ctx, mtp=True), "target"))
+    if lookup:
+        result.candidates.append(Candidate(CandidateKind.NGRAM, "n-gram lookup", "", "", 0,
+                                           memory_needed(target_path, None, n_ctx), "built in"))
+    if catalog:
+        result.candidates += _catalog_drafts(info, n_ctx)
+    return result

@@ -1,0 +1,212 @@
+"""From measured rounds to predicted tokens per second, the best depth, and why a candidate loses.
+
+The cost model is the adaptive depth controller's (:mod:`specchat.core.engine.depth`):
+a round of depth k yields ``expected_tokens_curve(acceptance, k)`` tokens and takes
+``draft(L) + verify(L + 1) + overhead`` seconds, L being the tokens the drafter
+actually proposes at depth k (n-gram lookup often proposes fewer, or none).
+Medians stand in for the controller's running averages: a calibration is short,
+and one slow round on a shared machine should not move the answer.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specchat.core.advise.calibrate import Measurement, RoundSample
+from specchat.core.engine.depth import AdaptiveDepth, expected_tokens_curve
+
+LOW_ACCEPTANCE = 0.3  # below this a candidate's problem is that it guesses badly
+HIGH_COST = 0.3  # a draft step above this share of a target pass is what makes it lose
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+@dataclass(frozen=True)
+class TargetCosts:
+    """The target's verify cost against the batch size (a least-squares line) and plain decoding's overhead."""
+
+    slope: float
+    intercept: float
+    plain_overhead: float
+
+    def verify(self, n: float) -> float:
+        return max(1e-9, self.intercept + self.slope * n)
+
+    @property
+    def plain_rate(self) -> float:
+        """Tokens per second of plain decoding: one token per one-token pass."""
+        return 1.0 / (self.verify(1) + self.plain_overhead)
+
+
+def target_costs(rounds: Sequence[RoundSample]) -> TargetCosts:
+    """The line through the median verify time at each batch size, as the controller fits it."""
+    by_size: dict[int, list[float]] = {}
+    for r in rounds:
+        by_size.setdefault(r.drafted + 1, []).append(r.verify)
+    if not by_size:
+        raise ValueError("no rounds to fit the verify cost to")
+    sizes = sorted(by_size)
+    medians = [statistics.median(by_size[n]) for n in sizes]
+    if len(sizes) == 1:
+        per_token = 0.3 * medians[0] / sizes[0]  # the controller's prior for a single measured size
+        slope, intercept = per_token, medians[0] - sizes[0] * per_token
+    else:
+        fit = np.polyfit(np.array(sizes, dtype=float), np.array(medians), 1)
+        slope, intercept = max(float(fit[0]), 0.0), float(fit[1])
+    plain = _median([r.overhead for r in rounds if r.depth == 0]) or 0.0
+    return TargetCosts(slope, intercept, plain)
+
+
+@dataclass(frozen=True)
+class DraftCosts:
+    """A drafter's measured costs (seconds) and its per-position acceptance."""
+
+    sync: float
+    step: float
+    sample: float
+    overhead: float
+    acceptance: tuple[float, ...]  # position i (from 1): accepted given every earlier one was
+    proposed: tuple[float, ...]  # depth k (from 1): tokens the drafter proposes on average
+
+    def draft_seconds(self, proposed: float) -> float:
+        if proposed <= 0:
+            return self.sync  # the attempt that found nothing to propose
+        return self.sync + proposed * self.sample + max(proposed - 1.0, 0.0) * self.step
+
+    def per_token(self) -> float:
+        """Seconds per drafted token once the round has begun (a step and a draw; the catch-up without steps)."""
+        return (self.step if self.step > 0 else self.sync) + self.sample
+
+
+def acceptance_curve(rounds: Sequence[RoundSample], max_depth: int) -> tuple[float, ...]:
+    """Conditional acceptance of draft positions 1..max_depth over the drafted rounds.
+
+    A round of depth d reaches position i <= d when the i - 1 before it were accepted;
+    a position the drafter did not fill counts as rejected. Positions no round reached
+    reuse the last measured value (0 when none was).
+    """
+    out: list[float] = []
+    for i in range(1, max_depth + 1):
+        reached = [r for r in rounds if r.depth >= i and r.accepted >= i - 1]
+        if reached:
+            out.append(sum(1 for r in reached if r.accepted >= i) / len(reached))
+        else:
+            out.append(out[-1] if out else 0.0)
+    return tuple(out)
+
+
+def proposal_lengths(rounds: Sequence[RoundSample], max_depth: int) -> tuple[float, ...]:
+    """Tokens proposed at depth k: the mean of ``min(drafted, k)`` over rounds asked for k or more."""
+    out: list[float] = []
+    for k in range(1, max_depth + 1):
+        deep = [min(r.drafted, k) for r in rounds if r.depth >= k]
+        out.append(statistics.fmean(deep) if deep else float(k))
+    return tuple(out)
+
+
+def draft_costs(rounds: Sequence[RoundSample], max_depth: int) -> DraftCosts:
+    drafted = [r for r in rounds if r.depth > 0]
+    # A model drafter's step is a decode after the first, so only rounds of two or more drafts time one.
+    step = _median([r.step for r in drafted if r.drafted > 1 or r.sync is None])
+    sync = _median([r.sync for r in drafted])
+    if step is None:
+        step = 0.0
+    return DraftCosts(
+        sync=sync if sync is not None else step,
+        step=step,
+        sample=_median([r.sample for r in drafted if r.drafted > 0]) or 0.0,
+        overhead=_median([r.overhead for r in drafted]) or 0.0,
+        acceptance=acceptance_curve(drafted, max_depth),
+        proposed=proposal_lengths(drafted, max_depth),
+    )
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted rates at each depth (index 0 is plain decoding), the best fixed depth and auto's."""
+
+    rates: tuple[float, ...]
+    best_depth: int
+    auto_depth: int
+    acceptance: float  # share of drafted tokens accepted at the best depth (at the deepest when none pays)
+    cost_ratio: float  # a drafted token's cost over a one-token target pass
+    curve: tuple[float, ...]
+
+    @property
+    def plain_rate(self) -> float:
+        return self.rates[0]
+
+    @property
+    def best_rate(self) -> float:
+        return self.rates[self.best_depth]
+
+    @property
+    def speedup(self) -> float:
+        return self.best_rate / self.plain_rate if self.plain_rate > 0 else 0.0
+
+    @property
+    def auto_speedup(self) -> float:
+        return self.rates[self.auto_depth] / self.plain_rate if self.plain_rate > 0 else 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {"best_depth": self.best_depth, "speedup": round(self.speedup, 3),
+                "auto_depth": self.auto_depth, "auto_speedup": round(self.auto_speedup, 3),
+                "tokens_per_second": round(self.best_rate, 2), "plain_tokens_per_second": round(self.plain_rate, 2),
+                "acceptance": round(self.acceptance, 4), "draft_cost": round(self.cost_ratio, 4),
+                "acceptance_by_position": [round(a, 4) for a in self.curve],
+                "tokens_per_second_by_depth": [round(r, 2) for r in self.rates]}
+
+
+def rate_at(target: TargetCosts, draft: DraftCosts, k: int) -> float:
+    """Predicted tokens per second at depth k (k = 0: plain decoding)."""
+    if k == 0:
+        return target.plain_rate
+    proposed = draft.proposed[min(k, len(draft.proposed)) - 1]
+    seconds = draft.draft_seconds(proposed) + target.verify(proposed + 1) + draft.overhead
+    return expected_tokens_curve(draft.acceptance, k) / seconds
+
+
+def auto_depth(target_rounds: Sequence[RoundSample], rounds: Sequence[RoundSample], max_depth: int) -> int:
+    """The depth the adaptive controller settles on after seeing these rounds (plain ones first)."""
+    controller = AdaptiveDepth(max_depth=max_depth)
+    for r in [*target_rounds, *rounds]:
+        controller.observe(r.drafted, r.accepted, r.step, r.verify, r.overhead, r.sync, r.sample)
+    return max(range(max_depth + 1), key=controller.predicted_rate)
+
+
+def predict(plain: Measurement, measured: Measurement, max_depth: int,
+            target: TargetCosts | None = None) -> Prediction:
+    """The prediction for one drafter. ``target`` is the target's costs fitted over every drafter's rounds
+    (the target is the same whatever drafts for it, and so candidates are ranked on one scale); by default
+    they are fitted to ``plain`` and ``measured`` alone."""
+    if target is None:
+        target = target_costs([*plain.rounds, *measured.rounds])
+    draft = draft_costs(measured.rounds, max_depth)
+    rates = tuple(rate_at(target, draft, k) for k in range(max_depth + 1))
+    best = max(range(max_depth + 1), key=lambda k: rates[k])
+    auto = auto_depth(plain.rounds, measured.rounds, max_depth)
+    shown = best if best > 0 else max_depth
+    accepted = (expected_tokens_curve(draft.acceptance, shown) - 1.0) / shown
+    return Prediction(rates, best, auto, accepted, draft.per_token() / target.verify(1), draft.acceptance)
+
+
+def losing_reason(prediction: Prediction, winner: Prediction | None) -> str:
+    """Why a measured candidate is not the one to use, in plain words ('' for the winner)."""
+    if winner is prediction:
+        return ""
+    if prediction.acceptance < LOW_ACCEPTANCE:
+        return f"accepts only {prediction.acceptance:.0%} of drafts"
+    if prediction.cost_ratio >= HIGH_COST:
+        return f"guesses well but costs {prediction.cost_ratio:.0%} of a target pass"
+    if prediction.speedup <= 1.0:
+        return f"no faster than plain decoding here ({prediction.speedup:.2f}x)"
+    if winner is not None:
+        return f"{prediction.speedup:.2f}x, behind the best ({winner.speedup:.2f}x)"
+    return ""

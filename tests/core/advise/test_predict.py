@@ -1,0 +1,100 @@
+"""The advisor's prediction on synthetic measurements: exact arithmetic, no timing."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.core.advise.calibrate import Measurement, RoundSample, depth_schedule
+from specchat.core.advise.predict import (
+    acceptance_curve,
+    draft_costs,
+    losing_reason,
+    predict,
+    proposal_lengths,
+    rate_at,
+    target_costs,
+)
+from specchat.core.engine.depth import expected_tokens_curve
+
+VERIFY_BASE, VERIFY_PER_TOKEN = 0.010, 0.002  # the target: 12 ms for one token, 2 ms more per token
+
+
+def verify(n: int) -> float:
+    return VERIFY_BASE + VERIFY_PER_TOKEN * n
+
+
+def plain_run(rounds: int = 10) -> Measurement:
+    return Measurement([RoundSample(0, 0, 0, verify(1), overhead=0.001) for _ in range(rounds)], rounds, 1.0, 1)
+
+
+def drafted_run(accepted: list[int], *, depth: int = 4, step: float = 0.001, sync: float = 0.002,
+                sample: float = 0.0) -> Measurement:
+    rounds = [RoundSample(depth, depth, a, verify(depth + 1), overhead=0.001, step=step, sync=sync, sample=sample)
+              for a in accepted]
+    return Measurement(rounds, sum(a + 1 for a in accepted), 1.0, 1)
+
+
+def test_depth_schedule_alternates_the_deepest_with_each_shallower_depth() -> None:
+    assert depth_schedule(4) == [4, 1, 4, 2, 4, 3]
+    assert depth_schedule(1) == [1]
+    assert depth_schedule(0) == [0]
+
+
+def test_acceptance_per_position_is_conditional_on_the_earlier_ones() -> None:
+    # Four rounds at depth 4 accepting 4, 2, 1, 0: position 1 reached 4 times, accepted 3;
+    # position 2 reached 3 (those that accepted 1+), accepted 2; position 3 reached 2, accepted 1; 4: 1 of 1.
+    rounds = drafted_run([4, 2, 1, 0]).rounds
+    assert acceptance_curve(rounds, 4) == pytest.approx((3 / 4, 2 / 3, 1 / 2, 1.0))
+    # Positions no round reached reuse the last measured value.
+    assert acceptance_curve(rounds, 6)[4:] == pytest.approx((1.0, 1.0))
+
+
+def test_a_drafter_that_proposes_fewer_tokens_counts_them_and_the_gaps_as_rejections() -> None:
+    rounds = [RoundSample(4, 0, 0, verify(1), step=0.0001), RoundSample(4, 2, 2, verify(3), step=0.0001)]
+    assert proposal_lengths(rounds, 4) == pytest.approx((0.5, 1.0, 1.0, 1.0))
+    assert acceptance_curve(rounds, 3) == pytest.approx((0.5, 1.0, 0.0))
+
+
+def test_the_verify_cost_is_a_line_through_the_medians_per_batch_size() -> None:
+    rounds = [RoundSample(k, k, 0, verify(k + 1)) for k in range(4)] + [RoundSample(0, 0, 0, 5.0)]  # one outlier
+    rounds += [RoundSample(0, 0, 0, verify(1), overhead=0.003)] * 2
+    costs = target_costs(rounds)
+    assert costs.slope == pytest.approx(VERIFY_PER_TOKEN)
+    assert costs.intercept == pytest.approx(VERIFY_BASE)
+    assert costs.plain_overhead == pytest.approx(0.003)
+    assert costs.plain_rate == pytest.approx(1 / (verify(1) + 0.003))
+
+
+def test_predicted_rates_follow_the_shared_cost_model() -> None:
+    plain, run = plain_run(), drafted_run([4, 4, 3, 4, 2, 4], depth=4)
+    prediction = predict(plain, run, 4)
+    target = target_costs([*plain.rounds, *run.rounds])
+    draft = draft_costs(run.rounds, 4)
+    curve = draft.acceptance
+    for k in range(1, 5):
+        seconds = 0.002 + (k - 1) * 0.001 + verify(k + 1) + 0.001
+        assert prediction.rates[k] == pytest.approx(expected_tokens_curve(curve, k) / seconds)
+        assert rate_at(target, draft, k) == pytest.approx(prediction.rates[k])
+    assert prediction.rates[0] == pytest.approx(1 / (verify(1) + 0.001))
+    assert prediction.best_depth == max(range(5), key=lambda k: prediction.rates[k])
+    assert prediction.speedup == pytest.approx(prediction.rates[prediction.best_depth] / prediction.rates[0])
+    assert 0 <= prediction.auto_depth <= 4
+    assert prediction.cost_ratio == pytest.approx(0.001 / verify(1))
+
+
+def test_a_draft_that_guesses_badly_is_told_so() -> None:
+    prediction = predict(plain_run(), drafted_run([0] * 7 + [1], depth=4), 4)
+    assert prediction.best_depth == 0
+    assert prediction.speedup == pytest.approx(1.0)
+    assert losing_reason(prediction, None) == f"accepts only {prediction.acceptance:.0%} of drafts"
+    assert prediction.acceptance < 0.3
+
+
+def test_a_draft_that_guesses_well_but_costs_too_much_is_told_so() -> None:
+    # Every draft accepted, but each step costs 60% of a one-token target pass (12 ms).
+    costly = predict(plain_run(), drafted_run([4] * 6, depth=4, step=0.0072, sync=0.0072), 4)
+    assert costly.cost_ratio == pytest.approx(0.6)
+    cheap = predict(plain_run(), drafted_run([4] * 6, depth=4), 4)
+    assert cheap.speedup > costly.speedup
+    assert losing_reason(costly, cheap) == "guesses well but costs 60% of a target pass"
+    assert losing_reason(cheap, cheap) == ""
