@@ -1,4 +1,4 @@
-"""Command line: ``specchat`` opens the window; ``specchat chat|bench|models`` run in the terminal.
+"""Command line: ``specchat`` opens the window; ``specchat chat|bench|models|info|serve-rpc`` run in the terminal.
 
 Every failure ends in one line on standard error: an expected one (a
 SpecchatError, a file that cannot be read, text that is not Unicode, input
@@ -39,7 +39,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from specchat.cli import bench, chat, info, models
+    from specchat.cli import bench, chat, info, models, serve_rpc
 
     parser = OneLineParser(
         prog="specchat",
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     models.add_parser(sub)
     info.add_parser(sub)
+    serve_rpc.add_parser(sub)
     return parser
 
 
@@ -123,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "rpc", None):
+        # Before llama.cpp loads: this process then mostly waits on the target's, and OpenMP threads
+        # spinning through the waits here take the CPU from everything else (measured in docs/rpc.md).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.command is None:
         from specchat.app import run_gui
 

@@ -48,6 +48,26 @@ def gpu_layers_arg(text: str) -> GpuLayers:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def rpc_servers_arg(text: str) -> tuple[str, ...]:
+    """argparse type for ``--rpc``: ``HOST:PORT[,HOST:PORT...]``."""
+    from specchat.core.remote import parse_servers
+
+    try:
+        return parse_servers(text)
+    except SpecchatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_rpc_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--rpc`` and its deadline: the target's layers on other machines' devices (``specchat serve-rpc``)."""
+    from specchat.core.remote import DEFAULT_DEADLINE
+
+    parser.add_argument("--rpc", type=rpc_servers_arg, default=(), metavar="HOST:PORT[,HOST:PORT...]",
+                        help="put the target's layers on these 'specchat serve-rpc' servers (the draft stays here)")
+    parser.add_argument("--rpc-timeout", type=float, default=DEFAULT_DEADLINE, metavar="SECONDS",
+                        help=f"a remote server silent this long counts as stopped (default {DEFAULT_DEADLINE:g})")
+
+
 def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool = False) -> None:
     """Options shared by ``chat`` and ``bench``: the pair, sampler and limits."""
     parser.add_argument("--target", required=True, help="target GGUF file")
@@ -77,6 +97,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
     parser.add_argument("--draft-p-min", type=float, default=0.0, help="stop drafting below this draft confidence")
     parser.add_argument("--greedy-draft", action="store_true",
                         help="at temperature > 0, draft the draft's argmax instead of sampling (for comparison)")
+    add_rpc_arguments(parser)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -118,9 +139,12 @@ def drafter_from_args(args: argparse.Namespace) -> DrafterKind:
 def load_engine(args: argparse.Namespace) -> ChatEngine:
     from specchat.core.chat.session import ChatEngine  # imported here: it loads llama.cpp
 
+    if not math.isfinite(args.rpc_timeout) or args.rpc_timeout <= 0:
+        raise SpecchatError(f"--rpc-timeout must be a positive number of seconds, got {args.rpc_timeout}")
     return ChatEngine.load(
         args.target, args.draft, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers,
         draft_gpu_layers=args.draft_gpu_layers, n_threads=args.threads,
+        rpc_servers=args.rpc, rpc_deadline=args.rpc_timeout,
     )
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.template import ChatTemplate, validate_messages
+from specchat.core.distributed import require_rpc
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Drafter
@@ -23,9 +24,13 @@ from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.llama.context import Context, MemoryInfo, MtpContext, check_memory_support, probe_memory
 from specchat.core.llama.devices import offload_supported
 from specchat.core.llama.model import Model, vocab_mismatch
-from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers
+from specchat.core.llama.remote_target import RemoteTarget
+from specchat.core.llama.rpc import local_devices
+from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers, resolve_remote_layers
 from specchat.core.models.shape import read_model_shape
+from specchat.core.remote import DEFAULT_DEADLINE
 from specchat.core.types import (
+    GPU_LAYERS_AUTO,
     MAX_DEPTH,
     DrafterKind,
     Event,
@@ -50,7 +55,8 @@ class ChatEngine:
     """A target model (and optionally a draft model) with one context each."""
 
     def __init__(self, target: Model, draft: Model | None, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 vocab_checked: bool = False, target_rollback: int = MAX_DEPTH) -> None:
+                 vocab_checked: bool = False, target_rollback: int = MAX_DEPTH,
+                 target_context: RemoteTarget | None = None) -> None:
         if draft is not None and not vocab_checked:
             problem = vocab_mismatch(target, draft)
             if problem:
@@ -60,12 +66,16 @@ class ChatEngine:
         self.draft = draft
         # A hybrid or recurrent target keeps recurrent snapshots for the deepest draft, where its
         # architecture allows (llama.cpp grants none otherwise, and the context saves states instead).
-        self.target_context = Context(target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
+        # A target on remote devices brings its context (in a child process); ``target`` is then its vocabulary.
+        self.remote = target_context
+        self.target_context: Context | RemoteTarget = target_context or Context(
+            target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
         self.draft_context: Context | None = None
         self.mtp_context: MtpContext | None = None
         try:
             self.draft_context = Context(draft, n_ctx=n_ctx, n_threads=n_threads) if draft is not None else None
             if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0:
+                assert isinstance(self.target_context, Context)
                 self.mtp_context = MtpContext(self.target_context, n_threads=n_threads)
             self.template = ChatTemplate(
                 target.chat_template(),
@@ -74,7 +84,7 @@ class ChatEngine:
             )
         except BaseException:
             for context in (self.mtp_context, self.draft_context, self.target_context):
-                if context is not None:
+                if context is not None and context is not target_context:
                     context.close()
             raise
         self.target_side = TargetSide(self.target_context, target.eog_tokens, target.piece)
@@ -122,6 +132,8 @@ class ChatEngine:
         n_threads: int | None = None,
         progress: LoadProgress | None = None,
         target_rollback: int = MAX_DEPTH,
+        rpc_servers: tuple[str, ...] = (),
+        rpc_deadline: float = DEFAULT_DEADLINE,
     ) -> ChatEngine:
         """Load the pair; raises SpecchatError with a one-line message on bad files or an incompatible draft.
 
@@ -129,7 +141,14 @@ class ChatEngine:
         which fits both models into the free device memory (CPU on a build
         that cannot offload). ``target_rollback`` is the recurrent snapshots
         a hybrid or recurrent target asks for (0: always restore saved states).
+        With ``rpc_servers`` the target's layers go to those servers' devices
+        (and the local GPUs), its context in a child process with a deadline
+        of ``rpc_deadline`` seconds per call; the draft stays on this machine.
         """
+        if rpc_servers:
+            return cls._load_remote(target, draft, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
+                                    draft_gpu_layers=draft_gpu_layers, n_threads=n_threads, progress=progress,
+                                    target_rollback=target_rollback, servers=rpc_servers, deadline=rpc_deadline)
 
         def stage(name: str) -> Callable[[float], bool] | None:
             return None if progress is None else (lambda f: progress(name, f))
@@ -166,13 +185,59 @@ class ChatEngine:
                 model.close()
             raise
 
+    @classmethod
+    def _load_remote(cls, target: str | Path, draft: str | Path | None, *, n_ctx: int, n_gpu_layers: GpuLayers,
+                     draft_gpu_layers: GpuLayers, n_threads: int | None, progress: LoadProgress | None,
+                     target_rollback: int, servers: tuple[str, ...], deadline: float) -> ChatEngine:
+        """The target on remote devices in a child process; its vocabulary and the draft here."""
+        require_rpc()
+        loaded: list[Model] = []
+        remote: RemoteTarget | None = None
+        try:
+            loaded.append(Model(target, vocab_only=True))
+            check_memory_support(loaded[0])
+            if draft is not None:
+                draft_vocab = Model(draft, vocab_only=True)
+                try:
+                    check_memory_support(draft_vocab)
+                    problem = vocab_mismatch(loaded[0], draft_vocab)
+                finally:
+                    draft_vocab.close()
+                if problem:
+                    raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
+            if progress is not None:
+                progress("connecting", 0.0)
+            remote = RemoteTarget(servers, deadline=deadline)
+            # Servers are given to hold the target's layers: "none" (the API's default) means as many as fit.
+            target_layers, draft_layers = resolve_remote_layers(
+                target, draft, n_gpu_layers or GPU_LAYERS_AUTO, draft_gpu_layers, n_ctx=n_ctx,
+                remote_free=sum(d.free_bytes for d in remote.devices))
+            n_ctx = min(n_ctx, loaded[0].n_ctx_train) if loaded[0].n_ctx_train > 0 else n_ctx
+            if progress is not None:
+                progress("target", 0.0)
+            remote.load(target, n_gpu_layers=target_layers, n_ctx=n_ctx, n_threads=n_threads,
+                        rollback=target_rollback)
+            if draft is not None:
+                # An explicit list of this machine's devices: never a remote one (llama.cpp would put it first).
+                loaded.append(Model(draft, n_gpu_layers=draft_layers, progress=None if progress is None else
+                                    (lambda f: progress("draft", f)), devices=local_devices()))
+            loaded[0].n_gpu_layers = target_layers
+            return cls(loaded[0], loaded[1] if draft is not None else None, n_ctx=n_ctx, n_threads=n_threads,
+                       vocab_checked=True, target_context=remote)
+        except BaseException:
+            if remote is not None:
+                remote.close()
+            for model in loaded:
+                model.close()
+            raise
+
     def device_bytes(self) -> int:
         """Estimated GPU memory the offloaded layers hold (weights and KV cache); 0 on the CPU."""
         if not offload_supported():
             return 0
         total = 0.0
         for model in (self.target, self.draft):
-            if model is not None and model.n_gpu_layers != 0:
+            if model is not None and model.n_gpu_layers != 0 and not (model is self.target and self.remote):
                 shape = read_model_shape(model.path)
                 total += layers_bytes(model.n_gpu_layers, shape.memory_bytes(self.n_ctx), shape.n_layers)
         return int(total)
@@ -180,7 +245,8 @@ class ChatEngine:
     def placement(self) -> tuple[str, str | None]:
         """Where the target and the draft run, e.g. ``("GPU (all 30 layers)", "CPU")``."""
         offload = offload_supported()
-        target = describe_placement(self.target.n_gpu_layers, self.target.n_layers, offload)
+        target = (self.remote.placement() if self.remote is not None
+                  else describe_placement(self.target.n_gpu_layers, self.target.n_layers, offload))
         draft = describe_placement(self.draft.n_gpu_layers, self.draft.n_layers, offload) if self.draft else None
         return target, draft
 
@@ -261,6 +327,8 @@ class ChatSession:
                 depth: DepthControl | None, cancel: CancelToken | None) -> Iterator[Event]:
         pieces: list[str] = []
         tokens: list[int] = []
+        if self.engine.remote is not None:  # Stop also ends a wait on a server that does not answer
+            self.engine.remote.keep_waiting = None if cancel is None else (lambda: not cancel.cancelled)
         try:
             for event in generate(self.engine.target_side, drafter, prompt, params,
                                   depth=depth, cancel=cancel, adaptive=self.adaptive):

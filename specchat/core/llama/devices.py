@@ -27,7 +27,13 @@ __all__ = [  # the build vocabulary and the backend's loader are re-exported: ca
 def offload_supported() -> bool:
     """Whether this llama.cpp build can offload layers to a GPU (CUDA, Metal, Vulkan, ...)."""
     ensure_backend()  # quiets llama.cpp's log, then loads dynamic backends
-    return bool(llama_cpp.llama_supports_gpu_offload())
+    if not llama_cpp.llama_supports_gpu_offload():
+        return False
+    rpc = getattr(llama_cpp, "llama_supports_rpc", None)
+    if rpc is None or not rpc():
+        return True
+    # An RPC build says yes on any machine (its devices are remote): ask for a local GPU instead.
+    return any(d.type.holds_layers and not d.name.startswith("RPC") for d in list_devices())
 
 
 def list_devices() -> list[BackendDevice]:

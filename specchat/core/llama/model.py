@@ -68,6 +68,7 @@ class Model:
         vocab_only: bool = False,
         no_alloc: bool = False,
         load_mtp: bool = False,
+        devices: list[int] | None = None,
     ) -> None:
         ensure_backend()
         self.path = check_gguf_file(path)
@@ -87,6 +88,9 @@ class Model:
                 params.lazy_mode = llama_cpp.LLAMA_LAZY_MODE_OFF
             else:
                 params.use_mmap = False
+        if devices is not None:  # an explicit device list (ggml handles); empty: the CPU alone
+            self._devices = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
         if progress is not None:
 
             @llama_cpp.llama_progress_callback

@@ -186,3 +186,41 @@ def resolve_gpu_layers(
     plan = plan_gpu_layers(target_request, draft_request, target_shape, draft_shape, n_ctx=n_ctx, free_bytes=free)
     log.info("GPU layers for %.1f GiB free: target %d, draft %d", free / GIB, *plan)
     return plan
+
+
+def resolve_remote_layers(
+    target: str | Path,
+    draft: str | Path | None,
+    target_request: GpuLayers,
+    draft_request: GpuLayers,
+    *,
+    n_ctx: int,
+    remote_free: int,
+) -> tuple[int, int]:
+    """Layer counts when the target's layers go to remote devices (RPC) and local GPUs, the draft to local ones.
+
+    The draft is placed on this machine as without servers. An "auto" target
+    then fits into the remote devices' free memory (a remote CPU server reports
+    its machine's free RAM) plus what the draft left of the local GPUs.
+    """
+    _, draft_layers = resolve_gpu_layers(target, draft, 0, draft_request, n_ctx=n_ctx)
+    if target_request != GPU_LAYERS_AUTO:
+        return int(target_request), draft_layers
+    from specchat.core.llama.devices import list_devices, offload_free_bytes
+
+    try:
+        shape = read_model_shape(target)
+        draft_shape = read_model_shape(draft) if draft is not None else None
+    except GgufReadError as exc:
+        log.warning("remote layers: %s; putting every layer on the servers", exc)
+        return -1, draft_layers
+    local = [d for d in list_devices() if not d.name.startswith("RPC")]
+    local_free = offload_free_bytes(local)
+    if draft_shape is not None:
+        local_free -= int(layers_bytes(draft_layers, draft_shape.memory_bytes(n_ctx), draft_shape.n_layers))
+    budget = remote_free + max(local_free, 0) - DEFAULT_RESERVE_BYTES
+    t_bytes = shape.memory_bytes(shape.usable_context(n_ctx))
+    layers = -1 if t_bytes <= budget else _layers_that_fit(t_bytes, shape.n_layers, budget)
+    log.info("remote layers for %.1f GiB remote + %.1f GiB local free: target %d, draft %d",
+             remote_free / GIB, max(local_free, 0) / GIB, layers, draft_layers)
+    return layers, draft_layers

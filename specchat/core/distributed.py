@@ -1,0 +1,58 @@
+"""Talking to remote devices (llama.cpp's RPC backend) for the terminal and the window.
+
+Servers are probed from child processes, so an unreachable or broken one is
+an error line, never an abort of this process; ``serve`` runs a server here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from specchat.core.remote import RPC_BUILD_HINT, ServerReport
+from specchat.core.types import SpecchatError
+
+
+def probe_servers(servers: Iterable[str], *, timeout: float = 10.0) -> list[ServerReport]:
+    """Connect to each server from a child process and list its devices (never aborts this process)."""
+    from specchat.core.llama.remote_target import probe
+
+    return probe(tuple(servers), timeout=timeout)
+
+
+def rpc_available() -> bool:
+    """Whether this llama-cpp-python build has the RPC backend."""
+    from specchat.core.llama.rpc import has_rpc
+
+    return has_rpc()
+
+
+def require_rpc() -> None:
+    """One-line error saying how to get RPC, unless this build has it."""
+    if not rpc_available():
+        raise SpecchatError(f"this llama.cpp build has no RPC backend for remote devices; {RPC_BUILD_HINT}")
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """One-line error unless a server could listen at ``host:port`` now."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        raise SpecchatError(f"cannot listen at {host}:{port}: {exc.strerror or exc}") from None
+
+
+def serve(host: str, port: int, *, threads: int | None = None, devices: list[str] | None = None) -> None:
+    """Expose this machine's devices (``devices`` by name; default: the GPUs, else the CPU) until the process ends.
+
+    Blocks in llama.cpp; returns only if the server could not start.
+    """
+    from specchat.core.llama.context import default_threads
+    from specchat.core.llama.rpc import cpu_device, local_devices, start_server
+
+    require_rpc()
+    check_can_listen(host, port)
+    handles = local_devices(devices) if devices else (local_devices() or [cpu_device()])
+    start_server(f"{host}:{port}", handles, threads or default_threads())

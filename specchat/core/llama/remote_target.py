@@ -1,0 +1,334 @@
+"""The target's context in a child process, so that a lost remote server never takes the app down.
+
+ggml aborts the process that talks to a server which goes away (and waits
+forever on one that stops), so the target's context runs in
+:mod:`specchat.core.llama.target_worker`; :class:`RemoteTarget` drives it
+over a pipe and implements the engine's ``TargetContext``, so the
+speculative loop does not know the difference. The draft and the window
+stay in this process.
+
+Each call has a deadline (the watchdog): past it, or when the child dies,
+the child is killed and the call raises one line naming the server. The
+conversation lives in the app, so nothing committed is lost; the next
+reply starts a new child (reconnecting) or the user loads the pair locally.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specchat.core.llama.context import PerfCounters
+from specchat.core.llama.pipe import PipeTimeoutError, Reader, write_message
+from specchat.core.remote import DEFAULT_DEADLINE, RemoteDevice, RemoteError, ServerReport
+from specchat.core.types import SpecchatError
+
+LOAD_DEADLINE = 1800.0
+"""Seconds a load may take: a large target's weights travel to the servers once."""
+STOP_GRACE = 2.0
+"""Seconds a call keeps waiting after Stop before the child is killed (a normal verify pass ends sooner)."""
+
+
+def _command() -> list[str]:
+    return [sys.executable, "-m", "specchat.core.llama.target_worker"]
+
+
+def _spawn() -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[3])  # the folder holding the specchat package
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # The child mostly waits for the servers: threads spinning there would take CPU from the draft (and from
+    # servers on this machine) for nothing.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    stderr = None if env.get("SPECCHAT_LLAMA_LOG") else subprocess.DEVNULL  # ggml's abort text is not for users
+    # A session of its own: Ctrl-C in a terminal reaches the app (which stops the reply), not the child.
+    return subprocess.Popen(_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
+                            start_new_session=True)
+
+
+class _Child:
+    """One worker process and its pipe."""
+
+    def __init__(self) -> None:
+        self.proc = _spawn()
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.reader = Reader(self.proc.stdout.fileno())
+
+    def call(self, message: tuple[Any, ...], deadline: float,
+             keep_waiting: Callable[[], bool] | None = None) -> tuple[Any, ...] | None:
+        """The reply; None if the child died; PipeTimeoutError past the deadline."""
+        assert self.proc.stdin is not None
+        try:
+            write_message(self.proc.stdin, message)  # type: ignore[arg-type]
+        except (BrokenPipeError, OSError):
+            return None
+        return self.reader.read(time.monotonic() + deadline, keep_waiting=keep_waiting)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        """Ask the child to leave, then make sure it did."""
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                write_message(self.proc.stdin, ("close",))  # type: ignore[arg-type]
+                self.proc.wait(timeout=2.0)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+def probe(servers: tuple[str, ...], *, timeout: float = 10.0) -> list[ServerReport]:
+    """Each server's devices, each probed by a child of its own (in parallel), so none can abort this process."""
+    reports: dict[str, ServerReport] = {}
+
+    def one(server: str) -> None:
+        child = _Child()
+        try:
+            reply = child.call(("probe", (server,)), timeout)
+            if reply is None:
+                reports[server] = ServerReport(server, error="the connection failed during the handshake "
+                                                             "(not a llama.cpp RPC server of this version?)")
+            elif reply[0] == "err":
+                reports[server] = ServerReport(server, error=str(reply[1]))
+            else:
+                reports[server] = reply[1][0]
+        except PipeTimeoutError:
+            reports[server] = ServerReport(server, error=f"did not answer within {timeout:g} s")
+        finally:
+            child.kill()
+
+    threads = [threading.Thread(target=one, args=(s,), daemon=True) for s in servers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [reports[s] for s in servers]
+
+
+def _refuses(server: str) -> bool:
+    host, _, port = server.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2.0):
+            return False
+    except OSError:
+        return True
+
+
+class RemoteTarget:
+    """The target's context, running in a child process on remote (and local) devices.
+
+    Implements ``TargetContext``; ``tokens`` mirrors what the child's context holds.
+    """
+
+    def __init__(self, servers: tuple[str, ...], *, deadline: float = DEFAULT_DEADLINE) -> None:
+        if deadline <= 0:
+            raise SpecchatError(f"the remote deadline must be positive, got {deadline:g} s")
+        self.servers = servers
+        self.deadline = deadline
+        self.tokens: list[int] = []
+        self.devices: list[RemoteDevice] = []
+        self.info: dict[str, Any] = {}
+        self.keep_waiting: Callable[[], bool] | None = None  # set per reply: False once Stop is pressed
+        self.round_trips = 0
+        self._load_args: dict[str, Any] | None = None
+        self._child: _Child | None = None
+        self._stop_seen: float | None = None
+        self._connect()
+
+    # --- the child's life -------------------------------------------------
+    def _connect(self) -> None:
+        self._child = _Child()
+        if self.servers:
+            reports = self._request(("probe", self.servers), max(self.deadline, 10.0))
+            errors = [r.error for r in reports if r.error]
+            if errors:
+                self._drop()
+                raise RemoteError(errors[0])
+            self.devices = [d for r in reports for d in r.devices]
+
+    def load(self, path: str | Path, *, n_gpu_layers: int = -1, local: list[str] | None = None, n_ctx: int = 4096,
+             n_threads: int | None = None, rollback: int = 0) -> None:
+        """Load the target on the servers' devices (and ``local`` ones, or every local GPU)."""
+        self._load_args = {"path": str(path), "servers": self.servers, "n_gpu_layers": n_gpu_layers, "local": local,
+                           "n_ctx": n_ctx, "n_threads": n_threads, "rollback": rollback}
+        if self._child is None:
+            self._connect()
+        self.info = self._request(("load", self._load_args), LOAD_DEADLINE)
+        self.tokens = []
+
+    def _reconnect(self) -> None:
+        assert self._load_args is not None
+        self._connect()
+        self.info = self._request(("load", self._load_args), LOAD_DEADLINE)
+        self.tokens = []
+
+    @property
+    def pid(self) -> int | None:
+        """The target's process, while it runs."""
+        return self._child.proc.pid if self._child is not None else None
+
+    @property
+    def connected(self) -> bool:
+        return self._child is not None
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.close()
+            self._child = None
+
+    def kill(self) -> None:
+        """End the child at once (quitting while a server does not answer)."""
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+
+    def _drop(self) -> None:
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+        self.tokens = []
+
+    def _wait_ok(self) -> bool:
+        """False once Stop has been pressed for longer than the grace period."""
+        if self.keep_waiting is None or self.keep_waiting():
+            self._stop_seen = None
+            return True
+        now = time.monotonic()
+        if self._stop_seen is None:
+            self._stop_seen = now
+        return now - self._stop_seen < STOP_GRACE
+
+    def _request(self, message: tuple[Any, ...], deadline: float) -> Any:
+        if self._child is None:
+            raise RemoteError(f"the target's process is not running (servers {', '.join(self.servers)})")
+        self._stop_seen = None
+        try:
+            reply = self._child.call(message, deadline, self._wait_ok)
+        except PipeTimeoutError:
+            stopped = self._stop_seen is not None
+            self._drop()
+            if stopped:
+                raise RemoteError(f"stopped waiting for {self._where('stopped')}") from None
+            raise RemoteError(f"{self._where('stopped')} stopped answering (no reply within "
+                              f"{deadline:g} s)") from None
+        self.round_trips += 1
+        if reply is None:
+            self._drop()
+            raise RemoteError(f"{self._where('died')} went away")
+        status, value, n_past = reply
+        del self.tokens[n_past:]
+        if status == "err":
+            raise SpecchatError(str(value))
+        return value
+
+    def _where(self, how: str) -> str:
+        """"the remote server at HOST:PORT", naming the one that failed when that can be told."""
+        if not self.servers:
+            return "the target's process"
+        culprits = list(self.servers)
+        if len(self.servers) > 1:
+            if how == "died":
+                culprits = [s for s in self.servers if _refuses(s)] or culprits
+            else:
+                quiet = [r.server for r in probe(self.servers, timeout=3.0) if r.error]
+                culprits = quiet or culprits
+        noun = "server" if len(culprits) == 1 else "servers"
+        return f"the remote {noun} at {', '.join(culprits)}"
+
+    # --- TargetContext ------------------------------------------------------
+    @property
+    def n_ctx(self) -> int:
+        return int(self.info.get("n_ctx", 0))
+
+    @property
+    def n_batch(self) -> int:
+        return int(self.info.get("n_batch", 0))
+
+    @property
+    def n_vocab(self) -> int:
+        return int(self.info.get("n_vocab", 0))
+
+    @property
+    def rollback_depth(self) -> int:
+        return int(self.info.get("rollback_depth", 0))
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def extend_to(self, tokens: Sequence[int]) -> int:
+        """Hold exactly ``tokens``; the start of a reply, so a lost child is replaced (reconnecting) here."""
+        if self._child is None:
+            self._reconnect()
+        want = [int(t) for t in tokens]
+        reuse = int(self._request(("extend_to", want), self.deadline))
+        self.tokens = want
+        return reuse
+
+    def decode(self, tokens: Sequence[int], *, all_logits: bool = False) -> np.ndarray:
+        want = [int(t) for t in tokens]
+        n_rows, data = self._request(("decode", want, all_logits), self.deadline)
+        self.tokens.extend(want)
+        return np.frombuffer(bytearray(data), dtype=np.float32).reshape(n_rows, self.n_vocab)
+
+    def truncate(self, n_keep: int) -> None:
+        if n_keep >= len(self.tokens):
+            return
+        if self._child is None:
+            del self.tokens[n_keep:]
+            return
+        self._request(("truncate", n_keep), self.deadline)
+        del self.tokens[n_keep:]
+
+    def checkpoint(self, slot: str) -> None:
+        self._request(("checkpoint", slot), self.deadline)
+
+    def prepare_rollback(self, depth: int) -> None:
+        self._request(("prepare_rollback", depth), self.deadline)
+
+    def perf(self) -> PerfCounters:
+        value = self._request(("perf",), self.deadline)
+        assert isinstance(value, PerfCounters)
+        return value
+
+    def perf_reset(self) -> None:
+        self._request(("perf_reset",), self.deadline)
+
+    # --- the load report ------------------------------------------------------
+    @property
+    def buffers(self) -> list[tuple[str, str, float]]:
+        """``(buffer type, "model" | "KV" | "compute", MiB)`` as llama.cpp reported the load."""
+        return [(str(name), str(what), float(mib)) for name, what, mib in self.info.get("buffers", [])]
+
+    def remote_mib(self) -> float:
+        """MiB of the target's weights that llama.cpp put on remote devices."""
+        return sum(mib for name, what, mib in self.buffers if what == "model" and name.startswith("RPC"))
+
+    def placement(self) -> str:
+        """Where the target runs, e.g. ``"RPC 513 MiB on 127.0.0.1:50052 + local 74 MiB"``."""
+        remote = self.remote_mib()
+        local = sum(mib for name, what, mib in self.buffers if what == "model" and not name.startswith("RPC"))
+        if not self.servers:
+            return "child process"
+        where = ", ".join(self.servers)
+        return f"remote {remote:.0f} MiB on {where}" + (f" + local {local:.0f} MiB" if local >= 1 else "")
+

@@ -1,0 +1,232 @@
+"""The target on remote devices: real ``specchat serve-rpc`` servers on 127.0.0.1, the draft in this process.
+
+A lost or stopped server must end the reply with one line and leave this
+process, the conversation and its committed tokens as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.session import ChatEngine, ChatSession
+from specchat.core.engine.depth import DepthControl
+from specchat.core.types import DrafterKind, Event, Finished, FinishReason, GenerationParams, Verified
+from tests.support.rpc_servers import RpcServer, free_port
+
+PROMPT = "List the planets of the solar system, one per line, with one fact about each."
+
+
+def specchat(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+
+
+def assert_one_line(out: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert lines[0].startswith("specchat: error: ") and expected in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RpcServer, RpcServer]]:
+    folder = tmp_path_factory.mktemp("rpc")
+    pair = RpcServer(folder), RpcServer(folder)
+    yield pair
+    for server in pair:
+        server.kill()
+
+
+def reply(session: ChatSession, text: str, drafter: DrafterKind, *, max_tokens: int = 48,
+          depth: int | None = None) -> tuple[Finished, list[int]]:
+    events = list(session.reply(text, GenerationParams(max_tokens=max_tokens), drafter=drafter,
+                                depth=DepthControl(depth)))
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    return finished, [t for e in events if isinstance(e, Verified) for t in e.committed]
+
+
+def test_info_lists_each_servers_devices(servers: tuple[RpcServer, RpcServer]) -> None:
+    out = specchat("info", "--json", "--rpc", ",".join(s.endpoint for s in servers))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["rpc"] is True
+    assert [r["server"] for r in data["remote"]] == [s.endpoint for s in servers]
+    for report in data["remote"]:
+        assert report["error"] == ""
+        assert len(report["devices"]) == 1 and report["devices"][0]["total_bytes"] > 1 << 28
+
+
+def test_the_targets_weights_land_on_the_servers_and_the_draft_stays_here(
+        servers: tuple[RpcServer, RpcServer], demo_pair) -> None:
+    endpoints = tuple(s.endpoint for s in servers)
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=endpoints)
+    try:
+        remote = engine.remote
+        assert remote is not None and remote.connected
+        assert remote.pid != os.getpid()
+        weights = {name: mib for name, what, mib in remote.buffers if what == "model"}
+        for server in servers:  # each server's device holds a share of the layers (named RPC<n>[endpoint])
+            assert weights.get(f"RPC0[{server.endpoint}]", 0) > 100, weights
+        assert remote.remote_mib() > 400  # of the demo target's 513 MiB; the token embedding stays local
+        assert sum(mib for name, mib in weights.items() if not name.startswith("RPC")) < 150
+        target_place, draft_place = engine.placement()
+        assert target_place.startswith("remote 5") and draft_place == "CPU"
+        assert engine.draft is not None and engine.draft_context is not None  # loaded in this process
+    finally:
+        engine.close()  # a server serves one client at a time: free them for the next test
+
+
+def test_greedy_output_is_identical_plain_and_speculative(servers: tuple[RpcServer, RpcServer], demo_pair) -> None:
+    common = ["chat", "--json", "--target", str(demo_pair.target), "--max-tokens", "48",
+              "--rpc", ",".join(s.endpoint for s in servers), PROMPT]
+    runs = []
+    for extra in (["--no-spec"], ["--draft", str(demo_pair.draft), "--depth", "4"]):
+        out = specchat(*common[:-1], *extra, common[-1])
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout))
+    plain, spec = runs
+    assert plain["placement"]["target"].startswith("remote 5") and spec["placement"]["draft"] == "CPU"
+    assert len(plain["tokens"]) >= 20
+    assert spec["tokens"] == plain["tokens"]
+    assert spec["stats"]["accepted"] > 0
+
+
+def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reconnects(
+        tmp_path: Path, demo_pair) -> None:
+    a, b = RpcServer(tmp_path), RpcServer(tmp_path)
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint))
+    try:
+        session = ChatSession(engine)
+        events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.DRAFT_MODEL,
+                               depth=DepthControl(2))
+        first = next(e for e in events if isinstance(e, Verified))
+        b.kill()
+        rest: list[Event] = list(events)
+        finished = rest[-1]
+        assert isinstance(finished, Finished) and finished.reason is FinishReason.ERROR
+        assert finished.message == f"the remote server at {b.endpoint} went away"
+        assert engine.remote is not None and not engine.remote.connected
+        committed = first.committed + tuple(t for e in rest if isinstance(e, Verified) for t in e.committed)
+        assert session.last_tokens == list(committed) and committed
+        assert [m["role"] for m in session.messages] == ["user", "assistant"]
+        assert session.messages[-1]["content"].startswith(first.text)
+
+        again, _ = reply(session, "Go on.", DrafterKind.DRAFT_MODEL, max_tokens=8)  # the server is still gone: one line
+        assert again.reason is FinishReason.ERROR
+        assert again.message.startswith(f"cannot reach the remote server at {b.endpoint}")
+        assert len(session.messages) == 4 and session.messages[1]["content"].startswith(first.text)
+
+        b = RpcServer(tmp_path, port=b.port)  # back: the next reply reconnects and runs
+        back, tokens = reply(session, "Thanks.", DrafterKind.DRAFT_MODEL, max_tokens=8)
+        assert back.reason in (FinishReason.EOS, FinishReason.MAX_TOKENS), back.message
+        assert tokens and engine.remote.connected
+    finally:
+        engine.close()
+        a.kill()
+        b.kill()
+
+
+def test_a_stopped_server_fires_the_watchdog(tmp_path: Path, demo_pair) -> None:
+    a, b = RpcServer(tmp_path), RpcServer(tmp_path)
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint),
+                             rpc_deadline=2.0)
+    try:
+        session = ChatSession(engine)
+        events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.DRAFT_MODEL,
+                               depth=DepthControl(2))
+        next(e for e in events if isinstance(e, Verified))
+        a.pause()
+        started = time.monotonic()
+        finished = list(events)[-1]
+        assert isinstance(finished, Finished) and finished.reason is FinishReason.ERROR
+        assert finished.message.startswith(f"the remote server at {a.endpoint} stopped answering"), finished.message
+        assert time.monotonic() - started < 20
+        assert [m["role"] for m in session.messages] == ["user", "assistant"] and session.messages[1]["content"]
+    finally:
+        engine.close()
+        a.kill()
+        b.kill()
+
+
+def test_stop_ends_a_reply_waiting_on_a_stopped_server(tmp_path: Path, demo_pair) -> None:
+    server = RpcServer(tmp_path)
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(server.endpoint,))
+    try:
+        cancel = CancelToken()
+        events = ChatSession(engine).reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NONE,
+                                           cancel=cancel)
+        next(e for e in events if isinstance(e, Verified))
+        server.pause()
+        started = time.monotonic()
+        cancel.cancel()  # the default deadline is a minute: Stop must not wait for it
+        finished = list(events)[-1]
+        assert isinstance(finished, Finished) and finished.reason in (FinishReason.ERROR, FinishReason.CANCELLED)
+        assert time.monotonic() - started < 10
+        engine.close()  # quitting with the server still stopped: the child is killed, nothing hangs
+        assert engine.remote is not None and not engine.remote.connected
+    finally:
+        engine.close()
+        server.kill()
+
+
+def test_bad_rpc_syntax_is_one_line(demo_pair) -> None:
+    out = specchat("chat", "--target", str(demo_pair.target), "--rpc", "localhost", "hi")
+    assert_one_line(out, "is not HOST:PORT")
+    assert_one_line(specchat("info", "--rpc", "127.0.0.1:99999"), "port must be a number from 1 to 65535")
+
+
+def test_an_unreachable_server_is_one_line(demo_pair) -> None:
+    port = free_port()
+    out = specchat("chat", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft),
+                   "--rpc", f"127.0.0.1:{port}", "hi")
+    assert_one_line(out, f"cannot reach the remote server at 127.0.0.1:{port}")
+    assert_one_line(specchat("info", "--rpc", f"127.0.0.1:{port}"), f"127.0.0.1:{port}")
+
+
+def test_a_port_that_speaks_something_else_does_not_abort_the_app(demo_pair) -> None:
+    """A listener that is no RPC server makes ggml abort the handshake: in the child, not here."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        endpoint = f"127.0.0.1:{listener.getsockname()[1]}"
+        with pytest.raises(Exception, match=f"{endpoint}"):
+            ChatEngine.load(demo_pair.target, None, rpc_servers=(endpoint,), rpc_deadline=3.0)
+
+
+def test_serve_rpc_refuses_a_busy_port_and_stops_on_ctrl_c(servers: tuple[RpcServer, RpcServer],
+                                                          tmp_path: Path) -> None:
+    assert_one_line(specchat("serve-rpc", "--port", str(servers[0].port)), "cannot listen at 127.0.0.1:")
+    server = RpcServer(tmp_path)
+    server.proc.send_signal(signal.SIGINT)
+    assert server.proc.wait(timeout=10) == 0
+    assert "serve-rpc stopped" in server.log.read_text()
+
+
+def test_serve_rpc_off_loopback_warns_that_there_is_no_authentication(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "open.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "specchat", "serve-rpc", "--host", "0.0.0.0", "--port",
+                                 str(port), "--threads", "1"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + 60
+        while "serving at" not in log.read_text() and time.monotonic() < end:
+            time.sleep(0.1)
+        text = log.read_text()
+        assert "no authentication" in text and "trusted network only" in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
