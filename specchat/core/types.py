@@ -143,6 +143,10 @@ def parse_gpu_layers(value: str | int) -> GpuLayers:
     return value
 
 
+TopEntry: TypeAlias = tuple[int, float, str]
+"""One alternative at a position: token id, probability, its text."""
+
+
 @dataclass(frozen=True)
 class Drafted:
     """The drafter's proposal for one round, before the target has seen it."""
@@ -182,6 +186,12 @@ class Verified:
     # Per drafted token (accepted then rejected): who drafted it, and its lookup match length (0: not lookup).
     sources: tuple[DraftSource, ...] = ()
     match_lengths: tuple[int, ...] = ()
+    # The X-ray's data: the top alternatives (token id, probability, text), most likely first. ``target_top``
+    # has one entry per drafted position plus one for the position after them (where the correction or the
+    # bonus is chosen); ``draft_top`` one per drafted token (a lookup draft's is its token at 1.0).
+    target_top: tuple[tuple[TopEntry, ...], ...] = ()
+    draft_top: tuple[tuple[TopEntry, ...], ...] = ()
+    greedy: bool = False  # decided at temperature 0 (argmax match) rather than by the exact rule
 
     @property
     def n_accepted(self) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specchat.core.engine.sampling import Distribution, distribution
-from specchat.core.engine.verify import Verdict, accept_greedy, accept_rejection, judge
+from specchat.core.engine.verify import Verdict, accept_greedy, accept_rejection, judge, top
 from specchat.core.types import SamplerParams
 
 
@@ -74,7 +74,8 @@ def test_sampled_verdict_is_the_exact_rule_on_the_targets_distributions() -> Non
     for seed in range(200):
         verdict = judge(ROWS, committed, drafts, q, sampler, np.random.default_rng(seed))
         n, token = accept_rejection(drafts, p, q, np.random.default_rng(seed))
-        assert verdict == Verdict(n, token, tuple(p[i].prob(t) for i, t in enumerate(drafts)), p[n].prob(token))
+        assert verdict == Verdict(n, token, tuple(p[i].prob(t) for i, t in enumerate(drafts)), p[n].prob(token),
+                                  tuple(top(d) for d in p))
         outcomes.add(n)
     assert outcomes == {0, 1, 2, 3}  # every length of accepted prefix happened
 

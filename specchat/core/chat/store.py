@@ -28,13 +28,13 @@ from typing import Any
 from specchat.core import filelock, paths
 from specchat.core.types import Finished, FinishReason, SpecchatError, TokenKind, Verified
 
-from .transcript import ReplyFigures, TokenSpan, spans_of
+from .transcript import ReplyFigures, TokenDetail, TokenSpan, spans_of
 
 log = logging.getLogger(__name__)
 
 DB_FILENAME = "conversations.sqlite3"
-SCHEMA_VERSION = 2  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
-#                      and has its own system prompt
+SCHEMA_VERSION = 3  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
+#                      and has its own system prompt; 3: spans carry the token X-ray's detail
 LOCK_WAIT_S = 10.0  # how long to wait for another instance that is opening the same file
 
 _SCHEMA = """
@@ -67,7 +67,8 @@ CREATE TABLE IF NOT EXISTS spans (
     text TEXT NOT NULL,
     round INTEGER NOT NULL,
     target_prob REAL,
-    draft_prob REAL
+    draft_prob REAL,
+    detail TEXT  -- TokenDetail.pack() as compact JSON; NULL for spans stored without one
 );
 CREATE INDEX IF NOT EXISTS spans_by_message ON spans(message_id, seq);
 """
@@ -108,6 +109,28 @@ def _migrate_to_branches(db: sqlite3.Connection) -> None:
             " ORDER BY m.position DESC LIMIT 1)"
         )
         db.execute("UPDATE schema_version SET version = 2")
+
+
+def _migrate_to_details(db: sqlite3.Connection) -> None:
+    """Schema 2 -> 3, in one transaction: spans get a ``detail`` column (NULL for the spans already stored)."""
+    with db:
+        db.execute("BEGIN")
+        if not any(r[1] == "detail" for r in db.execute("PRAGMA table_info(spans)")):
+            db.execute("ALTER TABLE spans ADD COLUMN detail TEXT")
+        db.execute("UPDATE schema_version SET version = 3")
+
+
+def _detail_json(span: TokenSpan) -> str | None:
+    return None if span.detail is None else json.dumps(span.detail.pack(), ensure_ascii=False, separators=(",", ":"))
+
+
+def _detail_of(text: str | None) -> TokenDetail | None:
+    if not text:
+        return None
+    try:
+        return TokenDetail.unpack(json.loads(text))
+    except ValueError:
+        return None
 
 
 def _inserted_id(cur: sqlite3.Cursor) -> int:
@@ -223,8 +246,11 @@ class ConversationStore:
             row = db.execute("SELECT max(version) FROM schema_version").fetchone()
             if row[0] is None:
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            elif row[0] < 2:
-                _migrate_to_branches(db)
+            else:
+                if row[0] < 2:
+                    _migrate_to_branches(db)
+                if row[0] < 3:
+                    _migrate_to_details(db)
             db.execute("CREATE INDEX IF NOT EXISTS messages_by_parent ON messages(parent_id)")
             db.execute("SELECT count(*) FROM spans").fetchone()
         except BaseException:
@@ -339,10 +365,10 @@ class ConversationStore:
             "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
         ).fetchone()[0]
         self._db.executemany(
-            "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob, detail)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob)
+                (message_id, start + i, s.kind.value, s.text, s.round, s.target_prob, s.draft_prob, _detail_json(s))
                 for i, s in enumerate(spans)
             ],
         )
@@ -415,9 +441,11 @@ class ConversationStore:
             ).fetchone()
             siblings = self._siblings(conversation_id, r["parent_id"])
             spans = [
-                TokenSpan(TokenKind(s["kind"]), s["text"], s["round"], s["target_prob"], s["draft_prob"])
+                TokenSpan(TokenKind(s["kind"]), s["text"], s["round"], s["target_prob"], s["draft_prob"],
+                          _detail_of(s["detail"]))
                 for s in self._db.execute(
-                    "SELECT kind, text, round, target_prob, draft_prob FROM spans WHERE message_id = ? ORDER BY seq",
+                    "SELECT kind, text, round, target_prob, draft_prob, detail FROM spans"
+                    " WHERE message_id = ? ORDER BY seq",
                     (r["id"],),
                 )
             ]

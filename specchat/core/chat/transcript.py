@@ -15,7 +15,46 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specchat.core.engine.positions import PositionCounts
 from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, TokenKind, Verified
+
+
+@dataclass(frozen=True)
+class TokenDetail:
+    """What the token X-ray shows of one token beyond its span: where it stood, who drafted it, the alternatives."""
+
+    position: int  # draft position in its round, from 1; 0 for the target's own token
+    source: DraftSource | None = None  # who drafted it; None for the target's own token
+    match_length: int = 0  # a lookup draft's: how many tokens the match it continued was long
+    greedy: bool = False  # judged at temperature 0 (argmax match), not by the exact rule
+    target_top: tuple[tuple[str, float], ...] = ()  # the target's likeliest tokens at this position (text, p)
+    draft_top: tuple[tuple[str, float], ...] = ()  # the draft's, for a drafted token (text, q)
+    judged: bool = True  # False for a draft after the round's first rejection: the target never judged it
+    correction: str | None = None  # the first rejected draft's: the token the target chose in its place
+    replaced: str | None = None  # the target's own token: the rejected draft it replaced (None: a bonus)
+
+    def pack(self) -> list[Any]:
+        """A compact JSON-able form (probabilities to 4 decimals), read back by :meth:`unpack`."""
+        def flat(top: tuple[tuple[str, float], ...]) -> list[Any]:
+            return [x for text, p in top for x in (text, round(p, 4))]
+
+        return [self.position, self.source.value if self.source else None, self.match_length, int(self.greedy),
+                flat(self.target_top), flat(self.draft_top), int(self.judged), self.correction, self.replaced]
+
+    @classmethod
+    def unpack(cls, data: Any) -> TokenDetail | None:
+        """The detail :meth:`pack` gave, or None for anything else."""
+        try:
+            position, source, match, greedy, target, draft, judged, correction, replaced = data
+
+            def pairs(flat: list[Any]) -> tuple[tuple[str, float], ...]:
+                return tuple((str(flat[i]), float(flat[i + 1])) for i in range(0, len(flat) - 1, 2))
+
+            return cls(int(position), DraftSource(source) if source else None, int(match), bool(greedy),
+                       pairs(target), pairs(draft), bool(judged),
+                       None if correction is None else str(correction), None if replaced is None else str(replaced))
+        except (TypeError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)
@@ -27,6 +66,7 @@ class TokenSpan:
     round: int = -1
     target_prob: float | None = None
     draft_prob: float | None = None
+    detail: TokenDetail | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,16 +83,45 @@ def spans_of(verified: Verified) -> list[TokenSpan]:
     spans: list[TokenSpan] = []
     n_acc = len(verified.accepted_pieces)
     drafted = list(verified.accepted_pieces) + list(verified.rejected_pieces)
+    details = _details(verified)
     for i, piece in enumerate(drafted):
         kind = TokenKind.ACCEPTED if i < n_acc else TokenKind.REJECTED
         tp = verified.target_probs[i] if i < len(verified.target_probs) else None
         dp = verified.draft_probs[i] if i < len(verified.draft_probs) else None
-        spans.append(TokenSpan(kind, piece, verified.round, tp, dp))
+        spans.append(TokenSpan(kind, piece, verified.round, tp, dp, details[i] if details else None))
     if verified.correction is not None or verified.correction_piece:
-        spans.append(
-            TokenSpan(TokenKind.TARGET, verified.correction_piece, verified.round, verified.correction_prob, None)
-        )
+        spans.append(TokenSpan(TokenKind.TARGET, verified.correction_piece, verified.round, verified.correction_prob,
+                               None, details[-1] if details else None))
     return spans
+
+
+def _details(verified: Verified) -> list[TokenDetail]:
+    """Per shown span of ``verified`` (accepted, rejected, then the target's token): its X-ray detail.
+
+    Empty when the event carries none (it was made without the engine's top lists).
+    """
+    n_drafted = len(verified.draft_top)
+    if not verified.target_top or len(verified.target_top) != n_drafted + 1 or len(verified.sources) != n_drafted:
+        return []
+    judged = n_drafted - len(verified.rejected)  # the verdict's accepted count (the reply may end inside it)
+    positions = [*range(1, len(verified.accepted) + 1), *range(judged + 1, n_drafted + 1)]
+
+    def named(top: tuple[tuple[int, float, str], ...]) -> tuple[tuple[str, float], ...]:
+        return tuple((text, p) for _, p, text in top)
+
+    correction = None
+    if verified.correction is not None:
+        names = {t: text for t, _, text in verified.target_top[judged]}
+        correction = names.get(verified.correction, verified.correction_piece)
+    out = [
+        TokenDetail(pos, verified.sources[pos - 1], verified.match_lengths[pos - 1] if verified.match_lengths else 0,
+                    verified.greedy, named(verified.target_top[pos - 1]), named(verified.draft_top[pos - 1]),
+                    pos <= judged + 1, correction if pos == judged + 1 else None)
+        for pos in positions
+    ]
+    replaced = verified.rejected_pieces[0] if verified.rejected_pieces else None
+    out.append(TokenDetail(0, None, 0, verified.greedy, named(verified.target_top[judged]), replaced=replaced))
+    return out
 
 
 def span_count(verified: Verified) -> int:
@@ -80,6 +149,7 @@ class ReplyFigures:
     by_source: dict[str, list[int]] = field(default_factory=dict)
     # Verify passes by what drafted them: "plain", "lookup", "model", "mtp" or "splice" (lookup then a model).
     round_kinds: dict[str, int] = field(default_factory=dict)
+    positions: PositionCounts = field(default_factory=PositionCounts)  # acceptance by draft position
     started: float = field(default_factory=time.monotonic, repr=False, compare=False)
 
     def fold(self, events: Iterable[object]) -> bool:
@@ -96,6 +166,7 @@ class ReplyFigures:
                 self.depth = event.depth
                 self.per_round.append((event.round, event.depth, len(event.accepted)))
                 self._count_sources(event)
+                self.positions.add(drafted, drafted - len(event.rejected))
                 if self.passes == 1:
                     self.first_token_seconds = time.monotonic() - self.started
                 changed = True
@@ -139,7 +210,7 @@ class ReplyFigures:
     def as_dict(self) -> dict[str, Any]:
         """The engine's figures once finished; until then the counters so far (stored with a streaming reply)."""
         extra = {"passes": self.passes, "first_token_seconds": round(self.first_token_seconds, 3),
-                 "per_round": [list(r) for r in self.per_round],
+                 "per_round": [list(r) for r in self.per_round], "positions": self.positions.as_list(),
                  "by_source": {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(self.by_source.items())}}
         if self.final is not None:
             return {**self.final.as_dict(), **extra}
@@ -171,6 +242,7 @@ class ReplyFigures:
         figures.accepted = int(stats.get("accepted", 0))
         figures.generated = int(stats.get("generated", 0))
         figures.depth = int(stats.get("depth", 0))
+        figures.positions = PositionCounts.from_list(stats.get("positions"))  # absent before the X-ray
         by_source = stats.get("by_source")
         if isinstance(by_source, dict):
             figures.by_source = {
@@ -238,6 +310,14 @@ class Transcript:
         replies = [m.figures for m in self.messages if m.role == "assistant" and m.figures is not None]
         seconds = sum(f.final.generate_seconds for f in replies if f.final is not None)
         return len(replies), sum(f.generated for f in replies), seconds
+
+    def positions(self) -> PositionCounts:
+        """Acceptance by draft position over the conversation's replies (see ``position_acceptance``)."""
+        total = PositionCounts()
+        for m in self.messages:
+            if m.role == "assistant" and m.figures is not None:
+                total.merge(m.figures.positions)
+        return total
 
     def history(self, upto: int | None = None) -> list[dict[str, str]]:
         """The system prompt and the first ``upto`` messages (all by default), for the chat template."""

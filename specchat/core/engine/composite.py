@@ -279,6 +279,7 @@ class CompositeDrafter(Drafter):
         out.probs = [1.0] * len(span)
         out.sources = [DraftSource.LOOKUP] * len(span)
         out.match_lengths = [best.match] * len(span)
+        out.top = [((t, 1.0),) for t in span]
         if best.model:
             self._since_model = 0
             self._draft_model(out, request, best.model)
@@ -300,6 +301,7 @@ class CompositeDrafter(Drafter):
         out.probs += drafted.probs
         out.sources += [self.model_source] * len(drafted.tokens)
         out.match_lengths += [0] * len(drafted.tokens)
+        out.top += drafted.top
         out.step_seconds, out.sync_seconds = drafted.step_seconds, drafted.sync_seconds
         out.sample_seconds = drafted.sample_seconds
         if not drafted.tokens:

@@ -24,6 +24,7 @@ import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.sampling import Distribution, distribution, greedy_token
+from specchat.core.engine.verify import top
 from specchat.core.types import DrafterKind, DraftSource, SamplerParams, SpecchatError
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ class Draft:
     # Empty: every token is the drafter's own ``source``.
     sources: list[DraftSource] = field(default_factory=list)
     match_lengths: list[int] = field(default_factory=list)
+    # Per token: the draft's likeliest tokens with their probabilities (:func:`~specchat.core.engine.verify.top`
+    # of its own distribution, also where it drafted the argmax); empty: taken from ``q``.
+    top: list[tuple[tuple[int, float], ...]] = field(default_factory=list)
 
 
 class Drafter(abc.ABC):
@@ -238,6 +242,7 @@ def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], 
         out.tokens.append(x)
         out.q.append(q_used)
         out.probs.append(q.prob(x))
+        out.top.append(top(q))
         history.append(x)
         if i == request.k - 1 or request.cancel.cancelled:
             break

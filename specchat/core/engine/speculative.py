@@ -22,7 +22,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.detok import Detokenizer
 from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
-from specchat.core.engine.verify import Verdict, judge
+from specchat.core.engine.verify import Verdict, judge, top
 from specchat.core.types import (
     Drafted,
     Event,
@@ -31,6 +31,7 @@ from specchat.core.types import (
     GenerationParams,
     GenerationStats,
     SpecchatError,
+    TopEntry,
     Verified,
 )
 
@@ -275,9 +276,17 @@ class _Reply:
             correction_prob=verdict.token_prob,
             sources=tuple(round_.draft.sources),
             match_lengths=tuple(round_.draft.match_lengths),
+            target_top=tuple(self._named(entries) for entries in verdict.target_top),
+            draft_top=tuple(self._named(entries) for entries in round_.draft.top),
+            greedy=self.params.sampler.greedy,
         )
         self.text.append(event.text)
         return event
+
+    def _named(self, entries: Sequence[tuple[int, float]]) -> tuple[TopEntry, ...]:
+        """``(token, probability)`` entries with each token's text (bytes that are no UTF-8 shown as \\xNN)."""
+        piece = self.target.piece
+        return tuple((t, p, piece(t).decode("utf-8", errors="backslashreplace")) for t, p in entries)
 
     def account(self, round_: _Round) -> None:
         """Count the round in the reply's statistics and tell the depth controller what it cost."""
@@ -309,6 +318,8 @@ def _label_sources(draft: Draft, drafter: Drafter) -> None:
         draft.sources = [drafter.source] * n
     if len(draft.match_lengths) != n:
         draft.match_lengths = [0] * n
+    if len(draft.top) != n:  # a drafter that lists none, or not for a tail it added (one-hot lookups)
+        draft.top = draft.top[:n] + [top(q) for q in draft.q[len(draft.top):n]]
 
 
 def _trim_pieces(pieces: list[str], tail: str, keep_chars: int) -> tuple[list[str], str]:

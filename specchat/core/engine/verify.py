@@ -28,6 +28,23 @@ class Verdict:
     token: int  # the target's own token after them: the correction, or the bonus after a full accept
     target_probs: tuple[float, ...]  # the target's (sampler-shaped) probability of each draft
     token_prob: float  # the target's probability of ``token``
+    # Per drafted position and one after them: the target's TOP_N likeliest (token, probability), likeliest first.
+    target_top: tuple[tuple[tuple[int, float], ...], ...] = ()
+
+
+TOP_N = 5
+"""How many alternatives the X-ray shows per position."""
+
+
+def top(dist: Distribution, n: int = TOP_N) -> tuple[tuple[int, float], ...]:
+    """The ``n`` likeliest tokens of ``dist`` with their probabilities, likeliest first (ties: lower id)."""
+    probs = dist.probs
+    if len(probs) > n:
+        idx = np.argpartition(-probs, n - 1)[:n]
+    else:
+        idx = np.arange(len(probs))
+    idx = idx[np.lexsort((dist.ids[idx], -probs[idx]))]
+    return tuple((int(dist.ids[i]), float(probs[i])) for i in idx)
 
 
 def judge(
@@ -67,6 +84,7 @@ def judge(
         token=token,
         target_probs=tuple(p[i].prob(t) for i, t in enumerate(drafts)),
         token_prob=p[n_accepted].prob(token),
+        target_top=tuple(top(d) for d in p),
     )
 
 
