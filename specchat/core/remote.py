@@ -8,12 +8,18 @@ ggml aborts the whole process when a server is unreachable or goes away.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from specchat.core.build import GIB
 from specchat.core.types import SpecchatError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 50052
 MAX_SERVERS = 16  # GGML_RPC_MAX_SERVERS
@@ -96,3 +102,42 @@ class ServerReport:
         if self.error:
             return [f"{self.server}: {self.error}"]
         return [d.summary() for d in self.devices]
+
+
+SERVERS_FILENAME = "remote-devices.json"
+
+
+def servers_path() -> Path:
+    """Where the window keeps its list of remote servers (beside settings.json)."""
+    from specchat.core import paths
+
+    return paths.config_dir() / SERVERS_FILENAME
+
+
+def load_servers(path: Path | None = None) -> tuple[str, ...]:
+    """The saved servers; an unreadable file or entry is skipped (logged), never fatal."""
+    path = path or servers_path()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return ()
+    except (OSError, ValueError) as exc:
+        log.warning("remote servers file %s is unreadable (%s); using none", path, exc)
+        return ()
+    items = raw.get("servers", []) if isinstance(raw, dict) else []
+    servers: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        try:
+            servers.extend(s for s in parse_servers(str(item)) if s not in servers)
+        except SpecchatError as exc:
+            log.warning("remote servers file %s: %s; skipped", path, exc)
+    return tuple(servers[:MAX_SERVERS])
+
+
+def save_servers(servers: Iterable[str], path: Path | None = None) -> None:
+    """Write the list atomically (a crash leaves the old file or the new one)."""
+    path = path or servers_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"servers": list(servers)}, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
