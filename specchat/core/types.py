@@ -192,6 +192,8 @@ class Verified:
     target_top: tuple[tuple[TopEntry, ...], ...] = ()
     draft_top: tuple[tuple[TopEntry, ...], ...] = ()
     greedy: bool = False  # decided at temperature 0 (argmax match) rather than by the exact rule
+    # Seconds from the start of the reply's first round (after its prompt) to this verdict, on the engine's clock.
+    elapsed: float = field(default=0.0, compare=False)
 
     @property
     def n_accepted(self) -> int:

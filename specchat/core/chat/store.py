@@ -432,6 +432,11 @@ class ConversationStore:
             (finish_reason, json.dumps(stats), message_id),
         )
 
+    def set_stats_entry(self, message_id: int, key: str, value: dict[str, Any]) -> None:
+        """Set one entry of a stored message's figures (a race run on it), leaving the others as stored."""
+        self._db.execute("UPDATE messages SET stats = json_set(coalesce(stats, '{}'), ?, json(?)) WHERE id = ?",
+                         (f"$.{key}", json.dumps(value), message_id))
+
     def messages(self, conversation_id: int) -> list[StoredMessage]:
         """The shown path of the conversation, in order, each message with its spans and its version."""
         out: list[StoredMessage] = []

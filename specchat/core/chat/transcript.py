@@ -150,6 +150,11 @@ class ReplyFigures:
     # Verify passes by what drafted them: "plain", "lookup", "model", "mtp" or "splice" (lookup then a model).
     round_kinds: dict[str, int] = field(default_factory=dict)
     positions: PositionCounts = field(default_factory=PositionCounts)  # acceptance by draft position
+    # Per verified round: seconds from the first round's start to its verdict (the engine's clock),
+    # committed tokens and characters of text; a race replays these (core/chat/race.py).
+    timeline: list[tuple[float, int, int]] = field(default_factory=list)
+    sampler: dict[str, float] | None = None  # the reply's sampler settings (SamplerParams fields), set at its start
+    race: dict[str, Any] | None = None  # plain decoding raced on this reply (core/chat/race.py's RaceRecord)
     started: float = field(default_factory=time.monotonic, repr=False, compare=False)
 
     def fold(self, events: Iterable[object]) -> bool:
@@ -167,6 +172,7 @@ class ReplyFigures:
                 self.per_round.append((event.round, event.depth, len(event.accepted)))
                 self._count_sources(event)
                 self.positions.add(drafted, drafted - len(event.rejected))
+                self.timeline.append((event.elapsed, len(event.committed), len(event.text)))
                 if self.passes == 1:
                     self.first_token_seconds = time.monotonic() - self.started
                 changed = True
@@ -211,7 +217,9 @@ class ReplyFigures:
         """The engine's figures once finished; until then the counters so far (stored with a streaming reply)."""
         extra = {"passes": self.passes, "first_token_seconds": round(self.first_token_seconds, 3),
                  "per_round": [list(r) for r in self.per_round], "positions": self.positions.as_list(),
-                 "by_source": {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(self.by_source.items())}}
+                 "by_source": {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(self.by_source.items())},
+                 "timeline": [[round(t, 4), n, c] for t, n, c in self.timeline]}
+        extra.update({key: value for key, value in (("sampler", self.sampler), ("race", self.race)) if value})
         if self.final is not None:
             return {**self.final.as_dict(), **extra}
         return {
@@ -243,6 +251,15 @@ class ReplyFigures:
         figures.generated = int(stats.get("generated", 0))
         figures.depth = int(stats.get("depth", 0))
         figures.positions = PositionCounts.from_list(stats.get("positions"))  # absent before the X-ray
+        timeline = stats.get("timeline")  # absent in replies stored before it was recorded
+        if isinstance(timeline, list):
+            figures.timeline = [(float(r[0]), int(r[1]), int(r[2])) for r in timeline
+                                if isinstance(r, list) and len(r) == 3 and all(isinstance(x, (int, float)) for x in r)]
+        sampler = stats.get("sampler")
+        if isinstance(sampler, dict):
+            figures.sampler = {str(k): float(v) for k, v in sampler.items() if isinstance(v, (int, float))}
+        race = stats.get("race")
+        figures.race = race if isinstance(race, dict) else None
         by_source = stats.get("by_source")
         if isinstance(by_source, dict):
             figures.by_source = {

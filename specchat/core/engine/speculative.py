@@ -279,6 +279,7 @@ class _Reply:
             target_top=tuple(self._named(entries) for entries in verdict.target_top),
             draft_top=tuple(self._named(entries) for entries in round_.draft.top),
             greedy=self.params.sampler.greedy,
+            elapsed=time.perf_counter() - self.generate_started,
         )
         self.text.append(event.text)
         return event
