@@ -9,6 +9,7 @@ error on this path becomes a one-line notice.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -298,6 +299,7 @@ class ChatController(QObject):
         self._live, self._live_conversation = self.transcript, self.conversation_id
         reply = self.transcript.begin_reply()
         assert reply.figures is not None
+        reply.figures.sampler = dataclasses.asdict(settings.params.sampler)  # a race needs it (core/chat/race.py)
         self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store,
                                    figures=reply.figures)
         self._save_failed = False

@@ -45,6 +45,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QLabel, QMenu, QTextBrowser, QToolButton, QToolTip, QWidget
 
+from specchat.core.chat.race import RaceRecord, race_refusal
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript, span_count
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
@@ -149,6 +150,7 @@ class ChatView(QTextBrowser):
     regenerate_requested = Signal()
     edit_requested = Signal(int)  # index of the user message to edit and resend
     version_requested = Signal(int, int)  # index of a message with versions, and -1 or +1
+    race_requested = Signal(int)  # index of a reply to race against plain decoding (or to replay its race)
     verdicts_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None, transcript: Transcript | None = None) -> None:
@@ -657,6 +659,7 @@ class ChatView(QTextBrowser):
     def context_menu(self, pos: QPoint) -> QMenu:
         """The menu at a viewport position: Qt's own (its Copy giving clean text) plus the message's actions."""
         menu = self.createStandardContextMenu(pos)
+        menu.setToolTipsVisible(True)  # a disabled race says why
         for action in menu.actions():
             if action.objectName() == "edit-copy":  # Qt's own Copy: the clean text instead
                 action.triggered.disconnect()
@@ -691,6 +694,8 @@ class ChatView(QTextBrowser):
             edit.setEnabled(not busy)
             edit.triggered.connect(lambda: self.edit_requested.emit(index))
             actions.append(edit)
+        if msg.role == "assistant":
+            actions.append(self.race_action(index))
         for label, step in (("Previous version", -1), ("Next version", +1)):
             if msg.versions > 1:
                 flip = QAction(f"{label} ({msg.version}/{msg.versions})", self)
@@ -698,6 +703,19 @@ class ChatView(QTextBrowser):
                 flip.triggered.connect(lambda *_, s=step: self.version_requested.emit(index, s))
                 actions.append(flip)
         return actions
+
+
+    def race_action(self, index: int) -> QAction:
+        """Race plain decoding on the reply at ``index``, or replay its stored race."""
+        msg = self.transcript.messages[index]
+        stored = RaceRecord.from_dict(msg.figures.race if msg.figures else None) is not None
+        action = QAction("Replay the race with plain decoding" if stored else "Race plain decoding", self)
+        refusal = "wait for the reply to finish" if self.streaming else race_refusal(msg)
+        action.setEnabled(not refusal)
+        action.setToolTip(refusal or ("Replay both streams at their recorded pace" if stored else
+                                      "Decode the same prompt with the target alone and replay both side by side"))
+        action.triggered.connect(lambda *_: self.race_requested.emit(index))
+        return action
 
 
 class TokenLegend(QLabel):

@@ -30,8 +30,9 @@ from PySide6.QtWidgets import (
 from specchat import __version__
 from specchat.core.build import BuildInfo
 from specchat.core.chat.baseline import Baseline, baseline_key
+from specchat.core.chat.race import RaceRecord, race_refusal
 from specchat.core.chat.store import ConversationStore
-from specchat.core.chat.transcript import ReplyFigures, Transcript
+from specchat.core.chat.transcript import Message, ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
 from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_settings
@@ -42,6 +43,7 @@ from .chat_view import ChatView, TokenLegend
 from .composer import Composer
 from .controls import SpeculationControls
 from .model_picker import ModelPickerDialog
+from .race import RaceController, RacePanel
 from .sidebar import ConversationSidebar
 from .stats_panel import StatsPanel
 from .system_prompt import SystemPromptDialog
@@ -72,6 +74,8 @@ class MainWindow(QMainWindow):
         self.depth_control = DepthControl(settings.depth)
         self.chat = ChatController(store, self.host, self._reply_settings, self.depth_control, self)
         self.chat.default_system_prompt = settings.system_prompt
+        self.races = RaceController(store, self.host, lambda: self.chat.transcript, self)
+        self.race_panel: RacePanel | None = None
         self._closing = False
         self.loading = False
         self._last_load: Callable[[], None] | None = None  # how the last pair was loaded, for Reload
@@ -192,6 +196,9 @@ class MainWindow(QMainWindow):
             "&Previous version of the last reply", QKeySequence("Alt+Left"), lambda: self.switch_version(-1))
         self.next_version_action = chat_menu.addAction(
             "&Next version of the last reply", QKeySequence("Alt+Right"), lambda: self.switch_version(+1))
+        chat_menu.addSeparator()
+        self.race_action = chat_menu.addAction("&Race plain decoding on the last reply", self.race_last_reply)
+        chat_menu.setToolTipsVisible(True)  # a disabled race says why
 
         view_menu = self.menuBar().addMenu("&View")
         self.sidebar_action = QAction("&Conversations", self, checkable=True)
@@ -260,6 +267,12 @@ class MainWindow(QMainWindow):
         self.chat_view.regenerate_requested.connect(self.regenerate)
         self.chat_view.edit_requested.connect(self.edit_message)
         self.chat_view.version_requested.connect(self.chat.switch_version)
+        self.chat_view.race_requested.connect(self.race_reply)
+        self.races.ready.connect(self.show_race)
+        self.races.notice.connect(self.show_error)
+        self.races.started.connect(lambda: self.statusBar().showMessage("Racing plain decoding…"))
+        self.races.ended.connect(self.statusBar().clearMessage)
+        self.races.ended.connect(self._update_actions)
         self.controls.depth_changed.connect(self.depth_control.set)
         self.stats.measure_requested.connect(self.measure_baseline)
         self.controls.load_setting_changed.connect(self._load_setting_changed)
@@ -567,6 +580,49 @@ class MainWindow(QMainWindow):
         if self.model_info is not None:
             self.chat.regenerate()
 
+    def race_refusal(self, index: int | None) -> str:
+        """Why the reply at ``index`` cannot be raced (or its race replayed) now; "" when it can."""
+        msgs = self.chat.transcript.messages
+        if index is None or not 0 <= index < len(msgs):
+            return "no reply to race"
+        message = msgs[index]
+        if RaceRecord.from_dict(message.figures.race if message.figures else None) is not None:
+            return ""  # a stored race replays without the engine
+        if self.chat.streaming_here:
+            return "wait for the reply to finish"
+        refusal = race_refusal(message)
+        if not refusal and self.model_info is None:
+            refusal = "load the pair to race plain decoding"
+        return refusal or ("a race is already running" if self.races.running else "")
+
+    def race_reply(self, index: int) -> None:
+        """Race plain decoding on the reply at ``index`` (on the engine thread), or replay its stored race."""
+        refusal = self.race_refusal(index)
+        if refusal:
+            self.show_error(refusal)
+            return
+        if self.races.race(self.chat.transcript.messages[index], self.chat.transcript.history(index)):
+            self._update_actions()
+
+    def race_last_reply(self) -> None:
+        index = self._last_reply_index()
+        if index is not None:
+            self.race_reply(index)
+
+    def _last_reply_index(self) -> int | None:
+        msgs = self.chat.transcript.messages
+        return next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "assistant"), None)
+
+    def show_race(self, message: Message, record: RaceRecord) -> RacePanel:
+        """Open the race panel on ``message``'s race and replay it (the panel is returned for tests)."""
+        if self.race_panel is not None:
+            self.race_panel.close()
+            self.race_panel.deleteLater()
+        self.race_panel = RacePanel(message, record, parent=self)
+        self.race_panel.show()
+        self.race_panel.start()
+        return self.race_panel
+
     def edit_message(self, index: int) -> None:
         """Put a user message back in the composer; sending replaces it and what followed, Esc keeps them."""
         self.chat.edit_message(index)
@@ -643,6 +699,10 @@ class MainWindow(QMainWindow):
         self.stop_button.setEnabled(self.chat.streaming_here)
         self.stats.measure_button.setEnabled(ready and not self._measuring)
         self.reload_action.setEnabled(self._last_load is not None and not self.loading and not self.streaming)
+        why = self.race_refusal(self._last_reply_index())
+        self.race_action.setEnabled(not why)
+        self.race_action.setToolTip(why or "Decode the last reply's prompt with the target alone and "
+                                    "replay both streams side by side (or replay the stored race)")
 
     # -- view settings -------------------------------------------------------------------
 

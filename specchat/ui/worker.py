@@ -18,6 +18,7 @@ from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.baseline import measure_plain
+from specchat.core.chat.race import RaceRequest, run_race
 from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.types import (
@@ -86,6 +87,8 @@ class EngineWorker(QObject):
     events = Signal(list)  # a batch of Drafted / Verified / Finished
     failed = Signal(str)  # a reply could not start or broke; one line
     baseline_measured = Signal(object)  # Baseline
+    raced = Signal(object, object)  # RaceRequest, RaceRecord: plain decoding's run for a race
+    race_failed = Signal(object, str)  # RaceRequest, one line (also when cancelled)
 
     def __init__(self) -> None:
         super().__init__()
@@ -213,6 +216,28 @@ class EngineWorker(QObject):
         if baseline is not None:
             self.baseline_measured.emit(baseline)
 
+    @Slot(object, object)
+    def race(self, request: RaceRequest, cancel: CancelToken) -> None:
+        """Decode a reply's prompt with the target alone, timed per round, for a race; the conversation is untouched."""
+        if self.engine is None:
+            self.race_failed.emit(request, "load the pair to race plain decoding")
+            return
+        try:
+            record = run_race(self.engine, request, cancel)
+        except SpecchatError as exc:
+            self.race_failed.emit(request, f"the race could not run: {exc}")
+            return
+        except Exception as exc:
+            log.exception("race failed")
+            self.race_failed.emit(request, f"the race could not run: {exc}")
+            return
+        finally:
+            self._session = None  # the contexts now hold the plain run's tokens
+        if record is None:
+            self.race_failed.emit(request, "the race was stopped")
+        else:
+            self.raced.emit(request, record)
+
     def close_engine(self) -> None:
         self._session = None
         if self.engine is not None:
@@ -228,6 +253,7 @@ class EngineHost(QObject):
     _load_demo = Signal(object, object)
     _generate = Signal(object, object)
     _baseline = Signal(str, object, object)
+    _race = Signal(object, object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -239,6 +265,7 @@ class EngineHost(QObject):
         self._load_demo.connect(self.worker.load_demo)
         self._generate.connect(self.worker.generate)
         self._baseline.connect(self.worker.measure_baseline)
+        self._race.connect(self.worker.race)
         self._tokens: list[CancelToken] = []
         self._closed = False
         self.engine_thread.start()
@@ -260,6 +287,12 @@ class EngineHost(QObject):
     def measure_baseline(self, key: str, sampler: SamplerParams) -> None:
         """Calibrate plain decoding for ``key`` (the pair and its settings) on the engine thread."""
         self._baseline.emit(key, sampler, self._token())
+
+    def race(self, request: RaceRequest) -> CancelToken:
+        """Run plain decoding for a race on the engine thread (``worker.raced`` or ``worker.race_failed`` answers)."""
+        token = self._token()
+        self._race.emit(request, token)
+        return token
 
     def cancel(self) -> None:
         """Stop whatever runs or waits on the engine thread (takes effect within one round)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 
 from specchat.core.cancel import CancelToken
+from specchat.core.chat.race import RaceRequest
 from specchat.ui.worker import LoadOptions, ModelInfo, ReplyRequest
 
 
@@ -19,6 +20,8 @@ class FakeWorker(QObject):
     events = Signal(list)
     failed = Signal(str)
     baseline_measured = Signal(object)
+    raced = Signal(object, object)
+    race_failed = Signal(object, str)
 
 
 class FakeHost(QObject):
@@ -31,6 +34,7 @@ class FakeHost(QObject):
         self.tokens: list[CancelToken] = []
         self.loads: list[tuple[str, str]] = []
         self.calibrations: list[str] = []  # baseline keys the window asked to measure
+        self.races: list[RaceRequest] = []  # plain runs the window asked for (answer with worker.raced.emit)
         self.closed = False
 
     def loaded(self, draft: bool = True) -> ModelInfo:
@@ -54,6 +58,12 @@ class FakeHost(QObject):
 
     def measure_baseline(self, key: str, sampler: object) -> None:
         self.calibrations.append(key)
+
+    def race(self, request: RaceRequest) -> CancelToken:
+        self.races.append(request)
+        token = CancelToken()
+        self.tokens.append(token)
+        return token
 
     def cancel(self) -> None:
         for token in self.tokens:

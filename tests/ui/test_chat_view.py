@@ -163,7 +163,7 @@ def test_message_actions(qtbot, verdicts: bool) -> None:
     stream(view, [verified(0, ("a",), (), "b"), Finished(FinishReason.EOS, GenerationStats())])
     view.flush()
     names = [a.text() for a in view.message_actions(1)]
-    assert names == ["Copy message", "Regenerate reply"]
+    assert names == ["Copy message", "Regenerate reply", "Race plain decoding"]
     with qtbot.waitSignal(view.regenerate_requested):
         view.message_actions(1)[1].trigger()
     with qtbot.waitSignal(view.edit_requested) as blocker:
