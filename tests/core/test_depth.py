@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
-from specchat.core.engine.depth import WARMUP_ROUNDS, AdaptiveDepth, DepthControl, expected_tokens
+from specchat.core.engine.depth import (
+    WARMUP_ROUNDS,
+    AdaptiveDepth,
+    DepthControl,
+    expected_tokens,
+    expected_tokens_curve,
+)
 from specchat.core.types import SpecchatError, parse_depth
 
 
@@ -84,7 +91,8 @@ def test_round_overhead_is_part_of_the_cost_and_favours_deeper_rounds() -> None:
     assert costly.overhead(True) == pytest.approx(0.03) and bare.overhead(True) == 0.0
     for k in (0, 3, 8):
         seconds = k * 0.005 + costly.verify_cost(k + 1)
-        assert costly.predicted_rate(k) == pytest.approx(expected_tokens(costly.alpha, k) / (seconds + 0.03))
+        tokens = expected_tokens_curve(costly.acceptance_curve(), k)
+        assert costly.predicted_rate(k) == pytest.approx(tokens / (seconds + 0.03))
     assert costly.plain_rate_estimate() == pytest.approx(1 / (0.02 + 0.03))
     # A fixed cost per round makes more tokens per round worth more.
     assert costly.choose() > bare.choose()
@@ -156,3 +164,175 @@ def test_draft_cost_counts_sampling_per_token_and_borrows_what_is_unmeasured() -
     ngram.observe(0, 0, None, 0.02)
     ngram.observe(4, 2, 0.0001, 0.03)
     assert ngram.draft_cost(5) == pytest.approx(5 * 0.0001)
+
+
+# --- Acceptance per draft position -------------------------------------------------------------
+
+FALLING = [0.95, 0.95, 0.9, 0.5, 0.3, 0.2]  # conditional acceptance of positions 1-6 (and beyond: 0.2)
+GPU_LIKE = (0.02, 0.0005, 0.001)  # verify seconds for one token, per extra token; seconds per draft step
+CPU_LIKE = (0.02, 0.0015, 0.002)
+
+
+def _outcome(rng: random.Random, curve: list[float], k: int) -> int:
+    """Accepted drafts of a depth-k round: position i holds with probability curve[i - 1] once i - 1 held."""
+    n = 0
+    while n < k and rng.random() < curve[min(n, len(curve) - 1)]:
+        n += 1
+    return n
+
+
+def _feed(ctrl: AdaptiveDepth, k: int, n: int, costs: tuple[float, float, float]) -> None:
+    verify1, per_token, step = costs
+    ctrl.observe(k, n, step if k else None, verify1 + per_token * k)
+
+
+def _true_rate(curve: list[float], k: int, costs: tuple[float, float, float]) -> float:
+    verify1, per_token, step = costs
+    return expected_tokens_curve(curve, k) / (verify1 + per_token * k + step * k)
+
+
+def _trained_pair(curve: list[float], costs: tuple[float, float, float], seed: int, depth: int = 8,
+                  rounds: int = 60) -> tuple[AdaptiveDepth, AdaptiveDepth]:
+    """A positional and an i.i.d. controller that saw the same history of depth-``depth`` rounds."""
+    positional, iid = AdaptiveDepth(), AdaptiveDepth(positional=False)
+    rng = random.Random(seed)
+    for ctrl in (positional, iid):
+        _feed(ctrl, 0, 0, costs)
+    for _ in range(rounds):
+        n = _outcome(rng, curve, depth)
+        for ctrl in (positional, iid):
+            _feed(ctrl, depth, n, costs)
+    return positional, iid
+
+
+def test_each_round_counts_the_positions_it_reached_and_accepted() -> None:
+    # Every round drafts 4 and keeps 2: positions 1-2 always accepted, 3 always rejected, 4 never reached.
+    ctrl = AdaptiveDepth(prior_rejections=1e-6)
+    for _ in range(200):
+        ctrl.observe(4, 2, 0.002, 0.03)
+    curve = ctrl.acceptance_curve()
+    assert len(curve) == ctrl.max_depth
+    assert curve[0] == pytest.approx(1.0, abs=0.01) and curve[1] == pytest.approx(1.0, abs=0.01)
+    assert curve[2] == pytest.approx(0.0, abs=0.01)
+    assert curve[3] == pytest.approx(0.0, abs=0.01)  # unreached: reads as the position before it
+    assert ctrl.alpha == pytest.approx(2 / 3, abs=0.01)  # the pooled rate mixes them: 2 accepted per rejection
+    iid = AdaptiveDepth(positional=False)
+    iid.observe(4, 2, 0.002, 0.03)
+    assert iid.acceptance_curve() == [iid.alpha] * iid.max_depth
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_falling_acceptance_makes_the_controller_draft_shallower_than_the_iid_model(seed: int) -> None:
+    positional, iid = _trained_pair(FALLING, GPU_LIKE, seed)
+    curve = positional.acceptance_curve()
+    assert min(curve[:3]) > 0.85 and curve[4] < 0.65 and curve[5] < 0.55  # it sees the fall (true: 0.3, 0.2)
+    k_pos, k_iid = positional.choose(), iid.choose()
+    truly_best = max(range(17), key=lambda k: _true_rate(FALLING, k, GPU_LIKE))
+    assert truly_best == 4
+    assert k_pos < k_iid  # the i.i.d. model extrapolates the early positions' rate and drafts too deep
+    assert abs(k_pos - truly_best) <= 1
+    assert _true_rate(FALLING, k_pos, GPU_LIKE) > _true_rate(FALLING, k_iid, GPU_LIKE)
+
+
+def _realized(ctrl: AdaptiveDepth, curve: list[float], costs: tuple[float, float, float], seed: int,
+              rounds: int = 200) -> float:
+    """Mean true tokens per second of the depths ``ctrl`` chooses, driving, after 20 rounds of learning.
+
+    Round r draws its outcome from its own seeded generator, so two controllers
+    compared on the same seed face the same luck round by round.
+    """
+    rates = []
+    for r in range(rounds):
+        k = ctrl.choose()
+        _feed(ctrl, k, _outcome(random.Random(seed * 100_003 + r), curve, k), costs)
+        if r >= 20:
+            rates.append(_true_rate(curve, k, costs))
+    return sum(rates) / len(rates)
+
+
+def test_falling_acceptance_gives_more_tokens_per_second_when_the_controller_drives() -> None:
+    best = max(_true_rate(FALLING, k, GPU_LIKE) for k in range(17))
+    for seed in range(3):
+        positional = _realized(AdaptiveDepth(), FALLING, GPU_LIKE, seed)
+        iid = _realized(AdaptiveDepth(positional=False), FALLING, GPU_LIKE, seed)
+        assert positional > 1.03 * iid
+        assert positional > 0.97 * best
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.7, 0.85])
+def test_constant_acceptance_reads_flat_and_chooses_as_the_iid_model_did(alpha: float) -> None:
+    same = 0
+    for seed in range(3):
+        positional, iid = AdaptiveDepth(change_threshold=math.inf), AdaptiveDepth(positional=False)
+        rng = random.Random(seed)
+        for ctrl in (positional, iid):
+            _feed(ctrl, 0, 0, CPU_LIKE)
+        for _ in range(200):
+            n = _outcome(rng, [alpha], 6)
+            for ctrl in (positional, iid):
+                _feed(ctrl, 6, n, CPU_LIKE)
+        assert positional.alpha == iid.alpha  # the same level: only the shape could differ
+        curve = positional.acceptance_curve()
+        assert max(abs(a - iid.alpha) for a in curve[:3]) < 0.1  # and it is flat where it is well measured
+        k_pos, k_iid = positional.choose(), iid.choose()
+        assert abs(k_pos - k_iid) <= 1
+        same += k_pos == k_iid
+    assert same >= 2
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.7, 0.85, 0.97])
+def test_constant_acceptance_costs_nothing_when_the_controller_drives(alpha: float) -> None:
+    for costs in (CPU_LIKE, GPU_LIKE):
+        seeds = range(3)
+        positional = sum(_realized(AdaptiveDepth(), [alpha], costs, seed) for seed in seeds)
+        iid = sum(_realized(AdaptiveDepth(positional=False), [alpha], costs, seed) for seed in seeds)
+        assert positional > 0.98 * iid
+
+
+def test_the_prior_keeps_sparse_deep_positions_sane() -> None:
+    ctrl = AdaptiveDepth()
+    _feed(ctrl, 0, 0, CPU_LIKE)
+    rng = random.Random(1)
+    for _ in range(40):
+        _feed(ctrl, 3, _outcome(rng, [0.7], 3), CPU_LIKE)
+    _feed(ctrl, 9, 9, CPU_LIKE)  # position 9 seen once, accepted once: 100% by its own count
+    curve = ctrl.acceptance_curve()
+    assert curve[8] < 0.9
+    assert curve[8] < max(curve[:3]) + 0.1  # one lucky round moves it a few points, not to 100%
+    assert all(0.0 <= a <= 1.0 for a in curve)
+    never = AdaptiveDepth()
+    _feed(never, 0, 0, CPU_LIKE)
+    for _ in range(40):
+        _feed(never, 2, _outcome(rng, [0.7], 2), CPU_LIKE)
+    unseen = never.acceptance_curve()
+    assert unseen[15] <= unseen[1] + 1e-9  # positions never reached read as the deepest one seen
+
+
+def _switch(ctrl: AdaptiveDepth, before: float, after: float, seed: int) -> list[int]:
+    """Depths chosen over 60 rounds at acceptance ``before`` then 60 at ``after`` (CPU-like costs)."""
+    rng = random.Random(seed)
+    chosen = []
+    for i in range(120):
+        k = ctrl.choose()
+        chosen.append(k)
+        _feed(ctrl, k, _outcome(rng, [before if i < 60 else after], k), CPU_LIKE)
+    return chosen
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_fall_in_acceptance_is_followed_within_a_few_rounds(seed: int) -> None:
+    chosen = _switch(AdaptiveDepth(), 0.97, 0.3, seed)
+    assert min(chosen[50:60]) >= 8  # deep while the draft guesses well
+    assert max(chosen[65:]) <= 3  # shallow from the sixth round after the change on
+    assert max(chosen[70:]) <= 2
+    old = _switch(AdaptiveDepth(positional=False), 0.97, 0.3, seed)
+    assert min(old[65:68]) > 3  # the model without the change test still drafts deep there
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_rise_in_acceptance_is_followed_after_the_next_probe(seed: int) -> None:
+    ctrl = AdaptiveDepth(probe_every=12)
+    chosen = _switch(ctrl, 0.2, 0.97, seed)
+    assert max(chosen[40:60]) <= 2  # plain decoding with an occasional probe
+    # A probe comes within 12 rounds; from there a few rounds of good guesses take it deep.
+    assert min(chosen[60 + 12 + 10:]) >= 6
