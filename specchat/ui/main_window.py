@@ -36,12 +36,13 @@ from specchat.core.chat.transcript import Message, ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
 from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_settings
-from specchat.core.types import Event, Finished, SamplerParams, SpecchatError
+from specchat.core.types import DrafterKind, Event, Finished, SamplerParams, SpecchatError
 
 from .chat_controller import ChatController, ReplySettings
 from .chat_view import ChatView, TokenLegend
 from .composer import Composer
 from .controls import SpeculationControls
+from .draft_finder import DraftFinderDialog
 from .model_picker import ModelPickerDialog
 from .race import RaceController, RacePanel
 from .sidebar import ConversationSidebar
@@ -180,6 +181,7 @@ class MainWindow(QMainWindow):
         self.new_action = file_menu.addAction("&New conversation", QKeySequence.StandardKey.New, self.new_conversation)
         file_menu.addAction("&Choose models…", QKeySequence.StandardKey.Open, self.open_model_picker)
         file_menu.addAction("Load the offline &demo pair", self.load_demo)
+        file_menu.addAction("&Find the best draft…", self.open_draft_finder)
         self.reload_action = file_menu.addAction("&Reload models", QKeySequence("Ctrl+R"), self.reload_models)
         self.reload_action.setToolTip("Load the same pair again with the current context size and GPU layers")
         file_menu.addSeparator()
@@ -334,10 +336,36 @@ class MainWindow(QMainWindow):
         dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self,
                                    n_ctx=self.controls.context_size.value(), memory=memory)
         dialog.load_requested.connect(self.load_models)
+        dialog.advice_chosen.connect(self.use_advice)
         dialog.demo_requested.connect(self.load_demo)
         dialog.setModal(True)
         dialog.show()
         return dialog
+
+    def open_draft_finder(self) -> DraftFinderDialog | None:
+        """The draft finder for the loaded (or last) target; "Use this" loads its pick with its depth."""
+        target = self.model_info.target_path if self.model_info is not None else self.settings.last_target
+        if not target or not Path(target).is_file():
+            self.show_error("choose a target model first (File → Choose models…), then find its best draft")
+            return None
+        dialog = DraftFinderDialog(target, self)
+        dialog.use_requested.connect(self.use_advice)
+        dialog.setModal(True)
+        dialog.show()
+        return dialog
+
+    def use_advice(self, target: str, draft: str, drafter: str, depth: int) -> None:
+        """Load the draft finder's pick at its best fixed depth, with its drafter once the pair is loaded."""
+        self.controls.auto_depth.setChecked(False)
+        self.controls.depth_slider.setValue(depth)
+        kind = DrafterKind(drafter)
+
+        def choose_drafter(_info: object) -> None:
+            self.models_loaded.disconnect(choose_drafter)
+            self.controls.drafter.setCurrentIndex(self.controls.drafter.findData(kind))
+
+        self.models_loaded.connect(choose_drafter)
+        self.load_models(target, draft or None)
 
     def measure_baseline(self) -> None:
         """Time plain decoding on the loaded pair under the current settings (queued behind any reply)."""

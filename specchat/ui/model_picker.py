@@ -26,11 +26,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specchat.core.advise import cache as advice_cache
 from specchat.core.models.fit import MachineMemory, fit_files, machine_memory
 from specchat.core.models.pairs import compatibility_text
 from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
 
+from .draft_finder import DraftFinderDialog
 from .model_sources import CatalogTab, LibraryTab
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,7 @@ class ModelPickerDialog(QDialog):
 
     load_requested = Signal(str, str)
     demo_requested = Signal()
+    advice_chosen = Signal(str, str, str, int)  # target, draft, drafter, depth: the draft finder's pick
 
     def __init__(self, target: str = "", draft: str = "", parent: QWidget | None = None, *, n_ctx: int = 4096,
                  memory: MachineMemory | None = None) -> None:
@@ -96,6 +99,10 @@ class ModelPickerDialog(QDialog):
         self.fit.setToolTip(f"Weights plus the KV cache for a {n_ctx}-token context, against this machine's "
                             "free memory (GPU layers as \"auto\" would place them)")
         form.addRow("Memory", self.fit)
+        self.finder_button = QPushButton("Find the best draft…")
+        self.finder_button.setToolTip("Measure every drafter that can work with this target on this machine")
+        self.finder_button.clicked.connect(self.open_draft_finder)
+        form.addRow("", self.finder_button)
         self.tabs.addTab(files, "Files")
         self.catalog_tab: CatalogTab | None = None
         self.library_tab: LibraryTab | None = None
@@ -160,8 +167,37 @@ class ModelPickerDialog(QDialog):
     def _update_verdict(self) -> None:
         target, draft = self.target_field.path, self.draft_field.path
         self.load_button.setEnabled(bool(target))
-        self.verdict.setText(compatibility_text(target, draft))
+        self.finder_button.setEnabled(bool(target) and Path(target).expanduser().is_file())
+        measured = measured_text(target, draft)
+        self.verdict.setText(compatibility_text(target, draft) + (f" · {measured}" if measured else ""))
         self.fit.setText(memory_text(target, draft, self.n_ctx, self.memory))
+
+
+    def open_draft_finder(self) -> DraftFinderDialog:
+        """The draft finder for the chosen target; its "Use this" loads the winner through ``advice_chosen``."""
+        dialog = DraftFinderDialog(str(Path(self.target_field.path).expanduser()), self)
+        dialog.use_requested.connect(self._use_advice)
+        dialog.setModal(True)
+        dialog.show()
+        return dialog
+
+    def _use_advice(self, target: str, draft: str, drafter: str, depth: int) -> None:
+        self.advice_chosen.emit(target, draft, drafter, depth)
+        self.accept()
+
+
+def measured_text(target: str, draft: str) -> str:
+    """``measured here: 1.40x at depth 5`` when the draft finder has a result for this pair, else "".
+
+    Without a draft file, the target's own heads or n-gram lookup (whichever was measured).
+    """
+    if not target or not Path(target).expanduser().is_file():
+        return ""
+    if draft:
+        found = advice_cache.lookup(target, "draft", draft) if Path(draft).expanduser().is_file() else None
+    else:
+        found = advice_cache.lookup(target, "mtp") or advice_cache.lookup(target, "ngram")
+    return found.label() if found is not None else ""
 
 
 def memory_text(target: str, draft: str, n_ctx: int, memory: MachineMemory) -> str:

@@ -1,0 +1,242 @@
+""""Find the best draft…": the advisor on a worker thread, with progress, Cancel and a ranked table.
+
+The advisor loads its own copy of the target (and each draft in turn), so it
+runs beside a loaded pair without touching the engine thread. "Use this"
+emits the chosen drafter with its best depth; the main window loads it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specchat.core.advise import DEFAULT_BUDGET
+from specchat.core.advise.advisor import Advice, CandidateResult, advise
+from specchat.core.cancel import CancelToken
+from specchat.core.types import SpecchatError
+
+COLUMNS = ("Candidate", "Kind", "Accepted", "Cost", "Best depth", "Predicted", "Auto", "Measured", "Memory", "Why")
+
+
+class AdvisorWorker(QObject):
+    """Runs :func:`advise` on its thread; progress and the result come back as signals."""
+
+    progress = Signal(str, float)
+    finished = Signal(object)  # Advice
+    failed = Signal(str)
+
+    def __init__(self, target: str, budget: float, cancel: CancelToken, named: tuple[str, ...] = (),
+                 library: bool = True) -> None:
+        super().__init__()
+        self.target, self.budget, self.cancel, self.named, self.library = target, budget, cancel, named, library
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            advice = advise(self.target, self.named, budget_seconds=self.budget, cancel=self.cancel,
+                            progress=self.progress.emit, library=self.library)
+        except SpecchatError as exc:
+            self.failed.emit(str(exc))
+        except Exception as exc:  # noqa: BLE001 - the dialog reports any failure in one line
+            self.failed.emit(f"{type(exc).__name__}: {exc}")
+        else:
+            self.finished.emit(advice)
+
+
+def _cell(text: str, align_right: bool = False) -> QTableWidgetItem:
+    item = QTableWidgetItem(text)
+    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+    if align_right:
+        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return item
+
+
+def row_texts(result: CandidateResult) -> list[str]:
+    """The table's cells for one candidate."""
+    c, p, m = result.candidate, result.prediction, result.confirmation
+    return [
+        c.label, c.kind.value,
+        f"{p.acceptance:.0%}" if p else "–", f"{p.cost_ratio:.0%}" if p else "–",
+        str(p.best_depth) if p else "–", f"{p.speedup:.2f}×" if p else "–",
+        f"{p.auto_speedup:.2f}×" if p else "–", f"{m.speedup:.2f}×" if m else "–",
+        f"{c.memory_bytes / 1e9:.2f} GB" if c.memory_bytes else "–", result.reason,
+    ]
+
+
+class DraftFinderDialog(QDialog):
+    """Emits ``use_requested(target, draft, drafter, depth)`` when the user picks a measured candidate."""
+
+    use_requested = Signal(str, str, str, int)
+
+    def __init__(self, target: str, parent: QWidget | None = None, *, budget: float = DEFAULT_BUDGET,
+                 named: tuple[str, ...] = (), library: bool = True) -> None:
+        super().__init__(parent)
+        self.target = target
+        self.named, self.library = named, library
+        self.advice: Advice | None = None
+        self._thread: QThread | None = None
+        self._worker: AdvisorWorker | None = None
+        self._cancel = CancelToken()
+        self.setWindowTitle("Find the best draft")
+        self.resize(980, 420)
+        layout = QVBoxLayout(self)
+        intro = QLabel(f"Measures every drafter that can work with <b>{Path(target).name}</b> on this machine: "
+                       "short greedy runs, then the winner against plain decoding.")
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Budget"))
+        self.budget = QSpinBox()
+        self.budget.setRange(5, 1800)
+        self.budget.setSuffix(" s")
+        self.budget.setValue(int(budget))
+        row.addWidget(self.budget)
+        self.start_button = QPushButton("Start")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        row.addWidget(self.start_button)
+        row.addWidget(self.cancel_button)
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 100)
+        row.addWidget(self.progress_bar, 1)
+        layout.addLayout(row)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        layout.addWidget(self.status)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        layout.addWidget(self.table, 1)
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.use_button = buttons.addButton("Use this", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.use_button.setEnabled(False)
+        buttons.rejected.connect(self.reject)
+        self.use_button.clicked.connect(self.use_selected)
+        layout.addWidget(buttons)
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        """Run the advisor on a worker thread (a second press while it runs does nothing)."""
+        if self.running:
+            return
+        self._cancel = CancelToken()
+        self.table.setRowCount(0)
+        self.advice = None
+        self.progress_bar.setValue(0)
+        self.status.setText("Looking for candidates…")
+        thread = QThread(self)
+        worker = AdvisorWorker(self.target, float(self.budget.value()), self._cancel, self.named, self.library)
+        worker.moveToThread(thread)
+        thread.started.connect(worker.run)
+        worker.progress.connect(self._on_progress)
+        worker.finished.connect(self._on_finished)
+        worker.failed.connect(self._on_failed)
+        self._thread, self._worker = thread, worker
+        self.start_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.use_button.setEnabled(False)
+        thread.start()
+
+    def cancel(self) -> None:
+        """Stop at the next round; the table then shows what was measured."""
+        if self.running:
+            self._cancel.cancel()
+            self.status.setText("Cancelling…")
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait()
+            self._thread.deleteLater()
+        if self._worker is not None:
+            self._worker.deleteLater()
+        self._thread = self._worker = None
+        self.start_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+
+    def _on_progress(self, message: str, fraction: float) -> None:
+        self.status.setText(message)
+        self.progress_bar.setValue(round(fraction * 100))
+
+    def _on_failed(self, message: str) -> None:
+        self._stop_thread()
+        self.status.setText(f"Could not finish: {message}")
+
+    def _on_finished(self, advice: Advice) -> None:
+        self._stop_thread()
+        self.advice = advice
+        self.progress_bar.setValue(100)
+        self.show_advice(advice)
+
+    def show_advice(self, advice: Advice) -> None:
+        """Fill the table, rank order, and select the winner."""
+        self.table.setRowCount(len(advice.results))
+        for row, result in enumerate(advice.results):
+            for col, text in enumerate(row_texts(result)):
+                self.table.setItem(row, col, _cell(text, align_right=2 <= col <= 8))
+        winner = advice.winner
+        if advice.cancelled:
+            self.status.setText("Cancelled: the table shows what was measured before.")
+        elif winner is not None and winner.prediction is not None:
+            measured = f", measured {winner.confirmation.speedup:.2f}×" if winner.confirmation else ""
+            self.status.setText(f"Best here: {winner.candidate.label} at depth {winner.prediction.best_depth}, "
+                                f"predicted {winner.prediction.speedup:.2f}×{measured} over plain decoding.")
+            self.table.selectRow(0)
+        else:
+            self.status.setText("None of the candidates beats plain decoding on this machine.")
+
+    def selected(self) -> CandidateResult | None:
+        rows = self.table.selectionModel().selectedRows()
+        if self.advice is None or not rows:
+            return None
+        return self.advice.results[rows[0].row()]
+
+    def _selection_changed(self) -> None:
+        result = self.selected()
+        self.use_button.setEnabled(result is not None and result.prediction is not None)
+
+    def use_selected(self) -> None:
+        """Emit the selected candidate with its best depth and close."""
+        result = self.selected()
+        drafter = None if result is None else result.candidate.drafter
+        if result is None or result.prediction is None or drafter is None:
+            return
+        self.use_requested.emit(self.target, result.candidate.path, drafter.value, result.prediction.best_depth)
+        self.accept()
+
+    def done(self, result: int) -> None:
+        """Closing cancels a running advisor and waits for its thread."""
+        if self.running:
+            self._cancel.cancel()
+            self._stop_thread()
+        super().done(result)
