@@ -103,7 +103,7 @@ def probe(servers: tuple[str, ...], *, timeout: float = 10.0) -> list[ServerRepo
     def one(server: str) -> None:
         child = _Child()
         try:
-            reply = child.call(("probe", (server,)), timeout)
+            reply = child.call(("probe", None, (server,)), timeout)
             if reply is None:
                 reports[server] = ServerReport(server, error="the connection failed during the handshake "
                                                              "(not a llama.cpp RPC server of this version?)")
@@ -152,6 +152,7 @@ class RemoteTarget:
         self._load_args: dict[str, Any] | None = None
         self._child: _Child | None = None
         self._stop_seen: float | None = None
+        self._cut: int | None = None  # a truncation not yet sent: it rides on the next request
         self._connect()
 
     # --- the child's life -------------------------------------------------
@@ -174,12 +175,14 @@ class RemoteTarget:
             self._connect()
         self.info = self._request(("load", self._load_args), LOAD_DEADLINE)
         self.tokens = []
+        self._cut = None
 
     def _reconnect(self) -> None:
         assert self._load_args is not None
         self._connect()
         self.info = self._request(("load", self._load_args), LOAD_DEADLINE)
         self.tokens = []
+        self._cut = None
 
     @property
     def pid(self) -> int | None:
@@ -206,6 +209,7 @@ class RemoteTarget:
             self._child.kill()
             self._child = None
         self.tokens = []
+        self._cut = None
 
     def _wait_ok(self) -> bool:
         """False once Stop has been pressed for longer than the grace period."""
@@ -221,6 +225,8 @@ class RemoteTarget:
         if self._child is None:
             raise RemoteError(f"the target's process is not running (servers {', '.join(self.servers)})")
         self._stop_seen = None
+        message = (message[0], self._cut, *message[1:])
+        self._cut = None
         try:
             reply = self._child.call(message, deadline, self._wait_ok)
         except PipeTimeoutError:
@@ -293,17 +299,26 @@ class RemoteTarget:
     def truncate(self, n_keep: int) -> None:
         if n_keep >= len(self.tokens):
             return
-        if self._child is None:
-            del self.tokens[n_keep:]
-            return
-        self._request(("truncate", n_keep), self.deadline)
         del self.tokens[n_keep:]
+        if self._child is None:
+            return
+        if self.dense:
+            self._cut = n_keep  # sent with the next request: a KV cache cut cannot fail
+        else:
+            self._request(("truncate", n_keep), self.deadline)
+
+    @property
+    def dense(self) -> bool:
+        """Whether the target is attention only (its cuts, checkpoints and rollbacks need no state saved)."""
+        return self.info.get("kind", "dense") == "dense"
 
     def checkpoint(self, slot: str) -> None:
-        self._request(("checkpoint", slot), self.deadline)
+        if not self.dense:
+            self._request(("checkpoint", slot), self.deadline)
 
     def prepare_rollback(self, depth: int) -> None:
-        self._request(("prepare_rollback", depth), self.deadline)
+        if not self.dense:
+            self._request(("prepare_rollback", depth), self.deadline)
 
     def perf(self) -> PerfCounters:
         value = self._request(("perf",), self.deadline)

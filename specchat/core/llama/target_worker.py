@@ -5,7 +5,9 @@ It speaks :mod:`specchat.core.llama.pipe` on its standard input and output
 :class:`~specchat.core.llama.context.Context`. A lost server makes ggml
 abort this process, never the app; the app sees the pipe close.
 
-Requests are tuples ``(op, *args)``; each gets ``("ok", value, n_past)`` or
+Requests are tuples ``(op, cut, *args)``; ``cut``, when not None, is a
+truncation the app made since its last request, applied first (so a verify
+round costs one exchange, not two). Each gets ``("ok", value, n_past)`` or
 ``("err", message, n_past)``, ``n_past`` being how many positions the
 context holds afterwards.
 """
@@ -108,16 +110,17 @@ class Worker:
 
     def load(self, *, path: str, servers: tuple[str, ...], n_gpu_layers: int, local: list[str] | None,
              n_ctx: int, n_threads: int | None, rollback: int) -> dict[str, Any]:
-        if not has_rpc():
+        if servers and not has_rpc():
             raise SpecchatError(f"this llama.cpp build has no RPC backend; {RPC_BUILD_HINT}")
-        remote = add_servers(servers)
-        devices = [dev for _, dev in remote] + local_devices(local)
+        remote = add_servers(servers) if servers else []
+        # Without servers (measuring the process boundary) llama.cpp places layers as it would in the app.
+        devices = [dev for _, dev in remote] + local_devices(local) if servers else None
         self.log.buffers.clear()
         self.model = Model(path, n_gpu_layers=n_gpu_layers, devices=devices)
         self.ctx = Context(self.model, n_ctx=n_ctx, n_threads=n_threads, rollback=rollback)
         return {
             "n_ctx": self.ctx.n_ctx, "n_batch": self.ctx.n_batch, "n_vocab": self.ctx.n_vocab,
-            "rollback_depth": self.ctx.rollback_depth, "n_layers": self.model.n_layers,
+            "rollback_depth": self.ctx.rollback_depth, "n_layers": self.model.n_layers, "kind": self.ctx.kind.value,
             "devices": [describe(s, d) for s, d in remote], "buffers": list(self.log.buffers),
         }
 
@@ -137,8 +140,10 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
         request = pipe.read_message(inp)
         if request is None or request[0] == "close":
             return
-        op, args = request[0], tuple(request[1:])
+        op, cut, args = request[0], request[1], tuple(request[2:])
         try:
+            if cut is not None and worker.ctx is not None:
+                worker.ctx.truncate(cut)
             reply: tuple[Any, ...] = ("ok", worker.handle(op, args), worker.n_past)
         except SpecchatError as exc:
             reply = ("err", str(exc), worker.n_past)
