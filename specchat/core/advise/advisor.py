@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specchat.core.advise import DEFAULT_BUDGET, cache
-from specchat.core.advise.calibrate import CALIBRATION_DEPTH, CALIBRATION_TOKENS, PROMPTS, Measurement, measure
+from specchat.core.advise.calibrate import CALIBRATION_DEPTH, CALIBRATION_TOKENS, PROMPTS, Measurement, run_prompt
 from specchat.core.advise.candidates import Candidate, CandidateKind, find_candidates
 from specchat.core.advise.confirm import Confirmation, confirm
 from specchat.core.advise.predict import Prediction, losing_reason, predict, target_costs
@@ -162,13 +162,17 @@ def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_secon
     advice.elapsed_seconds = time.perf_counter() - clock.started
     if remember and not advice.cancelled:
         _remember(advice)
-    clock.say("done")
+    if progress is not None:
+        progress("done", 1.0)
     return advice
 
 
 @contextlib.contextmanager
 def _drafter(engine: ChatEngine, candidate: Candidate, target: str, n_gpu_layers: GpuLayers) -> Iterator[Drafter]:
-    """The candidate's drafter on the loaded target; a draft file is loaded for the block and closed after."""
+    """The candidate's drafter on the loaded target; a draft file is loaded for the block and closed after.
+
+    Each draft has its own context on its own model; n-gram lookup and MTP heads need only the target.
+    """
     if candidate.kind is not CandidateKind.DRAFT:
         assert candidate.drafter is not None
         yield engine.drafter_for(candidate.drafter)
@@ -204,56 +208,83 @@ def _load_target(advice: Advice, runnable: list[CandidateResult], with_mtp: bool
 
 def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, clock: _Clock,
                cancel: CancelToken, max_depth: int, max_tokens: int, n_gpu_layers: GpuLayers) -> None:
+    """Measure plain decoding and every candidate prompt by prompt, taking turns, then confirm the best.
+
+    Taking turns (rather than one candidate after another) lets a shared machine's drifting speed
+    touch every candidate and plain decoding alike; every draft file stays loaded meanwhile.
+    """
     engine = _load_target(advice, runnable, with_mtp, n_gpu_layers)
     try:
-        prompts = [engine.tokenize_prompt([{"role": "user", "content": text}])[1] for _, text in PROMPTS]
-        side = engine.target_side
-        weights_left = PLAIN_WEIGHT + CANDIDATE_WEIGHT * len(runnable) + CONFIRM_WEIGHT
-
-        def told(what: str) -> Callable[[int], None]:
-            return lambda i: clock.say(f"{what}: {PROMPTS[i][0]} prompt")
-
-        plain = measure(side, engine.drafter_for(DrafterKind.NONE), prompts, max_depth=0, max_tokens=max_tokens,
-                        deadline=clock.deadline(PLAIN_WEIGHT, weights_left), cancel=cancel,
-                        on_prompt=told("plain decoding"))
-        weights_left -= PLAIN_WEIGHT
-        advice.plain_tokens_per_second = plain.tokens_per_second
-        measured: dict[str, Measurement] = {}
-        for result in runnable:
-            c = result.candidate
-            deadline = clock.deadline(CANDIDATE_WEIGHT, weights_left)
-            weights_left -= CANDIDATE_WEIGHT
-            if cancel.cancelled:
-                break
-            if time.perf_counter() >= deadline:
-                result.reason = "not measured: the budget ran out"
-                continue
-            clock.say(f"loading {c.label}")
-            try:
-                with _drafter(engine, c, advice.target, n_gpu_layers) as drafter:
-                    measured[c.key] = measure(side, drafter, prompts, max_depth=max_depth, max_tokens=max_tokens,
-                                              deadline=deadline, cancel=cancel, on_prompt=told(c.label))
-            except SpecchatError as exc:
-                result.reason = f"could not run: {exc}"
-                engine.target_context.truncate(0)
-        costs = target_costs([*plain.rounds, *(r for m in measured.values() for r in m.rounds)])
-        for result in runnable:
-            m = measured.get(result.candidate.key)
-            if m is None:
-                continue
-            if m.drafted_rounds < MIN_DRAFTED_ROUNDS or not plain.rounds:
-                result.reason = f"not measured: the budget ran out after {m.drafted_rounds} rounds"
-                continue
-            result.prediction = predict(plain, m, max_depth, costs)
-        best = max((r for r in runnable if r.prediction is not None), key=lambda r: r.speedup, default=None)
-        if best is None or best.prediction is None or best.speedup <= 1.0 or cancel.cancelled:
-            return
-        depth = best.prediction.best_depth
-        clock.say(f"confirming {best.candidate.label} at depth {depth} against plain decoding")
-        deadline = clock.deadline(CONFIRM_WEIGHT, weights_left)
-        with _drafter(engine, best.candidate, advice.target, n_gpu_layers) as drafter:
-            best.confirmation = confirm(side, engine.drafter_for(DrafterKind.NONE), drafter, prompts, depth,
-                                        max_tokens=max_tokens, deadline=deadline, cancel=cancel,
-                                        on_prompt=told(f"confirming {best.candidate.label}"))
+        with contextlib.ExitStack() as stack:
+            runs: list[tuple[CandidateResult | None, Drafter]] = [(None, engine.drafter_for(DrafterKind.NONE))]
+            for result in runnable:
+                clock.say(f"loading {result.candidate.label}")
+                try:
+                    runs.append((result, stack.enter_context(_drafter(engine, result.candidate, advice.target,
+                                                                      n_gpu_layers))))
+                except SpecchatError as exc:
+                    result.reason = f"could not run: {exc}"
+            plain, measured = _take_turns(engine, runs, clock, cancel, max_depth, max_tokens)
+            advice.plain_tokens_per_second = plain.tokens_per_second
+            if not plain.rounds:  # cancelled before anything ran
+                return
+            costs = target_costs([*plain.rounds, *(r for m in measured.values() for r in m.rounds)])
+            for ran, _ in runs[1:]:
+                assert ran is not None
+                m = measured[ran.candidate.key]
+                if m.drafted_rounds < MIN_DRAFTED_ROUNDS:
+                    ran.reason = f"not measured: the budget ran out after {m.drafted_rounds} rounds"
+                else:
+                    ran.prediction = predict(plain, m, max_depth, costs)
+            _confirm_best(engine, runs, clock, cancel, max_tokens)
     finally:
         engine.close()
+
+
+def _prompts(engine: ChatEngine) -> list[list[int]]:
+    return [engine.tokenize_prompt([{"role": "user", "content": text}])[1] for _, text in PROMPTS]
+
+
+def _take_turns(engine: ChatEngine, runs: list[tuple[CandidateResult | None, Drafter]], clock: _Clock,
+                cancel: CancelToken, max_depth: int, max_tokens: int) -> tuple[Measurement, dict[str, Measurement]]:
+    """Each prompt decoded plainly, then by each candidate; a run's share of the budget grows with what
+    earlier runs left. Past its deadline a run stops at the next round (after one round on the first prompt;
+    later prompts are skipped)."""
+    prompts = _prompts(engine)
+    plain = Measurement()
+    measured = {r.candidate.key: Measurement() for r, _ in runs if r is not None}
+    weights_left = len(prompts) * (PLAIN_WEIGHT + CANDIDATE_WEIGHT * (len(runs) - 1)) + CONFIRM_WEIGHT
+    for i, prompt in enumerate(prompts):
+        for result, drafter in runs:
+            weight = PLAIN_WEIGHT if result is None else CANDIDATE_WEIGHT
+            deadline = clock.deadline(weight, weights_left)
+            weights_left -= weight
+            if cancel.cancelled:
+                return plain, measured
+            if i > 0 and time.perf_counter() >= deadline:
+                continue
+            label = "plain decoding" if result is None else result.candidate.label
+            clock.say(f"{label}: {PROMPTS[i][0]} prompt")
+            into = plain if result is None else measured[result.candidate.key]
+            run_prompt(engine.target_side, drafter, prompt, max_depth=0 if result is None else max_depth,
+                       max_tokens=max_tokens, deadline=deadline, cancel=cancel, into=into)
+    return plain, measured
+
+
+def _confirm_best(engine: ChatEngine, runs: list[tuple[CandidateResult | None, Drafter]], clock: _Clock,
+                  cancel: CancelToken, max_tokens: int) -> None:
+    """The best predicted candidate against plain decoding, interleaved, with what is left of the budget."""
+    scored: list[tuple[CandidateResult, Drafter]] = [(r, d) for r, d in runs
+                                                     if r is not None and r.prediction is not None]
+    if not scored or cancel.cancelled:
+        return
+    best, drafter = max(scored, key=lambda rd: rd[0].speedup)
+    if best.prediction is None or best.speedup <= 1.0:
+        return
+    depth = best.prediction.best_depth
+    label = best.candidate.label
+    clock.say(f"confirming {label} at depth {depth} against plain decoding")
+    best.confirmation = confirm(engine.target_side, runs[0][1], drafter, _prompts(engine), depth,
+                                max_tokens=max_tokens, deadline=clock.deadline(CONFIRM_WEIGHT, CONFIRM_WEIGHT),
+                                cancel=cancel, on_prompt=lambda i: clock.say(f"confirming {label}: "
+                                                                             f"{PROMPTS[i][0]} prompt"))

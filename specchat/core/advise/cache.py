@@ -110,10 +110,11 @@ def store(results: list[CachedResult], path: Path | None = None) -> None:
 def lookup(target: str | Path, drafter: str, draft: str | Path | None = None,
            path: Path | None = None) -> CachedResult | None:
     """The result for this pair on this machine and build, if its files are unchanged since."""
-    key = result_key(target, drafter, draft)
-    if key is None:
+    entries = _load(path or cache_path())
+    if not entries:  # nothing measured yet: spare the files' identities
         return None
-    raw = _load(path or cache_path()).get(key)
+    key = result_key(target, drafter, draft)
+    raw = entries.get(key) if key is not None else None
     if raw is None:
         return None
     try:

@@ -4,8 +4,9 @@ The cost model is the adaptive depth controller's (:mod:`specchat.core.engine.de
 a round of depth k yields ``expected_tokens_curve(acceptance, k)`` tokens and takes
 ``draft(L) + verify(L + 1) + overhead`` seconds, L being the tokens the drafter
 actually proposes at depth k (n-gram lookup often proposes fewer, or none).
-Medians stand in for the controller's running averages: a calibration is short,
-and one slow round on a shared machine should not move the answer.
+Plain means stand in for the controller's running averages: what a reply costs is
+the sum of its rounds, slow ones included (a median would leave out the slow rounds
+a busy machine has, and predict a speed nobody gets).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ LOW_ACCEPTANCE = 0.3  # below this a candidate's problem is that it guesses badl
 HIGH_COST = 0.3  # a draft step above this share of a target pass is what makes it lose
 
 
-def _median(values: Sequence[float | None]) -> float | None:
+def _mean(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals else None
+    return statistics.fmean(vals) if vals else None
 
 
 @dataclass(frozen=True)
@@ -46,21 +47,21 @@ class TargetCosts:
 
 
 def target_costs(rounds: Sequence[RoundSample]) -> TargetCosts:
-    """The line through the median verify time at each batch size, as the controller fits it."""
+    """The line through the mean verify time at each batch size, as the controller fits it."""
     by_size: dict[int, list[float]] = {}
     for r in rounds:
         by_size.setdefault(r.drafted + 1, []).append(r.verify)
     if not by_size:
         raise ValueError("no rounds to fit the verify cost to")
     sizes = sorted(by_size)
-    medians = [statistics.median(by_size[n]) for n in sizes]
+    means = [statistics.fmean(by_size[n]) for n in sizes]
     if len(sizes) == 1:
-        per_token = 0.3 * medians[0] / sizes[0]  # the controller's prior for a single measured size
-        slope, intercept = per_token, medians[0] - sizes[0] * per_token
+        per_token = 0.3 * means[0] / sizes[0]  # the controller's prior for a single measured size
+        slope, intercept = per_token, means[0] - sizes[0] * per_token
     else:
-        fit = np.polyfit(np.array(sizes, dtype=float), np.array(medians), 1)
+        fit = np.polyfit(np.array(sizes, dtype=float), np.array(means), 1)
         slope, intercept = max(float(fit[0]), 0.0), float(fit[1])
-    plain = _median([r.overhead for r in rounds if r.depth == 0]) or 0.0
+    plain = _mean([r.overhead for r in rounds if r.depth == 0]) or 0.0
     return TargetCosts(slope, intercept, plain)
 
 
@@ -114,15 +115,15 @@ def proposal_lengths(rounds: Sequence[RoundSample], max_depth: int) -> tuple[flo
 def draft_costs(rounds: Sequence[RoundSample], max_depth: int) -> DraftCosts:
     drafted = [r for r in rounds if r.depth > 0]
     # A model drafter's step is a decode after the first, so only rounds of two or more drafts time one.
-    step = _median([r.step for r in drafted if r.drafted > 1 or r.sync is None])
-    sync = _median([r.sync for r in drafted])
+    step = _mean([r.step for r in drafted if r.drafted > 1 or r.sync is None])
+    sync = _mean([r.sync for r in drafted])
     if step is None:
         step = 0.0
     return DraftCosts(
         sync=sync if sync is not None else step,
         step=step,
-        sample=_median([r.sample for r in drafted if r.drafted > 0]) or 0.0,
-        overhead=_median([r.overhead for r in drafted]) or 0.0,
+        sample=_mean([r.sample for r in drafted if r.drafted > 0]) or 0.0,
+        overhead=_mean([r.overhead for r in drafted]) or 0.0,
         acceptance=acceptance_curve(drafted, max_depth),
         proposed=proposal_lengths(drafted, max_depth),
     )
