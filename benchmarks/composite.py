@@ -7,7 +7,8 @@ and overall (token-weighted: total tokens over total seconds), the
 composite's share of the better single drafter, how often each kind of round
 won the composite's per-round choice, and the issue's goals met or not.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/composite.py [--prompts FILE ...] [--max-tokens N]
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/composite.py [--prompts FILE ...] [--max-tokens N] [--repeat N]
+    python benchmarks/composite.py --priors   # the lookup priors, measured over plain replies
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from specchat.cli.bench import RunFigures, load_prompts, run_once
 from specchat.core.chat.session import ChatEngine
+from specchat.core.engine.composite import MATCH_KEYS, MAX_NGRAM, CompositeDrafter, match_key
 from specchat.core.models.demo import provision_demo_pair
 from specchat.core.types import DrafterKind, GenerationParams
 
@@ -30,12 +32,31 @@ OPEN_CHAT = {"m-open", "explain-bicycle", "story", "email", "multi-turn"}  # rep
 
 
 @dataclass
+class Runs:
+    """One drafter's runs of one prompt, summed over the repeats."""
+
+    generated: int = 0
+    seconds: float = 0.0
+    round_kinds: dict[str, int] = field(default_factory=dict)
+
+    def add(self, run: RunFigures) -> None:
+        self.generated += run.generated
+        self.seconds += run.seconds
+        for kind, n in run.figures.round_kinds.items():
+            self.round_kinds[kind] = self.round_kinds.get(kind, 0) + n
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated / self.seconds if self.seconds else 0.0
+
+
+@dataclass
 class Row:
     """One prompt's runs."""
 
     id: str
-    plain: RunFigures
-    runs: dict[str, RunFigures]
+    plain: Runs
+    runs: dict[str, Runs]
     identical: bool
 
     def speedup(self, name: str) -> float:
@@ -47,7 +68,7 @@ class Totals:
     tokens: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def add(self, name: str, run: RunFigures) -> None:
+    def add(self, name: str, run: Runs) -> None:
         self.tokens[name] = self.tokens.get(name, 0) + run.generated
         self.seconds[name] = self.seconds.get(name, 0.0) + run.seconds
 
@@ -55,12 +76,19 @@ class Totals:
         return self.tokens[name] / self.seconds[name] if self.seconds.get(name) else 0.0
 
 
-def run_file(engine: ChatEngine, path: Path, params: GenerationParams) -> list[Row]:
+def run_file(engine: ChatEngine, path: Path, params: GenerationParams, repeat: int) -> list[Row]:
+    """Each prompt ``repeat`` times in turn: plain, then each drafter, back to back."""
     rows = []
     for pid, messages in load_prompts(path, None):
-        plain, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
-        runs = {name: run_once(engine, messages, params, kind, None)[0] for name, kind in DRAFTERS.items()}
-        identical = all(r.tokens == plain.tokens for r in runs.values())
+        plain, runs = Runs(), {name: Runs() for name in DRAFTERS}
+        identical = True
+        for _ in range(repeat):
+            base, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
+            plain.add(base)
+            for name, kind in DRAFTERS.items():
+                run, _ = run_once(engine, messages, params, kind, None)
+                runs[name].add(run)
+                identical &= run.tokens == base.tokens
         rows.append(Row(pid, plain, runs, identical))
         print(f"  {path.name} {pid}: " + ", ".join(f"{n} {rows[-1].speedup(n):.2f}x" for n in DRAFTERS),
               file=sys.stderr)
@@ -85,7 +113,7 @@ def table(title: str, rows: list[Row]) -> tuple[str, dict[str, bool]]:
         per_prompt_ok &= share >= 0.95
         if r.id in OPEN_CHAT:
             open_ok &= r.speedup("composite") >= 0.97 * r.speedup("model")
-        kinds = r.runs["composite"].figures.round_kinds
+        kinds = r.runs["composite"].round_kinds
         for kind, n in kinds.items():
             wins_total[kind] = wins_total.get(kind, 0) + n
         won = "/".join(str(kinds.get(k, 0)) for k in ("lookup", "model", "splice", "plain"))
@@ -105,22 +133,62 @@ def table(title: str, rows: list[Row]) -> tuple[str, dict[str, bool]]:
                               "overall >= 2.0x plain": overall["composite"] >= 2.0}
 
 
+def measure_priors(engine: ChatEngine, paths: list[Path], params: GenerationParams) -> str:
+    """Lookup acceptance by match key and position, over plain greedy replies to the prompts in ``paths``.
+
+    At every reply position, each lookup candidate there (as the composite finds them, over the
+    prompt and the reply so far) is scored against what the target wrote next: position 0 counts
+    every candidate, position i the ones whose first i tokens were right.
+    """
+    counts: dict[tuple[int, int], list[int]] = {}  # (key, position) -> [hits, tries]
+    drafter = CompositeDrafter.__new__(CompositeDrafter)
+    drafter.max_ngram, drafter.memory = MAX_NGRAM, None
+    for path in paths:
+        for _, messages in load_prompts(path, None):
+            run, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
+            _, prompt = engine.tokenize_prompt(messages)
+            seq = prompt + run.tokens
+            for at in range(len(prompt), len(seq) - 1):
+                for length, proposal in drafter.lookups(seq[:at], 16):
+                    key = match_key(length)
+                    for i, token in enumerate(proposal[: len(seq) - at]):
+                        cell = counts.setdefault((key, min(i, 1)), [0, 0])
+                        cell[1] += 1
+                        if token != seq[at + i]:
+                            break
+                        cell[0] += 1
+    lines = ["match key   first token (hits/tries)   each later one, given those before (hits/tries)"]
+    for key in MATCH_KEYS:
+        first, later = counts.get((key, 0), [0, 0]), counts.get((key, 1), [0, 0])
+        lines.append(f"{key:>9}   {first[0] / max(first[1], 1):>6.2f} ({first[0]}/{first[1]})"
+                     f"{later[0] / max(later[1], 1):>18.2f} ({later[0]}/{later[1]})")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=Path, nargs="+", default=DEFAULT_PROMPTS)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each prompt per drafter (summed)")
+    parser.add_argument("--priors", action="store_true",
+                        help="print lookup acceptance by match length over plain replies (the composite's priors)")
     args = parser.parse_args()
     pair = provision_demo_pair()
     engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
     params = GenerationParams(max_tokens=args.max_tokens)
+    if args.priors:
+        print(measure_priors(engine, args.prompts, params))
+        engine.close()
+        return 0
     warm = GenerationParams(max_tokens=16)
     for kind in (DrafterKind.NONE, *DRAFTERS.values()):  # each drafter's controller measures its costs once
         run_once(engine, [{"role": "user", "content": "Say hello."}], warm, kind, None)
     out = []
     for path in args.prompts:
-        text, goals = table(f"{path.name} (greedy, auto depth, {args.max_tokens} tokens; speed-ups over plain)",
-                            run_file(engine, path, params))
+        text, goals = table(f"{path.name} (greedy, auto depth, {args.max_tokens} tokens, {args.repeat} run(s) each; "
+                            "speed-ups over plain)",
+                            run_file(engine, path, params, args.repeat))
         out.append(text)
         for goal, met in goals.items():
             if path.name.startswith("mixed") or goal != "overall >= 2.0x plain":

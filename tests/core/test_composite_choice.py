@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from specchat.core.engine.composite import AcceptanceTable, Candidate, Costs, choose, lookup_prior
+import numpy as np
+
+from specchat.core.engine.composite import (
+    MAX_MATCH,
+    AcceptanceTable,
+    Candidate,
+    Costs,
+    choose,
+    find_match,
+    lookup_prior,
+    lookup_tail,
+    match_key,
+)
 from specchat.core.types import DraftSource
 
 LOOKUP, MODEL = DraftSource.LOOKUP, DraftSource.MODEL
@@ -97,13 +109,56 @@ def test_the_choice_is_deterministic_and_within_the_depth() -> None:
 
 def test_acceptance_adapts_within_a_few_rounds_and_deep_positions_lean_on_shallow_ones() -> None:
     t = table()
-    assert t.rate(LOOKUP, 3, 0) == lookup_prior(3) < lookup_prior(6)  # the prior: longer matches trusted more
-    history(t, LOOKUP, 3, [(4, 4)] * 6)
+    assert t.rate(LOOKUP, 3, 0) == lookup_prior(3) < lookup_prior(6) < lookup_prior(16)  # longer: trusted more
+    assert t.rate(LOOKUP, 3, 1) == lookup_prior(3, 1)  # later positions: their own measured prior
+    history(t, LOOKUP, 3, [(4, 4)] * 8)
     high = t.rate(LOOKUP, 3, 0)
-    assert high > 0.9
-    assert t.rate(LOOKUP, 3, 12) > 0.9  # never checked that deep: leans on the positions before
-    history(t, LOOKUP, 3, [(4, 0)] * 4)
+    assert high > 0.85
+    assert t.rate(LOOKUP, 3, 12) > 0.85  # never checked that deep: leans on the positions before
+    history(t, LOOKUP, 3, [(4, 0)] * 6)
     assert t.rate(LOOKUP, 3, 0) < lookup_prior(3) < high
     assert t.rate(LOOKUP, 4, 0) == lookup_prior(4)  # another match length keeps its own figures
     rates = t.rates(MODEL, 0, 3)
     assert rates == [0.6, 0.6, 0.6]
+
+
+def test_match_keys_are_exact_for_short_matches_and_bucketed_for_long_ones() -> None:
+    assert [match_key(n) for n in (0, 1, 5, 6, 7, 8, 11, 12, 31, 32, 99)] == [0, 1, 5, 6, 6, 8, 8, 12, 24, 32, 32]
+    assert lookup_prior(7) == lookup_prior(6) and lookup_prior(40) == lookup_prior(32)
+
+
+def test_find_match_follows_a_match_back_to_its_real_length() -> None:
+    text = np.array([9, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 4, 5], dtype=np.int64)
+    follow, length = find_match(text, 2)  # "4 5": the latest earlier match is at 4, followed back to "3 4 5"
+    assert (follow, length) == (6, 3) and text[follow] == 6
+    assert find_match(text, 3) == (6, 3)
+    assert find_match(np.array([1, 2, 3], dtype=np.int64), 2) == (-1, 0)  # no earlier "2 3"
+    copy = np.array(list(range(100)) + list(range(60)), dtype=np.int64)
+    assert find_match(copy, 6) == (60, MAX_MATCH)  # a copy's match runs back as far as it is followed
+    corpus = np.array([7, 7, 1, 2, 3, 4, 8], dtype=np.int64)
+    assert find_match(np.array([5, 2, 3, 4], dtype=np.int64), 2, corpus) == (6, 3)  # in the lookup memory
+
+
+def test_a_reply_that_never_copies_stops_trusting_short_matches_within_two_rounds() -> None:
+    everything = table()
+    history(everything, LOOKUP, 4, [(8, 8)] * 4)  # earlier replies: copies
+    history(everything, MODEL, 0, [(4, 4)] * 10)
+    reply = AcceptanceTable({}, strength=2.0, decay=1.0, parent=everything)
+    assert choose([(4, SPAN)], 16, reply, costs(model_step=0.008), MODEL, True).label == "lookup"
+    history(reply, LOOKUP, 3, [(4, 0)] * 2)  # this reply: short matches miss (any short key counts)
+    assert reply.rate(LOOKUP, 4, 0) < 0.5 * everything.rate(LOOKUP, 4, 0) + 0.05
+    assert choose([(4, SPAN)], 16, reply, costs(model_step=0.008), MODEL, True).label == "model"
+    assert reply.rate(LOOKUP, 16, 0) == everything.rate(LOOKUP, 16, 0)  # long matches keep their own counts
+    reply.clear()  # the next reply starts from everything seen, this reply's misses included
+    assert reply.rate(LOOKUP, 4, 0) == everything.rate(LOOKUP, 4, 0) < 1.0
+
+
+def test_the_model_s_drafts_are_continued_by_a_lookup_where_they_reach_copied_text() -> None:
+    t = table()
+    history(t, MODEL, 0, [(4, 4)] * 10)
+    model_rates = t.rates(MODEL, 0, 4)
+    assert lookup_tail(model_rates, (20, SPAN), 16, t, costs()) == 12  # a long match: up to the depth
+    assert lookup_tail(model_rates, (20, SPAN), 4, t, costs()) == 0  # no room left
+    assert lookup_tail(model_rates, None, 16, t, costs()) == 0
+    history(t, LOOKUP, 1, [(8, 0)] * 10)
+    assert lookup_tail(model_rates, (1, SPAN), 16, t, costs(verify_slope=0.02)) == 0  # a poor match: not worth it

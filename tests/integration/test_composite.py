@@ -156,3 +156,31 @@ def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(engin
     assert session.last_tokens == plain.last_tokens
     engine.set_lookup_memory(None)
     assert engine.lookup_memory is None
+
+
+@pytest.mark.slow
+def test_on_the_demo_pair_copies_are_drafted_by_long_lookups_and_replies_stay_plain_decoding_s(demo_pair) -> None:
+    """The mixed prompts (copy, edit, proofread, quote, open question) on the real demo pair: greedy identity,
+    and the copying replies drafted mostly by lookup spans of long matches."""
+    rows = [json.loads(line) for line in (PROMPTS.parent / "mixed-prompts.jsonl").read_text(encoding="utf-8")
+            .splitlines() if line.strip()]
+    params = GenerationParams(max_tokens=64)
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=1024)
+    try:
+        long_accepted = 0
+        for row in rows:
+            messages = row["messages"]
+            _, prompt = engine.tokenize_prompt(messages)
+            plain = plain_greedy(engine.target_context, prompt, params.max_tokens, params.sampler,
+                                 engine.target.eog_tokens)
+            session = ChatSession(engine, messages[:-1])
+            events = list(session.reply(messages[-1]["content"], params, drafter=DrafterKind.COMPOSITE,
+                                        depth=DepthControl(None)))
+            assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, params.sampler, row["id"])
+            for e in events:
+                if isinstance(e, Verified):
+                    long_accepted += sum(1 for s, m in zip(e.sources, e.match_lengths[: len(e.accepted)],
+                                                           strict=False) if s is DraftSource.LOOKUP and m >= 8)
+        assert long_accepted >= 40  # the copy, proofread and quote replies run to dozens of copied tokens
+    finally:
+        engine.close()

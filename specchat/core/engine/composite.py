@@ -29,13 +29,16 @@ from specchat.core.engine.drafters import (
     DraftModelDrafter,
     DraftRequest,
     MtpDrafter,
-    lookup_at,
 )
 from specchat.core.engine.sampling import Distribution
 from specchat.core.types import DrafterKind, DraftSource
 
 MAX_NGRAM = 6
-"""Longest match the lookup tries; every length down to 1 is a candidate of its own."""
+"""Longest n-gram the lookup searches for; every length down to 1 gives a candidate of its own."""
+MAX_MATCH = 32
+"""How far back a found match is followed to measure its real length (a copy's matches run long)."""
+MATCH_KEYS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
+"""The acceptance table's lookup keys: the match length, exact up to 6 and bucketed above."""
 MIN_MEMORY_NGRAM = 2
 """Shortest match looked up in the lookup memory: a single token there says little."""
 POSITIONS = 8
@@ -43,41 +46,115 @@ POSITIONS = 8
 PROBE_EVERY = 16
 """After this many rounds without the model, one round drafts with it so its acceptance stays current."""
 PROBE_DEPTH = 2
+LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
+    1: (0.21, 0.58), 2: (0.57, 0.69), 3: (0.64, 0.72), 4: (0.70, 0.72), 5: (0.70, 0.78), 6: (0.75, 0.80),
+    8: (0.80, 0.90), 12: (0.90, 0.95), 16: (0.95, 0.95), 24: (0.95, 0.95), 32: (0.97, 0.95),
+}
+"""Per match key: acceptance of a lookup's first token, and of each later one given those before it.
+
+Measured from plain greedy replies on the demo pair over the benchmark prompts
+(``benchmarks/composite.py --priors``: every reply position, every lookup
+candidate there, scored against what the target wrote next; about 2,000
+candidates), rounded and made to grow with the match (a longer match is
+never trusted less; the raw figures at 4 and 5 tokens are noisy).
+"""
+PRIOR_STRENGTH = 4.0
+"""The priors weigh as much as this many observations of a cell."""
+SHORT_MATCH = 6
+"""Within a reply, lookups of matches up to this long share their counts, and so do the longer ones."""
+REPLY_STRENGTH = 2.0
+"""Within a reply, what every reply so far showed weighs as much as this many of the reply's own observations."""
 
 
-def lookup_prior(match: int) -> float:
-    """Acceptance expected of a lookup before any is measured: a longer match is likelier to go on as before."""
-    return min(0.9, 0.45 + 0.08 * match)
+def match_key(length: int) -> int:
+    """The acceptance table's key for a lookup match of ``length`` tokens (0 for none)."""
+    key = 0
+    for k in MATCH_KEYS:
+        if k <= length:
+            key = k
+    return key
+
+
+def lookup_prior(match: int, position: int = 0) -> float:
+    """Acceptance expected of a lookup at ``position`` before any is measured (``match``: its match key)."""
+    first, later = LOOKUP_PRIORS[match_key(max(match, 1))]
+    return first if position == 0 else later
+
+
+def find_match(seq: np.ndarray, n: int, corpus: np.ndarray | None = None) -> tuple[int, int]:
+    """The latest match of ``seq``'s last ``n`` tokens in ``corpus`` (``seq`` before its tail when None).
+
+    Returns (follow, length): the index in the searched array of the token after
+    the match, and how many tokens the match really covers, followed back up to
+    :data:`MAX_MATCH`; (-1, 0) when there is none.
+    """
+    n_total = len(seq)
+    if n < 1 or n >= n_total + (0 if corpus is None else 1):
+        return -1, 0
+    hay = seq if corpus is None else corpus
+    limit = (n_total - n) if corpus is None else len(hay) - n
+    if limit <= 0:
+        return -1, 0
+    pattern = seq[n_total - n :]
+    mask = hay[:limit] == pattern[0]
+    for j in range(1, n):
+        mask &= hay[j : limit + j] == pattern[j]
+    starts = np.flatnonzero(mask)
+    if not len(starts):
+        return -1, 0
+    start = int(starts[-1])
+    length = n
+    while length < MAX_MATCH and start - (length - n) - 1 >= 0 and n_total - length - 1 >= 0 \
+            and hay[start - (length - n) - 1] == seq[n_total - length - 1]:
+        length += 1
+    return start + n, length
 
 
 class AcceptanceTable:
     """Per (source, key) and position: how often a draft there was accepted, given the ones before it were.
 
     Counts decay with each new observation of a cell, so the estimate follows a
-    change within a few rounds, and start from a prior (``priors`` per source;
-    for lookup :func:`lookup_prior` of the match length) with the weight of
-    ``strength`` observations.
+    change within a few rounds, and start from a prior: for lookup the measured
+    :data:`LOOKUP_PRIORS` of its match key, with the weight of
+    :data:`PRIOR_STRENGTH` observations; for a model ``priors[source]``, with the
+    weight of ``strength`` observations. With a ``parent`` (the figures of every
+    reply so far, where this table holds one reply's), the parent's estimates
+    are the priors, with the weight of ``strength`` observations: a reply that
+    copies, or one that never does, shows it within a round or two.
     """
 
-    def __init__(self, priors: dict[DraftSource, float], *, strength: float = 1.0, decay: float = 0.95) -> None:
+    def __init__(self, priors: dict[DraftSource, float], *, strength: float = 1.0, decay: float = 0.95,
+                 parent: AcceptanceTable | None = None) -> None:
         self.priors = priors
         self.strength = strength
         self.decay = decay
+        self.parent = parent
         self._cells: dict[tuple[DraftSource, int, int], tuple[float, float]] = {}  # -> (hits, tries)
 
     def rates(self, source: DraftSource, key: int, n: int) -> list[float]:
-        """Estimated acceptance at positions 0..n-1 of a ``source`` span with ``key`` (the lookup's match length).
+        """Estimated acceptance at positions 0..n-1 of a ``source`` span with ``key`` (the lookup's match key).
 
-        A position seldom seen leans on the one before it (the source's prior for the first), so deep
-        positions, checked only when shallower ones pass, start from what those showed.
+        A position seldom seen leans on the one before it (a lookup's on its measured prior where that is
+        higher), so deep positions, checked only when shallower ones pass, start from what those showed.
         """
-        out: list[float] = []
-        prior = lookup_prior(key) if source is DraftSource.LOOKUP else self.priors.get(source, 0.5)
+        if self.parent is not None:
+            out = self.parent.rates(source, key, n)
+            for position in range(min(n, POSITIONS)):
+                hits, tries = self._cells.get((source, self._pool(source, key), position), (0.0, 0.0))
+                out[position] = (hits + out[position] * self.strength) / (tries + self.strength)
+            for position in range(POSITIONS, n):
+                out[position] = out[POSITIONS - 1]
+            return out
+        out = []
+        lookup = source is DraftSource.LOOKUP
+        strength = PRIOR_STRENGTH if lookup else self.strength
+        estimate = lookup_prior(key, 0) if lookup else self.priors.get(source, 0.5)
         for position in range(n):
             if position < POSITIONS:
+                prior = estimate if position == 0 or not lookup else max(estimate, lookup_prior(key, position))
                 hits, tries = self._cells.get((source, key, position), (0.0, 0.0))
-                prior = (hits + prior * self.strength) / (tries + self.strength)
-            out.append(prior)
+                estimate = (hits + prior * strength) / (tries + strength)
+            out.append(estimate)
         return out
 
     def rate(self, source: DraftSource, key: int, position: int) -> float:
@@ -86,9 +163,21 @@ class AcceptanceTable:
 
     def record(self, source: DraftSource, key: int, position: int, accepted: bool) -> None:
         """Count one draft at ``position``: accepted or not (only the first rejected one of a span counts)."""
-        cell = (source, key, min(position, POSITIONS - 1))
+        cell = (source, self._pool(source, key), min(position, POSITIONS - 1))
         hits, tries = self._cells.get(cell, (0.0, 0.0))
         self._cells[cell] = (self.decay * hits + (1.0 if accepted else 0.0), self.decay * tries + 1.0)
+        if self.parent is not None:
+            self.parent.record(source, key, position, accepted)
+
+    def _pool(self, source: DraftSource, key: int) -> int:
+        """A reply's own lookup counts are kept for short and long matches only: a reply has few of each key."""
+        if self.parent is None or source is not DraftSource.LOOKUP:
+            return key
+        return SHORT_MATCH if key <= SHORT_MATCH else MATCH_KEYS[-1]
+
+    def clear(self) -> None:
+        """Forget this table's own counts (not the parent's)."""
+        self._cells.clear()
 
     def record_span(self, source: DraftSource, key: int, start: int, length: int, n_accepted: int,
                     censored: bool = False) -> None:
@@ -171,15 +260,42 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
         model_run(1.0, 1.0, 0, (), 0)
     for match, proposal in lookups:
         expected, survive = 1.0, 1.0
-        rates = table.rates(DraftSource.LOOKUP, match, min(len(proposal), k))
+        rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k))
         for i in range(len(rates)):
             survive *= rates[i]
             expected += survive
             consider(proposal[: i + 1], match, 0, expected)
         span = proposal[:k]
-        if can_splice and model_source is not None and len(span) < k:
+        if can_splice and model_source is not None and len(span) < k and survive > 0.5:
             model_run(expected, survive, len(span), span, match)
     return best
+
+
+def lookup_tail(model_rates: Sequence[float], lookup: tuple[int, tuple[int, ...]] | None, k: int,
+                table: AcceptanceTable, costs: Costs) -> int:
+    """How many tokens of ``lookup`` (match length, proposal) to draft after ``len(model_rates)`` model drafts.
+
+    ``model_rates``: the acceptance estimated for each model draft. The count
+    (possibly 0) with the highest expected tokens per second for the round; the
+    lookup is nearly free, so only the verify cost of its tokens weighs against them.
+    """
+    n_model = len(model_rates)
+    expected, survive = 1.0, 1.0
+    for rate in model_rates:
+        survive *= rate
+        expected += survive
+    best_n, best_rate = 0, expected / costs.round(n_model, n_model, 0)
+    if lookup is None or n_model >= k:
+        return 0
+    match, proposal = lookup
+    rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k - n_model))
+    for i, rate in enumerate(rates):
+        survive *= rate
+        expected += survive
+        round_rate = expected / costs.round(n_model + i + 1, n_model, 0)
+        if round_rate > best_rate * (1.0 + 1e-9):
+            best_n, best_rate = i + 1, round_rate
+    return best_n
 
 
 @dataclass
@@ -206,30 +322,37 @@ class CompositeDrafter(Drafter):
         self.can_splice = isinstance(model, DraftModelDrafter)  # MTP heads draft only from the target's state
         self.memory = memory  # token ids of the lookup memory, searched after the conversation
         self.max_ngram = max_ngram
-        self.table = AcceptanceTable({self.model_source: 0.6})
+        # Every reply's figures, and this reply's on top of them (cleared when a reply starts).
+        self.history = AcceptanceTable({self.model_source: 0.6})
+        self.table = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=self.history)
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0, "splice": 0}
         self._model_fixed: float | None = None
         self._model_step: float | None = None
-        self._catch_up_token: float | None = None
         self._since_model = 0
         self._pending: _Pending | None = None
 
     def prefill(self, tokens: Sequence[int]) -> None:
         self._pending = None
+        self.table.clear()
         self.model.prefill(tokens)
 
     def lookups(self, tokens: Sequence[int], k: int) -> list[tuple[int, tuple[int, ...]]]:
-        """The distinct lookup proposals (match length, tokens), longest match first."""
+        """The distinct lookup proposals (real match length, tokens), the longest n-gram searched first."""
         seq = np.asarray(tokens, dtype=np.int64)
         found: list[tuple[int, tuple[int, ...]]] = []
         seen: set[tuple[int, ...]] = set()
         for n in range(min(self.max_ngram, len(seq) - 1), 0, -1):
-            proposal = tuple(lookup_at(seq, k, n))
-            if not proposal and self.memory is not None and n >= MIN_MEMORY_NGRAM:
-                proposal = tuple(lookup_at(seq, k, n, self.memory))
+            follow, length = find_match(seq, n)
+            hay = seq
+            if follow < 0 and self.memory is not None and n >= MIN_MEMORY_NGRAM:
+                follow, length = find_match(seq, n, self.memory)
+                hay = self.memory
+            if follow < 0:
+                continue
+            proposal = tuple(int(t) for t in hay[follow : follow + k])
             if proposal and proposal not in seen:
                 seen.add(proposal)
-                found.append((n, proposal))
+                found.append((length, proposal))
         return found
 
     def costs(self, request: DraftRequest) -> Costs:
@@ -244,20 +367,10 @@ class CompositeDrafter(Drafter):
             plain = drafted = 0.0
         step = self._model_step if self._model_step is not None else 0.3 * verify[1]
         fixed = self._model_fixed if self._model_fixed is not None else step
-        catch_up = self._catch_up_token if self._catch_up_token is not None else 0.5 * step
-        return Costs(fixed, step, catch_up if self.can_splice else 0.0, verify, plain, drafted,
-                     self._behind(request.tokens))
-
-    def _behind(self, tokens: Sequence[int]) -> int:
-        """How many of ``tokens`` the draft model has yet to decode (0 for MTP heads: they follow the target)."""
-        held = getattr(getattr(self.model, "context", None), "tokens", None)
-        if not self.can_splice or held is None:
-            return 0
-        n = min(len(held), len(tokens))
-        same = 0
-        while same < n and held[same] == tokens[same]:
-            same += 1
-        return max(0, len(tokens) - same - 1)
+        # The tokens the draft model has yet to decode (after lookup rounds, or a splice's span) are
+        # decoded once whichever round does it, so they weigh on no round's choice: counting them made
+        # the model dearer with every round it sat out, until plain rounds won on open chat.
+        return Costs(fixed, step, 0.0, verify, plain, drafted, 0)
 
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens
@@ -266,7 +379,8 @@ class CompositeDrafter(Drafter):
         if k <= 0:
             return Draft()
         lookups = self.lookups(tokens, k)
-        best = choose(lookups, k, self.table, self.costs(request), self.model_source, self.can_splice)
+        costs = self.costs(request)
+        best = choose(lookups, k, self.table, costs, self.model_source, self.can_splice)
         if not best.model and self._since_model >= PROBE_EVERY:
             best = Candidate(best.lookup if self.can_splice else (), best.match, min(PROBE_DEPTH, k), 0.0)
             if len(best.lookup) + best.model > k:
@@ -283,6 +397,8 @@ class CompositeDrafter(Drafter):
         if best.model:
             self._since_model = 0
             self._draft_model(out, request, best.model)
+            if not span and out.tokens and len(out.tokens) < k:
+                self._lookup_after_model(out, request, costs)
         else:
             self._since_model += 1
             out.step_seconds = 0.0 if span else None
@@ -292,7 +408,6 @@ class CompositeDrafter(Drafter):
     def _draft_model(self, out: Draft, request: DraftRequest, n: int) -> None:
         """Append up to ``n`` model drafts after ``out``'s lookup span, and time them."""
         ahead = [*request.tokens, *out.tokens] if out.tokens else request.tokens
-        behind = self._behind(ahead)
         started = time.perf_counter()
         drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n))
         seconds = time.perf_counter() - started
@@ -315,10 +430,23 @@ class CompositeDrafter(Drafter):
             self._model_fixed = _ema(self._model_fixed, drafted.sync_seconds + sample)
         elif self._model_fixed is None and len(drafted.tokens) == 1:
             self._model_fixed = seconds
-        if behind > 2 and self._model_fixed is not None:
-            # A long catch-up: what it cost beyond the usual first draft and the further steps, per token.
-            extra = seconds - self._model_fixed - (len(drafted.tokens) - 1) * (self._model_step or 0.0)
-            self._catch_up_token = _ema(self._catch_up_token, max(extra, 0.0) / behind)
+
+    def _lookup_after_model(self, out: Draft, request: DraftRequest, costs: Costs) -> None:
+        """Continue the model's drafts with a lookup, where they reach text seen before (a copy's first words)."""
+        ahead = [*request.tokens, *out.tokens]
+        candidates = self.lookups(ahead, request.k - len(out.tokens))
+        if not candidates:
+            return
+        longest = max(candidates, key=lambda c: c[0])
+        n = lookup_tail(self.table.rates(self.model_source, 0, len(out.tokens)), longest, request.k,
+                        self.table, costs)
+        tail = list(longest[1][:n])
+        out.tokens += tail
+        out.q += [Distribution.one_hot(t) for t in tail]
+        out.probs += [1.0] * n
+        out.sources += [DraftSource.LOOKUP] * n
+        out.match_lengths += [longest[0]] * n
+        out.top += [((t, 1.0),) for t in tail]
 
     def _observe(self, tokens: Sequence[int]) -> None:
         """Score the previous round's drafts, and every lookup proposal, against what the target committed."""
@@ -335,7 +463,7 @@ class CompositeDrafter(Drafter):
             while j < len(pending.drafted) and pending.sources[j] is source:
                 j += 1
             if i <= n_acc:  # the span was reached: the target checked it up to its first rejection
-                self.table.record_span(source, match, 0, j - i, min(n_acc, j) - i)
+                self.table.record_span(source, match_key(match), 0, j - i, min(n_acc, j) - i)
             i = j
         # Lookup proposals not drafted: the committed tokens say how far they would have been kept.
         drafted_lookup = tuple(t for t, s in zip(pending.drafted, pending.sources, strict=True)
@@ -344,7 +472,8 @@ class CompositeDrafter(Drafter):
             if drafted_lookup and proposal[: len(drafted_lookup)] == drafted_lookup:
                 continue  # scored above
             c = _common_prefix(proposal, new)
-            self.table.record_span(DraftSource.LOOKUP, match, 0, len(proposal), c, censored=c >= len(new))
+            self.table.record_span(DraftSource.LOOKUP, match_key(match), 0, len(proposal), c,
+                                   censored=c >= len(new))
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
