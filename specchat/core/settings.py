@@ -94,6 +94,9 @@ class Settings:
     max_tokens: int = 512
     depth: int | None = DEFAULT_DEPTH  # None = auto (adaptive)
     drafter: DrafterKind = DrafterKind.DRAFT_MODEL
+    # The composite drafter's lookup also searches the saved conversations (kept in a file next to them).
+    # Off by default: it keeps what the user wrote and got.
+    lookup_memory: bool = False
     hide_rejected: bool = False
     show_verdicts: bool = False  # the chat view's raw verdict view instead of rendered Markdown
     theme: str = "system"
@@ -154,7 +157,7 @@ def _check(name: str, value: Any) -> Any:
         return DrafterKind(value)
     if name in ("zoom", "last_conversation"):
         return int(_number(value, -100, 1 << 62, integer=True))
-    if name in ("hide_rejected", "show_verdicts", "sidebar_visible", "panel_visible"):
+    if name in ("hide_rejected", "show_verdicts", "sidebar_visible", "panel_visible", "lookup_memory"):
         if not isinstance(value, bool):
             raise TypeError("expected true or false")
         return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QStandardItemModel, QValidator
+from PySide6.QtGui import QMouseEvent, QStandardItemModel, QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
     QSpinBox,
     QWidget,
 )
@@ -31,6 +32,19 @@ from specchat.core.types import (
     SpecchatError,
     parse_gpu_layers,
 )
+
+LOOKUP_MEMORY_TEXT = "Remember phrasing from saved conversations for lookup drafting"
+
+
+class ClickableLabel(QLabel):
+    """A label that says when it is clicked (the words of a check box that wraps them)."""
+
+    clicked = Signal()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit()
+        super().mouseReleaseEvent(event)
 
 
 class ContextSizeBox(QSpinBox):
@@ -94,6 +108,7 @@ class SpeculationControls(QGroupBox):
     """Always-visible knobs. ``depth_changed`` carries an int or None (auto)."""
 
     depth_changed = Signal(object)
+    lookup_memory_changed = Signal(bool)
     load_setting_changed = Signal()  # context size or GPU layers: they take effect on the next load
 
     def __init__(self, settings: Settings, parent: QWidget | None = None, *, offload: bool = False) -> None:
@@ -120,6 +135,24 @@ class SpeculationControls(QGroupBox):
         self.drafter.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.drafter.setMinimumContentsLength(14)
         form.addRow("Drafter", self.drafter)
+        # A check box cannot wrap its text, and the panel stays narrow: the words are a label beside it.
+        self.lookup_memory = QCheckBox()
+        self.lookup_memory.setAccessibleName(LOOKUP_MEMORY_TEXT)
+        memory_label = ClickableLabel(LOOKUP_MEMORY_TEXT)
+        memory_label.setWordWrap(True)
+        memory_label.clicked.connect(self.lookup_memory.toggle)
+        for widget in (self.lookup_memory, memory_label):
+            widget.setToolTip(
+                "The automatic drafter's lookup also searches your saved conversations, so text you often get "
+                "(code idioms, letter formulas) is drafted for free. Kept in a file next to the chats; turning "
+                "this off deletes that file (never a conversation). Off by default."
+            )
+        memory_row = QWidget()
+        memory_layout = QHBoxLayout(memory_row)
+        memory_layout.setContentsMargins(0, 0, 0, 0)
+        memory_layout.addWidget(self.lookup_memory, 0, Qt.AlignmentFlag.AlignTop)
+        memory_layout.addWidget(memory_label, 1)
+        form.addRow("", memory_row)
 
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 2.0)
@@ -158,12 +191,14 @@ class SpeculationControls(QGroupBox):
         for box in (self.context_size, self.target_gpu_layers, self.draft_gpu_layers):
             box.valueChanged.connect(lambda _value: self.load_setting_changed.emit())
         self.auto_depth.toggled.connect(self._auto_toggled)
+        self.lookup_memory.toggled.connect(self.lookup_memory_changed)
 
     def apply_settings(self, s: Settings) -> None:
         self.depth_slider.setValue(4 if s.depth is None else s.depth)
         self.auto_depth.setChecked(s.depth is None)
         self.depth_slider.setEnabled(s.depth is not None)
         self.drafter.setCurrentIndex(list(DRAFTER_LABELS).index(s.drafter))
+        self.lookup_memory.setChecked(s.lookup_memory)
         self.temperature.setValue(s.temperature)
         self.top_k.setValue(s.top_k)
         self.top_p.setValue(s.top_p)
@@ -176,6 +211,7 @@ class SpeculationControls(QGroupBox):
     def store_settings(self, s: Settings) -> None:
         s.depth = self.chosen_depth
         s.drafter = self.drafter_kind
+        s.lookup_memory = self.lookup_memory.isChecked()
         s.temperature = self.temperature.value()
         s.top_k = self.top_k.value()
         s.top_p = self.top_p.value()

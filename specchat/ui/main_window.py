@@ -42,6 +42,7 @@ from .chat_controller import ChatController, ReplySettings
 from .chat_view import ChatView, TokenLegend
 from .composer import Composer
 from .controls import SpeculationControls
+from .lookup_memory import LookupMemoryKeeper
 from .draft_finder import DraftFinderDialog
 from .model_picker import ModelPickerDialog
 from .race import RaceController, RacePanel
@@ -278,6 +279,12 @@ class MainWindow(QMainWindow):
         self.controls.depth_changed.connect(self.depth_control.set)
         self.stats.measure_requested.connect(self.measure_baseline)
         self.controls.load_setting_changed.connect(self._load_setting_changed)
+        self.lookup_memory = LookupMemoryKeeper(self.store.path, self)  # off the GUI thread
+        self.lookup_memory.ready.connect(self.host.set_lookup_memory)
+        self.controls.lookup_memory_changed.connect(self.lookup_memory.set_enabled)
+        self.reply_finished.connect(lambda _finished: self.lookup_memory.remember(
+            [m.content for m in self.chat.transcript.messages[-2:] if m.content]))
+        self.lookup_memory.set_enabled(self.settings.lookup_memory)
         self.welcome.demo_requested.connect(self.load_demo)
         self.welcome.picker_requested.connect(self.open_model_picker)
         self.sidebar.new_requested.connect(self.new_conversation)
@@ -807,6 +814,7 @@ class MainWindow(QMainWindow):
             self.stop()
             self.host.shutdown()
             self.chat.close()
+            self.lookup_memory.close()
             self.chat_view.flush()
             self.save_settings()
         super().closeEvent(event)

@@ -96,6 +96,7 @@ class EngineWorker(QObject):
         self.info: ModelInfo | None = None
         self._session: ChatSession | None = None
         self._session_conversation = -1
+        self.lookup_texts: list[str] | None = None  # the lookup memory's texts, kept for the next pair too
 
     @Slot(str, str, object, object)
     def load(self, target: str, draft: str, options: LoadOptions, cancel: CancelToken) -> None:
@@ -120,6 +121,7 @@ class EngineWorker(QObject):
             self.load_failed.emit("loading was cancelled")
             return
         self.engine = engine
+        engine.set_lookup_memory(self.lookup_texts)
         target_placement, draft_placement = engine.placement()
         try:
             gpu_bytes = engine.device_bytes()
@@ -245,11 +247,19 @@ class EngineWorker(QObject):
             self.engine = None
             self.info = None
 
+    @Slot(object)
+    def set_lookup_memory(self, texts: list[str] | None) -> None:
+        """Let the composite drafter's lookup also search ``texts`` (None: only the conversation)."""
+        self.lookup_texts = texts
+        if self.engine is not None:
+            self.engine.set_lookup_memory(texts)
+
 
 class EngineHost(QObject):
     """GUI-side owner of the engine thread; every method is called on the GUI thread."""
 
     _load = Signal(str, str, object, object)
+    _lookup_memory = Signal(object)
     _load_demo = Signal(object, object)
     _generate = Signal(object, object)
     _baseline = Signal(str, object, object)
@@ -262,6 +272,7 @@ class EngineHost(QObject):
         self.worker = EngineWorker()
         self.worker.moveToThread(self.engine_thread)
         self._load.connect(self.worker.load)
+        self._lookup_memory.connect(self.worker.set_lookup_memory)
         self._load_demo.connect(self.worker.load_demo)
         self._generate.connect(self.worker.generate)
         self._baseline.connect(self.worker.measure_baseline)
@@ -278,6 +289,10 @@ class EngineHost(QObject):
 
     def load_demo(self, options: LoadOptions | None = None) -> None:
         self._load_demo.emit(options or LoadOptions(), self._token())
+
+    def set_lookup_memory(self, texts: list[str] | None) -> None:
+        """Hand the lookup memory's texts (None: off) to the engine thread; they outlive a reload."""
+        self._lookup_memory.emit(texts)
 
     def generate(self, request: ReplyRequest) -> CancelToken:
         token = self._token()

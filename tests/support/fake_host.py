@@ -36,6 +36,8 @@ class FakeHost(QObject):
         self.calibrations: list[str] = []  # baseline keys the window asked to measure
         self.races: list[RaceRequest] = []  # plain runs the window asked for (answer with worker.raced.emit)
         self.closed = False
+        self.lookup_memory: list[str] | None = None  # the lookup memory's texts last handed over
+        self.lookup_memory_calls = 0
 
     def loaded(self, draft: bool = True) -> ModelInfo:
         """Say a pair finished loading."""
@@ -49,6 +51,10 @@ class FakeHost(QObject):
 
     def load_demo(self, options: LoadOptions | None = None) -> None:
         self.loads.append(("demo", "demo"))
+
+    def set_lookup_memory(self, texts: list[str] | None) -> None:
+        self.lookup_memory = texts
+        self.lookup_memory_calls += 1
 
     def generate(self, request: ReplyRequest) -> CancelToken:
         self.requests.append(request)

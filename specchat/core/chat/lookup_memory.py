@@ -110,6 +110,32 @@ class LookupMemory:
         return texts
 
 
+def memory_beside(store_path: Path | str | None) -> Path:
+    """Where the lookup memory of the conversations in ``store_path`` lives: next to them."""
+    if store_path is None or str(store_path) == ":memory:":
+        return paths.data_dir() / MEMORY_FILENAME
+    return Path(store_path).with_name(MEMORY_FILENAME)
+
+
+def load_beside(memory: LookupMemory, store_path: Path | str | None) -> list[str]:
+    """Load ``memory`` (rebuilt from the conversations saved in ``store_path`` when its file is missing or
+    corrupt) and return its texts. Opens its own connection to the store, so any one thread may call it;
+    a store held only in memory has nothing saved to rebuild from.
+    """
+
+    def rebuild() -> list[str]:
+        if store_path is None or str(store_path) == ":memory:" or not Path(store_path).exists():
+            return []
+        store = ConversationStore(store_path)
+        try:
+            return saved_texts(store)
+        finally:
+            store.close()
+
+    memory.load(rebuild)
+    return memory.texts
+
+
 def saved_texts(store: ConversationStore) -> list[str]:
     """Every message's text of every saved conversation in ``store``, the least recently updated first."""
     conversations = sorted(store.conversations(), key=lambda c: c.updated)
