@@ -36,6 +36,7 @@ from PySide6.QtGui import (
     QHelpEvent,
     QKeyEvent,
     QKeySequence,
+    QMouseEvent,
     QPalette,
     QResizeEvent,
     QTextBlockFormat,
@@ -56,12 +57,15 @@ from .token_styles import (
     PROP_CHROME,
     PROP_CODE,
     PROP_MESSAGE,
+    PROP_POSITION,
+    PROP_ROUND,
     kind_format,
     legend_html,
     reading_format,
     rejection_tooltip,
     span_format,
 )
+from .token_xray import TokenXray
 
 FLUSH_MS = 30
 WARM_UP_MS = 300
@@ -183,6 +187,7 @@ class ChatView(QTextBrowser):
         self._timer.timeout.connect(self.flush)
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.anchorClicked.connect(self._on_anchor)
+        self.xray: TokenXray | None = None  # the token X-ray popup, made on the first click on a token
 
         self._follow = True
         self._scrolling = False  # True while the view moves its own scroll bar
@@ -549,6 +554,24 @@ class ChatView(QTextBrowser):
             fmt.setProperty(PROP_CHROME, True)
             cursor.insertText(f" ({note})", fmt)
 
+    def token_at(self, pos: QPoint) -> TokenSpan | None:
+        """The span with an X-ray detail under a viewport position (either look), or None."""
+        fmt = self._format_at(pos)
+        position, index, round_ = (fmt.property(p) for p in (PROP_POSITION, PROP_MESSAGE, PROP_ROUND))
+        if position is None or index is None or round_ is None or not 0 <= index < len(self.transcript.messages):
+            return None
+        for span in self.transcript.messages[index].spans or []:
+            if span.round == round_ and span.detail is not None and span.detail.position == position:
+                return span
+        return None
+
+    def show_xray(self, span: TokenSpan, at: QPoint) -> TokenXray:
+        """Open the token X-ray for ``span`` near global position ``at``."""
+        if self.xray is None:
+            self.xray = TokenXray(self)
+        self.xray.show_span(span, at)
+        return self.xray
+
     def _format_at(self, pos: QPoint) -> QTextCharFormat:
         """The format of the character under a viewport position (not the one before the nearest gap)."""
         cursor = self.cursorForPosition(pos)
@@ -624,6 +647,17 @@ class ChatView(QTextBrowser):
         if cursor.hasSelection():
             text = clean_text(self.document(), cursor.selectionStart(), cursor.selectionEnd())
             QGuiApplication.clipboard().setText(text)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        super().mouseReleaseEvent(event)
+        pos = event.position().toPoint()
+        if (event.button() is Qt.MouseButton.LeftButton and not self.textCursor().hasSelection()
+                and not self.anchorAt(pos)):
+            span = self.token_at(pos)
+            if span is not None:  # opened once the click is done: a popup shown inside it takes the release
+                event.accept()
+                at = event.globalPosition().toPoint()
+                QTimer.singleShot(0, self, lambda: self.show_xray(span, at))
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.matches(QKeySequence.StandardKey.Copy):

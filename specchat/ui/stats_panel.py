@@ -1,4 +1,6 @@
-"""Live figures for the current reply, the plain-decoding baseline it is compared with, and a per-round chart.
+"""Live figures for the current reply, the plain-decoding baseline it is compared with, a per-round chart,
+and the conversation's acceptance by draft position (``core/engine/positions.py``), which shows where
+deeper drafts stop paying.
 
 The speed-up is this reply's tokens/s over plain decoding's, measured on this
 pair under the same settings (``core/chat/baseline.py``) and marked
@@ -19,8 +21,12 @@ from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QPushButton, QVBox
 
 from specchat.core.chat.baseline import MIN_TOKENS_FOR_RATIO, Baseline
 from specchat.core.chat.transcript import ReplyFigures, Transcript
+from specchat.core.engine.positions import position_acceptance
+from specchat.core.types import DraftSource
 
 DASH = "–"
+SOURCE_NAMES = {DraftSource.LOOKUP.value: "lookup", DraftSource.MODEL.value: "draft model",
+                DraftSource.MTP.value: "MTP heads"}
 
 
 class StatsPanel(QGroupBox):
@@ -44,17 +50,22 @@ class StatsPanel(QGroupBox):
         self.context_used = QLabel(DASH)
         self.conversation = QLabel(DASH)
         self.conversation.setWordWrap(True)
+        self.by_source = QLabel(DASH)
+        self.by_source.setWordWrap(True)
+        self.by_source.setToolTip("Drafts the target accepted, per source that drafted them, in this reply")
         self.runs_on = QLabel(DASH)
         self.runs_on.setWordWrap(True)
         self.runs_on.setToolTip("Where each model's layers run (set GPU layers in the Speculation panel)")
         for label, widget in (("Tokens/s", self.tokens_per_second), ("Plain decoding", self.plain),
                               ("Speed-up", self.speedup), ("Acceptance", self.acceptance),
-                              ("Accepted/round", self.mean_accepted), ("Depth", self.depth_value),
+                              ("Accepted/round", self.mean_accepted), ("By source", self.by_source),
+                              ("Depth", self.depth_value),
                               ("First token", self.first_token), ("Tokens", self.token_counts),
                               ("Context", self.context_used), ("Conversation", self.conversation),
                               ("Runs on", self.runs_on)):
             form.addRow(label, widget)
         layout.addLayout(form)
+        self._form = form
         self.measure_button = QPushButton("Measure plain decoding")
         self.measure_button.setToolTip("Time this pair without a drafter again, under the current settings")
         self.measure_button.clicked.connect(lambda *_: self.measure_requested.emit())
@@ -86,6 +97,8 @@ class StatsPanel(QGroupBox):
         self.chart_view.setRenderHint(QPainter.RenderHint.Antialiasing)
         self.chart_view.setMinimumHeight(170)
         layout.addWidget(self.chart_view, 1)
+        self.curve_view = self._curve_chart()
+        layout.addWidget(self.curve_view, 1)
 
         self.baseline: Baseline | None = None
         self.n_ctx = 0
@@ -94,6 +107,51 @@ class StatsPanel(QGroupBox):
         self._live = False
         self._started = time.monotonic()
         self.reset()
+
+    def _curve_chart(self) -> QChartView:
+        """The conversation's acceptance by draft position (``position_acceptance``), 0-100%."""
+        self.curve_series = QLineSeries()
+        self.curve_series.setPointsVisible(True)
+        chart = QChart()
+        chart.addSeries(self.curve_series)
+        chart.setTitle("Accepted by draft position")
+        chart.legend().hide()
+        chart.setMargins(chart.margins() * 0)
+        self.curve_x = QValueAxis()
+        self.curve_x.setTitleText("draft position")
+        self.curve_x.setLabelFormat("%d")
+        self.curve_x.setTickType(QValueAxis.TickType.TicksDynamic)
+        self.curve_x.setTickAnchor(1)
+        self.curve_y = QValueAxis()
+        self.curve_y.setTitleText("%")
+        self.curve_y.setLabelFormat("%d")
+        self.curve_y.setRange(0, 100)
+        self.curve_y.setTickCount(3)
+        chart.addAxis(self.curve_x, Qt.AlignmentFlag.AlignBottom)
+        chart.addAxis(self.curve_y, Qt.AlignmentFlag.AlignLeft)
+        self.curve_series.attachAxis(self.curve_x)
+        self.curve_series.attachAxis(self.curve_y)
+        view = QChartView(chart)
+        view.setRenderHint(QPainter.RenderHint.Antialiasing)
+        view.setMinimumHeight(170)
+        self.curve: list[tuple[float, int]] = []
+        return view
+
+    def _show_curve(self) -> None:
+        """Redraw the per-position curve: how often each draft position is accepted once the target reaches it."""
+        counts = self.transcript.positions() if self.transcript is not None else self.figures.positions
+        curve = position_acceptance(counts)
+        if curve == self.curve:
+            return
+        self.curve = curve
+        self.curve_series.replace([QPointF(i + 1, 100.0 * rate) for i, (rate, _) in enumerate(curve)])
+        right = max(4, len(curve))
+        self.curve_x.setRange(1, right)
+        self.curve_x.setTickInterval(max(1, math.ceil(right / 6)))
+        self.curve_view.setToolTip(
+            "How often draft position i is accepted, of the rounds that reached it (every earlier draft accepted):\n"
+            + "\n".join(f"position {i + 1}: {rate:.0%} of {n}" for i, (rate, n) in enumerate(curve))
+            if curve else "No drafts yet in this conversation")
 
     # -- what the window tells it ------------------------------------------------------
 
@@ -146,6 +204,7 @@ class StatsPanel(QGroupBox):
             for axis, high in ((self.x_axis, right), (self.y_axis, top)):
                 axis.setRange(0, high)
                 axis.setTickInterval(max(1, math.ceil(high / 6)))
+        self._show_curve()
         self._show()
 
     # -- figures -----------------------------------------------------------------------
@@ -190,6 +249,7 @@ class StatsPanel(QGroupBox):
                           self.depth_value, self.first_token, self.token_counts, self.context_used):
                 label.setText(DASH)
             self.speedup.setToolTip("")
+            self._show_sources(f)
             return
         tps = self.live_tokens_per_second
         self.tokens_per_second.setText(f"{tps:.1f}" if tps > 0 else DASH)
@@ -198,9 +258,19 @@ class StatsPanel(QGroupBox):
         self.speedup.setToolTip(tip)
         self.acceptance.setText(f"{f.acceptance_rate:.0%}" if f.drafted else "n/a (no drafts)")
         self.mean_accepted.setText(f"{f.mean_accepted_per_round:.2f}" if f.rounds else DASH)
+        self._show_sources(f)
         self.depth_value.setText(str(f.depth))
         self.first_token.setText(f"{f.first_token_seconds:.2f} s" if f.first_token_seconds > 0 else DASH)
         prompt = f.final.prompt_tokens if f.final else 0
         self.token_counts.setText(f"prompt {prompt}, generated {f.generated}" if prompt else f"generated {f.generated}")
         used = prompt + f.generated if prompt else 0
         self.context_used.setText(f"{used} / {self.n_ctx}" if used and self.n_ctx else DASH)
+
+    def _show_sources(self, f: ReplyFigures) -> None:
+        """Acceptance per source, shown only when more than one source drafted in this reply."""
+        drafted = {name: counts for name, counts in f.by_source.items() if counts[0] > 0}
+        shown = len(drafted) > 1
+        self._form.setRowVisible(self.by_source, shown)
+        self.by_source.setText(" · ".join(
+            f"{SOURCE_NAMES.get(name, name)} {a / d:.0%} of {d}" for name, (d, a) in sorted(drafted.items())
+        ) if shown else DASH)

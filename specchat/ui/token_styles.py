@@ -15,7 +15,8 @@ import html
 from PySide6.QtGui import QColor, QFont, QPalette, QTextCharFormat, QTextFormat
 
 from specchat.core.chat.store import TokenSpan
-from specchat.core.types import TokenKind
+from specchat.core.chat.transcript import TokenDetail
+from specchat.core.types import DraftSource, TokenKind
 
 PROP_KIND = QTextFormat.Property.UserProperty + 1
 PROP_ROUND = QTextFormat.Property.UserProperty + 2
@@ -24,6 +25,7 @@ PROP_DRAFT_P = QTextFormat.Property.UserProperty + 4
 PROP_MESSAGE = QTextFormat.Property.UserProperty + 5
 PROP_CHROME = QTextFormat.Property.UserProperty + 6  # the view's own text (markers, labels): never copied
 PROP_CODE = QTextFormat.Property.UserProperty + 7  # source offset of the code block a character is in
+PROP_POSITION = QTextFormat.Property.UserProperty + 8  # a token's draft position in its round (0: the target's)
 
 REJECTION_MARKER = "\u00d7"  # ×
 
@@ -75,11 +77,26 @@ def _prob(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.2f}"
 
 
+def drafted_by(detail: TokenDetail) -> str:
+    """Who proposed a token, in words: "drafted by lookup (match of 5 tokens)", "the target's own token"..."""
+    if detail.source is DraftSource.LOOKUP:
+        n = detail.match_length
+        return f"drafted by lookup (match of {n} token{'' if n == 1 else 's'})"
+    if detail.source is DraftSource.MODEL:
+        return "drafted by the draft model"
+    if detail.source is DraftSource.MTP:
+        return "drafted by the model's own MTP heads"
+    return "the target's own token"
+
+
 def span_tooltip(span: TokenSpan) -> str:
-    return (
+    tip = (
         f"{KIND_LABELS[span.kind]} · round {span.round} · "
         f"target p={_prob(span.target_prob)} · draft p={_prob(span.draft_prob)}"
     )
+    if span.detail is not None:
+        tip += f"\n{drafted_by(span.detail)} · click for the X-ray"
+    return tip
 
 
 def blend(under: QColor, over: QColor, alpha: float) -> QColor:
@@ -107,6 +124,8 @@ def annotate(fmt: QTextCharFormat, span: TokenSpan, message_index: int) -> QText
     if span.draft_prob is not None:
         fmt.setProperty(PROP_DRAFT_P, float(span.draft_prob))
     fmt.setProperty(PROP_MESSAGE, message_index)
+    if span.detail is not None:
+        fmt.setProperty(PROP_POSITION, span.detail.position)
     return fmt
 
 

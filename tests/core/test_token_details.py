@@ -145,3 +145,18 @@ def test_reply_figures_fold_and_store_the_position_counts() -> None:
     again = ReplyFigures.from_dict(figures.as_dict())
     assert again.positions.as_list() == [[2, 2], [2, 1]]
     assert ReplyFigures.from_dict({"generated": 3}).positions.as_list() == []  # stored before the X-ray
+
+
+def test_top_matches_a_full_sort_on_large_tied_and_small_distributions() -> None:
+    rng = np.random.default_rng(1)
+    for trial in range(120):
+        size = int(rng.integers(1, 60_000)) if trial % 3 else int(rng.integers(1, 50))
+        probs = rng.random(size) ** int(rng.integers(1, 8))
+        if trial % 5 == 0:
+            probs = np.round(probs, 1) + 1e-9  # many ties
+        if trial % 7 == 0:
+            probs = np.ones(size)  # all tied
+        probs /= probs.sum()
+        ids = np.sort(rng.choice(1_000_000, size, replace=False)).astype(np.int64)
+        order = np.lexsort((ids, -probs))[:5]
+        assert top(Distribution(ids, probs)) == tuple((int(ids[i]), float(probs[i])) for i in order), trial

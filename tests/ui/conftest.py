@@ -11,6 +11,7 @@ from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 OFFSCREEN_NOISE = {
     "This plugin does not support propagateSizeHints()",
     "This plugin does not support raise()",
+    "This plugin does not support grabbing the keyboard",  # on showing a popup (the token X-ray)
 }
 
 
