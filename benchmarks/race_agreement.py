@@ -1,0 +1,80 @@
+"""Does a race's ratio agree with ``specchat bench``? Both on the same prompts, one after the other.
+
+A race (core/chat/race.py) times a greedy reply's rounds, then plain
+decoding's, and divides the two finish times (from each run's first round).
+``specchat bench`` decodes the prompt plainly then speculatively and divides
+the tokens/s. This script does a race and a bench run per prompt on the demo
+pair, with the window's sampler and auto depth, and prints both ratios and
+whether the race's texts were identical.
+
+    python benchmarks/race_agreement.py [--prompts tests/data/prompts.jsonl] [--max-tokens 96] [--limit 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=Path, default=ROOT / "tests" / "data" / "prompts.jsonl")
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--limit", type=int, default=6)
+    args = parser.parse_args()
+
+    from specchat.cli.bench import bench, load_prompts
+    from specchat.core.cancel import CancelToken
+    from specchat.core.chat.race import RaceRequest, committed_pieces, finish_seconds, run_race
+    from specchat.core.chat.session import ChatEngine, ChatSession
+    from specchat.core.chat.transcript import ReplyFigures, spans_of
+    from specchat.core.engine.depth import DepthControl
+    from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.settings import Settings
+    from specchat.core.types import DrafterKind, GenerationParams, SamplerParams, Verified
+
+    pair = provision_demo_pair()
+    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=2048)
+    s = Settings()  # the window's defaults: greedy, repeat penalty 1.1, auto depth
+    sampler = SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, repeat_penalty=s.repeat_penalty)
+    params = GenerationParams(sampler=sampler, max_tokens=args.max_tokens)
+    prompts = load_prompts(args.prompts, args.limit)
+
+    print(f"demo pair, {len(prompts)} prompts, {args.max_tokens} tokens, auto depth, repeat penalty {s.repeat_penalty}")
+    print(f"{'prompt':<18}{'spec s':>8}{'plain s':>9}{'race':>8}{'bench':>8}{'diff':>8}  text")
+    race_spec = race_plain = bench_spec = bench_plain = 0.0
+    for pid, messages in prompts:
+        session = ChatSession(engine, messages[:-1])
+        figures = ReplyFigures()
+        spans = []
+        for event in session.reply(messages[-1]["content"], params, drafter=DrafterKind.DRAFT_MODEL,
+                                   depth=DepthControl(None)):
+            figures.fold([event])
+            if isinstance(event, Verified):
+                spans.extend(spans_of(event))
+        pieces = tuple(committed_pieces(spans))
+        record = run_race(engine, RaceRequest(0, messages, sampler, figures.generated, pieces), CancelToken())
+        assert record is not None
+        spec_s, plain_s = finish_seconds(figures.timeline), record.finish_seconds
+        (report,) = bench(engine, [(pid, messages)], params, DrafterKind.DRAFT_MODEL, [None])
+        ratio = plain_s / spec_s
+        text = "identical" if record.fork is None else record.fork.describe()
+        print(f"{pid[:17]:<18}{spec_s:>8.2f}{plain_s:>9.2f}{ratio:>7.2f}x{report.speedup:>7.2f}x"
+              f"{ratio / report.speedup - 1:>+8.1%}  {text}")
+        race_spec += spec_s
+        race_plain += plain_s
+        result = report.per_prompt[0]  # token-weighted overall, as bench's: total time per side
+        bench_spec += result.tokens / result.speculative_tokens_per_s
+        bench_plain += result.tokens / result.baseline_tokens_per_s
+    overall_race = race_plain / race_spec
+    overall_bench = bench_plain / bench_spec if bench_spec else 0.0
+    print(f"{'OVERALL':<18}{race_spec:>8.2f}{race_plain:>9.2f}{overall_race:>7.2f}x{overall_bench:>7.2f}x"
+          f"{overall_race / overall_bench - 1 if overall_bench else 0.0:>+8.1%}")
+    engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
