@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QCloseEvent, QPalette, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
+    QApplication,
     QComboBox,
     QDialog,
     QHBoxLayout,
@@ -37,12 +38,13 @@ from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, Transcript
 from specchat.core.types import SpecchatError, TokenKind
 
-from .token_styles import reading_format
+from .token_styles import blend, kind_colour, reading_format
 
 log = logging.getLogger(__name__)
 
 SPEEDS = (("0.5\u00d7", 0.5), ("1\u00d7", 1.0), ("2\u00d7", 2.0))
 SPECULATIVE, PLAIN = 0, 1
+PROP_DIFFERENCE = QTextFormat.Property.UserProperty + 20  # marks the first differing token in a pane
 
 
 class RaceReplay(QObject):
@@ -169,6 +171,25 @@ class RacePane(QWidget):
         return self.text.toPlainText()
 
 
+def marked(segments: list[tuple[str, QTextCharFormat]], start: int, end: int) -> list[tuple[str, QTextCharFormat]]:
+    """``segments`` with the characters from ``start`` to ``end`` (at least one) on the rejection colour."""
+    end = max(end, start + 1)
+    out: list[tuple[str, QTextCharFormat]] = []
+    at = 0
+    for text, fmt in segments:
+        cuts = sorted({0, len(text), *(x - at for x in (start, end) if at < x < at + len(text))})
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            part = QTextCharFormat(fmt)
+            if start < at + b and at + a < end:
+                palette = QApplication.palette()
+                part.setBackground(blend(palette.color(QPalette.ColorRole.Base),
+                                         kind_colour(TokenKind.REJECTED, palette), 0.3))
+                part.setProperty(PROP_DIFFERENCE, True)
+            out.append((text[a:b], part))
+        at += len(text)
+    return out
+
+
 class RacePanel(QDialog):
     """Both streams side by side, replayed at their recorded timings, with the finish times and the ratio."""
 
@@ -184,9 +205,13 @@ class RacePanel(QDialog):
         spans = [s for s in message.spans or [] if s.kind is not TokenKind.REJECTED]
         spec_segments = ([(s.text, reading_format(s, palette, 0)) for s in spans] if spans
                          else [(message.content, reading_format(None, palette, 0))])
+        plain_segments = [(record.text, reading_format(None, palette, 0))]
+        if record.fork is not None:  # the first differing token stands out on both sides
+            fork = record.fork
+            spec_segments = marked(spec_segments, fork.offset, fork.offset + len(fork.spec_piece))
+            plain_segments = marked(plain_segments, fork.offset, fork.offset + len(fork.plain_piece))
         self.spec = RacePane("Speculative (the reply)", spec_segments)
-        self.plain = RacePane(f"Plain decoding ({record.target or 'the target'} alone)",
-                              [(record.text, reading_format(None, palette, 0))])
+        self.plain = RacePane(f"Plain decoding ({record.target or 'the target'} alone)", plain_segments)
         self.spec_seconds = finish_seconds(self.spec_timeline)
         self.summary = QLabel(summary(self.spec_seconds, record.finish_seconds).capitalize())
         self.summary.setStyleSheet("QLabel { font-weight: bold; }")

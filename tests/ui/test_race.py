@@ -16,7 +16,7 @@ from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan
 from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKind, Verified
 from specchat.ui.chat_view import ChatView
 from specchat.ui.main_window import MainWindow
-from specchat.ui.race import PLAIN, SPECULATIVE, RacePanel, RaceReplay
+from specchat.ui.race import PLAIN, PROP_DIFFERENCE, SPECULATIVE, RacePanel, RaceReplay
 from support.events import verified
 from support.fake_host import FakeHost
 
@@ -104,6 +104,26 @@ def test_the_panel_shows_the_first_difference(qtbot) -> None:
     assert text.startswith("First difference at token 1: plain ' word', speculative ' world'; a float tie")
     assert "' word' 0.500, ' world' 0.490" in text
     assert "Speculative goes on: ' world'" in text and "Plain goes on: ' word'" in text
+    panel.start()
+    panel.replay.clock.now = 1.0
+    panel.replay.tick()
+    assert panel.spec.shown_text == "Hello world" and panel.plain.shown_text == "Hello word"
+    for pane, piece in ((panel.spec, " world"), (panel.plain, " word")):
+        marked = [frag for frag in fragments(pane) if frag[1]]
+        assert [text for text, _ in marked] == [piece]  # the first differing token stands out on each side
+
+
+def fragments(pane) -> list[tuple[str, bool]]:
+    out = []
+    block = pane.text.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            out.append((frag.text(), bool(frag.charFormat().property(PROP_DIFFERENCE))))
+            it += 1
+        block = block.next()
+    return out
 
 
 # -- in the window, through the fake host ------------------------------------------------
