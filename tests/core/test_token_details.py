@@ -116,11 +116,13 @@ def test_a_detail_packs_to_compact_json_and_back() -> None:
     detail = TokenDetail(2, DraftSource.LOOKUP, 5, True, (("a b", 0.123456), ("\n", 0.2)), (("x", 1.0),), True,
                          "y", None)
     packed = detail.pack()
-    assert packed[4] == ["a b", 0.1235, "\n", 0.2]
+    assert packed == [2, "lookup", 5, 1, ["a b", 0.123, "\n", 0.2], ["x", 1.0], 1, "y"]  # the default tail left out
     back = TokenDetail.unpack(packed)
-    assert back == TokenDetail(2, DraftSource.LOOKUP, 5, True, (("a b", 0.1235), ("\n", 0.2)), (("x", 1.0),), True,
+    assert back == TokenDetail(2, DraftSource.LOOKUP, 5, True, (("a b", 0.123), ("\n", 0.2)), (("x", 1.0),), True,
                                "y", None)
-    for junk in (None, [], [1, 2], "text", [0, "nobody", 0, 0, [], [], 1, None, None]):
+    plain = TokenDetail(1, DraftSource.MODEL, 0, False, (("a", 0.5),), (("a", 0.75),))
+    assert len(plain.pack()) == 6 and TokenDetail.unpack(plain.pack()) == plain
+    for junk in (None, [], [1, 2], "text", [0, "nobody", 0, 0, [], [], 1, None, None], [0] * 10):
         assert TokenDetail.unpack(junk) is None
 
 

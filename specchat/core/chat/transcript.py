@@ -18,6 +18,8 @@ from typing import Any
 from specchat.core.engine.positions import PositionCounts
 from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, TokenKind, Verified
 
+_PACK_DEFAULTS: tuple[Any, ...] = (1, None, None)  # judged, correction, replaced: left out of a packed detail
+
 
 @dataclass(frozen=True)
 class TokenDetail:
@@ -34,18 +36,24 @@ class TokenDetail:
     replaced: str | None = None  # the target's own token: the rejected draft it replaced (None: a bonus)
 
     def pack(self) -> list[Any]:
-        """A compact JSON-able form (probabilities to 4 decimals), read back by :meth:`unpack`."""
+        """A compact JSON-able form (probabilities to the 3 decimals shown), read back by :meth:`unpack`."""
         def flat(top: tuple[tuple[str, float], ...]) -> list[Any]:
-            return [x for text, p in top for x in (text, round(p, 4))]
+            return [x for text, p in top for x in (text, round(p, 3))]
 
-        return [self.position, self.source.value if self.source else None, self.match_length, int(self.greedy),
-                flat(self.target_top), flat(self.draft_top), int(self.judged), self.correction, self.replaced]
+        packed = [self.position, self.source.value if self.source else None, self.match_length, int(self.greedy),
+                  flat(self.target_top), flat(self.draft_top), int(self.judged), self.correction, self.replaced]
+        while len(packed) > 6 and packed[-1] == _PACK_DEFAULTS[len(packed) - 7]:  # the common tail left out
+            packed.pop()
+        return packed
 
     @classmethod
     def unpack(cls, data: Any) -> TokenDetail | None:
         """The detail :meth:`pack` gave, or None for anything else."""
         try:
-            position, source, match, greedy, target, draft, judged, correction, replaced = data
+            if not isinstance(data, list) or not 6 <= len(data) <= 9:
+                return None
+            position, source, match, greedy, target, draft, judged, correction, replaced = [
+                *data, *_PACK_DEFAULTS[len(data) - 6:]]
 
             def pairs(flat: list[Any]) -> tuple[tuple[str, float], ...]:
                 return tuple((str(flat[i]), float(flat[i + 1])) for i in range(0, len(flat) - 1, 2))
