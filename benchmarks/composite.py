@@ -181,9 +181,12 @@ def main() -> int:
         print(measure_priors(engine, args.prompts, params))
         engine.close()
         return 0
-    warm = GenerationParams(max_tokens=16)
+    # Each drafter's controller measures its costs once, over rounds of several depths: a reply that
+    # both writes and copies (16 tokens of "Say hello." left the verify-cost line a guess).
+    warm = GenerationParams(max_tokens=48)
+    warm_prompt = [{"role": "user", "content": "Say hello, then repeat: the quick brown fox jumps over the lazy dog."}]
     for kind in (DrafterKind.NONE, *DRAFTERS.values()):  # each drafter's controller measures its costs once
-        run_once(engine, [{"role": "user", "content": "Say hello."}], warm, kind, None)
+        run_once(engine, warm_prompt, warm, kind, None)
     out = []
     for path in args.prompts:
         text, goals = table(f"{path.name} (greedy, auto depth, {args.max_tokens} tokens, {args.repeat} run(s) each; "

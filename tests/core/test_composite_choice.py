@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import (
     MAX_MATCH,
+    MAX_VERIFY_SLOPE,
     AcceptanceTable,
     Candidate,
+    CompositeDrafter,
     Costs,
     choose,
     find_match,
@@ -15,7 +18,9 @@ from specchat.core.engine.composite import (
     lookup_tail,
     match_key,
 )
-from specchat.core.types import DraftSource
+from specchat.core.engine.depth import AdaptiveDepth
+from specchat.core.engine.drafters import DraftRequest
+from specchat.core.types import DraftSource, SamplerParams
 
 LOOKUP, MODEL = DraftSource.LOOKUP, DraftSource.MODEL
 SPAN = tuple(range(100, 116))  # a 16-token lookup proposal
@@ -162,3 +167,20 @@ def test_the_model_s_drafts_are_continued_by_a_lookup_where_they_reach_copied_te
     assert lookup_tail(model_rates, None, 16, t, costs()) == 0
     history(t, LOOKUP, 1, [(8, 0)] * 10)
     assert lookup_tail(model_rates, (1, SPAN), 16, t, costs(verify_slope=0.02)) == 0  # a poor match: not worth it
+
+
+def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
+    """A batch measured once at a moment of heavy load leaves the depth controller's line far too steep;
+    the composite caps what each extra token costs, so drafting resumes instead of plain rounds for ever."""
+    adaptive = AdaptiveDepth()
+    for _ in range(5):
+        adaptive.observe(0, 0, None, 0.025)  # plain rounds: 25 ms
+    adaptive.observe(16, 3, 0.01, 0.9)  # one 17-token batch at a load spike: 900 ms
+    assert adaptive.verify_cost(9) > 0.4
+    drafter = CompositeDrafter.__new__(CompositeDrafter)
+    drafter._model_fixed = drafter._model_step = None
+    request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=adaptive)
+    priced = drafter.costs(request)
+    assert priced.verify[1] == adaptive.verify_cost(1)
+    assert priced.verify[9] <= priced.verify[1] * (1 + MAX_VERIFY_SLOPE * 8) + 1e-12
+    assert choose([(20, SPAN)], 16, table(), priced, MODEL, True).label == "lookup"

@@ -46,6 +46,8 @@ POSITIONS = 8
 PROBE_EVERY = 16
 """After this many rounds without the model, one round drafts with it so its acceptance stays current."""
 PROBE_DEPTH = 2
+MAX_VERIFY_SLOPE = 0.3
+"""Each token a verify batch adds costs at most this share of a one-token pass (measured on CPUs: 0.1-0.2)."""
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
     1: (0.21, 0.58), 2: (0.57, 0.69), 3: (0.64, 0.72), 4: (0.70, 0.72), 5: (0.70, 0.78), 6: (0.75, 0.80),
     8: (0.80, 0.90), 12: (0.90, 0.95), 16: (0.95, 0.95), 24: (0.95, 0.95), 32: (0.97, 0.95),
@@ -326,6 +328,8 @@ class CompositeDrafter(Drafter):
         self.history = AcceptanceTable({self.model_source: 0.6})
         self.table = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=self.history)
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0, "splice": 0}
+        # The model's costs in units of the target's one-token pass measured at the same time: a shared
+        # machine's load moves both alike, so the ratio stays current while absolute timings go stale.
         self._model_fixed: float | None = None
         self._model_step: float | None = None
         self._since_model = 0
@@ -365,8 +369,11 @@ class CompositeDrafter(Drafter):
         else:
             verify = tuple(1.0 + 0.3 * (n - 1) for n in range(n_max))  # a CPU-like shape, in units of one pass
             plain = drafted = 0.0
-        step = self._model_step if self._model_step is not None else 0.3 * verify[1]
-        fixed = self._model_fixed if self._model_fixed is not None else step
+        # A batch costs at most a few single passes' worth per extra token, whatever a stale fit says.
+        verify = tuple(min(v, verify[1] * (1.0 + MAX_VERIFY_SLOPE * (n - 1))) if n > 1 else v
+                       for n, v in enumerate(verify))
+        step = (self._model_step if self._model_step is not None else 0.3) * verify[1]
+        fixed = self._model_fixed * verify[1] if self._model_fixed is not None else step
         # The tokens the draft model has yet to decode (after lookup rounds, or a splice's span) are
         # decoded once whichever round does it, so they weigh on no round's choice: counting them made
         # the model dearer with every round it sat out, until plain rounds won on open chat.
@@ -396,7 +403,7 @@ class CompositeDrafter(Drafter):
         out.top = [((t, 1.0),) for t in span]
         if best.model:
             self._since_model = 0
-            self._draft_model(out, request, best.model)
+            self._draft_model(out, request, best.model, costs.verify[1])
             if not span and out.tokens and len(out.tokens) < k:
                 self._lookup_after_model(out, request, costs)
         else:
@@ -405,8 +412,8 @@ class CompositeDrafter(Drafter):
         self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], lookups)
         return out
 
-    def _draft_model(self, out: Draft, request: DraftRequest, n: int) -> None:
-        """Append up to ``n`` model drafts after ``out``'s lookup span, and time them."""
+    def _draft_model(self, out: Draft, request: DraftRequest, n: int, unit: float) -> None:
+        """Append up to ``n`` model drafts after ``out``'s lookup span, and time them (in ``unit`` seconds)."""
         ahead = [*request.tokens, *out.tokens] if out.tokens else request.tokens
         started = time.perf_counter()
         drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n))
@@ -423,13 +430,13 @@ class CompositeDrafter(Drafter):
             return
         sample = drafted.sample_seconds or 0.0
         if drafted.step_seconds is not None:
-            self._model_step = _ema(self._model_step, drafted.step_seconds + sample)
+            self._model_step = _ema(self._model_step, (drafted.step_seconds + sample) / unit)
         # The first draft's cost: the model's catch-up when it was the usual one (a long catch-up after
         # lookup rounds, or over a splice's span, is paid once and says little about the next round).
         if drafted.sync_seconds is not None and out.sources[0] is not DraftSource.LOOKUP:
-            self._model_fixed = _ema(self._model_fixed, drafted.sync_seconds + sample)
+            self._model_fixed = _ema(self._model_fixed, (drafted.sync_seconds + sample) / unit)
         elif self._model_fixed is None and len(drafted.tokens) == 1:
-            self._model_fixed = seconds
+            self._model_fixed = seconds / unit
 
     def _lookup_after_model(self, out: Draft, request: DraftRequest, costs: Costs) -> None:
         """Continue the model's drafts with a lookup, where they reach text seen before (a copy's first words)."""
