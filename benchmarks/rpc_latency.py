@@ -5,7 +5,8 @@ Two parts, both on this machine:
 1. ``boundary``: one verify round (decode ``[last] + 4 drafts`` with every
    row's logits, then cut back) on the target's context in this process and
    in the target's child process (local devices, no RPC), interleaved round
-   by round. The difference is what the pipe costs per round.
+   by round; and, per round, the exchange's time minus the child's own work
+   (what the pipe and the logits' copies cost, free of the rounds' noise).
 2. ``latency``: ``specchat bench`` (plain and speculative decoding
    interleaved per prompt) with the target local, then fully remote on one
    ``specchat serve-rpc`` on 127.0.0.1, directly and through a forwarding
@@ -53,6 +54,7 @@ def boundary(target: Path, rounds: int, depth: int) -> dict[str, float]:
     prompt = model.tokenize("The quick brown fox jumps over the lazy dog. " * 6, add_special=True)
     batch = prompt[-depth - 1:]
     times: dict[str, list[float]] = {"in_process": [], "child": []}
+    overheads: list[float] = []
     try:
         for ctx in (local, child):
             ctx.extend_to(prompt[:-depth - 1])
@@ -64,7 +66,14 @@ def boundary(target: Path, rounds: int, depth: int) -> dict[str, float]:
                 rows = ctx.decode(batch, all_logits=True)
                 ctx.truncate(n)
                 times[name].append(time.perf_counter() - started)
+                if ctx is child:
+                    overheads.append(child.last_overhead)  # the decode's exchange minus the child's own work
                 assert rows.shape == (depth + 1, model.n_vocab)
+        pings = []
+        for _ in range(200):  # the exchange alone, without llama.cpp's work
+            started = time.perf_counter()
+            child._request(("ping",), 10.0)
+            pings.append(time.perf_counter() - started)
     finally:
         child.close()
         local.close()
@@ -72,7 +81,10 @@ def boundary(target: Path, rounds: int, depth: int) -> dict[str, float]:
     inner, outer = statistics.median(times["in_process"]), statistics.median(times["child"])
     return {"rounds": rounds, "depth": depth, "logits_bytes": (depth + 1) * model.n_vocab * 4,
             "in_process_ms": round(inner * 1000, 2), "child_ms": round(outer * 1000, 2),
-            "boundary_ms": round((outer - inner) * 1000, 2)}
+            "difference_ms": round((outer - inner) * 1000, 2),
+            "exchange_overhead_ms": round(statistics.median(overheads) * 1000, 3),
+            "exchange_overhead_p90_ms": round(sorted(overheads)[int(len(overheads) * 0.9)] * 1000, 3),
+            "ping_ms": round(statistics.median(pings) * 1000, 3)}
 
 
 class DelayProxy:
@@ -119,10 +131,10 @@ class DelayProxy:
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
 
 
-def bench(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int,
-          rpc: str | None) -> dict[str, object]:
+def bench(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int, rpc: str | None,
+          depth: str) -> dict[str, object]:
     command = [sys.executable, "-m", "specchat", "bench", "--json", "--target", str(target), "--draft", str(draft),
-               "--prompts", str(prompts), "--limit", str(limit), "--max-tokens", str(max_tokens), "--depth", "auto"]
+               "--prompts", str(prompts), "--limit", str(limit), "--max-tokens", str(max_tokens), "--depth", depth]
     if rpc:
         command += ["--rpc", rpc, "--rpc-timeout", "600"]
     started = time.perf_counter()
@@ -136,8 +148,8 @@ def bench(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int,
             "wall_s": round(time.perf_counter() - started, 1)}
 
 
-def latency(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int,
-            delays: list[float]) -> list[dict[str, object]]:
+def latency(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int, delays: list[float],
+            depth: str) -> list[dict[str, object]]:
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "specchat", "serve-rpc", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
@@ -151,11 +163,12 @@ def latency(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: in
                 if time.monotonic() > end:
                     raise
                 time.sleep(0.2)
-        rows: list[dict[str, object]] = [{"where": "local", **bench(target, draft, prompts, limit, max_tokens, None)}]
+        local = bench(target, draft, prompts, limit, max_tokens, None, depth)
+        rows: list[dict[str, object]] = [{"where": "local", **local}]
         print(json.dumps(rows[-1]), flush=True)
         for delay in delays:
             upstream = port if delay == 0 else DelayProxy(port, delay / 1000).port
-            result = bench(target, draft, prompts, limit, max_tokens, f"127.0.0.1:{upstream}")
+            result = bench(target, draft, prompts, limit, max_tokens, f"127.0.0.1:{upstream}", depth)
             rows.append({"where": f"remote, +{delay:g} ms each way", **result})
             print(json.dumps(rows[-1]), flush=True)
         return rows
@@ -173,6 +186,7 @@ def main() -> None:
     parser.add_argument("--delays", type=float, nargs="+", default=[0, 1, 5, 20], help="ms each way")
     parser.add_argument("--limit", type=int, default=2, help="prompts")
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--depth", default="auto", help="draft depth for the latency part: a number or auto")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     pair = provision_demo_pair()
@@ -183,7 +197,7 @@ def main() -> None:
         print(json.dumps(result["boundary"]), flush=True)
     if args.part in ("latency", "both"):
         result["latency"] = latency(pair.target, pair.draft, ROOT / "tests" / "data" / "prompts.jsonl",
-                                    args.limit, args.max_tokens, args.delays)
+                                    args.limit, args.max_tokens, args.delays, args.depth)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -19,6 +19,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ import numpy as np
 from specchat.core.llama.context import PerfCounters
 from specchat.core.llama.pipe import PipeTimeoutError, Reader, write_message
 from specchat.core.remote import DEFAULT_DEADLINE, RemoteDevice, RemoteError, ServerReport
-from specchat.core.types import SpecchatError
+from specchat.core.types import MAX_DEPTH, SpecchatError
 
 LOAD_DEADLINE = 1800.0
 """Seconds a load may take: a large target's weights travel to the servers once."""
@@ -149,10 +150,12 @@ class RemoteTarget:
         self.info: dict[str, Any] = {}
         self.keep_waiting: Callable[[], bool] | None = None  # set per reply: False once Stop is pressed
         self.round_trips = 0
+        self.last_overhead = 0.0  # seconds the latest request spent outside the child's work: the pipe's cost
         self._load_args: dict[str, Any] | None = None
         self._child: _Child | None = None
         self._stop_seen: float | None = None
         self._cut: int | None = None  # a truncation not yet sent: it rides on the next request
+        self._shared: np.memmap | None = None  # logits rows written by the child
         self._connect()
 
     # --- the child's life -------------------------------------------------
@@ -173,16 +176,28 @@ class RemoteTarget:
                            "n_ctx": n_ctx, "n_threads": n_threads, "rollback": rollback}
         if self._child is None:
             self._connect()
-        self.info = self._request(("load", self._load_args), LOAD_DEADLINE)
-        self.tokens = []
-        self._cut = None
+        self._load()
 
     def _reconnect(self) -> None:
         assert self._load_args is not None
         self._connect()
+        self._load()
+
+    def _load(self) -> None:
         self.info = self._request(("load", self._load_args), LOAD_DEADLINE)
         self.tokens = []
         self._cut = None
+        self._share_logits()
+
+    def _share_logits(self) -> None:
+        """A file both processes map: a verify pass's logits rows come back through it instead of the pipe."""
+        rows, n_vocab = MAX_DEPTH + 1, self.n_vocab
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") else None  # memory, not disk, where Linux has it
+        with tempfile.NamedTemporaryFile(prefix="specchat-logits-", dir=folder) as f:
+            f.truncate(rows * n_vocab * 4)
+            self._shared = np.memmap(f.name, dtype=np.float32, mode="r+", shape=(rows, n_vocab))
+            self._request(("share", f.name, rows), self.deadline)
+        # The file is gone now; both mappings stay until each side lets go (or dies).
 
     @property
     def pid(self) -> int | None:
@@ -227,6 +242,7 @@ class RemoteTarget:
         self._stop_seen = None
         message = (message[0], self._cut, *message[1:])
         self._cut = None
+        started = time.perf_counter()
         try:
             reply = self._child.call(message, deadline, self._wait_ok)
         except PipeTimeoutError:
@@ -240,7 +256,8 @@ class RemoteTarget:
         if reply is None:
             self._drop()
             raise RemoteError(f"{self._where('died')} went away")
-        status, value, n_past = reply
+        status, value, n_past, worked = reply
+        self.last_overhead = time.perf_counter() - started - worked
         del self.tokens[n_past:]
         if status == "err":
             raise SpecchatError(str(value))
@@ -294,6 +311,9 @@ class RemoteTarget:
         want = [int(t) for t in tokens]
         n_rows, data = self._request(("decode", want, all_logits), self.deadline)
         self.tokens.extend(want)
+        if data is None:  # in the shared file: like llama.cpp's own logits, valid until the next decode
+            assert self._shared is not None
+            return np.asarray(self._shared[:n_rows])
         return np.frombuffer(bytearray(data), dtype=np.float32).reshape(n_rows, self.n_vocab)
 
     def truncate(self, n_keep: int) -> None:

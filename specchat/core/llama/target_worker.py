@@ -7,9 +7,9 @@ abort this process, never the app; the app sees the pipe close.
 
 Requests are tuples ``(op, cut, *args)``; ``cut``, when not None, is a
 truncation the app made since its last request, applied first (so a verify
-round costs one exchange, not two). Each gets ``("ok", value, n_past)`` or
-``("err", message, n_past)``, ``n_past`` being how many positions the
-context holds afterwards.
+round costs one exchange, not two). Each gets ``("ok", value, n_past, seconds)``
+or ``("err", message, n_past, seconds)``, ``n_past`` being how many positions
+the context holds afterwards and ``seconds`` the time spent here on it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 from typing import Any, BinaryIO
 
 import llama_cpp
+import numpy as np
 
 from specchat.core.llama import backend, pipe
 from specchat.core.llama.context import Context
@@ -64,6 +65,7 @@ class Worker:
         self.log = _Log()
         self.model: Model | None = None
         self.ctx: Context | None = None
+        self.shared: np.memmap | None = None  # the app's logits file (see RemoteTarget._share_logits)
 
     @property
     def n_past(self) -> int:
@@ -81,7 +83,13 @@ class Worker:
             raise SpecchatError("the target is not loaded")
         if op == "decode":
             rows = ctx.decode(args[0], all_logits=args[1])
+            if self.shared is not None and rows.shape[0] <= self.shared.shape[0]:
+                self.shared[: rows.shape[0]] = rows
+                return rows.shape[0], None
             return rows.shape[0], rows.tobytes()
+        if op == "share":
+            self.shared = np.memmap(args[0], dtype=np.float32, mode="r+", shape=(args[1], ctx.n_vocab))
+            return None
         if op == "extend_to":
             return ctx.extend_to(args[0])
         if op == "truncate":
@@ -141,6 +149,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
         if request is None or request[0] == "close":
             return
         op, cut, args = request[0], request[1], tuple(request[2:])
+        started = time.perf_counter()
         try:
             if cut is not None and worker.ctx is not None:
                 worker.ctx.truncate(cut)
@@ -149,7 +158,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
             reply = ("err", str(exc), worker.n_past)
         except Exception as exc:  # noqa: BLE001 - reported as one line to the app, which owns the log
             reply = ("err", f"{type(exc).__name__}: {exc}", worker.n_past)
-        pipe.write_message(out, reply)
+        pipe.write_message(out, (*reply, time.perf_counter() - started))
 
 
 def main() -> None:
