@@ -22,6 +22,7 @@ from specchat.core.engine.depth import AdaptiveDepth, expected_tokens_curve
 
 LOW_ACCEPTANCE = 0.3  # below this a candidate's problem is that it guesses badly
 HIGH_COST = 0.3  # a draft step above this share of a target pass is what makes it lose
+ACCEPTANCE_MARGIN = 0.05  # less acceptance than the winner's by more than this is why a candidate is behind
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -199,15 +200,23 @@ def predict(plain: Measurement, measured: Measurement, max_depth: int,
 
 
 def losing_reason(prediction: Prediction, winner: Prediction | None) -> str:
-    """Why a measured candidate is not the one to use, in plain words ('' for the winner)."""
-    if winner is prediction:
+    """Why a measured candidate is not the one to use, in plain words ('' for the winner).
+
+    One that does not beat plain decoding is told what stops it; one that does, but less than
+    the winner, is told where it falls short of the winner (acceptance or cost).
+    """
+    p = prediction
+    if winner is p:
         return ""
-    if prediction.acceptance < LOW_ACCEPTANCE:
-        return f"accepts only {prediction.acceptance:.0%} of drafts"
-    if prediction.cost_ratio >= HIGH_COST:
-        return f"guesses well but costs {prediction.cost_ratio:.0%} of a target pass"
-    if prediction.speedup <= 1.0:
-        return f"no faster than plain decoding here ({prediction.speedup:.2f}x)"
-    if winner is not None:
-        return f"{prediction.speedup:.2f}x, behind the best ({winner.speedup:.2f}x)"
-    return ""
+    if winner is None or p.speedup <= 1.0:
+        if p.acceptance < LOW_ACCEPTANCE:
+            return f"accepts only {p.acceptance:.0%} of drafts"
+        if p.cost_ratio >= HIGH_COST:
+            return f"guesses well but costs {p.cost_ratio:.0%} of a target pass"
+        return f"no faster than plain decoding here ({p.speedup:.2f}x)"
+    behind = f"{p.speedup:.2f}x against {winner.speedup:.2f}x"
+    if p.acceptance < winner.acceptance - ACCEPTANCE_MARGIN:
+        return f"accepts {p.acceptance:.0%} of drafts, the best {winner.acceptance:.0%} ({behind})"
+    if p.cost_ratio >= HIGH_COST and p.cost_ratio > winner.cost_ratio:
+        return f"guesses well but costs {p.cost_ratio:.0%} of a target pass ({behind})"
+    return f"behind the best ({behind})"

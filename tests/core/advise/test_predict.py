@@ -97,5 +97,18 @@ def test_a_draft_that_guesses_well_but_costs_too_much_is_told_so() -> None:
     assert costly.cost_ratio == pytest.approx(0.6)
     cheap = predict(plain_run(), drafted_run([4] * 6, depth=4), 4)
     assert cheap.speedup > costly.speedup
-    assert losing_reason(costly, cheap) == "guesses well but costs 60% of a target pass"
+    assert losing_reason(costly, cheap) == (f"guesses well but costs 60% of a target pass "
+                                            f"({costly.speedup:.2f}x against {cheap.speedup:.2f}x)")
     assert losing_reason(cheap, cheap) == ""
+    # Dearer still, it no longer beats plain decoding: the cost alone is the reason.
+    hopeless = predict(plain_run(), drafted_run([4] * 6, depth=4, step=0.03, sync=0.03), 4)
+    assert hopeless.speedup == pytest.approx(1.0)
+    assert losing_reason(hopeless, cheap) == f"guesses well but costs {hopeless.cost_ratio:.0%} of a target pass"
+
+
+def test_a_runner_up_that_guesses_less_well_is_told_by_how_much() -> None:
+    best = predict(plain_run(), drafted_run([4] * 6, depth=4), 4)
+    worse = predict(plain_run(), drafted_run([4, 1, 4, 2, 4, 0], depth=4), 4)
+    assert 1.0 < worse.speedup < best.speedup
+    assert losing_reason(worse, best) == (f"accepts {worse.acceptance:.0%} of drafts, the best 100% "
+                                          f"({worse.speedup:.2f}x against {best.speedup:.2f}x)")
