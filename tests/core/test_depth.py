@@ -336,3 +336,57 @@ def test_a_rise_in_acceptance_is_followed_after_the_next_probe(seed: int) -> Non
     assert max(chosen[40:60]) <= 2  # plain decoding with an occasional probe
     # A probe comes within 12 rounds; from there a few rounds of good guesses take it deep.
     assert min(chosen[60 + 12 + 10:]) >= 6
+
+
+# --- Verify costs and probing ----------------------------------------------------------------
+
+
+def test_plain_decodings_cost_is_its_own_once_measured_a_few_times() -> None:
+    # A one-token pass takes another kernel path: here 75 ms, while batches of 2-9 lie on 104 ms + 13 ms/token,
+    # a line that puts one token at 91 ms and would understate plain decoding's rate by a fifth.
+    ctrl = AdaptiveDepth()
+    for n in range(2, 10):
+        ctrl.observe(n - 1, n - 1, 0.03, 0.104 + 0.013 * (n - 2))
+    ctrl.observe(0, 0, None, 0.075)
+    assert ctrl.verify_cost(1) == pytest.approx(0.091, abs=0.01)  # one plain round: the line still rules
+    ctrl.observe(0, 0, None, 0.075)
+    ctrl.observe(0, 0, None, 0.075)
+    assert ctrl.verify_cost(1) == pytest.approx(0.075)
+    assert ctrl.plain_rate_estimate() == pytest.approx(1 / 0.075, rel=0.01)
+    assert ctrl.verify_cost(5) == pytest.approx(0.104 + 0.013 * 3, rel=0.02)  # the batches' line, not bent by it
+
+
+def test_a_batch_size_measured_often_keeps_its_own_cost() -> None:
+    ctrl = AdaptiveDepth()
+    for _ in range(8):
+        for n in range(1, 13):
+            ctrl.observe(n - 1, n - 1, 0.005, 0.02 + 0.004 * n)
+    line_at_10 = ctrl.verify_cost(10)
+    assert line_at_10 == pytest.approx(0.02 + 0.004 * 10)
+    for _ in range(40):  # batches of 10 turn out to cost twice the line (a slower kernel at that size)
+        ctrl.observe(9, 9, 0.005, 2 * (0.02 + 0.004 * 10))
+    assert ctrl.verify_cost(10) > line_at_10 + 0.8 * (2 * (0.02 + 0.004 * 10) - line_at_10)
+    assert ctrl.verify_cost(11) < 1.3 * (0.02 + 0.004 * 11)  # its neighbours stay near the line
+
+
+def test_plain_decoding_probes_sooner_when_the_draft_usually_pays() -> None:
+    def rounds_to_probe(ctrl: AdaptiveDepth) -> int:
+        for _ in range(100):  # a long good run: nearly every draft accepted
+            k = ctrl.choose()
+            ctrl.observe(k, k if k else 0, 0.002 if k else None, 0.02 + 0.0015 * k)
+        for _ in range(30):  # then a bad patch: everything rejected, until the controller stops drafting
+            k = ctrl.choose()
+            if k == 0:
+                ctrl.observe(0, 0, None, 0.02)
+                break
+            ctrl.observe(k, 0, 0.002, 0.02 + 0.0015 * k)
+        assert k == 0
+        for waited in range(1, 40):
+            k = ctrl.choose()
+            if k > 0:
+                return waited
+            ctrl.observe(0, 0, None, 0.02)
+        return 40
+
+    assert rounds_to_probe(AdaptiveDepth(probe_every=12)) <= 3
+    assert rounds_to_probe(AdaptiveDepth(probe_every=12, positional=False)) >= 10  # the twelfth plain round

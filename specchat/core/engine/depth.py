@@ -46,6 +46,13 @@ CHANGE_THRESHOLD = 4.0
 """Log-likelihood ratio (summed over recent rounds) in favour of such a change that makes the level start afresh."""
 CHANGE_KEEP = 0.2
 """The share of the level's counts kept when a change of character is detected."""
+VERIFY_TRUSTED = 8
+"""Rounds of one batch size after which its verify cost counts fully in the cost line."""
+PLAIN_TRUSTED = 3
+"""One-token passes measured after which plain decoding's cost is taken as measured rather than from the line."""
+PROBE_SOONER = 4
+"""At plain decoding, probe this many times as often while the long-run acceptance says drafting pays."""
+"""Rounds of one batch size after which its verify cost counts fully in the cost line."""
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -130,6 +137,7 @@ class AdaptiveDepth:
         self._reached = [0.0] * max(MAX_DEPTH, max_depth)
         self._accepted = [0.0] * max(MAX_DEPTH, max_depth)
         self._curve: list[float] | None = None  # the acceptance curve, None = stale
+        self._long_curve: list[float] = []  # the per-position estimates at the long-run level
         self._evidence = {False: 0.0, True: 0.0}  # CUSUM log-likelihood ratios: acceptance fell, rose
         self.changes = 0  # how many changes of character were detected
         self._draft_step: float | None = None  # seconds per draft decode after the first
@@ -137,6 +145,7 @@ class AdaptiveDepth:
         self._draft_sync: float | None = None  # seconds for the draft's per-round catch-up (first token)
         self._drafted_rounds = 0
         self._verify: dict[int, float] = {}  # batch size -> seconds
+        self._verify_count: dict[int, int] = {}  # batch size -> rounds measured
         self._overhead: dict[bool, float] = {}  # drafted round? -> seconds outside the model passes
         self._line: tuple[float, float] | None = None  # verify-cost fit (slope, intercept), None = stale
         self._rounds_at_zero = 0
@@ -177,6 +186,7 @@ class AdaptiveDepth:
                 self._draft_sample = self._ema(self._draft_sample, sample_seconds)
         n = n_drafted + 1
         self._verify[n] = self._ema(self._verify.get(n), verify_seconds)
+        self._verify_count[n] = self._verify_count.get(n, 0) + 1
         self._line = None
         self._curve = None
 
@@ -230,6 +240,7 @@ class AdaptiveDepth:
         base = (sum(self._accepted) + 3.0) / (sum(self._reached) + 5.0)
         level = _logit(self.alpha)
         curve: list[float] = []
+        long_curve: list[float] = []
         shallower_accepted = shallower_reached = 0.0
         previous = base
         for reached, accepted in zip(self._reached, self._accepted, strict=True):
@@ -241,35 +252,57 @@ class AdaptiveDepth:
             prior = min(previous, pooled)
             weight = self.prior_rejections / max(1.0 - prior, 0.01)
             previous = (accepted + weight * prior) / (reached + weight)
+            long_curve.append(previous)
             shape = _logit(previous) - _logit(base)  # this position against the pooled rate, in log-odds
             curve.append(_sigmoid(level + shape))
             shallower_accepted += accepted
             shallower_reached += reached
+        self._long_curve = long_curve
         return curve
 
     def verify_cost(self, n: int) -> float:
         """Estimated seconds to verify a batch of n tokens.
 
-        With two or more measured sizes this is a least-squares line through all
-        of them, even at a measured size: single sizes are measured rarely and
-        noisily, and a bumpy cost curve makes the chosen depth jump around.
+        A least-squares line through the measured sizes, each weighted by how
+        often it was measured: single sizes are measured rarely and noisily,
+        and a bumpy cost curve makes the chosen depth jump around. A size
+        measured often moves from the line toward its own cost (kernels change
+        at some batch sizes, and the depth the controller settles on is the one
+        measured most). One token is the extreme case once measured a few
+        times: a one-token pass takes another kernel path (a matrix-vector
+        product), a line through the batches can misstate it, and with it plain
+        decoding's rate, by a fifth on a CPU, so it is taken as measured and the
+        line leaves it out where two batch sizes are known.
         """
         if not self._verify:
             return 1.0
+        if n == 1 and self._verify_count.get(1, 0) >= PLAIN_TRUSTED:
+            return self._verify[1]
         if self._line is None:
             self._line = self._fit_line()
         slope, intercept = self._line
-        return max(1e-6, intercept + slope * n)
+        line = intercept + slope * n
+        count = self._verify_count.get(n, 0)
+        if count:  # a size measured often keeps its own bump (kernels change at some batch sizes)
+            line += count / (count + VERIFY_TRUSTED) * (self._verify[n] - line)
+        return max(1e-6, line)
 
     def _fit_line(self) -> tuple[float, float]:
         """(slope, intercept) of verify seconds against batch size; refitted only after a new observation."""
-        sizes = np.array(sorted(self._verify), dtype=float)
+        measured = sorted(self._verify)
+        batches = [n for n in measured if n > 1]
+        if self._verify_count.get(1, 0) >= PLAIN_TRUSTED and len(batches) >= 2:
+            measured = batches
+        sizes = np.array(measured, dtype=float)
         times = np.array([self._verify[int(x)] for x in sizes])
         if len(sizes) == 1:
             # One measured size: assume each extra token adds 30% of a single-token pass (a CPU-like prior).
             per_token = 0.3 * times[0] / sizes[0]
             return float(per_token), float(times[0] - sizes[0] * per_token)
-        slope, intercept = np.polyfit(sizes, times, 1)
+        # Each size weighs as often as it was measured (up to VERIFY_TRUSTED rounds): a size seen once, perhaps
+        # while the machine was busy, must not tilt the line and misstate plain decoding's cost, measured often.
+        weights = np.array([min(self._verify_count[int(x)], VERIFY_TRUSTED) for x in sizes], dtype=float)
+        slope, intercept = np.polyfit(sizes, times, 1, w=np.sqrt(weights))
         return max(float(slope), 0.0), float(intercept)
 
     def overhead(self, drafted: bool) -> float:
@@ -309,9 +342,25 @@ class AdaptiveDepth:
         best = max(range(limit + 1), key=self.predicted_rate)
         if best == 0:
             self._rounds_at_zero += 1
-            if self._rounds_at_zero % self.probe_every == 0:
+            every = self.probe_every
+            if self.positional and self._long_run_pays(limit):
+                every = max(1, self.probe_every // PROBE_SOONER)
+            if self._rounds_at_zero % every == 0:
                 return min(2, limit)
         return best
+
+    def _long_run_pays(self, limit: int) -> bool:
+        """Whether drafting would beat plain decoding at the long-run acceptance (not the recent level).
+
+        After a bad patch the recent level can send the controller to plain
+        decoding, where it learns nothing more about acceptance; if the draft
+        usually guesses well enough to pay, it is worth probing sooner.
+        """
+        self.acceptance_curve()
+        plain = self.predicted_rate(0)
+        return any(expected_tokens_curve(self._long_curve, k)
+                   / (self.draft_cost(k) + self.verify_cost(k + 1) + self.overhead(True)) > plain
+                   for k in range(1, limit + 1))
 
     def measured_plain(self) -> bool:
         """Whether a plain round (a one-token verify) has been measured."""
