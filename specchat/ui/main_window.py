@@ -35,6 +35,7 @@ from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
 from specchat.core.models.fit import machine_memory
+from specchat.core.remote import load_servers, save_servers
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import DrafterKind, Event, Finished, SamplerParams, SpecchatError
 
@@ -42,10 +43,11 @@ from .chat_controller import ChatController, ReplySettings
 from .chat_view import ChatView, TokenLegend
 from .composer import Composer
 from .controls import SpeculationControls
-from .lookup_memory import LookupMemoryKeeper
 from .draft_finder import DraftFinderDialog
+from .lookup_memory import LookupMemoryKeeper
 from .model_picker import ModelPickerDialog
 from .race import RaceController, RacePanel
+from .remote_devices import RemoteDevicesDialog
 from .sidebar import ConversationSidebar
 from .stats_panel import StatsPanel
 from .system_prompt import SystemPromptDialog
@@ -71,6 +73,7 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self.store = store
         self.llama_build = build
+        self.remote_servers = load_servers()  # where the target's layers go (none: this machine)
         self.host = host if host is not None else EngineHost(self)
         self.model_info: ModelInfo | None = None
         self.depth_control = DepthControl(settings.depth)
@@ -185,6 +188,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction("&Find the best draft…", self.open_draft_finder)
         self.reload_action = file_menu.addAction("&Reload models", QKeySequence("Ctrl+R"), self.reload_models)
         self.reload_action.setToolTip("Load the same pair again with the current context size and GPU layers")
+        file_menu.addAction("Remote &devices…", self.edit_remote_devices)
         file_menu.addSeparator()
         file_menu.addAction("Export as &Markdown…", lambda: self.export_conversation("md"))
         file_menu.addAction("Export as &JSON…", lambda: self.export_conversation("json"))
@@ -418,7 +422,7 @@ class MainWindow(QMainWindow):
     def _load_options(self) -> LoadOptions:
         self.controls.store_settings(self.settings)
         s = self.settings
-        return LoadOptions(s.n_ctx, s.target_gpu_layers, s.draft_gpu_layers)
+        return LoadOptions(s.n_ctx, s.target_gpu_layers, s.draft_gpu_layers, rpc_servers=tuple(self.remote_servers))
 
     def _on_load_progress(self, stage: str, fraction: float) -> None:
         self.progress.setValue(int(fraction * 100))
@@ -519,6 +523,29 @@ class MainWindow(QMainWindow):
         dialog.accepted.connect(lambda: self.chat.set_system_prompt(dialog.text()))
         dialog.open()
         return dialog
+
+    def edit_remote_devices(self) -> RemoteDevicesDialog:
+        """Edit the servers that hold the target's layers (the dialog is returned for tests)."""
+        from specchat.core.distributed import probe_servers, rpc_available
+
+        dialog = RemoteDevicesDialog(self.remote_servers, probe_servers, available=rpc_available(), parent=self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.accepted.connect(lambda: self.set_remote_servers(dialog.servers()))
+        dialog.open()
+        return dialog
+
+    def set_remote_servers(self, servers: list[str]) -> None:
+        """Keep the new server list; it applies on the next load."""
+        if tuple(servers) == tuple(self.remote_servers):
+            return
+        self.remote_servers = tuple(servers)
+        try:
+            save_servers(self.remote_servers)
+        except OSError as exc:
+            self.statusBar().showMessage(f"could not save the remote servers: {exc.strerror or exc}", 8000)
+            return
+        where = "the remote devices" if servers else "this machine alone"
+        self.statusBar().showMessage(f"The target runs on {where} from the next load (File → Reload models)", 8000)
 
     def edit_default_system_prompt(self) -> SystemPromptDialog:
         """Edit the system prompt new conversations start with."""

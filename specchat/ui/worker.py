@@ -45,6 +45,7 @@ class LoadOptions:
     n_ctx: int = 4096
     n_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
     draft_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
+    rpc_servers: tuple[str, ...] = ()  # 'specchat serve-rpc' servers for the target's layers (none: this machine)
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ class EngineWorker(QObject):
 
         try:
             engine = ChatEngine.load(target, draft or None, n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
-                                     draft_gpu_layers=options.draft_gpu_layers, progress=progress)
+                                     draft_gpu_layers=options.draft_gpu_layers, progress=progress,
+                                     rpc_servers=options.rpc_servers)
         except SpecchatError as exc:
             self.load_failed.emit(str(exc))
             return

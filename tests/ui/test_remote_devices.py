@@ -1,0 +1,71 @@
+"""The "Remote devices" setting: a server list kept beside the settings, and a Test against a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specchat.core.distributed import probe_servers
+from specchat.core.remote import load_servers
+from specchat.ui.main_window import MainWindow
+from specchat.ui.remote_devices import RemoteDevicesDialog
+from tests.support.fake_host import FakeHost
+from tests.support.rpc_servers import RpcServer, free_port
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RpcServer]:
+    running = RpcServer(tmp_path)
+    yield running
+    running.kill()
+
+
+def test_test_lists_each_servers_devices_and_a_dead_one_in_one_line(qtbot, server: RpcServer) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    dialog = RemoteDevicesDialog([server.endpoint], probe_servers)
+    qtbot.addWidget(dialog)
+    dialog.entry.setText(dead)
+    dialog.test()  # adds the typed server first
+    assert dialog.servers() == [server.endpoint, dead]
+    qtbot.waitUntil(lambda: not dialog.testing, timeout=60_000)
+    rows = [dialog.results.item(i).text() for i in range(dialog.results.count())]
+    assert len(rows) == 2, rows
+    assert rows[0].startswith(f"✓ RPC0 at {server.endpoint}: ") and "GiB free" in rows[0]
+    assert rows[1] == f"✗ cannot reach the remote server at {dead}: Connection refused"
+    assert dialog.status.text() == "1 of 2 servers failed"
+
+
+def test_a_bad_entry_is_refused_in_one_line(qtbot) -> None:
+    dialog = RemoteDevicesDialog([], probe_servers)
+    qtbot.addWidget(dialog)
+    for text, expected in (("example.org", "is not HOST:PORT"), ("10.0.0.1:0", "from 1 to 65535"),
+                           ("[::1]:50052", "IPv6")):
+        dialog.entry.setText(text)
+        assert not dialog.add_entry()
+        assert expected in dialog.status.text() and "\n" not in dialog.status.text()
+    assert dialog.servers() == []
+    dialog.test()
+    assert dialog.status.text() == "add a server first (HOST:PORT)" and not dialog.testing
+
+
+def test_the_window_keeps_the_list_and_loads_with_it(qtbot, settings, store) -> None:
+    window = MainWindow(settings, store, host=FakeHost())
+    qtbot.addWidget(window)
+    assert window._load_options().rpc_servers == ()
+    dialog = window.edit_remote_devices()
+    dialog.entry.setText("192.168.1.20:50052")
+    assert dialog.add_entry()
+    dialog.accept()
+    assert load_servers() == ("192.168.1.20:50052",)
+    assert window._load_options().rpc_servers == ("192.168.1.20:50052",)
+    assert "next load" in window.statusBar().currentMessage()
+    reopened = MainWindow(settings, store, host=FakeHost())
+    qtbot.addWidget(reopened)
+    assert reopened.remote_servers == ("192.168.1.20:50052",)
+    dialog = reopened.edit_remote_devices()
+    dialog.list.setCurrentRow(0)
+    dialog.remove_selected()
+    dialog.accept()
+    assert load_servers() == () and reopened._load_options().rpc_servers == ()
