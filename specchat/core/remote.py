@@ -134,10 +134,29 @@ def load_servers(path: Path | None = None) -> tuple[str, ...]:
     return tuple(servers[:MAX_SERVERS])
 
 
-def save_servers(servers: Iterable[str], path: Path | None = None) -> None:
-    """Write the list atomically (a crash leaves the old file or the new one)."""
+def save_servers(servers: Iterable[str], path: Path | None = None, *, free: dict[str, int] | None = None) -> None:
+    """Write the list atomically (a crash leaves the old file or the new one).
+
+    ``free`` adds what a Test found free on each server (bytes); figures for
+    servers still listed are kept from before.
+    """
     path = path or servers_path()
+    servers = list(servers)
+    known = {s: n for s, n in saved_free(path).items() if s in servers}
+    known.update({s: int(n) for s, n in (free or {}).items() if s in servers})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"servers": list(servers)}, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"servers": servers, "free_bytes": known}, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def saved_free(path: Path | None = None) -> dict[str, int]:
+    """Free bytes per server as the latest Test found them (for the fit verdict before loading)."""
+    try:
+        raw = json.loads((path or servers_path()).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    found = raw.get("free_bytes", {}) if isinstance(raw, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(s): int(n) for s, n in found.items() if isinstance(n, int) and not isinstance(n, bool) and n >= 0}

@@ -35,7 +35,7 @@ from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
 from specchat.core.models.fit import machine_memory
-from specchat.core.remote import load_servers, save_servers
+from specchat.core.remote import load_servers, save_servers, saved_free
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import DrafterKind, Event, Finished, SamplerParams, SpecchatError
 
@@ -344,6 +344,9 @@ class MainWindow(QMainWindow):
         if self.model_info is not None and self.model_info.gpu_bytes:
             # The loaded pair is closed before the next load: its GPU memory is free for the new one.
             memory = dataclasses.replace(memory, gpu_free=memory.gpu_free + self.model_info.gpu_bytes)
+        if self.remote_servers:  # the target's layers go there: as much as the latest Test found free
+            free = saved_free()
+            memory = dataclasses.replace(memory, remote_free=sum(free.get(s, 0) for s in self.remote_servers))
         dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self,
                                    n_ctx=self.controls.context_size.value(), memory=memory)
         dialog.load_requested.connect(self.load_models)
@@ -530,19 +533,20 @@ class MainWindow(QMainWindow):
 
         dialog = RemoteDevicesDialog(self.remote_servers, probe_servers, available=rpc_available(), parent=self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(lambda: self.set_remote_servers(dialog.servers()))
+        dialog.accepted.connect(lambda: self.set_remote_servers(dialog.servers(), dialog.free))
         dialog.open()
         return dialog
 
-    def set_remote_servers(self, servers: list[str]) -> None:
-        """Keep the new server list; it applies on the next load."""
-        if tuple(servers) == tuple(self.remote_servers):
-            return
+    def set_remote_servers(self, servers: list[str], free: dict[str, int] | None = None) -> None:
+        """Keep the server list (and what a Test found free on them); it applies on the next load."""
+        changed = tuple(servers) != tuple(self.remote_servers)
         self.remote_servers = tuple(servers)
         try:
-            save_servers(self.remote_servers)
+            save_servers(self.remote_servers, free=free)
         except OSError as exc:
             self.statusBar().showMessage(f"could not save the remote servers: {exc.strerror or exc}", 8000)
+            return
+        if not changed:
             return
         where = "the remote devices" if servers else "this machine alone"
         self.statusBar().showMessage(f"The target runs on {where} from the next load (File → Reload models)", 8000)

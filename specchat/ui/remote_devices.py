@@ -46,6 +46,7 @@ class RemoteDevicesDialog(QDialog):
         self._relay = _Relay(self)
         self._relay.done.connect(self._show_reports)
         self.testing = False
+        self.free: dict[str, int] = {}  # bytes free per server, as the latest Test found them
         layout = QVBoxLayout(self)
         note = QLabel(EXPLANATION)
         note.setWordWrap(True)
@@ -150,6 +151,7 @@ class RemoteDevicesDialog(QDialog):
                 self.results.addItem(f"✗ {report.error}")
             for device in report.devices:
                 self.results.addItem(f"✓ {device.summary()}")
+        self.free.update({r.server: sum(d.free_bytes for d in r.devices) for r in reports if not r.error})
         failed = sum(1 for r in reports if r.error)
         total = sum(d.free_bytes for r in reports for d in r.devices)
         self.status.setText(f"{failed} of {len(reports)} servers failed" if failed else

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.core.remote import MAX_SERVERS, is_loopback, load_servers, parse_servers, save_servers, servers_path
+from specchat.core.models.fit import MachineMemory, fit_pair
+from specchat.core.models.shape import read_model_shape
+from specchat.core.remote import (
+    MAX_SERVERS,
+    is_loopback,
+    load_servers,
+    parse_servers,
+    save_servers,
+    saved_free,
+    servers_path,
+)
 from specchat.core.types import SpecchatError
 
 
@@ -49,3 +59,22 @@ def test_the_saved_list_round_trips_and_bad_entries_are_skipped() -> None:
     assert load_servers() == ("10.0.0.2:50052", "10.0.0.4:1")
     servers_path().write_text("{not json")
     assert load_servers() == ()
+
+
+def test_what_a_test_found_free_is_kept_for_the_servers_still_listed() -> None:
+    save_servers(["10.0.0.2:1", "10.0.0.3:1"], free={"10.0.0.2:1": 5 << 30, "10.0.0.3:1": 7 << 30})
+    save_servers(["10.0.0.3:1"])
+    assert saved_free() == {"10.0.0.3:1": 7 << 30}
+    servers_path().write_text('{"servers": ["10.0.0.3:1"], "free_bytes": {"10.0.0.3:1": "lots"}}')
+    assert saved_free() == {}
+
+
+def test_the_fit_verdict_puts_the_target_on_the_remote_devices(demo_pair) -> None:
+    target, draft = read_model_shape(demo_pair.target), read_model_shape(demo_pair.draft)
+    roomy = fit_pair(target, draft, 2048, MachineMemory(ram_free=8 << 30, gpu_free=0, remote_free=24 << 30))
+    assert roomy.ok and roomy.text.startswith("✓ the target on the remote devices: about 0.6 GB of 25.8 GB free")
+    assert "; the draft here: it needs about 0.1 GB of RAM; 8.6 GB is free" in roomy.text
+    tight = fit_pair(target, draft, 2048, MachineMemory(ram_free=8 << 30, gpu_free=0, remote_free=1 << 30))
+    assert tight.ok and "more than the remote devices' 1.1 GB free" in tight.text  # the rest fits in RAM here
+    starved = fit_pair(target, None, 2048, MachineMemory(ram_free=1 << 20, gpu_free=0, remote_free=1 << 30))
+    assert not starved.ok and starved.text.startswith("✗ the target needs about 0.6 GB")

@@ -35,6 +35,7 @@ def test_test_lists_each_servers_devices_and_a_dead_one_in_one_line(qtbot, serve
     assert rows[0].startswith(f"✓ RPC0 at {server.endpoint}: ") and "GiB free" in rows[0]
     assert rows[1] == f"✗ cannot reach the remote server at {dead}: Connection refused"
     assert dialog.status.text() == "1 of 2 servers failed"
+    assert dialog.free[server.endpoint] > 1 << 28 and dead not in dialog.free
 
 
 def test_a_bad_entry_is_refused_in_one_line(qtbot) -> None:
@@ -61,6 +62,10 @@ def test_the_window_keeps_the_list_and_loads_with_it(qtbot, settings, store) -> 
     assert load_servers() == ("192.168.1.20:50052",)
     assert window._load_options().rpc_servers == ("192.168.1.20:50052",)
     assert "next load" in window.statusBar().currentMessage()
+    window.set_remote_servers(["192.168.1.20:50052"], {"192.168.1.20:50052": 40 << 30})
+    picker = window.open_model_picker()  # the fit verdict counts what the latest Test found free there
+    assert picker.memory.remote_free == 40 << 30
+    picker.close()
     reopened = MainWindow(settings, store, host=FakeHost())
     qtbot.addWidget(reopened)
     assert reopened.remote_servers == ("192.168.1.20:50052",)

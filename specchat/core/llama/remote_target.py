@@ -113,7 +113,8 @@ def probe(servers: tuple[str, ...], *, timeout: float = 10.0) -> list[ServerRepo
             else:
                 reports[server] = reply[1][0]
         except PipeTimeoutError:
-            reports[server] = ServerReport(server, error=f"did not answer within {timeout:g} s")
+            reports[server] = ServerReport(server, error=f"the remote server at {server} did not answer within "
+                                                         f"{timeout:g} s (stopped, or serving another client)")
         finally:
             child.kill()
 

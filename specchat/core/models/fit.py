@@ -19,6 +19,7 @@ class MachineMemory:
 
     ram_free: int  # bytes; 0 when unknown
     gpu_free: int  # bytes; 0 without offload
+    remote_free: int = 0  # bytes free on remote devices (RPC) for the target's layers; 0 without servers
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ def fit_pair(target: ModelShape, draft: ModelShape | None, n_ctx: int, memory: M
     d_bytes = draft.memory_bytes(n_ctx) if draft is not None else 0
     need = t_bytes + d_bytes
     what = "the pair" if draft is not None else "the model"
+    if memory.remote_free > 0:
+        return _remote_fit(target, draft, n_ctx, t_bytes, memory)
     if memory.gpu_free <= 0:
         return _all_in_ram(need, memory, what)
     t, d = plan_gpu_layers(GPU_LAYERS_AUTO, GPU_LAYERS_AUTO, target, draft, n_ctx=n_ctx, free_bytes=memory.gpu_free)
@@ -95,6 +98,24 @@ def fit_pair(target: ModelShape, draft: ModelShape | None, n_ctx: int, memory: M
     parts.append(f"target {t}/{target.n_layers} layers")
     rest = _ram_fit(need - on_gpu, memory, "the rest")
     return _marked(rest.ok, f"on the GPU: {', '.join(parts)}; {rest.text}")
+
+
+def _remote_fit(target: ModelShape, draft: ModelShape | None, n_ctx: int, t_bytes: float,
+                memory: MachineMemory) -> Fit:
+    """The target's layers on remote devices (a CPU server lends its free RAM), the draft here."""
+    budget = memory.remote_free - DEFAULT_RESERVE_BYTES  # as the placement keeps it free
+    if t_bytes <= budget:
+        ok, text = True, f"the target on the remote devices: about {_gb(t_bytes)} of {_gb(memory.remote_free)} free"
+    else:
+        rest = _ram_fit(t_bytes - max(budget, 0), memory, "the rest")
+        ok = rest.ok
+        text = (f"the target needs about {_gb(t_bytes)}, more than the remote devices' {_gb(memory.remote_free)} "
+                f"free less {_gb(DEFAULT_RESERVE_BYTES)} for compute; {rest.text}")
+    if draft is not None:
+        local = fit_pair(draft, None, n_ctx, MachineMemory(memory.ram_free, memory.gpu_free))
+        ok = ok and local.ok
+        text += "; the draft here: " + local.text.removeprefix("✓ ").removeprefix("✗ ").replace("the model", "it")
+    return _marked(ok, text)
 
 
 def fit_files(target: str | Path, draft: str | Path | None, n_ctx: int, memory: MachineMemory, *,
