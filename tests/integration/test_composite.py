@@ -160,12 +160,13 @@ def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(engin
 
 @pytest.mark.slow
 def test_on_the_demo_pair_copies_are_drafted_by_long_lookups_and_replies_stay_plain_decoding_s(demo_pair) -> None:
-    """The mixed prompts (copy, edit, proofread, quote, open question) on the real demo pair: greedy identity,
-    and the copying replies drafted mostly by lookup spans of long matches."""
+    """Two of the mixed prompts (a copy, an open question) on the real demo pair: greedy identity, and the
+    copying reply drafted mostly by lookup spans of long matches (the benchmark runs all of them)."""
     rows = [json.loads(line) for line in (PROMPTS.parent / "mixed-prompts.jsonl").read_text(encoding="utf-8")
             .splitlines() if line.strip()]
-    params = GenerationParams(max_tokens=64)
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=1024)
+    rows = [r for r in rows if r["id"] in {"m-copy", "m-open"}]
+    params = GenerationParams(max_tokens=40)
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512)
     try:
         long_accepted = 0
         for row in rows:
@@ -181,6 +182,6 @@ def test_on_the_demo_pair_copies_are_drafted_by_long_lookups_and_replies_stay_pl
                 if isinstance(e, Verified):
                     long_accepted += sum(1 for s, m in zip(e.sources, e.match_lengths[: len(e.accepted)],
                                                            strict=False) if s is DraftSource.LOOKUP and m >= 8)
-        assert long_accepted >= 40  # the copy, proofread and quote replies run to dozens of copied tokens
+        assert long_accepted >= 20  # the copy runs to dozens of copied tokens
     finally:
         engine.close()

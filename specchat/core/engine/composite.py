@@ -43,9 +43,10 @@ MIN_MEMORY_NGRAM = 2
 """Shortest match looked up in the lookup memory: a single token there says little."""
 POSITIONS = 8
 """Positions kept apart in the acceptance table; later positions share the last entry."""
-PROBE_EVERY = 16
-"""After this many rounds without the model, one round drafts with it so its acceptance stays current."""
-PROBE_DEPTH = 2
+PROBE_EVERY = 8
+"""After this many rounds without the model, one round drafts with it so its acceptance stays current
+(every 16 let open chat start with a dozen plain rounds when the reply before it had not used the model)."""
+PROBE_DEPTH = 3
 MAX_VERIFY_SLOPE = 0.3
 """Each token a verify batch adds costs at most this share of a one-token pass (measured on CPUs: 0.1-0.2)."""
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
@@ -435,6 +436,10 @@ class CompositeDrafter(Drafter):
         # lookup rounds, or over a splice's span, is paid once and says little about the next round).
         if drafted.sync_seconds is not None and out.sources[0] is not DraftSource.LOOKUP:
             self._model_fixed = _ema(self._model_fixed, (drafted.sync_seconds + sample) / unit)
+        elif self._model_step is not None:
+            # In step, the first draft costs about what a further one does: without this a first-draft
+            # cost measured at a load spike stayed, since the probes after plain rounds all catch up long.
+            self._model_fixed = _ema(self._model_fixed, self._model_step)
         elif self._model_fixed is None and len(drafted.tokens) == 1:
             self._model_fixed = seconds / unit
 
