@@ -4,6 +4,10 @@ The cost model is the adaptive depth controller's (:mod:`specchat.core.engine.de
 a round of depth k yields ``expected_tokens_curve(acceptance, k)`` tokens and takes
 ``draft(L) + verify(L + 1) + overhead`` seconds, L being the tokens the drafter
 actually proposes at depth k (n-gram lookup often proposes fewer, or none).
+Unlike the controller, which fits one line through every batch size, the
+advisor keeps the one-token pass apart (see :class:`TargetCosts`): it has
+plenty of plain rounds to measure it on, and the line's extrapolation to one
+token overstated plain decoding's cost by 15-40% on the demo pair.
 Plain means stand in for the controller's running averages: what a reply costs is
 the sum of its rounds, slow ones included (a median would leave out the slow rounds
 a busy machine has, and predict a speed nobody gets).
@@ -32,13 +36,21 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 @dataclass(frozen=True)
 class TargetCosts:
-    """The target's verify cost against the batch size (a least-squares line) and plain decoding's overhead."""
+    """The target's verify cost against the batch size and plain decoding's overhead.
+
+    Batches of two or more tokens follow a least-squares line; a one-token pass has its own measured
+    cost (``single``) when there is one: on a CPU it takes another path (matrix-vector products) and
+    sits well below the line's extrapolation, which would make plain decoding look slower than it is.
+    """
 
     slope: float
     intercept: float
     plain_overhead: float
+    single: float | None = None
 
     def verify(self, n: float) -> float:
+        if n <= 1 and self.single is not None:
+            return self.single
         return max(1e-9, self.intercept + self.slope * n)
 
     @property
@@ -47,22 +59,30 @@ class TargetCosts:
         return 1.0 / (self.verify(1) + self.plain_overhead)
 
 
+def _line(means: dict[int, float]) -> tuple[float, float]:
+    """(slope, intercept) through the mean verify time per batch size; one size gets the controller's prior."""
+    sizes = sorted(means)
+    if len(sizes) == 1:
+        per_token = 0.3 * means[sizes[0]] / sizes[0]  # each extra token adds 30% of a one-token pass
+        return per_token, means[sizes[0]] - sizes[0] * per_token
+    fit = np.polyfit(np.array(sizes, dtype=float), np.array([means[n] for n in sizes]), 1)
+    return max(float(fit[0]), 0.0), float(fit[1])
+
+
 def target_costs(rounds: Sequence[RoundSample]) -> TargetCosts:
-    """The line through the mean verify time at each batch size, as the controller fits it."""
+    """The target's costs from rounds of any drafter (a plain round is a one-token batch)."""
     by_size: dict[int, list[float]] = {}
     for r in rounds:
         by_size.setdefault(r.drafted + 1, []).append(r.verify)
     if not by_size:
         raise ValueError("no rounds to fit the verify cost to")
-    sizes = sorted(by_size)
-    means = [statistics.fmean(by_size[n]) for n in sizes]
-    if len(sizes) == 1:
-        per_token = 0.3 * means[0] / sizes[0]  # the controller's prior for a single measured size
-        slope, intercept = per_token, means[0] - sizes[0] * per_token
-    else:
-        fit = np.polyfit(np.array(sizes, dtype=float), np.array(means), 1)
-        slope, intercept = max(float(fit[0]), 0.0), float(fit[1])
+    means = {n: statistics.fmean(times) for n, times in by_size.items()}
+    batches = {n: t for n, t in means.items() if n > 1}
     plain = _mean([r.overhead for r in rounds if r.depth == 0]) or 0.0
+    if 1 in means and len(batches) >= 2:
+        slope, intercept = _line(batches)
+        return TargetCosts(slope, intercept, plain, means[1])
+    slope, intercept = _line(means)
     return TargetCosts(slope, intercept, plain)
 
 

@@ -66,6 +66,18 @@ def test_the_verify_cost_is_a_line_through_the_means_per_batch_size() -> None:
     assert costs.plain_rate == pytest.approx(1 / (verify(1) + 0.003))
 
 
+def test_a_one_token_pass_keeps_its_own_measured_cost() -> None:
+    # On a CPU one token takes a cheaper path than the batches' line says: 6 ms, not 12.
+    rounds = [RoundSample(k, k, 0, verify(k + 1)) for k in (1, 2, 3)] + [RoundSample(0, 0, 0, 0.006)] * 3
+    costs = target_costs(rounds)
+    assert costs.verify(1) == pytest.approx(0.006)
+    assert costs.verify(3) == pytest.approx(verify(3))
+    assert costs.plain_rate == pytest.approx(1 / 0.006)
+    # With one batch size only, a single line (the controller's prior for its slope) through it.
+    few = target_costs([RoundSample(0, 0, 0, 0.010), RoundSample(4, 4, 0, 0.020)])
+    assert few.single is None and few.verify(1) == pytest.approx(few.intercept + few.slope)
+
+
 def test_predicted_rates_follow_the_shared_cost_model() -> None:
     plain, run = plain_run(), drafted_run([4, 4, 3, 4, 2, 4], depth=4)
     prediction = predict(plain, run, 4)
