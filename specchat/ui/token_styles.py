@@ -160,9 +160,10 @@ def rejection_tooltip(groups: list[list[TokenSpan]]) -> str:
     for spans in groups:
         first = spans[0]
         guess = html.escape(_shown("".join(s.text for s in spans)))
+        by = f"<br>{html.escape(drafted_by(first.detail), quote=False)}" if first.detail is not None else ""
         parts.append(
             f"rejected draft · round {first.round}<br>the draft guessed “<b>{guess}</b>”<br>"
-            f"draft p={_prob(first.draft_prob)} · target p={_prob(first.target_prob)}"
+            f"draft p={_prob(first.draft_prob)} · target p={_prob(first.target_prob)}{by}"
         )
     return "<qt>" + "<br><br>".join(parts) + "</qt>"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt
-from PySide6.QtGui import QHelpEvent, QTextCursor
+from PySide6.QtGui import QHelpEvent, QTextCursor, QTextFragment
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from specchat.core.chat.store import ConversationStore
@@ -20,23 +20,29 @@ from support.xray import xray_round
 BOTH = pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
 
 
-def _point_of_token(view: ChatView, round_: int, position: int) -> QPoint:
-    """The viewport point over the middle of the first character of the token at (round, draft position)."""
+def _fragments(view: ChatView) -> list[QTextFragment]:
+    out = []
     block = view.document().begin()
     while block.isValid():
         it = block.begin()
         while not it.atEnd():
-            frag = it.fragment()
-            fmt = frag.charFormat()
-            if fmt.property(PROP_ROUND) == round_ and fmt.property(PROP_POSITION) == position:
-                cursor = QTextCursor(view.document())
-                cursor.setPosition(frag.position())
-                left = view.cursorRect(cursor)
-                cursor.setPosition(frag.position() + 1)
-                right = view.cursorRect(cursor)
-                return QPoint((left.x() + right.x()) // 2, left.center().y())
+            out.append(it.fragment())
             it += 1
         block = block.next()
+    return out
+
+
+def _point_of_token(view: ChatView, round_: int, position: int) -> QPoint:
+    """The viewport point over the middle of the first character of the token at (round, draft position)."""
+    for frag in _fragments(view):
+        fmt = frag.charFormat()
+        if fmt.property(PROP_ROUND) == round_ and fmt.property(PROP_POSITION) == position:
+            cursor = QTextCursor(view.document())
+            cursor.setPosition(frag.position())
+            left = view.cursorRect(cursor)
+            cursor.setPosition(frag.position() + 1)
+            right = view.cursorRect(cursor)
+            return QPoint((left.x() + right.x()) // 2, left.center().y())
     raise AssertionError(f"no token at round {round_}, position {position}")
 
 
@@ -129,6 +135,12 @@ def test_the_tooltip_says_who_drafted_the_token(qtbot) -> None:
     assert "drafted by lookup (match of 4 tokens)" in tips[0]
     assert "drafted by the draft model" in tips[1]
     assert "the target's own token" in tips[2]
+
+
+def test_a_rejection_markers_tooltip_says_who_drafted_the_guess(qtbot) -> None:
+    view = _shown_view(qtbot, [xray_round(1, 2, correction=51)], verdicts=False)
+    marker = next(frag.charFormat() for frag in _fragments(view) if frag.text() == "\u00d7")
+    assert "the draft guessed" in marker.toolTip() and "drafted by the draft model" in marker.toolTip()
 
 
 def test_token_text_is_shown_readably() -> None:
