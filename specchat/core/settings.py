@@ -93,7 +93,9 @@ class Settings:
     repeat_penalty: float = 1.1
     max_tokens: int = 512
     depth: int | None = DEFAULT_DEPTH  # None = auto (adaptive)
-    drafter: DrafterKind = DrafterKind.DRAFT_MODEL
+    # Automatic (lookup + draft model) where a draft model is loaded: docs/benchmarks.md has why; the
+    # window falls back to n-gram lookup without one, and preselects a target's own MTP heads.
+    drafter: DrafterKind = DrafterKind.COMPOSITE
     # The composite drafter's lookup also searches the saved conversations (kept in a file next to them).
     # Off by default: it keeps what the user wrote and got.
     lookup_memory: bool = False

@@ -10,7 +10,7 @@ from specchat.core import filelock
 from specchat.core.chat.lookup_memory import MEMORY_FILENAME
 from specchat.core.chat.store import ConversationStore
 from specchat.core.settings import Settings, load_settings
-from specchat.core.types import Finished, FinishReason, GenerationStats
+from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
 from support.events import verified
 from support.fake_host import FakeHost
@@ -104,5 +104,22 @@ def test_off_writes_no_file_and_turning_it_off_deletes_the_memory_but_no_convers
     reply(qtbot, window, host, "And now?")
     window.lookup_memory.wait(10)
     assert not list(tmp_path.glob("lookup-memory*"))
+    window.close()
+    store.close()
+
+
+def test_automatic_drafting_is_listed_first_and_is_the_default_with_a_draft_model(qtbot, tmp_path) -> None:
+    store = ConversationStore(tmp_path / "chats.sqlite3")
+    window, host = window_on(qtbot, Settings(), store)
+    assert window.controls.drafter.itemText(0) == "Automatic (lookup + draft model)"
+    assert window.controls.drafter_kind is DrafterKind.COMPOSITE
+    window.send("Hello")
+    assert host.requests[-1].drafter is DrafterKind.COMPOSITE
+    window.close()
+    alone = FakeHost()
+    window = MainWindow(Settings(), store, host=alone)
+    qtbot.addWidget(window)
+    alone.loaded(draft=False)  # no draft model: lookup alone
+    assert window.controls.drafter_kind is DrafterKind.NGRAM
     window.close()
     store.close()
