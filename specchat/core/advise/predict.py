@@ -24,7 +24,7 @@ import numpy as np
 from specchat.core.advise.calibrate import Measurement, RoundSample
 from specchat.core.engine.depth import AdaptiveDepth, expected_tokens_curve
 
-LOW_ACCEPTANCE = 0.3  # below this a candidate's problem is that it guesses badly
+LOW_ACCEPTANCE = 0.5  # below this a losing candidate's problem is that it guesses badly
 HIGH_COST = 0.3  # a draft step above this share of a target pass is what makes it lose
 ACCEPTANCE_MARGIN = 0.05  # less acceptance than the winner's by more than this is why a candidate is behind
 
