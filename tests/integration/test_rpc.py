@@ -20,6 +20,7 @@ import pytest
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
+from specchat.core.remote import RemoteError
 from specchat.core.types import DrafterKind, Event, Finished, FinishReason, GenerationParams, Verified
 from tests.support.rpc_servers import RpcServer, free_port
 
@@ -65,6 +66,9 @@ def test_info_lists_each_servers_devices(servers: tuple[RpcServer, RpcServer]) -
     for report in data["remote"]:
         assert report["error"] == ""
         assert len(report["devices"]) == 1 and report["devices"][0]["total_bytes"] > 1 << 28
+    text = specchat("info", "--rpc", servers[0].endpoint)
+    assert text.returncode == 0 and "RPC (remote devices): yes" in text.stdout
+    assert f"remote: RPC0 at {servers[0].endpoint}: " in text.stdout
 
 
 def test_the_targets_weights_land_on_the_servers_and_the_draft_stays_here(
@@ -108,7 +112,7 @@ def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reco
     engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint))
     try:
         session = ChatSession(engine)
-        events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.DRAFT_MODEL,
+        events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM,
                                depth=DepthControl(2))
         first = next(e for e in events if isinstance(e, Verified))
         b.kill()
@@ -122,13 +126,13 @@ def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reco
         assert [m["role"] for m in session.messages] == ["user", "assistant"]
         assert session.messages[-1]["content"].startswith(first.text)
 
-        again, _ = reply(session, "Go on.", DrafterKind.DRAFT_MODEL, max_tokens=8)  # the server is still gone: one line
+        again, _ = reply(session, "Go on.", DrafterKind.NGRAM, max_tokens=8)  # the server is still gone: one line
         assert again.reason is FinishReason.ERROR
         assert again.message.startswith(f"cannot reach the remote server at {b.endpoint}")
         assert len(session.messages) == 4 and session.messages[1]["content"].startswith(first.text)
 
         b = RpcServer(tmp_path, port=b.port)  # back: the next reply reconnects and runs
-        back, tokens = reply(session, "Thanks.", DrafterKind.DRAFT_MODEL, max_tokens=8)
+        back, tokens = reply(session, "Thanks.", DrafterKind.NGRAM, max_tokens=8)
         assert back.reason in (FinishReason.EOS, FinishReason.MAX_TOKENS), back.message
         assert tokens and engine.remote.connected
     finally:
@@ -143,7 +147,7 @@ def test_a_stopped_server_fires_the_watchdog(tmp_path: Path, demo_pair) -> None:
                              rpc_deadline=2.0)
     try:
         session = ChatSession(engine)
-        events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.DRAFT_MODEL,
+        events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM,
                                depth=DepthControl(2))
         next(e for e in events if isinstance(e, Verified))
         a.pause()
@@ -177,6 +181,19 @@ def test_stop_ends_a_reply_waiting_on_a_stopped_server(tmp_path: Path, demo_pair
         assert engine.remote is not None and not engine.remote.connected
     finally:
         engine.close()
+        server.kill()
+
+
+def test_cancelling_a_load_ends_the_wait_on_a_stopped_server(tmp_path: Path, demo_pair) -> None:
+    server = RpcServer(tmp_path)
+    server.pause()
+    started = time.monotonic()
+    try:
+        with pytest.raises(RemoteError, match=f"stopped waiting for the remote server at {server.endpoint}"):
+            ChatEngine.load(demo_pair.target, demo_pair.draft, rpc_servers=(server.endpoint,),
+                            progress=lambda stage, fraction: time.monotonic() - started < 1.0)
+        assert time.monotonic() - started < 15  # not the default minute
+    finally:
         server.kill()
 
 

@@ -207,7 +207,9 @@ class ChatEngine:
                     raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
             if progress is not None:
                 progress("connecting", 0.0)
-            remote = RemoteTarget(servers, deadline=deadline)
+            # Cancelling the load also ends a wait on a server that does not answer.
+            remote = RemoteTarget(servers, deadline=deadline,
+                                  keep_waiting=None if progress is None else (lambda: progress("connecting", 0.0)))
             # Servers are given to hold the target's layers: "none" (the API's default) means as many as fit.
             target_layers, draft_layers = resolve_remote_layers(
                 target, draft, n_gpu_layers or GPU_LAYERS_AUTO, draft_gpu_layers, n_ctx=n_ctx,
@@ -215,6 +217,7 @@ class ChatEngine:
             n_ctx = min(n_ctx, loaded[0].n_ctx_train) if loaded[0].n_ctx_train > 0 else n_ctx
             if progress is not None:
                 progress("target", 0.0)
+                remote.keep_waiting = lambda: progress("target", 0.0)
             remote.load(target, n_gpu_layers=target_layers, n_ctx=n_ctx, n_threads=n_threads,
                         rollback=target_rollback)
             if draft is not None:

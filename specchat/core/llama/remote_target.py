@@ -141,7 +141,8 @@ class RemoteTarget:
     Implements ``TargetContext``; ``tokens`` mirrors what the child's context holds.
     """
 
-    def __init__(self, servers: tuple[str, ...], *, deadline: float = DEFAULT_DEADLINE) -> None:
+    def __init__(self, servers: tuple[str, ...], *, deadline: float = DEFAULT_DEADLINE,
+                 keep_waiting: Callable[[], bool] | None = None) -> None:
         if deadline <= 0:
             raise SpecchatError(f"the remote deadline must be positive, got {deadline:g} s")
         self.servers = servers
@@ -149,7 +150,7 @@ class RemoteTarget:
         self.tokens: list[int] = []
         self.devices: list[RemoteDevice] = []
         self.info: dict[str, Any] = {}
-        self.keep_waiting: Callable[[], bool] | None = None  # set per reply: False once Stop is pressed
+        self.keep_waiting = keep_waiting  # False once Stop (or a load's Cancel) is pressed; set per reply
         self.round_trips = 0
         self.last_overhead = 0.0  # seconds the latest request spent outside the child's work: the pipe's cost
         self._load_args: dict[str, Any] | None = None
@@ -249,8 +250,10 @@ class RemoteTarget:
         except PipeTimeoutError:
             stopped = self._stop_seen is not None
             self._drop()
-            if stopped:
-                raise RemoteError(f"stopped waiting for {self._where('stopped')}") from None
+            if stopped:  # Stop pressed: no time spent finding out which server it was
+                noun = "server" if len(self.servers) == 1 else "servers"
+                where = f"the remote {noun} at {', '.join(self.servers)}" if self.servers else "the target's process"
+                raise RemoteError(f"stopped waiting for {where}") from None
             raise RemoteError(f"{self._where('stopped')} stopped answering (no reply within "
                               f"{deadline:g} s)") from None
         self.round_trips += 1
