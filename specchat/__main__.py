@@ -26,6 +26,7 @@ EXIT_INTERRUPTED = 130
 CRASH_LOG = "crash.log"
 _CRASH_LOG_MAX = 1 << 20  # start the log afresh past this size
 _MAX_MESSAGE = 500
+TARGET_WORKER_FLAG = "--specchat-target-worker"
 
 # What a user can cause and fix: bad files, bad text, bad numbers, input nested too deeply.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (SpecchatError, OSError, ValueError, RecursionError, MemoryError)
@@ -104,6 +105,11 @@ def write_crash_log(exc: BaseException) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == [TARGET_WORKER_FLAG]:
+        # The packaged app's own child process for a target on remote devices (it has no ``python -m``).
+        from specchat.core.llama.target_worker import main as target_worker
+
+        target_worker()
     try:
         return _run(argv)
     except KeyboardInterrupt:
@@ -126,7 +132,7 @@ def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "rpc", None):
         # Before llama.cpp loads: this process then mostly waits on the target's, and OpenMP threads
-        # spinning through the waits here take the CPU from everything else (measured in docs/rpc.md).
+        # spinning through the waits here take the CPU from everything else (measured in docs/distributed.md).
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.command is None:
         from specchat.app import run_gui

@@ -197,6 +197,20 @@ def test_cancelling_a_load_ends_the_wait_on_a_stopped_server(tmp_path: Path, dem
         server.kill()
 
 
+def test_the_packaged_apps_entry_point_starts_the_target_worker() -> None:
+    """A frozen app has no ``python -m``: its executable becomes the worker on a flag of its own."""
+    from specchat.core.llama.pipe import read_message, write_message
+
+    with subprocess.Popen([sys.executable, "-m", "specchat", "--specchat-target-worker"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        write_message(proc.stdin, ("ping", None))  # type: ignore[arg-type]
+        reply = read_message(proc.stdout)  # type: ignore[arg-type]
+        assert reply is not None and reply[:3] == ("ok", proc.pid, 0)
+        write_message(proc.stdin, ("close",))  # type: ignore[arg-type]
+        assert proc.wait(timeout=30) == 0
+
+
 def test_bad_rpc_syntax_is_one_line(demo_pair) -> None:
     out = specchat("chat", "--target", str(demo_pair.target), "--rpc", "localhost", "hi")
     assert_one_line(out, "is not HOST:PORT")

@@ -40,6 +40,8 @@ STOP_GRACE = 2.0
 
 
 def _command() -> list[str]:
+    if getattr(sys, "frozen", False):  # the packaged app: its executable starts the worker on this flag
+        return [sys.executable, "--specchat-target-worker"]  # specchat.__main__.TARGET_WORKER_FLAG
     return [sys.executable, "-m", "specchat.core.llama.target_worker"]
 
 
