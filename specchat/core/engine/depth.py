@@ -107,11 +107,12 @@ class DepthControl:
 
 
 class AdaptiveDepth:
-    """Chooses k per round from measured acceptance, draft step cost and verify cost.
+    """Chooses k per round from measured acceptance per draft position, draft step cost and verify cost.
 
     Verify cost is kept per batch size (k + 1 tokens) and smoothed with a
-    least-squares line over the measured sizes; on a GPU it is nearly flat,
-    on a CPU it grows with the batch, and the controller adapts to either.
+    least-squares line over the measured sizes (see :meth:`verify_cost`); on
+    a GPU it is nearly flat, on a CPU it grows with the batch, and the
+    controller adapts to either.
     The per-round overhead (sampling, detokenizing, bookkeeping: everything
     in a round that is neither a draft step nor the verify pass) is measured
     separately for plain and drafted rounds; it is what makes a short round
@@ -152,6 +153,7 @@ class AdaptiveDepth:
 
     @property
     def alpha(self) -> float:
+        """The recent pooled acceptance rate (the curve's level; the whole model with ``positional=False``)."""
         return self._acc / (self._acc + self._rej)
 
     def _ema(self, old: float | None, new: float) -> float:
