@@ -374,9 +374,10 @@ class MainWindow(QMainWindow):
         self.controls.depth_slider.setValue(depth)
         kind = DrafterKind(drafter)
 
-        def choose_drafter(_info: object) -> None:
+        def choose_drafter(info: ModelInfo) -> None:
             self.models_loaded.disconnect(choose_drafter)
-            self.controls.drafter.setCurrentIndex(self.controls.drafter.findData(kind))
+            if info.target_path == target:  # not if this load failed and another pair came next
+                self.controls.drafter.setCurrentIndex(self.controls.drafter.findData(kind))
 
         self.models_loaded.connect(choose_drafter)
         self.load_models(target, draft or None)

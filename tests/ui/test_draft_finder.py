@@ -14,6 +14,7 @@ from specchat.core.types import DrafterKind
 from specchat.ui.draft_finder import COLUMNS, DraftFinderDialog
 from specchat.ui.main_window import MainWindow
 from specchat.ui.model_picker import ModelPickerDialog
+from specchat.ui.worker import ModelInfo
 from support.fake_host import FakeHost
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -115,8 +116,14 @@ def test_the_window_loads_the_pick_with_its_depth_and_drafter(qtbot, store, pair
     window.use_advice(str(target), "", "ngram", 3)
     assert host.loads[-1] == (str(target), "")
     assert window.controls.chosen_depth == 3 and window.depth_control.requested == 3
-    host.loaded(draft=False)
+    host.worker.loaded.emit(ModelInfo(str(target), "", "target.gguf", None, n_ctx=4096))
     assert window.controls.drafter_kind is DrafterKind.NGRAM
+    # A pick whose load failed does not choose the drafter of the next pair loaded.
+    window.use_advice(str(target), str(draft), "draft", 5)
+    host.loaded(draft=False)  # another pair (/models/target.gguf) came instead
+    assert window.controls.drafter_kind is DrafterKind.NGRAM
+    host.worker.loaded.emit(ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096))
+    assert window.controls.drafter_kind is DrafterKind.NGRAM  # the one-shot choice was spent
     window.settings.last_target = str(target)
     window.model_info = None
     dialog = window.open_draft_finder()
