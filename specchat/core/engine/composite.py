@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specchat.core.engine.depth import DEFAULT_AUTO_START
 from specchat.core.engine.drafters import (
     Draft,
     Drafter,
@@ -389,7 +390,11 @@ class CompositeDrafter(Drafter):
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
         best = choose(lookups, k, self.table, costs, self.model_source, self.can_splice)
-        if not best.model and self._since_model >= PROBE_EVERY:
+        if not best.model and self._model_fixed is None:
+            # The model's costs are unknown until it drafts: its first round drafts with it, at the depth
+            # controller's start depth (the priors alone would price an unmeasured model at a tie with plain).
+            best = Candidate((), 0, min(DEFAULT_AUTO_START, k), 0.0)
+        elif not best.model and self._since_model >= PROBE_EVERY:
             best = Candidate(best.lookup if self.can_splice else (), best.match, min(PROBE_DEPTH, k), 0.0)
             if len(best.lookup) + best.model > k:
                 best = Candidate((), 0, min(PROBE_DEPTH, k), 0.0)
