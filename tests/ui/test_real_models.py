@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from PySide6.QtCore import QTimer
 
 from specchat.core.chat.store import ConversationStore
 from specchat.core.types import FinishReason, Verified
@@ -302,9 +304,20 @@ def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, se
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(PROMPT)
     old = store.messages(window.conversation_id)[-1]
+    # Hold the engine thread so the stop surely comes before its first round (on a busy
+    # machine the thread could otherwise run a round between the click and the stop).
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(REPLY_TIMEOUT / 1000)
+
+    QTimer.singleShot(0, window.host.worker, hold)
+    assert started.wait(30)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.regenerate_button.click()
-        window.stop()  # before the engine thread has run a round
+        window.stop()
+        release.set()
     assert blocker.args[0].reason is FinishReason.CANCELLED
     after = store.messages(window.conversation_id)
     assert [(m.role, m.content, m.spans) for m in after] == [
