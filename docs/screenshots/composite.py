@@ -10,10 +10,11 @@ the app writes to is a temporary one.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-from pathlib import Path
+from typing import Any
+
+import shots
+from shots import wait
 
 PROMPTS = ("Say hello in five words.",
            "Proofread this note and return it in full:\n\nDear team,\n\nThe office will be closed on Friday for "
@@ -22,44 +23,21 @@ PROMPTS = ("Say hello in five words.",
 
 
 def main() -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="specchat-shots-"))
-    for name in ("data", "config", "cache"):
-        os.environ[f"SPECCHAT_{name.upper()}_DIR"] = str(tmp / name)
-
-    from PySide6.QtCore import QEventLoop, QTimer
-    from PySide6.QtWidgets import QApplication
-
-    from specchat.app import llama_build
-    from specchat.core.chat.store import ConversationStore
-    from specchat.core.models.demo import provision_demo_pair
-    from specchat.core.settings import load_settings
     from specchat.core.types import DrafterKind
-    from specchat.ui.main_window import MainWindow
 
-    _app = QApplication(sys.argv[:1])  # kept alive for the whole run
-    pair = provision_demo_pair()
-    settings = load_settings()
-    settings.max_tokens, settings.drafter, settings.repeat_penalty = 80, DrafterKind.COMPOSITE, 1.0
-    store = ConversationStore(tmp / "conversations.sqlite3")
-    window = MainWindow(settings, store, build=llama_build())
-    window.resize(1100, 720)
-    window.move(0, 0)
-    window.show()
+    tmp = shots.isolate()
+    _app = shots.app()  # kept alive for the whole run
 
-    def wait(signal: object, ms: int = 300_000) -> None:
-        loop = QEventLoop()
-        signal.connect(loop.quit)  # type: ignore[attr-defined]
-        QTimer.singleShot(ms, loop.quit)
-        loop.exec()
+    def configure(settings: Any) -> None:
+        settings.max_tokens, settings.drafter, settings.repeat_penalty = 80, DrafterKind.COMPOSITE, 1.0
 
-    window.load_models(pair.target, pair.draft)
-    wait(window.models_loaded)
+    window, store = shots.demo_window(tmp, 1100, 720, configure)
     window.controls.lookup_memory.setChecked(True)
     for prompt in PROMPTS:
         window.send(prompt)
         wait(window.reply_finished)
     wait(window.models_loaded, 500)  # nothing loads: the last repaint
-    window.grab().save(str(Path(__file__).resolve().parent / "composite.png"))
+    window.grab().save(str(shots.HERE / "composite.png"))
     window.close()
     store.close()
     return 0

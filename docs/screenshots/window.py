@@ -11,13 +11,12 @@ is a temporary one.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "docs"
+import shots
+from shots import settle, wait
+
+DOCS = shots.DOCS
 PROMPTS = (
     "Give me a short recipe for roasted carrots, with a list of steps and one tip in bold.",
     "Write a Python function that returns the squares of a list of numbers.",
@@ -25,41 +24,10 @@ PROMPTS = (
 
 
 def main() -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="specchat-shots-"))
-    for name in ("data", "config", "cache"):
-        os.environ[f"SPECCHAT_{name.upper()}_DIR"] = str(tmp / name)
+    tmp = shots.isolate()
+    _app = shots.app()  # kept alive for the whole run
 
-    from PySide6.QtCore import QEventLoop, QTimer
-    from PySide6.QtWidgets import QApplication
-
-    from specchat.app import llama_build
-    from specchat.core.chat.store import ConversationStore
-    from specchat.core.models.demo import provision_demo_pair
-    from specchat.core.settings import load_settings
-    from specchat.ui.main_window import MainWindow
-
-    _app = QApplication(sys.argv[:1])  # kept alive for the whole run
-    pair = provision_demo_pair()
-    settings = load_settings()
-    settings.max_tokens = 160
-    store = ConversationStore(tmp / "conversations.sqlite3")
-    window = MainWindow(settings, store, build=llama_build())
-    window.resize(1280, 860)
-    window.show()
-
-    def wait(signal: object, ms: int = 300_000) -> None:
-        loop = QEventLoop()
-        signal.connect(loop.quit)  # type: ignore[attr-defined]
-        QTimer.singleShot(ms, loop.quit)
-        loop.exec()
-
-    def settle(ms: int = 400) -> None:
-        loop = QEventLoop()
-        QTimer.singleShot(ms, loop.quit)
-        loop.exec()
-
-    window.load_models(pair.target, pair.draft)
-    wait(window.models_loaded)
+    window, store = shots.demo_window(tmp, 1280, 860, lambda settings: setattr(settings, "max_tokens", 160))
     wait(window.baseline_measured)  # the calibration right after loading
     for prompt in PROMPTS:
         window.send(prompt)
