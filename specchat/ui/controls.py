@@ -134,6 +134,10 @@ class SpeculationControls(QGroupBox):
         # Sized for a short label, not the longest: the panel stays narrow enough for a 900-pixel window.
         self.drafter.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.drafter.setMinimumContentsLength(14)
+        # The closed box may cut the label short; the open list and the tooltip show it whole.
+        self.drafter.view().setMinimumWidth(self.drafter.view().sizeHintForColumn(0) + 24)
+        self.drafter.currentTextChanged.connect(self.drafter.setToolTip)
+        self.drafter.setToolTip(self.drafter.currentText())
         form.addRow("Drafter", self.drafter)
         # A check box cannot wrap its text, and the panel stays narrow: the words are a label beside it.
         self.lookup_memory = QCheckBox()

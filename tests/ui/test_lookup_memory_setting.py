@@ -113,6 +113,10 @@ def test_automatic_drafting_is_listed_first_and_is_the_default_with_a_draft_mode
     window, host = window_on(qtbot, Settings(), store)
     assert window.controls.drafter.itemText(0) == "Automatic (lookup + draft model)"
     assert window.controls.drafter_kind is DrafterKind.COMPOSITE
+    # The narrow panel may cut the closed box's label short: the tooltip and the open list show it whole.
+    drafter = window.controls.drafter
+    assert drafter.toolTip() == "Automatic (lookup + draft model)"
+    assert drafter.view().minimumWidth() >= drafter.view().sizeHintForColumn(0)
     window.send("Hello")
     assert host.requests[-1].drafter is DrafterKind.COMPOSITE
     window.close()
