@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from specchat import __version__
 from specchat.core.build import BuildInfo
-from specchat.core.chat.baseline import Baseline, baseline_key
+from specchat.core.chat.baseline import Baseline, baseline_key, remember
 from specchat.core.chat.race import RaceRecord, race_refusal
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, ReplyFigures, Transcript
@@ -479,7 +479,7 @@ class MainWindow(QMainWindow):
         if self._closing:
             return
         self._measuring = ""
-        self.settings.baselines[baseline.key] = baseline.to_json()
+        self.settings.baselines = remember(self.settings.baselines, baseline)
         self._update_actions()
         self.statusBar().showMessage(f"Plain decoding: {baseline.tokens_per_second:.1f} tokens/s", 5000)
         self.stats.set_baseline(self._current_baseline())

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 CALIBRATION_PROMPT = "Write a short paragraph about the sea."
 CALIBRATION_TOKENS = 48
 MIN_TOKENS_FOR_RATIO = 16  # fewer generated tokens say nothing about a rate
+MAX_BASELINES = 64  # kept in the settings file; every pair, sampler and context size makes one
 
 
 def baseline_key(pair_key: str, sampler: SamplerParams, n_ctx: int, gpu_layers: str) -> str:
@@ -63,6 +64,13 @@ class Baseline:
         if seconds < 86400:
             return f"{seconds // 3600:.0f} h ago"
         return f"{seconds // 86400:.0f} days ago"
+
+
+def remember(baselines: dict[str, Any], baseline: Baseline, limit: int = MAX_BASELINES) -> dict[str, Any]:
+    """``baselines`` (key -> stored form) with ``baseline`` added, keeping the ``limit`` newest."""
+    kept = {k: v for k, v in baselines.items() if k != baseline.key and Baseline.from_json(v) is not None}
+    newest = sorted(kept.items(), key=lambda kv: float(kv[1]["measured_at"]), reverse=True)[: max(0, limit - 1)]
+    return {**dict(newest), baseline.key: baseline.to_json()}
 
 
 def measure_plain(engine: ChatEngine, key: str, sampler: SamplerParams, cancel: CancelToken,
