@@ -134,6 +134,15 @@ def summary(results: list[RunResult], label: str) -> None:
               f"mean {statistics.mean(ratios):.1%}, min {min(ratios):.1%}")
 
 
+def prompts_by_id(paths: list[Path], ids: list[str]) -> dict[str, list[dict[str, str]]]:
+    """The prompts named ``ids`` in the JSONL files ``paths``; an id found nowhere is one line."""
+    by_id = {pid: messages for path in paths for pid, messages in load_prompts(path, None)}
+    missing = [pid for pid in ids if pid not in by_id]
+    if missing:
+        raise SpecchatError(f"no prompt with id {', '.join(missing)} in {', '.join(map(str, paths))}")
+    return by_id
+
+
 def parse_depths(text: str) -> list[int]:
     try:
         depths = [int(part) for part in text.split(",")]
@@ -157,10 +166,7 @@ def main() -> int:
         depths = parse_depths(args.depths)
         if args.repeats < 1:
             raise SpecchatError(f"--repeats must be at least 1, got {args.repeats}")
-        by_id = {pid: messages for path in args.prompts for pid, messages in load_prompts(path, None)}
-        missing = [pid for pid in args.ids if pid not in by_id]
-        if missing:
-            raise SpecchatError(f"no prompt with id {', '.join(missing)} in {', '.join(map(str, args.prompts))}")
+        by_id = prompts_by_id(args.prompts, args.ids)
         pair = provision_demo_pair()
         engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
         prompts = [(pid, engine.tokenize_prompt(by_id[pid])[1]) for pid in args.ids]

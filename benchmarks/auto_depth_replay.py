@@ -34,9 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from auto_depth import AUTO, AUTO_IID, DEFAULT_PROMPTS, decode, parse_depths  # the script's own folder
+from auto_depth import AUTO, AUTO_IID, DEFAULT_PROMPTS, decode, parse_depths, prompts_by_id  # the script's own folder
 
-from specchat.cli.bench import load_prompts
 from specchat.core.chat.session import ChatEngine
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.models.demo import provision_demo_pair
@@ -169,10 +168,7 @@ def main() -> int:
         depths = parse_depths(args.depths)
         if args.repeats < 1:
             raise SpecchatError(f"--repeats must be at least 1, got {args.repeats}")
-        by_id = {pid: messages for path in args.prompts for pid, messages in load_prompts(path, None)}
-        missing = [pid for pid in args.ids if pid not in by_id]
-        if missing:
-            raise SpecchatError(f"no prompt with id {', '.join(missing)} in {', '.join(map(str, args.prompts))}")
+        by_id = prompts_by_id(args.prompts, args.ids)
         pair = provision_demo_pair()
         engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
         params = GenerationParams(max_tokens=args.max_tokens)
