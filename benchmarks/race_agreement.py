@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from window_defaults import TEST_PROMPTS, window_setup  # the script's own folder
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=Path, default=ROOT / "tests" / "data" / "prompts.jsonl")
+    parser.add_argument("--prompts", type=Path, default=TEST_PROMPTS)
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--limit", type=int, default=6)
     args = parser.parse_args()
@@ -28,18 +28,13 @@ def main() -> int:
     from specchat.cli.bench import bench, load_prompts
     from specchat.core.cancel import CancelToken
     from specchat.core.chat.race import RaceRequest, committed_pieces, finish_seconds, run_race
-    from specchat.core.chat.session import ChatEngine, ChatSession
+    from specchat.core.chat.session import ChatSession
     from specchat.core.chat.transcript import ReplyFigures, spans_of
     from specchat.core.engine.depth import DepthControl
-    from specchat.core.models.demo import provision_demo_pair
-    from specchat.core.settings import Settings
-    from specchat.core.types import DrafterKind, GenerationParams, SamplerParams, Verified
+    from specchat.core.types import DrafterKind, Verified
 
-    pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=2048)
-    s = Settings()  # the window's defaults: greedy, repeat penalty 1.1, auto depth
-    sampler = SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, repeat_penalty=s.repeat_penalty)
-    params = GenerationParams(sampler=sampler, max_tokens=args.max_tokens)
+    w = window_setup(args.max_tokens)
+    engine, s, sampler, params = w.engine, w.settings, w.sampler, w.params
     prompts = load_prompts(args.prompts, args.limit)
 
     print(f"demo pair, {len(prompts)} prompts, {args.max_tokens} tokens, auto depth, repeat penalty {s.repeat_penalty}")

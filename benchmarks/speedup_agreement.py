@@ -17,12 +17,12 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from window_defaults import TEST_PROMPTS, window_setup  # the script's own folder
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=Path, default=ROOT / "tests" / "data" / "prompts.jsonl")
+    parser.add_argument("--prompts", type=Path, default=TEST_PROMPTS)
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--limit", type=int, default=8)
     args = parser.parse_args()
@@ -30,17 +30,11 @@ def main() -> int:
     from specchat.cli.bench import bench, load_prompts, run_once
     from specchat.core.cancel import CancelToken
     from specchat.core.chat.baseline import baseline_key, measure_plain
-    from specchat.core.chat.session import ChatEngine
-    from specchat.core.models.demo import provision_demo_pair
-    from specchat.core.settings import Settings
-    from specchat.core.types import DrafterKind, GenerationParams, SamplerParams
+    from specchat.core.types import DrafterKind
 
-    pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=2048)
-    s = Settings()  # the window's defaults: greedy, repeat penalty 1.1, auto depth
-    sampler = SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, repeat_penalty=s.repeat_penalty)
-    params = GenerationParams(sampler=sampler, max_tokens=args.max_tokens)
-    key = baseline_key(str(pair.target), sampler, engine.n_ctx, "0/0")
+    w = window_setup(args.max_tokens)
+    engine, s, sampler, params = w.engine, w.settings, w.sampler, w.params
+    key = baseline_key(str(w.target), sampler, engine.n_ctx, "0/0")
     prompts = load_prompts(args.prompts, args.limit)
 
     print(f"demo pair, {len(prompts)} prompts, {args.max_tokens} tokens, auto depth, repeat penalty {s.repeat_penalty}")
