@@ -26,14 +26,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specchat.core.advise import cache as advice_cache
 from specchat.core.models.fit import MachineMemory, fit_files, machine_memory
 from specchat.core.models.pairs import compatibility_text
 from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
 
 from .draft_finder import DraftFinderDialog
-from .model_sources import CatalogTab, LibraryTab
+from .model_sources import CatalogTab, LibraryTab, measured_text
 
 log = logging.getLogger(__name__)
 
@@ -184,20 +183,6 @@ class ModelPickerDialog(QDialog):
     def _use_advice(self, target: str, draft: str, drafter: str, depth: int) -> None:
         self.advice_chosen.emit(target, draft, drafter, depth)
         self.accept()
-
-
-def measured_text(target: str, draft: str) -> str:
-    """``measured here: 1.40x at depth 5`` when the draft finder has a result for this pair, else "".
-
-    Without a draft file, the target's own heads or n-gram lookup (whichever was measured).
-    """
-    if not target or not Path(target).expanduser().is_file():
-        return ""
-    if draft:
-        found = advice_cache.lookup(target, "draft", draft) if Path(draft).expanduser().is_file() else None
-    else:
-        found = advice_cache.lookup(target, "mtp") or advice_cache.lookup(target, "ngram")
-    return found.label() if found is not None else ""
 
 
 def memory_text(target: str, draft: str, n_ctx: int, memory: MachineMemory) -> str:

@@ -195,6 +195,17 @@ def test_catalog_marks_pairs_already_in_the_cache(
         tab.get_button.click()
     assert len(hub.requests) == before
 
+    # Once the draft finder has measured the pair here, its row says so.
+    from specchat.core.advise import cache
+
+    target_path, draft_path = tab.downloaded["tiny"]
+    cache.store([cache.CachedResult(str(target_path), "draft", str(draft_path), 5, 1.4, 1.3, 1.38, 0.8, 1.0)])
+    again = ModelPickerDialog()
+    qtbot.addWidget(again)
+    row = again.catalog_tab.item_for("tiny")
+    qtbot.waitUntil(lambda: row.text(again.catalog_tab.STATE_COLUMN) != "checking…")
+    assert row.text(again.catalog_tab.STATE_COLUMN) == "✓ compatible · measured here: 1.38x at depth 5"
+
 
 def test_files_tab_says_whether_the_pair_fits(qtbot: QtBot, demo_pair: DemoPair, tmp_path: Path) -> None:
     from specchat.core.models.fit import GB, MachineMemory
