@@ -110,6 +110,22 @@ def test_details_survive_a_reopen_exactly(tmp_path: Path) -> None:
     assert reply.stats is not None and reply.stats["positions"] == [[2, 2], [2, 1]]
 
 
+def test_the_json_export_carries_each_tokens_detail(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    cid = store.create_conversation("q")
+    store.add_message(cid, "user", "question")
+    writer = ReplyWriter(store, cid)
+    writer.feed(xray_round(1, 2, correction=51, number=0))
+    writer.feed(Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=3, accepted=1, generated=2)))
+    exported = json.loads(store.export_json(cid))
+    store.close()
+    reply = exported["messages"][-1]
+    first = reply["spans"][0]["detail"]
+    assert (first["position"], first["source"], first["match_length"]) == (1, "lookup", 4)
+    assert first["target_top"] == [["t0", 0.6], ["d0", 0.3]]
+    assert reply["spans"][-1]["detail"]["position"] == 0  # the target's own token
+
+
 def _round_of(n_drafts: int, number: int) -> Verified:
     """A round with full 5-entry lists on both sides, of typical token texts."""
     top = tuple((i, 0.123456, f" w{i:03d}") for i in range(5))

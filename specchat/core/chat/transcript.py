@@ -35,6 +35,20 @@ class TokenDetail:
     correction: str | None = None  # the first rejected draft's: the token the target chose in its place
     replaced: str | None = None  # the target's own token: the rejected draft it replaced (None: a bonus)
 
+    def as_dict(self) -> dict[str, Any]:
+        """A readable JSON-able form, for exports."""
+        return {
+            "position": self.position,
+            "source": None if self.source is None else self.source.value,
+            "match_length": self.match_length,
+            "greedy": self.greedy,
+            "target_top": [list(pair) for pair in self.target_top],
+            "draft_top": [list(pair) for pair in self.draft_top],
+            "judged": self.judged,
+            "correction": self.correction,
+            "replaced": self.replaced,
+        }
+
     def pack(self) -> list[Any]:
         """A compact JSON-able form (probabilities to the 3 decimals shown), read back by :meth:`unpack`."""
         def flat(top: tuple[tuple[str, float], ...]) -> list[Any]:
@@ -83,6 +97,7 @@ class TokenSpan:
             "round": self.round,
             "target_prob": self.target_prob,
             "draft_prob": self.draft_prob,
+            **({"detail": self.detail.as_dict()} if self.detail is not None else {}),
         }
 
 
