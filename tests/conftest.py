@@ -16,6 +16,7 @@ from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub, serve
 
 if TYPE_CHECKING:
+    from specchat.core.chat.session import ChatEngine
     from specchat.core.models.demo import DemoPair
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -88,6 +89,16 @@ def demo_pair(demo_models_dir: Path) -> DemoPair:
     from specchat.core.models.demo import provision_demo_pair
 
     return provision_demo_pair(demo_models_dir)
+
+
+@pytest.fixture(scope="session")
+def demo_engine(demo_pair: DemoPair) -> Iterator[ChatEngine]:
+    """The demo pair loaded once per test session (2048-token context)."""
+    from specchat.core.chat.session import ChatEngine
+
+    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=2048)
+    yield engine
+    engine.close()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from specchat.core.chat.race import (
     run_race,
     summary,
 )
-from specchat.core.chat.session import ChatEngine, ChatSession
+from specchat.core.chat.session import ChatSession
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, spans_of
 from specchat.core.engine.depth import DepthControl
@@ -164,17 +163,10 @@ def test_the_request_takes_the_replys_sampler_length_and_pieces() -> None:
 PROMPT = "List the days of the week, one per line."
 
 
-@pytest.fixture(scope="module")
-def engine(demo_pair) -> Iterator[ChatEngine]:
-    loaded = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=2048)
-    yield loaded
-    loaded.close()
-
-
 @pytest.mark.slow
-def test_plain_run_on_the_demo_pair_matches_a_greedy_reply_and_finds_a_planted_difference(engine) -> None:
+def test_plain_run_on_the_demo_pair_matches_a_greedy_reply_and_finds_a_planted_difference(demo_engine) -> None:
     sampler = SamplerParams(repeat_penalty=1.1)
-    session = ChatSession(engine)
+    session = ChatSession(demo_engine)
     params = GenerationParams(sampler=sampler, max_tokens=32)
     events = list(session.reply(PROMPT, params, drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(4)))
     rounds = [e for e in events if isinstance(e, Verified)]
@@ -190,16 +182,16 @@ def test_plain_run_on_the_demo_pair_matches_a_greedy_reply_and_finds_a_planted_d
     history = [{"role": "user", "content": PROMPT}]
     request = RaceRequest(1, history, sampler, final.stats.generated, tuple(spec_pieces))
 
-    record = run_race(engine, request, CancelToken())
+    record = run_race(demo_engine, request, CancelToken())
     assert record is not None and record.fork is None
-    assert record.text == "".join(spec_pieces) and record.target == engine.target_name
+    assert record.text == "".join(spec_pieces) and record.target == demo_engine.target_name
     assert [n for _, n, _ in record.timeline] == [1] * final.stats.generated  # one token a round at depth 0
     assert sum(c for _, _, c in record.timeline) == len(record.text)
     assert record.finish_seconds > 0 and record.first_token_seconds > 0
 
     planted = list(spec_pieces)
     planted[3] = "\u2603"  # a token the target would never choose there
-    forked = run_race(engine, dataclasses.replace(request, spec_pieces=tuple(planted)), CancelToken())
+    forked = run_race(demo_engine, dataclasses.replace(request, spec_pieces=tuple(planted)), CancelToken())
     assert forked is not None and forked.fork is not None
     fork = forked.fork
     assert (fork.index, fork.plain_piece, fork.spec_piece) == (3, spec_pieces[3], "\u2603")
@@ -210,11 +202,11 @@ def test_plain_run_on_the_demo_pair_matches_a_greedy_reply_and_finds_a_planted_d
     if len(fork.top) > 1:  # the target's second choice there: told by the logit gap against the largest logit
         second = list(spec_pieces)
         second[3] = fork.top[1][0]
-        other = run_race(engine, dataclasses.replace(request, spec_pieces=tuple(second)), CancelToken())
+        other = run_race(demo_engine, dataclasses.replace(request, spec_pieces=tuple(second)), CancelToken())
         assert other is not None and other.fork is not None and other.fork.gap is not None
         assert other.fork.gap == pytest.approx(math.log(fork.top[0][1] / fork.top[1][1]))
         assert other.fork.tie == (other.fork.gap < TIE_RELATIVE_GAP * (other.fork.scale or 0.0))
 
     cancelled = CancelToken()
     cancelled.cancel()
-    assert run_race(engine, request, cancelled) is None
+    assert run_race(demo_engine, request, cancelled) is None

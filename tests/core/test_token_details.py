@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
@@ -19,13 +17,6 @@ from support.xray import xray_round
 PROMPT = "Write a short list of three fruits and say one thing about each."
 
 
-@pytest.fixture(scope="module")
-def engine(demo_pair) -> Iterator[ChatEngine]:
-    loaded = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=2048)
-    yield loaded
-    loaded.close()
-
-
 def _rounds(engine: ChatEngine, params: GenerationParams, drafter: DrafterKind, depth: int) -> list[Verified]:
     events = ChatSession(engine).reply(PROMPT, params, drafter=drafter, depth=DepthControl(depth))
     return [e for e in events if isinstance(e, Verified)]
@@ -38,11 +29,11 @@ def test_top_is_the_likeliest_first_with_ties_by_id() -> None:
     assert top(Distribution.one_hot(42)) == ((42, 1.0),)
 
 
-def test_greedy_rounds_carry_both_top_lists_consistent_with_the_verdict(engine: ChatEngine) -> None:
-    rounds = _rounds(engine, GenerationParams(max_tokens=48), DrafterKind.DRAFT_MODEL, 4)
+def test_greedy_rounds_carry_both_top_lists_consistent_with_the_verdict(demo_engine: ChatEngine) -> None:
+    rounds = _rounds(demo_engine, GenerationParams(max_tokens=48), DrafterKind.DRAFT_MODEL, 4)
     drafted = [v for v in rounds if v.sources]
     assert drafted and any(v.rejected for v in drafted) and any(v.accepted for v in drafted)
-    piece = engine.target.piece
+    piece = demo_engine.target.piece
     for v in rounds:
         n = len(v.sources)
         judged = n - len(v.rejected)
@@ -64,9 +55,9 @@ def test_greedy_rounds_carry_both_top_lists_consistent_with_the_verdict(engine: 
             assert v.draft_top[i][0][1] == pytest.approx(v.draft_probs[i])
 
 
-def test_sampled_rounds_show_q_as_the_draft_sampled_it(engine: ChatEngine) -> None:
+def test_sampled_rounds_show_q_as_the_draft_sampled_it(demo_engine: ChatEngine) -> None:
     params = GenerationParams(sampler=SamplerParams(temperature=0.9), max_tokens=32, seed=7)
-    rounds = _rounds(engine, params, DrafterKind.DRAFT_MODEL, 3)
+    rounds = _rounds(demo_engine, params, DrafterKind.DRAFT_MODEL, 3)
     checked = 0
     for v in rounds:
         assert not v.greedy
@@ -78,9 +69,9 @@ def test_sampled_rounds_show_q_as_the_draft_sampled_it(engine: ChatEngine) -> No
     assert checked > 0
 
 
-def test_a_lookup_draft_lists_its_token_alone_at_one(engine: ChatEngine) -> None:
+def test_a_lookup_draft_lists_its_token_alone_at_one(demo_engine: ChatEngine) -> None:
     prompt_params = GenerationParams(max_tokens=40)
-    events = ChatSession(engine).reply("Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat",
+    events = ChatSession(demo_engine).reply("Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat",
                                        prompt_params, drafter=DrafterKind.NGRAM, depth=DepthControl(4))
     rounds = [e for e in events if isinstance(e, Verified) and e.sources]
     assert rounds

@@ -1,4 +1,4 @@
-"""Real-model fixtures: a loaded demo engine and deliberately broken model files."""
+"""Real-model fixtures: the benchmark prompts and deliberately broken model files."""
 
 from __future__ import annotations
 
@@ -8,16 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.chat.session import ChatEngine
-
 DATA = Path(__file__).resolve().parent.parent / "data"
-
-
-@pytest.fixture(scope="session")
-def demo_engine(demo_pair) -> ChatEngine:
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=2048)
-    yield engine
-    engine.close()
 
 
 @pytest.fixture(scope="session")
