@@ -6,11 +6,13 @@ import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import (
+    CONFIDENCE_EDGES,
     MAX_MATCH,
     MAX_VERIFY_SLOPE,
     AcceptanceTable,
     Candidate,
     CompositeDrafter,
+    Confidence,
     Costs,
     choose,
     find_match,
@@ -184,3 +186,57 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     assert priced.verify[1] == adaptive.verify_cost(1)
     assert priced.verify[9] <= priced.verify[1] * (1 + MAX_VERIFY_SLOPE * 8) + 1e-12
     assert choose([(20, SPAN)], 16, table(), priced, MODEL, True).label == "lookup"
+
+
+def test_one_deep_rejection_does_not_cut_a_model_that_keeps_being_accepted() -> None:
+    """Deep positions are checked only when drafted that deep: one miss there reads against every position pooled."""
+    t = table()
+    history(t, MODEL, 0, [(8, 8)] * 12 + [(16, 9)])
+    rates = t.rates(MODEL, 0, 16)
+    assert min(rates) > 0.9 and rates[0] > 0.95
+    assert choose([], 16, t, costs(model_step=0.004, verify_slope=0.002), MODEL, True).model >= 12
+    falling = table()  # a model whose acceptance really falls with the position: the counts show it
+    history(falling, MODEL, 0, [(8, 2)] * 20)
+    shape = falling.rates(MODEL, 0, 6)
+    assert shape[0] > 0.85 and shape[2] < 0.3
+
+
+def test_within_a_reply_the_model_s_level_moves_every_position_and_keeps_the_shape() -> None:
+    everything = table()
+    history(everything, MODEL, 0, [(8, 8)] * 20)
+    reply = AcceptanceTable({}, strength=2.0, decay=1.0, parent=everything)
+    assert reply.rates(MODEL, 0, 8) == everything.rates(MODEL, 0, 8)
+    history(reply, MODEL, 0, [(4, 0)] * 3)  # this reply: the model misses at once
+    assert all(r < 0.5 for r in reply.rates(MODEL, 0, 8))
+    reply.clear()
+    history(reply, MODEL, 0, [(16, 16)] * 2 + [(16, 12)])  # one deep miss in a reply that keeps being accepted
+    assert all(r > 0.9 for r in reply.rates(MODEL, 0, 16))
+
+
+def test_confidence_buckets_start_at_the_model_s_average_and_learn_a_hesitant_model() -> None:
+    c = Confidence()
+    assert Confidence.bucket(0.1) == 0 and Confidence.bucket(CONFIDENCE_EDGES[0]) == 1
+    assert Confidence.bucket(1.0) == len(CONFIDENCE_EDGES)
+    assert c.rate(0.2, 0.8) == c.rate(0.99, 0.8) == 0.8  # nothing measured: the average
+    for _ in range(10):
+        c.record(0.2, False)
+        c.record(0.99, True)
+    assert c.rate(0.2, 0.8) < 0.2 and c.rate(0.99, 0.8) > 0.95
+    assert c.rate(0.6, 0.8) == 0.8  # another bucket keeps its own (no) counts
+
+
+def test_the_model_drafts_on_while_its_confidence_pays_and_stops_after_a_hesitant_token() -> None:
+    drafter = CompositeDrafter.__new__(CompositeDrafter)
+    drafter.model_source = MODEL
+    drafter.table = table()
+    history(drafter.table, MODEL, 0, [(8, 8)] * 12)
+    drafter.confidence = Confidence()
+    for _ in range(20):
+        drafter.confidence.record(0.2, False)
+        drafter.confidence.record(0.99, True)
+    keep_going = drafter._stopper((), 0, 16, costs(model_step=0.004, verify_slope=0.002))
+    assert all(keep_going([0.99] * i) for i in range(1, 12))  # sure drafts: on past what the position rates chose
+    assert not keep_going([0.99, 0.99, 0.2])  # after a hesitant one the next decode is likely wasted
+    assert not keep_going([0.99] * 16)  # never past the depth asked for
+    dear = drafter._stopper((), 0, 16, costs(model_step=0.06, verify_slope=0.01))
+    assert not dear([0.99, 0.99, 0.99, 0.2])  # a dear model stops sooner

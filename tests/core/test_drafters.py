@@ -221,3 +221,43 @@ def test_a_drafter_that_cannot_draft_is_never_asked(target: TargetSide) -> None:
     events = list(generate(target, NeverDrafts(), PROMPT, GenerationParams(max_tokens=6), depth=DepthControl(4)))
     assert [e.depth for e in events if isinstance(e, Verified)] == [0] * 6
     assert events[-1].stats.drafted == 0
+
+
+def test_a_draft_stops_at_an_end_token_and_where_keep_going_says_so() -> None:
+    drafter = DraftModelDrafter(SlowContext(sync_pause=0.0, decode_pause=0.0))
+    assert drafter.draft(request([1, 2], 6)).tokens == [1] * 6
+    assert drafter.draft(request([1, 2], 6, eog=frozenset({1}))).tokens == [1]  # nothing after an end is kept
+    asked: list[list[float]] = []
+
+    def keep_going(probs: Sequence[float]) -> bool:
+        asked.append(list(probs))
+        return len(probs) < 3
+
+    assert drafter.draft(request([1, 2], 6, keep_going=keep_going)).tokens == [1, 1, 1]
+    assert [len(p) for p in asked] == [1, 2, 3] and len(set(asked[-1])) == 1 and 0.7 < asked[-1][0] < 0.9
+
+
+class ThroughTheEnd(Drafter):
+    """Proposes the plain reply's next tokens with an end token spliced in after the first two."""
+
+    kind = DrafterKind.NGRAM
+
+    def __init__(self, script: list[int], end: int) -> None:
+        self.script, self.end = script, end
+
+    def draft(self, request: DraftRequest) -> Draft:
+        done = len(request.tokens) - len(PROMPT)
+        guess = [*self.script[done : done + 2], self.end, *self.script[done + 2 : done + request.k - 1]]
+        return Draft(tokens=guess[: request.k], probs=[1.0] * min(len(guess), request.k))
+
+
+def test_the_loop_never_verifies_drafts_after_an_end_token(target: TargetSide) -> None:
+    params = GenerationParams(max_tokens=12)
+    plain = reply_tokens(list(generate(target, NoDrafter(), PROMPT, params, depth=DepthControl(0))))
+    end = 127  # an end token the target does not write here: every spliced one is rejected
+    assert end not in plain
+    ended = TargetSide(target.context, frozenset({end}), target.piece)
+    events = list(generate(ended, ThroughTheEnd(plain, end), PROMPT, params, depth=DepthControl(6)))
+    drafted = [e.tokens for e in events if isinstance(e, Drafted)]
+    assert drafted and all(d[-1] == end and len(d) == 3 for d in drafted if len(d) > 2)
+    assert reply_tokens(events) == plain

@@ -16,9 +16,11 @@ q its source reports (one-hot for lookup) and the verdict stays lossless.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +64,8 @@ candidate there, scored against what the target wrote next; about 2,000
 candidates), rounded and made to grow with the match (a longer match is
 never trusted less; the raw figures at 4 and 5 tokens are noisy).
 """
+CONFIDENCE_EDGES = (0.3, 0.5, 0.7, 0.85, 0.95, 0.99)
+"""Lower edges of the buckets of a model draft's confidence (the probability the model gave it)."""
 PRIOR_STRENGTH = 4.0
 """The priors weigh as much as this many observations of a cell."""
 SHORT_MATCH = 6
@@ -143,21 +147,68 @@ class AcceptanceTable:
         """
         if self.parent is not None:
             out = self.parent.rates(source, key, n)
+            if source is not DraftSource.LOOKUP:
+                return self._shifted(out, source, key)
             for position in range(min(n, POSITIONS)):
                 hits, tries = self._cells.get((source, self._pool(source, key), position), (0.0, 0.0))
                 out[position] = (hits + out[position] * self.strength) / (tries + self.strength)
             for position in range(POSITIONS, n):
                 out[position] = out[POSITIONS - 1]
             return out
+        if source is not DraftSource.LOOKUP:
+            return self._model_rates(source, key, n)
         out = []
-        lookup = source is DraftSource.LOOKUP
-        strength = PRIOR_STRENGTH if lookup else self.strength
-        estimate = lookup_prior(key, 0) if lookup else self.priors.get(source, 0.5)
+        estimate = lookup_prior(key, 0)
         for position in range(n):
             if position < POSITIONS:
-                prior = estimate if position == 0 or not lookup else max(estimate, lookup_prior(key, position))
+                prior = max(estimate, lookup_prior(key, position)) if position else estimate
                 hits, tries = self._cells.get((source, key, position), (0.0, 0.0))
-                estimate = (hits + prior * strength) / (tries + strength)
+                estimate = (hits + prior * PRIOR_STRENGTH) / (tries + PRIOR_STRENGTH)
+            out.append(estimate)
+        return out
+
+    def _shifted(self, rates: list[float], source: DraftSource, key: int) -> list[float]:
+        """A model's ``rates`` (the parent's) moved in log-odds by this table's own counts, all positions pooled.
+
+        One reply holds few rounds of any one depth: its counts say how well the model guesses here
+        (a level) and the parent's, every reply's, say how that changes with the position (a shape).
+        """
+        cells = [self._cells.get((source, key, p), (0.0, 0.0)) for p in range(POSITIONS)]
+        hits, tries = sum(h for h, _ in cells), sum(t for _, t in cells)
+        if not tries or self.parent is None:
+            return rates
+        base = self.parent.pooled(source, key)
+        shift = _logit((hits + base * self.strength) / (tries + self.strength)) - _logit(base)
+        return [_sigmoid(_logit(r) + shift) for r in rates]
+
+    def pooled(self, source: DraftSource, key: int) -> float:
+        """A model's acceptance over every position, from its prior and this table's counts."""
+        cells = [self._cells.get((source, key, p), (0.0, 0.0)) for p in range(POSITIONS)]
+        prior = self.priors.get(source, 0.5)
+        return (sum(h for h, _ in cells) + prior * self.strength) / (sum(t for _, t in cells) + self.strength)
+
+    def _model_rates(self, source: DraftSource, key: int, n: int) -> list[float]:
+        """A model's rates: each position leans on the one before it, capped by every position pooled.
+
+        Deep positions are checked only in the rounds that draft that deep, so one
+        rejection there used to read as a fall in acceptance and kept the depth
+        short for the rest of a reply; a model's acceptance is the same at every
+        position unless the counts say otherwise, so a position's prior weighs as
+        many observations as it takes to expect one rejection at the pooled rate.
+        """
+        cells = [self._cells.get((source, key, p), (0.0, 0.0)) for p in range(POSITIONS)]
+        pooled = self.pooled(source, key)
+        out: list[float] = []
+        estimate = pooled
+        for position in range(n):
+            if position < POSITIONS:
+                hits, tries = cells[position]
+                base = min(estimate, pooled)
+                if tries:
+                    weight = max(self.strength, 1.0 / max(1.0 - base, 0.02))
+                    estimate = (hits + base * weight) / (tries + weight)
+                else:
+                    estimate = base
             out.append(estimate)
         return out
 
@@ -193,6 +244,38 @@ class AcceptanceTable:
             self.record(source, key, start + i, True)
         if n_accepted < length and not censored:
             self.record(source, key, start + n_accepted, False)
+
+
+class Confidence:
+    """How often a model draft was accepted, by the confidence the model had in it (decaying counts).
+
+    A draft model that hesitates can be wrong far more often than its average
+    says, and drafting on after such a token spends a decode on a likely loser;
+    how much more depends on the pair (a quantized copy of the target agrees
+    even where it hesitates), so every bucket starts from the model's average
+    acceptance and only its own counts move it.
+    """
+
+    def __init__(self, *, strength: float = 2.0, decay: float = 0.98) -> None:
+        self.strength = strength
+        self.decay = decay
+        self._cells = [(0.0, 0.0) for _ in range(len(CONFIDENCE_EDGES) + 1)]  # per bucket: (hits, tries)
+
+    @staticmethod
+    def bucket(prob: float) -> int:
+        """The bucket of a draft the model gave probability ``prob``."""
+        return bisect.bisect_right(CONFIDENCE_EDGES, prob)
+
+    def rate(self, prob: float, prior: float) -> float:
+        """Estimated acceptance of a model draft with probability ``prob``; ``prior``: the model's average."""
+        hits, tries = self._cells[self.bucket(prob)]
+        return (hits + prior * self.strength) / (tries + self.strength)
+
+    def record(self, prob: float, accepted: bool) -> None:
+        """Count one model draft the target checked."""
+        b = self.bucket(prob)
+        hits, tries = self._cells[b]
+        self._cells[b] = (self.decay * hits + (1.0 if accepted else 0.0), self.decay * tries + 1.0)
 
 
 @dataclass(frozen=True)
@@ -310,6 +393,7 @@ class _Pending:
     drafted: list[int]
     sources: list[DraftSource]
     match_lengths: list[int]
+    probs: list[float]  # the probability each draft had from its source (1 for lookup)
     lookups: list[tuple[int, tuple[int, ...]]]  # every lookup proposal, drafted or not
 
 
@@ -329,6 +413,7 @@ class CompositeDrafter(Drafter):
         # Every reply's figures, and this reply's on top of them (cleared when a reply starts).
         self.history = AcceptanceTable({self.model_source: 0.6})
         self.table = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=self.history)
+        self.confidence = Confidence()
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0, "splice": 0}
         # The model's costs in units of the target's one-token pass measured at the same time: a shared
         # machine's load moves both alike, so the ratio stays current while absolute timings go stale.
@@ -409,20 +494,57 @@ class CompositeDrafter(Drafter):
         out.top = [((t, 1.0),) for t in span]
         if best.model:
             self._since_model = 0
-            self._draft_model(out, request, best.model, costs.verify[1])
+            n, keep_going = best.model, None
+            if best.rate > 0.0:  # a chosen round (not a probe): the model drafts on while its confidence pays
+                n = k - len(span)
+                keep_going = self._stopper(span, best.match, n, costs)
+            self._draft_model(out, request, n, costs.verify[1], keep_going)
             if not span and out.tokens and len(out.tokens) < k:
                 self._lookup_after_model(out, request, costs)
         else:
             self._since_model += 1
             out.step_seconds = 0.0 if span else None
-        self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], lookups)
+        self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], out.probs[:],
+                                 lookups)
         return out
 
-    def _draft_model(self, out: Draft, request: DraftRequest, n: int, unit: float) -> None:
+    def _stopper(self, span: Sequence[int], match: int, n: int, costs: Costs) -> Callable[[Sequence[float]], bool]:
+        """Whether the model should draft one more token after a lookup ``span`` and the drafts so far.
+
+        Asked with the probabilities of the model's drafts so far: their
+        acceptance by confidence (:class:`Confidence`) says how likely the round
+        still is to reach the next position, and the next draft is made when
+        what it adds in expectation (that chance times the position's rate)
+        raises the round's expected tokens per second: the decode and the
+        verify position it costs against the round's rate so far.
+        """
+        model_rates = self.table.rates(self.model_source, 0, n)
+        survive0 = expected0 = 1.0
+        for rate in self.table.rates(DraftSource.LOOKUP, match_key(match), len(span)) if span else []:
+            survive0 *= rate
+            expected0 += survive0
+        confidence, n_span = self.confidence, len(span)
+
+        def keep_going(probs: Sequence[float]) -> bool:
+            i = len(probs)
+            if i >= n:
+                return False
+            survive, expected = survive0, expected0
+            for j, prob in enumerate(probs):
+                survive *= confidence.rate(prob, model_rates[j])
+                expected += survive
+            size = n_span + i
+            extra = costs.model_step + costs.verify[size + 2] - costs.verify[size + 1]
+            return survive * model_rates[i] * costs.round(size, i, n_span) > expected * extra
+
+        return keep_going
+
+    def _draft_model(self, out: Draft, request: DraftRequest, n: int, unit: float,
+                     keep_going: Callable[[Sequence[float]], bool] | None = None) -> None:
         """Append up to ``n`` model drafts after ``out``'s lookup span, and time them (in ``unit`` seconds)."""
         ahead = [*request.tokens, *out.tokens] if out.tokens else request.tokens
         started = time.perf_counter()
-        drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n))
+        drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n, keep_going=keep_going))
         seconds = time.perf_counter() - started
         out.tokens += drafted.tokens
         out.q += drafted.q
@@ -481,6 +603,9 @@ class CompositeDrafter(Drafter):
                 j += 1
             if i <= n_acc:  # the span was reached: the target checked it up to its first rejection
                 self.table.record_span(source, match_key(match), 0, j - i, min(n_acc, j) - i)
+                if source is self.model_source:
+                    for t in range(i, min(j, n_acc + 1)):
+                        self.confidence.record(pending.probs[t], t < n_acc)
             i = j
         # Lookup proposals not drafted: the committed tokens say how far they would have been kept.
         drafted_lookup = tuple(t for t, s in zip(pending.drafted, pending.sources, strict=True)
@@ -491,6 +616,15 @@ class CompositeDrafter(Drafter):
             c = _common_prefix(proposal, new)
             self.table.record_span(DraftSource.LOOKUP, match_key(match), 0, len(proposal), c,
                                    censored=c >= len(new))
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-4), 1.0 - 1e-4)
+    return math.log(p / (1.0 - p))
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -199,8 +199,9 @@ class _Reply:
             params = self.params
             round_.draft = self.drafter.draft(DraftRequest(
                 self.committed, round_.depth, params.sampler, self.rng, self.cancel, params.draft_p_min,
-                params.greedy_draft, self.adaptive))
+                params.greedy_draft, self.adaptive, eog=self.target.eog))
             _label_sources(round_.draft, self.drafter)
+            _cut_after_end(round_.draft, self.target.eog)
         round_.draft_seconds = time.perf_counter() - started
 
     def drafted_event(self, round_: _Round) -> Drafted | None:
@@ -321,6 +322,16 @@ def _label_sources(draft: Draft, drafter: Drafter) -> None:
         draft.match_lengths = [0] * n
     if len(draft.top) != n:  # a drafter that lists none, or not for a tail it added (one-hot lookups)
         draft.top = draft.top[:n] + [top(q) for q in draft.q[len(draft.top):n]]
+
+
+def _cut_after_end(draft: Draft, eog: frozenset[int]) -> None:
+    """Drop the drafts after the first end-of-generation token: the reply ends there, whatever the target says."""
+    for i, token in enumerate(draft.tokens):
+        if token in eog:
+            n = i + 1
+            draft.tokens, draft.q, draft.probs = draft.tokens[:n], draft.q[:n], draft.probs[:n]
+            draft.sources, draft.match_lengths, draft.top = draft.sources[:n], draft.match_lengths[:n], draft.top[:n]
+            return
 
 
 def _trim_pieces(pieces: list[str], tail: str, keep_chars: int) -> tuple[list[str], str]:
