@@ -217,18 +217,20 @@ def test_confidence_buckets_start_at_the_model_s_average_and_learn_a_hesitant_mo
     c = Confidence()
     assert Confidence.bucket(0.1) == 0 and Confidence.bucket(CONFIDENCE_EDGES[0]) == 1
     assert Confidence.bucket(1.0) == len(CONFIDENCE_EDGES)
-    assert c.rate(0.2, 0.8) == c.rate(0.99, 0.8) == 0.8  # nothing measured: the average
+    assert c.rate(0.2, 0.8, 0.8) == c.rate(0.99, 0.8, 0.8) == 0.8  # nothing measured: the position's rate
     for _ in range(10):
         c.record(0.2, False)
         c.record(0.99, True)
-    assert c.rate(0.2, 0.8) < 0.2 and c.rate(0.99, 0.8) > 0.95
-    assert c.rate(0.6, 0.8) == 0.8  # another bucket keeps its own (no) counts
+    assert c.rate(0.2, 0.8, 0.8) < 0.2 and c.rate(0.99, 0.8, 0.8) > 0.95
+    assert c.rate(0.6, 0.8, 0.8) == 0.8  # another bucket keeps its own (no) counts
+    # A reply where the model guesses better than on average lifts the hesitant bucket with it.
+    assert c.rate(0.2, 0.99, 0.8) > 3 * c.rate(0.2, 0.8, 0.8)
 
 
 def test_the_model_drafts_on_while_its_confidence_pays_and_stops_after_a_hesitant_token() -> None:
     drafter = CompositeDrafter.__new__(CompositeDrafter)
     drafter.model_source = MODEL
-    drafter.table = table()
+    drafter.table = drafter.history = table()
     history(drafter.table, MODEL, 0, [(8, 8)] * 12)
     drafter.confidence = Confidence()
     for _ in range(20):

@@ -253,7 +253,9 @@ class Confidence:
     says, and drafting on after such a token spends a decode on a likely loser;
     how much more depends on the pair (a quantized copy of the target agrees
     even where it hesitates), so every bucket starts from the model's average
-    acceptance and only its own counts move it.
+    acceptance and only its own counts move it. A bucket's figure is kept as
+    an offset from that average (in log-odds) and applied to the position's
+    current rate: a reply where the model guesses well lifts every bucket.
     """
 
     def __init__(self, *, strength: float = 2.0, decay: float = 0.98) -> None:
@@ -266,10 +268,17 @@ class Confidence:
         """The bucket of a draft the model gave probability ``prob``."""
         return bisect.bisect_right(CONFIDENCE_EDGES, prob)
 
-    def rate(self, prob: float, prior: float) -> float:
-        """Estimated acceptance of a model draft with probability ``prob``; ``prior``: the model's average."""
+    def rate(self, prob: float, position_rate: float, average: float) -> float:
+        """Estimated acceptance of a model draft with probability ``prob``.
+
+        ``position_rate``: the model's rate at the draft's position now; ``average``: its rate over the
+        same drafts these counts cover (every reply's).
+        """
         hits, tries = self._cells[self.bucket(prob)]
-        return (hits + prior * self.strength) / (tries + self.strength)
+        if not tries:
+            return position_rate
+        bucket = (hits + average * self.strength) / (tries + self.strength)
+        return _sigmoid(_logit(position_rate) + _logit(bucket) - _logit(average))
 
     def record(self, prob: float, accepted: bool) -> None:
         """Count one model draft the target checked."""
@@ -524,6 +533,7 @@ class CompositeDrafter(Drafter):
             survive0 *= rate
             expected0 += survive0
         confidence, n_span = self.confidence, len(span)
+        average = self.history.pooled(self.model_source, 0)
 
         def keep_going(probs: Sequence[float]) -> bool:
             i = len(probs)
@@ -531,7 +541,7 @@ class CompositeDrafter(Drafter):
                 return False
             survive, expected = survive0, expected0
             for j, prob in enumerate(probs):
-                survive *= confidence.rate(prob, model_rates[j])
+                survive *= confidence.rate(prob, model_rates[j], average)
                 expected += survive
             size = n_span + i
             extra = costs.model_step + costs.verify[size + 2] - costs.verify[size + 1]
