@@ -227,18 +227,42 @@ def test_confidence_buckets_start_at_the_model_s_average_and_learn_a_hesitant_mo
     assert c.rate(0.2, 0.99, 0.8) > 3 * c.rate(0.2, 0.8, 0.8)
 
 
-def test_the_model_drafts_on_while_its_confidence_pays_and_stops_after_a_hesitant_token() -> None:
+def sure_model_drafter() -> CompositeDrafter:
+    """A composite drafter whose model keeps being accepted and is never wrong when sure, often when hesitant."""
     drafter = CompositeDrafter.__new__(CompositeDrafter)
-    drafter.model_source = MODEL
+    drafter.model_source, drafter.max_ngram, drafter.memory = MODEL, 6, None
     drafter.table = drafter.history = table()
     history(drafter.table, MODEL, 0, [(8, 8)] * 12)
     drafter.confidence = Confidence()
     for _ in range(20):
         drafter.confidence.record(0.2, False)
         drafter.confidence.record(0.99, True)
-    keep_going = drafter._stopper((), 0, 16, costs(model_step=0.004, verify_slope=0.002))
-    assert all(keep_going([0.99] * i) for i in range(1, 12))  # sure drafts: on past what the position rates chose
-    assert not keep_going([0.99, 0.99, 0.2])  # after a hesitant one the next decode is likely wasted
-    assert not keep_going([0.99] * 16)  # never past the depth asked for
-    dear = drafter._stopper((), 0, 16, costs(model_step=0.06, verify_slope=0.01))
-    assert not dear([0.99, 0.99, 0.99, 0.2])  # a dear model stops sooner
+    return drafter
+
+
+def test_the_model_drafts_on_while_its_confidence_pays_and_stops_after_a_hesitant_token() -> None:
+    drafter = sure_model_drafter()
+    ahead = list(range(500, 540))  # nothing the drafts below repeat
+    keep_going = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.004, verify_slope=0.002))
+    for i in range(1, 12):  # sure drafts: on past what the position rates alone chose
+        assert keep_going(list(range(900, 900 + i)), [0.99] * i)
+    assert not keep_going([900, 901, 902], [0.99, 0.99, 0.2])  # after a hesitant one the next decode is likely wasted
+    assert not keep_going(list(range(900, 916)), [0.99] * 16)  # never past the depth asked for
+    dear = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.06, verify_slope=0.01))
+    assert not dear([900, 901, 902, 903], [0.99, 0.99, 0.99, 0.2])  # a dear model stops sooner
+
+
+def test_the_model_hands_over_to_a_lookup_once_its_drafts_reach_quoted_text() -> None:
+    drafter = sure_model_drafter()
+    history(drafter.table, LOOKUP, 24, [(16, 16)] * 6)  # long matches have been copies
+    quote = list(range(700, 740))
+    ahead = [*range(500, 520), *quote, *range(600, 610)]  # the prompt holds a passage; the reply starts quoting it
+    keep_going = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.004, verify_slope=0.002))
+    assert keep_going([800, 801], [0.99, 0.99])  # the drafts so far match nothing: the model goes on
+    assert keep_going(quote[:7], [0.99] * 7)  # they reach the passage: the lookup proposes its next token...
+    assert not keep_going(quote[:8], [0.99] * 8)  # ...the model drafts it too: the lookup continues for free
+    renamed = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.004, verify_slope=0.002))
+    assert renamed(quote[:7], [0.99] * 7)
+    assert renamed([*quote[:7], 999], [0.99] * 8)  # the model parts from the passage (a rename): it goes on
+    only_model = drafter._stopper(ahead, quote[:2], 24, 14, costs(model_step=0.004, verify_slope=0.002))
+    assert only_model(quote[2:10], [0.99] * 8)  # after a lookup span (a splice) the model is not handed back

@@ -229,7 +229,8 @@ def test_a_draft_stops_at_an_end_token_and_where_keep_going_says_so() -> None:
     assert drafter.draft(request([1, 2], 6, eog=frozenset({1}))).tokens == [1]  # nothing after an end is kept
     asked: list[list[float]] = []
 
-    def keep_going(probs: Sequence[float]) -> bool:
+    def keep_going(tokens: Sequence[int], probs: Sequence[float]) -> bool:
+        assert len(tokens) == len(probs)
         asked.append(list(probs))
         return len(probs) < 3
 

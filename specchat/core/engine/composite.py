@@ -436,15 +436,18 @@ class CompositeDrafter(Drafter):
         self.table.clear()
         self.model.prefill(tokens)
 
-    def lookups(self, tokens: Sequence[int], k: int) -> list[tuple[int, tuple[int, ...]]]:
-        """The distinct lookup proposals (real match length, tokens), the longest n-gram searched first."""
+    def lookups(self, tokens: Sequence[int], k: int, *, memory: bool = True) -> list[tuple[int, tuple[int, ...]]]:
+        """The distinct lookup proposals (real match length, tokens), the longest n-gram searched first.
+
+        ``memory=False``: the conversation only, not the lookup memory (quick enough to ask every draft step).
+        """
         seq = np.asarray(tokens, dtype=np.int64)
         found: list[tuple[int, tuple[int, ...]]] = []
         seen: set[tuple[int, ...]] = set()
         for n in range(min(self.max_ngram, len(seq) - 1), 0, -1):
             follow, length = find_match(seq, n)
             hay = seq
-            if follow < 0 and self.memory is not None and n >= MIN_MEMORY_NGRAM:
+            if follow < 0 and memory and self.memory is not None and n >= MIN_MEMORY_NGRAM:
                 follow, length = find_match(seq, n, self.memory)
                 hay = self.memory
             if follow < 0:
@@ -506,7 +509,7 @@ class CompositeDrafter(Drafter):
             n, keep_going = best.model, None
             if best.rate > 0.0:  # a chosen round (not a probe): the model drafts on while its confidence pays
                 n = k - len(span)
-                keep_going = self._stopper(span, best.match, n, costs)
+                keep_going = self._stopper(tokens, span, best.match, n, costs)
             self._draft_model(out, request, n, costs.verify[1], keep_going)
             if not span and out.tokens and len(out.tokens) < k:
                 self._lookup_after_model(out, request, costs)
@@ -517,25 +520,34 @@ class CompositeDrafter(Drafter):
                                  lookups)
         return out
 
-    def _stopper(self, span: Sequence[int], match: int, n: int, costs: Costs) -> Callable[[Sequence[float]], bool]:
-        """Whether the model should draft one more token after a lookup ``span`` and the drafts so far.
+    def _stopper(self, ahead: Sequence[int], span: Sequence[int], match: int, n: int, costs: Costs
+                 ) -> Callable[[Sequence[int], Sequence[float]], bool]:
+        """Whether the model should draft one more token after ``ahead`` (the committed text and a lookup
+        ``span`` of it) and the drafts so far (at most ``n``).
 
-        Asked with the probabilities of the model's drafts so far: their
+        Asked with the model's drafts so far and their probabilities: their
         acceptance by confidence (:class:`Confidence`) says how likely the round
-        still is to reach the next position, and the next draft is made when
-        what it adds in expectation (that chance times the position's rate)
-        raises the round's expected tokens per second: the decode and the
-        verify position it costs against the round's rate so far.
+        still is to reach the next position. The model drafts on while some
+        longer draft would raise the round's expected tokens per second (each
+        further decode and verify position against what it adds in
+        expectation), unless the drafts have reached text seen before and a
+        lookup would continue them better: the model then stops and the lookup
+        takes over (:meth:`_lookup_after_model`), as when a reply starts
+        quoting the prompt. The lookup takes over only once the model has drafted
+        the token the lookup proposed: a reply that copies text with changes
+        (a renamed variable) parts from the lookup exactly where the model does,
+        and one decode spent confirming is cheaper than a round lost on it.
         """
         model_rates = self.table.rates(self.model_source, 0, n)
         survive0 = expected0 = 1.0
         for rate in self.table.rates(DraftSource.LOOKUP, match_key(match), len(span)) if span else []:
             survive0 *= rate
             expected0 += survive0
-        confidence, n_span = self.confidence, len(span)
+        confidence, n_span, table, verify = self.confidence, len(span), self.table, costs.verify
         average = self.history.pooled(self.model_source, 0)
+        proposed: list[int] = []  # the lookup's next token after the drafts so far, as last asked
 
-        def keep_going(probs: Sequence[float]) -> bool:
+        def keep_going(tokens: Sequence[int], probs: Sequence[float]) -> bool:
             i = len(probs)
             if i >= n:
                 return False
@@ -544,13 +556,37 @@ class CompositeDrafter(Drafter):
                 survive *= confidence.rate(prob, model_rates[j], average)
                 expected += survive
             size = n_span + i
-            extra = costs.model_step + costs.verify[size + 2] - costs.verify[size + 1]
-            return survive * model_rates[i] * costs.round(size, i, n_span) > expected * extra
+            seconds = costs.round(size, i, n_span)
+            now = expected / seconds
+            best_on, e, alive, t = now, expected, survive, seconds  # the model drafting on, to its best length
+            for j in range(i, n):
+                alive *= model_rates[j]
+                e += alive
+                t += costs.model_step + verify[n_span + j + 2] - verify[n_span + j + 1]
+                best_on = max(best_on, e / t)
+            if best_on <= now * (1.0 + 1e-9):
+                return False
+            if n_span or not tokens:
+                return True
+            confirmed = proposed == [tokens[-1]]
+            found = self.lookups([*ahead, *tokens], n - i, memory=False)
+            longest = max(found, key=lambda c: c[0]) if found else None
+            proposed[:] = [longest[1][0]] if longest is not None else []
+            if longest is None or not confirmed:
+                return True
+            e, alive, t = expected, survive, seconds  # a lookup continuing the drafts instead
+            for j, rate in enumerate(table.rates(DraftSource.LOOKUP, match_key(longest[0]), len(longest[1]))):
+                alive *= rate
+                e += alive
+                t += verify[size + j + 2] - verify[size + j + 1]
+                if e / t > best_on:
+                    return False
+            return True
 
         return keep_going
 
     def _draft_model(self, out: Draft, request: DraftRequest, n: int, unit: float,
-                     keep_going: Callable[[Sequence[float]], bool] | None = None) -> None:
+                     keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None) -> None:
         """Append up to ``n`` model drafts after ``out``'s lookup span, and time them (in ``unit`` seconds)."""
         ahead = [*request.tokens, *out.tokens] if out.tokens else request.tokens
         started = time.perf_counter()

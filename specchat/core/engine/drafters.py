@@ -52,9 +52,9 @@ class DraftRequest:
     p_min: float = 0.0  # stop once the draft's top probability falls below this (0: never)
     greedy: bool = False  # draft the argmax even when sampling (q is then one-hot)
     costs: AdaptiveDepth | None = None  # the depth controller's measurements (verify cost, overhead), if any
-    # Asked after each drafted token with the probabilities of those drafted so far: False stops the draft
-    # there (a decision on the draft's own figures only, so the verdict stays lossless). None: never asked.
-    keep_going: Callable[[Sequence[float]], bool] | None = None
+    # Asked after each drafted token with the tokens drafted so far and their probabilities: False stops the
+    # draft there (a decision on the draft's own figures only, so the verdict stays lossless). None: never asked.
+    keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None
     eog: frozenset[int] = frozenset()  # end-of-generation tokens: nothing after one can be kept
 
 
@@ -250,7 +250,7 @@ def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], 
         history.append(x)
         if i == request.k - 1 or request.cancel.cancelled or x in request.eog:
             break
-        if request.keep_going is not None and not request.keep_going(out.probs):
+        if request.keep_going is not None and not request.keep_going(out.tokens, out.probs):
             break
         decode_started = time.perf_counter()
         row = step(x)
