@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QLabeledSlider
 
-from specchat.core.engine.drafters import DRAFTER_LABELS
+from specchat.core.engine.drafters import COMPOSITE_WITH_HEADS_LABEL, DRAFTER_LABELS
 from specchat.core.settings import MAX_CONTEXT, MIN_CONTEXT, Settings
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -240,17 +240,25 @@ class SpeculationControls(QGroupBox):
         return None if self.auto_depth.isChecked() else int(self.depth_slider.value())
 
     def set_available_drafters(self, draft_model: bool, mtp: bool) -> None:
-        """Grey out drafters the loaded pair lacks; a target with MTP heads drafts with them by default."""
+        """Grey out drafters the loaded pair lacks, and name the automatic one after the model it drafts with.
+
+        A drafter the pair lacks gives way to the automatic one where a model can draft (the draft model, or
+        else the target's MTP heads), and to n-gram lookup where none can.
+        """
         model = self._drafter_items()
         for row in range(self.drafter.count()):
             kind = DrafterKind(self.drafter.itemData(row))
             available = {DrafterKind.DRAFT_MODEL: draft_model, DrafterKind.MTP: mtp,
                          DrafterKind.COMPOSITE: draft_model or mtp}.get(kind, True)
             model.item(row).setEnabled(available)
-        if mtp:
-            self.drafter.setCurrentIndex(self.drafter.findData(DrafterKind.MTP))
-        elif not model.item(self.drafter.currentIndex()).isEnabled():
-            self.drafter.setCurrentIndex(self.drafter.findData(DrafterKind.NGRAM))
+        composite = self.drafter.findData(DrafterKind.COMPOSITE)
+        label = COMPOSITE_WITH_HEADS_LABEL if mtp and not draft_model else DRAFTER_LABELS[DrafterKind.COMPOSITE]
+        self.drafter.setItemText(composite, label)
+        if self.drafter.currentIndex() == composite:
+            self.drafter.setToolTip(label)
+        if not model.item(self.drafter.currentIndex()).isEnabled():
+            fallback = DrafterKind.COMPOSITE if draft_model or mtp else DrafterKind.NGRAM
+            self.drafter.setCurrentIndex(self.drafter.findData(fallback))
 
     def _drafter_items(self) -> QStandardItemModel:
         # a QComboBox's own model is a QStandardItemModel; its items can be greyed out one by one

@@ -25,6 +25,7 @@ from specchat.core.llama.model import Model
 from specchat.core.types import (
     Drafted,
     DrafterKind,
+    Finished,
     FinishReason,
     GenerationParams,
     SamplerParams,
@@ -154,3 +155,25 @@ def test_sampling_with_mtp_follows_the_target_distribution(engine: ChatEngine) -
         assert any(isinstance(e, Drafted) for e in events)
         seen[session.last_tokens[0]] += 1
     assert_follows(seen, p1.ids, p1.probs, n)
+
+
+def test_the_composite_over_the_heads_drafts_from_both_and_matches_plain_decoding(engine: ChatEngine) -> None:
+    """Automatic drafting with MTP heads as its model: lookup and heads take turns on a hybrid target, losslessly.
+
+    Without a repeat penalty the random target soon writes in loops, which lookup drafts.
+    """
+    sampler = SamplerParams(repeat_penalty=1.0)
+    params = GenerationParams(sampler=sampler, max_tokens=48, draft_p_min=1e-6)
+    engine.target_context.truncate(0)
+    sources: Counter[str] = Counter()
+    for i, text in enumerate(("Tell me about the sea.", "Count to ten, please.")):
+        session = ChatSession(engine)
+        events = list(session.reply(text, params, drafter=DrafterKind.COMPOSITE, depth=DepthControl(None)))
+        assert isinstance(events[-1], Finished) and events[-1].reason is FinishReason.MAX_TOKENS, events[-1].message
+        for event in events:
+            if isinstance(event, Drafted):
+                sources.update(s.value for s in event.sources)
+        _, prompt = engine.tokenize_prompt(session.messages[:-1])
+        plain = plain_greedy(engine.target_context, prompt, params.max_tokens, sampler, engine.target.eog_tokens)
+        assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, sampler, f"composite reply {i}")
+    assert sources["mtp"] > 0 and sources["lookup"] > 0, sources

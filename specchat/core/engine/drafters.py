@@ -38,6 +38,8 @@ DRAFTER_LABELS: dict[DrafterKind, str] = {
     DrafterKind.NONE: "None (plain decoding)",
 }
 """Each drafter's name for people, in the order front ends list them."""
+COMPOSITE_WITH_HEADS_LABEL = "Automatic (lookup + MTP heads)"
+"""The automatic drafter's name where its model is the target's MTP heads (no draft model loaded)."""
 
 
 @dataclass(frozen=True)
