@@ -264,5 +264,8 @@ def test_the_model_hands_over_to_a_lookup_once_its_drafts_reach_quoted_text() ->
     renamed = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.004, verify_slope=0.002))
     assert renamed(quote[:7], [0.99] * 7)
     assert renamed([*quote[:7], 999], [0.99] * 8)  # the model parts from the passage (a rename): it goes on
+    short = drafter._stopper([*range(500, 520), 42, 43, 44, *range(600, 610)], (), 0, 16,
+                             costs(model_step=0.004, verify_slope=0.002))
+    assert short([900, 42], [0.99] * 2) and short([900, 42, 43], [0.99] * 3)  # two tokens seen before: no quote
     only_model = drafter._stopper(ahead, quote[:2], 24, 14, costs(model_step=0.004, verify_slope=0.002))
     assert only_model(quote[2:10], [0.99] * 8)  # after a lookup span (a splice) the model is not handed back

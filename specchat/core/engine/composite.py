@@ -46,6 +46,9 @@ MIN_MEMORY_NGRAM = 2
 """Shortest match looked up in the lookup memory: a single token there says little."""
 POSITIONS = 8
 """Positions kept apart in the acceptance table; later positions share the last entry."""
+MIN_HANDOVER_MATCH = 4
+"""Shortest match (in tokens, the model's drafts included) a model draft hands over to a lookup at: open chat
+keeps meeting a token or two seen before, and a lookup continuing those parts from the model within a token."""
 PROBE_EVERY = 8
 """After this many rounds without the model, one round drafts with it so its acceptance stays current
 (every 16 let open chat start with a dozen plain rounds when the reply before it had not used the model)."""
@@ -572,7 +575,7 @@ class CompositeDrafter(Drafter):
             found = self.lookups([*ahead, *tokens], n - i, memory=False)
             longest = max(found, key=lambda c: c[0]) if found else None
             proposed[:] = [longest[1][0]] if longest is not None else []
-            if longest is None or not confirmed:
+            if longest is None or not confirmed or longest[0] < MIN_HANDOVER_MATCH:
                 return True
             e, alive, t = expected, survive, seconds  # a lookup continuing the drafts instead
             for j, rate in enumerate(table.rates(DraftSource.LOOKUP, match_key(longest[0]), len(longest[1]))):
