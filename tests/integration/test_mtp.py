@@ -177,3 +177,18 @@ def test_the_composite_over_the_heads_drafts_from_both_and_matches_plain_decodin
         plain = plain_greedy(engine.target_context, prompt, params.max_tokens, sampler, engine.target.eog_tokens)
         assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, sampler, f"composite reply {i}")
     assert sources["mtp"] > 0 and sources["lookup"] > 0, sources
+
+
+def test_the_composite_drafts_by_lookup_while_unsure_heads_draft_nothing(engine: ChatEngine) -> None:
+    """Random heads are never 75% sure (the default p-min): the composite must not keep waiting on them."""
+    sampler = SamplerParams(repeat_penalty=1.0)
+    engine.target_context.truncate(0)
+    engine._composite = None  # a fresh composite, which has never seen the heads draft
+    session = ChatSession(engine)
+    events = list(session.reply("Tell me about the sea.", GenerationParams(sampler=sampler, max_tokens=48),
+                                drafter=DrafterKind.COMPOSITE, depth=DepthControl(None)))
+    stats = events[-1].stats
+    assert stats.by_source.get("lookup", [0, 0])[1] > 0 and stats.by_source.get("mtp", [0, 0])[0] == 0, stats
+    _, prompt = engine.tokenize_prompt(session.messages[:-1])
+    plain = plain_greedy(engine.target_context, prompt, 48, sampler, engine.target.eog_tokens)
+    assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, sampler, "lookup with unsure heads")

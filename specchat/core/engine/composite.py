@@ -49,6 +49,8 @@ POSITIONS = 8
 MIN_HANDOVER_MATCH = 4
 """Shortest match (in tokens, the model's drafts included) a model draft hands over to a lookup at: open chat
 keeps meeting a token or two seen before, and a lookup continuing those parts from the model within a token."""
+UNMEASURED_TRIES = 3
+"""Rounds forced to the model while it has never drafted (its costs unknown); after them it waits for probes."""
 PROBE_EVERY = 8
 """After this many rounds without the model, one round drafts with it so its acceptance stays current
 (every 16 let open chat start with a dozen plain rounds when the reply before it had not used the model)."""
@@ -432,6 +434,7 @@ class CompositeDrafter(Drafter):
         self._model_fixed: float | None = None
         self._model_step: float | None = None
         self._since_model = 0
+        self._unmeasured_tries = 0
         self._pending: _Pending | None = None
 
     def prefill(self, tokens: Sequence[int]) -> None:
@@ -490,9 +493,11 @@ class CompositeDrafter(Drafter):
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
         best = choose(lookups, k, self.table, costs, self.model_source, self.can_splice)
-        if not best.model and self._model_fixed is None:
+        if not best.model and self._model_fixed is None and self._unmeasured_tries < UNMEASURED_TRIES:
             # The model's costs are unknown until it drafts: its first round drafts with it, at the depth
             # controller's start depth (the priors alone would price an unmeasured model at a tie with plain).
+            # A few tries only: MTP heads below their p-min draft nothing, and lookup must not wait on them.
+            self._unmeasured_tries += 1
             best = Candidate((), 0, min(DEFAULT_AUTO_START, k), 0.0)
         elif not best.model and self._since_model >= PROBE_EVERY:
             best = Candidate(best.lookup if self.can_splice else (), best.match, min(PROBE_DEPTH, k), 0.0)
