@@ -9,6 +9,7 @@ from specchat.core.engine.composite import (
     CONFIDENCE_EDGES,
     MAX_MATCH,
     MAX_VERIFY_SLOPE,
+    PROBE_DEPTH,
     AcceptanceTable,
     Candidate,
     CompositeDrafter,
@@ -21,7 +22,7 @@ from specchat.core.engine.composite import (
     match_key,
 )
 from specchat.core.engine.depth import AdaptiveDepth
-from specchat.core.engine.drafters import DraftRequest
+from specchat.core.engine.drafters import DraftModelDrafter, DraftRequest
 from specchat.core.types import DraftSource, SamplerParams
 
 LOOKUP, MODEL = DraftSource.LOOKUP, DraftSource.MODEL
@@ -269,3 +270,39 @@ def test_the_model_hands_over_to_a_lookup_once_its_drafts_reach_quoted_text() ->
     assert short([900, 42], [0.99] * 2) and short([900, 42, 43], [0.99] * 3)  # two tokens seen before: no quote
     only_model = drafter._stopper(ahead, quote[:2], 24, 14, costs(model_step=0.004, verify_slope=0.002))
     assert only_model(quote[2:10], [0.99] * 8)  # after a lookup span (a splice) the model is not handed back
+
+
+class SureContext:
+    """A dense draft context with a 4-token vocabulary that always drafts token 1."""
+
+    n_ctx = 256
+    restored = False
+
+    def extend_to(self, tokens: list[int]) -> int:
+        return 0
+
+    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+        return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - 1
+
+    def decode(self, tokens: list[int]) -> np.ndarray:
+        return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
+
+    def checkpoint(self, slot: str) -> None:
+        pass
+
+
+def test_a_reply_that_would_start_with_plain_rounds_probes_the_model_at_once() -> None:
+    """Earlier replies priced the model out; a new reply may differ, so its first plain round drafts a little."""
+    drafter = CompositeDrafter(DraftModelDrafter(SureContext()))
+    history(drafter.history, MODEL, 0, [(4, 0)] * 30)  # earlier replies: the model kept missing
+    drafter._model_fixed = drafter._model_step = 0.3  # its costs are measured (no unmeasured-model rounds)
+    rng = np.random.default_rng(0)
+
+    def ask(tokens: list[int]) -> list[DraftSource]:
+        return drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken())).sources
+
+    prompt = [5, 6, 7, 8]  # nothing to look up
+    drafter.prefill(prompt[:-1])
+    assert ask(prompt) == [MODEL] * PROBE_DEPTH
+    assert ask([*prompt, 9]) == []  # the probe missed: plain rounds, the usual probes from here
+    assert ask([*prompt, 9, 10]) == []

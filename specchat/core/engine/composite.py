@@ -435,10 +435,12 @@ class CompositeDrafter(Drafter):
         self._model_step: float | None = None
         self._since_model = 0
         self._unmeasured_tries = 0
+        self._first_round = False  # the next round is a reply's first
         self._pending: _Pending | None = None
 
     def prefill(self, tokens: Sequence[int]) -> None:
         self._pending = None
+        self._first_round = True
         self.table.clear()
         self.model.prefill(tokens)
 
@@ -499,10 +501,14 @@ class CompositeDrafter(Drafter):
             # A few tries only: MTP heads below their p-min draft nothing, and lookup must not wait on them.
             self._unmeasured_tries += 1
             best = Candidate((), 0, min(DEFAULT_AUTO_START, k), 0.0)
-        elif not best.model and self._since_model >= PROBE_EVERY:
+        elif not best.model and (self._since_model >= PROBE_EVERY or (self._first_round and not best.lookup)):
+            # Probes keep the model's acceptance current; a reply's first round that would be plain probes at
+            # once, since a new reply can differ in character (an open question after an edit) and eight
+            # plain rounds waiting for the next probe cost more than a short draft.
             best = Candidate(best.lookup if self.can_splice else (), best.match, min(PROBE_DEPTH, k), 0.0)
             if len(best.lookup) + best.model > k:
                 best = Candidate((), 0, min(PROBE_DEPTH, k), 0.0)
+        self._first_round = False
         self.wins[best.label] += 1
         out = Draft()
         span = list(best.lookup)
