@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from specchat.core.engine.depth import DEFAULT_AUTO_START
+from specchat.core.engine.depth import DEFAULT_AUTO_START, logit, sigmoid
 from specchat.core.engine.drafters import (
     Draft,
     Drafter,
@@ -178,19 +177,26 @@ class AcceptanceTable:
         One reply holds few rounds of any one depth: its counts say how well the model guesses here
         (a level) and the parent's, every reply's, say how that changes with the position (a shape).
         """
-        cells = [self._cells.get((source, key, p), (0.0, 0.0)) for p in range(POSITIONS)]
-        hits, tries = sum(h for h, _ in cells), sum(t for _, t in cells)
+        hits, tries = self._totals(source, key)
         if not tries or self.parent is None:
             return rates
         base = self.parent.pooled(source, key)
-        shift = _logit((hits + base * self.strength) / (tries + self.strength)) - _logit(base)
-        return [_sigmoid(_logit(r) + shift) for r in rates]
+        shift = logit((hits + base * self.strength) / (tries + self.strength)) - logit(base)
+        return [sigmoid(logit(r) + shift) for r in rates]
 
     def pooled(self, source: DraftSource, key: int) -> float:
         """A model's acceptance over every position, from its prior and this table's counts."""
-        cells = [self._cells.get((source, key, p), (0.0, 0.0)) for p in range(POSITIONS)]
-        prior = self.priors.get(source, 0.5)
-        return (sum(h for h, _ in cells) + prior * self.strength) / (sum(t for _, t in cells) + self.strength)
+        hits, tries = self._totals(source, key)
+        return (hits + self.priors.get(source, 0.5) * self.strength) / (tries + self.strength)
+
+    def _positions(self, source: DraftSource, key: int) -> list[tuple[float, float]]:
+        """This table's (hits, tries) at each kept position."""
+        return [self._cells.get((source, key, p), (0.0, 0.0)) for p in range(POSITIONS)]
+
+    def _totals(self, source: DraftSource, key: int) -> tuple[float, float]:
+        """This table's hits and tries over every position."""
+        cells = self._positions(source, key)
+        return sum(h for h, _ in cells), sum(t for _, t in cells)
 
     def _model_rates(self, source: DraftSource, key: int, n: int) -> list[float]:
         """A model's rates: each position leans on the one before it, capped by every position pooled.
@@ -201,7 +207,7 @@ class AcceptanceTable:
         position unless the counts say otherwise, so a position's prior weighs as
         many observations as it takes to expect one rejection at the pooled rate.
         """
-        cells = [self._cells.get((source, key, p), (0.0, 0.0)) for p in range(POSITIONS)]
+        cells = self._positions(source, key)
         pooled = self.pooled(source, key)
         out: list[float] = []
         estimate = pooled
@@ -283,7 +289,7 @@ class Confidence:
         if not tries:
             return position_rate
         bucket = (hits + average * self.strength) / (tries + self.strength)
-        return _sigmoid(_logit(position_rate) + _logit(bucket) - _logit(average))
+        return sigmoid(logit(position_rate) + logit(bucket) - logit(average))
 
     def record(self, prob: float, accepted: bool) -> None:
         """Count one model draft the target checked."""
@@ -676,15 +682,6 @@ class CompositeDrafter(Drafter):
             c = _common_prefix(proposal, new)
             self.table.record_span(DraftSource.LOOKUP, match_key(match), 0, len(proposal), c,
                                    censored=c >= len(new))
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-4), 1.0 - 1e-4)
-    return math.log(p / (1.0 - p))
-
-
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x))
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

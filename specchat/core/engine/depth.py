@@ -78,12 +78,14 @@ def expected_tokens_curve(accept: Sequence[float], k: int) -> float:
     return total
 
 
-def _logit(p: float) -> float:
+def logit(p: float) -> float:
+    """The log-odds of probability ``p`` (kept a millionth away from 0 and 1)."""
     p = min(max(p, 1e-6), 1.0 - 1e-6)
     return math.log(p / (1.0 - p))
 
 
-def _sigmoid(x: float) -> float:
+def sigmoid(x: float) -> float:
+    """The probability whose log-odds are ``x``."""
     return 1.0 / (1.0 + math.exp(-x))
 
 
@@ -240,7 +242,7 @@ class AdaptiveDepth:
         """The recent pooled rate moved per position by the long-run shape (in log-odds, so it stays in 0-1)."""
         # Long-run pooled rate, with the same mild prior of 0.6 as the recent one.
         base = (sum(self._accepted) + 3.0) / (sum(self._reached) + 5.0)
-        level = _logit(self.alpha)
+        level = logit(self.alpha)
         curve: list[float] = []
         long_curve: list[float] = []
         shallower_accepted = shallower_reached = 0.0
@@ -255,8 +257,8 @@ class AdaptiveDepth:
             weight = self.prior_rejections / max(1.0 - prior, 0.01)
             previous = (accepted + weight * prior) / (reached + weight)
             long_curve.append(previous)
-            shape = _logit(previous) - _logit(base)  # this position against the pooled rate, in log-odds
-            curve.append(_sigmoid(level + shape))
+            shape = logit(previous) - logit(base)  # this position against the pooled rate, in log-odds
+            curve.append(sigmoid(level + shape))
             shallower_accepted += accepted
             shallower_reached += reached
         self._long_curve = long_curve
