@@ -54,10 +54,13 @@ def reply(session: ChatSession, text: str | None, params: GenerationParams = GRE
     return list(session.reply(text, params, drafter=MTP, **kwargs))  # type: ignore[arg-type]
 
 
-def check(engine: ChatEngine, conversation: list[dict[str, str]], tokens: list[int], label: str) -> None:
+def check(engine: ChatEngine, conversation: list[dict[str, str]], tokens: list[int], label: str,
+          params: GenerationParams = GREEDY) -> None:
+    """``tokens`` are plain greedy decoding's reply to ``conversation`` under ``params``, or part from it at a tie."""
     _, prompt = engine.tokenize_prompt(conversation)
-    plain = plain_greedy(engine.target_context, prompt, GREEDY.max_tokens, PENALTY, engine.target.eog_tokens)
-    assert_same_or_tie(engine.target_context, prompt, plain, tokens, PENALTY, label)
+    sampler = params.sampler
+    plain = plain_greedy(engine.target_context, prompt, params.max_tokens, sampler, engine.target.eog_tokens)
+    assert_same_or_tie(engine.target_context, prompt, plain, tokens, sampler, label)
 
 
 def fresh_heads_logits(sequence: list[int]) -> np.ndarray:
@@ -173,9 +176,7 @@ def test_the_composite_over_the_heads_drafts_from_both_and_matches_plain_decodin
         for event in events:
             if isinstance(event, Drafted):
                 sources.update(s.value for s in event.sources)
-        _, prompt = engine.tokenize_prompt(session.messages[:-1])
-        plain = plain_greedy(engine.target_context, prompt, params.max_tokens, sampler, engine.target.eog_tokens)
-        assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, sampler, f"composite reply {i}")
+        check(engine, session.messages[:-1], session.last_tokens, f"composite reply {i}", params)
     assert sources["mtp"] > 0 and sources["lookup"] > 0, sources
 
 
@@ -185,10 +186,9 @@ def test_the_composite_drafts_by_lookup_while_unsure_heads_draft_nothing(engine:
     engine.target_context.truncate(0)
     engine._composite = None  # a fresh composite, which has never seen the heads draft
     session = ChatSession(engine)
-    events = list(session.reply("Tell me about the sea.", GenerationParams(sampler=sampler, max_tokens=48),
-                                drafter=DrafterKind.COMPOSITE, depth=DepthControl(None)))
+    params = GenerationParams(sampler=sampler, max_tokens=48)
+    events = list(session.reply("Tell me about the sea.", params, drafter=DrafterKind.COMPOSITE,
+                                depth=DepthControl(None)))
     stats = events[-1].stats
     assert stats.by_source.get("lookup", [0, 0])[1] > 0 and stats.by_source.get("mtp", [0, 0])[0] == 0, stats
-    _, prompt = engine.tokenize_prompt(session.messages[:-1])
-    plain = plain_greedy(engine.target_context, prompt, 48, sampler, engine.target.eog_tokens)
-    assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, sampler, "lookup with unsure heads")
+    check(engine, session.messages[:-1], session.last_tokens, "lookup with unsure heads", params)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import QPoint
+from PySide6.QtGui import QTextCursor
 from pytestqt.qtbot import QtBot
 
 from specchat.core.types import Event
@@ -25,3 +27,13 @@ def stream(view: ChatView, events: list[Event]) -> None:
     for event in events:
         view.transcript.fold(event)
     view.feed(events)
+
+
+def char_point(view: ChatView, position: int) -> QPoint:
+    """The viewport point over the middle of the character at document ``position``."""
+    cursor = QTextCursor(view.document())
+    cursor.setPosition(position)
+    left = view.cursorRect(cursor)
+    cursor.setPosition(position + 1)
+    right = view.cursorRect(cursor)
+    return QPoint((left.x() + right.x()) // 2, left.center().y())

@@ -28,7 +28,7 @@ from specchat.ui.chat_view import ChatView
 from specchat.ui.markdown_blocks import parse_blocks
 from specchat.ui.token_styles import PROP_CHROME, PROP_CODE, PROP_KIND, REJECTION_MARKER
 from support.events import drafted, verified
-from support.views import stream, streaming_view
+from support.views import char_point, stream, streaming_view
 
 # (accepted, rejected, target) per round: the content is
 # "Here are **Carrots**:\n\n- one\n- two\n\n```python\nx = 1\nprint(x)\n```\nDone."
@@ -201,12 +201,7 @@ def _point_of(view: ChatView, text: str) -> QPoint:
     """The viewport point over the middle of the first character of ``text``."""
     at = view.document().find(text)
     assert not at.isNull(), text
-    cursor = QTextCursor(view.document())
-    cursor.setPosition(at.selectionStart())
-    left = view.cursorRect(cursor)
-    cursor.setPosition(at.selectionStart() + 1)
-    right = view.cursorRect(cursor)
-    return QPoint((left.x() + right.x()) // 2, left.center().y())
+    return char_point(view, at.selectionStart())
 
 
 def test_marker_tooltip_and_click_show_the_guess_and_tokens_keep_theirs(qtbot) -> None:

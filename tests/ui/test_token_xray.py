@@ -14,7 +14,7 @@ from specchat.ui.chat_view import ChatView
 from specchat.ui.main_window import MainWindow
 from specchat.ui.token_styles import PROP_POSITION, PROP_ROUND
 from specchat.ui.token_xray import TokenXray, readable
-from support.views import stream, streaming_view
+from support.views import char_point, stream, streaming_view
 from support.xray import xray_round
 
 BOTH = pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
@@ -37,12 +37,7 @@ def _point_of_token(view: ChatView, round_: int, position: int) -> QPoint:
     for frag in _fragments(view):
         fmt = frag.charFormat()
         if fmt.property(PROP_ROUND) == round_ and fmt.property(PROP_POSITION) == position:
-            cursor = QTextCursor(view.document())
-            cursor.setPosition(frag.position())
-            left = view.cursorRect(cursor)
-            cursor.setPosition(frag.position() + 1)
-            right = view.cursorRect(cursor)
-            return QPoint((left.x() + right.x()) // 2, left.center().y())
+            return char_point(view, frag.position())
     raise AssertionError(f"no token at round {round_}, position {position}")
 
 
