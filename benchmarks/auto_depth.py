@@ -153,19 +153,31 @@ def parse_depths(text: str) -> list[int]:
     return depths
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_parser(description: str, ids: list[str], depths: str, repeats: int) -> argparse.ArgumentParser:
+    """The options both auto-depth benchmarks take, with their defaults: prompts, ids, depths, repeats, tokens."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--prompts", type=Path, nargs="+", default=DEFAULT_PROMPTS)
-    parser.add_argument("--ids", nargs="+", default=DEFAULT_IDS, help="prompt ids to use (default: 6 varied ones)")
-    parser.add_argument("--depths", default="2,4,6,8", help="fixed depths, comma-separated")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ids", nargs="+", default=ids, help=f"prompt ids to use (default: {len(ids)} varied ones)")
+    parser.add_argument("--depths", default=depths, help="fixed depths, comma-separated")
+    parser.add_argument("--repeats", type=int, default=repeats)
     parser.add_argument("--max-tokens", type=int, default=128)
+    return parser
+
+
+def checked_depths(args: argparse.Namespace) -> list[int]:
+    """The fixed depths asked for, once --depths and --repeats are checked (a SpecchatError otherwise)."""
+    depths = parse_depths(args.depths)
+    if args.repeats < 1:
+        raise SpecchatError(f"--repeats must be at least 1, got {args.repeats}")
+    return depths
+
+
+def main() -> int:
+    parser = run_parser(__doc__.splitlines()[0], DEFAULT_IDS, "2,4,6,8", 3)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     try:
-        depths = parse_depths(args.depths)
-        if args.repeats < 1:
-            raise SpecchatError(f"--repeats must be at least 1, got {args.repeats}")
+        depths = checked_depths(args)
         by_id = prompts_by_id(args.prompts, args.ids)
         pair = provision_demo_pair()
         engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)

@@ -24,7 +24,6 @@ run has its own jitter.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import random
 import statistics
@@ -32,9 +31,8 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from auto_depth import AUTO, AUTO_IID, DEFAULT_PROMPTS, decode, parse_depths, prompts_by_id  # the script's own folder
+from auto_depth import AUTO, AUTO_IID, checked_depths, decode, prompts_by_id, run_parser  # the script's own folder
 
 from specchat.core.chat.session import ChatEngine
 from specchat.core.engine.depth import AdaptiveDepth
@@ -157,17 +155,9 @@ def position_curve(traces: dict[str, list[bool]], depth: int) -> list[float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=Path, nargs="+", default=DEFAULT_PROMPTS)
-    parser.add_argument("--ids", nargs="+", default=DEFAULT_IDS, help="prompt ids to use (default: 8 varied ones)")
-    parser.add_argument("--depths", default="1,2,3,4,6,8,12,16", help="fixed depths, comma-separated")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--max-tokens", type=int, default=128)
-    args = parser.parse_args()
+    args = run_parser(__doc__.splitlines()[0], DEFAULT_IDS, "1,2,3,4,6,8,12,16", 5).parse_args()
     try:
-        depths = parse_depths(args.depths)
-        if args.repeats < 1:
-            raise SpecchatError(f"--repeats must be at least 1, got {args.repeats}")
+        depths = checked_depths(args)
         by_id = prompts_by_id(args.prompts, args.ids)
         pair = provision_demo_pair()
         engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
