@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import numpy as np
+import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import (
@@ -15,17 +19,18 @@ from specchat.core.engine.composite import (
     CompositeDrafter,
     Confidence,
     Costs,
+    StopPlan,
     choose,
     find_match,
     lookup_prior,
     lookup_tail,
     match_key,
 )
-from specchat.core.engine.depth import AdaptiveDepth
-from specchat.core.engine.drafters import DraftModelDrafter, DraftRequest
+from specchat.core.engine.depth import AdaptiveDepth, expected_tokens, logit, sigmoid
+from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest
 from specchat.core.types import DraftSource, SamplerParams
 
-LOOKUP, MODEL = DraftSource.LOOKUP, DraftSource.MODEL
+LOOKUP, MODEL, MTP = DraftSource.LOOKUP, DraftSource.MODEL, DraftSource.MTP
 SPAN = tuple(range(100, 116))  # a 16-token lookup proposal
 
 
@@ -84,7 +89,7 @@ def test_a_short_trusted_span_is_continued_by_the_model() -> None:
     best = choose([(3, SPAN[:3])], 16, t, costs(model_step=0.002), MODEL, True)
     assert best.label == "splice" and best.lookup == SPAN[:3] and best.model >= 2
     # A dearer model is not worth adding to the sure span.
-    assert choose([(3, SPAN[:3])], 16, t, costs(model_step=0.01), MODEL, True).label == "lookup"
+    assert choose([(3, SPAN[:3])], 16, t, costs(model_step=0.03), MODEL, True).label == "lookup"
     # MTP heads draft only from the target's state: no splice.
     assert choose([(3, SPAN[:3])], 16, t, costs(), MODEL, False).label in {"lookup", "model"}
 
@@ -181,7 +186,8 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     adaptive.observe(16, 3, 0.01, 0.9)  # one 17-token batch at a load spike: 900 ms
     assert adaptive.verify_cost(9) > 0.4
     drafter = CompositeDrafter.__new__(CompositeDrafter)
-    drafter._model_fixed = drafter._model_step = None
+    drafter._model_fixed = drafter._model_step = drafter._catch_up = None
+    drafter.can_splice = True
     request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=adaptive)
     priced = drafter.costs(request)
     assert priced.verify[1] == adaptive.verify_cost(1)
@@ -196,10 +202,12 @@ def test_one_deep_rejection_does_not_cut_a_model_that_keeps_being_accepted() -> 
     rates = t.rates(MODEL, 0, 16)
     assert min(rates) > 0.9 and rates[0] > 0.95
     assert choose([], 16, t, costs(model_step=0.004, verify_slope=0.002), MODEL, True).model >= 12
-    falling = table()  # a model whose acceptance really falls with the position: the counts show it
-    history(falling, MODEL, 0, [(8, 2)] * 20)
-    shape = falling.rates(MODEL, 0, 6)
+    falling = AcceptanceTable({MTP: 0.6})  # MTP heads lose acceptance with every chained step: the counts show it
+    history(falling, MTP, 0, [(8, 2)] * 20)
+    shape = falling.rates(MTP, 0, 6)
     assert shape[0] > 0.85 and shape[2] < 0.3
+    history(t, MODEL, 0, [(8, 2)] * 3)  # a draft model's misses lower every position alike
+    assert len(set(t.rates(MODEL, 0, 16))) == 1
 
 
 def test_within_a_reply_the_model_s_level_moves_every_position_and_keeps_the_shape() -> None:
@@ -306,3 +314,100 @@ def test_a_reply_that_would_start_with_plain_rounds_probes_the_model_at_once() -
     assert ask(prompt) == [MODEL] * PROBE_DEPTH
     assert ask([*prompt, 9]) == []  # the probe missed: plain rounds, the usual probes from here
     assert ask([*prompt, 9, 10]) == []
+
+
+def hesitant_pair() -> tuple[Confidence, float]:
+    """A model whose sure drafts are always right and whose hesitant ones (a fifth) are right 40% of the time."""
+    c = Confidence(decay=1.0)
+    for i in range(50):
+        if i % 5:
+            c.record(0.995, True)
+        else:
+            c.record(0.2, i % 25 < 10)
+    return c, (40 + 4) / 50
+
+
+def test_the_stop_plan_counts_the_option_to_stop_after_a_hesitant_draft() -> None:
+    confidence, average = hesitant_pair()
+    priced = costs(model_step=0.01, verify_slope=0.004)
+    n = 16
+    plan = StopPlan.for_round([average] * n, confidence, average, priced, 0, 1.0, 1.0)
+    tokens, seconds = plan.expected(1.0)
+    planned = (1.0 + tokens) / (priced.verify[1] + priced.overhead_drafted + seconds)
+    fixed = max(expected_tokens(average, d) / priced.round(d, d, 0) for d in range(1, n + 1))
+    assert planned > 1.1 * fixed  # at the average rate every depth is worth less than the plan that can stop
+    sure = confidence.rate(0.995, average, average)
+    hesitant = confidence.rate(0.2, average, average)
+    assert plan.gain(4, sure**4) > 0.0  # four sure drafts: draft on
+    assert plan.gain(4, sure**3 * hesitant) < 0.0  # the fourth hesitant: the round likely ends there
+    assert plan.gain(n, 1.0) == 0.0  # never past the depth asked for
+
+
+def test_the_stop_plan_s_expectations_match_a_simulation_of_it() -> None:
+    confidence, average = hesitant_pair()
+    priced = costs(model_step=0.01, verify_slope=0.004)
+    rates = [average - 0.01 * j for j in range(12)]  # acceptance falling with the position, as with MTP heads
+    plan = StopPlan.for_round(rates, confidence, average, priced, 0, 1.0, 1.0)
+    shifts, weights = confidence.shifts(average)
+    rng = np.random.default_rng(7)
+    trials, tokens, seconds = 20000, 0.0, 0.0
+    for _ in range(trials):
+        belief, alive, j = 1.0, True, 0
+        while j == 0 or plan.gain(j, belief) > 0.0:
+            accept = sigmoid(logit(rates[j]) + shifts[rng.choice(len(weights), p=weights)])
+            seconds += priced.model_fixed if j == 0 else priced.model_step
+            seconds += priced.verify[j + 2] - priced.verify[j + 1]
+            belief *= accept
+            alive = alive and rng.random() < accept
+            tokens += alive
+            j += 1
+    want_tokens, want_seconds = plan.expected(1.0)
+    assert abs(tokens / trials - want_tokens) < 0.03 * want_tokens
+    assert abs(seconds / trials - want_seconds) < 0.03 * want_seconds
+
+
+def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> None:
+    """A draft model decodes what lookup rounds committed when it next drafts: at a near tie that decides."""
+    t = table()
+    history(t, LOOKUP, 3, [(8, 4)] * 10)  # the lookup keeps about half its span
+    history(t, MODEL, 0, [(8, 8)] * 10)
+    free = dataclasses.replace(costs(model_step=0.01), catch_up_token=0.0)
+    assert choose([(3, SPAN[:8])], 16, t, free, MODEL, True).label == "lookup"
+    priced = dataclasses.replace(free, catch_up_token=0.005)
+    assert choose([(3, SPAN[:8])], 16, t, priced, MODEL, True).label == "model"
+    assert priced.sat_out(4, 3.0) == pytest.approx(free.sat_out(4, 3.0) + 3 * 0.005)
+
+
+def test_the_composite_learns_the_draft_model_s_catch_up_per_token() -> None:
+    drafter = CompositeDrafter(DraftModelDrafter(LaggingContext(lag=12, sync_pause=0.03)))
+    drafter._model_fixed = 0.1  # in units of a one-token verify pass (below: 0.05 s)
+    out = Draft()
+    drafter._draft_model(out, DraftRequest(list(range(40)), 2, SamplerParams(), np.random.default_rng(0),
+                                           CancelToken()), 2, 0.05)
+    assert out.tokens and drafter._catch_up is not None
+    assert drafter._catch_up == pytest.approx((0.03 / 0.05 - 0.1) / 11, rel=0.5)  # 0.03 s over 12 tokens
+    request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken())
+    assert drafter.costs(request).catch_up_token == pytest.approx(drafter._catch_up * drafter.costs(request).verify[1])
+
+
+class LaggingContext:
+    """A dense draft context that is ``lag`` tokens behind at every sync, which takes ``sync_pause`` seconds."""
+
+    n_ctx = 256
+    restored = False
+
+    def __init__(self, lag: int, sync_pause: float) -> None:
+        self.lag, self.sync_pause = lag, sync_pause
+
+    def extend_to(self, tokens: list[int]) -> int:
+        return 0
+
+    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+        time.sleep(self.sync_pause)
+        return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - self.lag
+
+    def decode(self, tokens: list[int]) -> np.ndarray:
+        return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
+
+    def checkpoint(self, slot: str) -> None:
+        pass

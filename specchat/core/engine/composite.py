@@ -54,6 +54,10 @@ PROBE_EVERY = 8
 """After this many rounds without the model, one round drafts with it so its acceptance stays current
 (every 16 let open chat start with a dozen plain rounds when the reply before it had not used the model)."""
 PROBE_DEPTH = 3
+CATCH_UP_SHARE = 0.5
+"""Before it is measured: a token the draft model decodes to catch up costs this share of a drafting step."""
+MIN_CATCH_UP = 4
+"""Shortest catch-up (tokens) whose time measures the per-token cost: a shorter one is mostly the fixed part."""
 MAX_VERIFY_SLOPE = 0.3
 """Each token a verify batch adds costs at most this share of a one-token pass (measured on CPUs: 0.1-0.2)."""
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
@@ -199,27 +203,30 @@ class AcceptanceTable:
         return sum(h for h, _ in cells), sum(t for _, t in cells)
 
     def _model_rates(self, source: DraftSource, key: int, n: int) -> list[float]:
-        """A model's rates: each position leans on the one before it, capped by every position pooled.
+        """A model's rates: for a draft model every position pooled; for MTP heads each position's own.
 
-        Deep positions are checked only in the rounds that draft that deep, so one
-        rejection there used to read as a fall in acceptance and kept the depth
-        short for the rest of a reply; a model's acceptance is the same at every
-        position unless the counts say otherwise, so a position's prior weighs as
-        many observations as it takes to expect one rejection at the pooled rate.
+        A draft model guesses each token from the text the target sees, so its
+        acceptance hardly depends on where in the round the token falls, and a
+        position's own counts are few (deep ones are checked only in the rounds
+        that draft that deep): their noise, moved by the reply's level and the
+        confidence offsets, ended rounds at chance dips. MTP heads guess further
+        ahead with every chained step and lose acceptance with it, so theirs are
+        kept per position, each position's prior being the pooled rate with the
+        weight of as many observations as it takes to expect one rejection at
+        it; a position never checked takes the one before it.
         """
-        cells = self._positions(source, key)
         pooled = self.pooled(source, key)
+        if source is not DraftSource.MTP:
+            return [pooled] * n
+        cells = self._positions(source, key)
+        weight = max(self.strength, 1.0 / max(1.0 - pooled, 0.02))
         out: list[float] = []
         estimate = pooled
         for position in range(n):
             if position < POSITIONS:
                 hits, tries = cells[position]
-                base = min(estimate, pooled)
                 if tries:
-                    weight = max(self.strength, 1.0 / max(1.0 - base, 0.02))
-                    estimate = (hits + base * weight) / (tries + weight)
-                else:
-                    estimate = base
+                    estimate = (hits + pooled * weight) / (tries + weight)
             out.append(estimate)
         return out
 
@@ -291,6 +298,19 @@ class Confidence:
         bucket = (hits + average * self.strength) / (tries + self.strength)
         return sigmoid(logit(position_rate) + logit(bucket) - logit(average))
 
+    def shifts(self, average: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per bucket, its log-odds offset from ``average`` and how often drafts fall in it (weights sum to 1).
+
+        Nothing measured yet: a single bucket with no offset.
+        """
+        tries = np.array([t for _, t in self._cells])
+        if tries.sum() <= 0.0:
+            return np.zeros(1), np.ones(1)
+        hits = np.array([h for h, _ in self._cells])
+        rates = (hits + average * self.strength) / (tries + self.strength)
+        rates = np.clip(rates, 1e-6, 1.0 - 1e-6)
+        return np.log(rates / (1.0 - rates)) - logit(average), tries / tries.sum()
+
     def record(self, prob: float, accepted: bool) -> None:
         """Count one model draft the target checked."""
         b = self.bucket(prob)
@@ -321,6 +341,17 @@ class Costs:
         seconds = self.verify[n_tokens + 1] + (self.overhead_drafted if n_tokens else self.overhead_plain)
         return seconds + self.model(model_tokens, span)
 
+    def sat_out(self, n_tokens: int, expected: float) -> float:
+        """Seconds a round of ``n_tokens`` drafts without the model costs, ``expected`` tokens committed.
+
+        A draft model decodes the tokens committed without it when it next drafts,
+        in one batch: cheaper per token than its drafting steps but not free (about
+        half a step per token on CPUs), so each such token is charged to the
+        round that commits it. Charging the whole catch-up to the model's next
+        round instead made the model dearer with every round it sat out.
+        """
+        return self.round(n_tokens, 0, 0) + expected * self.catch_up_token
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -347,11 +378,13 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
     ``lookups``: (match length, proposal) pairs; ``model_source``: None when no model can draft.
     A deterministic function of its arguments.
     """
-    best = Candidate((), 0, 0, 1.0 / costs.round(0, 0, 0))
+    best = Candidate((), 0, 0, 1.0 / costs.sat_out(0, 1.0))
 
     def consider(lookup: tuple[int, ...], match: int, model: int, expected: float) -> None:
         nonlocal best
-        rate = expected / costs.round(len(lookup) + model, model, len(lookup))
+        n = len(lookup) + model
+        seconds = costs.round(n, model, len(lookup)) if model else costs.sat_out(n, expected)
+        rate = expected / seconds
         if rate > best.rate * (1.0 + 1e-9):
             best = Candidate(lookup, match, model, rate)
 
@@ -396,13 +429,85 @@ def lookup_tail(model_rates: Sequence[float], lookup: tuple[int, tuple[int, ...]
         return 0
     match, proposal = lookup
     rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k - n_model))
+    before = expected
     for i, rate in enumerate(rates):
         survive *= rate
         expected += survive
-        round_rate = expected / costs.round(n_model + i + 1, n_model, 0)
+        # The tail's tokens are committed without the draft model decoding them: it catches up on them later.
+        round_rate = expected / (costs.round(n_model + i + 1, n_model, 0) + (expected - before) * costs.catch_up_token)
         if round_rate > best_rate * (1.0 + 1e-9):
             best_n, best_rate = i + 1, round_rate
     return best_n
+
+
+STOP_GRID = np.linspace(0.0, 1.0, 257)
+"""The survival probabilities a :class:`StopPlan` values drafting on at (interpolated between)."""
+
+
+class StopPlan:
+    """When a model drafting a round should stop: its drafts' confidence is seen one at a time.
+
+    Drafting on is valued as tokens gained less ``rate`` times the seconds spent
+    (the round's rate, found by re-planning at the rate the plan itself
+    achieves: the ratio of expectations is what a long run of rounds gets),
+    with the option to stop after any later draft. A fixed-depth estimate at
+    the average acceptance misses that option: a pair whose sure drafts are
+    nearly always right and whose hesitant ones often wrong drafts deep
+    when its drafts are sure, and stops at the first hesitant one.
+    ``gains[j]`` holds, over :data:`STOP_GRID`, the value of drafting the
+    ``j+1``-th token when the round survives ``j`` drafts with that probability.
+    """
+
+    def __init__(self, position_rates: Sequence[float], shifts: np.ndarray, weights: np.ndarray,
+                 step_costs: Sequence[float], rate: float) -> None:
+        self.rate = rate
+        self.gains: list[np.ndarray] = []
+        self._tokens = np.zeros_like(STOP_GRID)  # expected tokens drafting on adds under the plan
+        self._seconds = np.zeros_like(STOP_GRID)
+        value = np.zeros_like(STOP_GRID)
+        for j in range(len(step_costs) - 1, -1, -1):
+            accept = 1.0 / (1.0 + np.exp(-(logit(position_rates[j]) + shifts)))
+            after = STOP_GRID[:, None] * accept[None, :]  # survival after the next draft, per confidence bucket
+            gain = (after + np.interp(after, STOP_GRID, value)) @ weights - rate * step_costs[j]
+            go = gain > 0.0
+            tokens = (after + np.interp(after, STOP_GRID, self._tokens)) @ weights
+            seconds = step_costs[j] + np.interp(after, STOP_GRID, self._seconds) @ weights
+            self._tokens = np.where(go | (j == 0), tokens, 0.0)
+            self._seconds = np.where(go | (j == 0), seconds, 0.0)
+            value = np.maximum(gain, 0.0)
+            self.gains.append(gain)
+        self.gains.reverse()
+
+    def gain(self, drafted: int, survive: float) -> float:
+        """The value of drafting one more after ``drafted`` drafts the round survives with probability ``survive``."""
+        if drafted >= len(self.gains):
+            return 0.0
+        return float(np.interp(survive, STOP_GRID, self.gains[drafted]))
+
+    def expected(self, survive: float) -> tuple[float, float]:
+        """Tokens and seconds the model adds to a round under the plan, from its start (it drafts at least one)."""
+        return (float(np.interp(survive, STOP_GRID, self._tokens)),
+                float(np.interp(survive, STOP_GRID, self._seconds)))
+
+    @classmethod
+    def for_round(cls, position_rates: Sequence[float], confidence: Confidence, average: float, costs: Costs,
+                  span: int, expected: float, survive: float, iterations: int = 2) -> StopPlan:
+        """The plan for a round of up to ``len(position_rates)`` model drafts after a lookup ``span``.
+
+        ``expected``, ``survive``: the span's expected tokens (with the target's own) and survival.
+        """
+        shifts, weights = confidence.shifts(average)
+        verify = costs.verify
+        step_costs = [(costs.model(1, span) if j == 0 else costs.model_step) + verify[span + j + 2]
+                      - verify[span + j + 1] for j in range(len(position_rates))]
+        base = costs.round(span, 0, span) if span else verify[1] + costs.overhead_drafted
+        rate = expected / base
+        plan = cls(position_rates, shifts, weights, step_costs, rate)
+        for _ in range(iterations):
+            tokens, seconds = plan.expected(survive)
+            rate = max(rate, (expected + tokens) / (base + seconds))
+            plan = cls(position_rates, shifts, weights, step_costs, rate)
+        return plan
 
 
 @dataclass
@@ -439,6 +544,7 @@ class CompositeDrafter(Drafter):
         # machine's load moves both alike, so the ratio stays current while absolute timings go stale.
         self._model_fixed: float | None = None
         self._model_step: float | None = None
+        self._catch_up: float | None = None  # per token the draft model decodes to catch up, the same units
         self._since_model = 0
         self._unmeasured_tries = 0
         self._first_round = False  # the next round is a reply's first
@@ -487,10 +593,13 @@ class CompositeDrafter(Drafter):
                        for n, v in enumerate(verify))
         step = (self._model_step if self._model_step is not None else 0.3) * verify[1]
         fixed = self._model_fixed * verify[1] if self._model_fixed is not None else step
+        catch_up = 0.0  # MTP heads follow the target by themselves
+        if self.can_splice:
+            catch_up = self._catch_up * verify[1] if self._catch_up is not None else CATCH_UP_SHARE * step
         # The tokens the draft model has yet to decode (after lookup rounds, or a splice's span) are
         # decoded once whichever round does it, so they weigh on no round's choice: counting them made
         # the model dearer with every round it sat out, until plain rounds won on open chat.
-        return Costs(fixed, step, 0.0, verify, plain, drafted, 0)
+        return Costs(fixed, step, catch_up, verify, plain, drafted, 0)
 
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens
@@ -501,6 +610,12 @@ class CompositeDrafter(Drafter):
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
         best = choose(lookups, k, self.table, costs, self.model_source, self.can_splice)
+        if self._model_fixed is not None and not best.model:
+            # choose() prices the model at fixed depths; the round it would really draft stops after a
+            # hesitant draft, which is worth more where its sure drafts are nearly always right.
+            planned = self._planned_rate(k, costs)
+            if planned > best.rate * (1.0 + 1e-9):
+                best = Candidate((), 0, k, planned)
         if not best.model and self._model_fixed is None and self._unmeasured_tries < UNMEASURED_TRIES:
             # The model's costs are unknown until it drafts: its first round drafts with it, at the depth
             # controller's start depth (the priors alone would price an unmeasured model at a tie with plain).
@@ -540,6 +655,14 @@ class CompositeDrafter(Drafter):
                                  lookups)
         return out
 
+    def _planned_rate(self, k: int, costs: Costs) -> float:
+        """Expected tokens per second of a model-only round of up to ``k`` drafts that stops by its plan."""
+        average = self.history.pooled(self.model_source, 0)
+        plan = StopPlan.for_round(self.table.rates(self.model_source, 0, k), self.confidence, average, costs, 0,
+                                  1.0, 1.0)
+        tokens, seconds = plan.expected(1.0)
+        return (1.0 + tokens) / (costs.verify[1] + costs.overhead_drafted + seconds)
+
     def _stopper(self, ahead: Sequence[int], span: Sequence[int], match: int, n: int, costs: Costs
                  ) -> Callable[[Sequence[int], Sequence[float]], bool]:
         """Whether the model should draft one more token after ``ahead`` (the committed text and a lookup
@@ -547,16 +670,16 @@ class CompositeDrafter(Drafter):
 
         Asked with the model's drafts so far and their probabilities: their
         acceptance by confidence (:class:`Confidence`) says how likely the round
-        still is to reach the next position. The model drafts on while some
-        longer draft would raise the round's expected tokens per second (each
-        further decode and verify position against what it adds in
-        expectation), unless the drafts have reached text seen before and a
-        lookup would continue them better: the model then stops and the lookup
-        takes over (:meth:`_lookup_after_model`), as when a reply starts
-        quoting the prompt. The lookup takes over only once the model has drafted
-        the token the lookup proposed: a reply that copies text with changes
-        (a renamed variable) parts from the lookup exactly where the model does,
-        and one decode spent confirming is cheaper than a round lost on it.
+        still is to reach the next position, and a :class:`StopPlan` says
+        whether drafting on pays from there, counting that a later hesitant
+        draft can still end the round. The model stops, too, where its drafts
+        have reached text seen before and a lookup would continue them better:
+        the lookup then takes over (:meth:`_lookup_after_model`), as when a
+        reply starts quoting the prompt. The lookup takes over only once the
+        model has drafted the token the lookup proposed: a reply that copies
+        text with changes (a renamed variable) parts from the lookup exactly
+        where the model does, and one decode spent confirming is cheaper than a
+        round lost on it.
         """
         model_rates = self.table.rates(self.model_source, 0, n)
         survive0 = expected0 = 1.0
@@ -564,7 +687,9 @@ class CompositeDrafter(Drafter):
             survive0 *= rate
             expected0 += survive0
         confidence, n_span, table, verify = self.confidence, len(span), self.table, costs.verify
+        catch_up = costs.catch_up_token
         average = self.history.pooled(self.model_source, 0)
+        plan = StopPlan.for_round(model_rates, confidence, average, costs, n_span, expected0, survive0)
         proposed: list[int] = []  # the lookup's next token after the drafts so far, as last asked
 
         def keep_going(tokens: Sequence[int], probs: Sequence[float]) -> bool:
@@ -575,16 +700,8 @@ class CompositeDrafter(Drafter):
             for j, prob in enumerate(probs):
                 survive *= confidence.rate(prob, model_rates[j], average)
                 expected += survive
-            size = n_span + i
-            seconds = costs.round(size, i, n_span)
-            now = expected / seconds
-            best_on, e, alive, t = now, expected, survive, seconds  # the model drafting on, to its best length
-            for j in range(i, n):
-                alive *= model_rates[j]
-                e += alive
-                t += costs.model_step + verify[n_span + j + 2] - verify[n_span + j + 1]
-                best_on = max(best_on, e / t)
-            if best_on <= now * (1.0 + 1e-9):
+            on = plan.gain(i, survive)
+            if on <= 0.0:
                 return False
             if n_span or not tokens:
                 return True
@@ -594,12 +711,12 @@ class CompositeDrafter(Drafter):
             proposed[:] = [longest[1][0]] if longest is not None else []
             if longest is None or not confirmed or longest[0] < MIN_HANDOVER_MATCH:
                 return True
-            e, alive, t = expected, survive, seconds  # a lookup continuing the drafts instead
+            size = n_span + i
+            gained, alive = 0.0, survive  # a lookup continuing the drafts instead
             for j, rate in enumerate(table.rates(DraftSource.LOOKUP, match_key(longest[0]), len(longest[1]))):
                 alive *= rate
-                e += alive
-                t += verify[size + j + 2] - verify[size + j + 1]
-                if e / t > best_on:
+                gained += alive
+                if gained - plan.rate * (verify[size + j + 2] - verify[size + 1] + gained * catch_up) > on:
                     return False
             return True
 
@@ -620,6 +737,9 @@ class CompositeDrafter(Drafter):
         out.top += drafted.top
         out.step_seconds, out.sync_seconds = drafted.step_seconds, drafted.sync_seconds
         out.sample_seconds = drafted.sample_seconds
+        if drafted.catch_up >= MIN_CATCH_UP and drafted.catch_up_seconds is not None and self._model_fixed is not None:
+            extra = drafted.catch_up_seconds / unit - self._model_fixed
+            self._catch_up = _ema(self._catch_up, max(extra, 0.0) / (drafted.catch_up - 1))
         if not drafted.tokens:
             return
         sample = drafted.sample_seconds or 0.0

@@ -75,6 +75,10 @@ class Draft:
     # Seconds the draft model spent catching up with the committed tokens (1-2 tokens in
     # steady state, once per round); None when the catch-up was long or there was none.
     sync_seconds: float | None = None
+    # A long catch-up's tokens and seconds (the committed tokens the draft model decodes in one batch
+    # after sitting out rounds), reported where ``sync_seconds`` is not; 0 and None otherwise.
+    catch_up: int = 0
+    catch_up_seconds: float | None = None
     # Per token: who drafted it and, for lookup, the match length it continued (0 otherwise).
     # Empty: every token is the drafter's own ``source``.
     sources: list[DraftSource] = field(default_factory=list)
@@ -183,6 +187,8 @@ class DraftModelDrafter(Drafter):
         _draft_from(out, row, lambda x: ctx.decode([x])[0], dataclasses.replace(request, k=k), synced)
         if steady_sync:
             out.sync_seconds = synced - started
+        else:
+            out.catch_up, out.catch_up_seconds = catch_up, synced - started
         return out
 
 
