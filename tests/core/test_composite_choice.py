@@ -187,7 +187,7 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     assert adaptive.verify_cost(9) > 0.4
     drafter = CompositeDrafter.__new__(CompositeDrafter)
     drafter._model_fixed = drafter._model_step = drafter._catch_up = None
-    drafter.can_splice = True
+    drafter.can_splice, drafter.model = True, DraftModelDrafter(SureContext())
     request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=adaptive)
     priced = drafter.costs(request)
     assert priced.verify[1] == adaptive.verify_cost(1)
@@ -286,13 +286,19 @@ class SureContext:
     n_ctx = 256
     restored = False
 
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+
     def extend_to(self, tokens: list[int]) -> int:
+        self.tokens = list(tokens)
         return 0
 
     def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+        self.tokens = list(tokens)
         return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - 1
 
     def decode(self, tokens: list[int]) -> np.ndarray:
+        self.tokens.extend(tokens)
         return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
 
     def checkpoint(self, slot: str) -> None:
@@ -398,6 +404,7 @@ class LaggingContext:
 
     def __init__(self, lag: int, sync_pause: float) -> None:
         self.lag, self.sync_pause = lag, sync_pause
+        self.tokens: list[int] = []
 
     def extend_to(self, tokens: list[int]) -> int:
         return 0
@@ -411,3 +418,26 @@ class LaggingContext:
 
     def checkpoint(self, slot: str) -> None:
         pass
+
+
+def test_a_draft_model_far_behind_pays_its_catch_up_in_the_round_that_drafts() -> None:
+    """After lookup rounds copied a passage, the model's next round decodes all of it first (m-proofread's end)."""
+    t = table()
+    history(t, MODEL, 0, [(8, 6)] * 10)
+    in_step = dataclasses.replace(costs(model_step=0.01), catch_up_token=0.005)
+    assert choose([], 16, t, in_step, MODEL, True).label == "model"
+    behind = dataclasses.replace(in_step, behind=40)
+    assert behind.model(3) == pytest.approx(in_step.model(3) + 40 * 0.005)
+    assert choose([], 16, t, behind, MODEL, True).label == "plain"
+
+
+def test_the_draft_model_drafter_says_how_far_behind_its_context_is() -> None:
+    context = SureContext()
+    drafter = DraftModelDrafter(context)
+    drafter.prefill(list(range(10)))
+    assert drafter.behind(list(range(12))) == 0  # the last token or two: every round's usual catch-up
+    assert drafter.behind(list(range(30))) == 18
+    assert drafter.behind([*range(5), 99, *range(6, 12)]) == 5  # parted at position 5: decoded again from there
+    composite = CompositeDrafter(drafter)
+    request = DraftRequest(list(range(30)), 16, SamplerParams(), np.random.default_rng(0), CancelToken())
+    assert composite.costs(request).behind == 18

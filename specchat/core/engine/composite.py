@@ -347,8 +347,13 @@ class Costs:
         A draft model decodes the tokens committed without it when it next drafts,
         in one batch: cheaper per token than its drafting steps but not free (about
         half a step per token on CPUs), so each such token is charged to the
-        round that commits it. Charging the whole catch-up to the model's next
-        round instead made the model dearer with every round it sat out.
+        round that commits it; otherwise a lookup that keeps half its span looks
+        cheaper than the model beside it, and is not. The model's next round pays
+        the catch-up too (:attr:`behind`): it is paid then, and a reply whose
+        copying runs to its end never pays it (m-proofread's last five tokens
+        from the model cost a catch-up over the 31 tokens the lookup had copied).
+        Replayed on the benchmark prompts (``benchmarks/composite_replay.py``),
+        counting both worked better than either alone.
         """
         return self.round(n_tokens, 0, 0) + expected * self.catch_up_token
 
@@ -596,10 +601,8 @@ class CompositeDrafter(Drafter):
         catch_up = 0.0  # MTP heads follow the target by themselves
         if self.can_splice:
             catch_up = self._catch_up * verify[1] if self._catch_up is not None else CATCH_UP_SHARE * step
-        # The tokens the draft model has yet to decode (after lookup rounds, or a splice's span) are
-        # decoded once whichever round does it, so they weigh on no round's choice: counting them made
-        # the model dearer with every round it sat out, until plain rounds won on open chat.
-        return Costs(fixed, step, catch_up, verify, plain, drafted, 0)
+        behind = self.model.behind(request.tokens) if isinstance(self.model, DraftModelDrafter) else 0
+        return Costs(fixed, step, catch_up, verify, plain, drafted, behind)
 
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens

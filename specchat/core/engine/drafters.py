@@ -112,6 +112,7 @@ class DraftContext(Protocol):
 
     n_ctx: int
     restored: bool  # whether the latest cut restored a saved state
+    tokens: list[int]  # what its memory holds, position by position
 
     def extend_to(self, tokens: Sequence[int]) -> int: ...
 
@@ -163,6 +164,14 @@ class DraftModelDrafter(Drafter):
         """Hold what the target holds, reusing the longest prefix the context can; save a recurrent state there."""
         self.context.extend_to(tokens)
         self.context.checkpoint("prompt")
+
+    def behind(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` the context would decode to catch up, beyond a round's usual one or two."""
+        held = self.context.tokens
+        n = min(len(held), len(tokens))
+        parted = np.flatnonzero(np.asarray(held[:n], dtype=np.int64) != np.asarray(tokens[:n], dtype=np.int64))
+        prefix = int(parted[0]) if len(parted) else n
+        return max(0, len(tokens) - prefix - 2)
 
     def draft(self, request: DraftRequest) -> Draft:
         out = Draft()

@@ -1,0 +1,208 @@
+"""Drafting policies replayed on recorded replies with fixed costs: a comparison without timing noise.
+
+On this 2-core host the same drafter's speed-up on one prompt moves by 10-15%
+between runs, more than the margins the composite's goals ask about. Here each
+prompt's greedy reply is decoded once by the target; then every drafter runs
+its own rounds against that reply with the real draft model (so its drafts,
+confidences and the rounds' shapes are real) while time comes from a fixed
+cost model: a verify pass of n tokens costs ``verify + slope * (n - 1)``, the
+draft model's first draft ``fixed``, each further one ``step``, each token it
+catches up on after sitting out ``catch_up``. The defaults are this host's
+figures for the demo pair (milliseconds). The drafters see only those
+timings, so a replay is deterministic, and a change to a policy shows as a
+change in its modelled tokens per second, prompt by prompt.
+
+    python benchmarks/composite_replay.py [--prompts FILE ...] [--max-tokens N] [--verify MS] [--slope MS]
+        [--fixed MS] [--step MS] [--catch-up MS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specchat.cli.bench import load_prompts, run_once
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.session import ChatEngine
+from specchat.core.engine.composite import CompositeDrafter
+from specchat.core.engine.depth import AdaptiveDepth
+from specchat.core.engine.drafters import Draft, Drafter, DraftModelDrafter, DraftRequest, NgramDrafter
+from specchat.core.engine.speculative import _cut_after_end, _label_sources
+from specchat.core.models.demo import provision_demo_pair
+from specchat.core.types import DrafterKind, GenerationParams
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "prompts"
+DEFAULT_PROMPTS = [SHARED / "mixed-public.jsonl", SHARED / "public.jsonl", ROOT / "benchmarks/prompts/open-chat.jsonl"]
+KINDS = (DrafterKind.NGRAM, DrafterKind.DRAFT_MODEL, DrafterKind.COMPOSITE)
+LOOKUP_STEP = 1e-5  # seconds per proposed token of the lookup drafter (measured: about this)
+NAMES = {DrafterKind.NGRAM: "lookup", DrafterKind.DRAFT_MODEL: "model", DrafterKind.COMPOSITE: "composite"}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds for the parts of a round (see the module docstring)."""
+
+    verify: float
+    slope: float
+    fixed: float
+    step: float
+    catch_up: float
+    overhead: float = 0.0005
+
+    def verify_seconds(self, n: int) -> float:
+        return self.verify + self.slope * (n - 1)
+
+
+class TimedContext:
+    """The real draft context, with how far behind each sync found it kept for the timing."""
+
+    def __init__(self, context: object) -> None:
+        self._context = context
+        self.last_catch_up = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._context, name)
+
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
+        row, reused = self._context.sync(tokens)  # type: ignore[attr-defined]
+        self.last_catch_up = len(tokens) - reused
+        return row, reused
+
+
+class ModelledDrafter(DraftModelDrafter):
+    """The real draft model drafter, its timings replaced by the cost model's (the composite learns from them)."""
+
+    def __init__(self, context: TimedContext, costs: CostModel) -> None:
+        super().__init__(context)  # type: ignore[arg-type]
+        self.timed, self.costs = context, costs
+        self.seconds = 0.0  # modelled seconds drafted since last asked
+
+    def draft(self, request: DraftRequest) -> Draft:
+        draft = super().draft(request)
+        n, costs = len(draft.tokens), self.costs
+        if n:
+            sync = costs.fixed + costs.catch_up * max(self.timed.last_catch_up - 1, 0)
+            draft.step_seconds = costs.step if n > 1 else None
+            draft.sample_seconds = 0.0
+            if draft.sync_seconds is not None:
+                draft.sync_seconds = sync
+            if draft.catch_up_seconds is not None:
+                draft.catch_up_seconds = sync
+            self.seconds += sync + costs.step * (n - 1)
+        return draft
+
+    def take_seconds(self) -> float:
+        seconds, self.seconds = self.seconds, 0.0
+        return seconds
+
+
+def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, prompt: list[int],
+           reply: list[int], eog: frozenset[int], params: GenerationParams, costs: CostModel,
+           trace: list[str] | None = None) -> float:
+    """Seconds the drafter takes to write ``reply`` after ``prompt`` under ``costs``.
+
+    ``trace``: gets a line per round (each draft's source initial, then how many were accepted).
+    """
+    committed = list(prompt)
+    drafter.prefill(committed[:-1])
+    rng, cancel = np.random.default_rng(0), CancelToken()
+    seconds, written = 0.0, 0
+    while written < len(reply):
+        remaining = len(reply) - written
+        if not drafter.can_draft:
+            k = 0
+        elif drafter.own_depth:
+            k = adaptive.max_depth if adaptive.measured_plain() else 0
+        else:
+            k = adaptive.choose()
+        k = max(0, min(k, remaining - 1))
+        draft = Draft()
+        draft_seconds = 0.0
+        if k > 0:
+            draft = drafter.draft(DraftRequest(committed, k, params.sampler, rng, cancel, 0.0, False, adaptive,
+                                               eog=eog))
+            _label_sources(draft, drafter)
+            _cut_after_end(draft, eog)
+            if isinstance(drafter, NgramDrafter):
+                draft.step_seconds = LOOKUP_STEP if draft.tokens else None
+        draft_seconds = model.take_seconds()
+        truth = reply[written:]
+        n_acc = 0
+        while n_acc < len(draft.tokens) and draft.tokens[n_acc] == truth[n_acc]:
+            n_acc += 1
+        kept = truth[: n_acc + 1]
+        committed += kept
+        written += len(kept)
+        verify = costs.verify_seconds(len(draft.tokens) + 1)
+        seconds += draft_seconds + verify + costs.overhead
+        if trace is not None:
+            trace.append("".join(src.value[0].upper() for src in draft.sources) + f"/{n_acc}")
+        adaptive.observe(len(draft.tokens), n_acc, draft.step_seconds, verify, costs.overhead, draft.sync_seconds,
+                         draft.sample_seconds)
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=Path, nargs="+", default=DEFAULT_PROMPTS)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--verify", type=float, default=27.0, help="ms: a one-token verify pass")
+    parser.add_argument("--slope", type=float, default=2.3, help="ms: each further token in a verify batch")
+    parser.add_argument("--fixed", type=float, default=12.0, help="ms: the draft model's first draft of a round")
+    parser.add_argument("--step", type=float, default=9.5, help="ms: each further draft")
+    parser.add_argument("--trace", nargs="*", default=[], help="prompt ids whose rounds to print")
+    parser.add_argument("--catch-up", type=float, default=4.5, help="ms: each token the draft model catches up on")
+    args = parser.parse_args()
+    costs = CostModel(args.verify / 1000, args.slope / 1000, args.fixed / 1000, args.step / 1000,
+                      args.catch_up / 1000)
+    pair = provision_demo_pair()
+    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
+    assert engine.draft_context is not None
+    context = TimedContext(engine.draft_context)
+    eog = frozenset(engine.target_side.eog)
+    params = GenerationParams(max_tokens=args.max_tokens)
+    model = ModelledDrafter(context, costs)
+    drafters: dict[DrafterKind, Drafter] = {
+        DrafterKind.NGRAM: NgramDrafter(),
+        DrafterKind.DRAFT_MODEL: model,
+        DrafterKind.COMPOSITE: CompositeDrafter(model),
+    }
+    adaptive = {kind: AdaptiveDepth() for kind in KINDS}
+    for kind in KINDS:  # every controller starts from its plain passes measured, as after the app's warm-up
+        for _ in range(3):
+            adaptive[kind].observe(0, 0, None, costs.verify_seconds(1), costs.overhead)
+    plain_total = 0.0
+    totals = dict.fromkeys(KINDS, 0.0)
+    print(f"{'prompt':<18}{'tokens':>7}" + "".join(f"{NAMES[k]:>11}" for k in KINDS) + f"{'/best':>7}")
+    for path in args.prompts:
+        for pid, messages in load_prompts(path, None):
+            run, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
+            _, prompt = engine.tokenize_prompt(messages)
+            reply = list(run.tokens)
+            plain = len(reply) * (costs.verify_seconds(1) + costs.overhead)
+            plain_total += plain
+            speedups = {}
+            for kind in KINDS:
+                engine.draft_context.truncate(0)
+                trace: list[str] | None = [] if pid in args.trace else None
+                took = replay(drafters[kind], adaptive[kind], model, prompt, reply, eog, params, costs, trace)
+                if trace is not None:
+                    print(f"  {NAMES[kind]}: " + " ".join(trace))
+                totals[kind] += took
+                speedups[kind] = plain / took
+            best = max(speedups[DrafterKind.NGRAM], speedups[DrafterKind.DRAFT_MODEL])
+            print(f"{pid[:17]:<18}{len(reply):>7}" + "".join(f"{speedups[k]:>10.2f}x" for k in KINDS)
+                  + f"{speedups[DrafterKind.COMPOSITE] / best:>7.0%}", flush=True)
+    print(f"{'OVERALL':<18}{'':>7}" + "".join(f"{plain_total / totals[k]:>10.2f}x" for k in KINDS))
+    engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
