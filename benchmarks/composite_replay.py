@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +57,24 @@ class CostModel:
 
     def verify_seconds(self, n: int) -> float:
         return self.verify + self.slope * (n - 1)
+
+
+@dataclass
+class Group:
+    """Modelled seconds per drafter (None: plain decoding) of one prompt, or of several together."""
+
+    seconds: dict[DrafterKind | None, float] = field(default_factory=dict)
+
+    def add(self, other: Group) -> None:
+        for kind, took in other.seconds.items():
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + took
+
+    def line(self, label: str, tokens: int | None = None) -> str:
+        """Speed-ups over plain decoding, and the composite's share of the better single drafter."""
+        speedups = {kind: self.seconds[None] / self.seconds[kind] for kind in KINDS}
+        best = max(speedups[DrafterKind.NGRAM], speedups[DrafterKind.DRAFT_MODEL])
+        return (f"{label[:24]:<24}{'' if tokens is None else tokens:>7}"
+                + "".join(f"{speedups[k]:>10.2f}x" for k in KINDS) + f"{speedups[DrafterKind.COMPOSITE] / best:>7.0%}")
 
 
 class TimedContext:
@@ -149,6 +167,9 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
 
 
 def main() -> int:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from composite import is_open_chat  # the live benchmark's open-chat prompts
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=Path, nargs="+", default=DEFAULT_PROMPTS)
     parser.add_argument("--max-tokens", type=int, default=128)
@@ -177,29 +198,27 @@ def main() -> int:
     for kind in KINDS:  # every controller starts from its plain passes measured, as after the app's warm-up
         for _ in range(3):
             adaptive[kind].observe(0, 0, None, costs.verify_seconds(1), costs.overhead)
-    plain_total = 0.0
-    totals = dict.fromkeys(KINDS, 0.0)
-    print(f"{'prompt':<18}{'tokens':>7}" + "".join(f"{NAMES[k]:>11}" for k in KINDS) + f"{'/best':>7}")
+    groups: dict[str, Group] = {}
+    print(f"{'prompt':<24}{'tokens':>7}" + "".join(f"{NAMES[k]:>11}" for k in KINDS) + f"{'/best':>7}")
     for path in args.prompts:
         for pid, messages in load_prompts(path, None):
             run, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
             _, prompt = engine.tokenize_prompt(messages)
             reply = list(run.tokens)
-            plain = len(reply) * (costs.verify_seconds(1) + costs.overhead)
-            plain_total += plain
-            speedups = {}
+            seconds = {None: len(reply) * (costs.verify_seconds(1) + costs.overhead)}
             for kind in KINDS:
                 engine.draft_context.truncate(0)
                 trace: list[str] | None = [] if pid in args.trace else None
-                took = replay(drafters[kind], adaptive[kind], model, prompt, reply, eog, params, costs, trace)
+                seconds[kind] = replay(drafters[kind], adaptive[kind], model, prompt, reply, eog, params, costs,
+                                       trace)
                 if trace is not None:
                     print(f"  {NAMES[kind]}: " + " ".join(trace))
-                totals[kind] += took
-                speedups[kind] = plain / took
-            best = max(speedups[DrafterKind.NGRAM], speedups[DrafterKind.DRAFT_MODEL])
-            print(f"{pid[:17]:<18}{len(reply):>7}" + "".join(f"{speedups[k]:>10.2f}x" for k in KINDS)
-                  + f"{speedups[DrafterKind.COMPOSITE] / best:>7.0%}", flush=True)
-    print(f"{'OVERALL':<18}{'':>7}" + "".join(f"{plain_total / totals[k]:>10.2f}x" for k in KINDS))
+            row = Group(seconds)
+            for name in ("all", path.name, *(["open chat"] if is_open_chat(pid) else [])):
+                groups.setdefault(name, Group()).add(row)
+            print(row.line(pid, len(reply)), flush=True)
+    for name, group in groups.items():
+        print(group.line(f"{name} overall"))
     engine.close()
     return 0
 

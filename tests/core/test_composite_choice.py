@@ -14,6 +14,7 @@ from specchat.core.engine.composite import (
     MAX_MATCH,
     MAX_VERIFY_SLOPE,
     PROBE_DEPTH,
+    REPLY_STRENGTH,
     AcceptanceTable,
     Candidate,
     CompositeDrafter,
@@ -441,3 +442,20 @@ def test_the_draft_model_drafter_says_how_far_behind_its_context_is() -> None:
     composite = CompositeDrafter(drafter)
     request = DraftRequest(list(range(30)), 16, SamplerParams(), np.random.default_rng(0), CancelToken())
     assert composite.costs(request).behind == 18
+
+
+def test_a_reply_whose_lookups_part_early_lowers_every_position_of_them() -> None:
+    """JSON repeats its keys but not its values: long matches keep a token or two, and so do later positions."""
+    everything = table()
+    history(everything, LOOKUP, 16, [(16, 16)] * 6 + [(16, 12)] * 4)  # copies, on the replies so far
+    reply = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=everything)
+    assert reply.rates(LOOKUP, 16, 16) == everything.rates(LOOKUP, 16, 16)
+    history(reply, LOOKUP, 16, [(16, 1), (8, 0), (16, 1)])
+    before, after = everything.rates(LOOKUP, 16, 16), reply.rates(LOOKUP, 16, 16)
+    assert all(a < b for a, b in zip(after, before, strict=True))  # not only the positions that parted
+    assert after[8] < 0.6 < before[8]
+    assert len(choose([(16, SPAN)], 16, everything, costs(), MODEL, True).lookup) >= 12
+    assert len(choose([(16, SPAN)], 16, reply, costs(), MODEL, True).lookup) < 8
+    copying = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=everything)
+    history(copying, LOOKUP, 16, [(16, 16)] * 2)
+    assert min(copying.rates(LOOKUP, 16, 16)) >= min(everything.rates(LOOKUP, 16, 16))

@@ -157,12 +157,7 @@ class AcceptanceTable:
             out = self.parent.rates(source, key, n)
             if source is not DraftSource.LOOKUP:
                 return self._shifted(out, source, key)
-            for position in range(min(n, POSITIONS)):
-                hits, tries = self._cells.get((source, self._pool(source, key), position), (0.0, 0.0))
-                out[position] = (hits + out[position] * self.strength) / (tries + self.strength)
-            for position in range(POSITIONS, n):
-                out[position] = out[POSITIONS - 1]
-            return out
+            return self._lookup_shifted(out, key)
         if source is not DraftSource.LOOKUP:
             return self._model_rates(source, key, n)
         out = []
@@ -185,6 +180,28 @@ class AcceptanceTable:
         if not tries or self.parent is None:
             return rates
         base = self.parent.pooled(source, key)
+        shift = logit((hits + base * self.strength) / (tries + self.strength)) - logit(base)
+        return [sigmoid(logit(r) + shift) for r in rates]
+
+    def _lookup_shifted(self, rates: list[float], key: int) -> list[float]:
+        """A lookup's ``rates`` (the parent's, for its match key) moved in log-odds by this reply's counts.
+
+        The reply's lookups of short or of long matches (:meth:`_pool`) are
+        scored against what the parent expected of them at the positions they
+        reached, and every position moves by the difference: a reply whose
+        lookups keep parting after a token or two (JSON whose keys repeat and
+        whose values do not) lowers the later positions too, where a count per
+        position had kept them at the parent's 95% and drafted 16-token lookups
+        that kept one.
+        """
+        cells = [self._cells.get((DraftSource.LOOKUP, self._pool(DraftSource.LOOKUP, key), p), (0.0, 0.0))
+                 for p in range(POSITIONS)]
+        tries = sum(t for _, t in cells)
+        if not tries:
+            return rates
+        hits = sum(h for h, _ in cells)
+        reach = [rates[min(p, len(rates) - 1)] if rates else 0.5 for p in range(POSITIONS)]
+        base = sum(t * reach[p] for p, (_, t) in enumerate(cells)) / tries
         shift = logit((hits + base * self.strength) / (tries + self.strength)) - logit(base)
         return [sigmoid(logit(r) + shift) for r in rates]
 
