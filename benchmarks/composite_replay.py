@@ -214,7 +214,7 @@ def main() -> int:
                 if trace is not None:
                     print(f"  {NAMES[kind]}: " + " ".join(trace))
             row = Group(seconds)
-            for name in ("all", path.name, *(["open chat"] if is_open_chat(pid) else [])):
+            for name in ("all", path.stem, *(["open chat"] if is_open_chat(pid) else [])):
                 groups.setdefault(name, Group()).add(row)
             print(row.line(pid, len(reply)), flush=True)
     for name, group in groups.items():

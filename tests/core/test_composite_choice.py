@@ -228,7 +228,7 @@ def test_confidence_buckets_start_at_the_model_s_average_and_learn_a_hesitant_mo
     assert Confidence.bucket(0.1) == 0 and Confidence.bucket(CONFIDENCE_EDGES[0]) == 1
     assert Confidence.bucket(1.0) == len(CONFIDENCE_EDGES)
     assert c.rate(0.2, 0.8, 0.8) == c.rate(0.99, 0.8, 0.8) == 0.8  # nothing measured: the position's rate
-    for _ in range(10):
+    for _ in range(40):
         c.record(0.2, False)
         c.record(0.99, True)
     assert c.rate(0.2, 0.8, 0.8) < 0.2 and c.rate(0.99, 0.8, 0.8) > 0.95

@@ -181,7 +181,7 @@ def test_on_the_demo_pair_copies_are_drafted_by_long_lookups_and_replies_stay_pl
             for e in events:
                 if isinstance(e, Verified):
                     long_accepted += sum(1 for s, m in zip(e.sources, e.match_lengths[: len(e.accepted)],
-                                                           strict=False) if s is DraftSource.LOOKUP and m >= 8)
-        assert long_accepted >= 20  # the copy runs to dozens of copied tokens
+                                                           strict=False) if s is DraftSource.LOOKUP and m >= 6)
+        assert long_accepted >= 24  # most of the copy's 40 tokens, in spans of matches of 6 tokens or more
     finally:
         engine.close()
