@@ -191,7 +191,10 @@ def rate_at(target: TargetCosts, draft: DraftCosts, k: int) -> float:
     if k == 0:
         return target.plain_rate
     proposed = draft.proposed[min(k, len(draft.proposed)) - 1]
-    seconds = draft.draft_seconds(proposed) + target.verify(proposed + 1) + draft.overhead
+    # Checking a batch never costs less than a plain round: a line fitted to noisy timings on a busy
+    # machine can dip below it at two tokens, and a draft that is never accepted then looked faster.
+    checked = max(target.verify(proposed + 1) + draft.overhead, 1.0 / target.plain_rate)
+    seconds = draft.draft_seconds(proposed) + checked
     return expected_tokens_curve(draft.acceptance, k) / seconds
 
 

@@ -95,6 +95,18 @@ def test_predicted_rates_follow_the_shared_cost_model() -> None:
     assert prediction.cost_ratio == pytest.approx(0.001 / verify(1))
 
 
+def test_checking_a_batch_never_costs_less_than_a_plain_round_whatever_the_fitted_line_says() -> None:
+    """Timings from a busy machine: batches measured cheaper than the one-token pass they include."""
+    plain = Measurement([RoundSample(0, 0, 0, 0.020, overhead=0.001) for _ in range(10)], 10, 1.0, 1)
+    never = Measurement([RoundSample(d, d, 0, 0.008 + 0.001 * d, overhead=0.0005, step=0.0002, sync=0.0004)
+                         for d in (1, 2, 4, 1, 2, 4)], 6, 1.0, 1)
+    target = target_costs([*plain.rounds, *never.rounds])
+    assert target.verify(2) < target.verify(1)  # the fitted line dips below the one-token pass
+    prediction = predict(plain, never, 4)
+    assert prediction.best_depth == 0  # a draft that is never accepted cannot beat plain decoding
+    assert all(rate < prediction.rates[0] for rate in prediction.rates[1:])
+
+
 def test_a_draft_that_guesses_badly_is_told_so() -> None:
     prediction = predict(plain_run(), drafted_run([0] * 7 + [1], depth=4), 4)
     assert prediction.best_depth == 0
