@@ -291,10 +291,10 @@ class Confidence:
     acceptance and only its own counts move it. A bucket's figure is kept as
     an offset from that average (in log-odds) and applied to the position's
     current rate: a reply where the model guesses well lifts every bucket.
-    The average weighs as much as 8 drafts of a bucket: with 2, a hesitant
-    bucket's few misses (11 of 12 accepted, from copying replies) ended open
-    chat's rounds after its first hesitant draft; replayed, 8 kept every prompt
-    but one (15 tokens) within 5% of the better single drafter.
+    The average weighs as much as 8 drafts of a bucket: with 2, the hesitant
+    bucket's few decayed counts (about 85% accepted) ended open chat's rounds
+    after their first hesitant draft; replayed, 8 kept every prompt but one
+    (15 tokens) within 5% of the better single drafter.
     """
 
     def __init__(self, *, strength: float = 8.0, decay: float = 0.98) -> None:
