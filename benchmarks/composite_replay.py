@@ -13,7 +13,7 @@ timings, so a replay is deterministic, and a change to a policy shows as a
 change in its modelled tokens per second, prompt by prompt.
 
     python benchmarks/composite_replay.py [--prompts FILE ...] [--max-tokens N] [--verify MS] [--slope MS]
-        [--fixed MS] [--step MS] [--catch-up MS]
+        [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--trace ID ...]
 """
 
 from __future__ import annotations
@@ -53,10 +53,11 @@ class CostModel:
     fixed: float
     step: float
     catch_up: float
+    batch: float = 0.0  # a batch of two or more tokens takes another path than a one-token pass: its extra cost
     overhead: float = 0.0005
 
     def verify_seconds(self, n: int) -> float:
-        return self.verify + self.slope * (n - 1)
+        return self.verify + self.slope * (n - 1) + (self.batch if n > 1 else 0.0)
 
 
 @dataclass
@@ -177,11 +178,13 @@ def main() -> int:
     parser.add_argument("--slope", type=float, default=2.3, help="ms: each further token in a verify batch")
     parser.add_argument("--fixed", type=float, default=12.0, help="ms: the draft model's first draft of a round")
     parser.add_argument("--step", type=float, default=9.5, help="ms: each further draft")
+    parser.add_argument("--batch", type=float, default=0.0,
+                        help="ms: what a batch of two or more tokens costs beyond the line from the one-token pass")
     parser.add_argument("--trace", nargs="*", default=[], help="prompt ids whose rounds to print")
     parser.add_argument("--catch-up", type=float, default=4.5, help="ms: each token the draft model catches up on")
     args = parser.parse_args()
     costs = CostModel(args.verify / 1000, args.slope / 1000, args.fixed / 1000, args.step / 1000,
-                      args.catch_up / 1000)
+                      args.catch_up / 1000, args.batch / 1000)
     pair = provision_demo_pair()
     engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
     assert engine.draft_context is not None
