@@ -179,7 +179,10 @@ class AcceptanceTable:
         hits, tries = self._totals(source, key)
         if not tries or self.parent is None:
             return rates
-        base = self.parent.pooled(source, key)
+        return self._level_shifted(rates, hits, tries, self.parent.pooled(source, key))
+
+    def _level_shifted(self, rates: list[float], hits: float, tries: float, base: float) -> list[float]:
+        """``rates`` moved in log-odds as far as ``hits`` of ``tries`` (leaning on ``base``) are from ``base``."""
         shift = logit((hits + base * self.strength) / (tries + self.strength)) - logit(base)
         return [sigmoid(logit(r) + shift) for r in rates]
 
@@ -194,16 +197,13 @@ class AcceptanceTable:
         position had kept them at the parent's 95% and drafted 16-token lookups
         that kept one.
         """
-        cells = [self._cells.get((DraftSource.LOOKUP, self._pool(DraftSource.LOOKUP, key), p), (0.0, 0.0))
-                 for p in range(POSITIONS)]
-        tries = sum(t for _, t in cells)
-        if not tries:
+        pool = self._pool(DraftSource.LOOKUP, key)
+        hits, tries = self._totals(DraftSource.LOOKUP, pool)
+        if not tries or not rates:
             return rates
-        hits = sum(h for h, _ in cells)
-        reach = [rates[min(p, len(rates) - 1)] if rates else 0.5 for p in range(POSITIONS)]
-        base = sum(t * reach[p] for p, (_, t) in enumerate(cells)) / tries
-        shift = logit((hits + base * self.strength) / (tries + self.strength)) - logit(base)
-        return [sigmoid(logit(r) + shift) for r in rates]
+        cells = self._positions(DraftSource.LOOKUP, pool)
+        base = sum(t * rates[min(p, len(rates) - 1)] for p, (_, t) in enumerate(cells)) / tries
+        return self._level_shifted(rates, hits, tries, base)
 
     def pooled(self, source: DraftSource, key: int) -> float:
         """A model's acceptance over every position, from its prior and this table's counts."""
@@ -327,10 +327,8 @@ class Confidence:
         tries = np.array([t for _, t in self._cells])
         if tries.sum() <= 0.0:
             return np.zeros(1), np.ones(1)
-        hits = np.array([h for h, _ in self._cells])
-        rates = (hits + average * self.strength) / (tries + self.strength)
-        rates = np.clip(rates, 1e-6, 1.0 - 1e-6)
-        return np.log(rates / (1.0 - rates)) - logit(average), tries / tries.sum()
+        offsets = [logit((h + average * self.strength) / (t + self.strength)) - logit(average) for h, t in self._cells]
+        return np.array(offsets), tries / tries.sum()
 
     def record(self, prob: float, accepted: bool) -> None:
         """Count one model draft the target checked."""
@@ -634,10 +632,13 @@ class CompositeDrafter(Drafter):
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
         best = choose(lookups, k, self.table, costs, self.model_source, self.can_splice)
+        plan: StopPlan | None = None
         if self._model_fixed is not None and not best.model:
             # choose() prices the model at fixed depths; the round it would really draft stops after a
             # hesitant draft, which is worth more where its sure drafts are nearly always right.
-            planned = self._planned_rate(k, costs)
+            plan = self._model_plan(k, costs)
+            tokens_added, seconds = plan.expected(1.0)
+            planned = (1.0 + tokens_added) / (costs.verify[1] + costs.overhead_drafted + seconds)
             if planned > best.rate * (1.0 + 1e-9):
                 best = Candidate((), 0, k, planned)
         if not best.model and self._model_fixed is None and self._unmeasured_tries < UNMEASURED_TRIES:
@@ -668,7 +669,7 @@ class CompositeDrafter(Drafter):
             n, keep_going = best.model, None
             if best.rate > 0.0:  # a chosen round (not a probe): the model drafts on while its confidence pays
                 n = k - len(span)
-                keep_going = self._stopper(tokens, span, best.match, n, costs)
+                keep_going = self._stopper(tokens, span, best.match, n, costs, plan if not span else None)
             self._draft_model(out, request, n, costs.verify[1], keep_going)
             if not span and out.tokens and len(out.tokens) < k:
                 self._lookup_after_model(out, request, costs)
@@ -679,16 +680,15 @@ class CompositeDrafter(Drafter):
                                  lookups)
         return out
 
-    def _planned_rate(self, k: int, costs: Costs) -> float:
-        """Expected tokens per second of a model-only round of up to ``k`` drafts that stops by its plan."""
+    def _model_plan(self, n: int, costs: Costs, span: int = 0, expected: float = 1.0, survive: float = 1.0
+                    ) -> StopPlan:
+        """The stop plan for up to ``n`` model drafts after a lookup span (see :meth:`StopPlan.for_round`)."""
         average = self.history.pooled(self.model_source, 0)
-        plan = StopPlan.for_round(self.table.rates(self.model_source, 0, k), self.confidence, average, costs, 0,
-                                  1.0, 1.0)
-        tokens, seconds = plan.expected(1.0)
-        return (1.0 + tokens) / (costs.verify[1] + costs.overhead_drafted + seconds)
+        return StopPlan.for_round(self.table.rates(self.model_source, 0, n), self.confidence, average, costs, span,
+                                  expected, survive)
 
-    def _stopper(self, ahead: Sequence[int], span: Sequence[int], match: int, n: int, costs: Costs
-                 ) -> Callable[[Sequence[int], Sequence[float]], bool]:
+    def _stopper(self, ahead: Sequence[int], span: Sequence[int], match: int, n: int, costs: Costs,
+                 plan: StopPlan | None = None) -> Callable[[Sequence[int], Sequence[float]], bool]:
         """Whether the model should draft one more token after ``ahead`` (the committed text and a lookup
         ``span`` of it) and the drafts so far (at most ``n``).
 
@@ -703,7 +703,7 @@ class CompositeDrafter(Drafter):
         model has drafted the token the lookup proposed: a reply that copies
         text with changes (a renamed variable) parts from the lookup exactly
         where the model does, and one decode spent confirming is cheaper than a
-        round lost on it.
+        round lost on it. ``plan``: the plan for these drafts where the round's choice made it already.
         """
         model_rates = self.table.rates(self.model_source, 0, n)
         survive0 = expected0 = 1.0
@@ -713,17 +713,17 @@ class CompositeDrafter(Drafter):
         confidence, n_span, table, verify = self.confidence, len(span), self.table, costs.verify
         catch_up = costs.catch_up_token
         average = self.history.pooled(self.model_source, 0)
-        plan = StopPlan.for_round(model_rates, confidence, average, costs, n_span, expected0, survive0)
+        if plan is None:
+            plan = self._model_plan(n, costs, n_span, expected0, survive0)
         proposed: list[int] = []  # the lookup's next token after the drafts so far, as last asked
 
         def keep_going(tokens: Sequence[int], probs: Sequence[float]) -> bool:
             i = len(probs)
             if i >= n:
                 return False
-            survive, expected = survive0, expected0
+            survive = survive0
             for j, prob in enumerate(probs):
                 survive *= confidence.rate(prob, model_rates[j], average)
-                expected += survive
             on = plan.gain(i, survive)
             if on <= 0.0:
                 return False
