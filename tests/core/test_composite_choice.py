@@ -281,6 +281,23 @@ def test_the_model_hands_over_to_a_lookup_once_its_drafts_reach_quoted_text() ->
     assert only_model(quote[2:10], [0.99] * 8)  # after a lookup span (a splice) the model is not handed back
 
 
+
+def test_a_first_draft_that_agrees_with_the_round_s_lookup_confirms_the_hand_over() -> None:
+    """A reply that starts by repeating an earlier one: the model's first draft is the lookup's, and it hands over."""
+    drafter = sure_model_drafter()
+    history(drafter.table, LOOKUP, 24, [(16, 16)] * 6)
+    quote = list(range(700, 740))
+    ahead = [*range(500, 520), *quote, *range(600, 610), *quote[:5]]  # the reply has begun repeating the passage
+    lookups = drafter.lookups(ahead, 16)
+    assert max(lookups)[1][0] == quote[5]
+    cost = costs(model_step=0.004, verify_slope=0.002)
+    told = drafter._stopper(ahead, (), 0, 16, cost, None, lookups)
+    assert told([], [])
+    assert not told([quote[5]], [0.99])  # one draft confirms the round's own lookup: it continues for free
+    assert drafter._stopper(ahead, (), 0, 16, cost)([quote[5]], [0.99])  # unconfirmed, the model drafts on
+    parted = drafter._stopper(ahead, (), 0, 16, cost, None, lookups)
+    assert parted([999], [0.99])  # the model parts from the repeat at once: it goes on
+
 class SureContext:
     """A dense draft context with a 4-token vocabulary that always drafts token 1."""
 

@@ -669,7 +669,7 @@ class CompositeDrafter(Drafter):
             n, keep_going = best.model, None
             if best.rate > 0.0:  # a chosen round (not a probe): the model drafts on while its confidence pays
                 n = k - len(span)
-                keep_going = self._stopper(tokens, span, best.match, n, costs, plan if not span else None)
+                keep_going = self._stopper(tokens, span, best.match, n, costs, plan if not span else None, lookups)
             self._draft_model(out, request, n, costs.verify[1], keep_going)
             if not span and out.tokens and len(out.tokens) < k:
                 self._lookup_after_model(out, request, costs)
@@ -688,7 +688,8 @@ class CompositeDrafter(Drafter):
                                   expected, survive)
 
     def _stopper(self, ahead: Sequence[int], span: Sequence[int], match: int, n: int, costs: Costs,
-                 plan: StopPlan | None = None) -> Callable[[Sequence[int], Sequence[float]], bool]:
+                 plan: StopPlan | None = None, lookups: Sequence[tuple[int, tuple[int, ...]]] = ()
+                 ) -> Callable[[Sequence[int], Sequence[float]], bool]:
         """Whether the model should draft one more token after ``ahead`` (the committed text and a lookup
         ``span`` of it) and the drafts so far (at most ``n``).
 
@@ -703,7 +704,11 @@ class CompositeDrafter(Drafter):
         model has drafted the token the lookup proposed: a reply that copies
         text with changes (a renamed variable) parts from the lookup exactly
         where the model does, and one decode spent confirming is cheaper than a
-        round lost on it. ``plan``: the plan for these drafts where the round's choice made it already.
+        round lost on it; the round's own lookups (``lookups``, after ``ahead``)
+        count as proposed, so a first draft that agrees with the longest of them
+        confirms it (a reply that starts by repeating an earlier one hands over
+        after one draft, not two). ``plan``: the plan for these drafts where the
+        round's choice made it already.
         """
         model_rates = self.table.rates(self.model_source, 0, n)
         survive0 = expected0 = 1.0
@@ -715,7 +720,8 @@ class CompositeDrafter(Drafter):
         average = self.history.pooled(self.model_source, 0)
         if plan is None:
             plan = self._model_plan(n, costs, n_span, expected0, survive0)
-        proposed: list[int] = []  # the lookup's next token after the drafts so far, as last asked
+        longest0 = max(lookups, key=lambda c: c[0]) if lookups and not span else None
+        proposed = [longest0[1][0]] if longest0 is not None else []  # the lookup's next token, as last asked
 
         def keep_going(tokens: Sequence[int], probs: Sequence[float]) -> bool:
             i = len(probs)
