@@ -10,10 +10,14 @@ draft model's first draft ``fixed``, each further one ``step``, each token it
 catches up on after sitting out ``catch_up``. The defaults are this host's
 figures for the demo pair (milliseconds). The drafters see only those
 timings, so a replay is deterministic, and a change to a policy shows as a
-change in its modelled tokens per second, prompt by prompt.
+change in its modelled tokens per second, prompt by prompt. ``--noise S``
+blurs the timings the drafters learn from (each by a log-normal factor of
+spread S, seeded) while the seconds counted stay the cost model's: how much a
+policy's choices suffer from timings as noisy as a busy host's; ``--seeds N``
+replays N times with other noise and prints each prompt's mean share.
 
     python benchmarks/composite_replay.py [--prompts FILE ...] [--max-tokens N] [--verify MS] [--slope MS]
-        [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--trace ID ...]
+        [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--noise S [--seeds N]] [--trace ID ...]
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ class CostModel:
     catch_up: float
     batch: float = 0.0  # a batch of two or more tokens takes another path than a one-token pass: its extra cost
     overhead: float = 0.0005
+    noise: float = 0.0  # spread (log-normal sigma) of the timings the drafters see
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(1))
+
+    def seen(self, seconds: float) -> float:
+        """``seconds`` as a drafter measures it (blurred by :attr:`noise`)."""
+        return seconds * float(np.exp(self.rng.normal(0.0, self.noise))) if self.noise else seconds
 
     def verify_seconds(self, n: int) -> float:
         return self.verify + self.slope * (n - 1) + (self.batch if n > 1 else 0.0)
@@ -107,12 +117,13 @@ class ModelledDrafter(DraftModelDrafter):
         n, costs = len(draft.tokens), self.costs
         if n:
             sync = costs.fixed + costs.catch_up * max(self.timed.last_catch_up - 1, 0)
-            draft.step_seconds = costs.step if n > 1 else None
+            draft.step_seconds = costs.seen(costs.step) if n > 1 else None
             draft.sample_seconds = 0.0
+            seen = costs.seen(sync)
             if draft.sync_seconds is not None:
-                draft.sync_seconds = sync
+                draft.sync_seconds = seen
             if draft.catch_up_seconds is not None:
-                draft.catch_up_seconds = sync
+                draft.catch_up_seconds = seen
             self.seconds += sync + costs.step * (n - 1)
         return draft
 
@@ -162,9 +173,15 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
         seconds += draft_seconds + verify + costs.overhead
         if trace is not None:
             trace.append("".join(src.value[0].upper() for src in draft.sources) + f"/{n_acc}")
-        adaptive.observe(len(draft.tokens), n_acc, draft.step_seconds, verify, costs.overhead, draft.sync_seconds,
-                         draft.sample_seconds)
+        adaptive.observe(len(draft.tokens), n_acc, draft.step_seconds, costs.seen(verify), costs.overhead,
+                         draft.sync_seconds, draft.sample_seconds)
     return seconds
+
+
+def share(group: Group) -> float:
+    """The composite's speed as a share of the better single drafter's."""
+    return group.seconds[None] / group.seconds[DrafterKind.COMPOSITE] / max(
+        group.seconds[None] / group.seconds[kind] for kind in (DrafterKind.NGRAM, DrafterKind.DRAFT_MODEL))
 
 
 def main() -> int:
@@ -182,33 +199,45 @@ def main() -> int:
                         help="ms: what a batch of two or more tokens costs beyond the line from the one-token pass")
     parser.add_argument("--trace", nargs="*", default=[], help="prompt ids whose rounds to print")
     parser.add_argument("--catch-up", type=float, default=4.5, help="ms: each token the draft model catches up on")
+    parser.add_argument("--noise", type=float, default=0.0,
+                        help="log-normal spread of the timings the drafters learn from (0.25: about +-25%%)")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="with --noise: replay this many times (seeds 1..N) and print each prompt's mean share")
     args = parser.parse_args()
-    costs = CostModel(args.verify / 1000, args.slope / 1000, args.fixed / 1000, args.step / 1000,
-                      args.catch_up / 1000, args.batch / 1000)
     pair = provision_demo_pair()
     engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
     assert engine.draft_context is not None
     context = TimedContext(engine.draft_context)
     eog = frozenset(engine.target_side.eog)
     params = GenerationParams(max_tokens=args.max_tokens)
-    model = ModelledDrafter(context, costs)
-    drafters: dict[DrafterKind, Drafter] = {
-        DrafterKind.NGRAM: NgramDrafter(),
-        DrafterKind.DRAFT_MODEL: model,
-        DrafterKind.COMPOSITE: CompositeDrafter(model),
-    }
-    adaptive = {kind: AdaptiveDepth() for kind in KINDS}
-    for kind in KINDS:  # every controller starts from its plain passes measured, as after the app's warm-up
-        for _ in range(3):
-            adaptive[kind].observe(0, 0, None, costs.verify_seconds(1), costs.overhead)
-    groups: dict[str, Group] = {}
-    print(f"{'prompt':<24}{'tokens':>7}" + "".join(f"{NAMES[k]:>11}" for k in KINDS) + f"{'/best':>7}")
+    recorded: list[tuple[str, list[str], list[int], list[int]]] = []  # id, groups, prompt, the target's reply
     for path in args.prompts:
         for pid, messages in load_prompts(path, None):
             run, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
             _, prompt = engine.tokenize_prompt(messages)
-            reply = list(run.tokens)
-            seconds = {None: len(reply) * (costs.verify_seconds(1) + costs.overhead)}
+            recorded.append((pid, ["all", path.stem, *(["open chat"] if is_open_chat(pid) else [])], prompt,
+                             list(run.tokens)))
+    seeds = range(1, max(args.seeds, 1) + 1)
+    shares: dict[str, list[float]] = {}
+    for seed in seeds:
+        costs = CostModel(args.verify / 1000, args.slope / 1000, args.fixed / 1000, args.step / 1000,
+                          args.catch_up / 1000, args.batch / 1000, noise=args.noise, rng=np.random.default_rng(seed))
+        model = ModelledDrafter(context, costs)
+        drafters: dict[DrafterKind, Drafter] = {
+            DrafterKind.NGRAM: NgramDrafter(),
+            DrafterKind.DRAFT_MODEL: model,
+            DrafterKind.COMPOSITE: CompositeDrafter(model),
+        }
+        adaptive = {kind: AdaptiveDepth() for kind in KINDS}
+        for kind in KINDS:  # every controller starts from its plain passes measured, as after the app's warm-up
+            for _ in range(3):
+                adaptive[kind].observe(0, 0, None, costs.verify_seconds(1), costs.overhead)
+        groups: dict[str, Group] = {}
+        if len(seeds) > 1:
+            print(f"seed {seed}")
+        print(f"{'prompt':<24}{'tokens':>7}" + "".join(f"{NAMES[k]:>11}" for k in KINDS) + f"{'/best':>7}")
+        for pid, names, prompt, reply in recorded:
+            seconds: dict[DrafterKind | None, float] = {None: len(reply) * (costs.verify_seconds(1) + costs.overhead)}
             for kind in KINDS:
                 engine.draft_context.truncate(0)
                 trace: list[str] | None = [] if pid in args.trace else None
@@ -217,11 +246,18 @@ def main() -> int:
                 if trace is not None:
                     print(f"  {NAMES[kind]}: " + " ".join(trace))
             row = Group(seconds)
-            for name in ("all", path.stem, *(["open chat"] if is_open_chat(pid) else [])):
+            for name in names:
                 groups.setdefault(name, Group()).add(row)
+            shares.setdefault(pid, []).append(share(row))
             print(row.line(pid, len(reply)), flush=True)
-    for name, group in groups.items():
-        print(group.line(f"{name} overall"))
+        for name, group in groups.items():
+            print(group.line(f"{name} overall"))
+            shares.setdefault(f"{name} overall", []).append(share(group))
+    if len(seeds) > 1:
+        print(f"\ncomposite's share of the better single drafter over {len(seeds)} seeds")
+        print(f"{'prompt':<24}{'mean':>7}{'min':>7}{'max':>7}")
+        for pid, values in shares.items():
+            print(f"{pid[:24]:<24}{np.mean(values):>7.0%}{min(values):>7.0%}{max(values):>7.0%}")
     engine.close()
     return 0
 

@@ -356,6 +356,20 @@ def test_plain_decodings_cost_is_its_own_once_measured_a_few_times() -> None:
     assert ctrl.verify_cost(5) == pytest.approx(0.104 + 0.013 * 3, rel=0.02)  # the batches' line, not bent by it
 
 
+
+def test_a_batch_never_costs_less_than_a_one_token_pass() -> None:
+    # Deep batches timed while the host was busy: the line through them falls below a one-token pass at two tokens.
+    ctrl = AdaptiveDepth()
+    for _ in range(3):
+        ctrl.observe(0, 0, None, 0.027)
+    for n, seconds in [(9, 0.040), (13, 0.048), (17, 0.070), (16, 0.066)]:
+        ctrl.observe(n - 1, n - 1, 0.009, seconds)
+    slope, intercept = ctrl._fit_line()
+    assert intercept + 2 * slope < 0.027  # what the line alone says
+    assert ctrl.verify_cost(2) == pytest.approx(0.027)
+    assert ctrl.verify_cost(3) >= ctrl.verify_cost(2)
+    assert ctrl.verify_cost(17) > 0.06  # deep batches keep their line
+
 def test_a_batch_size_measured_often_keeps_its_own_cost() -> None:
     ctrl = AdaptiveDepth()
     for _ in range(8):

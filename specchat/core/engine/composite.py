@@ -612,9 +612,12 @@ class CompositeDrafter(Drafter):
         else:
             verify = tuple(1.0 + 0.3 * (n - 1) for n in range(n_max))  # a CPU-like shape, in units of one pass
             plain = drafted = 0.0
-        # A batch costs at most a few single passes' worth per extra token, whatever a stale fit says.
+        # A batch costs at most a few single passes' worth per extra token, whatever a stale fit says, and
+        # never less than a smaller one: a line fitted to noisy timings of deep batches can put a two-token
+        # batch below a one-token pass, and every choice then leans to short rounds.
         verify = tuple(min(v, verify[1] * (1.0 + MAX_VERIFY_SLOPE * (n - 1))) if n > 1 else v
                        for n, v in enumerate(verify))
+        verify = verify[:1] + tuple(np.maximum.accumulate(verify[1:]))
         step = (self._model_step if self._model_step is not None else 0.3) * verify[1]
         fixed = self._model_fixed * verify[1] if self._model_fixed is not None else step
         catch_up = 0.0  # MTP heads follow the target by themselves

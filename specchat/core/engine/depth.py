@@ -276,11 +276,15 @@ class AdaptiveDepth:
         times: a one-token pass takes another kernel path (a matrix-vector
         product), a line through the batches can misstate it, and with it plain
         decoding's rate, by a fifth on a CPU, so it is taken as measured and the
-        line leaves it out where two batch sizes are known.
+        line leaves it out where two batch sizes are known. A batch never costs
+        less than that pass: a line fitted to noisy timings of deep batches can
+        fall below it at two or three tokens, and short rounds then look cheaper
+        than plain decoding.
         """
         if not self._verify:
             return 1.0
-        if n == 1 and self._verify_count.get(1, 0) >= PLAIN_TRUSTED:
+        plain = self._verify_count.get(1, 0) >= PLAIN_TRUSTED
+        if n == 1 and plain:
             return self._verify[1]
         if self._line is None:
             self._line = self._fit_line()
@@ -289,6 +293,8 @@ class AdaptiveDepth:
         count = self._verify_count.get(n, 0)
         if count:  # a size measured often keeps its own bump (kernels change at some batch sizes)
             line += count / (count + VERIFY_TRUSTED) * (self._verify[n] - line)
+        if plain and n > 1:
+            line = max(line, self._verify[1])
         return max(1e-6, line)
 
     def _fit_line(self) -> tuple[float, float]:
