@@ -144,7 +144,7 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
     rng, cancel = np.random.default_rng(0), CancelToken()
     seconds, written = 0.0, 0
     while written < len(reply):
-        remaining = len(reply) - written
+        remaining = params.max_tokens - written  # as live: the token budget bounds a round, not the reply's end
         if not drafter.can_draft:
             k = 0
         elif drafter.own_depth:
@@ -164,7 +164,7 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
         draft_seconds = model.take_seconds()
         truth = reply[written:]
         n_acc = 0
-        while n_acc < len(draft.tokens) and draft.tokens[n_acc] == truth[n_acc]:
+        while n_acc < min(len(draft.tokens), len(truth)) and draft.tokens[n_acc] == truth[n_acc]:
             n_acc += 1
         kept = truth[: n_acc + 1]
         committed += kept
