@@ -80,12 +80,19 @@ class Group:
         for kind, took in other.seconds.items():
             self.seconds[kind] = self.seconds.get(kind, 0.0) + took
 
+    def speedup(self, kind: DrafterKind) -> float:
+        """``kind``'s speed-up over plain decoding."""
+        return self.seconds[None] / self.seconds[kind]
+
+    def share(self) -> float:
+        """The composite's speed as a share of the better single drafter's."""
+        return self.speedup(DrafterKind.COMPOSITE) / max(self.speedup(DrafterKind.NGRAM),
+                                                         self.speedup(DrafterKind.DRAFT_MODEL))
+
     def line(self, label: str, tokens: int | None = None) -> str:
         """Speed-ups over plain decoding, and the composite's share of the better single drafter."""
-        speedups = {kind: self.seconds[None] / self.seconds[kind] for kind in KINDS}
-        best = max(speedups[DrafterKind.NGRAM], speedups[DrafterKind.DRAFT_MODEL])
         return (f"{label[:24]:<24}{'' if tokens is None else tokens:>7}"
-                + "".join(f"{speedups[k]:>10.2f}x" for k in KINDS) + f"{speedups[DrafterKind.COMPOSITE] / best:>7.0%}")
+                + "".join(f"{self.speedup(k):>10.2f}x" for k in KINDS) + f"{self.share():>7.0%}")
 
 
 class TimedContext:
@@ -178,12 +185,6 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
     return seconds
 
 
-def share(group: Group) -> float:
-    """The composite's speed as a share of the better single drafter's."""
-    return group.seconds[None] / group.seconds[DrafterKind.COMPOSITE] / max(
-        group.seconds[None] / group.seconds[kind] for kind in (DrafterKind.NGRAM, DrafterKind.DRAFT_MODEL))
-
-
 def main() -> int:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from composite import is_open_chat  # the live benchmark's open-chat prompts
@@ -248,11 +249,11 @@ def main() -> int:
             row = Group(seconds)
             for name in names:
                 groups.setdefault(name, Group()).add(row)
-            shares.setdefault(pid, []).append(share(row))
+            shares.setdefault(pid, []).append(row.share())
             print(row.line(pid, len(reply)), flush=True)
         for name, group in groups.items():
             print(group.line(f"{name} overall"))
-            shares.setdefault(f"{name} overall", []).append(share(group))
+            shares.setdefault(f"{name} overall", []).append(group.share())
     if len(seeds) > 1:
         print(f"\ncomposite's share of the better single drafter over {len(seeds)} seeds")
         print(f"{'prompt':<24}{'mean':>7}{'min':>7}{'max':>7}")

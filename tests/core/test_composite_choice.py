@@ -281,7 +281,6 @@ def test_the_model_hands_over_to_a_lookup_once_its_drafts_reach_quoted_text() ->
     assert only_model(quote[2:10], [0.99] * 8)  # after a lookup span (a splice) the model is not handed back
 
 
-
 def test_a_first_draft_that_agrees_with_the_round_s_lookup_confirms_the_hand_over() -> None:
     """A reply that starts by repeating an earlier one: the model's first draft is the lookup's, and it hands over."""
     drafter = sure_model_drafter()
@@ -297,6 +296,7 @@ def test_a_first_draft_that_agrees_with_the_round_s_lookup_confirms_the_hand_ove
     assert drafter._stopper(ahead, (), 0, 16, cost)([quote[5]], [0.99])  # unconfirmed, the model drafts on
     parted = drafter._stopper(ahead, (), 0, 16, cost, None, lookups)
     assert parted([999], [0.99])  # the model parts from the repeat at once: it goes on
+
 
 class SureContext:
     """A dense draft context with a 4-token vocabulary that always drafts token 1."""

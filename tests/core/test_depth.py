@@ -356,7 +356,6 @@ def test_plain_decodings_cost_is_its_own_once_measured_a_few_times() -> None:
     assert ctrl.verify_cost(5) == pytest.approx(0.104 + 0.013 * 3, rel=0.02)  # the batches' line, not bent by it
 
 
-
 def test_a_batch_never_costs_less_than_a_one_token_pass() -> None:
     # Deep batches timed while the host was busy: the line through them falls below a one-token pass at two tokens.
     ctrl = AdaptiveDepth()
@@ -369,6 +368,7 @@ def test_a_batch_never_costs_less_than_a_one_token_pass() -> None:
     assert ctrl.verify_cost(2) == pytest.approx(0.027)
     assert ctrl.verify_cost(3) >= ctrl.verify_cost(2)
     assert ctrl.verify_cost(17) > 0.06  # deep batches keep their line
+
 
 def test_a_batch_size_measured_often_keeps_its_own_cost() -> None:
     ctrl = AdaptiveDepth()

@@ -613,8 +613,9 @@ class CompositeDrafter(Drafter):
             verify = tuple(1.0 + 0.3 * (n - 1) for n in range(n_max))  # a CPU-like shape, in units of one pass
             plain = drafted = 0.0
         # A batch costs at most a few single passes' worth per extra token, whatever a stale fit says, and
-        # never less than a smaller one: a line fitted to noisy timings of deep batches can put a two-token
-        # batch below a one-token pass, and every choice then leans to short rounds.
+        # never less than a smaller one: the controller floors batches at a measured one-token pass but
+        # keeps a size's own measured bump, which can dip below its neighbour's and make the longer round
+        # look cheaper than the shorter.
         verify = tuple(min(v, verify[1] * (1.0 + MAX_VERIFY_SLOPE * (n - 1))) if n > 1 else v
                        for n, v in enumerate(verify))
         verify = verify[:1] + tuple(np.maximum.accumulate(verify[1:]))
@@ -723,7 +724,7 @@ class CompositeDrafter(Drafter):
         average = self.history.pooled(self.model_source, 0)
         if plan is None:
             plan = self._model_plan(n, costs, n_span, expected0, survive0)
-        longest0 = max(lookups, key=lambda c: c[0]) if lookups and not span else None
+        longest0 = None if span else _longest(lookups)
         proposed = [longest0[1][0]] if longest0 is not None else []  # the lookup's next token, as last asked
 
         def keep_going(tokens: Sequence[int], probs: Sequence[float]) -> bool:
@@ -740,7 +741,7 @@ class CompositeDrafter(Drafter):
                 return True
             confirmed = proposed == [tokens[-1]]
             found = self.lookups([*ahead, *tokens], n - i, memory=False)
-            longest = max(found, key=lambda c: c[0]) if found else None
+            longest = _longest(found)
             proposed[:] = [longest[1][0]] if longest is not None else []
             if longest is None or not confirmed or longest[0] < MIN_HANDOVER_MATCH:
                 return True
@@ -792,10 +793,9 @@ class CompositeDrafter(Drafter):
     def _lookup_after_model(self, out: Draft, request: DraftRequest, costs: Costs) -> None:
         """Continue the model's drafts with a lookup, where they reach text seen before (a copy's first words)."""
         ahead = [*request.tokens, *out.tokens]
-        candidates = self.lookups(ahead, request.k - len(out.tokens))
-        if not candidates:
+        longest = _longest(self.lookups(ahead, request.k - len(out.tokens)))
+        if longest is None:
             return
-        longest = max(candidates, key=lambda c: c[0])
         n = lookup_tail(self.table.rates(self.model_source, 0, len(out.tokens)), longest, request.k,
                         self.table, costs)
         tail = list(longest[1][:n])
@@ -835,6 +835,11 @@ class CompositeDrafter(Drafter):
             c = _common_prefix(proposal, new)
             self.table.record_span(DraftSource.LOOKUP, match_key(match), 0, len(proposal), c,
                                    censored=c >= len(new))
+
+
+def _longest(lookups: Sequence[tuple[int, tuple[int, ...]]]) -> tuple[int, tuple[int, ...]] | None:
+    """The lookup proposal (match length, tokens) of the longest match, or None when there is none."""
+    return max(lookups, key=lambda c: c[0]) if lookups else None
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
