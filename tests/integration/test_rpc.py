@@ -22,7 +22,7 @@ from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.remote import RemoteError
 from specchat.core.types import DrafterKind, Event, Finished, FinishReason, GenerationParams, Verified
-from tests.support.rpc_servers import RpcServer, free_port
+from support.rpc_servers import RpcServer, free_port
 
 PROMPT = "List the planets of the solar system, one per line, with one fact about each."
 
@@ -137,6 +137,27 @@ def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reco
         assert tokens and engine.remote.connected
     finally:
         engine.close()
+        a.kill()
+        b.kill()
+
+
+def test_chat_exits_2_with_one_line_when_a_server_is_lost_mid_reply(tmp_path: Path, demo_pair) -> None:
+    """A lost server is an expected failure: the terminal says which and exits 2, like every other one."""
+    a, b = RpcServer(tmp_path), RpcServer(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specchat", "chat", "--target", str(demo_pair.target), "--no-spec",
+         "--max-tokens", "300", "--rpc", f"{a.endpoint},{b.endpoint}", PROMPT],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    try:
+        assert proc.stdout is not None and proc.stdout.read(1), "the reply never started"
+        b.kill()
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 2, (proc.returncode, stderr)
+        assert f"specchat: error: the remote server at {b.endpoint} went away" in stderr.splitlines()
+        assert "Traceback" not in stderr
+    finally:
+        proc.kill()
         a.kill()
         b.kill()
 

@@ -11,8 +11,8 @@ from specchat.core.distributed import probe_servers
 from specchat.core.remote import load_servers
 from specchat.ui.main_window import MainWindow
 from specchat.ui.remote_devices import RemoteDevicesDialog
-from tests.support.fake_host import FakeHost
-from tests.support.rpc_servers import RpcServer, free_port
+from support.fake_host import FakeHost
+from support.rpc_servers import RpcServer, free_port
 
 
 @pytest.fixture
