@@ -48,6 +48,8 @@ class FakeHub:
     corrupt: set[str] = field(default_factory=set)  # filenames whose body is served with one byte flipped
     ignore_range: bool = False
     throttle: float = 0.0  # seconds to sleep after each 8 KiB of a file body
+    hold_after: int | None = None  # a GET of a file sends this many bytes, then waits for ``release``
+    release: threading.Event = field(default_factory=threading.Event)
     commit_header: str | None = None  # X-Repo-Commit sent instead of COMMIT
     etag_header: str | None = None  # ETag and X-Linked-Etag sent instead of the file's hash
     size_header: int | None = None  # X-Linked-Size sent instead of the file's size
@@ -198,6 +200,12 @@ class _Handler(BaseHTTPRequestHandler):
                 record.sent += 1
                 time.sleep(self.hub.trickle)
             return
+        if self.hub.hold_after is not None and len(part) > self.hub.hold_after:
+            self.wfile.write(part[: self.hub.hold_after])
+            self.wfile.flush()
+            record.sent += self.hub.hold_after
+            part = part[self.hub.hold_after :]
+            self.hub.release.wait()
         view = memoryview(part)
         for i in range(0, len(view), 8192):
             self.wfile.write(view[i : i + 8192])
@@ -250,6 +258,7 @@ def serve(state: FakeHub | None = None) -> Iterator[FakeHub]:
     try:
         yield state
     finally:
+        state.release.set()  # a held body goes on, so its handler thread ends
         close_session()  # drop pooled connections to this server before it goes
         server.shutdown()
         server.server_close()

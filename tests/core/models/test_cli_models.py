@@ -88,12 +88,15 @@ def test_download_errors_exit_2_with_one_line(served) -> None:
 
 
 def test_ctrl_c_keeps_the_partial_and_the_rerun_resumes(served) -> None:
-    served.throttle = 0.02
+    """The hub holds the body after 64 KiB until released, so the interrupt lands mid-download however fast
+    the machine is; the rerun asks for the rest by range."""
+    served.hold_after = 64 * 1024
     proc = subprocess.Popen([sys.executable, "-m", "specchat", "models", "download", REPO, "tiny-Q8_0.gguf",
                              "--endpoint", served.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a guard against a hang, not a timing
     partial: list[Path] = []
-    while time.monotonic() < deadline and not (partial and partial[0].stat().st_size > 0):
+    while not (partial and partial[0].stat().st_size == served.hold_after):
+        assert time.monotonic() < deadline and proc.poll() is None, "the download never reached the held byte"
         partial = list(hf_cache_dir().rglob("*.incomplete"))
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
@@ -101,9 +104,10 @@ def test_ctrl_c_keeps_the_partial_and_the_rerun_resumes(served) -> None:
     assert proc.returncode == 130, stderr
     assert "partial file is kept" in stderr and stdout == ""
     kept = partial[0].stat().st_size
-    assert 0 < kept < len(served.data)
+    assert kept == served.hold_after < len(served.data)
 
-    served.throttle = 0.0
+    served.hold_after = None
+    served.release.set()
     out = specchat("download", REPO, "tiny-Q8_0.gguf", "--endpoint", served.url)
     assert out.returncode == 0, out.stderr
     last = served.gets("tiny-Q8_0.gguf")[-1]
