@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from specchat.core.types import (
     DrafterKind,
     Event,
     Finished,
+    FinishReason,
     GenerationParams,
     GpuLayers,
     SamplerParams,
@@ -94,7 +96,9 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
                         help="target layers on the GPU: auto (fit free memory; the default), all, or a number")
     parser.add_argument("--draft-gpu-layers", type=gpu_layers_arg, default=GPU_LAYERS_AUTO,
                         help="draft layers on the GPU: auto (the default), all, or a number")
-    parser.add_argument("--draft-p-min", type=float, default=0.0, help="stop drafting below this draft confidence")
+    parser.add_argument("--draft-p-min", type=float, default=None,
+                        help="stop drafting below this draft confidence (0: no gate, for every drafter; "
+                             "default: none, 0.75 for MTP heads)")
     parser.add_argument("--greedy-draft", action="store_true",
                         help="at temperature > 0, draft the draft's argmax instead of sampling (for comparison)")
     add_rpc_arguments(parser)
@@ -148,8 +152,16 @@ def load_engine(args: argparse.Namespace) -> ChatEngine:
     )
 
 
+def check_threads(value: int | None) -> None:
+    """One-line error for a thread count outside 1 to this machine's CPUs (more only wait on each other)."""
+    cpus = os.cpu_count() or 1
+    if value is not None and not 1 <= value <= cpus:
+        raise SpecchatError(f"threads must be between 1 and {cpus} (this machine's CPUs), got {value}")
+
+
 def params_from_args(args: argparse.Namespace) -> GenerationParams:
     """The generation parameters from the flags, every number finite and in range (one-line errors)."""
+    check_threads(getattr(args, "threads", None))
     for name, limit in FLAG_LIMITS.items():
         value = getattr(args, name, None)
         if isinstance(value, float) and not math.isfinite(value):
@@ -249,7 +261,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         finished = stream_to_terminal(events, sys.stdout, hide_rejected=args.hide_rejected,
                                       colour=sys.stdout.isatty())
         print(summary_line(finished, engine.placement()), file=sys.stderr)
-    return 1 if finished.reason.value == "error" else 0
+    # A reply ends in an error only through a SpecchatError (a lost server, say): expected, so exit 2.
+    return 2 if finished.reason is FinishReason.ERROR else 0
 
 
 def _drain(events: Iterator[Event]) -> Finished:

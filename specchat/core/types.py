@@ -91,7 +91,9 @@ class GenerationParams:
     max_tokens: int = 512
     stop_strings: tuple[str, ...] = ()
     seed: int | None = None
-    draft_p_min: float = 0.0  # stop drafting when the draft's top probability falls below this
+    # Stop drafting when the draft's top probability falls below this. 0: no gate, for every drafter;
+    # None: each drafter's default (no gate; 0.75 for MTP heads, drafters.MTP_P_MIN).
+    draft_p_min: float | None = None
     # At temperature > 0 the draft normally samples from its own q (the exact rule's premise).
     # True drafts the draft's argmax instead, as llama.cpp's server does; still lossless
     # (q is then one-hot), but far fewer drafts are accepted. Kept for comparison.
@@ -100,7 +102,7 @@ class GenerationParams:
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
             raise SpecchatError(f"max tokens must be at least 1, got {self.max_tokens}")
-        if not 0.0 <= self.draft_p_min < 1.0:
+        if self.draft_p_min is not None and not 0.0 <= self.draft_p_min < 1.0:
             raise SpecchatError(f"draft p-min must be in [0, 1), got {self.draft_p_min}")
 
 

@@ -51,7 +51,7 @@ class DraftRequest:
     sampler: SamplerParams  # shapes the draft's q as it shapes the target's p
     rng: np.random.Generator
     cancel: CancelToken
-    p_min: float = 0.0  # stop once the draft's top probability falls below this (0: never)
+    p_min: float | None = None  # stop once the draft's top probability falls below this (0: never; None: default)
     greedy: bool = False  # draft the argmax even when sampling (q is then one-hot)
     costs: AdaptiveDepth | None = None  # the depth controller's measurements (verify cost, overhead), if any
     # Asked after each drafted token with the tokens drafted so far and their probabilities: False stops the
@@ -202,9 +202,10 @@ class DraftModelDrafter(Drafter):
 
 
 MTP_P_MIN = 0.75
-"""Draft p-min for MTP heads when none is set: the cutoff published Qwen3.5 MTP runs in llama.cpp use
-(``--spec-draft-p-min 0.75``, llama.cpp PR #22673): one head guessing many tokens ahead is confident
-for a few and then guesses poorly, and a draft it is unsure of costs a verify position for little."""
+"""Draft p-min for MTP heads when none is set (0 means no gate, as for every drafter): the cutoff
+published Qwen3.5 MTP runs in llama.cpp use (``--spec-draft-p-min 0.75``, llama.cpp PR #22673): one head
+guessing many tokens ahead is confident for a few and then guesses poorly, and a draft it is unsure of
+costs a verify position for little."""
 
 
 class MtpDrafter(Drafter):
@@ -234,7 +235,7 @@ class MtpDrafter(Drafter):
         if row is None:
             return out  # the target's hidden state at the last token is unknown: a plain round
         synced = time.perf_counter()
-        p_min = request.p_min if request.p_min > 0.0 else MTP_P_MIN
+        p_min = MTP_P_MIN if request.p_min is None else request.p_min
         try:
             _draft_from(out, row, mtp.step, dataclasses.replace(request, k=k, p_min=p_min), synced)
         finally:
@@ -252,7 +253,7 @@ def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], 
     history = list(request.tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
     for i in range(request.k):
         q = distribution(row, history, sampler)
-        if request.p_min > 0.0 and q.max_prob() < request.p_min:
+        if request.p_min and q.max_prob() < request.p_min:
             break
         if sampler.greedy or request.greedy:
             x = greedy_token(row, history, sampler)
