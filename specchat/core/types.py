@@ -98,10 +98,15 @@ class GenerationParams:
     # True drafts the draft's argmax instead, as llama.cpp's server does; still lossless
     # (q is then one-hot), but far fewer drafts are accepted. Kept for comparison.
     greedy_draft: bool = False
+    # After the reply, time this many tokens of plain decoding from where it ended (0: none): its speed-up's
+    # like-for-like denominator, GenerationStats.plain_tokens_per_second. The reply's own tokens are unchanged.
+    plain_probe: int = 0
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
             raise SpecchatError(f"max tokens must be at least 1, got {self.max_tokens}")
+        if self.plain_probe < 0:
+            raise SpecchatError(f"the plain probe must be 0 or more tokens, got {self.plain_probe}")
         if self.draft_p_min is not None and not 0.0 <= self.draft_p_min < 1.0:
             raise SpecchatError(f"draft p-min must be in [0, 1), got {self.draft_p_min}")
 
@@ -227,6 +232,10 @@ class GenerationStats:
     # Plain decoding's rate predicted from this pair's measured verify cost for one
     # token (measured when some round ran at depth 0, else extrapolated); 0 = unknown.
     plain_tokens_per_second_estimate: float = 0.0
+    # Plain decoding timed right after the reply at its context length (GenerationParams.plain_probe) over
+    # plain_tokens tokens; 0 = not timed.
+    plain_tokens_per_second: float = 0.0
+    plain_tokens: int = 0
     # Per source (DraftSource value): [drafted, accepted].
     by_source: dict[str, list[int]] = field(default_factory=dict)
 
@@ -267,6 +276,8 @@ class GenerationStats:
             "wall_seconds": round(self.prompt_seconds + self.generate_seconds, 4),
             "depth": self.depth,
             "plain_tokens_per_second_estimate": round(self.plain_tokens_per_second_estimate, 2),
+            "plain_tokens_per_second": round(self.plain_tokens_per_second, 2),
+            "plain_tokens": self.plain_tokens,
         }
 
 

@@ -13,6 +13,7 @@ keeps the random models' replies from collapsing into one repeated token.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -169,6 +170,35 @@ def test_multi_turn_reuses_the_cache_exactly(engines: EngineFactory, arch: str) 
     assert engine.target_context.stats.restarts == 0 and engine.draft_context.stats.restarts == 0
     for i, (conversation, tokens) in enumerate(turns):
         check_reply(engine, conversation, tokens, f"{arch} turn {i + 1}")
+
+
+@pytest.mark.parametrize("arch", list(KINDS))
+def test_a_plain_probe_after_a_reply_leaves_the_reply_and_the_cache_as_they_were(engines: EngineFactory,
+                                                                                 arch: str) -> None:
+    """The speed-up's denominator: plain decoding timed after the reply, then cut back (a recurrent target from
+    a checkpoint, not by decoding the reply again); the replies and the next turn's reuse are unchanged."""
+    engine = engines(arch, "other")
+    question = "What is the capital of France?"
+    forget(engine)
+    unprobed = reply(ChatSession(engine), question, depth=DepthControl(4))
+    replayed = engine.target_context.stats.replayed_tokens
+    forget(engine)
+    probed = dataclasses.replace(GREEDY, plain_probe=12)
+    session = ChatSession(engine)
+    first = reply(session, question, probed, depth=DepthControl(4))
+    stats = first[-1].stats
+    assert stats.plain_tokens == 12 and stats.plain_tokens_per_second > 0
+    assert unprobed[-1].stats.plain_tokens == 0 and stats.generated == unprobed[-1].stats.generated
+    _, prompt = engine.tokenize_prompt(session.messages[:-1])
+    assert list(engine.target_context.tokens) == prompt + session.last_tokens[:-1]
+    assert engine.target_context.stats.restarts == 0
+    assert engine.target_context.stats.replayed_tokens == replayed  # the probe's cut replayed nothing
+    turns = [(session.messages[:-1], session.last_tokens)]
+    second = reply(session, "And of Italy?", probed, depth=DepthControl(4))
+    turns.append((session.messages[:-1], session.last_tokens))
+    assert second[-1].stats.reused_prompt_tokens >= first[-1].stats.prompt_tokens - 1, second[-1].stats
+    for i, (conversation, tokens) in enumerate(turns):
+        check_reply(engine, conversation, tokens, f"{arch} probed turn {i + 1}")
 
 
 @pytest.mark.parametrize("arch", list(KINDS))

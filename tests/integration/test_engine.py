@@ -374,3 +374,24 @@ def test_failed_load_with_gpu_layers_mentions_gpu_memory(truncated_gguf, monkeyp
     with pytest.raises(SpecchatError, match="with 12 layers on the GPU") as gpu:
         Model(truncated_gguf, n_gpu_layers=12)
     assert "try GPU layers 'auto' or fewer" in str(gpu.value) and "\n" not in str(gpu.value)
+
+
+def test_a_plain_probe_times_plain_decoding_after_the_reply_even_past_its_end(demo_engine) -> None:
+    """A reply that ends at EOS still gets its full probe (end tokens do not stop it); a stopped one gets none."""
+    session = ChatSession(demo_engine)
+    params = GenerationParams(max_tokens=64, plain_probe=16)
+    events = run(session, "Say hello in one word.", params, drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(3))
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.reason is FinishReason.EOS, finished.reason
+    assert finished.stats.plain_tokens == 16 and finished.stats.plain_tokens_per_second > 0
+    last = next(e for e in reversed(events) if isinstance(e, Verified))
+    probe_seconds = finished.stats.plain_tokens / finished.stats.plain_tokens_per_second
+    assert finished.stats.generate_seconds - last.elapsed < probe_seconds  # the reply's time ends before the probe
+
+    cancel = CancelToken()
+    stopped: list = []
+    for event in session.reply("Write a long story about a dragon.", params, depth=DepthControl(4), cancel=cancel):
+        stopped.append(event)
+        if isinstance(event, Verified):
+            cancel.cancel()
+    assert stopped[-1].reason is FinishReason.CANCELLED and stopped[-1].stats.plain_tokens == 0

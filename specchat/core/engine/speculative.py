@@ -10,6 +10,7 @@ so the invariant holds again.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,7 +22,7 @@ import numpy as np
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.detok import Detokenizer
-from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
+from specchat.core.engine.drafters import Draft, Drafter, DraftRequest, NoDrafter
 from specchat.core.engine.verify import Verdict, judge, top
 from specchat.core.types import (
     Drafted,
@@ -93,32 +94,27 @@ def generate(
     """Generate a reply to ``prompt`` (token ids), yielding Drafted/Verified events and one Finished.
 
     Without ``depth`` the depth is the one default (:data:`specchat.core.types.DEFAULT_DEPTH`).
+    A SpecchatError once the reply has begun (a lost server, a failed decode) ends it with a Finished
+    of reason ERROR that keeps the figures so far; the caches may then be mid-round.
     """
     reply = _Reply(target, drafter, prompt, params,
                    depth if depth is not None else DepthControl(),
                    cancel if cancel is not None else CancelToken(),
                    adaptive if adaptive is not None else AdaptiveDepth())
-    reply.prefill()
-    for number in itertools.count():
-        round_ = _Round(number, started=time.perf_counter())
-        if reply.halted():
-            break
-        round_.depth = reply.choose_depth()
-        reply.draft(round_)
-        if reply.halted():
-            break
-        drafted = reply.drafted_event(round_)
-        if drafted is not None:
-            handed = time.perf_counter()
-            yield drafted
-            round_.consumer_seconds = time.perf_counter() - handed  # the front end's time, not the engine's
-        reply.verify(round_)
-        verified = reply.verified_event(round_)
-        reply.account(round_)
-        yield verified
-        if reply.reason is not None:
-            break
-    yield reply.finish()
+    try:
+        reply.prefill()
+        yield from reply.rounds()
+    except SpecchatError as exc:
+        reply.reason, reply.message = FinishReason.ERROR, str(exc)
+    finished = reply.finish()  # the reply's own time ends here, before any probe
+    if params.plain_probe and reply.reason in _PROBED:
+        reply.probe_plain(params.plain_probe)
+    yield finished
+
+
+MIN_PROBE_TOKENS = 8  # fewer plain tokens time too little to divide by
+# Replies that end with the target's state intact, where a plain probe can continue.
+_PROBED = frozenset({FinishReason.EOS, FinishReason.MAX_TOKENS, FinishReason.STOP_STRING})
 
 
 @dataclass
@@ -166,6 +162,56 @@ class _Reply:
         self.stats.reused_prompt_tokens = prefill(self.target, self.drafter, self.committed)
         self.stats.prompt_seconds = time.perf_counter() - started
         self.generate_started = time.perf_counter()
+
+    def rounds(self) -> Iterator[Event]:
+        """Run rounds until the reply ends, yielding each round's Drafted (if it drafted) and Verified."""
+        for number in itertools.count():
+            round_ = _Round(number, started=time.perf_counter())
+            if self.halted():
+                break
+            round_.depth = self.choose_depth()
+            self.draft(round_)
+            if self.halted():
+                break
+            drafted = self.drafted_event(round_)
+            if drafted is not None:
+                handed = time.perf_counter()
+                yield drafted
+                round_.consumer_seconds = time.perf_counter() - handed  # the front end's time, not the engine's
+            self.verify(round_)
+            verified = self.verified_event(round_)
+            self.account(round_)
+            yield verified
+            if self.reason is not None:
+                break
+
+    def probe_plain(self, n: int) -> None:
+        """Time up to ``n`` tokens of plain decoding from where the reply ended, then cut the target back.
+
+        Plain decoding at the reply's own context length, on the same machine moments later, counted by the
+        same counters as the reply: the like-for-like denominator of its speed-up
+        (``stats.plain_tokens_per_second``). Nothing is recorded when cancelled, failed or too short.
+        """
+        n = min(n, self.ctx.n_ctx - len(self.committed))
+        if n < MIN_PROBE_TOKENS or self.cancel.cancelled:
+            return
+        keep = len(self.committed) - 1
+        self.ctx.checkpoint("probe")  # a recurrent target comes back from here without decoding the reply again
+        # Past an end-of-generation token or a stop string plain decoding goes on just as fast: time it all.
+        probe = _Reply(dataclasses.replace(self.target, eog=frozenset()), NoDrafter(), self.committed,
+                       dataclasses.replace(self.params, max_tokens=n, stop_strings=(), plain_probe=0),
+                       DepthControl(0), self.cancel, AdaptiveDepth())
+        probe.generate_started = time.perf_counter()
+        try:
+            for _ in probe.rounds():
+                pass
+            timed = probe.finish().stats
+            self.ctx.truncate(keep)
+        except SpecchatError:
+            return  # the reply stands; a lost server or failed decode shows on the next one
+        if probe.reason is not FinishReason.CANCELLED and timed.generated >= MIN_PROBE_TOKENS:
+            self.stats.plain_tokens_per_second = timed.tokens_per_second
+            self.stats.plain_tokens = timed.generated
 
     def halted(self) -> bool:
         """Whether the reply ends here, before its next step: cancelled, or no room left."""
