@@ -52,3 +52,34 @@ def resources_dir() -> Path:
     here = Path(__file__).resolve().parents[1]
     installed = here / "resources"
     return installed if installed.is_dir() else here.parent / "resources"
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` is no regular file to open (following symlinks), or None when it is one.
+
+    Checked before opening: opening a FIFO waits for a writer, and a device never ends.
+    "not found" when nothing is there; otherwise what is there, e.g. "a FIFO (named pipe)".
+    None too when the check itself fails (no permission): opening the file then says why.
+    """
+    import errno
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "not found"
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else None
+    except ValueError:  # a NUL in the name: opening says so
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"

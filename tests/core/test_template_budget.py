@@ -37,6 +37,22 @@ HOSTILE = {
     "a billion-wide format field": ("{{ '{:>999999999}'.format(1) }}", "wide, over its budget"),
     "a billion-wide format filter": ("{{ '%999999999d'|format(1) }}", "wide, over its budget"),
     "2 ** 10**10": ("{{ 2 ** (10 ** 10) }}", "too large"),
+    "a list holding one list 300,000 times": ("{{ [[0]*1000]*300000 }}", "would print a value of over"),
+    "tojson of it": ("{{ ([[0]*1000]*300000)|tojson }}", "would print a value of over"),
+    "~ of it": ("{{ ([[0]*1000]*300000) ~ '' }}", "would print a value of over"),
+    "% of it": ("{{ '%s' % ([[0]*1000]*300000,) }}", "would print a value of over"),
+    "sorting it": ("{{ ([[0]*1000]*300000)|sort|length }}", "would print a value of over"),
+    "replace filter 1500-fold": ("{{ ('a'*1000000)|replace('a','b'*1500) }}", "replace would build 1,500,000,000"),
+    "str.replace 1500-fold": ("{{ ('a'*1000000).replace('a','b'*1500) }}", "replace would build"),
+    "join with a long separator": ("{{ (['a']*1000)|join('x'*1000000) }}", "join would build"),
+    "str.join with a long separator": ("{{ ('x'*1000000).join(['a']*1000) }}", "join would build"),
+    "expandtabs(1000)": ("{{ ('\t'*1000000).expandtabs(1000) }}", "expandtabs would build"),
+    "indent(1000) of a million lines": ("{{ ('\n'*1000000)|indent(1000) }}", "indent would build"),
+    "a huge JSON indent": ("{{ [0]|tojson(indent=100000) }}", "JSON indent of 100000"),
+    "a '*' width of 10**9": ("{{ '%*d' % (10**9, 1) }}", "asked for a size of 1,000,000,000"),
+    "a list nested 5000 deep": (
+        "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+        "nested over 200 deep"),
     "a sandbox escape": ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "the chat template failed"),
     "raise_exception": (
         "{{ raise_exception('roles must alternate') }}", "refused the conversation: roles must alternate"

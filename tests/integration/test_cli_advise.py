@@ -127,3 +127,39 @@ def test_ctrl_c_cancels_cleanly() -> None:
     assert stdout == ""
     assert rest.strip().splitlines()[-1] == "specchat: advise cancelled"
     assert "Traceback" not in rest
+
+
+@pytest.fixture()
+def special_files(tmp_path: Path) -> dict[str, Path]:
+    """A FIFO named like a model, a symlink loop, and a device: none may be opened as a model."""
+    (tmp_path / "models").mkdir()
+    fifo, loop = tmp_path / "models" / "pipe.gguf", tmp_path / "loop.gguf"
+    os.mkfifo(fifo)
+    loop.symlink_to(loop)
+    return {"a FIFO (named pipe)": fifo, "a symlink loop": loop, "a device": Path("/dev/zero")}
+
+
+def test_special_files_are_never_opened_as_models(special_files: dict[str, Path]) -> None:
+    """Each is named for what it is (not "not found"); a FIFO as the target or next to it hangs nothing."""
+    for kind, path in special_files.items():
+        one_error_line(advise(MODELS / "llama.gguf", "--candidates", path), f"candidate is not a file but {kind}")
+    fifo = special_files["a FIFO (named pipe)"]
+    one_error_line(advise(fifo), "target model is not a file but a FIFO")
+    listed = subprocess.run([sys.executable, "-m", "specchat", "models", "list", "--dir", str(fifo.parent)],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env(), timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert f"specchat: skipped: cannot read {fifo}: it is a FIFO (named pipe), not a file" in listed.stderr
+
+
+def test_ctrl_c_ends_a_search_of_the_whole_disk() -> None:
+    """``--candidates /`` walks every folder: Ctrl-C stops the walk, before anything is measured."""
+    proc = subprocess.Popen([sys.executable, "-m", "specchat", "models", "advise", str(MODELS / "llama.gguf"),
+                             "--candidates", "/", "--no-library"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert "searching the named folders" in first, first
+    proc.send_signal(signal.SIGINT)
+    stdout, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, rest
+    assert stdout == "" and rest.strip().splitlines() == ["specchat: advise cancelled"]

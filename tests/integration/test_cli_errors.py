@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -67,8 +68,10 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
     folder = tmp_path / "a-folder.gguf"
     folder.mkdir()
+    os.mkfifo(tmp_path / "a-pipe.gguf")
     return {
         "folder": folder,
+        "fifo": tmp_path / "a-pipe.gguf",
         "numbers": write("numbers.json", "[1, 2, 3]"),
         "surrogate": write("surrogate.json", '[{"role": "user", "content": "bad \\ud800 text"}]'),
         "nested": write("nested.json", "[" * 200_000 + "]" * 200_000),
@@ -81,6 +84,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 CHAT_CASES: dict[str, tuple[Callable[[Path, dict[str, Path]], list[str | bytes]], str]] = {
     "a folder as the model": (lambda t, f: ["--target", str(f["folder"]), "hi"], "model path is not a file"),
+    "a FIFO as the model": (lambda t, f: ["--target", str(f["fifo"]), "hi"],
+                            "model path is not a file but a FIFO (named pipe)"),
     "/proc/self/mem as the model": (lambda t, f: ["--target", "/proc/self/mem", "hi"], "/proc/self/mem"),
     "--messages is a folder": (lambda t, f: ["--target", str(t), "--messages", str(f["folder"])],
                                "cannot read messages file"),
@@ -105,6 +110,8 @@ CHAT_CASES: dict[str, tuple[Callable[[Path, dict[str, Path]], list[str | bytes]]
     "--temperature 50": (lambda t, f: ["--target", str(t), "--temperature", "50", "hi"],
                          "temperature must be between 0 and 5"),
     "--threads -3": (lambda t, f: ["--target", str(t), "--threads", "-3", "hi"], "threads must be between 1 and"),
+    "--threads 1000": (lambda t, f: ["--target", str(t), "--threads", "1000", "hi"],
+                       f"threads must be between 1 and {os.cpu_count()} (this machine's CPUs), got 1000"),
     "--top-k 10**9": (lambda t, f: ["--target", str(t), "--top-k", str(10**9), "hi"], "top-k must be between"),
     "--repeat-penalty inf": (lambda t, f: ["--target", str(t), "--repeat-penalty", "inf", "hi"],
                              "repeat penalty must be a finite number"),
@@ -149,6 +156,40 @@ def test_the_patched_template_model_still_chats_with_a_good_template(template_mo
     out = specchat("chat", "--target", str(model), "--no-spec", "--max-tokens", "4", "--json", "hi")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["prompt_text"] == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_prompt_far_over_the_context_is_refused_before_it_is_tokenized(demo_pair, tmp_path: Path) -> None:
+    """40 MB of text cannot fit 4096 tokens whatever the tokenizer does: one line, without tokenizing it
+    (which took 15 s and 2 GB for 10 MB)."""
+    messages = tmp_path / "huge.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "word " * 8_000_000}]), encoding="utf-8")
+    out = specchat("chat", "--target", str(demo_pair.target), "--no-spec", "--messages", str(messages))
+    assert_one_line(out, "the conversation is at least ")
+    assert "tokens but the context holds 4096" in out.stderr
+
+
+TOKENIZE_LONG = """
+import sys
+from specchat.core.llama.model import Model
+model = Model(sys.argv[1], vocab_only=True)
+text = "word " * 8_000_000
+try:
+    print("tokenizing", flush=True)
+    model.tokenize(text)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_interrupts_tokenizing_a_long_text(demo_pair) -> None:
+    """A long text is tokenized on a helper thread: the caller's wait, and so Ctrl-C, is not stuck in llama.cpp."""
+    with subprocess.Popen([sys.executable, "-c", TOKENIZE_LONG, str(demo_pair.target)], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True) as proc:
+        assert proc.stdout is not None and proc.stdout.readline() == "tokenizing\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130  # tokenizing the whole text takes over a minute here
+        assert proc.stdout.read() == "interrupted\n"
 
 
 def test_bench_bad_input_is_one_line_and_exit_2(demo_pair, files: dict[str, Path]) -> None:

@@ -146,7 +146,11 @@ def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_secon
     if not budget_seconds > 0:
         raise SpecchatError(f"the budget must be a positive number of seconds, got {budget_seconds}")
     cancel = cancel or CancelToken()
-    found = find_candidates(target, named, library=library, lookup=lookup, catalog=catalog)
+    if progress is not None and any(Path(p).expanduser().is_dir() for p in named):
+        progress("searching the named folders for GGUF files", 0.0)
+    found = find_candidates(target, named, library=library, lookup=lookup, catalog=catalog, cancel=cancel)
+    if cancel.cancelled:  # Ctrl-C while searching (``--candidates /``): nothing was measured
+        return Advice(str(Path(target).expanduser()), [], budget_seconds, cancelled=True)
     clock = _Clock(budget_seconds, progress)  # the budget is for measuring: finding reads headers only
     advice = Advice(str(Path(target).expanduser()), [CandidateResult(c) for c in found.candidates],
                     budget_seconds, skipped=found.skipped)

@@ -9,16 +9,19 @@ file next to the model is not offered.
 from __future__ import annotations
 
 import enum
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specchat.core.cancel import CancelToken
 from specchat.core.models.catalog import COMPUTE_SHARE, MTP_GB, load_catalog
 from specchat.core.models.compat import CompatReport, compare
 from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
 from specchat.core.models.library import ModelRoot, default_roots, scan
 from specchat.core.models.shape import read_model_shape
+from specchat.core.paths import not_a_file
 from specchat.core.types import DrafterKind, SpecchatError
 
 GB = 1e9
@@ -165,41 +168,60 @@ def _catalog_drafts(target: GgufInfo, n_ctx: int) -> list[Candidate]:
     return out
 
 
-def _named_files(paths: Iterable[Path]) -> list[Path]:
-    """The GGUF files a user named: files as given, folders searched (one level and below)."""
+def _named_files(paths: Iterable[Path], cancel: CancelToken) -> list[Path]:
+    """The GGUF files a user named: files as given, folders searched (one level and below) until ``cancel``."""
     out: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser()
-        if path.is_dir():
-            out += sorted(p for p in path.rglob("*.gguf") if p.is_file())
-        elif path.is_file():
-            out.append(path)
-        else:
+        kind = not_a_file(path)
+        if kind == "a folder":
+            out += _gguf_files_under(path, cancel)
+        elif kind == "not found":
             raise SpecchatError(f"candidate not found: {path}")
+        elif kind is not None:
+            raise SpecchatError(f"candidate is not a file but {kind}: {path}")
+        else:
+            out.append(path)
     return out
+
+
+def _gguf_files_under(folder: Path, cancel: CancelToken) -> list[Path]:
+    """The regular ``*.gguf`` files under ``folder`` (symlinked folders not followed), sorted; the walk
+    stops once ``cancel`` is set (Ctrl-C on ``--candidates /``)."""
+    found: list[Path] = []
+    for where, _, names in os.walk(folder):
+        if cancel.cancelled:
+            break
+        found += [p for p in (Path(where) / n for n in names if n.endswith(".gguf")) if not_a_file(p) is None]
+    return sorted(found)
 
 
 def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, library: bool = True,
                     roots: Sequence[ModelRoot] | None = None, lookup: bool = True, catalog: bool = True,
-                    n_ctx: int = 4096) -> CandidateList:
+                    n_ctx: int = 4096, cancel: CancelToken | None = None) -> CandidateList:
     """Every candidate for ``target``: named files, then (``library``) the library's smaller files, the
     target's MTP heads, n-gram lookup (``lookup``) and catalog drafts (``catalog``).
 
-    Raises a one-line SpecchatError for a missing or unreadable target or named file.
+    Raises a one-line SpecchatError for a missing or unreadable target or named file. Once ``cancel`` is
+    set, the search stops and returns what it found.
     """
+    cancel = cancel or CancelToken()
     target_path = Path(target).expanduser()
-    if not target_path.is_file():
+    kind = not_a_file(target_path)
+    if kind == "not found":
         raise SpecchatError(f"target model not found: {target_path}")
+    if kind is not None:
+        raise SpecchatError(f"target model is not a file but {kind}: {target_path}")
     info = read_gguf_info(target_path)
     result = CandidateList(info)
     judge = _Judge(info, n_ctx)
     seen = {target_path.resolve()}
-    for path in _named_files(Path(p) for p in named):
+    for path in _named_files((Path(p) for p in named), cancel):
         if path.resolve() in seen:
             continue
         seen.add(path.resolve())
         result.candidates.append(judge(path, "named"))
-    if library:
+    if library and not cancel.cancelled:
         found = scan(roots if roots is not None else
                      [ModelRoot(target_path.parent, "next to the target"), *default_roots()])
         result.skipped = list(found.failed)

@@ -271,6 +271,13 @@ class ChatEngine:
 
     def tokenize_prompt(self, messages: list[dict[str, str]]) -> tuple[str, list[int]]:
         text = self.template.render(messages)
+        # Checked before tokenizing: a prompt of 100 MB took minutes and gigabytes to be refused after it.
+        fewest = self.target.fewest_tokens(len(text.encode("utf-8"))) if len(text) >= self.n_ctx else 0
+        if fewest >= self.n_ctx:
+            raise SpecchatError(
+                f"the conversation is at least {fewest:,} tokens but the context holds {self.n_ctx}; "
+                "start a new conversation or raise the context size"
+            )
         tokens = self.target.tokenize(text, add_special=True, parse_special=True)
         if len(tokens) >= self.n_ctx:
             raise SpecchatError(

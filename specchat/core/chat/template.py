@@ -31,7 +31,10 @@ import jinja2
 import jinja2.ext
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
+from jinja2.nodes import EvalContext
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
 
 from specchat.core.types import SpecchatError
 
@@ -70,6 +73,7 @@ class _Budget:
         self.deadline = time.monotonic() + limits.seconds
         self.iterations = 0
         self.depth = 0
+        self.sizes: dict[int, tuple[Any, int]] = {}  # printed sizes of the containers seen (see check_printed)
 
     def check_time(self) -> None:
         if time.monotonic() > self.deadline:
@@ -102,8 +106,56 @@ class _Budget:
         for value in args:
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.max_chars:
                 raise TemplateBudgetError(f"the chat template asked for a size of {value:,}, over its budget")
+            self.check_printed(value)
+
+    def check_printed(self, value: Any) -> Any:
+        """``value``, unless printing it (``str``, ``tojson``, sorting it...) would pass the size budget.
+
+        A list can hold the same big list 300,000 times for the price of 300,000 pointers, so its
+        length says nothing: the printed size is estimated first (at least a character per item),
+        stopping as soon as it passes the budget, each container sized once per render.
+        """
+        if isinstance(value, (list, tuple, dict, set, frozenset, Namespace)):
+            if self.printed_size(value, 0) > self.max_chars:
+                raise TemplateBudgetError(
+                    f"the chat template would print a value of over {self.max_chars:,} characters; it was stopped")
+        return value
+
+    def printed_size(self, value: Any, depth: int) -> int:
+        """A low estimate of ``len(str(value))``, capped just past the budget."""
+        if isinstance(value, str):
+            return len(value)
+        if isinstance(value, bool) or value is None:
+            return 4
+        if isinstance(value, int):
+            return value.bit_length() * 3 // 10 + 1
+        if not isinstance(value, (list, tuple, dict, set, frozenset, Namespace)):
+            return 1
+        known = self.sizes.get(id(value))
+        if known is not None and known[0] is value and not isinstance(value, Namespace):
+            return known[1]
+        if depth > _MAX_NESTING:
+            raise TemplateBudgetError(f"the chat template built a value nested over {_MAX_NESTING} deep")
+        items: Iterable[Any]
+        if isinstance(value, Namespace):
+            items = object.__getattribute__(value, "_Namespace__attrs").items()
+        else:
+            items = value.items() if isinstance(value, dict) else value
+        total = 2
+        for item in items:
+            parts = item if isinstance(value, (dict, Namespace)) else (item,)
+            total += 2 + sum(self.printed_size(part, depth + 1) for part in parts)
+            if total > self.max_chars:
+                break
+        if len(self.sizes) >= _MAX_SIZED:
+            self.sizes.clear()
+        self.sizes[id(value)] = (value, total)  # the value is kept, so its id names no other object this render
+        return total
 
 
+_MAX_NESTING = 200  # containers inside containers, for the printed-size estimate
+_MAX_SIZED = 100_000  # containers whose printed size one render remembers
+_MAX_JSON_INDENT = 16
 _BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("specchat_template_budget", default=None)
 _PERCENT_WIDTH_RE = re.compile(r"%[-#0 +]*(\d+)?(?:\.(\d+))?")
 
@@ -119,6 +171,15 @@ class _BudgetCodeGenerator(CodeGenerator):
                                    lineno=node.lineno)
         super().visit_For(node, frame)
 
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:  # noqa: N802 - as above
+        """``a ~ b`` prints both: each operand goes through ``environment.budget_printed`` first."""
+        node.nodes = [n if isinstance(n, nodes.Call) and isinstance(n.node, nodes.EnvironmentAttribute)
+                      and n.node.name == "budget_printed"
+                      else nodes.Call(nodes.EnvironmentAttribute("budget_printed"), [n], [], None, None,
+                                      lineno=n.lineno)
+                      for n in node.nodes]
+        super().visit_Concat(node, frame)
+
 
 class BudgetedEnvironment(ImmutableSandboxedEnvironment):
     """The immutable sandbox, with every loop, call, size-changing operator and output chunk metered."""
@@ -127,13 +188,17 @@ class BudgetedEnvironment(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, finalize=_finalize, **kwargs)
         self.globals["range"] = _counted_range
         self.filters = {name: _metered(f, percent_format=name == "format") for name, f in self.filters.items()}
 
     def budget_iter(self, iterable: Any) -> Any:
         budget = _BUDGET.get()
         return iterable if budget is None else budget.iterate(iterable)
+
+    def budget_printed(self, value: Any) -> Any:
+        budget = _BUDGET.get()
+        return value if budget is None else budget.check_printed(value)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's own signature for call()
         budget = _BUDGET.get()
@@ -142,6 +207,9 @@ class BudgetedEnvironment(ImmutableSandboxedEnvironment):
         budget.check_time()
         budget.check_arguments(args)
         budget.check_arguments(kwargs.values())
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, str):
+            _check_growth(budget, getattr(__obj, "__name__", ""), owner, args, kwargs)
         if budget.depth >= budget.limits.call_depth:
             raise TemplateBudgetError(
                 f"the chat template nested calls more than {budget.limits.call_depth} deep (a macro calling itself?)"
@@ -207,6 +275,7 @@ def _check_binop(budget: _Budget, op: str, left: Any, right: Any) -> None:
                 raise TemplateBudgetError("the chat template built a string over its size budget")
     elif op == "%" and isinstance(left, str):
         _check_widths(budget, (n for pair in _PERCENT_WIDTH_RE.findall(left) for n in pair))
+        budget.check_arguments(right if isinstance(right, tuple) else (right,))  # '%*d' % (10**9, 1) too
 
 
 def _check_widths(budget: _Budget, numbers: Iterable[str]) -> None:
@@ -225,6 +294,40 @@ def _format_widths(text: str) -> Iterator[str]:
         return
 
 
+def _check_growth(budget: _Budget, name: str, text: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """Refuse, before it runs, a string operation whose result would pass the size budget: ``replace``
+    with a longer text, ``join`` with a long separator, ``expandtabs`` and ``indent`` with a wide step."""
+    size = 0
+    try:
+        if name in ("replace", "do_replace") and len(args) >= 2:
+            old, new = str(args[0]), str(args[1])
+            if len(new) > len(old):
+                count = text.count(old) if old else len(text) + 1
+                limit = args[2] if len(args) > 2 else kwargs.get("count", -1)
+                if isinstance(limit, int) and limit >= 0:
+                    count = min(count, limit)
+                size = len(text) + count * (len(new) - len(old))
+        elif name == "join" and args and isinstance(args[0], (list, tuple)):
+            size = len(args[0]) * len(text)
+        elif name == "expandtabs":
+            width = args[0] if args else kwargs.get("tabsize", 8)
+            size = len(text) + text.count("\t") * max(int(width), 0)
+        elif name == "do_indent":
+            width = args[0] if args else kwargs.get("width", 4)
+            size = len(text) + (text.count("\n") + 1) * (width if isinstance(width, int) else len(str(width)))
+    except (TypeError, ValueError):
+        return  # the operation itself will say what is wrong
+    if size > budget.max_chars:
+        raise TemplateBudgetError(
+            f"the chat template's {name.removeprefix('do_')} would build {size:,} characters, over its budget")
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ value }}`` is printed: its size is checked first."""
+    budget = _BUDGET.get()
+    return value if budget is None else budget.check_printed(value)
+
+
 def _counted_range(*args: int) -> range:
     """``range`` whose length is spent from the iteration budget as it is made."""
     rng = range(*args)
@@ -237,6 +340,8 @@ def _counted_range(*args: int) -> range:
 def _metered(f: Callable[..., Any], *, percent_format: bool = False) -> Callable[..., Any]:
     """A filter (or ``str.format``) whose numeric arguments, widths and result are held to the size budget."""
 
+    name = getattr(f, "__name__", "")
+
     @functools.wraps(f)
     def metered(*args: Any, **kwargs: Any) -> Any:
         budget = _BUDGET.get()
@@ -245,6 +350,15 @@ def _metered(f: Callable[..., Any], *, percent_format: bool = False) -> Callable
         budget.check_time()
         budget.check_arguments(args)
         budget.check_arguments(kwargs.values())
+        values = args[1:] if args and isinstance(args[0], (EvalContext, Context, jinja2.Environment)) else args
+        if values and isinstance(values[0], str):
+            _check_growth(budget, name, values[0], values[1:], kwargs)
+        elif name == "do_join" and values and isinstance(values[0], (list, tuple)):
+            _check_growth(budget, "join", str(values[1] if len(values) > 1 else kwargs.get("d", "")),
+                          (values[0],), {})
+        elif name == "_tojson" and (kwargs.get("indent") or 0) > _MAX_JSON_INDENT:
+            raise TemplateBudgetError(f"the chat template asked for a JSON indent of {kwargs['indent']}, over "
+                                      f"{_MAX_JSON_INDENT}")
         if percent_format and args and isinstance(args[0], str):
             _check_widths(budget, (n for pair in _PERCENT_WIDTH_RE.findall(args[0]) for n in pair))
         return budget.check_size(f(*args, **kwargs))

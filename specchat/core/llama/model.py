@@ -11,6 +11,7 @@ import ctypes
 import enum
 import os
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import llama_cpp
 
 from specchat.core.llama import devices
 from specchat.core.llama.backend import ensure_backend, recent_errors
+from specchat.core.paths import not_a_file
 from specchat.core.types import SpecchatError
 
 __all__ = ["GGUF_MAGIC", "Model", "ModelKind", "check_gguf_file", "ensure_backend", "vocab_mismatch"]
@@ -38,10 +40,11 @@ class ModelKind(str, enum.Enum):
 def check_gguf_file(path: str | os.PathLike[str]) -> Path:
     """Raise a one-line SpecchatError unless ``path`` is an existing GGUF file."""
     p = Path(path).expanduser()
-    if not p.exists():
+    kind = not_a_file(p)
+    if kind == "not found":
         raise SpecchatError(f"model file not found: {p}")
-    if not p.is_file():
-        raise SpecchatError(f"model path is not a file: {p}")
+    if kind is not None:  # checked before opening: a FIFO would block it
+        raise SpecchatError(f"model path is not a file but {kind}: {p}")
     try:
         with p.open("rb") as f:
             magic = f.read(4)
@@ -51,6 +54,8 @@ def check_gguf_file(path: str | os.PathLike[str]) -> Path:
         raise SpecchatError(f"not a GGUF file (bad magic {magic!r}): {p}")
     return p
 
+
+_LONG_TEXT = 1 << 20  # characters: tokenizing this many takes about a second or more
 
 ProgressCallback = Callable[[float], bool]
 """Called with load progress 0..1; return False to abort the load."""
@@ -121,6 +126,7 @@ class Model:
         self._pieces: list[bytes | None] = [None] * self.n_vocab
         self._piece_buf = ctypes.create_string_buffer(256)
         self._eog: frozenset[int] | None = None
+        self._longest_piece: int | None = None
 
     def _load_failure(self, n_gpu_layers: int, vocab_only: bool) -> str:
         """The one-line reason for a failed load: an unknown architecture, the file, or perhaps GPU memory."""
@@ -184,7 +190,47 @@ class Model:
         return raw.decode("utf-8", "replace") if raw else None
 
     # --- vocabulary -----------------------------------------------------
+    def fewest_tokens(self, n_bytes: int) -> int:
+        """A count that ``n_bytes`` of UTF-8 text certainly tokenizes into no fewer than (0 when unknown).
+
+        SentencePiece and byte-level BPE vocabularies lose no byte (a token stands for its own bytes,
+        special tokens for their text), so no token covers more bytes than the longest one spells;
+        the others (WordPiece, Unigram) may drop whitespace, so nothing is promised for them.
+        """
+        if self.vocab_type not in (llama_cpp.LLAMA_VOCAB_TYPE_SPM, llama_cpp.LLAMA_VOCAB_TYPE_BPE):
+            return 0
+        if self._longest_piece is None:
+            buf = ctypes.create_string_buffer(256)
+            longest = 1
+            for token in range(self.n_vocab):
+                n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+                longest = max(longest, n if n >= 0 else -n)
+            self._longest_piece = longest
+        return n_bytes // self._longest_piece
+
     def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        """``text``'s tokens. A long text is tokenized on a helper thread, so that the caller's wait (and
+        Ctrl-C in a terminal) is not stuck in llama.cpp for the seconds that takes."""
+        if len(text) < _LONG_TEXT:
+            return self._tokenize(text, add_special, parse_special)
+        result: list[list[int]] = []
+        failed: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                result.append(self._tokenize(text, add_special, parse_special))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                failed.append(exc)
+
+        worker = threading.Thread(target=work, name="specchat-tokenize", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.1)
+        if failed:
+            raise failed[0]
+        return result[0]
+
+    def _tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
         data = text.encode("utf-8")
         n_max = len(data) + 8
         buf = (llama_cpp.llama_token * n_max)()

@@ -13,6 +13,7 @@ from typing import Any
 
 from specchat.core.models.errors import GgufReadError
 from specchat.core.models.splits import split_parts
+from specchat.core.paths import not_a_file
 
 _SIZE_RE = re.compile(r"^(?:(\d+)x)?(\d+(?:\.\d+)?)([KMBT])", re.IGNORECASE)
 _SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
@@ -120,6 +121,9 @@ def read_gguf_info(path: Path, *, with_vocab: bool = False) -> GgufInfo:
     from specchat.core.models.shape import check_header  # imports gguf: only when a file is read
 
     path = Path(path)
+    kind = not_a_file(path)
+    if kind is not None and kind != "not found":  # a FIFO would block the open below
+        raise GgufReadError(f"cannot read {path}: it is {kind}, not a file")
     try:
         stat = path.stat()
         check_header(path)
