@@ -29,22 +29,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve_rpc(args: argparse.Namespace) -> int:
-    from specchat.core.distributed import check_can_listen, require_rpc, serve
+    from specchat.cli.chat import check_threads
+    from specchat.core.distributed import check_can_listen, listen_address, serve, serving_devices
 
     endpoint = parse_server(f"{args.host}:{args.port}")
-    if args.threads is not None and args.threads < 1:
-        raise SpecchatError(f"--threads must be at least 1, got {args.threads}")
-    devices = [d for item in args.device for d in item.split(",") if d] if args.device else None
-    require_rpc()
-    check_can_listen(args.host, args.port)
-    if not is_loopback(args.host):
+    check_threads(args.threads)
+    names = [d for item in args.device for d in item.split(",") if d] if args.device else None
+    # Everything that can fail is checked before "serving" is printed: the name, the devices, the port.
+    address = listen_address(args.host)
+    devices = serving_devices(names)
+    check_can_listen(address, args.port)
+    if address != args.host:
+        endpoint += f" ({address})"
+    if not is_loopback(address):
         print(SECURITY_WARNING.format(endpoint=endpoint), file=sys.stderr)
     failed: list[BaseException] = []
     stop = threading.Event()
 
     def run() -> None:
         try:
-            serve(args.host, args.port, threads=args.threads, devices=devices)
+            serve(address, args.port, devices, threads=args.threads)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which reports it
             failed.append(exc)
         stop.set()
@@ -53,7 +57,8 @@ def cmd_serve_rpc(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     server = threading.Thread(target=run, daemon=True)
     server.start()
-    print(f"specchat: serving at {endpoint}; Ctrl-C stops", file=sys.stderr, flush=True)
+    if _listening(address, args.port, stop):  # said once it is true: a client may connect from now on
+        print(f"specchat: serving at {endpoint}; Ctrl-C stops", file=sys.stderr, flush=True)
     while not stop.wait(0.5):
         pass
     if failed:
@@ -63,3 +68,17 @@ def cmd_serve_rpc(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     print("specchat: serve-rpc stopped", file=sys.stderr, flush=True)
     os._exit(0)  # llama.cpp's server thread cannot be joined; leave without tearing it down
+
+
+def _listening(address: str, port: int, stop: threading.Event) -> bool:
+    """Wait until the server accepts a connection at ``address:port``; False if ``stop`` came first."""
+    import socket
+
+    host = "127.0.0.1" if address == "0.0.0.0" else address
+    while not stop.is_set():
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return True
+        except OSError:
+            stop.wait(0.1)
+    return False

@@ -32,6 +32,23 @@ def require_rpc() -> None:
         raise SpecchatError(f"this llama.cpp build has no RPC backend for remote devices; {RPC_BUILD_HINT}")
 
 
+def listen_address(host: str) -> str:
+    """The IPv4 address ``host`` names: ggml's server takes only a dotted address (it uses ``inet_addr``)."""
+    import ipaddress
+    import socket
+
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        pass
+    try:
+        found = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise SpecchatError(f"cannot listen at {host}: the name does not resolve to an IPv4 address ({why})") from None
+    return str(found[0][4][0])
+
+
 def check_can_listen(host: str, port: int) -> None:
     """One-line error unless a server could listen at ``host:port`` now."""
     import socket
@@ -44,15 +61,21 @@ def check_can_listen(host: str, port: int) -> None:
         raise SpecchatError(f"cannot listen at {host}:{port}: {exc.strerror or exc}") from None
 
 
-def serve(host: str, port: int, *, threads: int | None = None, devices: list[str] | None = None) -> None:
-    """Expose this machine's devices (``devices`` by name; default: the GPUs, else the CPU) until the process ends.
+def serving_devices(names: list[str] | None) -> list[int]:
+    """The devices to serve: ``names`` as 'specchat info' lists them (one-line error for an unknown one), or
+    by default the GPUs, else the CPU."""
+    from specchat.core.llama.rpc import cpu_device, local_devices
+
+    require_rpc()
+    return local_devices(names) if names else (local_devices() or [cpu_device()])
+
+
+def serve(address: str, port: int, devices: list[int], *, threads: int | None = None) -> None:
+    """Expose ``devices`` (from :func:`serving_devices`) at ``address:port`` (IPv4) until the process ends.
 
     Blocks in llama.cpp; returns only if the server could not start.
     """
     from specchat.core.llama.context import default_threads
-    from specchat.core.llama.rpc import cpu_device, local_devices, start_server
+    from specchat.core.llama.rpc import start_server
 
-    require_rpc()
-    check_can_listen(host, port)
-    handles = local_devices(devices) if devices else (local_devices() or [cpu_device()])
-    start_server(f"{host}:{port}", handles, threads or default_threads())
+    start_server(f"{address}:{port}", devices, threads or default_threads())

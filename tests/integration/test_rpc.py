@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -123,6 +124,7 @@ def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reco
         assert engine.remote is not None and not engine.remote.connected
         committed = first.committed + tuple(t for e in rest if isinstance(e, Verified) for t in e.committed)
         assert session.last_tokens == list(committed) and committed
+        assert finished.stats.generated == len(committed) and finished.stats.rounds > 0  # the figures so far
         assert [m["role"] for m in session.messages] == ["user", "assistant"]
         assert session.messages[-1]["content"].startswith(first.text)
 
@@ -248,8 +250,6 @@ def test_an_unreachable_server_is_one_line(demo_pair) -> None:
 
 def test_a_port_that_speaks_something_else_does_not_abort_the_app(demo_pair) -> None:
     """A listener that is no RPC server makes ggml abort the handshake: in the child, not here."""
-    import socket
-
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
@@ -282,3 +282,71 @@ def test_serve_rpc_off_loopback_warns_that_there_is_no_authentication(tmp_path: 
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
+def test_a_killed_or_stopped_target_process_is_not_blamed_on_the_server(tmp_path: Path, demo_pair,
+                                                                       how: signal.Signals) -> None:
+    server = RpcServer(tmp_path)
+    engine = ChatEngine.load(demo_pair.target, None, n_ctx=512, rpc_servers=(server.endpoint,), rpc_deadline=2.0)
+    try:
+        events = ChatSession(engine).reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM)
+        next(e for e in events if isinstance(e, Verified))
+        assert engine.remote is not None and engine.remote.pid is not None
+        pid = engine.remote.pid
+        os.kill(pid, how)
+        finished = list(events)[-1]
+        assert isinstance(finished, Finished) and finished.reason is FinishReason.ERROR
+        did = "died (killed by SIGKILL)" if how == signal.SIGKILL else "stopped answering (no reply within 2 s)"
+        assert finished.message == (f"the target's process (pid {pid}) {did}; "
+                                    f"the remote server at {server.endpoint} still answers")
+    finally:
+        engine.close()
+        server.kill()
+
+
+def test_each_bad_peer_gets_its_own_line(servers: tuple[RpcServer, RpcServer], demo_pair) -> None:
+    """A listener that talks nonsense and one that never answers, beside a good server: each named for what it did."""
+    import threading
+
+    with socket.socket() as garbage, socket.socket() as silent:
+        for listener in (garbage, silent):
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+
+        def talk_nonsense() -> None:
+            while True:
+                try:
+                    conn, _ = garbage.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" * 8)
+
+        threading.Thread(target=talk_nonsense, daemon=True).start()
+        bad, quiet = (f"127.0.0.1:{s.getsockname()[1]}" for s in (garbage, silent))
+        out = specchat("chat", "--target", str(demo_pair.target), "--no-spec", "--rpc-timeout", "3",
+                       "--rpc", f"{servers[0].endpoint},{bad},{quiet}", "hi")
+    assert_one_line(out, f"the remote server at {bad} is not a llama.cpp RPC server")
+    assert f"the remote server at {quiet} did not answer within 3 s" in out.stderr
+    assert servers[0].endpoint not in out.stderr
+
+
+def test_serve_rpc_checks_the_host_threads_and_devices_before_serving(tmp_path: Path) -> None:
+    """ggml's server takes only an IPv4 address: a host name is resolved here, before "serving" is said."""
+    assert_one_line(specchat("serve-rpc", "--threads", "1000"), "threads must be between 1 and")
+    assert_one_line(specchat("serve-rpc", "--port", str(free_port()), "--device", "bogus"), "no device named bogus")
+    port = free_port()
+    with subprocess.Popen([sys.executable, "-m", "specchat", "serve-rpc", "--host", "localhost", "--port", str(port),
+                           "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          stdin=subprocess.DEVNULL) as proc:
+        try:
+            assert proc.stderr is not None
+            line = proc.stderr.readline()
+            assert line == f"specchat: serving at localhost:{port} (127.0.0.1); Ctrl-C stops\n", line
+            with socket.create_connection(("127.0.0.1", port), timeout=10):
+                pass
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()

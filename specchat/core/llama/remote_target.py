@@ -16,6 +16,7 @@ reply starts a new child (reconnecting) or the user loads the pair locally.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +36,8 @@ from specchat.core.types import MAX_DEPTH, SpecchatError
 
 LOAD_DEADLINE = 1800.0
 """Seconds a load may take: a large target's weights travel to the servers once."""
+PROBE_TIMEOUT = 5.0
+"""Seconds a server checked after a lost call has to answer a probe of its own."""
 STOP_GRACE = 2.0
 """Seconds a call keeps waiting after Stop before the child is killed (a normal verify pass ends sooner)."""
 
@@ -108,8 +111,8 @@ def probe(servers: tuple[str, ...], *, timeout: float = 10.0) -> list[ServerRepo
         try:
             reply = child.call(("probe", None, (server,)), timeout)
             if reply is None:
-                reports[server] = ServerReport(server, error="the connection failed during the handshake "
-                                                             "(not a llama.cpp RPC server of this version?)")
+                reports[server] = ServerReport(server, error=f"the remote server at {server} is not a llama.cpp RPC "
+                                                             "server of this version (the handshake failed)")
             elif reply[0] == "err":
                 reports[server] = ServerReport(server, error=str(reply[1]))
             else:
@@ -126,6 +129,30 @@ def probe(servers: tuple[str, ...], *, timeout: float = 10.0) -> list[ServerRepo
     for t in threads:
         t.join()
     return [reports[s] for s in servers]
+
+
+class _LostError(RemoteError):
+    """The target's process died or stopped answering (the message says whose fault it was)."""
+
+
+def _servers(servers: Sequence[str]) -> str:
+    """"the remote server at HOST:PORT" (or servers, or the target's process without any)."""
+    if not servers:
+        return "the target's process"
+    return f"the remote {'server' if len(servers) == 1 else 'servers'} at {', '.join(servers)}"
+
+
+def _still_answer(servers: Sequence[str]) -> str:
+    if not servers:
+        return ""
+    return f"; {_servers(servers)} still {'answers' if len(servers) == 1 else 'answer'}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _refuses(server: str) -> bool:
@@ -166,7 +193,11 @@ class RemoteTarget:
     def _connect(self) -> None:
         self._child = _Child()
         if self.servers:
-            reports = self._request(("probe", self.servers), max(self.deadline, 10.0))
+            try:
+                reports = self._request(("probe", self.servers), max(self.deadline, 10.0), blame=False)
+            except _LostError as lost:  # one bad server took the child down: each probed alone says which and why
+                errors = [r.error for r in probe(self.servers, timeout=min(self.deadline, 10.0)) if r.error]
+                raise RemoteError("; ".join(errors) if errors else str(lost)) from None
             errors = [r.error for r in reports if r.error]
             if errors:
                 self._drop()
@@ -240,28 +271,29 @@ class RemoteTarget:
             self._stop_seen = now
         return now - self._stop_seen < STOP_GRACE
 
-    def _request(self, message: tuple[Any, ...], deadline: float) -> Any:
+    def _request(self, message: tuple[Any, ...], deadline: float, *, blame: bool = True) -> Any:
+        """The child's answer to ``message``; a lost child raises _LostError, saying whose fault (``blame``)."""
         if self._child is None:
             raise RemoteError(f"the target's process is not running (servers {', '.join(self.servers)})")
         self._stop_seen = None
         message = (message[0], self._cut, *message[1:])
         self._cut = None
         started = time.perf_counter()
+        child = self._child
         try:
-            reply = self._child.call(message, deadline, self._wait_ok)
+            reply = child.call(message, deadline, self._wait_ok)
         except PipeTimeoutError:
             stopped = self._stop_seen is not None
             self._drop()
             if stopped:  # Stop pressed: no time spent finding out which server it was
-                noun = "server" if len(self.servers) == 1 else "servers"
-                where = f"the remote {noun} at {', '.join(self.servers)}" if self.servers else "the target's process"
-                raise RemoteError(f"stopped waiting for {where}") from None
-            raise RemoteError(f"{self._where('stopped')} stopped answering (no reply within "
-                              f"{deadline:g} s)") from None
+                raise RemoteError(f"stopped waiting for {_servers(self.servers)}") from None
+            raise (self._lost(child, deadline) if blame else _LostError(
+                f"the target's process gave no answer within {deadline:g} s from {_servers(self.servers)}")) from None
         self.round_trips += 1
         if reply is None:
             self._drop()
-            raise RemoteError(f"{self._where('died')} went away")
+            raise self._lost(child, None) if blame else _LostError(
+                f"the target's process died talking to {_servers(self.servers)}")
         status, value, n_past, worked = reply
         self.last_overhead = time.perf_counter() - started - worked
         del self.tokens[n_past:]
@@ -269,19 +301,28 @@ class RemoteTarget:
             raise SpecchatError(str(value))
         return value
 
-    def _where(self, how: str) -> str:
-        """"the remote server at HOST:PORT", naming the one that failed when that can be told."""
-        if not self.servers:
-            return "the target's process"
-        culprits = list(self.servers)
-        if len(self.servers) > 1:
-            if how == "died":
-                culprits = [s for s in self.servers if _refuses(s)] or culprits
-            else:
-                quiet = [r.server for r in probe(self.servers, timeout=3.0) if r.error]
-                culprits = quiet or culprits
-        noun = "server" if len(culprits) == 1 else "servers"
-        return f"the remote {noun} at {', '.join(culprits)}"
+    def _lost(self, child: _Child, deadline: float | None) -> _LostError:
+        """The error for a child that died (``deadline`` None) or did not answer within ``deadline`` seconds.
+
+        The servers are checked on their own (the child is gone, so they are free): those that refuse
+        a connection (died) or do not answer a probe (stopped) are named; if every one is well, the
+        target's process itself was killed or stopped, and that is said instead.
+        """
+        if deadline is None:
+            culprits = [s for s in self.servers if _refuses(s)]
+            if culprits:
+                return _LostError(f"{_servers(culprits)} went away")
+            code = child.proc.wait()
+            if code == -signal.SIGABRT and self.servers:  # ggml gives up on a broken connection this way
+                return _LostError(f"the connection to {_servers(self.servers)} broke (the target's process "
+                                  f"aborted){_still_answer(self.servers)}")
+            how = f"killed by {_signal_name(-code)}" if code < 0 else f"exit code {code}"
+            return _LostError(f"the target's process (pid {child.proc.pid}) died ({how}){_still_answer(self.servers)}")
+        culprits = [r.server for r in probe(self.servers, timeout=PROBE_TIMEOUT) if r.error] if self.servers else []
+        if culprits:
+            return _LostError(f"{_servers(culprits)} stopped answering (no reply within {deadline:g} s)")
+        return _LostError(f"the target's process (pid {child.proc.pid}) stopped answering (no reply within "
+                          f"{deadline:g} s){_still_answer(self.servers)}")
 
     # --- TargetContext ------------------------------------------------------
     @property
