@@ -1,19 +1,22 @@
 """Does the window's speed-up agree with ``specchat bench``? Both side by side, on the same pair.
 
-The window calibrates plain decoding once per pair and settings (a fixed
-48-token prompt, ``core/chat/baseline.py``) and divides each reply's tokens/s
-by it. ``specchat bench`` decodes every prompt plainly and speculatively back
-to back and divides the two. This script does both in one run on the demo
-pair, prompt by prompt (calibrating again before each prompt, as the window
-would have a recent one), and prints the window's ratio, bench's ratio and
-how far apart they are; the goal is within 10% overall.
+The window times plain decoding right after each reply, from where it ended
+(``GenerationParams.plain_probe``, 16 tokens), and divides the reply's
+tokens/s by that. ``specchat bench`` decodes every prompt plainly and then
+speculatively and divides the two. This script does both on the same
+speculative run, prompt by prompt, so the two figures differ only in their
+denominator: plain decoding of the whole reply run just before it (bench) or
+plain decoding of 16 tokens right after it (the window). The drafter and the
+depth are the window's defaults (the composite, auto depth) unless given.
 
-    python benchmarks/speedup_agreement.py [--prompts tests/data/prompts.jsonl] [--max-tokens 96]
+    python benchmarks/speedup_agreement.py [--prompts tests/data/prompts.jsonl] [--max-tokens 96] [--repeat 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,39 +28,52 @@ def main() -> int:
     parser.add_argument("--prompts", type=Path, default=TEST_PROMPTS)
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--limit", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=1, help="passes over the prompts")
+    parser.add_argument("--drafter", default="composite", help="composite, draft, ngram")
     args = parser.parse_args()
 
-    from specchat.cli.bench import bench, load_prompts, run_once
-    from specchat.core.cancel import CancelToken
-    from specchat.core.chat.baseline import baseline_key, measure_plain
+    from specchat.cli.bench import load_prompts, run_once
+    from specchat.core.chat.baseline import PROBE_TOKENS
     from specchat.core.types import DrafterKind
 
     w = window_setup(args.max_tokens)
-    engine, s, sampler, params = w.engine, w.settings, w.sampler, w.params
-    key = baseline_key(str(w.target), sampler, engine.n_ctx, "0/0")
+    engine, s = w.engine, w.settings
+    plain_params = w.params
+    probed = dataclasses.replace(plain_params, plain_probe=PROBE_TOKENS)
+    drafter = DrafterKind(args.drafter)
     prompts = load_prompts(args.prompts, args.limit)
 
-    print(f"demo pair, {len(prompts)} prompts, {args.max_tokens} tokens, auto depth, repeat penalty {s.repeat_penalty}")
-    print(f"{'prompt':<18}{'calib tok/s':>12}{'reply tok/s':>12}{'window':>9}{'bench':>9}{'diff':>8}")
-    window_num = window_den = bench_num = bench_den = 0.0
-    for pid, messages in prompts:
-        baseline = measure_plain(engine, key, sampler, CancelToken())
-        assert baseline is not None
-        spec, _ = run_once(engine, messages, params, DrafterKind.DRAFT_MODEL, None)
-        (report,) = bench(engine, [(pid, messages)], params, DrafterKind.DRAFT_MODEL, [None])
-        window = spec.tokens_per_s / baseline.tokens_per_second
-        ratio = report.speedup
-        print(f"{pid[:17]:<18}{baseline.tokens_per_second:>12.1f}{spec.tokens_per_s:>12.1f}"
-              f"{window:>8.2f}x{ratio:>8.2f}x{window / ratio - 1:>+8.1%}")
-        # Token-weighted, as bench's overall figure: total tokens over total time, per side.
-        window_num += spec.generated
-        window_den += spec.generated / window
-        bench_num += report.per_prompt[0].tokens
-        bench_den += report.per_prompt[0].tokens / ratio if ratio else 0.0
-    overall_window = window_num / window_den
-    overall_bench = bench_num / bench_den
-    print(f"{'OVERALL':<18}{'':>24}{overall_window:>8.2f}x{overall_bench:>8.2f}x"
+    print(f"demo pair, {len(prompts)} prompts x {args.repeat}, {args.max_tokens} tokens, {drafter.value}, auto depth, "
+          f"repeat penalty {s.repeat_penalty}, plain probe {PROBE_TOKENS} tokens")
+    print(f"{'prompt':<18}{'plain tok/s':>12}{'probe tok/s':>12}{'reply tok/s':>12}{'window':>9}{'bench':>9}"
+          f"{'diff':>8}")
+    diffs: list[float] = []
+    window_den = bench_den = tokens = 0.0
+    for _ in range(args.repeat):
+        for pid, messages in prompts:
+            base, _ = run_once(engine, messages, plain_params, DrafterKind.NONE, 0)
+            spec, _ = run_once(engine, messages, probed, drafter, None)
+            final = spec.figures.final
+            assert final is not None
+            if final.plain_tokens_per_second <= 0:
+                print(f"{pid[:17]:<18} no probe ({final.plain_tokens} tokens)")
+                continue
+            window = spec.tokens_per_s / final.plain_tokens_per_second
+            ratio = spec.tokens_per_s / base.tokens_per_s
+            diffs.append(window / ratio - 1)
+            print(f"{pid[:17]:<18}{base.tokens_per_s:>12.1f}{final.plain_tokens_per_second:>12.1f}"
+                  f"{spec.tokens_per_s:>12.1f}{window:>8.2f}x{ratio:>8.2f}x{diffs[-1]:>+8.1%}")
+            # Token-weighted, as bench's overall figure: total tokens over total time, per side.
+            tokens += spec.generated
+            window_den += spec.generated / window
+            bench_den += spec.generated / ratio
+    overall_window, overall_bench = tokens / window_den, tokens / bench_den
+    print(f"{'OVERALL':<18}{'':>36}{overall_window:>8.2f}x{overall_bench:>8.2f}x"
           f"{overall_window / overall_bench - 1:>+8.1%}")
+    if len(diffs) > 1:
+        spread = sorted(abs(d) for d in diffs)
+        print(f"per prompt: median |diff| {statistics.median(spread):.1%}, worst {spread[-1]:.1%}, "
+              f"within 10%: {sum(d <= 0.10 for d in spread)}/{len(spread)}")
     engine.close()
     return 0
 

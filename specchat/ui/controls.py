@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QLabeledSlider
 
+from specchat.core.chat.baseline import PROBE_TOKENS
 from specchat.core.engine.drafters import COMPOSITE_WITH_HEADS_LABEL, DRAFTER_LABELS
 from specchat.core.settings import MAX_CONTEXT, MIN_CONTEXT, Settings
 from specchat.core.types import (
@@ -275,7 +276,7 @@ class SpeculationControls(QGroupBox):
             top_p=round(self.top_p.value(), 3),
             repeat_penalty=round(self.repeat_penalty.value(), 3),
         )
-        return GenerationParams(sampler=sampler, max_tokens=self.max_tokens.value())
+        return GenerationParams(sampler=sampler, max_tokens=self.max_tokens.value(), plain_probe=PROBE_TOKENS)
 
     def show_live_depth(self, depth: int) -> None:
         """While Auto drives it, the (disabled) slider shows the depth the controller chose."""

@@ -6,6 +6,7 @@ import dataclasses
 import html
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -475,6 +476,15 @@ class MainWindow(QMainWindow):
         if pending and not self.composer.toPlainText().strip():
             self.composer.setPlainText(pending)
 
+    def _remember_probe(self, finished: Finished) -> None:
+        """Plain decoding timed after this reply is the newest baseline: the next reply's "so far" uses it."""
+        stats = finished.stats
+        if self.model_info is not None and stats.plain_tokens > 0:
+            key, _ = self._baseline_key()
+            baseline = Baseline(key, stats.plain_tokens_per_second, stats.plain_tokens, time.time())
+            self.settings.baselines = remember(self.settings.baselines, baseline)
+            self.stats.set_baseline(baseline)
+
     def _on_baseline(self, baseline: Baseline) -> None:
         if self._closing:
             return
@@ -747,6 +757,7 @@ class MainWindow(QMainWindow):
     def _on_reply_finished(self, finished: Finished) -> None:
         self._hide_busy_indicator()
         self.chat_view.flush()
+        self._remember_probe(finished)
         self.stats.refresh()
         self._check_baseline()
         self._update_actions()

@@ -2,11 +2,13 @@
 and the conversation's acceptance by draft position (``core/engine/positions.py``), which shows where
 deeper drafts stop paying.
 
-The speed-up is this reply's tokens/s over plain decoding's, measured on this
-pair under the same settings (``core/chat/baseline.py``) and marked
-"measured"; without such a baseline it is the engine's estimate from its
-measured verify cost, marked "estimated". No ratio shows before a reply has
-generated enough tokens for a rate to mean something.
+The speed-up of a finished reply is its tokens/s over plain decoding's, timed
+on this pair right after it at its context length (``core/chat/baseline.py``),
+stored with the reply and marked "measured"; it is never recomputed against
+another baseline, and a ratio its own rounds could not reach is not shown.
+While a reply streams, the latest plain-decoding figure gives an "≈ so far".
+No ratio shows before a reply has generated enough tokens for a rate to mean
+something.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from specchat.core.chat.baseline import MIN_TOKENS_FOR_RATIO, Baseline
+from specchat.core.chat.baseline import (
+    CEILING_SLACK,
+    MIN_TOKENS_FOR_RATIO,
+    Baseline,
+    reply_speedup,
+    speedup_ceiling,
+)
 from specchat.core.chat.transcript import ReplyFigures, Transcript
 from specchat.core.engine.positions import position_acceptance
 from specchat.core.types import DraftSource
@@ -220,22 +228,23 @@ class StatsPanel(QGroupBox):
         return self.figures.generated / elapsed if elapsed > 0 else 0.0
 
     def speedup_text(self) -> tuple[str, str]:
-        """The speed-up label and its tooltip (how it was obtained)."""
+        """The speed-up label and its tooltip (how it was obtained, or why there is no figure)."""
         f = self.figures
         tps = self.live_tokens_per_second
         if f.generated < MIN_TOKENS_FOR_RATIO or tps <= 0:
             return DASH, f"Shown once the reply has {MIN_TOKENS_FOR_RATIO} tokens: fewer say nothing about a rate."
-        if self.baseline is not None:
-            return (f"×{tps / self.baseline.tokens_per_second:.2f} measured",
-                    f"This reply's {tps:.1f} tokens/s over plain decoding's {self.baseline.tokens_per_second:.1f}, "
-                    f"measured on this pair with the same settings ({self.baseline.tokens} tokens, "
-                    f"{self.baseline.age()}).")
-        plain = f.final.plain_tokens_per_second_estimate if f.final else 0.0
-        if plain > 0:
-            return (f"≈×{tps / plain:.2f} estimated",
-                    f"Plain decoding is not measured for these settings: {plain:.1f} tokens/s is the engine's "
-                    "prediction from its timed verify passes. Measure plain decoding to replace it.")
-        return DASH, "Plain decoding is not measured for these settings yet."
+        if f.final is not None or not self._live:  # ended: its own figure, stored with it, or none
+            final = f.final
+            shown = reply_speedup(f.generated, f.passes, tps, final.plain_tokens_per_second if final else 0.0,
+                                  final.plain_tokens if final else 0)
+            return shown.text, shown.why
+        b = self.baseline
+        if b is None or tps / b.tokens_per_second > speedup_ceiling(f.generated, f.passes) * CEILING_SLACK:
+            return DASH, "This reply's speed-up is measured when it ends: plain decoding is timed right after it."
+        return (f"≈×{tps / b.tokens_per_second:.2f} so far",
+                f"Against plain decoding's {b.tokens_per_second:.1f} tokens/s timed {b.age()} ({b.tokens} tokens). "
+                "When the reply ends, plain decoding is timed right after it, at its context length, and that "
+                "figure replaces this one.")
 
     def _show(self) -> None:
         f = self.figures

@@ -7,6 +7,7 @@ import time
 import pytest
 from PySide6.QtCore import Qt
 
+from specchat.core.chat.baseline import Baseline
 from specchat.core.chat.store import ReplyWriter
 from specchat.core.chat.transcript import ReplyFigures
 from specchat.core.settings import Settings, load_settings
@@ -253,17 +254,42 @@ def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store
                                          {"role": "assistant", "content": "Hello!"}]
 
 
-def test_speedup_estimate_uses_the_engines_plain_rate_prediction(qtbot) -> None:
+def test_a_finished_replys_speedup_is_its_own_probes_stored_and_never_recomputed(qtbot) -> None:
+    panel = StatsPanel()
+    qtbot.addWidget(panel)
+
+    def finish(plain: float, plain_tokens: int = 16) -> None:
+        panel.follow(ReplyFigures())
+        feed(panel, [verified(0, tuple("abcdefghijklmnop"), (), "q")])  # 17 tokens in one pass: at most ×17
+        stats = GenerationStats(rounds=1, drafted=16, accepted=16, generated=17, generate_seconds=0.5,
+                                plain_tokens_per_second=plain, plain_tokens=plain_tokens)
+        feed(panel, [Finished(FinishReason.EOS, stats)])
+
+    finish(10.0)
+    assert panel.speedup.text() == "×3.40 measured"  # 34 tok/s over the 10 timed right after
+    assert "right after the reply" in panel.speedup.toolTip() and "16 tokens" in panel.speedup.toolTip()
+    panel.set_baseline(Baseline("k", 40.0, 48, time.time()))  # a newer plain figure changes nothing
+    assert panel.speedup.text() == "×3.40 measured"
+    panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))
+    assert panel.speedup.text() == "×3.40 measured"
+
+    finish(1.0)  # ×34 from 17 tokens in one pass cannot be: the machine's speed moved
+    assert panel.speedup.text() == "not measured" and "more than this reply's rounds allow" in panel.speedup.toolTip()
+    finish(0.0, 0)  # stopped before plain decoding was timed: no figure, whatever the baseline
+    assert panel.speedup.text() == "not measured" and "not timed" in panel.speedup.toolTip()
+
+
+def test_a_streaming_replys_speedup_is_marked_as_so_far(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
     panel.follow(ReplyFigures())
     feed(panel, [verified(0, tuple("abcdefghijklmnop"), (), "q")])
-    stats = GenerationStats(rounds=1, drafted=16, accepted=16, generated=17, generate_seconds=0.5)
-    stats.plain_tokens_per_second_estimate = 10.0
-    feed(panel, [Finished(FinishReason.EOS, stats)])
-    assert panel.speedup.text() == "≈×3.40 estimated" and "prediction" in panel.speedup.toolTip()
-    panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))
-    assert panel.speedup.text() == "≈×3.40 estimated"
+    assert panel.speedup.text() == "–"  # no plain figure yet
+    panel.set_baseline(Baseline("k", 1e-3, 48, time.time()))
+    assert panel.speedup.text() == "–"  # a figure above the reply's ceiling is never shown
+    panel.set_baseline(Baseline("k", 1e6, 48, time.time()))
+    assert panel.speedup.text().startswith("≈×") and panel.speedup.text().endswith("so far")
+    assert "replaces this one" in panel.speedup.toolTip()
 
 
 def test_gpu_layer_controls_only_when_the_build_can_offload(qtbot) -> None:

@@ -203,18 +203,24 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
     window.send("go")
     host.worker.events.emit([verified(0, tuple("abcdefgh"), (), "i")])  # 9 tokens: too few for a rate
     assert window.stats.speedup.text() == "–"
-    stats = GenerationStats(rounds=2, drafted=16, accepted=16, generated=18, generate_seconds=0.5)
+    assert host.requests[-1].params.plain_probe > 0  # the window asks the engine to time plain decoding after it
+    stats = GenerationStats(rounds=2, drafted=16, accepted=16, generated=18, generate_seconds=0.5,
+                            plain_tokens_per_second=24.0, plain_tokens=16)
     with qtbot.waitSignal(window.reply_finished):
         host.worker.events.emit([verified(1, tuple("jklmnopq"), (), "r"), Finished(FinishReason.EOS, stats)])
-    assert window.stats.speedup.text() == "×1.80 measured"  # 36 tok/s over plain decoding's 20
-    assert "20.0" in window.stats.speedup.toolTip() and "same settings" in window.stats.speedup.toolTip()
-    # Other settings: the old baseline is not used; it is measured again once the reply ends.
+    assert window.stats.speedup.text() == "×1.50 measured"  # 36 tok/s over the 24 timed right after it
+    assert "24.0" in window.stats.speedup.toolTip() and "right after" in window.stats.speedup.toolTip()
+    assert window.stats.plain.text() == "24.0 tok/s, just now"  # the probe is the newest baseline
+    assert len(host.calibrations) == 1
+    # Other settings: the old baseline is not used; it is measured again once a reply ends without a probe.
     window.controls.temperature.setValue(0.7)
     window.send("again")
     assert window.stats.plain.text() == "not measured"
+    unprobed = GenerationStats(rounds=2, drafted=16, accepted=16, generated=18, generate_seconds=0.5)
     with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([verified(0, tuple("abcdefghijklmnopq"), (), "r"), Finished(FinishReason.EOS, stats)])
-    assert window.stats.speedup.text() == "–" and "not measured" in window.stats.speedup.toolTip()
+        host.worker.events.emit([verified(0, tuple("abcdefghijklmnopq"), (), "r"),
+                                 Finished(FinishReason.EOS, unprobed)])
+    assert window.stats.speedup.text() == "not measured" and "not timed" in window.stats.speedup.toolTip()
     assert len(host.calibrations) == 2 and "T=0.7" in host.calibrations[-1]
     # Another pair never gets this pair's baseline.
     window.controls.temperature.setValue(0.0)

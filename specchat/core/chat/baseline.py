@@ -18,6 +18,8 @@ from specchat.core.types import DrafterKind, Finished, GenerationParams, Sampler
 if TYPE_CHECKING:
     from specchat.core.chat.session import ChatEngine
 
+PROBE_TOKENS = 16  # plain tokens timed after each of the window's replies (GenerationParams.plain_probe)
+CEILING_SLACK = 1.1  # timing noise a ratio may show above its ceiling before it counts as impossible
 CALIBRATION_PROMPT = "Write a short paragraph about the sea."
 CALIBRATION_TOKENS = 48
 MIN_TOKENS_FOR_RATIO = 16  # fewer generated tokens say nothing about a rate
@@ -86,3 +88,45 @@ def measure_plain(engine: ChatEngine, key: str, sampler: SamplerParams, cancel: 
     if finished is None or cancel.cancelled or finished.stats.generated < MIN_TOKENS_FOR_RATIO:
         return None
     return Baseline(key, finished.stats.tokens_per_second, finished.stats.generated, time.time())
+
+
+def speedup_ceiling(generated: int, passes: int) -> float:
+    """The most a reply can gain over plain decoding: its tokens per target pass.
+
+    A verify pass never costs less than plain decoding's one-token pass and
+    drafting costs something, so a reply that took ``passes`` passes for
+    ``generated`` tokens is at most ``generated / passes`` times as fast.
+    """
+    return generated / passes if passes > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class SpeedUp:
+    """A reply's speed-up over plain decoding as shown: a ratio only where it means what it says."""
+
+    ratio: float | None  # None: no trustworthy figure (``why`` says which)
+    why: str
+
+    @property
+    def text(self) -> str:
+        return f"×{self.ratio:.2f} measured" if self.ratio is not None else "not measured"
+
+
+def reply_speedup(generated: int, passes: int, tokens_per_second: float, plain_tokens_per_second: float,
+                  plain_tokens: int) -> SpeedUp:
+    """This reply's tokens/s over plain decoding timed right after it (its probe), checked against its ceiling."""
+    if generated < MIN_TOKENS_FOR_RATIO or tokens_per_second <= 0:
+        return SpeedUp(None, f"Shown for replies of {MIN_TOKENS_FOR_RATIO} tokens or more: fewer say nothing "
+                             "about a rate.")
+    if plain_tokens_per_second <= 0:
+        return SpeedUp(None, "Plain decoding was not timed after this reply (it was stopped, or saved by an "
+                             "earlier version). Race it for a side-by-side figure.")
+    ratio = tokens_per_second / plain_tokens_per_second
+    ceiling = speedup_ceiling(generated, passes)
+    if ratio > ceiling * CEILING_SLACK:
+        return SpeedUp(None, f"×{ratio:.2f} would be more than this reply's rounds allow (×{ceiling:.2f}, its "
+                             f"tokens per target pass): the machine's speed changed between the reply and the "
+                             "plain run after it. Race it for a side-by-side figure.")
+    return SpeedUp(ratio, f"This reply's {tokens_per_second:.1f} tokens/s over plain decoding's "
+                          f"{plain_tokens_per_second:.1f}, timed on this pair over {plain_tokens} tokens right "
+                          "after the reply, at its context length.")
