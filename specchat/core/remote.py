@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.core.build import GIB
+from specchat.core.jsonfile import UnreadableFileError, read_json
 from specchat.core.types import SpecchatError
 
 log = logging.getLogger(__name__)
@@ -118,11 +119,11 @@ def load_servers(path: Path | None = None) -> tuple[str, ...]:
     """The saved servers; an unreadable file or entry is skipped (logged), never fatal."""
     path = path or servers_path()
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_json(path)
     except FileNotFoundError:
         return ()
-    except (OSError, ValueError) as exc:
-        log.warning("remote servers file %s is unreadable (%s); using none", path, exc)
+    except UnreadableFileError as exc:
+        log.warning("remote servers file unreadable: %s; using none", exc)
         return ()
     items = raw.get("servers", []) if isinstance(raw, dict) else []
     servers: list[str] = []
@@ -153,8 +154,8 @@ def save_servers(servers: Iterable[str], path: Path | None = None, *, free: dict
 def saved_free(path: Path | None = None) -> dict[str, int]:
     """Free bytes per server as the latest Test found them (for the fit verdict before loading)."""
     try:
-        raw = json.loads((path or servers_path()).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = read_json(path or servers_path())
+    except (FileNotFoundError, UnreadableFileError):
         return {}
     found = raw.get("free_bytes", {}) if isinstance(raw, dict) else {}
     if not isinstance(found, dict):

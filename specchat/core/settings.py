@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core import paths
+from specchat.core.jsonfile import UnreadableFileError, read_json
 from specchat.core.types import (
     DEFAULT_DEPTH,
     GPU_LAYERS_AUTO,
@@ -193,11 +194,11 @@ def load_settings(path: Path | None = None) -> Settings:
     path = path or settings_path()
     settings = Settings()
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_json(path)
     except FileNotFoundError:
         return settings
-    except (OSError, ValueError) as exc:
-        log.warning("settings file %s is unreadable (%s); using defaults", path, exc)
+    except UnreadableFileError as exc:
+        log.warning("settings file unreadable: %s; using defaults", exc)
         return settings
     if not isinstance(raw, dict):
         log.warning("settings file %s does not hold an object; using defaults", path)
@@ -205,12 +206,12 @@ def load_settings(path: Path | None = None) -> Settings:
     known = {f.name for f in dataclasses.fields(Settings)}
     for name, value in raw.items():
         if name not in known:
-            log.warning("settings: ignoring unknown key %r", name)
+            log.warning("settings file %s: ignoring unknown key %r", path, name)
             continue
         try:
             setattr(settings, name, _check(name, value))
         except (TypeError, ValueError) as exc:
-            log.warning("settings: %s=%r is invalid (%s); using the default", name, value, exc)
+            log.warning("settings file %s: %s=%r is invalid (%s); using the default", path, name, value, exc)
     return settings
 
 

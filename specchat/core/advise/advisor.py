@@ -9,6 +9,7 @@ as it goes: a phase that finishes early leaves its time to the later ones.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from specchat.core.types import GPU_LAYERS_AUTO, DrafterKind, GpuLayers, Speccha
 if TYPE_CHECKING:
     from specchat.core.chat.session import ChatEngine
     from specchat.core.engine.drafters import Drafter
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[str, float], None]
 CALIBRATION_CONTEXT = 1024
@@ -130,7 +133,10 @@ def _remember(advice: Advice) -> None:
             None if r.confirmation is None else round(r.confirmation.speedup, 3), round(p.acceptance, 4),
             time.time()))
     if rows:
-        cache.store(rows)
+        try:
+            cache.store(rows)
+        except OSError as exc:  # the advice stands; only keeping it for the picker failed
+            log.warning("advisor results could not be kept in %s (%s)", cache.cache_path(), exc.strerror or exc)
 
 
 def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_seconds: float = DEFAULT_BUDGET,

@@ -10,14 +10,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
+import math
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from specchat.core import paths
+from specchat.core.jsonfile import UnreadableFileError, read_json
 from specchat.core.models.demo import sampled_sha256
+
+log = logging.getLogger(__name__)
 
 CACHE_FILENAME = "advisor-results.json"
 CACHE_VERSION = 1
@@ -84,20 +89,50 @@ def cache_path() -> Path:
     return paths.data_dir() / CACHE_FILENAME
 
 
-def _load(path: Path) -> dict[str, dict[str, Any]]:
+def _load(path: Path, *, rebuilding: bool = False) -> dict[str, Any]:
+    """The stored entries by key (each checked only when looked up); {} for a missing or unreadable file.
+
+    ``rebuilding`` (before new results replace the file) says in one line why an unreadable file's go.
+    """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path)
+    except FileNotFoundError:
+        return {}
+    except UnreadableFileError as exc:
+        if rebuilding:
+            log.warning("advisor results unreadable: %s; started afresh", exc)
         return {}
     if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("results"), dict):
+        if rebuilding:
+            log.warning("advisor results %s are not version %d results; started afresh", path, CACHE_VERSION)
         return {}
-    return data["results"]
+    results: dict[str, Any] = data["results"]
+    return results
+
+
+_TEXTS = ("target", "drafter", "draft")
+_NUMBERS = ("predicted_speedup", "auto_speedup", "acceptance", "measured_at")
+
+
+def _result_of(raw: object) -> CachedResult | None:
+    """A stored entry as a result, or None when a field is missing, of the wrong type or not a finite number."""
+    if not isinstance(raw, dict) or set(raw) != {f.name for f in fields(CachedResult)}:
+        return None
+
+    def number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    measured = raw["measured_speedup"]
+    if (not all(isinstance(raw[name], str) for name in _TEXTS) or not all(number(raw[name]) for name in _NUMBERS)
+            or type(raw["best_depth"]) is not int or not (measured is None or number(measured))):
+        return None
+    return CachedResult(**raw)
 
 
 def store(results: list[CachedResult], path: Path | None = None) -> None:
     """Add ``results`` to the cache (replacing older ones for the same key); unreadable files are skipped."""
     path = path or cache_path()
-    entries = _load(path)
+    entries = _load(path, rebuilding=True)
     for result in results:
         key = result_key(result.target, result.drafter, result.draft or None)
         if key is not None:
@@ -117,7 +152,7 @@ def lookup(target: str | Path, drafter: str, draft: str | Path | None = None,
     raw = entries.get(key) if key is not None else None
     if raw is None:
         return None
-    try:
-        return CachedResult(**raw)
-    except TypeError:
-        return None
+    result = _result_of(raw)
+    if result is None:
+        log.warning("advisor results %s: the entry for %s is damaged; skipped", path or cache_path(), Path(target).name)
+    return result

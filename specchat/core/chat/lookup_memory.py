@@ -12,12 +12,16 @@ front end calls :meth:`LookupMemory.load` off its GUI thread and hands
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from specchat.core import paths
 from specchat.core.chat.store import ConversationStore
+from specchat.core.jsonfile import UnreadableFileError, read_json
+
+log = logging.getLogger(__name__)
 
 MEMORY_FILENAME = "lookup-memory.json"
 DEFAULT_MAX_CHARS = 200_000
@@ -93,19 +97,25 @@ class LookupMemory:
             if text.strip():
                 self._texts.append(text[-self.max_chars :])
         total = self.size
-        while total > self.max_chars and self._texts:
-            total -= len(self._texts.pop(0))
+        drop = 0
+        while total > self.max_chars and drop < len(self._texts):  # linear: one cut, not a pop(0) per text
+            total -= len(self._texts[drop])
+            drop += 1
+        del self._texts[:drop]
 
     def _read(self) -> list[str] | None:
         """The stored texts, or None if the file is missing or not what this module writes."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            data = read_json(self.path)
+        except FileNotFoundError:
             return None
-        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+        except UnreadableFileError as exc:
+            log.warning("lookup memory unreadable: %s; rebuilt from the saved conversations", exc)
             return None
-        texts = data.get("texts")
+        texts = data.get("texts") if isinstance(data, dict) and data.get("version") == FORMAT_VERSION else None
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            log.warning("lookup memory %s is not a version %d list of texts; rebuilt from the saved conversations",
+                        self.path, FORMAT_VERSION)
             return None
         return texts
 

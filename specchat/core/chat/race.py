@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .session import ChatEngine
 
 RECORD_VERSION = 1
+_LATEST_RECORD = 1e11  # seconds since 1970 a stored record may say it was made at (the year 5138)
 TIE_RELATIVE_GAP = 1e-3  # the same bound as the greedy identity tests
 CONTEXT_CHARS = 40  # text shown on either side of a first difference
 Timeline = list[tuple[float, int, int]]  # per round: seconds since the first round started, tokens, characters
@@ -130,6 +131,8 @@ class RaceRecord:
             return None
         try:
             timeline = [(float(t), int(n), int(c)) for t, n, c in data["timeline"]]
+            if not all(math.isfinite(t) and t >= 0 for t, _, _ in timeline):
+                return None
             fork_data = data.get("fork")
             fork = None
             if isinstance(fork_data, dict):
@@ -137,10 +140,13 @@ class RaceRecord:
                 fork = Fork(int(fork_data["index"]), int(fork_data["offset"]), str(fork_data["plain_piece"]),
                             str(fork_data["spec_piece"]), top, _float_or_none(fork_data.get("gap")),
                             _float_or_none(fork_data.get("scale")))
-            return cls(str(data["text"]), timeline, float(data["first_token_seconds"]), str(data["finish_reason"]),
-                       str(data.get("target", "")), float(data.get("recorded_at", 0.0)), fork)
-        except (KeyError, TypeError, ValueError):
+            record = cls(str(data["text"]), timeline, float(data["first_token_seconds"]), str(data["finish_reason"]),
+                         str(data.get("target", "")), float(data.get("recorded_at", 0.0)), fork)
+        except (KeyError, TypeError, ValueError, OverflowError):
             return None
+        if not (0 <= record.first_token_seconds < math.inf and 0 <= record.recorded_at <= _LATEST_RECORD):
+            return None  # NaN fails both
+        return record
 
     @property
     def finish_seconds(self) -> float:

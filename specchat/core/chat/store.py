@@ -23,9 +23,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from specchat.core import filelock, paths
+from specchat.core.jsonfile import UnreadableFileError, parse_json
 from specchat.core.types import Finished, FinishReason, SpecchatError, TokenKind, Verified
 
 from .transcript import ReplyFigures, TokenDetail, TokenSpan, spans_of
@@ -124,13 +125,56 @@ def _detail_json(span: TokenSpan) -> str | None:
     return None if span.detail is None else json.dumps(span.detail.pack(), ensure_ascii=False, separators=(",", ":"))
 
 
-def _detail_of(text: str | None) -> TokenDetail | None:
-    if not text:
+def _detail_of(text: object) -> TokenDetail | None:
+    """A span's stored detail, or None when it has none or it does not read back (``_bad`` tells which)."""
+    if not isinstance(text, str) or not text:
         return None
     try:
-        return TokenDetail.unpack(json.loads(text))
-    except ValueError:
+        return TokenDetail.unpack(parse_json(text, "detail"))
+    except UnreadableFileError:
         return None
+
+
+def _text(value: object) -> str:
+    """A text column's value as text (SQLite lets any column hold a number or a blob)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _probability(value: object) -> float | None:
+    """A stored probability: a number from 0 to 1, else None."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+    return float(value) if ok else None  # type: ignore[arg-type]
+
+
+_KINDS = {kind.value: kind for kind in TokenKind}
+
+
+def _decoded(raw: bytes) -> str:
+    """SQLite text as Python text; bytes that are not UTF-8 become U+FFFD rather than an error."""
+    return raw.decode("utf-8", "replace")
+
+
+def _stats_of(text: object, problems: list[str]) -> dict[str, Any] | None:
+    """A message's stored figures without the values that do not read back; None when there are none."""
+    if text is None or text == "":
+        return None
+    try:
+        stats = parse_json(_text(text), "the figures column")
+    except UnreadableFileError as exc:
+        problems.append(f"{exc} (left out)")
+        return None
+    if not isinstance(stats, dict):
+        problems.append("the figures column is not an object (left out)")
+        return None
+    skipped: list[str] = []
+    ReplyFigures.from_dict(stats, skipped)
+    if skipped:
+        problems.append(f"figures {', '.join(skipped)} of the wrong type or out of range (left out)")
+    return {key: value for key, value in stats.items() if key not in skipped}
 
 
 def _inserted_id(cur: sqlite3.Cursor) -> int:
@@ -227,6 +271,7 @@ class ConversationStore:
         db = sqlite3.connect(path, isolation_level=None, timeout=2.0)
         try:
             db.row_factory = sqlite3.Row
+            db.text_factory = _decoded
             # The version is read before anything is written: a newer specchat's file stays as it is.
             has_version = db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
@@ -329,16 +374,37 @@ class ConversationStore:
         return row[0] if row is not None else None
 
     def _path_ids(self, conversation_id: int) -> list[int]:
-        """The ids from the first message to the shown leaf."""
+        """The ids from the first message to the shown leaf.
+
+        The walk up the parents is a UNION, which stops at a message already on the path, so parents that
+        form a loop (a damaged file) cannot make it endless; such a loop is broken at its first message.
+        """
         rows = self._db.execute(
             "WITH RECURSIVE path(id, parent, position) AS ("
             " SELECT id, parent_id, position FROM messages"
             "  WHERE id = (SELECT leaf_id FROM conversations WHERE id = ?) AND conversation_id = ?"
-            " UNION ALL SELECT m.id, m.parent_id, m.position FROM messages m JOIN path ON m.id = path.parent)"
-            " SELECT id FROM path ORDER BY position",
-            (conversation_id, conversation_id),
+            " UNION SELECT m.id, m.parent_id, m.position FROM messages m JOIN path ON m.id = path.parent"
+            "  WHERE m.conversation_id = ?)"
+            " SELECT id, parent FROM path ORDER BY position, id",
+            (conversation_id, conversation_id, conversation_id),
         ).fetchall()
-        return [r[0] for r in rows]
+        ids = [r[0] for r in rows]
+        if rows and all(r[1] in ids for r in rows):
+            self._warn(f"{self.path}: conversation {conversation_id}: its messages' parents form a loop; "
+                       f"message {ids[0]} now starts it")
+            try:
+                self._db.execute("UPDATE messages SET parent_id = NULL WHERE id = ?", (ids[0],))
+            except sqlite3.Error as exc:  # a read-only file: shown the same way, repaired another time
+                log.info("the loop could not be repaired: %s", exc)
+        return ids
+
+    _warned: ClassVar[set[str]] = set()  # by every store of this process (the lookup memory opens its own)
+
+    def _warn(self, line: str) -> None:
+        """Log ``line`` (what did not read back, and what was done) once a session."""
+        if line not in self._warned:
+            self._warned.add(line)
+            log.warning(line)
 
     def _insert_message(self, conversation_id: int, role: str, content: str, parent: int | None) -> int:
         row = self._db.execute("SELECT position FROM messages WHERE id = ?", (parent,)).fetchone() if parent else None
@@ -411,11 +477,13 @@ class ConversationStore:
             if not 0 <= index < len(siblings):
                 return False
             leaf = siblings[index]
-            while True:  # follow the most recent child down to a leaf
+            seen = {leaf}
+            while True:  # follow the most recent child down to a leaf (a damaged file's loop ends it too)
                 child = self._db.execute("SELECT max(id) FROM messages WHERE parent_id = ?", (leaf,)).fetchone()[0]
-                if child is None:
+                if child is None or child in seen:
                     break
                 leaf = child
+                seen.add(leaf)
             self._db.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (leaf, conversation_id))
         return True
 
@@ -438,27 +506,52 @@ class ConversationStore:
                          (f"$.{key}", json.dumps(value), message_id))
 
     def messages(self, conversation_id: int) -> list[StoredMessage]:
-        """The shown path of the conversation, in order, each message with its spans and its version."""
+        """The shown path of the conversation, in order, each message with its spans and its version.
+
+        What does not read back (figures that are not JSON or hold a value of the wrong type, a span of an
+        unknown kind, a text in a number column, an X-ray detail of another shape) is left out, with one
+        logged line per message naming the file and what was wrong.
+        """
         out: list[StoredMessage] = []
         for message_id in self._path_ids(conversation_id):
             r = self._db.execute(
                 "SELECT id, parent_id, role, content, finish_reason, stats FROM messages WHERE id = ?", (message_id,)
             ).fetchone()
             siblings = self._siblings(conversation_id, r["parent_id"])
-            spans = [
-                TokenSpan(TokenKind(s["kind"]), s["text"], s["round"], s["target_prob"], s["draft_prob"],
-                          _detail_of(s["detail"]))
-                for s in self._db.execute(
-                    "SELECT kind, text, round, target_prob, draft_prob, detail FROM spans"
-                    " WHERE message_id = ? ORDER BY seq",
-                    (r["id"],),
-                )
-            ]
-            stats = json.loads(r["stats"]) if r["stats"] else None
-            out.append(StoredMessage(r["id"], r["role"], r["content"], spans, stats, r["finish_reason"],
+            problems: list[str] = []
+            spans = self._spans(message_id, problems)
+            stats = _stats_of(r["stats"], problems)
+            if problems:
+                self._warn(f"{self.path}: message {message_id} does not read back whole: {'; '.join(problems)}")
+            finish_reason = None if r["finish_reason"] is None else _text(r["finish_reason"])
+            out.append(StoredMessage(message_id, _text(r["role"]), _text(r["content"]), spans, stats, finish_reason,
                                      siblings.index(message_id) + 1, len(siblings)))
         return out
 
+    def _spans(self, message_id: int, problems: list[str]) -> list[TokenSpan]:
+        """A message's spans, checked; none when one has an unknown kind (the text then shows without colours)."""
+        spans: list[TokenSpan] = []
+        bad = dict.fromkeys(("round", "target_prob", "draft_prob", "detail"), 0)
+        rows = self._db.execute(
+            "SELECT kind, text, round, target_prob, draft_prob, detail FROM spans WHERE message_id = ? ORDER BY seq",
+            (message_id,),
+        )
+        for kind_value, text, round_, target_p, draft_p, detail_text in rows:
+            kind = _KINDS.get(kind_value) if isinstance(kind_value, str) else None
+            if kind is None:
+                problems.append(f"a token of unknown kind {kind_value!r:.40}: its tokens are shown without colours")
+                return []
+            target_prob, draft_prob, detail = _probability(target_p), _probability(draft_p), _detail_of(detail_text)
+            if type(round_) is not int:
+                bad["round"] += 1
+                round_ = -1
+            bad["target_prob"] += target_prob is None and target_p is not None
+            bad["draft_prob"] += draft_prob is None and draft_p is not None
+            bad["detail"] += detail is None and detail_text is not None
+            spans.append(TokenSpan(kind, _text(text), round_, target_prob, draft_prob, detail))
+        problems += [f"{n} token{'s' if n > 1 else ''} with an unreadable {name} (left out)"
+                     for name, n in bad.items() if n]
+        return spans
     def truncate(self, conversation_id: int, keep: int) -> None:
         """Delete the shown path's messages after the first ``keep`` (a message withdrawn before its reply)."""
         path = self._path_ids(conversation_id)

@@ -10,15 +10,18 @@ every verify pass.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from specchat.core.engine.positions import PositionCounts
+from specchat.core.engine.verify import TOP_N
 from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, TokenKind, Verified
 
 _PACK_DEFAULTS: tuple[Any, ...] = (1, None, None)  # judged, correction, replaced: left out of a packed detail
+_SOURCES = {None, *(s.value for s in DraftSource)}
 
 
 @dataclass(frozen=True)
@@ -62,21 +65,26 @@ class TokenDetail:
 
     @classmethod
     def unpack(cls, data: Any) -> TokenDetail | None:
-        """The detail :meth:`pack` gave, or None for anything else."""
-        try:
-            if not isinstance(data, list) or not 6 <= len(data) <= 9:
-                return None
-            position, source, match, greedy, target, draft, judged, correction, replaced = [
-                *data, *_PACK_DEFAULTS[len(data) - 6:]]
-
-            def pairs(flat: list[Any]) -> tuple[tuple[str, float], ...]:
-                return tuple((str(flat[i]), float(flat[i + 1])) for i in range(0, len(flat) - 1, 2))
-
-            return cls(int(position), DraftSource(source) if source else None, int(match), bool(greedy),
-                       pairs(target), pairs(draft), bool(judged),
-                       None if correction is None else str(correction), None if replaced is None else str(replaced))
-        except (TypeError, ValueError):
+        """The detail :meth:`pack` gave, or None for anything else; top lists longer than ``TOP_N`` are cut."""
+        if not isinstance(data, list) or not 6 <= len(data) <= 9:
             return None
+        position, source, match, greedy, target, draft, judged, correction, replaced = [
+            *data, *_PACK_DEFAULTS[len(data) - 6:]]
+
+        def pairs(flat: object) -> tuple[tuple[str, float], ...] | None:
+            if not isinstance(flat, list):
+                return None
+            out = tuple(zip(flat[: 2 * TOP_N : 2], flat[1 : 2 * TOP_N : 2], strict=False))
+            ok = all(isinstance(text, str) and _finite(p) and 0 <= p <= 1 for text, p in out)
+            return tuple((text, float(p)) for text, p in out) if ok else None
+
+        targets, drafts = pairs(target), pairs(draft)
+        if (not _count(position) or not _count(match) or targets is None or drafts is None
+                or not all(isinstance(x, str) or x is None for x in (source, correction, replaced))
+                or source not in _SOURCES):
+            return None
+        return cls(position, DraftSource(source) if source else None, match, bool(greedy), targets, drafts,
+                   bool(judged), correction, replaced)
 
 
 @dataclass(frozen=True)
@@ -257,39 +265,37 @@ class ReplyFigures:
         }
 
     @classmethod
-    def from_dict(cls, stats: dict[str, Any] | None) -> ReplyFigures:
-        """Figures of a stored reply (its ``stats`` column)."""
+    def from_dict(cls, stats: dict[str, Any] | None, problems: list[str] | None = None) -> ReplyFigures:
+        """Figures of a stored reply (its ``stats`` column); a value of the wrong type or out of range is skipped.
+
+        The keys of the values skipped are added to ``problems`` (pass a list to learn them).
+        """
         figures = cls()
         if not stats:
             return figures
-        figures.passes = int(stats.get("passes", 0))
-        figures.first_token_seconds = float(stats.get("first_token_seconds", 0.0) or 0.0)
-        rounds = stats.get("per_round")
-        if isinstance(rounds, list):
-            figures.per_round = [(int(r[0]), int(r[1]), int(r[2])) for r in rounds
-                                 if isinstance(r, list) and len(r) == 3 and all(isinstance(x, int) for x in r)]
-        figures.rounds = int(stats.get("rounds", 0))
-        figures.drafted = int(stats.get("drafted", 0))
-        figures.accepted = int(stats.get("accepted", 0))
-        figures.generated = int(stats.get("generated", 0))
-        figures.depth = int(stats.get("depth", 0))
+        read = _StatsReader(stats, problems if problems is not None else [])
+        figures.passes = read.count("passes")
+        figures.first_token_seconds = read.seconds("first_token_seconds")
+        figures.per_round = read.rows("per_round", (int, int, int))
+        figures.rounds = read.count("rounds")
+        figures.drafted = read.count("drafted")
+        figures.accepted = read.count("accepted")
+        figures.generated = read.count("generated")
+        figures.depth = read.count("depth")
         figures.positions = PositionCounts.from_list(stats.get("positions"))  # absent before the X-ray
-        timeline = stats.get("timeline")  # absent in replies stored before it was recorded
-        if isinstance(timeline, list):
-            figures.timeline = [(float(r[0]), int(r[1]), int(r[2])) for r in timeline
-                                if isinstance(r, list) and len(r) == 3 and all(isinstance(x, (int, float)) for x in r)]
-        sampler = stats.get("sampler")
-        if isinstance(sampler, dict):
-            figures.sampler = {str(k): float(v) for k, v in sampler.items() if isinstance(v, (int, float))}
-        race = stats.get("race")
-        figures.race = race if isinstance(race, dict) else None
-        by_source = stats.get("by_source")
-        if isinstance(by_source, dict):
-            figures.by_source = {
-                str(name): [int(c.get("drafted", 0)), int(c.get("accepted", 0))] for name, c in by_source.items()
-                if isinstance(c, dict) and all(isinstance(c.get(key, 0), int) for key in ("drafted", "accepted"))
-            }
-        tps = float(stats.get("tokens_per_second", 0.0) or 0.0)
+        figures.timeline = read.rows("timeline", (float, int, int))
+        sampler = read.of_type("sampler", dict)
+        if sampler is not None:
+            figures.sampler = {str(k): float(v) for k, v in sampler.items() if _finite(v)}
+        figures.race = read.of_type("race", dict)  # checked when shown (race.RaceRecord.from_dict)
+        by_source = read.of_type("by_source", dict) or {}
+        figures.by_source = {
+            str(name): [c.get("drafted", 0), c.get("accepted", 0)] for name, c in by_source.items()
+            if isinstance(c, dict) and all(_count(c.get(key, 0)) for key in ("drafted", "accepted"))
+        }
+        if len(figures.by_source) < len(by_source):
+            read.problems.append("by_source")
+        tps = read.seconds("tokens_per_second")
         if tps > 0:
             figures.final = GenerationStats(
                 by_source={name: list(counts) for name, counts in figures.by_source.items()},
@@ -297,14 +303,67 @@ class ReplyFigures:
                 drafted=figures.drafted,
                 accepted=figures.accepted,
                 generated=figures.generated,
-                prompt_tokens=int(stats.get("prompt_tokens", 0)),
-                reused_prompt_tokens=int(stats.get("reused_prompt_tokens", 0)),
-                prompt_seconds=float(stats.get("prompt_seconds", 0.0)),
+                prompt_tokens=read.count("prompt_tokens"),
+                reused_prompt_tokens=read.count("reused_prompt_tokens"),
+                prompt_seconds=read.seconds("prompt_seconds"),
                 generate_seconds=figures.generated / tps,
                 depth=figures.depth,
-                plain_tokens_per_second_estimate=float(stats.get("plain_tokens_per_second_estimate", 0.0)),
+                plain_tokens_per_second_estimate=read.seconds("plain_tokens_per_second_estimate"),
+                plain_tokens_per_second=read.seconds("plain_tokens_per_second"),
+                plain_tokens=read.count("plain_tokens"),
             )
         return figures
+
+
+_MAX_COUNT = 1 << 62
+
+
+def _finite(value: object) -> bool:
+    """True for a finite int or float (a bool is no number)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(value: object) -> bool:
+    """True for a whole number from 0 to 2**62."""
+    return type(value) is int and 0 <= value <= _MAX_COUNT
+
+
+@dataclass
+class _StatsReader:
+    """Reads one stored ``stats`` object; every key whose value is unusable goes to ``problems``."""
+
+    stats: dict[str, Any]
+    problems: list[str]
+
+    def _get(self, key: str, ok: Callable[[Any], bool], default: Any) -> Any:
+        value = self.stats.get(key, default)
+        if value is None or ok(value):
+            return default if value is None else value
+        self.problems.append(key)
+        return default
+
+    def count(self, key: str) -> int:
+        return int(self._get(key, _count, 0))
+
+    def seconds(self, key: str) -> float:
+        """A finite number of at least 0 (seconds, a rate)."""
+        return float(self._get(key, lambda v: _finite(v) and v >= 0, 0.0))
+
+    def of_type(self, key: str, kind: type) -> Any:
+        return self._get(key, lambda v: isinstance(v, kind), None)
+
+    def rows(self, key: str, kinds: tuple[type, ...]) -> list[tuple[Any, ...]]:
+        """A list of same-length rows of counts (``int``) or seconds (``float``); unusable rows are skipped."""
+        rows = self.of_type(key, list) or []
+
+        def usable(row: object) -> bool:
+            return isinstance(row, list) and len(row) == len(kinds) and all(
+                _count(x) if kind is int else _finite(x) and x >= 0 for x, kind in zip(row, kinds, strict=True))
+
+        out = [tuple(kind(x) for x, kind in zip(row, kinds, strict=True)) for row in rows if usable(row)]
+        if len(out) < len(rows):
+            self.problems.append(key)
+        return out
 
 
 @dataclass

@@ -61,8 +61,31 @@ class GgufInfo:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> GgufInfo:
+    def from_json(cls, data: object) -> GgufInfo:
+        """What :meth:`to_json` gave; ValueError naming the first field that is missing or of the wrong type."""
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        for name, kinds in _JSON_FIELDS.items():
+            if name not in data:
+                raise ValueError(f"{name} is missing")
+            value = data[name]
+            if type(value) not in kinds and not (value is None and None in kinds):
+                raise ValueError(f"{name} is {value!r:.40}")
+        extra = set(data) - set(_JSON_FIELDS)
+        if extra:
+            raise ValueError(f"unknown field {sorted(extra)[0]!r:.40}")
         return cls(**{**data, "path": Path(data["path"])})
+
+
+_TEXT, _COUNT, _MAYBE_TEXT, _MAYBE_COUNT = (str,), (int,), (str, None), (int, None)
+_JSON_FIELDS: dict[str, tuple[type | None, ...]] = {
+    "path": _TEXT, "file_size": _COUNT, "mtime_ns": _COUNT, "name": _TEXT, "architecture": _TEXT,
+    "basename": _MAYBE_TEXT, "size_label": _MAYBE_TEXT, "parameter_count": _MAYBE_COUNT, "quant": _MAYBE_TEXT,
+    "context_length": _MAYBE_COUNT, "tokenizer_model": _MAYBE_TEXT, "vocab_size": _COUNT, "bos_id": _MAYBE_COUNT,
+    "eos_id": _MAYBE_COUNT, "eot_id": _MAYBE_COUNT, "add_bos": (bool, None), "vocab_fingerprint": _MAYBE_TEXT,
+    "n_split": _COUNT, "mtp_layers": _COUNT,
+}
+"""The type of each field in :meth:`GgufInfo.to_json`'s form (``type(x) is int``: a bool is no count)."""
 
 
 def vocab_fingerprint(tokenizer_model: str | None, tokens: Sequence[str]) -> str:

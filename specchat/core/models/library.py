@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core import paths
+from specchat.core.jsonfile import UnreadableFileError, read_json
 from specchat.core.models import hfcache
 from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
 from specchat.core.types import SpecchatError
@@ -100,15 +101,40 @@ def index_path() -> Path:
     return paths.cache_dir() / INDEX_FILENAME
 
 
-def _load_index(path: Path) -> dict[str, dict[str, Any]]:
+def _load_index(path: Path) -> dict[str, Any]:
+    """The index's records by path (each checked when used: :func:`_cached_record`); {} when missing or unreadable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path)
+    except FileNotFoundError:
         return {}
-    if not isinstance(data, dict) or data.get("version") != INDEX_VERSION:
+    except UnreadableFileError as exc:
+        log.warning("model index unreadable: %s; rebuilt", exc)
         return {}
-    entries = data.get("files")
-    return entries if isinstance(entries, dict) else {}
+    entries = data.get("files") if isinstance(data, dict) and data.get("version") == INDEX_VERSION else None
+    if not isinstance(entries, dict):
+        log.warning("model index %s is not a version %d index; rebuilt", path, INDEX_VERSION)
+        return {}
+    return entries
+
+
+def _cached_record(record: object, st: os.stat_result, index: Path, key: str) -> dict[str, Any] | None:
+    """``record`` if it describes the file as it is now (size and mtime) and reads back whole; else None."""
+    if record is None:
+        return None
+    try:
+        if not isinstance(record, dict) or not all(type(record.get(k)) is int for k in ("size", "mtime_ns")):
+            raise ValueError("not a size and a time")
+        if record["size"] != st.st_size or record["mtime_ns"] != st.st_mtime_ns:
+            return None  # the file changed since
+        if "error" in record:
+            if not isinstance(record["error"], str):
+                raise ValueError("an error that is no text")
+        elif GgufInfo.from_json(record.get("info")).path != Path(key):
+            raise ValueError("it describes another file")
+    except ValueError as exc:
+        log.warning("model index %s: the entry for %s is damaged (%s); read again", index, key, exc)
+        return None
+    return record
 
 
 def _save_index(path: Path, files: dict[str, dict[str, Any]]) -> None:
@@ -158,8 +184,8 @@ def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None)
                 continue
             seen.add(real)
             key = str(path)
-            cached = old.get(key)
-            if cached and cached.get("size") == st.st_size and cached.get("mtime_ns") == st.st_mtime_ns:
+            cached = _cached_record(old.get(key), st, index, key)
+            if cached is not None:
                 record = cached
                 result.cached += 1
             else:
