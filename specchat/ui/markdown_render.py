@@ -14,6 +14,7 @@ cost of a flush does not grow with the reply.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -53,6 +54,10 @@ from .token_styles import (
 
 RULER = QTextFormat.Property.BlockTrailingHorizontalRulerWidth
 HEADING_SIZES = {1: 3, 2: 2, 3: 1}  # QTextFormat.FontSizeAdjustment steps; h4-h6 stay at body size, bold
+MAX_UNBROKEN_SPANS = 256
+"""Tokens of one word (no whitespace between them) drawn each in its own format; the rest of the word is drawn
+plain. Qt lays out a word in time quadratic in its format changes: 100,000 tokens without a space took minutes."""
+_BREAK = re.compile(r"\s")
 _BULLETS = (QTextListFormat.Style.ListDisc, QTextListFormat.Style.ListCircle, QTextListFormat.Style.ListSquare)
 
 
@@ -214,6 +219,7 @@ class BodyWriter:
         self._last_frame: QTextFrame | None = None
         self._last_looks: list[Look] = []
         self._formats: dict[tuple[int, _Style], QTextCharFormat] = {}
+        self._unbroken = 0  # spans drawn since the last whitespace
 
     # -- blocks ------------------------------------------------------------------------
 
@@ -458,7 +464,11 @@ class BodyWriter:
             while j < n and offsets[j] < end and (not self._queue or offsets[j] < self._queue[0].offset):
                 j += 1
             span = fates.spans[span_index] if span_index >= 0 else None
-            cursor.insertText(text[i:j], self._format(span_index, span, style))
+            piece = text[i:j]
+            self._unbroken = 0 if _BREAK.search(piece) else self._unbroken + 1
+            if self._unbroken > MAX_UNBROKEN_SPANS:  # the rest of this word in one format: see MAX_UNBROKEN_SPANS
+                span_index, span = -1, None
+            cursor.insertText(piece, self._format(span_index, span, style))
             i = j
         if n:
             self.text_end = cursor.position()

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 SPEEDS = (("0.5\u00d7", 0.5), ("1\u00d7", 1.0), ("2\u00d7", 2.0))
 SPECULATIVE, PLAIN = 0, 1
 PROP_DIFFERENCE = QTextFormat.Property.UserProperty + 20  # marks the first differing token in a pane
+MAX_TIMER_MS = 1 << 30  # a QTimer takes a 32-bit count of milliseconds
 
 
 class RaceReplay(QObject):
@@ -107,7 +108,8 @@ class RaceReplay(QObject):
             self.progressed.emit(side, chars, tokens, seconds)
         if self._next < len(self.schedule):
             wait = (self.schedule[self._next][0] - now) / self.speed
-            self.timer.start(max(0, math.ceil(wait * 1000 - 1e-6)))  # never early: a float's last bit is no ms
+            # Never early (a float's last bit is no ms); a wait past a QTimer's range is aimed at in steps.
+            self.timer.start(max(0, math.ceil(min(wait * 1000, MAX_TIMER_MS) - 1e-6)))
         else:
             self.finished.emit()
 

@@ -17,17 +17,24 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
-from specchat.core.chat.transcript import TokenDetail, TokenSpan
+from specchat.core.chat.transcript import TOP_N, TokenDetail, TokenSpan
 from specchat.core.types import TokenKind
 
 from .token_styles import KIND_LABELS, drafted_by, kind_colour
 
+MAX_SHOWN_CHARS = 80  # of a token's text
 _VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}  # ␣ ⏎ ⇥ ␍
 
 
 def readable(text: str) -> str:
-    """A token's text with spaces, newlines and tabs made visible (∅ for a token with no text)."""
-    return "".join(_VISIBLE.get(c, c) for c in text) if text else "\u2205"
+    """A token's text with spaces, newlines and tabs made visible (∅ for a token with no text).
+
+    At most ``MAX_SHOWN_CHARS`` characters are shown, then an ellipsis (a stored token can be any length).
+    """
+    if not text:
+        return "\u2205"
+    cut = text[:MAX_SHOWN_CHARS]
+    return "".join(_VISIBLE.get(c, c) for c in cut) + ("\u2026" if len(text) > MAX_SHOWN_CHARS else "")
 
 
 def _quoted(text: str) -> str:
@@ -62,7 +69,7 @@ def top_table(title: str, entries: tuple[tuple[str, float], ...], mark: str) -> 
     rows = "".join(
         f"<tr><td>{'<b>' if text == mark else ''}{_quoted(text)}{'</b>' if text == mark else ''}</td>"
         f"<td align='right'>&nbsp;{p:.3f}</td></tr>"
-        for text, p in entries
+        for text, p in entries[:TOP_N]
     ) or "<tr><td>–</td></tr>"
     return f"<table cellspacing='0' cellpadding='1'><tr><th align='left' colspan='2'>{title}</th></tr>{rows}</table>"
 
