@@ -34,6 +34,8 @@ from specchat.core.types import (
     parse_gpu_layers,
 )
 
+from .wheel_guard import guard_wheel
+
 LOOKUP_MEMORY_TEXT = "Remember phrasing from saved conversations for lookup drafting"
 
 
@@ -197,6 +199,7 @@ class SpeculationControls(QGroupBox):
             box.valueChanged.connect(lambda _value: self.load_setting_changed.emit())
         self.auto_depth.toggled.connect(self._auto_toggled)
         self.lookup_memory.toggled.connect(self.lookup_memory_changed)
+        guard_wheel(self)  # the panel scrolls under the wheel; a field changes only once clicked into
 
     def apply_settings(self, s: Settings) -> None:
         self.depth_slider.setValue(4 if s.depth is None else s.depth)

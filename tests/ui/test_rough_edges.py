@@ -1,0 +1,67 @@
+"""The window's rough edges (issue 27), each driven through the real widgets and a fake engine host."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QWidget
+
+from specchat.ui.main_window import MainWindow
+from support.fake_host import FakeHost
+
+
+def window_with(qtbot, settings, store, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:
+    host = FakeHost()
+    window = MainWindow(settings, store, host=host)
+    qtbot.addWidget(window)
+    if loaded:
+        host.loaded()
+    return window, host
+
+
+def wheel(widget: QWidget, steps: int = -1) -> None:
+    """One notch of the mouse wheel over the middle of ``widget`` (negative: towards the user, scrolling down)."""
+    local = QPointF(widget.width() / 2, widget.height() / 2)
+    event = QWheelEvent(local, QPointF(widget.mapToGlobal(local.toPoint())), QPoint(0, 0), QPoint(0, 120 * steps),
+                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(widget, event)
+
+
+def _values(root: QWidget) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for i, w in enumerate(root.findChildren(QWidget)):
+        if isinstance(w, QAbstractSpinBox):
+            out[f"{i} {type(w).__name__}"] = w.text()
+        elif isinstance(w, QComboBox):
+            out[f"{i} combo"] = w.currentIndex()
+        elif isinstance(w, QAbstractSlider):
+            out[f"{i} slider"] = w.value()
+    return out
+
+
+def test_the_wheel_over_the_settings_panel_scrolls_it_and_changes_no_value(qtbot, settings, store) -> None:
+    settings.depth = 4  # the slider enabled, as a user who fixed the depth has it
+    window, _ = window_with(qtbot, settings, store)
+    window.resize(900, 600)
+    window.show()
+    qtbot.waitExposed(window)
+    bar = window.panel.verticalScrollBar()
+    assert bar.maximum() > 0  # the panel scrolls at this size
+    before = _values(window.panel.widget())
+    fields = [w for w in window.panel.widget().findChildren(QWidget)
+              if isinstance(w, (QAbstractSpinBox, QComboBox, QAbstractSlider)) and w.isVisible()]
+    assert len(fields) >= 8  # depth, drafter, temperature, top-k, top-p, repeat penalty, max tokens, context
+    for field in fields:
+        bar.setValue(0)
+        wheel(field, -1)
+        wheel(field, +1)
+        wheel(field, -1)
+        assert bar.value() > 0, type(field).__name__  # the wheel scrolled the panel instead
+    assert _values(window.panel.widget()) == before
+    assert window.controls.context_size.value() == settings.n_ctx
+    # Once clicked into, a field takes the wheel as usual.
+    window.controls.max_tokens.setFocus()
+    qtbot.waitUntil(window.controls.max_tokens.hasFocus)
+    value = window.controls.max_tokens.value()
+    wheel(window.controls.max_tokens, +1)
+    assert window.controls.max_tokens.value() == value + 1
