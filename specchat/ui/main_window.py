@@ -40,6 +40,7 @@ from specchat.core.remote import load_servers, save_servers, saved_free
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import DrafterKind, Event, Finished, SamplerParams, SpecchatError
 
+from .banner import ErrorBanner
 from .chat_controller import ChatController, ReplySettings
 from .chat_view import ChatView, TokenLegend
 from .composer import Composer
@@ -118,9 +119,7 @@ class MainWindow(QMainWindow):
         self.regenerate_button = QPushButton("Regenerate")
         self.regenerate_button.setToolTip("Generate the last reply again")
 
-        self.banner = QLabel("")
-        self.banner.setWordWrap(True)
-        self.banner.setStyleSheet("QLabel { padding: 4px; border: 1px solid palette(mid); }")
+        self.banner = ErrorBanner()  # its colours follow the theme
         self.banner.hide()
 
         chat_page = QWidget()

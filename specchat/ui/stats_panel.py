@@ -17,8 +17,8 @@ import math
 import time
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
-from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtGui import QPainter
+from PySide6.QtCore import QEvent, QPointF, Qt, Signal
+from PySide6.QtGui import QBrush, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from specchat.core.chat.baseline import (
@@ -115,6 +115,31 @@ class StatsPanel(QGroupBox):
         self._live = False
         self._started = time.monotonic()
         self.reset()
+        self._theme_charts()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._theme_charts()
+
+    def _theme_charts(self) -> None:
+        """Paint both charts in the panel's palette: they follow the light and dark themes."""
+        palette = self.palette()
+        base = palette.color(QPalette.ColorRole.Base)
+        text = palette.color(QPalette.ColorRole.Text)
+        grid = palette.color(QPalette.ColorRole.Mid)
+        for view in (self.chart_view, self.curve_view):
+            chart = view.chart()
+            view.setBackgroundBrush(QBrush(base))
+            chart.setBackgroundBrush(QBrush(base))
+            chart.setBackgroundPen(QPen(Qt.PenStyle.NoPen))
+            chart.setTitleBrush(QBrush(text))
+            chart.legend().setLabelColor(text)
+            for axis in chart.axes():
+                axis.setLabelsColor(text)
+                axis.setTitleBrush(QBrush(text))
+                axis.setGridLineColor(grid)
+                axis.setLinePenColor(grid)
 
     def _curve_chart(self) -> QChartView:
         """The conversation's acceptance by draft position (``position_acceptance``), 0-100%."""
@@ -142,7 +167,7 @@ class StatsPanel(QGroupBox):
         view = QChartView(chart)
         view.setRenderHint(QPainter.RenderHint.Antialiasing)
         view.setMinimumHeight(170)
-        self.curve: list[tuple[float, int]] = []
+        self.curve: list[tuple[float, int]] | None = None  # None: not drawn yet, axes unset
         return view
 
     def _show_curve(self) -> None:
@@ -204,12 +229,12 @@ class StatsPanel(QGroupBox):
     def refresh(self) -> None:
         """Redraw the figures and the chart after the transcript folded new events."""
         rounds = self.figures.per_round
-        if self.accepted_series.count() != len(rounds):
+        if self.accepted_series.count() != len(rounds) or not rounds:
             self.accepted_series.replace([QPointF(r, a) for r, _, a in rounds])
             self.depth_series.replace([QPointF(r, d) for r, d, _ in rounds])
             right = int(max(8, rounds[-1][0] if rounds else 0))
             top = int(max([4] + [max(d, a) for _, d, a in rounds]))
-            for axis, high in ((self.x_axis, right), (self.y_axis, top)):
+            for axis, high in ((self.x_axis, right), (self.y_axis, top)):  # an empty chart gets its axes too
                 axis.setRange(0, high)
                 axis.setTickInterval(max(1, math.ceil(high / 6)))
         self._show_curve()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QPointF, Qt
-from PySide6.QtGui import QWheelEvent
+from PySide6.QtGui import QColor, QWheelEvent
 from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QWidget
 
 from specchat.ui.main_window import MainWindow
@@ -65,3 +65,46 @@ def test_the_wheel_over_the_settings_panel_scrolls_it_and_changes_no_value(qtbot
     value = window.controls.max_tokens.value()
     wheel(window.controls.max_tokens, +1)
     assert window.controls.max_tokens.value() == value + 1
+
+
+def _luminance(c: QColor) -> float:
+    def lin(v: float) -> float:
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+    return 0.2126 * lin(c.redF()) + 0.7152 * lin(c.greenF()) + 0.0722 * lin(c.blueF())
+
+
+def contrast(a: QColor, b: QColor) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def drawn_contrast(widget: QWidget) -> tuple[QColor, float]:
+    """The most common colour of the widget as drawn (its background) and the best contrast any pixel has on it."""
+    image = widget.grab().toImage()
+    counts: dict[int, int] = {}
+    for y in range(image.height()):
+        for x in range(image.width()):
+            rgb = image.pixel(x, y)
+            counts[rgb] = counts.get(rgb, 0) + 1
+    background = QColor.fromRgb(max(counts, key=lambda k: counts[k]))
+    return background, max(contrast(QColor.fromRgb(rgb), background) for rgb in counts)
+
+
+def test_the_error_banner_and_the_charts_follow_the_dark_theme(qtbot, settings, store) -> None:
+    window, _ = window_with(qtbot, settings, store)
+    window.show()
+    qtbot.waitExposed(window)
+    try:
+        for theme in ("light", "dark", "light"):
+            window.set_theme(theme)
+            window.show_error("the prompt does not fit in the context")
+            qtbot.wait(10)
+            background, best = drawn_contrast(window.banner)
+            assert best >= 7, (theme, background.name(), best)  # its text reads (black on grey was 1.4:1)
+            assert (background.lightness() < 100) == (theme == "dark"), background.name()
+            for view in (window.stats.chart_view, window.stats.curve_view):
+                chart_background, chart_best = drawn_contrast(view)
+                assert (chart_background.lightness() < 100) == (theme == "dark"), (theme, chart_background.name())
+                assert chart_best >= 4.5  # the axis labels read on it
+    finally:
+        window.set_theme("system")
