@@ -1,0 +1,140 @@
+"""The speed a user sees: replies driven through the real window against ``specchat bench``, side by side.
+
+For each prompt, in a new conversation: the window sends it with its default
+settings (the automatic drafter, auto depth) and draws it live (Markdown,
+fates); its panel's speed-up is read (the reply over plain decoding timed
+right after it). The reply is then raced (plain decoding of the same prompt on
+the window's engine thread) and the race's ratio read. Then bench decodes the
+prompt plainly and speculatively on the same engine with the same drafter and
+depth while the window waits, nothing drawn. Columns:
+
+- ``win tok/s``, ``bench tok/s``: the speculative reply's rate drawn live in
+  the window and undrawn in bench; ``draw`` is the first over the second - 1
+  (what drawing costs the engine);
+- ``panel``, ``race``, ``bench``: the three speed-up figures of the prompt.
+
+With ``--load N``, N busy processes (one pure-Python spin loop each) run for
+the whole measurement, as a stated background load.
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/window_speed.py [--prompts FILE] [--limit 6] [--max-tokens 96]
+        [--load 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from window_defaults import TEST_PROMPTS  # the script's own folder
+
+SPIN = "while True: pass"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=Path, default=TEST_PROMPTS)
+    parser.add_argument("--limit", type=int, default=6)
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--load", type=int, default=0, help="busy background processes during the run")
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="specchat-window-speed-")
+    for name in ("CONFIG", "CACHE"):
+        os.environ.setdefault(f"SPECCHAT_{name}_DIR", os.path.join(tmp, name.lower()))
+
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from specchat.cli.bench import bench, load_prompts
+    from specchat.core.chat.race import finish_seconds
+    from specchat.core.chat.store import ConversationStore
+    from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.settings import load_settings
+    from specchat.core.types import Finished
+    from specchat.ui.main_window import MainWindow
+
+    _app = QApplication(sys.argv)  # held for the whole run
+    pair = provision_demo_pair()
+    settings = load_settings()
+    settings.max_tokens = args.max_tokens
+    store = ConversationStore(os.path.join(tmp, "conversations.sqlite3"))
+    window = MainWindow(settings, store)
+    window.resize(1280, 860)
+    window.show()
+
+    def wait_for(signal: object, timeout_s: float = 600) -> list[object]:
+        got: list[object] = []
+        loop = QEventLoop()
+        signal.connect(lambda *a: (got.extend(a), loop.quit()))  # type: ignore[attr-defined]
+        QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+        loop.exec()
+        if not got:
+            raise SystemExit(f"timed out waiting for {signal}")
+        return got
+
+    window.load_models(pair.target, pair.draft)
+    wait_for(window.models_loaded)
+    if window._measuring:  # the calibration after loading: let it finish before the first reply
+        wait_for(window.baseline_measured)
+    drafter = window.controls.drafter_kind
+    load = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.load)]
+    prompts = load_prompts(args.prompts, args.limit)
+    print(f"demo pair in the window, {drafter.value} drafter, auto depth, {args.max_tokens} tokens, "
+          f"background load: {args.load} busy process(es) on {os.cpu_count()} cores")
+    print(f"{'prompt':<16}{'win tok/s':>10}{'bench tok/s':>12}{'draw':>8}{'panel':>9}{'race':>8}{'bench':>8}"
+          f"  panel figure")
+    rows: list[tuple[float, float, float | None, float, float]] = []
+    try:
+        for pid, messages in prompts:
+            window.new_conversation()
+            window.composer.setPlainText(messages[-1]["content"])
+            window.composer.send()
+            (finished,) = wait_for(window.reply_finished)
+            assert isinstance(finished, Finished)
+            reply = window.chat.transcript.messages[-1]
+            figures = reply.figures
+            assert figures is not None and figures.final is not None
+            window_rate = figures.final.tokens_per_second
+            panel_text = window.stats.speedup.text()
+            final = figures.final
+            panel = window_rate / final.plain_tokens_per_second if panel_text.startswith("×") else None
+
+            window.race_last_reply()
+            _message, record = wait_for(window.races.ready)
+            race = record.finish_seconds / finish_seconds(figures.timeline)  # type: ignore[attr-defined]
+            if window.race_panel is not None:
+                window.race_panel.close()
+
+            engine = window.host.worker.engine
+            assert engine is not None
+            (report,) = bench(engine, [(pid, messages[-1:])], window.controls.generation_params(), drafter, [None])
+            window.host.worker._session = None  # bench moved the caches: the next reply starts a session afresh
+            result = report.per_prompt[0]
+            rows.append((window_rate, result.speculative_tokens_per_s, panel, race, report.speedup))
+            shown = f"{panel:>8.2f}x" if panel is not None else f"{'-':>9}"
+            print(f"{pid[:15]:<16}{window_rate:>10.1f}{result.speculative_tokens_per_s:>12.1f}"
+                  f"{window_rate / result.speculative_tokens_per_s - 1:>+8.1%}{shown}{race:>7.2f}x"
+                  f"{report.speedup:>7.2f}x  {panel_text}", flush=True)
+    finally:
+        for proc in load:
+            proc.kill()
+    draw = [w / b - 1 for w, b, _, _, _ in rows]
+    panel_vs_race = [p / r - 1 for _, _, p, r, _ in rows if p is not None]
+    panel_vs_bench = [p / b - 1 for _, _, p, _, b in rows if p is not None]
+    print(f"median draw cost {statistics.median(draw):+.1%}; panel against race: median "
+          f"{statistics.median(panel_vs_race):+.1%}, worst {max(panel_vs_race, key=abs):+.1%}; "
+          f"panel against bench: median {statistics.median(panel_vs_bench):+.1%}, "
+          f"worst {max(panel_vs_bench, key=abs):+.1%}; panel figures shown {len(panel_vs_race)}/{len(rows)}")
+    window.close()
+    store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
