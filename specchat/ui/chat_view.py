@@ -573,13 +573,24 @@ class ChatView(QTextBrowser):
         return self.xray
 
     def _format_at(self, pos: QPoint) -> QTextCharFormat:
-        """The format of the character under a viewport position (not the one before the nearest gap)."""
+        """The format of the character under a viewport position; an empty one over blank space.
+
+        ``cursorForPosition`` finds the nearest place in the text from anywhere (below the last reply, right
+        of a short line): only a point inside a character's own box counts as on it.
+        """
         cursor = self.cursorForPosition(pos)
-        if pos.x() >= self.cursorRect(cursor).x() and not cursor.atBlockEnd():
-            after = QTextCursor(cursor)
-            after.movePosition(QTextCursor.MoveOperation.NextCharacter)
-            return after.charFormat()
-        return cursor.charFormat()
+        here = self.cursorRect(cursor)
+        for step in (QTextCursor.MoveOperation.NextCharacter, QTextCursor.MoveOperation.PreviousCharacter):
+            other = QTextCursor(cursor)
+            if not other.movePosition(step) or other.block() != cursor.block():
+                continue
+            there = self.cursorRect(other)
+            if there.top() != here.top():
+                continue  # the character wraps onto another line
+            left, right = sorted((here.x(), there.x()))
+            if left <= pos.x() < right and here.top() <= pos.y() <= here.bottom():
+                return other.charFormat() if step is QTextCursor.MoveOperation.NextCharacter else cursor.charFormat()
+        return QTextCharFormat()
 
     # -- following the stream ------------------------------------------------------------
 

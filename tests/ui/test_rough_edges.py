@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
-from PySide6.QtGui import QColor, QWheelEvent
+from PySide6.QtGui import QColor, QTextCursor, QWheelEvent
 from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QWidget
 
+from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
 from support.fake_host import FakeHost
+from support.views import char_point, stream, streaming_view
+from support.xray import xray_round
 
 
 def window_with(qtbot, settings, store, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:
@@ -108,3 +112,33 @@ def test_the_error_banner_and_the_charts_follow_the_dark_theme(qtbot, settings, 
                 assert chart_best >= 4.5  # the axis labels read on it
     finally:
         window.set_theme("system")
+
+
+@pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
+def test_a_click_on_blank_space_under_or_beside_a_reply_opens_nothing(qtbot, verdicts: bool) -> None:
+    view = streaming_view(qtbot, "Say it", verdicts=verdicts)
+    view.resize(600, 400)
+    view.show()
+    qtbot.waitExposed(view)
+    stream(view, [xray_round(1, 0, correction=51), Finished(FinishReason.EOS, GenerationStats())])
+    view.flush()
+    end = QTextCursor(view.document())
+    end.movePosition(QTextCursor.MoveOperation.End)
+    last_line = view.cursorRect(end)
+    below = QPoint(last_line.x() // 2 + 20, last_line.bottom() + 60)
+    beside = QPoint(view.viewport().width() - 30, last_line.center().y())
+    assert below.y() < view.viewport().height()  # blank space under the reply, inside the view
+    for point in (below, beside):
+        assert view.token_at(point) is None
+        # Through the window system, as a real click comes.
+        qtbot.mouseClick(view.window().windowHandle(), Qt.MouseButton.LeftButton,
+                         pos=view.viewport().mapTo(view.window(), point))
+        qtbot.wait(20)  # the X-ray would open right after the click
+        assert view.xray is None or not view.xray.isVisible()
+    # The last token itself still opens it.
+    cursor = QTextCursor(view.document())
+    cursor.setPosition(end.position() - 1)
+    while view.token_at(char_point(view, cursor.position())) is None:
+        cursor.movePosition(QTextCursor.MoveOperation.PreviousCharacter)
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=char_point(view, cursor.position()))
+    qtbot.waitUntil(lambda: view.xray is not None and view.xray.isVisible())
