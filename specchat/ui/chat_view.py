@@ -525,11 +525,14 @@ class ChatView(QTextBrowser):
         header.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
         header.setProperty(PROP_MESSAGE, index)
         cursor.insertText("You" if msg.role == "user" else msg.role.capitalize(), header)
-        if msg.versions > 1:  # regenerated or edited: which version this is (flip in the context menu)
+        if msg.versions > 1:  # regenerated or edited: which version this is; the arrows flip it
             header.setFontCapitalization(QFont.Capitalization.MixedCase)
             header.setFontWeight(QFont.Weight.Normal)
-            header.setToolTip("Other versions: right-click, Previous / Next version (Alt+Left / Alt+Right)")
-            cursor.insertText(f"  ‹ {msg.version}/{msg.versions} ›", header)
+            header.setToolTip("Other versions: click the arrows, or Alt+Left / Alt+Right")
+            cursor.insertText("  ", header)
+            self._insert_version_arrow(cursor, header, index, -1)
+            cursor.insertText(f" {msg.version}/{msg.versions} ", header)
+            self._insert_version_arrow(cursor, header, index, +1)
         if msg.role == "assistant" and not self._verdicts:
             drew = self._insert_reading_body(cursor, index)
             self._insert_note(cursor, index, own_line=not drew or cursor.block().length() <= 1)
@@ -541,6 +544,19 @@ class ChatView(QTextBrowser):
             self._insert_verdict_body(cursor, index)
         else:
             cursor.insertText(msg.text, reading_format(None, self.palette(), index))
+
+    def _insert_version_arrow(self, cursor: QTextCursor, header: QTextCharFormat, index: int, step: int) -> None:
+        """‹ or ›: a link to the previous or next version, or a greyed arrow at the first or last one."""
+        msg = self.transcript.messages[index]
+        arrow = QTextCharFormat(header)
+        arrow.setFontWeight(QFont.Weight.Bold)
+        if 1 <= msg.version + step <= msg.versions:
+            arrow.setAnchor(True)
+            arrow.setAnchorHref(f"specchat:version/{index}/{step}")
+            arrow.setForeground(self.palette().color(QPalette.ColorRole.Link))
+            arrow.setToolTip(f"{'Previous' if step < 0 else 'Next'} version "
+                             f"({'Alt+Left' if step < 0 else 'Alt+Right'})")
+        cursor.insertText("‹" if step < 0 else "›", arrow)
 
     def _insert_note(self, cursor: QTextCursor, index: int, own_line: bool = False) -> None:
         note = finish_note(self.transcript.messages[index])
@@ -688,7 +704,10 @@ class ChatView(QTextBrowser):
             index, keys = int(index_text), [int(k) for k in keys_text.split(".")]
         except ValueError:
             return
-        if what == "copy" and self.copy_code(index, keys[0]):
+        if what == "version":
+            if not self.streaming:
+                self.version_requested.emit(index, keys[0])
+        elif what == "copy" and self.copy_code(index, keys[0]):
             QToolTip.showText(QCursor.pos(), "Copied", self.viewport())
         elif what == "rejected" and 0 <= index < len(self.transcript.messages):
             fates = FateIndex(self.transcript.messages[index].spans or [])

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QApplication, Q
 
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
+from support.events import verified
 from support.fake_host import FakeHost
 from support.views import char_point, stream, streaming_view
 from support.xray import xray_round
@@ -142,3 +143,35 @@ def test_a_click_on_blank_space_under_or_beside_a_reply_opens_nothing(qtbot, ver
         cursor.movePosition(QTextCursor.MoveOperation.PreviousCharacter)
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=char_point(view, cursor.position()))
     qtbot.waitUntil(lambda: view.xray is not None and view.xray.isVisible())
+
+
+def _click_text(qtbot, window: MainWindow, text: str) -> None:
+    """A real click (through the window system) on the first occurrence of ``text`` in the chat."""
+    view = window.chat_view
+    found = view.document().find(text)
+    assert not found.isNull(), text
+    point = char_point(view, found.selectionStart())
+    qtbot.mouseClick(window.windowHandle(), Qt.MouseButton.LeftButton, pos=view.viewport().mapTo(window, point))
+
+
+def test_the_version_arrows_flip_versions(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    window.show()
+    qtbot.waitExposed(window)
+    window.send("Name a colour")
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(0, ("Re",), (), "d"), Finished(FinishReason.EOS, GenerationStats())])
+    window.regenerate()
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(0, ("Blu",), (), "e"), Finished(FinishReason.EOS, GenerationStats())])
+    assert "‹ 2/2 ›" in window.chat_view.toPlainText()
+    _click_text(qtbot, window, "‹")
+    qtbot.waitUntil(lambda: "‹ 1/2 ›" in window.chat_view.toPlainText())
+    assert window.transcript.messages[-1].content == "Red"
+    _click_text(qtbot, window, "‹")  # the first version: the left arrow does nothing
+    qtbot.wait(20)
+    assert window.transcript.messages[-1].content == "Red"
+    _click_text(qtbot, window, "›")
+    qtbot.waitUntil(lambda: "‹ 2/2 ›" in window.chat_view.toPlainText())
+    assert window.transcript.messages[-1].content == "Blue"
+    assert [m.content for m in store.messages(window.conversation_id)] == ["Name a colour", "Blue"]
