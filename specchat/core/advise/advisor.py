@@ -27,6 +27,7 @@ from specchat.core.types import GPU_LAYERS_AUTO, DrafterKind, GpuLayers, Speccha
 if TYPE_CHECKING:
     from specchat.core.chat.session import ChatEngine
     from specchat.core.engine.drafters import Drafter
+    from specchat.core.llama.model import Model
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +144,11 @@ def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_secon
            cancel: CancelToken | None = None, progress: Progress | None = None, library: bool = True,
            lookup: bool = True, catalog: bool = True, max_depth: int = CALIBRATION_DEPTH,
            max_tokens: int = CALIBRATION_TOKENS, n_gpu_layers: GpuLayers = GPU_LAYERS_AUTO,
-           remember: bool = True) -> Advice:
+           remember: bool = True, loaded_draft: str | Path | None = None, composite: bool = False) -> Advice:
     """Find, measure and rank the drafters for ``target`` within ``budget_seconds``.
+
+    ``loaded_draft`` (the draft loaded with the target in the window) is always a candidate, and
+    ``composite`` adds the automatic drafter on it (or on the target's heads); see :func:`find_candidates`.
 
     Raises a one-line SpecchatError for a missing or corrupt target or named file, and when
     nothing can be measured. A cancelled run returns what it had, with ``cancelled`` set.
@@ -154,7 +158,8 @@ def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_secon
     cancel = cancel or CancelToken()
     if progress is not None and any(Path(p).expanduser().is_dir() for p in named):
         progress("searching the named folders for GGUF files", 0.0)
-    found = find_candidates(target, named, library=library, lookup=lookup, catalog=catalog, cancel=cancel)
+    found = find_candidates(target, named, library=library, lookup=lookup, catalog=catalog, cancel=cancel,
+                            loaded_draft=loaded_draft, composite=composite)
     if cancel.cancelled:  # Ctrl-C while searching (``--candidates /``): nothing was measured
         return Advice(str(Path(target).expanduser()), [], budget_seconds, cancelled=True)
     clock = _Clock(budget_seconds, progress)  # the budget is for measuring: finding reads headers only
@@ -177,31 +182,48 @@ def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_secon
     return advice
 
 
-@contextlib.contextmanager
-def _drafter(engine: ChatEngine, candidate: Candidate, target: str, n_gpu_layers: GpuLayers) -> Iterator[Drafter]:
-    """The candidate's drafter on the loaded target; a draft file is loaded for the block and closed after.
+class _DraftModels:
+    """Draft files loaded for the calibration, each once: a draft and the automatic drafter on it share it."""
 
-    Each draft has its own context on its own model; n-gram lookup and MTP heads need only the target.
+    def __init__(self, target: str, n_gpu_layers: GpuLayers) -> None:
+        self.target, self.n_gpu_layers = target, n_gpu_layers
+        self.models: dict[str, Model] = {}
+
+    def get(self, path: str) -> Model:
+        if path not in self.models:
+            from specchat.core.llama.model import Model
+            from specchat.core.models.placement import resolve_gpu_layers
+
+            _, layers = resolve_gpu_layers(self.target, path, self.n_gpu_layers, self.n_gpu_layers,
+                                           n_ctx=CALIBRATION_CONTEXT)
+            self.models[path] = Model(path, n_gpu_layers=layers)
+        return self.models[path]
+
+    def close(self) -> None:
+        for model in self.models.values():
+            model.close()
+        self.models.clear()
+
+
+@contextlib.contextmanager
+def _drafter(engine: ChatEngine, candidate: Candidate, models: _DraftModels) -> Iterator[Drafter]:
+    """The candidate's drafter on the loaded target; a draft file's context is made for the block and closed after.
+
+    Each draft has its own context on its model; n-gram lookup, the MTP heads and the automatic drafter
+    on them need only the target.
     """
-    if candidate.kind is not CandidateKind.DRAFT:
-        assert candidate.drafter is not None
+    assert candidate.drafter is not None
+    if not candidate.path:
         yield engine.drafter_for(candidate.drafter)
         return
     from specchat.core.engine.registry import make_drafter
     from specchat.core.llama.context import Context
-    from specchat.core.llama.model import Model
-    from specchat.core.models.placement import resolve_gpu_layers
 
-    _, layers = resolve_gpu_layers(target, candidate.path, n_gpu_layers, n_gpu_layers, n_ctx=CALIBRATION_CONTEXT)
-    model = Model(candidate.path, n_gpu_layers=layers)
+    context = Context(models.get(candidate.path), n_ctx=CALIBRATION_CONTEXT)
     try:
-        context = Context(model, n_ctx=CALIBRATION_CONTEXT)
-        try:
-            yield make_drafter(DrafterKind.DRAFT_MODEL, context)
-        finally:
-            context.close()
+        yield make_drafter(candidate.drafter, context)
     finally:
-        model.close()
+        context.close()
 
 
 def _load_target(advice: Advice, runnable: list[CandidateResult], with_mtp: bool,
@@ -210,7 +232,7 @@ def _load_target(advice: Advice, runnable: list[CandidateResult], with_mtp: bool
     from specchat.core.llama.model import Model
     from specchat.core.models.placement import resolve_gpu_layers
 
-    drafts = [r.candidate.path for r in runnable if r.candidate.kind is CandidateKind.DRAFT]
+    drafts = [r.candidate.path for r in runnable if r.candidate.path]
     biggest = max(drafts, key=lambda p: Path(p).stat().st_size) if drafts else None
     layers, _ = resolve_gpu_layers(advice.target, biggest, n_gpu_layers, n_gpu_layers, n_ctx=CALIBRATION_CONTEXT)
     return ChatEngine(Model(advice.target, n_gpu_layers=layers, load_mtp=with_mtp), None, n_ctx=CALIBRATION_CONTEXT)
@@ -226,12 +248,13 @@ def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, 
     engine = _load_target(advice, runnable, with_mtp, n_gpu_layers)
     try:
         with contextlib.ExitStack() as stack:
+            models = _DraftModels(advice.target, n_gpu_layers)
+            stack.callback(models.close)  # after every context on them is closed
             runs: list[tuple[CandidateResult | None, Drafter]] = [(None, engine.drafter_for(DrafterKind.NONE))]
             for result in runnable:
                 clock.say(f"loading {result.candidate.label}")
                 try:
-                    runs.append((result, stack.enter_context(_drafter(engine, result.candidate, advice.target,
-                                                                      n_gpu_layers))))
+                    runs.append((result, stack.enter_context(_drafter(engine, result.candidate, models))))
                 except SpecchatError as exc:
                     result.reason = f"could not run: {exc}"
             plain, measured = _take_turns(engine, runs, clock, cancel, max_depth, max_tokens)

@@ -1,5 +1,9 @@
 """What could draft for a target: compatible GGUFs, the target's own heads, n-gram lookup, catalog drafts.
 
+In the window, the draft model loaded with the target is always judged (it may
+live anywhere: the demo's ships inside a Python package), and the automatic
+drafter (lookup, then that draft or the target's heads) is a candidate of its own.
+
 Library files bigger than the target are left out (a draft must be cheaper
 than the target to pay); files named by the user are always judged. An
 incompatible file stays in the list with the reason, so the user learns why a
@@ -33,6 +37,7 @@ class CandidateKind(str, enum.Enum):
     DRAFT = "draft"  # a draft model file on disk
     MTP = "mtp"  # the target's own multi-token-prediction heads
     NGRAM = "ngram"  # n-gram lookup in the conversation
+    COMPOSITE = "composite"  # the automatic drafter: lookup, then the draft file (``path``) or the target's heads
     CATALOG = "catalog"  # a catalog draft of the target's family: download to try
     INCOMPATIBLE = "incompatible"  # a file that cannot draft for this target
 
@@ -47,14 +52,14 @@ class Candidate:
     reason: str = ""
     size_bytes: int = 0  # the draft's file (or download) size
     memory_bytes: int = 0  # target and drafter together at the calibration context
-    source: str = ""  # where it was found: a library source, "named", a catalog pair id
+    source: str = ""  # where it was found: a library source, "named", "loaded", a catalog pair id
     warnings: tuple[str, ...] = ()
 
     @property
     def drafter(self) -> DrafterKind | None:
         """The engine's drafter for this candidate; None when it cannot run here."""
         return {CandidateKind.DRAFT: DrafterKind.DRAFT_MODEL, CandidateKind.MTP: DrafterKind.MTP,
-                CandidateKind.NGRAM: DrafterKind.NGRAM}.get(self.kind)
+                CandidateKind.NGRAM: DrafterKind.NGRAM, CandidateKind.COMPOSITE: DrafterKind.COMPOSITE}.get(self.kind)
 
     @property
     def measurable(self) -> bool:
@@ -198,9 +203,12 @@ def _gguf_files_under(folder: Path, cancel: CancelToken) -> list[Path]:
 
 def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, library: bool = True,
                     roots: Sequence[ModelRoot] | None = None, lookup: bool = True, catalog: bool = True,
-                    n_ctx: int = 4096, cancel: CancelToken | None = None) -> CandidateList:
-    """Every candidate for ``target``: named files, then (``library``) the library's smaller files, the
-    target's MTP heads, n-gram lookup (``lookup``) and catalog drafts (``catalog``).
+                    n_ctx: int = 4096, cancel: CancelToken | None = None, loaded_draft: Path | str | None = None,
+                    composite: bool = False) -> CandidateList:
+    """Every candidate for ``target``: the ``loaded_draft`` (the one loaded with it, always judged), named
+    files, then (``library``) the library's smaller files, the target's MTP heads, the automatic drafter
+    (``composite``: with the loaded draft if it is compatible, else with the heads), n-gram lookup
+    (``lookup``) and catalog drafts (``catalog``).
 
     Raises a one-line SpecchatError for a missing or unreadable target or named file. Once ``cancel`` is
     set, the search stops and returns what it found.
@@ -216,6 +224,14 @@ def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, lib
     result = CandidateList(info)
     judge = _Judge(info, n_ctx)
     seen = {target_path.resolve()}
+    loaded: Candidate | None = None
+    if loaded_draft:
+        path = Path(loaded_draft).expanduser()
+        if not_a_file(path) is not None:
+            raise SpecchatError(f"the loaded draft model is gone: {path}")
+        seen.add(path.resolve())
+        loaded = judge(path, "loaded")
+        result.candidates.append(loaded)
     for path in _named_files((Path(p) for p in named), cancel):
         if path.resolve() in seen:
             continue
@@ -237,6 +253,14 @@ def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, lib
         n = info.mtp_layers
         result.candidates.append(Candidate(
             CandidateKind.MTP, f"built-in MTP heads ({n} layer{'s' if n > 1 else ''})", "", "", 0,
+            memory_needed(target_path, None, n_ctx, mtp=True), "target"))
+    if composite and loaded is not None and loaded.kind is CandidateKind.DRAFT:
+        result.candidates.append(Candidate(
+            CandidateKind.COMPOSITE, f"automatic: lookup + {loaded.label}", loaded.path, "", 0,
+            loaded.memory_bytes, "loaded", loaded.warnings))
+    elif composite and info.mtp_layers:
+        result.candidates.append(Candidate(
+            CandidateKind.COMPOSITE, "automatic: lookup + MTP heads", "", "", 0,
             memory_needed(target_path, None, n_ctx, mtp=True), "target"))
     if lookup:
         result.candidates.append(Candidate(CandidateKind.NGRAM, "n-gram lookup", "", "", 0,

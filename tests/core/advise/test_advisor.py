@@ -67,6 +67,16 @@ def test_the_advisor_ranks_explains_refuses_and_remembers(library: Path) -> None
         assert winner.confirmation is not None and winner.confirmation.identical
 
 
+def test_the_automatic_drafter_on_the_targets_heads_is_measured() -> None:
+    """The automatic drafter is measured like any other: here on the MTP heads, beside the heads alone."""
+    advice = advise(MODELS / "qwen35-mtp.gguf", budget_seconds=60, library=False, catalog=False, composite=True,
+                    max_tokens=32, remember=False)
+    results = {r.candidate.kind: r for r in advice.results}
+    assert set(results) == {CandidateKind.MTP, CandidateKind.COMPOSITE, CandidateKind.NGRAM}
+    for kind in (CandidateKind.MTP, CandidateKind.COMPOSITE):
+        assert results[kind].prediction is not None, results[kind].reason
+
+
 def test_cancel_returns_what_was_measured(library: Path) -> None:
     cancel = CancelToken()
 

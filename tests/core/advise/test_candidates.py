@@ -56,6 +56,30 @@ def test_a_target_with_mtp_heads_offers_them() -> None:
     assert not [c for c in plain.candidates if c.kind is CandidateKind.MTP]
 
 
+def test_the_loaded_draft_is_judged_wherever_it_lives_and_drafts_automatically(library: Path, tmp_path: Path) -> None:
+    """The window's loaded draft comes first whatever folder holds it (the demo's is inside a Python package),
+    and the automatic drafter is offered on it; without a loaded draft, on the target's MTP heads."""
+    elsewhere = tmp_path / "site-packages"
+    elsewhere.mkdir()
+    loaded = elsewhere / "loaded.gguf"
+    loaded.write_bytes((MODELS / "llama-q8.gguf").read_bytes())
+    found = find_candidates(library / "target.gguf", library=False, loaded_draft=loaded, composite=True)
+    first, *_ = found.candidates
+    assert (first.kind, first.label, first.source, first.path) == (CandidateKind.DRAFT, "loaded.gguf", "loaded",
+                                                                    str(loaded))
+    auto = [c for c in found.candidates if c.kind is CandidateKind.COMPOSITE]
+    assert [(c.label, c.path, c.drafter) for c in auto] == [("automatic: lookup + loaded.gguf", str(loaded),
+                                                             DrafterKind.COMPOSITE)]
+    assert auto[0].memory_bytes == first.memory_bytes > 0
+    assert not [c for c in find_candidates(library / "target.gguf", library=False).candidates
+                if c.kind is CandidateKind.COMPOSITE]  # the command line's list is as before
+    heads = find_candidates(MODELS / "qwen35-mtp.gguf", library=False, composite=True)
+    assert [c.label for c in heads.candidates if c.kind is CandidateKind.COMPOSITE] == [
+        "automatic: lookup + MTP heads"]
+    with pytest.raises(SpecchatError, match="the loaded draft model is gone"):
+        find_candidates(library / "target.gguf", loaded_draft=elsewhere / "gone.gguf")
+
+
 def test_catalog_drafts_of_the_targets_family_are_offered_to_download(demo_pair) -> None:
     found = find_candidates(demo_pair.target, library=False, lookup=False)
     catalog = [c for c in found.candidates if c.kind is CandidateKind.CATALOG]
