@@ -1,13 +1,19 @@
 """"Find the best draft…": the advisor on a worker thread, with progress, Cancel and a ranked table.
 
 The advisor loads its own copy of the target (and each draft in turn), so it
-runs beside a loaded pair without touching the engine thread. "Use this"
-emits the chosen drafter with its best depth; the main window loads it.
+runs beside a loaded pair without touching the engine thread. The draft model
+loaded with the target is always a candidate, and so is the automatic drafter
+on it (or on the target's heads). "Use this" emits the chosen drafter with its
+best depth and the draft to load with it: the loaded one unless the pick is
+another draft file, which the button then says it unloads. The main window
+applies it for that pair only, with an Undo (:class:`FinderChoice`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import (
@@ -28,8 +34,12 @@ from PySide6.QtWidgets import (
 
 from specchat.core.advise import DEFAULT_BUDGET
 from specchat.core.advise.advisor import Advice, CandidateResult, advise
+from specchat.core.advise.candidates import CandidateKind
 from specchat.core.cancel import CancelToken
-from specchat.core.types import SpecchatError
+from specchat.core.types import DrafterKind, SpecchatError
+
+if TYPE_CHECKING:
+    from specchat.ui.controls import SpeculationControls
 
 COLUMNS = ("Candidate", "Kind", "Accepted", "Cost", "Best depth", "Predicted", "Auto", "Measured", "Memory", "Why")
 
@@ -42,15 +52,17 @@ class AdvisorWorker(QObject):
     failed = Signal(str)
 
     def __init__(self, target: str, budget: float, cancel: CancelToken, named: tuple[str, ...] = (),
-                 library: bool = True) -> None:
+                 library: bool = True, loaded_draft: str = "", composite: bool = False) -> None:
         super().__init__()
         self.target, self.budget, self.cancel, self.named, self.library = target, budget, cancel, named, library
+        self.loaded_draft, self.composite = loaded_draft, composite
 
     @Slot()
     def run(self) -> None:
         try:
             advice = advise(self.target, self.named, budget_seconds=self.budget, cancel=self.cancel,
-                            progress=self.progress.emit, library=self.library)
+                            progress=self.progress.emit, library=self.library,
+                            loaded_draft=self.loaded_draft or None, composite=self.composite)
         except SpecchatError as exc:
             self.failed.emit(str(exc))
         except Exception as exc:  # noqa: BLE001 - the dialog reports any failure in one line
@@ -70,8 +82,9 @@ def _cell(text: str, align_right: bool = False) -> QTableWidgetItem:
 def row_texts(result: CandidateResult) -> list[str]:
     """The table's cells for one candidate."""
     c, p, m = result.candidate, result.prediction, result.confirmation
+    loaded = c.kind is CandidateKind.DRAFT and c.source == "loaded"
     return [
-        c.label, c.kind.value,
+        f"{c.label} (loaded)" if loaded else c.label, c.kind.value,
         f"{p.acceptance:.0%}" if p else "–", f"{p.cost_ratio:.0%}" if p else "–",
         str(p.best_depth) if p else "–", f"{p.speedup:.2f}×" if p else "–",
         f"{p.auto_speedup:.2f}×" if p else "–", f"{m.speedup:.2f}×" if m else "–",
@@ -79,16 +92,75 @@ def row_texts(result: CandidateResult) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class DrafterSetup:
+    """A pair and how it drafts: what "Use this" sets, and what its Undo brings back."""
+
+    target: str
+    draft: str  # "" for the target alone
+    drafter: DrafterKind
+    depth: int  # the slider's fixed depth (kept while Auto is on)
+    auto: bool
+
+    def same_pair(self, target: str, draft: str | None) -> bool:
+        return _same_file(self.target, target) and _same_file(self.draft, draft or "")
+
+    def same_settings(self, other: DrafterSetup) -> bool:
+        return (self.drafter, self.auto) == (other.drafter, other.auto) and (self.auto or self.depth == other.depth)
+
+    @classmethod
+    def of(cls, controls: SpeculationControls, target: str, draft: str | None) -> DrafterSetup:
+        return cls(target, draft or "", controls.drafter_kind, int(controls.depth_slider.value()),
+                   controls.auto_depth.isChecked())
+
+    def apply(self, controls: SpeculationControls) -> None:
+        """Set the drafter (where the loaded pair offers it), the depth and Auto."""
+        controls.auto_depth.setChecked(self.auto)
+        controls.depth_slider.setValue(self.depth)
+        row = controls.drafter.findData(self.drafter)
+        model = controls.drafter.model()
+        if row >= 0 and model.flags(model.index(row, 0)) & Qt.ItemFlag.ItemIsEnabled:
+            controls.drafter.setCurrentIndex(row)
+
+    def describe(self, controls: SpeculationControls) -> str:
+        label = controls.drafter.itemText(max(controls.drafter.findData(self.drafter), 0))
+        return f"{label}, {'Auto depth' if self.auto else f'depth {self.depth}'}"
+
+
+def _same_file(a: str, b: str) -> bool:
+    if not a or not b:
+        return a == b
+    return a == b or Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+@dataclass(frozen=True)
+class FinderChoice:
+    """A pick applied from the finder: what it set, and what was set before (the user's own choice).
+
+    It holds for its own pair: loading another brings ``before``'s drafter, depth and Auto back (unless
+    the user changed them since), and the saved settings keep ``before``'s, never the finder's.
+    """
+
+    before: DrafterSetup
+    applied: DrafterSetup
+
+
 class DraftFinderDialog(QDialog):
-    """Emits ``use_requested(target, draft, drafter, depth)`` when the user picks a measured candidate."""
+    """Emits ``use_requested(target, draft, drafter, depth)`` when the user picks a measured candidate.
+
+    ``loaded_draft`` is the draft model loaded with ``target`` ("" for none): it is always measured, and
+    a pick that does not need another draft file keeps it loaded. ``composite`` adds the automatic drafter.
+    """
 
     use_requested = Signal(str, str, str, int)
 
     def __init__(self, target: str, parent: QWidget | None = None, *, budget: float = DEFAULT_BUDGET,
-                 named: tuple[str, ...] = (), library: bool = True) -> None:
+                 named: tuple[str, ...] = (), library: bool = True, loaded_draft: str = "",
+                 composite: bool = False) -> None:
         super().__init__(parent)
         self.target = target
         self.named, self.library = named, library
+        self.loaded_draft, self.composite = loaded_draft, composite
         self.advice: Advice | None = None
         self._thread: QThread | None = None
         self._worker: AdvisorWorker | None = None
@@ -96,8 +168,9 @@ class DraftFinderDialog(QDialog):
         self.setWindowTitle("Find the best draft")
         self.resize(980, 420)
         layout = QVBoxLayout(self)
-        intro = QLabel(f"Measures every drafter that can work with <b>{Path(target).name}</b> on this machine: "
-                       "short greedy runs, then the winner against plain decoding.")
+        with_draft = f" (with the loaded <b>{Path(loaded_draft).name}</b>)" if loaded_draft else ""
+        intro = QLabel(f"Measures every drafter that can work with <b>{Path(target).name}</b>{with_draft} on this "
+                       "machine: short greedy runs, then the winner against plain decoding.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
 
@@ -155,7 +228,8 @@ class DraftFinderDialog(QDialog):
         self.progress_bar.setValue(0)
         self.status.setText("Looking for candidates…")
         thread = QThread(self)
-        worker = AdvisorWorker(self.target, float(self.budget.value()), self._cancel, self.named, self.library)
+        worker = AdvisorWorker(self.target, float(self.budget.value()), self._cancel, self.named, self.library,
+                               self.loaded_draft, self.composite)
         worker.moveToThread(thread)
         thread.started.connect(worker.run)
         worker.progress.connect(self._on_progress)
@@ -221,17 +295,34 @@ class DraftFinderDialog(QDialog):
             return None
         return self.advice.results[rows[0].row()]
 
+    def draft_for(self, result: CandidateResult) -> str:
+        """The draft file to load with the pick: its own, else the loaded one (n-gram lookup and the
+        target's heads draft beside it; nothing is unloaded that the pick does not replace)."""
+        return result.candidate.path or self.loaded_draft
+
+    def unloads(self, result: CandidateResult) -> str:
+        """The loaded draft's name when using ``result`` replaces it, else ""."""
+        if self.loaded_draft and not _same_file(self.draft_for(result), self.loaded_draft):
+            return Path(self.loaded_draft).name
+        return ""
+
     def _selection_changed(self) -> None:
         result = self.selected()
-        self.use_button.setEnabled(result is not None and result.prediction is not None)
+        usable = result is not None and result.prediction is not None
+        self.use_button.setEnabled(usable)
+        gone = self.unloads(result) if result is not None and usable else ""
+        self.use_button.setText(f"Use this (unloads {gone})" if gone else "Use this")
+        self.use_button.setToolTip(
+            f"Loads {Path(self.draft_for(result)).name} in place of the loaded {gone}" if result is not None and gone
+            else "Sets this drafter and its best depth for this pair; Undo in the status bar brings back yours")
 
     def use_selected(self) -> None:
-        """Emit the selected candidate with its best depth and close."""
+        """Emit the selected candidate with its best depth and the draft to load with it, and close."""
         result = self.selected()
         drafter = None if result is None else result.candidate.drafter
         if result is None or result.prediction is None or drafter is None:
             return
-        self.use_requested.emit(self.target, result.candidate.path, drafter.value, result.prediction.best_depth)
+        self.use_requested.emit(self.target, self.draft_for(result), drafter.value, result.prediction.best_depth)
         self.accept()
 
     def done(self, result: int) -> None:

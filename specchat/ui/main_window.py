@@ -45,7 +45,7 @@ from .chat_controller import ChatController, ReplySettings
 from .chat_view import ChatView, TokenLegend
 from .composer import Composer
 from .controls import SpeculationControls
-from .draft_finder import DraftFinderDialog
+from .draft_finder import DrafterSetup, DraftFinderDialog, FinderChoice
 from .lookup_memory import LookupMemoryKeeper
 from .model_picker import ModelPickerDialog
 from .race import RaceController, RacePanel
@@ -179,6 +179,14 @@ class MainWindow(QMainWindow):
         self.progress.setMaximumWidth(240)
         self.progress.hide()
         self.statusBar().addPermanentWidget(self.progress)
+        # "Use this" in the draft finder is undone here; shown while its pick holds (see use_advice).
+        self.undo_advice_button = QPushButton("Undo the draft finder's choice")
+        self.undo_advice_button.hide()
+        self.undo_advice_button.clicked.connect(self.undo_advice)
+        self.statusBar().addPermanentWidget(self.undo_advice_button)
+        self._advice: FinderChoice | None = None  # the finder's pick while it holds
+        self._setup_on_load: DrafterSetup | None = None  # applied once its own pair has loaded
+        self.models_loaded.connect(self._advice_pair_loaded)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -362,25 +370,66 @@ class MainWindow(QMainWindow):
         if not target or not Path(target).is_file():
             self.show_error("choose a target model first (File → Choose models…), then find its best draft")
             return None
-        dialog = DraftFinderDialog(target, self)
+        loaded = self.model_info.draft_path if self.model_info is not None else ""
+        dialog = DraftFinderDialog(target, self, loaded_draft=loaded or "", composite=self.model_info is not None)
         dialog.use_requested.connect(self.use_advice)
         dialog.setModal(True)
         dialog.show()
         return dialog
 
     def use_advice(self, target: str, draft: str, drafter: str, depth: int) -> None:
-        """Load the draft finder's pick at its best fixed depth, with its drafter once the pair is loaded."""
-        self.controls.auto_depth.setChecked(False)
-        self.controls.depth_slider.setValue(depth)
-        kind = DrafterKind(drafter)
+        """Use the draft finder's pick: its drafter at its best fixed depth, on its pair (loaded first unless it
+        is the loaded one). It holds for that pair: "Undo" in the status bar, or loading another pair, brings
+        back the drafter, depth and Auto set before, and the saved settings keep those (:meth:`save_settings`)."""
+        if self.streaming:
+            self.show_error("stop the reply before using the draft finder's choice")
+            return
+        pick = DrafterSetup(target, draft, DrafterKind(drafter), depth, auto=False)
+        before = self._advice.before if self._advice is not None else self._drafter_setup()
+        self._advice = FinderChoice(before, pick)
+        self.undo_advice_button.show()
+        self._set_up(pick)
 
-        def choose_drafter(info: ModelInfo) -> None:
-            self.models_loaded.disconnect(choose_drafter)
-            if info.target_path == target:  # not if this load failed and another pair came next
-                self.controls.drafter.setCurrentIndex(self.controls.drafter.findData(kind))
+    def undo_advice(self) -> None:
+        """Bring back the pair, drafter, depth and Auto from before the draft finder's choice."""
+        if self._advice is None or self.streaming or self.loading:
+            return
+        before, self._advice = self._advice.before, None
+        self.undo_advice_button.hide()
+        self._set_up(before)
 
-        self.models_loaded.connect(choose_drafter)
-        self.load_models(target, draft or None)
+    def _drafter_setup(self) -> DrafterSetup:
+        info = self.model_info
+        return DrafterSetup.of(self.controls, info.target_path if info else "", info.draft_path if info else "")
+
+    def _set_up(self, setup: DrafterSetup) -> None:
+        """``setup`` now if its pair is the loaded one, else once its pair has loaded."""
+        info = self.model_info
+        if not setup.target or (info is not None and setup.same_pair(info.target_path, info.draft_path)):
+            self._setup_on_load = None
+            setup.apply(self.controls)
+            self.statusBar().showMessage(f"Drafting with {setup.describe(self.controls)}", 8000)
+        else:
+            self._setup_on_load = setup
+            self.load_models(setup.target, setup.draft or None)
+
+    def _advice_pair_loaded(self, info: ModelInfo) -> None:
+        """Apply a pick (or its undo) waiting for this pair; a finder's pick ends when another pair loads."""
+        waiting, self._setup_on_load = self._setup_on_load, None
+        if waiting is not None and waiting.same_pair(info.target_path, info.draft_path):
+            waiting.apply(self.controls)
+            self.statusBar().showMessage(f"Drafting with {waiting.describe(self.controls)}", 8000)
+            return
+        choice = self._advice
+        if choice is None or choice.applied.same_pair(info.target_path, info.draft_path):
+            return
+        self._advice = None
+        self.undo_advice_button.hide()
+        if choice.applied.same_settings(self._drafter_setup()):  # not changed by hand since
+            choice.before.apply(self.controls)
+            self.controls.set_available_drafters(bool(info.draft_name), info.has_mtp)
+            self.statusBar().showMessage(f"The draft finder's choice was for another pair: back to "
+                                         f"{choice.before.describe(self.controls)}", 8000)
 
     def measure_baseline(self) -> None:
         """Time plain decoding on the loaded pair under the current settings (queued behind any reply)."""
@@ -842,6 +891,9 @@ class MainWindow(QMainWindow):
     def save_settings(self) -> None:
         s = self.settings
         self.controls.store_settings(s)
+        if self._advice is not None and self._advice.applied.same_settings(self._drafter_setup()):
+            before = self._advice.before  # the finder's pick holds for its pair in this run; yours is kept
+            s.drafter, s.depth = before.drafter, None if before.auto else before.depth
         s.window_geometry = bytes(self.saveGeometry().toBase64().data()).decode()
         s.splitter_state = bytes(self.splitter.saveState().toBase64().data()).decode()
         try:

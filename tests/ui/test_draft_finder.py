@@ -115,9 +115,9 @@ def test_the_window_loads_the_pick_with_its_depth_and_drafter(qtbot, store, pair
     assert "choose a target model first" in window.last_error
     window.use_advice(str(target), "", "ngram", 3)
     assert host.loads[-1] == (str(target), "")
-    assert window.controls.chosen_depth == 3 and window.depth_control.requested == 3
     host.worker.loaded.emit(ModelInfo(str(target), "", "target.gguf", None, n_ctx=4096))
     assert window.controls.drafter_kind is DrafterKind.NGRAM
+    assert window.controls.chosen_depth == 3 and window.depth_control.requested == 3
     # A pick whose load failed does not choose the drafter of the next pair loaded.
     window.use_advice(str(target), str(draft), "draft", 5)
     host.loaded(draft=False)  # another pair (/models/target.gguf) came instead
@@ -129,3 +129,117 @@ def test_the_window_loads_the_pick_with_its_depth_and_drafter(qtbot, store, pair
     dialog = window.open_draft_finder()
     assert dialog is not None and dialog.target == str(target)
     dialog.close()
+
+
+@pytest.fixture
+def loaded_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A target, the draft loaded with it kept in another folder (as the demo's ships inside a Python
+    package: no library scan finds it), and another compatible draft the user names."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "package").mkdir()
+    target, draft, other = tmp_path / "models" / "target.gguf", tmp_path / "package" / "draft.gguf", \
+        tmp_path / "other.gguf"
+    shutil.copy(MODELS / "llama.gguf", target)
+    shutil.copy(MODELS / "llama-q8.gguf", draft)
+    shutil.copy(MODELS / "llama-q8.gguf", other)
+    return target, draft, other
+
+
+def labels_of(dialog: DraftFinderDialog) -> list[str]:
+    return [dialog.table.item(row, 0).text() for row in range(dialog.table.rowCount())]
+
+
+def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(qtbot, store, loaded_pair) -> None:
+    """The window's finder lists and measures the loaded draft and the automatic drafter on it; "Use this" on
+    a pick that needs no other file keeps the pair loaded, and Undo brings back the drafter, depth and Auto."""
+    target, draft, other = loaded_pair
+    host = FakeHost()
+    window = MainWindow(Settings(), store, host=host)
+    qtbot.addWidget(window)
+    host.worker.loaded.emit(ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096))
+    window.controls.depth_slider.setValue(6)
+    window.controls.auto_depth.setChecked(True)
+    assert window.controls.drafter_kind is DrafterKind.COMPOSITE
+    loads = list(host.loads)
+    dialog = window.open_draft_finder()
+    assert dialog is not None and dialog.loaded_draft == str(draft)
+    dialog.library, dialog.named = False, (str(other),)
+    dialog.budget.setValue(60)
+    dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=300_000)
+    advice = dialog.advice
+    assert advice is not None and not advice.cancelled, dialog.status.text()
+    labels = labels_of(dialog)
+    assert {"draft.gguf (loaded)", "automatic: lookup + draft.gguf", "other.gguf", "n-gram lookup"} <= set(labels)
+    for label in ("draft.gguf (loaded)", "automatic: lookup + draft.gguf"):
+        row = labels.index(label)
+        assert advice.results[row].prediction is not None, advice.results[row].reason  # measured like the others
+        assert dialog.table.item(row, COLUMNS.index("Predicted")).text().endswith("×")
+    composite = advice.results[labels.index("automatic: lookup + draft.gguf")].candidate
+    assert composite.drafter is DrafterKind.COMPOSITE and composite.path == str(draft)
+
+    dialog.table.selectRow(labels.index("other.gguf"))  # another file replaces the loaded draft: the button says so
+    assert dialog.use_button.text() == "Use this (unloads draft.gguf)"
+    for label in ("draft.gguf (loaded)", "automatic: lookup + draft.gguf", "n-gram lookup"):
+        dialog.table.selectRow(labels.index(label))
+        assert dialog.use_button.text() == "Use this"
+    ngram = advice.results[labels.index("n-gram lookup")]
+    assert ngram.prediction is not None
+    with qtbot.waitSignal(dialog.use_requested) as blocker:
+        dialog.use_button.click()
+    assert blocker.args == [str(target), str(draft), "ngram", ngram.prediction.best_depth]  # the draft stays
+    assert host.loads == loads  # the loaded pair drafts with the pick: nothing reloaded, nothing unloaded
+    assert window.controls.drafter_kind is DrafterKind.NGRAM
+    assert window.controls.chosen_depth == ngram.prediction.best_depth
+    assert window.undo_advice_button.isVisibleTo(window)
+    window.undo_advice_button.click()
+    assert host.loads == loads
+    assert window.controls.drafter_kind is DrafterKind.COMPOSITE and window.controls.chosen_depth is None
+    assert window.controls.depth_slider.value() == 6
+    assert not window.undo_advice_button.isVisibleTo(window)
+
+
+def test_undo_reloads_the_draft_a_pick_replaced(qtbot, store, loaded_pair) -> None:
+    target, draft, other = loaded_pair
+    host = FakeHost()
+    window = MainWindow(Settings(), store, host=host)
+    qtbot.addWidget(window)
+    before = ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096)
+    host.worker.loaded.emit(before)
+    window.use_advice(str(target), str(other), "draft", 5)
+    assert host.loads[-1] == (str(target), str(other))
+    host.worker.loaded.emit(ModelInfo(str(target), str(other), "target.gguf", "other.gguf", n_ctx=4096))
+    assert window.controls.drafter_kind is DrafterKind.DRAFT_MODEL and window.controls.chosen_depth == 5
+    window.undo_advice()
+    assert host.loads[-1] == (str(target), str(draft))  # the replaced draft comes back
+    assert window.controls.drafter_kind is DrafterKind.DRAFT_MODEL  # until it has loaded
+    host.worker.loaded.emit(before)
+    assert window.controls.drafter_kind is DrafterKind.COMPOSITE and window.controls.chosen_depth is None
+
+
+def test_a_pick_holds_for_its_own_pair_only_and_is_not_saved(qtbot, store, loaded_pair, app_dirs) -> None:
+    """Reloading the same pair keeps the finder's pick; another pair brings back the user's own drafter, depth
+    and Auto; the settings file keeps the user's own, never the finder's."""
+    target, draft, _ = loaded_pair
+    host = FakeHost()
+    window = MainWindow(Settings(), store, host=host)
+    qtbot.addWidget(window)
+    pair = ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096)
+    host.worker.loaded.emit(pair)
+    window.use_advice(str(target), str(draft), "ngram", 3)
+    window.save_settings()
+    assert window.settings.drafter is DrafterKind.COMPOSITE and window.settings.depth is None
+    window.reload_models()
+    host.worker.loaded.emit(pair)
+    assert window.controls.drafter_kind is DrafterKind.NGRAM and window.controls.chosen_depth == 3
+    host.loaded()  # another pair
+    assert window.controls.drafter_kind is DrafterKind.COMPOSITE and window.controls.chosen_depth is None
+    assert not window.undo_advice_button.isVisibleTo(window)
+    # A pick the user changes by hand is theirs: it stays, and is saved.
+    host.worker.loaded.emit(pair)
+    window.use_advice(str(target), str(draft), "ngram", 3)
+    window.controls.depth_slider.setValue(2)
+    window.save_settings()
+    assert window.settings.drafter is DrafterKind.NGRAM and window.settings.depth == 2
+    host.loaded()
+    assert window.controls.drafter_kind is DrafterKind.NGRAM and window.controls.chosen_depth == 2
