@@ -287,7 +287,11 @@ class DraftFinderDialog(QDialog):
                                 f"predicted {winner.prediction.speedup:.2f}×{measured} over plain decoding.")
             self.table.selectRow(0)
         else:
-            self.status.setText("None of the candidates beats plain decoding on this machine.")
+            first = advice.results[0] if advice.results else None
+            lost = (f" ({first.candidate.label} was predicted {first.speedup:.2f}× but measured "
+                    f"{first.confirmation.speedup:.2f}×)") if first is not None and first.confirmation else ""
+            self.status.setText(f"None of the candidates beats plain decoding on this machine{lost}: "
+                                "plain decoding is the fastest here.")
 
     def selected(self) -> CandidateResult | None:
         rows = self.table.selectionModel().selectedRows()

@@ -15,6 +15,7 @@ from specchat.ui.draft_finder import COLUMNS, DraftFinderDialog
 from specchat.ui.main_window import MainWindow
 from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.worker import ModelInfo
+from support.advice import advice_measured_at
 from support.fake_host import FakeHost
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -243,3 +244,11 @@ def test_a_pick_holds_for_its_own_pair_only_and_is_not_saved(qtbot, store, loade
     assert window.settings.drafter is DrafterKind.NGRAM and window.settings.depth == 2
     host.loaded()
     assert window.controls.drafter_kind is DrafterKind.NGRAM and window.controls.chosen_depth == 2
+
+
+def test_the_finder_says_plain_decoding_wins_when_the_best_prediction_measured_slower(qtbot) -> None:
+    finder = DraftFinderDialog("target.gguf")
+    qtbot.addWidget(finder)
+    finder.show_advice(advice_measured_at(0.87))
+    assert "None of the candidates beats plain decoding" in finder.status.text()
+    assert "predicted 1.29× but measured 0.87×" in finder.status.text()

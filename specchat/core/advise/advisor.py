@@ -72,9 +72,11 @@ class Advice:
 
     @property
     def winner(self) -> CandidateResult | None:
-        """The first result if it beats plain decoding."""
+        """The first result if it beats plain decoding: predicted, and measured where it was confirmed."""
         first = self.results[0] if self.results else None
-        return first if first is not None and first.speedup > 1.0 else None
+        if first is None or first.speedup <= 1.0:
+            return None
+        return None if first.confirmation is not None and first.confirmation.speedup <= 1.0 else first
 
     def to_json(self) -> dict[str, object]:
         winner = self.winner

@@ -12,6 +12,7 @@ from specchat.core.advise.candidates import CandidateKind
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.session import ChatEngine
 from specchat.core.types import DrafterKind
+from support.advice import advice_measured_at
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 
@@ -90,3 +91,9 @@ def test_cancel_returns_what_was_measured(library: Path) -> None:
     kinds = {r.candidate.kind for r in advice.results}
     assert CandidateKind.DRAFT in kinds
     assert cache.lookup(library / "target.gguf", "draft", library / "good-draft.gguf") is None  # not stored
+
+
+
+def test_a_pick_that_measured_slower_than_plain_decoding_is_no_winner() -> None:
+    assert advice_measured_at(0.87).winner is None  # predicted 1.29x, but plain decoding measured faster
+    assert advice_measured_at(1.2).winner is not None
