@@ -365,8 +365,9 @@ def test_a_batch_never_costs_less_than_a_one_token_pass() -> None:
         ctrl.observe(n - 1, n - 1, 0.009, seconds)
     slope, intercept = ctrl._fit_line()
     assert intercept + 2 * slope < 0.027  # what the line alone says
-    assert ctrl.verify_cost(2) == pytest.approx(0.027)
-    assert ctrl.verify_cost(3) >= ctrl.verify_cost(2)
+    # The floor is the one-token pass and, for each extra token, the line's slope: never free to verify.
+    assert ctrl.verify_cost(2) == pytest.approx(0.027 + slope)
+    assert ctrl.verify_cost(3) == pytest.approx(0.027 + 2 * slope)
     assert ctrl.verify_cost(17) > 0.06  # deep batches keep their line
 
 
@@ -377,8 +378,12 @@ def test_a_batch_size_measured_often_keeps_its_own_cost() -> None:
             ctrl.observe(n - 1, n - 1, 0.005, 0.02 + 0.004 * n)
     line_at_10 = ctrl.verify_cost(10)
     assert line_at_10 == pytest.approx(0.02 + 0.004 * 10)
-    for _ in range(40):  # batches of 10 turn out to cost twice the line (a slower kernel at that size)
+    # Batches of 10 turn out to cost twice the line (a slower kernel at that size) while the other sizes keep
+    # theirs. (Had only batches of 10 been timed, twice as slow, that would read as the machine slowing down.)
+    for i in range(80):
         ctrl.observe(9, 9, 0.005, 2 * (0.02 + 0.004 * 10))
+        n = (2, 5, 11, 12)[i % 4]
+        ctrl.observe(n - 1, n - 1, 0.005, 0.02 + 0.004 * n)
     assert ctrl.verify_cost(10) > line_at_10 + 0.8 * (2 * (0.02 + 0.004 * 10) - line_at_10)
     assert ctrl.verify_cost(11) < 1.3 * (0.02 + 0.004 * 11)  # its neighbours stay near the line
 
@@ -404,3 +409,68 @@ def test_plain_decoding_probes_sooner_when_the_draft_usually_pays() -> None:
 
     assert rounds_to_probe(AdaptiveDepth(probe_every=12)) <= 3
     assert rounds_to_probe(AdaptiveDepth(probe_every=12, positional=False)) >= 10  # the twelfth plain round
+
+
+# --- Costs under a changing load ---------------------------------------------------------------
+
+QUIET = (0.027, 0.0081)  # the demo pair's one-token pass and each extra batch token (30% of it) on a CPU
+
+
+def _cpu_costs(ctrl: AdaptiveDepth, load: float, rounds: int, depths: list[int]) -> None:
+    """Rounds at ``depths`` in turn on the CPU-like line, ``load`` times slower than quiet; a draft step of 9.5 ms."""
+    verify1, per_token = QUIET
+    for i in range(rounds):
+        k = depths[i % len(depths)]
+        ctrl.observe(k, 0, 0.0095 * load if k > 1 else None, load * (verify1 + per_token * k), 0.0005 * load,
+                     0.012 * load if k else None)
+
+
+def test_a_machine_that_slows_down_moves_the_cost_of_every_batch_size() -> None:
+    """Plain rounds re-measure the one-token pass under load; batches timed at a quiet moment must follow it.
+
+    They did not: the one-token pass rose to 81 ms, batches of 2-6 tokens kept their quiet 35-67 ms and were
+    priced at the floor, the one-token pass, so every extra token of a lookup looked free to verify."""
+    ctrl = AdaptiveDepth()
+    _cpu_costs(ctrl, 1.0, 3, [0])
+    _cpu_costs(ctrl, 1.0, 64, list(range(1, 17)))  # a quiet stretch: every batch size measured
+    _cpu_costs(ctrl, 3.0, 15, [0])  # the machine slows threefold; the rounds are plain
+    verify1, per_token = QUIET
+    assert ctrl.verify_cost(1) == pytest.approx(3 * verify1, rel=0.1)
+    for n in range(2, 18):  # each extra token still costs most of what it costs now, not nothing
+        assert ctrl.verify_cost(n) - ctrl.verify_cost(1) > 0.8 * 3 * per_token * (n - 1)
+    assert ctrl.draft_cost(4) > 0.8 * 3 * (0.012 + 3 * 0.0095)  # drafting, not measured under load, follows too
+    # The other way round: drafted rounds alone see the load, and plain decoding's cost follows them.
+    drafting = AdaptiveDepth()
+    _cpu_costs(drafting, 1.0, 3, [0])
+    _cpu_costs(drafting, 1.0, 64, list(range(1, 17)))
+    _cpu_costs(drafting, 3.0, 15, [2])
+    assert drafting.verify_cost(1) > 0.8 * 3 * verify1
+    assert drafting.plain_rate_estimate() < 1.2 / (3 * verify1)
+
+
+def test_auto_falls_back_to_plain_decoding_when_the_load_makes_drafting_lose_and_drafts_again_after() -> None:
+    """A draft model that pays on a quiet machine stops paying under load (the target three times slower, the
+    draft model, competing with it for the cores, six times): the controller goes to plain decoding within a few
+    rounds, keeps probing, and drafts again within a few probes once the machine is quiet, though its costs were
+    last measured under load."""
+    ctrl = AdaptiveDepth()
+    rng = random.Random(3)
+    verify1, per_token = QUIET
+
+    def drive(rounds: int, load: float, draft_load: float) -> list[int]:
+        chosen = []
+        for _ in range(rounds):
+            k = ctrl.choose()
+            ctrl.observe(k, _outcome(rng, [0.9], k), 0.0095 * draft_load if k > 1 else None,
+                         load * (verify1 + per_token * k), 0.0005 * load, 0.012 * draft_load if k else None)
+            chosen.append(k)
+        return chosen
+
+    quiet = drive(60, 1.0, 1.0)
+    assert all(k > 0 for k in quiet[-20:])  # drafting pays: about 13% over plain decoding
+    loaded = drive(60, 3.0, 6.0)  # drafting loses: 11 tokens a second at best against plain decoding's 12
+    assert 0 in loaded[:6]  # plain decoding within a few rounds
+    assert loaded[-40:].count(0) >= 30  # and mostly plain from there...
+    assert any(k > 0 for k in loaded[-40:])  # ...probing now and then
+    again = drive(80, 1.0, 1.0)  # quiet again: the probes re-measure the draft model's steps and find it pays
+    assert all(k > 0 for k in again[-30:])

@@ -52,7 +52,12 @@ PLAIN_TRUSTED = 3
 """One-token passes measured after which plain decoding's cost is taken as measured rather than from the line."""
 PROBE_SOONER = 4
 """At plain decoding, probe this many times as often while the long-run acceptance says drafting pays."""
-"""Rounds of one batch size after which its verify cost counts fully in the cost line."""
+LOAD_RATE = 0.5
+"""Weight of one round's timing (in log) in the machine's load estimate, which scales every cost."""
+LOAD_CLIP = 4.0
+"""One round moves the load estimate as if it had been at most this many times slower (or faster) than expected."""
+SHAPE_RATE = 0.1
+"""Weight of one round in a batch size's verify cost at the reference load (a moving average)."""
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -119,6 +124,20 @@ class AdaptiveDepth:
     in a round that is neither a draft step nor the verify pass) is measured
     separately for plain and drafted rounds; it is what makes a short round
     dearer per token than the two model passes alone say.
+
+    On a shared machine every cost moves with the load, and a round measures
+    one batch size only: plain rounds re-measure the one-token pass, drafted
+    rounds their own sizes. Costs kept apart go stale apart: a one-token pass
+    timed under load beside batches timed at a quiet moment priced every
+    extra token of a batch at nothing (the batch floor was the one-token
+    pass), and lookups of 16 tokens at 5% acceptance beat plain decoding. So
+    every cost is kept at a reference load (a slow moving average,
+    :data:`SHAPE_RATE`) and multiplied by the current load, which every
+    round's verify pass moves (:data:`LOAD_RATE`, in log) by how much slower
+    or faster it was than its size's cost at the reference load says: what
+    one kind of round measures moves the costs of every other kind with it.
+    The choice of depth depends on the costs' ratios only; the load keeps
+    them measured at one time.
     """
 
     def __init__(self, *, decay: float = 0.85, probe_every: int = 12, start: int = DEFAULT_AUTO_START,
@@ -152,6 +171,7 @@ class AdaptiveDepth:
         self._overhead: dict[bool, float] = {}  # drafted round? -> seconds outside the model passes
         self._line: tuple[float, float] | None = None  # verify-cost fit (slope, intercept), None = stale
         self._rounds_at_zero = 0
+        self._load = 1.0  # the machine's load now: the costs above are kept at load 1 and multiplied by it
 
     @property
     def alpha(self) -> float:
@@ -171,9 +191,12 @@ class AdaptiveDepth:
         drafted token, its distribution and draw; ``overhead_seconds``: the
         round's time outside drafting and verifying.
         """
+        n = n_drafted + 1
+        self._track_load(n, verify_seconds)
+        load = self._load
         if overhead_seconds is not None:
             key = n_drafted > 0
-            self._overhead[key] = self._ema(self._overhead.get(key), max(0.0, overhead_seconds))
+            self._overhead[key] = self._ema(self._overhead.get(key), max(0.0, overhead_seconds) / load)
         if n_drafted > 0:
             if self.positional and self._drafted_rounds >= WARMUP_ROUNDS and self._changed(n_drafted, n_accepted):
                 self._acc *= CHANGE_KEEP
@@ -183,16 +206,35 @@ class AdaptiveDepth:
             self._rej = self.decay * self._rej + (1.0 if n_accepted < n_drafted else 0.0)
             self._drafted_rounds += 1
             if step_seconds is not None:
-                self._draft_step = self._ema(self._draft_step, step_seconds)
+                self._draft_step = self._ema(self._draft_step, step_seconds / load)
             if sync_seconds is not None:
-                self._draft_sync = self._ema(self._draft_sync, sync_seconds)
+                self._draft_sync = self._ema(self._draft_sync, sync_seconds / load)
             if sample_seconds is not None:
-                self._draft_sample = self._ema(self._draft_sample, sample_seconds)
-        n = n_drafted + 1
-        self._verify[n] = self._ema(self._verify.get(n), verify_seconds)
+                self._draft_sample = self._ema(self._draft_sample, sample_seconds / load)
+        share, old = verify_seconds / load, self._verify.get(n)
+        self._verify[n] = share if old is None else old + SHAPE_RATE * (share - old)
         self._verify_count[n] = self._verify_count.get(n, 0) + 1
         self._line = None
         self._curve = None
+
+    def _track_load(self, n: int, seconds: float) -> None:
+        """Move the load by how much a verify of ``n`` tokens taking ``seconds`` was slower than its share says.
+
+        A size never measured says nothing yet. The size's own cost at the reference load moves too, but
+        slower (:data:`SHAPE_RATE`): a change of the machine's load shows in every size, a size's own bump
+        only in it, so most of a change seen in one size alone is taken as load; the bump shows against the
+        other sizes measured about then.
+        """
+        share = self._verify.get(n)
+        if share is None or share <= 0.0 or seconds <= 0.0:
+            return
+        ratio = min(max(seconds / (self._load * share), 1.0 / LOAD_CLIP), LOAD_CLIP)
+        self._load *= ratio**LOAD_RATE
+
+    @property
+    def load(self) -> float:
+        """The machine's load against the one the costs were first measured at (1: the same)."""
+        return self._load
 
     def _observe_positions(self, n_drafted: int, n_accepted: int) -> None:
         """Count the round per position: positions 1..min(accepted + 1, drafted) reached, 1..accepted accepted."""
@@ -277,15 +319,16 @@ class AdaptiveDepth:
         product), a line through the batches can misstate it, and with it plain
         decoding's rate, by a fifth on a CPU, so it is taken as measured and the
         line leaves it out where two batch sizes are known. A batch never costs
-        less than that pass: a line fitted to noisy timings of deep batches can
-        fall below it at two or three tokens, and short rounds then look cheaper
-        than plain decoding.
+        less than that pass plus the line's slope for each extra token: a line
+        fitted to noisy timings of deep batches can fall below it at two or
+        three tokens, and short rounds then look cheaper than plain decoding;
+        floored at the pass alone, those extra tokens were free to verify.
         """
         if not self._verify:
             return 1.0
         plain = self._verify_count.get(1, 0) >= PLAIN_TRUSTED
         if n == 1 and plain:
-            return self._verify[1]
+            return self._verify[1] * self._load
         if self._line is None:
             self._line = self._fit_line()
         slope, intercept = self._line
@@ -294,8 +337,8 @@ class AdaptiveDepth:
         if count:  # a size measured often keeps its own bump (kernels change at some batch sizes)
             line += count / (count + VERIFY_TRUSTED) * (self._verify[n] - line)
         if plain and n > 1:
-            line = max(line, self._verify[1])
-        return max(1e-6, line)
+            line = max(line, self._verify[1] + slope * (n - 1))
+        return max(1e-6, line) * self._load
 
     def _fit_line(self) -> tuple[float, float]:
         """(slope, intercept) of verify seconds against batch size; refitted only after a new observation."""
@@ -317,7 +360,7 @@ class AdaptiveDepth:
 
     def overhead(self, drafted: bool) -> float:
         """Estimated seconds a round spends outside the model passes (0 until measured)."""
-        return self._overhead.get(drafted, self._overhead.get(not drafted, 0.0))
+        return self._overhead.get(drafted, self._overhead.get(not drafted, 0.0)) * self._load
 
     def draft_cost(self, k: int) -> float:
         """Estimated seconds to draft k tokens: the catch-up, k distributions and draws, k - 1 more decodes.
@@ -330,10 +373,10 @@ class AdaptiveDepth:
             return 0.0
         step = self._draft_step if self._draft_step is not None else self._draft_sync
         if step is None:
-            step = 0.3 * self.verify_cost(1)
+            step = 0.3 * self.verify_cost(1) / self._load
         sync = self._draft_sync if self._draft_sync is not None else step
         sample = self._draft_sample if self._draft_sample is not None else 0.0
-        return sync + k * sample + (k - 1) * step
+        return (sync + k * sample + (k - 1) * step) * self._load
 
     def predicted_rate(self, k: int) -> float:
         """Expected tokens per second at depth k under the current estimates."""
