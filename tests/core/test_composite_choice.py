@@ -471,8 +471,48 @@ def test_a_reply_whose_lookups_part_early_lowers_every_position_of_them() -> Non
     before, after = everything.rates(LOOKUP, 16, 16), reply.rates(LOOKUP, 16, 16)
     assert all(a < b for a, b in zip(after, before, strict=True))  # not only the positions that parted
     assert after[8] < 0.6 < before[8]
-    assert len(choose([(16, SPAN)], 16, everything, costs(), MODEL, True).lookup) >= 12
+    assert len(choose([(16, SPAN)], 16, everything, costs(), MODEL, True).lookup) >= 10  # 4 in 10 parted at 13
     assert len(choose([(16, SPAN)], 16, reply, costs(), MODEL, True).lookup) < 8
     copying = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=everything)
     history(copying, LOOKUP, 16, [(16, 16)] * 2)
     assert min(copying.rates(LOOKUP, 16, 16)) >= min(everything.rates(LOOKUP, 16, 16))
+
+
+def test_lookups_that_keep_missing_stay_unpriced_when_the_machine_slows_down() -> None:
+    """Seen in the window under load: 16-token lookup rounds at 5% acceptance, never plain decoding.
+
+    A CPU-like verify line (27 ms, each extra token 30% of that) measured on a quiet machine; then the
+    machine slows threefold and plain rounds re-time the one-token pass. The batches' costs stayed quiet, the
+    one-token pass floored them, and every extra token of a lookup read as free to verify."""
+    adaptive = AdaptiveDepth()
+    for load, rounds, sizes in ((1.0, 3, [0]), (1.0, 64, list(range(1, 17))), (3.0, 12, [0])):
+        for i in range(rounds):
+            k = sizes[i % len(sizes)]
+            adaptive.observe(k, 0, 0.0 if k else None, load * 0.027 * (1 + 0.3 * k), 0.0005 * load)
+    drafter = CompositeDrafter(DraftModelDrafter(SureContext()))
+    drafter._model_fixed, drafter._model_step, drafter._catch_up = 0.45, 0.35, 0.15  # units of a one-token pass
+    for key in (1, 2, 4, 8, 16):  # lookups of every match length keep 1 first token in 20
+        history(drafter.history, LOOKUP, key, [(16, 0)] * 19 + [(16, 1)])
+    history(drafter.history, MODEL, 0, [(4, 2)] * 10)  # the draft model: about 56%
+    request = DraftRequest(list(range(40)), 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
+                           costs=adaptive)
+    priced = drafter.costs(request)
+    assert priced.verify[2] - priced.verify[1] > 0.2 * priced.verify[1]  # an extra token is not free to verify
+    for key in (1, 4, 8, 16):
+        assert choose([(key, SPAN)], 16, drafter.table, priced, MODEL, True).label == "plain"
+
+
+def test_a_long_match_s_prior_ages_with_the_counts_that_contradict_it() -> None:
+    """A 16-token match's prior says 95%; lookups there keep 1 first token in 20. The prior kept 4 of the cell's
+    24 decayed observations for ever: 29%, and on a CPU-like verify line (each extra token 30% of a one-token
+    pass) a lookup beat plain decoding where it loses a sixth of the speed."""
+    t = table()
+    for _ in range(3):
+        history(t, LOOKUP, 16, [(16, 0)] * 19 + [(16, 1)])
+    assert t.rate(LOOKUP, 16, 0) < 0.1
+    cpu = Costs(model_fixed=0.45 * 0.027, model_step=0.35 * 0.027, catch_up_token=0.15 * 0.027,
+                verify=tuple(0.027 * (1 + 0.3 * (n - 1)) for n in range(18)), overhead_plain=0.0005,
+                overhead_drafted=0.0005)
+    assert choose([(16, SPAN)], 16, t, cpu, None, False).label == "plain"
+    fresh = table()  # before any count the prior stands
+    assert fresh.rate(LOOKUP, 16, 0) == lookup_prior(16)
