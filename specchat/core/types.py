@@ -178,6 +178,9 @@ class Verified:
     """
 
     round: int
+    # The depth the round asked for; with a drafter that picks its own length under a cap (the composite), what
+    # it drafted. 0 with a drafter selected: a plain round, chosen because drafting was not paying (Auto), or
+    # nothing to draft.
     depth: int
     accepted: tuple[int, ...]
     rejected: tuple[int, ...]

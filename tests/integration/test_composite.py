@@ -69,6 +69,8 @@ def test_greedy_composite_is_plain_decoding_over_the_benchmark_prompts(engine: C
                 pairs = zip(e.sources, e.match_lengths, strict=True)
                 assert all((m > 0) == (s is DraftSource.LOOKUP) for s, m in pairs)
                 sources.update(e.sources)
+            if isinstance(e, Verified):  # the composite picks its own length: a plain round says depth 0
+                assert e.depth == len(e.accepted) + len(e.rejected)
         stats = events[-1].stats
         assert isinstance(events[-1], Finished)
         assert sum(d for d, _ in stats.by_source.values()) == stats.drafted

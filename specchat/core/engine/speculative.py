@@ -248,6 +248,8 @@ class _Reply:
                 params.greedy_draft, self.adaptive, eog=self.target.eog))
             _label_sources(round_.draft, self.drafter)
             _cut_after_end(round_.draft, self.target.eog)
+            if self.drafter.own_depth:  # it was handed a cap and chose its own length: 0 where plain decoding won
+                round_.depth = len(round_.draft.tokens)
         round_.draft_seconds = time.perf_counter() - started
 
     def drafted_event(self, round_: _Round) -> Drafted | None:
