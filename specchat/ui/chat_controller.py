@@ -226,6 +226,39 @@ class ChatController(QObject):
         self.transcript_replaced.emit()
         self._start_reply(self.transcript.history(keep - 1), msgs[keep - 1].content, keep=keep)
 
+    def can_continue(self) -> bool:
+        """The last reply was cut at the token limit and can go on (stored, with its token fates)."""
+        reply = self.transcript.reply
+        return (not self.streaming and self.conversation_id is not None and self.transcript.can_continue()
+                and reply is not None and reply.id is not None)
+
+    def continue_reply(self) -> bool:
+        """Go on with the last reply where the token limit cut it: speculatively, into the same message."""
+        if not self.can_continue():
+            return False
+        assert self.conversation_id is not None
+        try:
+            settings = self.reply_settings()
+        except SpecchatError as exc:
+            self.notice.emit(str(exc))
+            return False
+        drafter = self._drafter(settings)
+        index = len(self.transcript.messages) - 1
+        history, text = self.transcript.history(index), self.transcript.messages[index].content
+        self.depth_control.set(settings.depth)
+        self._live, self._live_conversation = self.transcript, self.conversation_id
+        reply = self.transcript.resume_reply(settings.params.max_tokens)
+        assert reply is not None and reply.figures is not None
+        reply.figures.sampler = dataclasses.asdict(settings.params.sampler)
+        self._writer = ReplyWriter(self.store, self.conversation_id, figures=reply.figures, continues=reply.id)
+        self._save_failed = False
+        self.transcript_replaced.emit()  # the reply is drawn again, streaming
+        self.reply_started.emit()
+        request = ReplyRequest(self.conversation_id, history, None, settings.params, drafter, self.depth_control,
+                               continuation=text)
+        self._token = self.host.generate(request)
+        return True
+
     def edit_message(self, index: int) -> None:
         """Put a user message back in the composer; sending replaces it and what followed, stop keeps them."""
         msgs = self.transcript.messages
@@ -286,6 +319,23 @@ class ChatController(QObject):
         except SpecchatError as exc:
             self.notice.emit(str(exc))
             return
+        drafter = self._drafter(settings)
+        self.depth_control.set(settings.depth)
+        self._live, self._live_conversation = self.transcript, self.conversation_id
+        reply = self.transcript.begin_reply()
+        assert reply.figures is not None
+        reply.figures.sampler = dataclasses.asdict(settings.params.sampler)  # a race needs it (core/chat/race.py)
+        reply.figures.max_tokens = settings.params.max_tokens  # "stopped at the 512-token limit"
+        self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store,
+                                   figures=reply.figures)
+        self._save_failed = False
+        self.message_appended.emit()
+        self.reply_started.emit()
+        request = ReplyRequest(self.conversation_id, history, user_text, settings.params, drafter, self.depth_control)
+        self._token = self.host.generate(request)
+
+    def _drafter(self, settings: ReplySettings) -> DrafterKind:
+        """The drafter asked for, or the one the loaded pair has in its place (said in the status bar)."""
         drafter = settings.drafter
         missing = {DrafterKind.DRAFT_MODEL: not self.has_draft_model, DrafterKind.MTP: not self.has_mtp,
                    DrafterKind.COMPOSITE: not (self.has_draft_model or self.has_mtp)}
@@ -295,18 +345,7 @@ class ChatController(QObject):
                 settings.drafter, "model drafter")
             instead = "its MTP heads" if self.has_mtp else "n-gram lookup"
             self.status.emit(f"The loaded pair has no {lacking}: drafting with {instead}")
-        self.depth_control.set(settings.depth)
-        self._live, self._live_conversation = self.transcript, self.conversation_id
-        reply = self.transcript.begin_reply()
-        assert reply.figures is not None
-        reply.figures.sampler = dataclasses.asdict(settings.params.sampler)  # a race needs it (core/chat/race.py)
-        self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store,
-                                   figures=reply.figures)
-        self._save_failed = False
-        self.message_appended.emit()
-        self.reply_started.emit()
-        request = ReplyRequest(self.conversation_id, history, user_text, settings.params, drafter, self.depth_control)
-        self._token = self.host.generate(request)
+        return drafter
 
     def on_events(self, batch: list[object]) -> None:
         """Engine events of the streaming reply (on the GUI thread)."""
@@ -356,7 +395,9 @@ class ChatController(QObject):
         live, self._live = self._live, None
         self._token = None
         here = live is self.transcript
-        if writer is not None and writer.message_id is None and not self._save_failed and here:  # nothing stored
+        if writer is not None and writer.continues is not None and not writer.rounds and here:
+            self.reload()  # a continuation that never got a token: the reply as stored, cut at the limit
+        elif writer is not None and writer.message_id is None and not self._save_failed and here:  # nothing stored
             if finished.reason is FinishReason.ERROR and not writer.replaces:
                 self._withdraw_message(writer)
             elif writer.user_text:

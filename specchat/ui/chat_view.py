@@ -84,6 +84,9 @@ def finish_note(msg: Message) -> str:
     """The mark shown after a reply that did not end on its own ("" for a complete one)."""
     if msg.role != "assistant" or not msg.finished:
         return ""
+    if msg.finish_reason == "max_tokens":
+        limit = msg.figures.max_tokens if msg.figures is not None else 0
+        return f"stopped at the {limit}-token limit" if limit else "stopped at the token limit"
     return _NOTES.get(msg.finish_reason, "")
 
 
@@ -155,6 +158,7 @@ class ChatView(QTextBrowser):
     edit_requested = Signal(int)  # index of the user message to edit and resend
     version_requested = Signal(int, int)  # index of a message with versions, and -1 or +1
     race_requested = Signal(int)  # index of a reply to race against plain decoding (or to replay its race)
+    continue_requested = Signal()  # go on with the last reply, cut at the token limit
     verdicts_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None, transcript: Transcript | None = None) -> None:
@@ -569,6 +573,16 @@ class ChatView(QTextBrowser):
             fmt.setProperty(PROP_MESSAGE, index)
             fmt.setProperty(PROP_CHROME, True)
             cursor.insertText(f" ({note})", fmt)
+            if index == len(self.transcript.messages) - 1 and self.transcript.can_continue():
+                link = QTextCharFormat(fmt)
+                link.setFontItalic(False)
+                link.setFontWeight(QFont.Weight.DemiBold)
+                link.setForeground(self.palette().color(QPalette.ColorRole.Link))
+                link.setAnchor(True)
+                link.setAnchorHref(f"specchat:continue/{index}/0")
+                link.setToolTip("Go on from where the limit cut the reply, into the same message")
+                cursor.insertText("  ", fmt)
+                cursor.insertText("Continue", link)
 
     def token_at(self, pos: QPoint) -> TokenSpan | None:
         """The span with an X-ray detail under a viewport position (either look), or None."""
@@ -704,7 +718,10 @@ class ChatView(QTextBrowser):
             index, keys = int(index_text), [int(k) for k in keys_text.split(".")]
         except ValueError:
             return
-        if what == "version":
+        if what == "continue":
+            if index == len(self.transcript.messages) - 1 and not self.streaming:
+                self.continue_requested.emit()
+        elif what == "version":
             if not self.streaming:
                 self.version_requested.emit(index, keys[0])
         elif what == "copy" and self.copy_code(index, keys[0]):
@@ -758,6 +775,11 @@ class ChatView(QTextBrowser):
             edit.setEnabled(not busy)
             edit.triggered.connect(lambda: self.edit_requested.emit(index))
             actions.append(edit)
+        if msg.role == "assistant" and index == len(self.transcript.messages) - 1 and self.transcript.can_continue():
+            go_on = QAction("Continue the reply", self)
+            go_on.setEnabled(not busy)
+            go_on.triggered.connect(lambda *_: self.continue_requested.emit())
+            actions.append(go_on)
         if msg.role == "assistant":
             actions.append(self.race_action(index))
         for label, step in (("Previous version", -1), ("Next version", +1)):

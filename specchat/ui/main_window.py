@@ -212,6 +212,8 @@ class MainWindow(QMainWindow):
         self.next_version_action = chat_menu.addAction(
             "&Next version of the last reply", QKeySequence("Alt+Right"), lambda: self.switch_version(+1))
         chat_menu.addSeparator()
+        self.continue_action = chat_menu.addAction("&Continue the last reply", self.continue_reply)
+        self.continue_action.setToolTip("Go on from where the token limit cut the last reply")
         self.race_action = chat_menu.addAction("&Race plain decoding on the last reply", self.race_last_reply)
         chat_menu.setToolTipsVisible(True)  # a disabled race says why
 
@@ -283,6 +285,7 @@ class MainWindow(QMainWindow):
         self.chat_view.edit_requested.connect(self.edit_message)
         self.chat_view.version_requested.connect(self.chat.switch_version)
         self.chat_view.race_requested.connect(self.race_reply)
+        self.chat_view.continue_requested.connect(self.continue_reply)
         self.races.ready.connect(self.show_race)
         self.races.notice.connect(self.show_error)
         self.races.started.connect(lambda: self.statusBar().showMessage("Racing plain decoding…"))
@@ -705,6 +708,13 @@ class MainWindow(QMainWindow):
         if self.model_info is not None:
             self.chat.regenerate()
 
+    def continue_reply(self) -> None:
+        """Go on with the last reply where the token limit cut it (speculatively, into the same message)."""
+        if self.model_info is None:
+            self.show_error("load a model to continue the reply")
+        elif self.chat.continue_reply():
+            self.hide_error()
+
     def race_refusal(self, index: int | None) -> str:
         """Why the reply at ``index`` cannot be raced (or its race replayed) now; "" when it can."""
         msgs = self.chat.transcript.messages
@@ -769,8 +779,22 @@ class MainWindow(QMainWindow):
         self.chat_view.show_transcript(self.chat.transcript)
         self.stats.set_transcript(self.chat.transcript)
         reply = next((m for m in reversed(self.chat.transcript.messages) if m.role == "assistant"), None)
-        self.stats.show_stored(reply.figures if reply is not None and reply.figures else ReplyFigures())
+        if reply is not None and not reply.finished and reply.figures is not None and self.chat.streaming_here:
+            self._follow_reply(reply.figures)  # shown again mid-reply, or continued: its figures stay live
+        else:
+            self.stats.show_stored(reply.figures if reply is not None and reply.figures else ReplyFigures())
         self._update_actions()
+
+    def _follow_reply(self, figures: ReplyFigures) -> None:
+        """The panel follows a streaming reply; until its first round, "Reading the prompt…"."""
+        self.stats.set_baseline(self._current_baseline())
+        self.stats.follow(figures)
+        carried = figures.carried  # a continuation: the rounds before it were the reply's first part
+        if figures.generated == (carried.generated if carried is not None else 0):
+            self.progress.setRange(0, 0)  # busy until the first token
+            self.progress.setFormat("")
+            self.progress.show()
+            self.statusBar().showMessage("Reading the prompt…")
 
     def _on_message_appended(self) -> None:
         self.chat_view.append_message()
@@ -778,13 +802,8 @@ class MainWindow(QMainWindow):
         reply = self.chat.transcript.reply
         if reply is not None and not reply.finished and reply.figures is not None:
             self.hide_error()
-            self.stats.set_baseline(self._current_baseline())
-            self.stats.follow(reply.figures)
+            self._follow_reply(reply.figures)
             self._update_actions()
-            self.progress.setRange(0, 0)  # busy until the first token
-            self.progress.setFormat("")
-            self.progress.show()
-            self.statusBar().showMessage("Reading the prompt…")
 
     def _on_events_folded(self, batch: list[Event]) -> None:
         self.events_received.emit(batch)
@@ -825,6 +844,7 @@ class MainWindow(QMainWindow):
         self.stop_button.setEnabled(self.chat.streaming_here)
         self.stats.measure_button.setEnabled(ready and not self._measuring)
         self.reload_action.setEnabled(self._last_load is not None and not self.loading and not self.streaming)
+        self.continue_action.setEnabled(ready and self.chat.can_continue())
         why = self.race_refusal(self._last_reply_index())
         self.race_action.setEnabled(not why)
         self.race_action.setToolTip(why or "Decode the last reply's prompt with the target alone and "

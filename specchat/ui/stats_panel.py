@@ -217,7 +217,7 @@ class StatsPanel(QGroupBox):
         """Show a streaming reply's figures (the transcript folds events into them; call ``refresh``)."""
         self.figures = figures
         self._live = True
-        self._started = time.monotonic()
+        self._started = figures.started  # when the reply (or its continuation) was asked for, even if shown again
         self.refresh()
 
     def show_stored(self, figures: ReplyFigures) -> None:
@@ -249,8 +249,11 @@ class StatsPanel(QGroupBox):
             return final.tokens_per_second
         if not self._live:
             return 0.0  # a stored reply without the engine's figures (cut short): no rate to show
-        elapsed = time.monotonic() - self._started - self.figures.first_token_seconds
-        return self.figures.generated / elapsed if elapsed > 0 else 0.0
+        carried = self.figures.carried  # a continuation: the rate of what it generated since it started
+        generated = self.figures.generated - (carried.generated if carried is not None else 0)
+        wait = self.figures.resumed_first_token_seconds if carried is not None else self.figures.first_token_seconds
+        elapsed = time.monotonic() - self._started - wait
+        return generated / elapsed if elapsed > 0 else 0.0
 
     def speedup_text(self) -> tuple[str, str]:
         """The speed-up label and its tooltip (how it was obtained, or why there is no figure)."""

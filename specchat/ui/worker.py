@@ -77,6 +77,7 @@ class ReplyRequest:
     params: GenerationParams
     drafter: DrafterKind = DrafterKind.DRAFT_MODEL
     depth: DepthControl = field(default_factory=DepthControl)
+    continuation: str = ""  # a reply cut at the token limit, to go on from (user_text is then None)
 
 
 class EngineWorker(QObject):
@@ -162,7 +163,8 @@ class EngineWorker(QObject):
         try:
             session = self._session_for(request)
             stream = session.reply(
-                request.user_text, request.params, drafter=request.drafter, depth=request.depth, cancel=cancel
+                request.user_text, request.params, drafter=request.drafter, depth=request.depth, cancel=cancel,
+                continuation=request.continuation,
             )
             self._pump(stream)
         except SpecchatError as exc:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QTextCursor, QWheelEvent
 from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QWidget
 
+from specchat.core.chat.baseline import Baseline
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
-from support.events import verified
+from support.events import drafted, verified
 from support.fake_host import FakeHost
 from support.views import char_point, stream, streaming_view
 from support.xray import xray_round
@@ -175,3 +178,116 @@ def test_the_version_arrows_flip_versions(qtbot, settings, store) -> None:
     qtbot.waitUntil(lambda: "‹ 2/2 ›" in window.chat_view.toPlainText())
     assert window.transcript.messages[-1].content == "Blue"
     assert [m.content for m in store.messages(window.conversation_id)] == ["Name a colour", "Blue"]
+
+
+def _cut_reply(qtbot, window: MainWindow, host: FakeHost) -> None:
+    """A reply that the 6-token limit cut: 'Once upon a time, there' in three rounds."""
+    window.controls.max_tokens.setValue(6)
+    window.send("Tell me a story")
+    stats = GenerationStats(rounds=2, drafted=4, accepted=3, generated=6, prompt_tokens=12, generate_seconds=0.4)
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(0, ("Once", " upon"), (), " a"), verified(1, (" time",), (" in",), ","),
+                                 verified(2, (), (), " there"), Finished(FinishReason.MAX_TOKENS, stats)])
+    window.chat_view.flush()
+
+
+@pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
+def test_a_reply_cut_at_the_limit_says_so_and_continue_extends_it(qtbot, settings, store, verdicts: bool) -> None:
+    settings.show_verdicts = verdicts
+    window, host = window_with(qtbot, settings, store)
+    window.show()
+    qtbot.waitExposed(window)
+    _cut_reply(qtbot, window, host)
+    cid = window.conversation_id
+    assert window.chat_view.toPlainText().endswith(" there (stopped at the 6-token limit)  Continue")
+    assert window.continue_action.isEnabled()
+    _click_text(qtbot, window, "Continue")
+    qtbot.waitUntil(lambda: len(host.requests) == 2)
+    request = host.requests[-1]
+    assert request.user_text is None and request.continuation == "Once upon a time, there"
+    assert request.history == [{"role": "user", "content": "Tell me a story"}]
+    assert window.streaming and window.stop_button.isEnabled()
+    assert "stopped at" not in window.chat_view.toPlainText() and "Continue" not in window.chat_view.toPlainText()
+    # The continuation streams speculatively into the same message, with its fates.
+    more = GenerationStats(rounds=1, drafted=3, accepted=2, generated=3, prompt_tokens=20, generate_seconds=0.2)
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([drafted(3, (" was", " a", " cat")), verified(3, (" was", " a"), (" cat",), " dog"),
+                                 Finished(FinishReason.EOS, more)])
+    window.chat_view.flush()
+    reply = window.transcript.messages[-1]
+    assert len(window.transcript.messages) == 2
+    assert reply.content == "Once upon a time, there was a dog" and reply.finish_reason == "eos"
+    assert [s.text for s in reply.spans or [] if s.round == 3] == [" was", " a", " cat", " dog"]
+    assert window.chat_view.toPlainText().endswith(" dog")
+    assert "stopped at" not in window.chat_view.toPlainText()
+    figures = reply.figures
+    assert figures is not None and figures.final is not None
+    assert (figures.final.generated, figures.final.drafted, figures.final.accepted) == (9, 7, 5)
+    assert figures.final.prompt_tokens == 12 and abs(figures.final.generate_seconds - 0.6) < 1e-9
+    assert window.stats.token_counts.text() == "prompt 12, generated 9"
+    # Stored as one message, the same as shown, and read back so after a restart.
+    stored = store.messages(cid)
+    assert [m.content for m in stored] == ["Tell me a story", "Once upon a time, there was a dog"]
+    assert stored[-1].finish_reason == "eos" and len(stored[-1].spans or []) == len(reply.spans or [])
+    assert stored[-1].stats is not None and stored[-1].stats["generated"] == 9
+    assert not window.continue_action.isEnabled()
+
+
+def test_a_continue_stopped_before_its_first_token_leaves_the_reply_as_it_was(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    _cut_reply(qtbot, window, host)
+    window.continue_reply()
+    assert window.streaming
+    window.stop()
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([Finished(FinishReason.CANCELLED, GenerationStats())])
+    window.chat_view.flush()
+    assert "(stopped at the 6-token limit)  Continue" in window.chat_view.toPlainText()
+    assert store.messages(window.conversation_id)[-1].finish_reason == "max_tokens"
+    assert window.continue_action.isEnabled()
+
+
+def test_figures_come_back_after_switching_away_and_back_mid_reply(qtbot, settings, store) -> None:
+    other = store.create_conversation("Other")
+    window, host = window_with(qtbot, settings, store)
+    host.worker.baseline_measured.emit(Baseline(host.calibrations[-1], 1e6, 48, time.time()))
+    window.send("count")
+    streaming = window.conversation_id
+    host.worker.events.emit([verified(0, tuple("abcdefghijklmnop"), (), "q")])
+    assert window.stats.tokens_per_second.text() != "–" and window.stats.speedup.text().endswith("so far")
+    window.open_conversation(other)
+    assert window.stats.tokens_per_second.text() == "–"
+    window.open_conversation(streaming)
+    assert window.stats.tokens_per_second.text() != "–", window.stats.tokens_per_second.text()
+    assert window.stats.speedup.text().startswith("≈×") and window.stats.speedup.text().endswith("so far")
+    host.worker.events.emit([verified(1, tuple("abcd"), (), "e")])
+    assert window.stats.token_counts.text() == "generated 22"
+
+
+@pytest.mark.slow
+def test_continue_on_the_real_pair_goes_on_speculatively_in_the_same_message(qtbot, settings, store,
+                                                                            demo_pair) -> None:
+    settings.max_tokens, settings.depth, settings.temperature = 12, 4, 0.0
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.models_loaded, timeout=120_000):
+        window.load_models(demo_pair.target, demo_pair.draft)
+    with qtbot.waitSignal(window.reply_finished, timeout=300_000) as first:
+        window.send("List the days of the week, one per line.")
+    assert first.args[0].reason is FinishReason.MAX_TOKENS
+    window.chat_view.flush()
+    cut = window.transcript.messages[-1].content
+    assert "(stopped at the 12-token limit)" in window.chat_view.toPlainText()
+    assert window.continue_action.isEnabled()
+    with qtbot.waitSignal(window.reply_finished, timeout=300_000) as second:
+        window.continue_action.trigger()
+    finished = second.args[0]
+    assert finished.reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    assert finished.stats.reused_prompt_tokens > 0  # the cache of the reply so far was kept
+    reply = window.transcript.messages[-1]
+    assert len(window.transcript.messages) == 2 and reply.content.startswith(cut) and len(reply.content) > len(cut)
+    assert reply.figures is not None and reply.figures.final is not None
+    assert reply.figures.final.generated == reply.figures.generated > 12 and reply.figures.accepted > 0
+    stored = store.messages(window.conversation_id)
+    assert [m.role for m in stored] == ["user", "assistant"] and stored[-1].content == reply.content
+    assert stored[-1].spans == reply.spans

@@ -269,8 +269,9 @@ class ChatEngine:
     def draft_name(self) -> str | None:
         return self.draft.path.name if self.draft is not None else None
 
-    def tokenize_prompt(self, messages: list[dict[str, str]]) -> tuple[str, list[int]]:
-        text = self.template.render(messages)
+    def tokenize_prompt(self, messages: list[dict[str, str]], continuation: str = "") -> tuple[str, list[int]]:
+        """The prompt for a reply to ``messages``; with ``continuation``, the reply so far follows it."""
+        text = self.template.render(messages) + continuation
         # Checked before tokenizing: a prompt of 100 MB took minutes and gigabytes to be refused after it.
         fewest = self.target.fewest_tokens(len(text.encode("utf-8"))) if len(text) >= self.n_ctx else 0
         if fewest >= self.n_ctx:
@@ -315,9 +316,12 @@ class ChatSession:
         drafter: DrafterKind = DrafterKind.DRAFT_MODEL,
         depth: DepthControl | None = None,
         cancel: CancelToken | None = None,
+        continuation: str = "",
     ) -> Iterator[Event]:
         """Add ``user_text`` (if given) and stream the assistant's reply.
 
+        With ``continuation`` (a reply cut at the token limit) the reply goes on from that text: it
+        ends the prompt, and the assistant message stored in the session is that text and what follows.
         Checks run before the first event: a bad message list, a prompt that
         does not fit or a missing draft raise SpecchatError here and leave the
         conversation unchanged.
@@ -326,16 +330,16 @@ class ChatSession:
         validate_messages(messages)
         if messages[-1]["role"] != "user":
             raise SpecchatError("the last message must be from the user to get a reply")
-        prompt_text, prompt = self.engine.tokenize_prompt(messages)
+        prompt_text, prompt = self.engine.tokenize_prompt(messages, continuation)
         chosen = self.engine.drafter_for(drafter)
         self.adaptive = self.engine.adaptive_for(drafter)
         self.messages = messages
         self.last_prompt_text = prompt_text
-        return self._stream(prompt, params, chosen, depth, cancel)
+        return self._stream(prompt, params, chosen, depth, cancel, continuation)
 
     def _stream(self, prompt: list[int], params: GenerationParams, drafter: Drafter,
-                depth: DepthControl | None, cancel: CancelToken | None) -> Iterator[Event]:
-        pieces: list[str] = []
+                depth: DepthControl | None, cancel: CancelToken | None, continuation: str = "") -> Iterator[Event]:
+        pieces: list[str] = [continuation]
         tokens: list[int] = []
         if self.engine.remote is not None:  # Stop also ends a wait on a server that does not answer
             self.engine.remote.keep_waiting = None if cancel is None else (lambda: not cancel.cancelled)

@@ -613,12 +613,17 @@ class ReplyWriter:
     """
 
     def __init__(self, store: ConversationStore, conversation_id: int, *, keep: int | None = None,
-                 user_text: str | None = None, figures: ReplyFigures | None = None) -> None:
+                 user_text: str | None = None, figures: ReplyFigures | None = None,
+                 continues: int | None = None) -> None:
         self.store = store
         self.conversation_id = conversation_id
         self.keep = keep
         self.user_text = user_text
-        self.message_id: int | None = None
+        # A continuation (``continues``: the stored reply's id) appends to that message; until its first round
+        # the message stays as stored, and a continuation that ends without one leaves it so.
+        self.continues = continues
+        self.rounds = 0
+        self.message_id: int | None = continues
         self._folds = figures is None
         self.figures = figures if figures is not None else ReplyFigures()
 
@@ -632,6 +637,7 @@ class ReplyWriter:
         if self._folds:
             self.figures.fold([event])
         if isinstance(event, Verified):
+            self.rounds += 1
             spans = spans_of(event) if spans is None else spans
             if self.message_id is None:
                 self.message_id = self.store.start_reply(
@@ -641,6 +647,8 @@ class ReplyWriter:
             else:
                 self.store.append_spans(self.message_id, spans, event.text, self.figures.as_dict())
         elif isinstance(event, Finished):
+            if self.continues is not None and not self.rounds:
+                return  # a continuation that never got a token: the reply stays as it was stored
             if self.message_id is None:
                 if self.replaces or event.reason is FinishReason.ERROR:
                     return  # nothing to show: the conversation stays as it was

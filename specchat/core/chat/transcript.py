@@ -186,7 +186,11 @@ class ReplyFigures:
     timeline: list[tuple[float, int, int]] = field(default_factory=list)
     sampler: dict[str, float] | None = None  # the reply's sampler settings (SamplerParams fields), set at its start
     race: dict[str, Any] | None = None  # plain decoding raced on this reply (core/chat/race.py's RaceRecord)
+    max_tokens: int = 0  # the token limit the reply (or its last continuation) ran under; 0: not recorded
     started: float = field(default_factory=time.monotonic, repr=False, compare=False)
+    # While a continuation streams: the engine's figures of the reply before it, added to the continuation's.
+    carried: GenerationStats | None = field(default=None, repr=False, compare=False)
+    resumed_first_token_seconds: float = field(default=0.0, repr=False, compare=False)  # the continuation's wait
 
     def fold(self, events: Iterable[object]) -> bool:
         """Count ``events``; True when a verified round changed the counters."""
@@ -203,18 +207,35 @@ class ReplyFigures:
                 self.per_round.append((event.round, event.depth, len(event.accepted)))
                 self._count_sources(event)
                 self.positions.add(drafted, drafted - len(event.rejected))
-                self.timeline.append((event.elapsed, len(event.committed), len(event.text)))
+                offset = self.carried.generate_seconds + self.carried.prompt_seconds if self.carried else 0.0
+                self.timeline.append((offset + event.elapsed, len(event.committed), len(event.text)))
                 if self.passes == 1:
                     self.first_token_seconds = time.monotonic() - self.started
+                if self.carried is not None and self.generated == self.carried.generated + len(event.committed):
+                    self.resumed_first_token_seconds = time.monotonic() - self.started
                 changed = True
             elif isinstance(event, Drafted):
                 self.depth = len(event.tokens)
             elif isinstance(event, Finished):
                 if event.stats != GenerationStats():  # the front end's own Finished (closed, failed) has none
-                    self.final = event.stats
+                    self.final = event.stats if self.carried is None else combined(self.carried, event.stats)
+                elif self.carried is not None:
+                    self.final = self.carried
                 self.finish_reason = event.reason.value
                 self.final_message = event.message
         return changed
+
+    def resume(self, max_tokens: int) -> None:
+        """Go on counting for a continuation of this reply: its figures add to these."""
+        self.carried = self.final or GenerationStats(
+            rounds=self.rounds, drafted=self.drafted, accepted=self.accepted, generated=self.generated,
+            depth=self.depth, by_source={name: list(counts) for name, counts in self.by_source.items()})
+        self.final = None
+        self.finish_reason = None
+        self.final_message = ""
+        self.race = None  # a race ran on the shorter reply
+        self.max_tokens = max_tokens
+        self.started = time.monotonic()
 
     def _count_sources(self, event: Verified) -> None:
         for i, source in enumerate(event.sources):
@@ -250,7 +271,8 @@ class ReplyFigures:
                  "per_round": [list(r) for r in self.per_round], "positions": self.positions.as_list(),
                  "by_source": {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(self.by_source.items())},
                  "timeline": [[round(t, 4), n, c] for t, n, c in self.timeline]}
-        extra.update({key: value for key, value in (("sampler", self.sampler), ("race", self.race)) if value})
+        extra.update({key: value for key, value in (("sampler", self.sampler), ("race", self.race),
+                                                     ("max_tokens", self.max_tokens)) if value})
         if self.final is not None:
             return {**self.final.as_dict(), **extra}
         return {
@@ -282,6 +304,7 @@ class ReplyFigures:
         figures.accepted = read.count("accepted")
         figures.generated = read.count("generated")
         figures.depth = read.count("depth")
+        figures.max_tokens = read.count("max_tokens")
         figures.positions = PositionCounts.from_list(stats.get("positions"))  # absent before the X-ray
         figures.timeline = read.rows("timeline", (float, int, int))
         sampler = read.of_type("sampler", dict)
@@ -313,6 +336,28 @@ class ReplyFigures:
                 plain_tokens=read.count("plain_tokens"),
             )
         return figures
+
+
+def combined(before: GenerationStats, after: GenerationStats) -> GenerationStats:
+    """The engine's figures of a reply and of its continuation, as one reply's.
+
+    Counts and times add up; the prompt is the first part's (the continuation's prompt held the reply so far),
+    and the depth and plain decoding's timing are the continuation's, the latest.
+    """
+    by_source = {name: list(counts) for name, counts in before.by_source.items()}
+    for name, (drafted, accepted) in after.by_source.items():
+        counts = by_source.setdefault(name, [0, 0])
+        counts[0] += drafted
+        counts[1] += accepted
+    return GenerationStats(
+        rounds=before.rounds + after.rounds, drafted=before.drafted + after.drafted,
+        accepted=before.accepted + after.accepted, generated=before.generated + after.generated,
+        prompt_tokens=before.prompt_tokens or after.prompt_tokens,
+        reused_prompt_tokens=before.reused_prompt_tokens if before.prompt_tokens else after.reused_prompt_tokens,
+        prompt_seconds=before.prompt_seconds + after.prompt_seconds,
+        generate_seconds=before.generate_seconds + after.generate_seconds, depth=after.depth,
+        plain_tokens_per_second_estimate=after.plain_tokens_per_second_estimate,
+        plain_tokens_per_second=after.plain_tokens_per_second, plain_tokens=after.plain_tokens, by_source=by_source)
 
 
 _MAX_COUNT = 1 << 62
@@ -432,6 +477,23 @@ class Transcript:
         message = Message("assistant", spans=[], finished=False, figures=ReplyFigures())
         self.messages.append(message)
         return message
+
+    def can_continue(self) -> bool:
+        """The last message is a finished reply with its token fates, cut at the token limit."""
+        reply = self.reply
+        return (reply is not None and reply.finished and reply.finish_reason == "max_tokens"
+                and reply.spans is not None and reply.figures is not None)
+
+    def resume_reply(self, max_tokens: int) -> Message | None:
+        """Reopen the last reply (cut at the token limit) to stream its continuation into; None if it cannot."""
+        if not self.can_continue():
+            return None
+        reply = self.reply
+        assert reply is not None and reply.figures is not None
+        reply.finished = False
+        reply.finish_reason = None
+        reply.figures.resume(max_tokens)
+        return reply
 
     def fold(self, event: object) -> list[TokenSpan]:
         """Apply one engine event to the streaming reply; the spans a verified round added."""
