@@ -88,6 +88,7 @@ class MainWindow(QMainWindow):
         self._last_load: Callable[[], None] | None = None  # how the last pair was loaded, for Reload
         self._send_after_load = ""  # a message typed before any pair was loaded
         self._measuring = ""  # the baseline key being measured
+        self._reading_prompt = False  # the progress bar shows how much of a long prompt was read
         self.last_error = ""
         self.setWindowTitle("specchat")
         self.resize(1200, 760)
@@ -265,6 +266,7 @@ class MainWindow(QMainWindow):
         w.loaded.connect(self._on_loaded)
         w.load_failed.connect(self._on_load_failed)
         w.events.connect(self.chat.on_events)
+        w.prompt_progress.connect(self._on_prompt_progress)
         w.failed.connect(self.chat.on_failed)
         self.chat.transcript_replaced.connect(self._on_transcript_replaced)
         self.chat.message_appended.connect(self._on_message_appended)
@@ -815,8 +817,21 @@ class MainWindow(QMainWindow):
                 self._hide_busy_indicator()
             self.controls.show_live_depth(reply.figures.depth)
 
+    def _on_prompt_progress(self, done: int, total: int) -> None:
+        """A long prompt is being read: how many tokens of how many, in the status bar and its bar (Esc stops)."""
+        if not self.streaming or total <= 0:
+            return
+        percent = min(100, done * 100 // total)
+        self._reading_prompt = True
+        self.progress.setRange(0, 100)
+        self.progress.setValue(percent)
+        self.progress.setFormat(f"prompt {percent}%")
+        self.progress.show()
+        self.statusBar().showMessage(f"Reading the prompt: {done:,} of {total:,} tokens ({percent}%), Esc stops")
+
     def _hide_busy_indicator(self) -> None:
-        if self.progress.maximum() == 0:
+        if self.progress.maximum() == 0 or self._reading_prompt:
+            self._reading_prompt = False
             self.progress.hide()
             self.progress.setRange(0, 100)
             self.statusBar().clearMessage()

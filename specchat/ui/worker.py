@@ -87,6 +87,7 @@ class EngineWorker(QObject):
     loaded = Signal(object)  # ModelInfo
     load_failed = Signal(str)
     events = Signal(list)  # a batch of Drafted / Verified / Finished
+    prompt_progress = Signal(int, int)  # a long prompt's tokens read so far, of how many
     failed = Signal(str)  # a reply could not start or broke; one line
     baseline_measured = Signal(object)  # Baseline
     raced = Signal(object, object)  # RaceRequest, RaceRecord: plain decoding's run for a race
@@ -164,7 +165,7 @@ class EngineWorker(QObject):
             session = self._session_for(request)
             stream = session.reply(
                 request.user_text, request.params, drafter=request.drafter, depth=request.depth, cancel=cancel,
-                continuation=request.continuation,
+                continuation=request.continuation, progress=self.prompt_progress.emit,
             )
             self._pump(stream)
         except SpecchatError as exc:

@@ -18,6 +18,7 @@ class FakeWorker(QObject):
     loaded = Signal(object)
     load_failed = Signal(str)
     events = Signal(list)
+    prompt_progress = Signal(int, int)
     failed = Signal(str)
     baseline_measured = Signal(object)
     raced = Signal(object, object)

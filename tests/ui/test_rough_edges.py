@@ -291,3 +291,23 @@ def test_continue_on_the_real_pair_goes_on_speculatively_in_the_same_message(qtb
     stored = store.messages(window.conversation_id)
     assert [m.role for m in stored] == ["user", "assistant"] and stored[-1].content == reply.content
     assert stored[-1].spans == reply.spans
+
+
+def test_reading_a_long_prompt_shows_tokens_and_percent_and_esc_stops_it(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    window.show()
+    qtbot.waitExposed(window)
+    window.send("a long paste")
+    assert window.statusBar().currentMessage() == "Reading the prompt…"
+    host.worker.prompt_progress.emit(1024, 3638)
+    assert window.progress.isVisible() and window.progress.value() == 28 and window.progress.text() == "prompt 28%"
+    assert window.statusBar().currentMessage() == "Reading the prompt: 1,024 of 3,638 tokens (28%), Esc stops"
+    host.worker.prompt_progress.emit(2048, 3638)
+    assert window.progress.value() == 56
+    qtbot.keyClick(window.composer, Qt.Key.Key_Escape)
+    assert host.tokens[-1].cancelled
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(prompt_tokens=3639),
+                                          "stopped while reading the prompt")])
+    assert not window.progress.isVisible() and window.statusBar().currentMessage() == ""
+    assert not window.streaming and window.send_button.isEnabled()

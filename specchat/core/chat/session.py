@@ -8,6 +8,7 @@ streams each reply as engine events.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -21,7 +22,14 @@ from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Drafter
 from specchat.core.engine.registry import make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
-from specchat.core.llama.context import Context, MemoryInfo, MtpContext, check_memory_support, probe_memory
+from specchat.core.llama.context import (
+    Context,
+    MemoryInfo,
+    MtpContext,
+    check_memory_support,
+    common_prefix_len,
+    probe_memory,
+)
 from specchat.core.llama.devices import offload_supported
 from specchat.core.llama.model import Model, vocab_mismatch
 from specchat.core.llama.remote_target import RemoteTarget
@@ -44,6 +52,8 @@ from specchat.core.types import (
 )
 
 LoadProgress = Callable[[str, float], bool]
+PromptProgress = Callable[[int, int], None]  # prompt tokens in the target's cache so far, of how many
+PROMPT_STEP = 256  # a long prompt is read in steps of this many tokens, reporting and checking Stop between them
 
 
 def model_memory(path: str | Path) -> MemoryInfo:
@@ -317,11 +327,13 @@ class ChatSession:
         depth: DepthControl | None = None,
         cancel: CancelToken | None = None,
         continuation: str = "",
+        progress: PromptProgress | None = None,
     ) -> Iterator[Event]:
         """Add ``user_text`` (if given) and stream the assistant's reply.
 
         With ``continuation`` (a reply cut at the token limit) the reply goes on from that text: it
         ends the prompt, and the assistant message stored in the session is that text and what follows.
+        With ``progress``, a prompt with more than two steps to read is read step by step, each reported.
         Checks run before the first event: a bad message list, a prompt that
         does not fit or a missing draft raise SpecchatError here and leave the
         conversation unchanged.
@@ -335,21 +347,50 @@ class ChatSession:
         self.adaptive = self.engine.adaptive_for(drafter)
         self.messages = messages
         self.last_prompt_text = prompt_text
-        return self._stream(prompt, params, chosen, depth, cancel, continuation)
+        return self._stream(prompt, params, chosen, depth, cancel, continuation, progress)
+
+    def _read_prompt(self, prompt: list[int], progress: PromptProgress,
+                     cancel: CancelToken | None) -> tuple[int, float] | None:
+        """Bring the target to a long prompt step by step, reporting each; (reused, seconds), None if short.
+
+        The speculative loop's own prefill then finds the prompt in the cache and decodes nothing more.
+        """
+        target = self.engine.target_context
+        body = prompt[:-1]
+        if len(body) - common_prefix_len(target.tokens, body) <= 2 * PROMPT_STEP:
+            return None
+        started = time.perf_counter()
+        reused = done = target.extend_to(body[: common_prefix_len(target.tokens, body)])
+        progress(done, len(body))
+        while done < len(body) and not (cancel is not None and cancel.cancelled):
+            done = min(len(body), done + PROMPT_STEP)
+            target.extend_to(body[:done])
+            progress(done, len(body))
+        return reused, time.perf_counter() - started
 
     def _stream(self, prompt: list[int], params: GenerationParams, drafter: Drafter,
-                depth: DepthControl | None, cancel: CancelToken | None, continuation: str = "") -> Iterator[Event]:
+                depth: DepthControl | None, cancel: CancelToken | None, continuation: str = "",
+                progress: PromptProgress | None = None) -> Iterator[Event]:
         pieces: list[str] = [continuation]
         tokens: list[int] = []
         if self.engine.remote is not None:  # Stop also ends a wait on a server that does not answer
             self.engine.remote.keep_waiting = None if cancel is None else (lambda: not cancel.cancelled)
         try:
-            for event in generate(self.engine.target_side, drafter, prompt, params,
-                                  depth=depth, cancel=cancel, adaptive=self.adaptive):
+            read = self._read_prompt(prompt, progress, cancel) if progress is not None else None
+            if read is not None and cancel is not None and cancel.cancelled:
+                stream: Iterable[Event] = [Finished(FinishReason.CANCELLED, GenerationStats(prompt_tokens=len(prompt)),
+                                                    "stopped while reading the prompt")]
+            else:
+                stream = generate(self.engine.target_side, drafter, prompt, params,
+                                  depth=depth, cancel=cancel, adaptive=self.adaptive)
+            for event in stream:
                 if isinstance(event, Verified):
                     pieces.append(event.text)
                     tokens.extend(event.committed)
                 if isinstance(event, Finished):
+                    if read is not None:  # the prompt was read before the loop: its figures are those steps'
+                        event.stats.reused_prompt_tokens = read[0]
+                        event.stats.prompt_seconds += read[1]
                     if event.reason is FinishReason.ERROR:
                         self._forget_caches()
                     self.last_tokens = tokens
