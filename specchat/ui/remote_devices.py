@@ -69,7 +69,8 @@ class RemoteDevicesDialog(QDialog):
         self.remove_button = QPushButton("Remove")
         self.remove_button.clicked.connect(self.remove_selected)
         self.test_button = QPushButton("Test")
-        self.test_button.setToolTip("Connect to each server and list its devices with their free memory")
+        self.test_button.setToolTip("Connect to each server (and the one typed, without adding it) and list its "
+                                    "devices with their free memory")
         self.test_button.clicked.connect(self.test)
         self.test_button.setEnabled(available)
         for widget in (self.entry, self.add_button, self.remove_button, self.test_button):
@@ -117,10 +118,17 @@ class RemoteDevicesDialog(QDialog):
             self.list.takeItem(self.list.row(item))
 
     def test(self) -> None:
-        """Probe every server (in child processes, off the GUI thread) and list what each lends."""
+        """Probe every server, and the one typed in the entry (not added: Add does that), off the GUI thread."""
         servers = self.servers()
-        if self.entry.text().strip() and self.add_entry():
-            servers = self.servers()
+        typed = self.entry.text().strip()
+        if typed:
+            try:
+                server = parse_server(typed)
+            except SpecchatError as exc:
+                self.status.setText(str(exc))
+                return
+            if server not in servers:
+                servers.append(server)
         if not servers:
             self.status.setText("add a server first (HOST:PORT)")
             return

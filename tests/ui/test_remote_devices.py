@@ -27,8 +27,8 @@ def test_test_lists_each_servers_devices_and_a_dead_one_in_one_line(qtbot, serve
     dialog = RemoteDevicesDialog([server.endpoint], probe_servers)
     qtbot.addWidget(dialog)
     dialog.entry.setText(dead)
-    dialog.test()  # adds the typed server first
-    assert dialog.servers() == [server.endpoint, dead]
+    dialog.test()  # tests the typed server too, without adding it
+    assert dialog.servers() == [server.endpoint] and dialog.entry.text() == dead
     qtbot.waitUntil(lambda: not dialog.testing, timeout=60_000)
     rows = [dialog.results.item(i).text() for i in range(dialog.results.count())]
     assert len(rows) == 2, rows
@@ -47,6 +47,9 @@ def test_a_bad_entry_is_refused_in_one_line(qtbot) -> None:
         assert not dialog.add_entry()
         assert expected in dialog.status.text() and "\n" not in dialog.status.text()
     assert dialog.servers() == []
+    dialog.test()  # the typed address is tested too: a bad one is refused the same way
+    assert "IPv6" in dialog.status.text() and not dialog.testing
+    dialog.entry.clear()
     dialog.test()
     assert dialog.status.text() == "add a server first (HOST:PORT)" and not dialog.testing
 

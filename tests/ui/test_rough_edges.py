@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
@@ -10,8 +11,10 @@ from PySide6.QtGui import QColor, QTextCursor, QWheelEvent
 from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QWidget
 
 from specchat.core.chat.baseline import Baseline
+from specchat.core.remote import ServerReport
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
+from specchat.ui.remote_devices import RemoteDevicesDialog
 from support.events import drafted, verified
 from support.fake_host import FakeHost
 from support.views import char_point, stream, streaming_view
@@ -311,3 +314,27 @@ def test_reading_a_long_prompt_shows_tokens_and_percent_and_esc_stops_it(qtbot, 
                                           "stopped while reading the prompt")])
     assert not window.progress.isVisible() and window.statusBar().currentMessage() == ""
     assert not window.streaming and window.send_button.isEnabled()
+
+
+def test_test_in_remote_devices_probes_the_typed_address_without_adding_it(qtbot) -> None:
+    probed: list[list[str]] = []
+
+    def probe(servers: Sequence[str]) -> list[ServerReport]:
+        probed.append(list(servers))
+        return [ServerReport(s, error=f"cannot reach the remote server at {s}") for s in servers]
+
+    dialog = RemoteDevicesDialog(["10.0.0.1:50052"], probe)
+    qtbot.addWidget(dialog)
+    dialog.entry.setText("10.0.0.2:50052")
+    dialog.test_button.click()
+    qtbot.waitUntil(lambda: not dialog.testing)
+    assert probed == [["10.0.0.1:50052", "10.0.0.2:50052"]]
+    assert dialog.servers() == ["10.0.0.1:50052"] and dialog.entry.text() == "10.0.0.2:50052"
+    assert dialog.status.text() == "2 of 2 servers failed"
+    dialog.entry.setText("not an address")
+    dialog.test_button.click()
+    assert "is not HOST:PORT" in dialog.status.text() and len(probed) == 1 and not dialog.testing
+    dialog.add_button.click()  # Add still adds
+    dialog.entry.setText("10.0.0.2:50052")
+    dialog.add_button.click()
+    assert dialog.servers() == ["10.0.0.1:50052", "10.0.0.2:50052"]
