@@ -141,7 +141,9 @@ class SpeculationControls(QGroupBox):
         self.drafter.view().setMinimumWidth(self.drafter.view().sizeHintForColumn(0) + 24)
         self.drafter.currentTextChanged.connect(self.drafter.setToolTip)
         self.drafter.setToolTip(self.drafter.currentText())
-        form.addRow("Drafter", self.drafter)
+        # On a row of its own, the panel's whole width: "Automatic (lookup + draft model)" shows whole.
+        form.addRow(QLabel("Drafter"))
+        form.addRow(self.drafter)
         # A check box cannot wrap its text, and the panel stays narrow: the words are a label beside it.
         self.lookup_memory = QCheckBox()
         self.lookup_memory.setAccessibleName(LOOKUP_MEMORY_TEXT)

@@ -77,7 +77,7 @@ class ModelPickerDialog(QDialog):
         self.n_ctx = n_ctx
         self.memory = memory if memory is not None else machine_memory()
         self.setWindowTitle("Choose models")
-        self.resize(720, 460)
+        self.resize(880, 520)  # the Recommended table whole (its long columns wrap); fits beside a 900x600 window
         layout = QVBoxLayout(self)
         self.tabs = QTabWidget()
         layout.addWidget(self.tabs, 1)

@@ -16,13 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QThreadPool, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, QThreadPool, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -95,7 +97,7 @@ class CatalogTab(QWidget):
     download_failed = Signal(str)  # one line: the error, or that the download was cancelled
     progressed = Signal(str, int, int)  # "role: file", bytes done, total (0 = unknown); from the worker
 
-    COLUMNS = ("Pair", "Drafter", "Download", "Memory", "Expected speed-up", "On this computer", "Good for")
+    COLUMNS = ("Pair", "Drafter", "Download", "Memory", "Speed-up", "On this computer", "Good for")
     DRAFTER_COLUMN, MEMORY_COLUMN, SPEEDUP_COLUMN, STATE_COLUMN, GOOD_FOR_COLUMN = 1, 3, 4, 5, 6
 
     def __init__(self, memory: MachineMemory, parent: QWidget | None = None) -> None:
@@ -113,10 +115,21 @@ class CatalogTab(QWidget):
         self.tree.setRootIsDecorated(False)
         self.tree.setWordWrap(True)  # "Good for" wraps in full rather than being cut off
         self.tree.setUniformRowHeights(False)
+        # Every column shows whole at the dialog's width: the long ones (the pair, the speed-up and what it is
+        # good for) wrap instead of running off to a horizontal scroll bar.
+        self.tree.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideNone)
         header = self.tree.header()
-        for column in range(len(self.COLUMNS) - 1):
+        header.setStretchLastSection(False)
+        chars = self.tree.fontMetrics().averageCharWidth()
+        for column in range(len(self.COLUMNS)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(len(self.COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        for column, width in ((0, 24), (self.SPEEDUP_COLUMN, 14)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(column, width * chars)
+        header.setSectionResizeMode(self.GOOD_FOR_COLUMN, QHeaderView.ResizeMode.Stretch)
+        self.tree.setItemDelegate(WrappingDelegate(self.tree, (0, self.SPEEDUP_COLUMN, self.GOOD_FOR_COLUMN)))
+        header.sectionResized.connect(lambda *_: self.tree.scheduleDelayedItemsLayout())  # rows wrap anew
         for pair in self.pairs:
             self.tree.addTopLevelItem(self._row(pair, memory))
         layout.addWidget(self.tree, 1)
@@ -318,6 +331,26 @@ def _with_unverified(verdict: str, files: PairOnDisk) -> str:
     return f"{verdict} ({which} unverified: {UNVERIFIED_NOTE})"
 
 
+class WrappingDelegate(QStyledItemDelegate):
+    """Rows tall enough for the wrapped text of the ``columns`` at their current widths.
+
+    Qt's own delegate measures a wrapping cell without its column's width (one line high, the rest cut off).
+    """
+
+    def __init__(self, tree: QTreeWidget, columns: tuple[int, ...]) -> None:
+        super().__init__(tree)
+        self.tree = tree
+        self.columns = columns
+
+    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802 - a Qt override
+                 index: QModelIndex | QPersistentModelIndex) -> QSize:
+        if index.column() not in self.columns:
+            return super().sizeHint(option, index)
+        sized = QStyleOptionViewItem(option)
+        sized.rect = QRect(0, 0, self.tree.header().sectionSize(index.column()), 1 << 16)
+        return super().sizeHint(sized, index)
+
+
 class LibraryTab(QWidget):
     """GGUF files already on this computer; pick a target and a draft, then check and load them."""
 
@@ -332,6 +365,13 @@ class LibraryTab(QWidget):
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(self.COLUMNS)
         self.tree.setRootIsDecorated(False)
+        # Names, quants, sizes and sources show whole; a long path gives way in its middle (its tooltip is whole).
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.tree.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        header = self.tree.header()
+        for column in range(self.PATH_COLUMN):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(self.PATH_COLUMN, QHeaderView.ResizeMode.Stretch)
         layout.addWidget(self.tree, 1)
         row = QHBoxLayout()
         self.status = QLabel("Scanning for GGUF files…")
@@ -355,6 +395,7 @@ class LibraryTab(QWidget):
             if e.unverified:
                 item.setToolTip(self.SOURCE_COLUMN, f"unverified: {UNVERIFIED_NOTE}")
             item.setData(0, Qt.ItemDataRole.UserRole, str(e.path))
+            item.setToolTip(self.PATH_COLUMN, str(e.path))
             self.tree.addTopLevelItem(item)
         unverified = sum(e.unverified for e in entries)
         found = f"{len(entries)} GGUF file(s) found" + (f", {unverified} unverified" if unverified else "")

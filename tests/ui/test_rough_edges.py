@@ -6,11 +6,21 @@ import time
 from collections.abc import Sequence
 
 import pytest
-from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtCore import QPoint, QPointF, QRect, Qt
 from PySide6.QtGui import QColor, QTextCursor, QWheelEvent
-from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QWidget
+from PySide6.QtWidgets import (
+    QAbstractSlider,
+    QAbstractSpinBox,
+    QApplication,
+    QComboBox,
+    QStyle,
+    QStyleOptionComboBox,
+    QStyleOptionViewItem,
+    QWidget,
+)
 
 from specchat.core.chat.baseline import Baseline
+from specchat.core.engine.drafters import COMPOSITE_WITH_HEADS_LABEL
 from specchat.core.remote import ServerReport
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
@@ -338,3 +348,45 @@ def test_test_in_remote_devices_probes_the_typed_address_without_adding_it(qtbot
     dialog.entry.setText("10.0.0.2:50052")
     dialog.add_button.click()
     assert dialog.servers() == ["10.0.0.1:50052", "10.0.0.2:50052"]
+
+
+def test_the_pickers_recommended_table_shows_every_cell_whole(qtbot) -> None:
+    from specchat.ui.model_picker import ModelPickerDialog
+
+    dialog = ModelPickerDialog()
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.tabs.setCurrentWidget(dialog.catalog_tab)
+    qtbot.waitExposed(dialog)
+    tree = dialog.catalog_tab.tree
+    header = tree.header()
+    qtbot.waitUntil(lambda: header.length() <= tree.viewport().width())  # no column beyond the right edge
+    delegate = tree.itemDelegate()
+    option = QStyleOptionViewItem()
+    tree.initViewItemOption(option)
+    option.rect = QRect(0, 0, 0, 1 << 16)
+    for row in range(tree.topLevelItemCount()):
+        item = tree.topLevelItem(row)
+        for column in range(tree.columnCount()):
+            index = tree.indexFromItem(item, column)
+            option.rect.setWidth(header.sectionSize(column))
+            need = delegate.sizeHint(option, index)
+            # As tall as its wrapped text, and as wide as its longest word.
+            assert tree.visualRect(index).height() >= need.height(), (item.text(column), need)
+            longest = max(item.text(column).split(), key=option.fontMetrics.horizontalAdvance)
+            assert option.fontMetrics.horizontalAdvance(longest) < header.sectionSize(column), longest
+
+
+def test_the_drafter_box_shows_each_drafters_name_whole_at_900_by_600(qtbot, settings, store) -> None:
+    window, _ = window_with(qtbot, settings, store)
+    window.resize(900, 600)
+    window.show()
+    qtbot.waitExposed(window)
+    box = window.controls.drafter
+    option = QStyleOptionComboBox()
+    box.initStyleOption(option)
+    field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                       QStyle.SubControl.SC_ComboBoxEditField, box)
+    names = [box.itemText(i) for i in range(box.count())] + [COMPOSITE_WITH_HEADS_LABEL]
+    for name in names:
+        assert box.fontMetrics().horizontalAdvance(name) <= field.width(), (name, field.width())
