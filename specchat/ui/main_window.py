@@ -38,7 +38,7 @@ from specchat.core.engine.depth import DepthControl
 from specchat.core.models.fit import machine_memory
 from specchat.core.remote import load_servers, save_servers, saved_free
 from specchat.core.settings import Settings, save_settings
-from specchat.core.types import DrafterKind, Event, Finished, SamplerParams, SpecchatError
+from specchat.core.types import Drafted, DrafterKind, Event, Finished, SamplerParams, SpecchatError
 
 from .banner import ErrorBanner
 from .chat_controller import ChatController, ReplySettings
@@ -570,6 +570,8 @@ class MainWindow(QMainWindow):
             self.show_error(f"the conversations could not be listed: {exc}")
             return
         self.sidebar.set_conversations(conversations, self.chat.conversation_id)
+        title = next((c.title for c in conversations if c.id == self.chat.conversation_id), "")
+        self.setWindowTitle(f"{title} — specchat" if title.strip() else "specchat")  # the open conversation's
 
     def new_conversation(self) -> None:
         self.chat.new_conversation()
@@ -815,7 +817,8 @@ class MainWindow(QMainWindow):
         if reply is not None and reply.figures is not None:
             if reply.figures.passes:
                 self._hide_busy_indicator()
-            self.controls.show_live_depth(reply.figures.depth)
+            if reply.figures.passes or any(isinstance(e, Drafted) for e in batch):
+                self.controls.show_live_depth(reply.figures.depth)  # not a reply that failed before any round
 
     def _on_prompt_progress(self, done: int, total: int) -> None:
         """A long prompt is being read: how many tokens of how many, in the status bar and its bar (Esc stops)."""

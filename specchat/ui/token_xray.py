@@ -64,8 +64,14 @@ def verdict(span: TokenSpan, detail: TokenDetail) -> str:
     return f"acceptance probability min(1, p/q) = {min(1.0, p / q):.3f}"
 
 
+def top_title(whose: str, entries: tuple[tuple[str, float], ...], symbol: str) -> str:
+    """A top list's heading by how many entries it shows: "target's top 3 (p)", "draft's top token (q)"."""
+    n = min(len(entries), TOP_N)
+    return f"{whose}'s top {n} ({symbol})" if n > 1 else f"{whose}'s top token ({symbol})"
+
+
 def top_table(title: str, entries: tuple[tuple[str, float], ...], mark: str) -> str:
-    """One top-5 list as an HTML table, ``mark`` (the token itself) in bold."""
+    """One top list (at most ``TOP_N``) as an HTML table, ``mark`` (the token itself) in bold."""
     rows = "".join(
         f"<tr><td>{'<b>' if text == mark else ''}{_quoted(text)}{'</b>' if text == mark else ''}</td>"
         f"<td align='right'>&nbsp;{p:.3f}</td></tr>"
@@ -122,9 +128,9 @@ class TokenXray(QFrame):
         self.correction.setVisible(detail.correction is not None)
         if detail.correction is not None:
             self.correction.setText(f"the target chose <b>{_quoted(detail.correction)}</b> instead")
-        lists = [top_table("target's top 5 (p)", detail.target_top, span.text)]
+        lists = [top_table(top_title("target", detail.target_top, "p"), detail.target_top, span.text)]
         if detail.position:
-            lists.append(top_table("draft's top 5 (q)", detail.draft_top, span.text))
+            lists.append(top_table(top_title("draft", detail.draft_top, "q"), detail.draft_top, span.text))
         cells = "<td width='20'></td>".join(f"<td valign='top'>{t}</td>" for t in lists)
         self.tops.setText(f"<table cellspacing='0' cellpadding='0'><tr>{cells}</tr></table>")
         self.adjustSize()

@@ -101,6 +101,7 @@ def test_export_markdown_and_json() -> None:
     md = store.export_markdown(cid)
     assert md.startswith("# Export me")
     assert "**User**\n\nHi" in md and "**Assistant**\n\nHey!" in md
+    assert "acceptance 50%" in md and "0.5" not in md  # a percentage, as the window shows it
     data = json.loads(store.export_json(cid))
     assert data["title"] == "Export me"
     assert data["messages"][1]["content"] == "Hey!"

@@ -390,3 +390,41 @@ def test_the_drafter_box_shows_each_drafters_name_whole_at_900_by_600(qtbot, set
     names = [box.itemText(i) for i in range(box.count())] + [COMPOSITE_WITH_HEADS_LABEL]
     for name in names:
         assert box.fontMetrics().horizontalAdvance(name) <= field.width(), (name, field.width())
+
+
+def test_the_window_title_is_the_open_conversations(qtbot, settings, store) -> None:
+    older = store.create_conversation("Carrot recipes")
+    window, host = window_with(qtbot, settings, store)
+    assert window.windowTitle() == "specchat"
+    window.send("Why is the sky blue?")
+    assert window.windowTitle() == "Why is the sky blue? \u2014 specchat"
+    window.open_conversation(older)
+    assert window.windowTitle() == "Carrot recipes \u2014 specchat"
+    window.chat.rename(older, "Roasted carrots")
+    assert window.windowTitle() == "Roasted carrots \u2014 specchat"
+
+
+def test_the_markdown_export_gives_acceptance_as_a_percentage(qtbot, settings, store, tmp_path) -> None:
+    window, host = window_with(qtbot, settings, store)
+    window.send("hi")
+    stats = GenerationStats(rounds=1, drafted=4, accepted=3, generated=4, generate_seconds=0.5)
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([verified(0, ("a", "b", "c"), ("x",), "d"), Finished(FinishReason.EOS, stats)])
+    window.export_conversation("md", str(tmp_path / "out.md"))
+    text = (tmp_path / "out.md").read_text(encoding="utf-8")
+    assert "*8.0 tokens/s, acceptance 75%*" in text and "0.75" not in text
+
+
+def test_the_depth_slider_keeps_its_place_after_a_reply_fails_before_any_round(qtbot, settings, store) -> None:
+    settings.depth = None  # Auto: the slider shows the depth the controller chose
+    window, host = window_with(qtbot, settings, store)
+    window.send("go")
+    host.worker.events.emit([drafted(0, ("a", "b", "c")), verified(0, ("a", "b", "c"), (), "d")])
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats())])
+    assert window.controls.depth_slider.value() == 3
+    window.send("a prompt longer than the context")
+    with qtbot.waitSignal(window.reply_finished):
+        host.worker.failed.emit("the conversation is 5000 tokens but the context holds 4096")
+    assert "context holds 4096" in window.banner.text()
+    assert window.controls.depth_slider.value() == 3

@@ -595,11 +595,23 @@ class ConversationStore:
             parts += ["**System**", "", info.system_prompt, ""]
         for m in self.messages(conversation_id):
             parts += [f"**{m.role.capitalize()}**", "", m.content, ""]
-            if m.stats:
-                rate = m.stats.get("acceptance_rate")
-                tps = m.stats.get("tokens_per_second")
-                parts += [f"*{tps} tokens/s, acceptance {rate}*", ""]
+            figures = _figures_line(m.stats) if m.role == "assistant" and m.stats else ""
+            if figures:
+                parts += [f"*{figures}*", ""]
         return "\n".join(parts)
+
+
+def _figures_line(stats: dict[str, Any]) -> str:
+    """A reply's figures as the window shows them: "36.2 tokens/s, acceptance 95%" (what it has of those)."""
+    def number(key: str) -> float | None:
+        value = stats.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    tps, rate, drafted = number("tokens_per_second"), number("acceptance_rate"), number("drafted")
+    parts = [f"{tps:.1f} tokens/s"] if tps else []
+    if rate is not None and drafted:
+        parts.append(f"acceptance {rate:.0%}")
+    return ", ".join(parts)
 
 
 class ReplyWriter:
