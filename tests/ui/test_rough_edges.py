@@ -224,13 +224,14 @@ def test_a_reply_cut_at_the_limit_says_so_and_continue_extends_it(qtbot, setting
     # The continuation streams speculatively into the same message, with its fates.
     more = GenerationStats(rounds=1, drafted=3, accepted=2, generated=3, prompt_tokens=20, generate_seconds=0.2)
     with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([drafted(3, (" was", " a", " cat")), verified(3, (" was", " a"), (" cat",), " dog"),
-                                 Finished(FinishReason.EOS, more)])
+        host.worker.events.emit([drafted(0, (" was", " a", " cat")), verified(0, (" was", " a"), (" cat",), " dog"),
+                                 Finished(FinishReason.EOS, more)])  # the engine counts rounds from 0 again
     window.chat_view.flush()
     reply = window.transcript.messages[-1]
     assert len(window.transcript.messages) == 2
     assert reply.content == "Once upon a time, there was a dog" and reply.finish_reason == "eos"
-    assert [s.text for s in reply.spans or [] if s.round == 3] == [" was", " a", " cat", " dog"]
+    assert [s.text for s in reply.spans or [] if s.round == 3] == [" was", " a", " cat", " dog"]  # numbered on
+    assert [r for r, _, _ in reply.figures.per_round] == [0, 1, 2, 3]  # the chart goes on to the right
     assert window.chat_view.toPlainText().endswith(" dog")
     assert "stopped at" not in window.chat_view.toPlainText()
     figures = reply.figures

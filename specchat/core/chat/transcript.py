@@ -10,6 +10,7 @@ every verify pass.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -191,6 +192,8 @@ class ReplyFigures:
     # While a continuation streams: the engine's figures of the reply before it, added to the continuation's.
     carried: GenerationStats | None = field(default=None, repr=False, compare=False)
     resumed_first_token_seconds: float = field(default=0.0, repr=False, compare=False)  # the continuation's wait
+    # A continuation's rounds are numbered on from the reply's (its engine counts from 0 again).
+    round_offset: int = field(default=0, repr=False, compare=False)
 
     def fold(self, events: Iterable[object]) -> bool:
         """Count ``events``; True when a verified round changed the counters."""
@@ -236,6 +239,7 @@ class ReplyFigures:
         self.race = None  # a race ran on the shorter reply
         self.max_tokens = max_tokens
         self.started = time.monotonic()
+        self.round_offset = max((r for r, _, _ in self.per_round), default=-1) + 1
 
     def _count_sources(self, event: Verified) -> None:
         for i, source in enumerate(event.sources):
@@ -501,6 +505,8 @@ class Transcript:
         if reply is None or reply.finished:
             return []
         assert reply.figures is not None and reply.spans is not None
+        if isinstance(event, Verified) and reply.figures.round_offset:  # a continuation's
+            event = dataclasses.replace(event, round=event.round + reply.figures.round_offset)
         reply.figures.fold([event])
         if isinstance(event, Verified):
             spans = spans_of(event)
