@@ -792,6 +792,8 @@ class MainWindow(QMainWindow):
     def _follow_reply(self, figures: ReplyFigures) -> None:
         """The panel follows a streaming reply; until its first round, "Reading the prompt…"."""
         self.stats.set_baseline(self._current_baseline())
+        self.stats.set_auto_drafting(self.controls.drafter_kind is not DrafterKind.NONE
+                                     and self.controls.chosen_depth is None)
         self.stats.follow(figures)
         carried = figures.carried  # a continuation: the rounds before it were the reply's first part
         if figures.generated == (carried.generated if carried is not None else 0):

@@ -33,6 +33,7 @@ from specchat.core.engine.positions import position_acceptance
 from specchat.core.types import DraftSource
 
 DASH = "–"
+FALLBACK_ROUNDS = 4  # plain rounds in a row under Auto, with a drafter, that the panel reports as a fallback
 SOURCE_NAMES = {DraftSource.LOOKUP.value: "lookup", DraftSource.MODEL.value: "draft model",
                 DraftSource.MTP.value: "MTP heads"}
 
@@ -53,6 +54,7 @@ class StatsPanel(QGroupBox):
         self.acceptance = QLabel(DASH)
         self.mean_accepted = QLabel(DASH)
         self.depth_value = QLabel(DASH)
+        self.depth_value.setWordWrap(True)
         self.first_token = QLabel(DASH)
         self.token_counts = QLabel(DASH)
         self.context_used = QLabel(DASH)
@@ -113,6 +115,7 @@ class StatsPanel(QGroupBox):
         self.transcript: Transcript | None = None
         self.figures = ReplyFigures()
         self._live = False
+        self.auto_drafting = False  # the followed reply drafts under Auto depth (set_auto_drafting)
         self._started = time.monotonic()
         self.reset()
         self._theme_charts()
@@ -296,12 +299,26 @@ class StatsPanel(QGroupBox):
         self.acceptance.setText(f"{f.acceptance_rate:.0%}" if f.drafted else "n/a (no drafts)")
         self.mean_accepted.setText(f"{f.mean_accepted_per_round:.2f}" if f.rounds else DASH)
         self._show_sources(f)
-        self.depth_value.setText(str(f.depth))
+        self.depth_value.setText(self._depth_text(f))
         self.first_token.setText(f"{f.first_token_seconds:.2f} s" if f.first_token_seconds > 0 else DASH)
         prompt = f.final.prompt_tokens if f.final else 0
         self.token_counts.setText(f"prompt {prompt}, generated {f.generated}" if prompt else f"generated {f.generated}")
         used = prompt + f.generated if prompt else 0
         self.context_used.setText(f"{used} / {self.n_ctx}" if used and self.n_ctx else DASH)
+
+    def _depth_text(self, f: ReplyFigures) -> str:
+        """The last round's depth; while Auto has fallen back to plain decoding, that it has and why."""
+        recent = [depth for _, depth, _ in f.per_round[-FALLBACK_ROUNDS:]]
+        fallen_back = self._live and self.auto_drafting and len(recent) == FALLBACK_ROUNDS and not any(recent)
+        self.depth_value.setToolTip(
+            "Auto measured plain decoding faster than drafting on this machine right now, so these rounds decode "
+            "plainly; it tries drafting again now and then." if fallen_back else "")
+        return "0: plain decoding, speculation is not paying here right now" if fallen_back else str(f.depth)
+
+    def set_auto_drafting(self, on: bool) -> None:
+        """Whether the reply being followed drafts under Auto depth (so depth 0 means Auto fell back)."""
+        self.auto_drafting = on
+        self._show()
 
     def _show_sources(self, f: ReplyFigures) -> None:
         """Acceptance per source, shown only when more than one source drafted in this reply."""

@@ -425,3 +425,20 @@ def test_the_panel_shows_the_same_figures_while_streaming_and_reopened(qtbot) ->
     panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))  # what the store keeps with the reply
     reopened = [w.text() for w in (panel.tokens_per_second, panel.acceptance, panel.mean_accepted, panel.speedup)]
     assert live == reopened and live[2] == "2.00"
+
+
+def test_the_panel_says_when_auto_has_fallen_back_to_plain_decoding(qtbot) -> None:
+    panel = StatsPanel()
+    qtbot.addWidget(panel)
+    panel.follow(ReplyFigures())
+    panel.set_auto_drafting(True)
+    feed(panel, [verified(0, ("a", "b"), (), "c")] + [verified(n, (), (), "x") for n in range(1, 4)])
+    assert panel.depth_value.text() == "0"  # three plain rounds: not yet a fallback
+    feed(panel, [verified(4, (), (), "y")])
+    assert "speculation is not paying here right now" in panel.depth_value.text()
+    assert "plain decoding faster" in panel.depth_value.toolTip()
+    panel.set_auto_drafting(False)  # the user chose depth 0 or no drafter: nothing to explain
+    assert panel.depth_value.text() == "0"
+    feed(panel, [verified(5, ("d",), (), "e")])
+    panel.set_auto_drafting(True)
+    assert panel.depth_value.text() == "1"  # drafting again
