@@ -23,6 +23,7 @@ from specchat.core.remote import load_servers, saved_free, servers_path
 from specchat.core.settings import Settings, load_settings, settings_path
 from specchat.core.types import DraftSource, TokenKind
 from support.gguf_files import GgufMaker
+from support.stored import poke, stored_reply
 
 DEEP = "[" * 100_000 + "]" * 100_000
 DETAIL = TokenDetail(1, DraftSource.MODEL, 0, True, (("a", 0.5), ("b", 0.25)), (("a", 0.75),))
@@ -30,20 +31,8 @@ DETAIL = TokenDetail(1, DraftSource.MODEL, 0, True, (("a", 0.5), ("b", 0.25)), (
 
 def _conversation(path: Path, spans: int = 3) -> int:
     """A stored conversation: a question and a reply of ``spans`` accepted tokens with X-ray details."""
-    store = ConversationStore(path)
-    cid = store.create_conversation("poisoned")
-    store.add_message(cid, "user", "Say something.")
     shown = [TokenSpan(TokenKind.ACCEPTED, f"w{i} ", 1, 0.5, 0.5, DETAIL) for i in range(spans)]
-    store.start_reply(cid, shown, "".join(s.text for s in shown), {"passes": 1, "tokens_per_second": 12.0})
-    store.close()
-    return cid
-
-
-def _poke(path: Path, sql: str, *args: object) -> None:
-    db = sqlite3.connect(path)
-    db.execute(sql, args)
-    db.commit()
-    db.close()
+    return stored_reply(path, shown, {"passes": 1, "tokens_per_second": 12.0})
 
 
 def _reply(path: Path, cid: int) -> tuple[list[str], list[TokenSpan], dict[str, object] | None]:
@@ -68,7 +57,7 @@ def test_bad_figures_are_left_out_with_a_line_and_the_reply_loads(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, sql: str, said: str) -> None:
     path = tmp_path / "chats.sqlite3"
     cid = _conversation(path)
-    _poke(path, sql)
+    poke(path, sql)
     with caplog.at_level(logging.WARNING):
         contents, spans, stats = _reply(path, cid)
     assert contents == ["Say something.", "w0 w1 w2 "] and len(spans) == 3
@@ -80,9 +69,9 @@ def test_bad_figures_are_left_out_with_a_line_and_the_reply_loads(
 def test_bad_spans_are_repaired_or_set_aside(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "chats.sqlite3"
     cid = _conversation(path)
-    _poke(path, "UPDATE spans SET target_prob = 'abc', round = 'x' WHERE seq = 0")
-    _poke(path, "UPDATE spans SET detail = '{\"a\": 1}' WHERE seq = 1")  # a detail of the wrong shape
-    _poke(path, "UPDATE spans SET detail = ? WHERE seq = 2", DEEP)
+    poke(path, "UPDATE spans SET target_prob = 'abc', round = 'x' WHERE seq = 0")
+    poke(path, "UPDATE spans SET detail = '{\"a\": 1}' WHERE seq = 1")  # a detail of the wrong shape
+    poke(path, "UPDATE spans SET detail = ? WHERE seq = 2", DEEP)
     with caplog.at_level(logging.WARNING):
         _, spans, _ = _reply(path, cid)
     assert [(s.text, s.round, s.target_prob, s.draft_prob) for s in spans] == [
@@ -90,7 +79,7 @@ def test_bad_spans_are_repaired_or_set_aside(tmp_path: Path, caplog: pytest.LogC
     assert [s.detail for s in spans] == [DETAIL, None, None]
     assert "unreadable target_prob" in caplog.text and "2 tokens with an unreadable detail" in caplog.text
 
-    _poke(path, "UPDATE spans SET kind = 'bogus' WHERE seq = 1")
+    poke(path, "UPDATE spans SET kind = 'bogus' WHERE seq = 1")
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         contents, spans, _ = _reply(path, cid)
@@ -101,7 +90,7 @@ def test_bad_spans_are_repaired_or_set_aside(tmp_path: Path, caplog: pytest.LogC
 def test_a_parent_loop_ends_the_walk_and_is_broken(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "chats.sqlite3"
     cid = _conversation(path)
-    _poke(path, "UPDATE messages SET parent_id = (SELECT max(id) FROM messages) WHERE parent_id IS NULL")
+    poke(path, "UPDATE messages SET parent_id = (SELECT max(id) FROM messages) WHERE parent_id IS NULL")
     with caplog.at_level(logging.WARNING):
         contents, _, _ = _reply(path, cid)
     assert contents == ["Say something.", "w0 w1 w2 "] and "form a loop" in caplog.text

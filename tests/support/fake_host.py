@@ -6,10 +6,13 @@ Tests load a pretend pair with ``loaded()`` and play engine events with
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import QObject, Signal
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.race import RaceRequest
+from specchat.ui.main_window import MainWindow
 from specchat.ui.worker import LoadOptions, ModelInfo, ReplyRequest
 
 
@@ -79,3 +82,13 @@ class FakeHost(QObject):
     def shutdown(self) -> None:
         self.closed = True
         self.cancel()
+
+
+def window_with(qtbot: Any, settings: Any, store: Any, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:
+    """The real main window on a fake host (loaded unless ``loaded=False``), closed with the test."""
+    host = FakeHost()
+    window = MainWindow(settings, store, host=host)
+    qtbot.addWidget(window)
+    if loaded:
+        host.loaded()
+    return window, host

@@ -18,7 +18,7 @@ from specchat.ui.chat_view import ChatView
 from specchat.ui.main_window import MainWindow
 from specchat.ui.race import PLAIN, PROP_DIFFERENCE, SPECULATIVE, RacePanel, RaceReplay
 from support.events import verified
-from support.fake_host import FakeHost
+from support.fake_host import FakeHost, window_with
 
 
 class FakeClock:
@@ -128,13 +128,6 @@ def fragments(pane) -> list[tuple[str, bool]]:
 
 # -- in the window, through the fake host ------------------------------------------------
 
-
-def window_with(qtbot, settings, store) -> tuple[MainWindow, FakeHost]:
-    host = FakeHost()
-    window = MainWindow(settings, store, host=host)
-    qtbot.addWidget(window)
-    host.loaded()
-    return window, host
 
 
 def stream_reply(window: MainWindow, host: FakeHost, *, finish: bool = True) -> None:

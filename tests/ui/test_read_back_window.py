@@ -7,7 +7,6 @@ and config folder full of bad values.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -25,26 +24,10 @@ from specchat.ui.race import MAX_TIMER_MS, RacePanel
 from specchat.ui.token_styles import PROP_MESSAGE
 from specchat.ui.token_xray import MAX_SHOWN_CHARS
 from support.fake_host import FakeHost
+from support.stored import poke, stored_reply
 from support.views import char_point
 
 DETAIL = TokenDetail(1, DraftSource.MODEL, 0, True, (("a", 0.5),), (("a", 0.75),))
-
-
-def _stored_reply(path: Path, spans: list[TokenSpan], stats: dict[str, object] | None = None) -> int:
-    store = ConversationStore(path)
-    cid = store.create_conversation("poisoned")
-    store.add_message(cid, "user", "Say something.")
-    text = "".join(s.text for s in spans if s.kind is not TokenKind.REJECTED)
-    store.start_reply(cid, spans, text, stats or {"passes": 1})
-    store.close()
-    return cid
-
-
-def _poke(path: Path, sql: str, *args: object) -> None:
-    db = sqlite3.connect(path)
-    db.execute(sql, args)
-    db.commit()
-    db.close()
 
 
 def _window(qtbot, path: Path, cid: int) -> MainWindow:
@@ -66,8 +49,8 @@ def _token_point(window: MainWindow, text: str) -> QPoint:
 
 def test_a_text_in_a_probability_column_draws_and_clicks(qtbot, tmp_path: Path) -> None:
     path = tmp_path / "chats.sqlite3"
-    cid = _stored_reply(path, [TokenSpan(TokenKind.ACCEPTED, "hello", 1, 0.5, 0.5, DETAIL)])
-    _poke(path, "UPDATE spans SET target_prob = 'abc', draft_prob = 'def'")
+    cid = stored_reply(path, [TokenSpan(TokenKind.ACCEPTED, "hello", 1, 0.5, 0.5, DETAIL)])
+    poke(path, "UPDATE spans SET target_prob = 'abc', draft_prob = 'def'")
     window = _window(qtbot, path, cid)
     window.chat_view.set_show_verdicts(True)  # the view that prints the probabilities
     qtbot.mouseClick(window.chat_view.viewport(), Qt.MouseButton.LeftButton, pos=_token_point(window, "hello"))
@@ -79,9 +62,9 @@ def test_a_text_in_a_probability_column_draws_and_clicks(qtbot, tmp_path: Path) 
 def test_the_xray_draws_a_bounded_part_of_a_huge_detail(qtbot, tmp_path: Path) -> None:
     """A stored top list of 200,000 entries and a 20 MB token: the X-ray shows 5 entries and 80 characters."""
     path = tmp_path / "chats.sqlite3"
-    cid = _stored_reply(path, [TokenSpan(TokenKind.ACCEPTED, "tok", 1, 0.5, 0.5, DETAIL)])
+    cid = stored_reply(path, [TokenSpan(TokenKind.ACCEPTED, "tok", 1, 0.5, 0.5, DETAIL)])
     huge = '[1,"model",0,1,[' + ",".join(['"' + "y" * 20_000_000 + '",0.5'] + ['"e",0.1'] * 200_000) + "],[]]"
-    _poke(path, "UPDATE spans SET detail = ?", huge)
+    poke(path, "UPDATE spans SET detail = ?", huge)
     window = _window(qtbot, path, cid)
     qtbot.mouseClick(window.chat_view.viewport(), Qt.MouseButton.LeftButton, pos=_token_point(window, "tok"))
     qtbot.waitUntil(lambda: window.chat_view.xray is not None and window.chat_view.xray.isVisible())
@@ -106,7 +89,7 @@ def test_a_long_word_of_many_tokens_draws_in_bounded_formats(qtbot, tmp_path: Pa
     """100,000 tokens with no space between them: past MAX_UNBROKEN_SPANS the word is drawn in one format,
     since Qt lays out a word in time quadratic in its formats (defect 8: 42 s to reopen)."""
     path = tmp_path / "chats.sqlite3"
-    cid = _stored_reply(path, [TokenSpan(TokenKind.ACCEPTED, "x", i, 0.5, 0.5) for i in range(100_000)])
+    cid = stored_reply(path, [TokenSpan(TokenKind.ACCEPTED, "x", i, 0.5, 0.5) for i in range(100_000)])
     window = _window(qtbot, path, cid)
     block = window.chat_view.document().find("xxxx").block()
     fragments, it = 0, block.begin()
@@ -122,13 +105,13 @@ def _poisoned_folders(root: Path) -> dict[str, str]:
     data, config, cache = root / "data", root / "config", root / "cache"
     for folder in (data, config, cache):
         folder.mkdir(parents=True)
-    cid = _stored_reply(data / "conversations.sqlite3",
+    cid = stored_reply(data / "conversations.sqlite3",
                         [TokenSpan(TokenKind.ACCEPTED, f"w{i} ", 1, 0.5, 0.5, DETAIL) for i in range(3)])
     for sql in ("UPDATE messages SET stats = 'garbage{' WHERE role = 'assistant'",
                 "UPDATE spans SET target_prob = 'abc', detail = '" + "[" * 100_000 + "' WHERE seq = 0",
                 "UPDATE spans SET kind = 'bogus' WHERE seq = 2",
                 "UPDATE messages SET parent_id = (SELECT max(id) FROM messages) WHERE parent_id IS NULL"):
-        _poke(data / "conversations.sqlite3", sql)
+        poke(data / "conversations.sqlite3", sql)
     (config / "settings.json").write_text(
         '{"window_geometry": "\\ud800", "last_conversation": ' + str(cid) + ', "lookup_memory": true}',
         encoding="utf-8")

@@ -26,18 +26,9 @@ from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
 from specchat.ui.remote_devices import RemoteDevicesDialog
 from support.events import drafted, verified
-from support.fake_host import FakeHost
+from support.fake_host import FakeHost, window_with
 from support.views import char_point, stream, streaming_view
 from support.xray import xray_round
-
-
-def window_with(qtbot, settings, store, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:
-    host = FakeHost()
-    window = MainWindow(settings, store, host=host)
-    qtbot.addWidget(window)
-    if loaded:
-        host.loaded()
-    return window, host
 
 
 def wheel(widget: QWidget, steps: int = -1) -> None:

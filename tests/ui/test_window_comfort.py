@@ -12,19 +12,9 @@ from specchat.core.chat.baseline import Baseline
 from specchat.core.chat.store import ReplyWriter
 from specchat.core.settings import load_settings
 from specchat.core.types import Finished, FinishReason, GenerationStats
-from specchat.ui.main_window import MainWindow
 from specchat.ui.worker import ModelInfo
 from support.events import drafted, verified
-from support.fake_host import FakeHost
-
-
-def window_with(qtbot, settings, store, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:
-    host = FakeHost()
-    window = MainWindow(settings, store, host=host)
-    qtbot.addWidget(window)
-    if loaded:
-        host.loaded()
-    return window, host
+from support.fake_host import window_with
 
 
 def stored_conversation(store, title: str, reply: str = "Hello") -> int:
