@@ -149,6 +149,10 @@ def test_special_files_are_never_opened_as_models(special_files: dict[str, Path]
                             capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env(), timeout=120)
     assert listed.returncode == 0, listed.stderr
     assert f"specchat: skipped: cannot read {fifo}: it is a FIFO (named pipe), not a file" in listed.stderr
+    (fifo.parent / "twin.gguf").symlink_to(fifo.parent / "twin.gguf")  # a symlink loop in a listed folder
+    looped = subprocess.run([sys.executable, "-m", "specchat", "models", "list", "--dir", str(fifo.parent)],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env(), timeout=120)
+    assert looped.returncode == 0 and "internal error" not in looped.stderr, looped.stderr
 
 
 def test_ctrl_c_ends_a_search_of_the_whole_disk() -> None:

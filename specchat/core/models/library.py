@@ -178,8 +178,8 @@ def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None)
             try:
                 real = path.resolve()
                 st = path.stat()
-            except OSError:
-                continue  # dangling symlink
+            except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError for a symlink loop
+                continue  # a dangling symlink or a loop
             if real in seen:
                 continue
             seen.add(real)
