@@ -25,16 +25,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from window_defaults import TEST_PROMPTS  # the script's own folder
-
-SPIN = "while True: pass"
+from background_load import background_load  # the script's own folder
+from window_defaults import TEST_PROMPTS
 
 
 def main() -> int:
@@ -83,14 +81,13 @@ def main() -> int:
     if window._measuring:  # the calibration after loading: let it finish before the first reply
         wait_for(window.baseline_measured)
     drafter = window.controls.drafter_kind
-    load = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.load)]
     prompts = load_prompts(args.prompts, args.limit)
     print(f"demo pair in the window, {drafter.value} drafter, auto depth, {args.max_tokens} tokens, "
           f"background load: {args.load} busy process(es) on {os.cpu_count()} cores")
     print(f"{'prompt':<16}{'win tok/s':>10}{'bench tok/s':>12}{'draw':>8}{'panel':>9}{'race':>8}{'bench':>8}"
           f"  panel figure")
     rows: list[tuple[float, float, float | None, float, float]] = []
-    try:
+    with background_load(args.load):
         for pid, messages in prompts:
             window.new_conversation()
             window.composer.setPlainText(messages[-1]["content"])
@@ -121,9 +118,6 @@ def main() -> int:
             print(f"{pid[:15]:<16}{window_rate:>10.1f}{result.speculative_tokens_per_s:>12.1f}"
                   f"{window_rate / result.speculative_tokens_per_s - 1:>+8.1%}{shown}{race:>7.2f}x"
                   f"{report.speedup:>7.2f}x  {panel_text}", flush=True)
-    finally:
-        for proc in load:
-            proc.kill()
     draw = [w / b - 1 for w, b, _, _, _ in rows]
     panel_vs_race = [p / r - 1 for _, _, p, r, _ in rows if p is not None]
     panel_vs_bench = [p / b - 1 for _, _, p, _, b in rows if p is not None]
