@@ -143,7 +143,7 @@ def test_the_real_app_opens_on_poisoned_files_and_quits_cleanly(tmp_path: Path) 
     env = {**os.environ, **_poisoned_folders(tmp_path / "dirs"), "QT_QPA_PLATFORM": "offscreen"}
     done = subprocess.run([sys.executable, "-c", QUIT_SOON], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "shown: ['specchat']" in done.stdout
+    assert "shown: ['poisoned — specchat']" in done.stdout  # the last conversation reopened, bad rows and all
     for said in ("settings.json", "remote-devices.json", "conversations.sqlite3"):
         assert said in done.stderr
     assert "Traceback" not in done.stderr and "QThread" not in done.stderr

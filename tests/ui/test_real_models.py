@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from specchat.core.chat.store import ConversationStore
-from specchat.core.types import FinishReason, Verified
+from specchat.core.types import DrafterKind, FinishReason, Verified
 from specchat.ui.main_window import MainWindow
 from specchat.ui.token_styles import PROP_KIND
 
@@ -106,6 +106,9 @@ def stamp_batches(window: MainWindow) -> list[tuple[float, list[Verified]]]:
 
 def test_moving_the_slider_mid_reply_changes_later_rounds(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=40, depth=4)
+    # The draft model drafts the depth asked for; the automatic drafter picks its own length under it.
+    drafter = window.controls.drafter
+    drafter.setCurrentIndex(drafter.findData(DrafterKind.DRAFT_MODEL))
     seen = record_verified(window)
     stamped = stamp_batches(window)
     finished: list[object] = []
@@ -228,7 +231,6 @@ def test_run_gui_with_demo_flag_opens_loads_and_exits(qapp, demo_pair, monkeypat
 
 
 def test_plain_decoding_shows_only_target_tokens(qtbot, settings, store, demo_pair) -> None:
-    from specchat.core.types import DrafterKind
 
     settings.drafter = DrafterKind.NONE
     window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
