@@ -92,3 +92,16 @@ def window_with(qtbot: Any, settings: Any, store: Any, *, loaded: bool = True) -
     if loaded:
         host.loaded()
     return window, host
+
+
+def two_versions(qtbot: Any, window: MainWindow, host: FakeHost) -> None:
+    """Ask for a colour, answer "Red", regenerate and answer "Blue": the reply then has versions 1/2 and 2/2."""
+    from specchat.core.types import Finished, FinishReason, GenerationStats
+    from support.events import verified
+
+    window.send("Name a colour")
+    for text, last in (("Re", "d"), ("Blu", "e")):
+        if last == "e":
+            window.regenerate()
+        with qtbot.waitSignal(window.reply_finished):
+            host.worker.events.emit([verified(0, (text,), (), last), Finished(FinishReason.EOS, GenerationStats())])

@@ -26,7 +26,7 @@ from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
 from specchat.ui.remote_devices import RemoteDevicesDialog
 from support.events import drafted, verified
-from support.fake_host import FakeHost, window_with
+from support.fake_host import FakeHost, two_versions, window_with
 from support.views import char_point, stream, streaming_view
 from support.xray import xray_round
 
@@ -165,12 +165,7 @@ def test_the_version_arrows_flip_versions(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
     window.show()
     qtbot.waitExposed(window)
-    window.send("Name a colour")
-    with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([verified(0, ("Re",), (), "d"), Finished(FinishReason.EOS, GenerationStats())])
-    window.regenerate()
-    with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([verified(0, ("Blu",), (), "e"), Finished(FinishReason.EOS, GenerationStats())])
+    two_versions(qtbot, window, host)
     assert "‹ 2/2 ›" in window.chat_view.toPlainText()
     _click_text(qtbot, window, "‹")
     qtbot.waitUntil(lambda: "‹ 1/2 ›" in window.chat_view.toPlainText())

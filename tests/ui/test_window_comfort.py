@@ -14,7 +14,7 @@ from specchat.core.settings import load_settings
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.worker import ModelInfo
 from support.events import drafted, verified
-from support.fake_host import window_with
+from support.fake_host import two_versions, window_with
 
 
 def stored_conversation(store, title: str, reply: str = "Hello") -> int:
@@ -221,12 +221,7 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
 
 def test_regenerated_replies_are_versions_to_flip_between(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
-    window.send("Name a colour")
-    with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([verified(0, ("Re",), (), "d"), Finished(FinishReason.EOS, GenerationStats())])
-    window.regenerate()
-    with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([verified(0, ("Blu",), (), "e"), Finished(FinishReason.EOS, GenerationStats())])
+    two_versions(qtbot, window, host)
     last = window.transcript.messages[-1]
     assert (last.content, last.version, last.versions) == ("Blue", 2, 2)
     assert "‹ 2/2 ›" in window.chat_view.toPlainText()
