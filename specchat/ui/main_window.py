@@ -106,6 +106,7 @@ class MainWindow(QMainWindow):
 
     def _build(self) -> None:
         self.sidebar = ConversationSidebar()
+        self.sidebar.searcher = self.store.search
         self.welcome = WelcomeView()
         self.chat_view = ChatView(transcript=self.chat.transcript)
         self.chat_view.set_hide_rejected(self.settings.hide_rejected)

@@ -1,10 +1,14 @@
-"""The conversations list: new, rename, delete."""
+"""The conversations list: new, rename, delete, search."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPushButton,
@@ -15,6 +19,25 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.chat.store import ConversationInfo
+
+Searcher = Callable[[str], list[tuple[int, str, str]]]  # ConversationStore.search
+
+
+class SearchField(QLineEdit):
+    """The search text; Esc clears it (before the window's Esc shortcut, which stops a reply, sees the key)."""
+
+    def event(self, event: QEvent) -> bool:
+        if (event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent)
+                and event.key() == Qt.Key.Key_Escape and self.text()):
+            event.accept()  # the key comes to keyPressEvent rather than to a shortcut
+            return True
+        return super().event(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape and self.text():
+            self.clear()
+            return
+        super().keyPressEvent(event)
 
 
 class ConversationSidebar(QWidget):
@@ -35,7 +58,13 @@ class ConversationSidebar(QWidget):
         self.list.setEditTriggers(QListWidget.EditTrigger.EditKeyPressed | QListWidget.EditTrigger.DoubleClicked)
         self.new_button = QPushButton("New conversation")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.search_field = SearchField()
+        self.search_field.setPlaceholderText("Search conversations")
+        self.search_field.setClearButtonEnabled(True)
+        self.search_field.setToolTip("Titles and message text; Esc clears")
+        self.searcher: Searcher | None = None  # set by the window: the store's search
         layout.addWidget(self.new_button)
+        layout.addWidget(self.search_field)
         layout.addWidget(self.list, 1)
         # Compact buttons keep the sidebar narrow enough for a 900-pixel window.
         buttons = QHBoxLayout()
@@ -52,6 +81,7 @@ class ConversationSidebar(QWidget):
         self.delete_button.clicked.connect(self._delete)
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.itemChanged.connect(self._item_changed)
+        self.search_field.textChanged.connect(self._filter)
         self._filling = False
 
     def set_conversations(self, conversations: list[ConversationInfo], current: int | None) -> None:
@@ -65,6 +95,23 @@ class ConversationSidebar(QWidget):
             if info.id == current:
                 self.list.setCurrentItem(item)
         self._filling = False
+        self._filter()
+
+    def _filter(self) -> None:
+        """Show only the conversations the search text finds (titles and text), each with its snippet as tooltip."""
+        text = self.search_field.text()
+        found = None
+        if text.strip() and self.searcher is not None:
+            found = {cid: snippet for cid, _title, snippet in self.searcher(text)}
+        filling, self._filling = self._filling, True  # a tooltip change is an itemChanged, not a rename
+        try:
+            for row in range(self.list.count()):
+                item = self.list.item(row)
+                cid = int(item.data(Qt.ItemDataRole.UserRole))
+                item.setHidden(found is not None and cid not in found)
+                item.setToolTip(found.get(cid, "") if found else "")
+        finally:
+            self._filling = filling
 
     def current_id(self) -> int | None:
         item = self.list.currentItem()

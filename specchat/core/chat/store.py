@@ -34,8 +34,9 @@ from .transcript import ReplyFigures, TokenDetail, TokenSpan, spans_of
 log = logging.getLogger(__name__)
 
 DB_FILENAME = "conversations.sqlite3"
-SCHEMA_VERSION = 3  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
-#                      and has its own system prompt; 3: spans carry the token X-ray's detail
+SCHEMA_VERSION = 4  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
+#                      and has its own system prompt; 3: spans carry the token X-ray's detail;
+#                      4: an FTS5 index of titles and message text (search)
 LOCK_WAIT_S = 10.0  # how long to wait for another instance that is opening the same file
 
 _SCHEMA = """
@@ -119,6 +120,75 @@ def _migrate_to_details(db: sqlite3.Connection) -> None:
         if not any(r[1] == "detail" for r in db.execute("PRAGMA table_info(spans)")):
             db.execute("ALTER TABLE spans ADD COLUMN detail TEXT")
         db.execute("UPDATE schema_version SET version = 3")
+
+
+def _has_fts5(db: sqlite3.Connection) -> bool:
+    """True when this SQLite build has FTS5 (else search falls back to LIKE)."""
+    return any(r[0] == "ENABLE_FTS5" for r in db.execute("PRAGMA compile_options"))
+
+
+# One FTS5 row per message (rowid = the message's id) and one per conversation title (rowid = -its id),
+# kept in step by triggers, so every write path (and ON DELETE CASCADE) updates it.
+_SEARCH_TRIGGERS = {
+    "search_message_added": "AFTER INSERT ON messages BEGIN INSERT INTO search (rowid, text, conversation_id)"
+                            " VALUES (new.id, new.content, new.conversation_id); END",
+    "search_message_changed": "AFTER UPDATE OF content ON messages BEGIN"
+                              " UPDATE search SET text = new.content WHERE rowid = new.id; END",
+    "search_message_deleted": "AFTER DELETE ON messages BEGIN DELETE FROM search WHERE rowid = old.id; END",
+    "search_title_added": "AFTER INSERT ON conversations BEGIN INSERT INTO search (rowid, text, conversation_id)"
+                          " VALUES (-new.id, new.title, new.id); END",
+    "search_title_changed": "AFTER UPDATE OF title ON conversations BEGIN"
+                            " UPDATE search SET text = new.title WHERE rowid = -new.id; END",
+    "search_title_deleted": "AFTER DELETE ON conversations BEGIN DELETE FROM search WHERE rowid = -old.id; END",
+}
+
+
+def _ensure_search_index(db: sqlite3.Connection, fts5: bool) -> None:
+    """Schema 4, in one transaction: the FTS5 index and its triggers, built from the rows already stored.
+
+    Rebuilt whenever a trigger is missing (a file last opened by a build without FTS5, whose triggers
+    were dropped so that its writes did not fail, may have rows the index lacks).
+    """
+    def triggers() -> set[str]:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        return names & set(_SEARCH_TRIGGERS)
+
+    version = db.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+    if version == SCHEMA_VERSION and triggers() == (set(_SEARCH_TRIGGERS) if fts5 else set()):
+        return  # nothing to write: two instances opening an up-to-date file do not contend
+    with db:
+        db.execute("BEGIN IMMEDIATE")  # the write lock first, then look again: another instance may have done it
+        if not fts5:
+            for name in _SEARCH_TRIGGERS:
+                db.execute(f"DROP TRIGGER IF EXISTS {name}")
+        else:
+            if triggers() != set(_SEARCH_TRIGGERS):
+                db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS search USING fts5(text, conversation_id UNINDEXED)")
+                db.execute("DELETE FROM search")
+                db.execute("INSERT INTO search (rowid, text, conversation_id) SELECT -id, title, id FROM conversations")
+                db.execute("INSERT INTO search (rowid, text, conversation_id)"
+                           " SELECT id, content, conversation_id FROM messages")
+                for name, body in _SEARCH_TRIGGERS.items():
+                    db.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
+        db.execute("UPDATE schema_version SET version = ? WHERE version < ?", (SCHEMA_VERSION, SCHEMA_VERSION))
+
+
+def _fts_query(text: str) -> str:
+    """User text as an FTS5 query: each term a quoted phrase (quotes doubled), prefix-matched, all required."""
+    terms = [t for t in text.split() if any(c.isalnum() for c in t)]
+    return " ".join('"' + t.replace('"', '""') + '"*' for t in terms)
+
+
+def _like_pattern(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _snippet_around(text: str, needle: str, width: int = 60) -> str:
+    """A short piece of ``text`` around the first ``needle`` (case-insensitive), for the LIKE fallback."""
+    at = max(text.lower().find(needle.lower()), 0)
+    start = max(at - width // 2, 0)
+    piece = " ".join(text[start:start + width].split())
+    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
 
 
 def _detail_json(span: TokenSpan) -> str | None:
@@ -296,6 +366,8 @@ class ConversationStore:
                     _migrate_to_branches(db)
                 if row[0] < 3:
                     _migrate_to_details(db)
+            self._fts5 = _has_fts5(db)
+            _ensure_search_index(db, self._fts5)  # schema 3 -> 4, and a new file's index
             db.execute("CREATE INDEX IF NOT EXISTS messages_by_parent ON messages(parent_id)")
             db.execute("SELECT count(*) FROM spans").fetchone()
         except BaseException:
@@ -566,6 +638,42 @@ class ConversationStore:
         remaining = self._siblings(conversation_id, parent)
         if remaining:  # show the latest other version at that place
             self.switch_version(conversation_id, remaining[-1], 0)
+
+    # -- search ------------------------------------------------------------------------
+
+    def search(self, text: str) -> list[tuple[int, str, str]]:
+        """Conversations whose title or message text holds every term of ``text``, most recently updated first.
+
+        Each as ``(conversation_id, title, snippet)``; the snippet shows the first match. Any user text is
+        safe: each term is matched as a quoted phrase, so FTS syntax in it (quotes, ``*``, ``NEAR``, ``-``,
+        parentheses) is only text. Without FTS5 in this SQLite build, a LIKE match of the whole text.
+        """
+        if not text.strip():
+            return []
+        if self._fts5:
+            query = _fts_query(text)
+            if not query:
+                return []
+            rows = self._db.execute(
+                "SELECT c.id, c.title, snippet(search, 0, '', '', '…', 10) FROM search"
+                " JOIN conversations c ON c.id = search.conversation_id WHERE search MATCH ?"
+                " ORDER BY c.updated DESC, c.id DESC, search.rowid", (query,)).fetchall()
+        else:
+            needle = text.strip()
+            pattern = _like_pattern(needle)
+            rows = self._db.execute(
+                "SELECT c.id, c.title, c.title AS body, -c.id AS k FROM conversations c"
+                " WHERE c.title LIKE ?1 ESCAPE '\\'"
+                " UNION ALL SELECT c.id, c.title, m.content, m.id FROM messages m JOIN conversations c"
+                " ON c.id = m.conversation_id WHERE m.content LIKE ?1 ESCAPE '\\'", (pattern,)).fetchall()
+            order = {r["id"]: i for i, r in enumerate(self._db.execute(
+                "SELECT id FROM conversations ORDER BY updated DESC, id DESC"))}
+            rows = [(r[0], r[1], _snippet_around(_text(r[2]), needle))
+                    for r in sorted(rows, key=lambda r: (order.get(r[0], 0), r[3]))]
+        found: dict[int, tuple[int, str, str]] = {}
+        for cid, title, snippet in rows:
+            found.setdefault(cid, (cid, _text(title), " ".join(_text(snippet).split())))
+        return list(found.values())
 
     # -- export ------------------------------------------------------------------------
 
