@@ -39,12 +39,13 @@ from PySide6.QtGui import (
     QMouseEvent,
     QPalette,
     QResizeEvent,
+    QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
 )
-from PySide6.QtWidgets import QLabel, QMenu, QTextBrowser, QToolButton, QToolTip, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QTextBrowser, QToolButton, QToolTip, QWidget
 
 from specchat.core.chat.race import RaceRecord, race_refusal
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript, span_count
@@ -202,6 +203,11 @@ class ChatView(QTextBrowser):
         self.jump_button.setAutoFillBackground(True)
         self.jump_button.clicked.connect(self.jump_to_latest)
         self.jump_button.hide()
+        self.hover_bar = HoverBar(self.viewport())  # Copy / Regenerate / Edit / Race over the hovered message
+        self.hover_bar.hide()
+        self.hover_index: int | None = None
+        self._hover_busy = False
+        self.viewport().setMouseTracking(True)
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range_changed)
         bar.valueChanged.connect(self._on_value_changed)
@@ -257,6 +263,7 @@ class ChatView(QTextBrowser):
     def append_message(self) -> None:
         """Draw the transcript's last message: a user message just added, or a reply just begun."""
         self.flush()
+        self.hide_hover()  # which reply is the last one changed
         index = len(self.transcript.messages) - 1
         msg = self.transcript.messages[index]
         cursor = self._end_cursor()
@@ -476,6 +483,7 @@ class ChatView(QTextBrowser):
 
     def redraw(self) -> None:
         """Draw every message of the transcript again, keeping the scroll position unless following."""
+        self.hide_hover()
         messages = self.transcript.messages
         bar = self.verticalScrollBar()
         follow, value = self._follow, bar.value()
@@ -638,6 +646,7 @@ class ChatView(QTextBrowser):
         self._update_jump()
 
     def _on_value_changed(self, value: int) -> None:
+        self.hide_hover()  # its place was for the old scroll position
         if not self._scrolling:
             self._follow = value >= self.verticalScrollBar().maximum() - FOLLOW_SLACK
         self._update_jump()
@@ -671,6 +680,13 @@ class ChatView(QTextBrowser):
                 QToolTip.hideText()
                 event.ignore()
             return True
+        if event.type() == QEvent.Type.MouseMove:
+            move = cast(QMouseEvent, event)
+            if move.buttons() == Qt.MouseButton.NoButton:
+                self.hover_at(move.position().toPoint())
+        elif (event.type() == QEvent.Type.Leave
+                and not self.hover_bar.geometry().contains(self.viewport().mapFromGlobal(QCursor.pos()))):
+            self.hide_hover()
         return super().viewportEvent(event)
 
     def changeEvent(self, event: QEvent) -> None:
@@ -761,17 +777,20 @@ class ChatView(QTextBrowser):
             return []
         actions: list[QAction] = []
         copy = QAction("Copy message", self)
+        copy.setObjectName("copy")
         copy.triggered.connect(lambda: self.copy_message(index))
         actions.append(copy)
         msg = self.transcript.messages[index]
         busy = self.streaming
         if msg.role == "assistant" and index == len(self.transcript.messages) - 1:
             regen = QAction("Regenerate reply", self)
+            regen.setObjectName("regenerate")
             regen.setEnabled(not busy)
             regen.triggered.connect(lambda *_: self.regenerate_requested.emit())
             actions.append(regen)
         if msg.role == "user":
             edit = QAction("Edit and resend", self)
+            edit.setObjectName("edit")
             edit.setEnabled(not busy)
             edit.triggered.connect(lambda: self.edit_requested.emit(index))
             actions.append(edit)
@@ -791,17 +810,108 @@ class ChatView(QTextBrowser):
         return actions
 
 
+    def hover_at(self, pos: QPoint) -> None:
+        """Show the hover toolbar at the top-right of the message under viewport ``pos`` (hide it off messages)."""
+        index = self.message_index_at(pos)
+        if index is None or not 0 <= index < len(self.transcript.messages):
+            self.hide_hover()
+            return
+        if index != self.hover_index or not self.hover_bar.isVisible() or self.streaming != self._hover_busy:
+            keep = ("copy", "regenerate", "edit", "race")
+            actions = []
+            for action in self.message_actions(index):
+                if action.objectName() in keep:
+                    actions.append(action)
+                else:
+                    action.deleteLater()
+            self.hover_bar.set_actions(actions)
+            self.hover_index, self._hover_busy = index, self.streaming
+        top = self._message_top(self.cursorForPosition(pos).block(), index)
+        size = self.hover_bar.sizeHint()
+        x = self.viewport().width() - size.width() - 6
+        y = max(0, top - self.verticalScrollBar().value())
+        self.hover_bar.setGeometry(x, y, size.width(), size.height())
+        self.hover_bar.show()
+        self.hover_bar.raise_()
+
+    def hide_hover(self) -> None:
+        self.hover_bar.hide()
+        self.hover_index = None
+
+    def _message_top(self, block: QTextBlock, index: int) -> int:
+        """The document y of message ``index``'s first block (its header), walking back from ``block``."""
+        first = block
+        while block.isValid():
+            owner = _block_message(block)
+            if owner is not None and owner != index:
+                break
+            if owner == index:
+                first = block
+            block = block.previous()
+        rect = self.document().documentLayout().blockBoundingRect(first)
+        return int(rect.top())
+
     def race_action(self, index: int) -> QAction:
         """Race plain decoding on the reply at ``index``, or replay its stored race."""
         msg = self.transcript.messages[index]
         stored = RaceRecord.from_dict(msg.figures.race if msg.figures else None) is not None
         action = QAction("Replay the race with plain decoding" if stored else "Race plain decoding", self)
         refusal = "wait for the reply to finish" if self.streaming else race_refusal(msg)
+        action.setObjectName("race")
         action.setEnabled(not refusal)
         action.setToolTip(refusal or ("Replay both streams at their recorded pace" if stored else
                                       "Decode the same prompt with the target alone and replay both side by side"))
         action.triggered.connect(lambda *_: self.race_requested.emit(index))
         return action
+
+
+def _block_message(block: QTextBlock) -> int | None:
+    """The message index of a block's first fragment that has one."""
+    it = block.begin()
+    while not it.atEnd():
+        value = it.fragment().charFormat().property(PROP_MESSAGE)
+        if value is not None:
+            return int(value)
+        it += 1
+    return None
+
+
+class HoverBar(QFrame):
+    """A small floating row of buttons over the hovered message, each triggering one of its actions."""
+
+    LABELS = {"copy": "Copy", "regenerate": "Regenerate", "edit": "Edit", "race": "Race"}
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setAutoFillBackground(True)
+        self.setCursor(Qt.CursorShape.ArrowCursor)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(2)
+        self.buttons: dict[str, QToolButton] = {}
+        self._actions: list[QAction] = []
+
+    def set_actions(self, actions: list[QAction]) -> None:
+        """Replace the buttons with one per action (the actions become the bar's)."""
+        for button in self.buttons.values():
+            button.deleteLater()
+        for old in self._actions:
+            old.deleteLater()
+        self.buttons = {}
+        self._actions = list(actions)
+        layout = cast(QHBoxLayout, self.layout())
+        for action in actions:
+            action.setParent(self)
+            button = QToolButton(self)
+            button.setText(self.LABELS.get(action.objectName(), action.text()))
+            button.setToolTip(action.toolTip() or action.text())
+            button.setEnabled(action.isEnabled())
+            button.setAutoRaise(True)
+            button.clicked.connect(action.trigger)
+            layout.addWidget(button)
+            self.buttons[action.objectName()] = button
+        self.adjustSize()
 
 
 class TokenLegend(QLabel):

@@ -129,6 +129,14 @@ class MainWindow(QMainWindow):
         chat_layout.setContentsMargins(0, 0, 0, 0)
         legend = TokenLegend(view=self.chat_view)
         legend.setWordWrap(True)  # wraps rather than widening a narrow window
+        self.system_prompt_chip = QPushButton()
+        self.system_prompt_chip.setFlat(True)
+        self.system_prompt_chip.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.system_prompt_chip.setToolTip("This conversation has a system prompt: click to edit it")
+        self.system_prompt_chip.setStyleSheet("text-align: left; padding: 2px 6px;")
+        self.system_prompt_chip.clicked.connect(self.edit_system_prompt)
+        self.system_prompt_chip.hide()
+        chat_layout.addWidget(self.system_prompt_chip)
         chat_layout.addWidget(legend)
         chat_layout.addWidget(self.chat_view, 1)
         row = QHBoxLayout()
@@ -590,9 +598,27 @@ class MainWindow(QMainWindow):
             "System prompt", "Sent before the conversation with every reply from now on; stored with this "
             "conversation.", self.chat.transcript.system_prompt, self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(lambda: self.chat.set_system_prompt(dialog.text()))
+
+        def save() -> None:
+            self.chat.set_system_prompt(dialog.text())
+            self._update_system_prompt_chip()
+
+        dialog.accepted.connect(save)
         dialog.open()
         return dialog
+
+    def _update_system_prompt_chip(self) -> None:
+        """"System prompt: <first words>…" above the chat while the open conversation has one."""
+        prompt = self.chat.transcript.system_prompt.strip()
+        self.system_prompt_chip.setVisible(bool(prompt))
+        if prompt:
+            words = prompt.split()
+            head = " ".join(words[:8])
+            if len(head) > 60:
+                head = head[:60].rstrip()
+            more = "\u2026" if head != " ".join(words) else ""
+            self.system_prompt_chip.setText(f"System prompt: {head}{more}")
+            self.system_prompt_chip.setToolTip(f"{prompt[:500]}\n\nClick to edit this conversation's system prompt")
 
     def edit_remote_devices(self) -> RemoteDevicesDialog:
         """Edit the servers that hold the target's layers (the dialog is returned for tests)."""
@@ -782,6 +808,7 @@ class MainWindow(QMainWindow):
         if self.chat.conversation_id is not None:
             self.stack.setCurrentIndex(1)  # old chats are readable before any model loads
         self.chat_view.show_transcript(self.chat.transcript)
+        self._update_system_prompt_chip()
         self.stats.set_transcript(self.chat.transcript)
         reply = next((m for m in reversed(self.chat.transcript.messages) if m.role == "assistant"), None)
         if reply is not None and not reply.finished and reply.figures is not None and self.chat.streaming_here:
