@@ -544,8 +544,7 @@ class MainWindow(QMainWindow):
         if self.model_info is not None and stats.plain_tokens > 0:
             key, _ = self._baseline_key()
             baseline = Baseline(key, stats.plain_tokens_per_second, stats.plain_tokens, time.time())
-            self.settings.baselines = remember(self.settings.baselines, baseline)
-            self.stats.set_baseline(baseline)
+            self.settings.baselines = remember(self.settings.baselines, baseline)  # _check_baseline shows it
 
     def _on_baseline(self, baseline: Baseline) -> None:
         if self._closing:

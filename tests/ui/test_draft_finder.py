@@ -12,11 +12,10 @@ from specchat.core.advise import cache
 from specchat.core.settings import Settings
 from specchat.core.types import DrafterKind
 from specchat.ui.draft_finder import COLUMNS, DraftFinderDialog
-from specchat.ui.main_window import MainWindow
 from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.worker import ModelInfo
 from support.advice import advice_measured_at
-from support.fake_host import FakeHost
+from support.fake_host import window_with
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -109,9 +108,7 @@ def test_the_picker_shows_cached_results_and_forwards_the_pick(qtbot, pair) -> N
 
 def test_the_window_loads_the_pick_with_its_depth_and_drafter(qtbot, store, pair) -> None:
     target, draft = pair
-    host = FakeHost()
-    window = MainWindow(Settings(), store, host=host)
-    qtbot.addWidget(window)
+    window, host = window_with(qtbot, Settings(), store, loaded=False)
     assert window.open_draft_finder() is None  # no target yet: an error line instead
     assert "choose a target model first" in window.last_error
     window.use_advice(str(target), "", "ngram", 3)
@@ -154,9 +151,7 @@ def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(q
     """The window's finder lists and measures the loaded draft and the automatic drafter on it; "Use this" on
     a pick that needs no other file keeps the pair loaded, and Undo brings back the drafter, depth and Auto."""
     target, draft, other = loaded_pair
-    host = FakeHost()
-    window = MainWindow(Settings(), store, host=host)
-    qtbot.addWidget(window)
+    window, host = window_with(qtbot, Settings(), store, loaded=False)
     host.worker.loaded.emit(ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096))
     window.controls.depth_slider.setValue(6)
     window.controls.auto_depth.setChecked(True)
@@ -202,9 +197,7 @@ def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(q
 
 def test_undo_reloads_the_draft_a_pick_replaced(qtbot, store, loaded_pair) -> None:
     target, draft, other = loaded_pair
-    host = FakeHost()
-    window = MainWindow(Settings(), store, host=host)
-    qtbot.addWidget(window)
+    window, host = window_with(qtbot, Settings(), store, loaded=False)
     before = ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096)
     host.worker.loaded.emit(before)
     window.use_advice(str(target), str(other), "draft", 5)
@@ -222,9 +215,7 @@ def test_a_pick_holds_for_its_own_pair_only_and_is_not_saved(qtbot, store, loade
     """Reloading the same pair keeps the finder's pick; another pair brings back the user's own drafter, depth
     and Auto; the settings file keeps the user's own, never the finder's."""
     target, draft, _ = loaded_pair
-    host = FakeHost()
-    window = MainWindow(Settings(), store, host=host)
-    qtbot.addWidget(window)
+    window, host = window_with(qtbot, Settings(), store, loaded=False)
     pair = ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096)
     host.worker.loaded.emit(pair)
     window.use_advice(str(target), str(draft), "ngram", 3)
