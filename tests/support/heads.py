@@ -1,0 +1,37 @@
+"""Tiny head files (EAGLE-3, DFlash, DSpark headers) that share a real test model's vocabulary.
+
+Only the header matters to what reads them here (describing, judging, finding, offering): the weights are
+a placeholder tensor, so llama.cpp would refuse to load them as drafters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specchat.core.models.ggufmeta import read_gguf_info
+from specchat.core.models.shape import read_model_shape
+from support.gguf_files import write_gguf
+
+
+def write_head(path: Path, target: Path, kind: str = "eagle3", *, layers: list[int] | None = None,
+               hidden: int | None = None, block: int = 8, base_model: str | None = "Test Llama") -> Path:
+    """A head header for ``target`` (its tokenizer; layers and width that fit unless given)."""
+    info = read_gguf_info(target, with_vocab=True)
+    shape = read_model_shape(target)
+    assert info.vocab is not None
+    n = shape.n_layers
+    arch = "eagle3" if kind == "eagle3" else "dflash"
+    kv: dict[str, int | bool | str | list[int]] = {
+        "{arch}.target_layers": layers if layers is not None else ([0, n // 2, n - 1] if arch == "eagle3" else [1, n]),
+    }
+    if arch == "eagle3":
+        kv["{arch}.target_hidden_size"] = hidden if hidden is not None else shape.n_embd
+    else:
+        kv["{arch}.embedding_length"] = hidden if hidden is not None else shape.n_embd
+        kv["{arch}.block_size"] = block
+    if base_model:
+        kv["general.base_model.0.name"] = base_model
+    return write_gguf(path, arch=arch, tokens=info.vocab.tokens, token_types=info.vocab.types,
+                      tokenizer_model=info.tokenizer_model or "gpt2", bos=info.bos_id, eos=info.eos_id,
+                      eot=info.eot_id, add_bos=info.add_bos, model_kv=kv,
+                      tensors=["markov_w1.weight"] if kind == "dspark" else [])
