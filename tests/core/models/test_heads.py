@@ -157,7 +157,8 @@ def test_hub_sidecars_are_listed_downloaded_and_paired_in_the_library(heads_repo
                                                       "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf"]
     assert entries["eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf"].what == "EAGLE-3 head for Llama 3.1 8B Instruct"
     assert entries["dspark-Llama-3.1-8B-Q8_0.gguf"].head.kind is HeadKind.DSPARK
-    assert pairs.to_json()["sidecars"] and entries["dspark-Llama-3.1-8B-Q8_0.gguf"].to_json()["head"]["kind"] == "dspark"
+    assert pairs.to_json()["sidecars"]
+    assert entries["dspark-Llama-3.1-8B-Q8_0.gguf"].to_json()["head"]["kind"] == "dspark"
 
 
 def test_a_listing_with_a_hostile_sidecar_name_is_refused_whole(hub, make_gguf) -> None:
