@@ -3,8 +3,6 @@ target, found beside it by name as llama-server -hf finds them, offered by the h
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from specchat.core.models.download import download_quant, download_sidecars
@@ -15,31 +13,7 @@ from specchat.core.models.hub import HubFile, list_gguf_files, pick_quant_files,
 from specchat.core.models.library import ModelRoot, scan
 from specchat.core.models.pairs import compatibility_text
 from support.gguf_files import BASE_VOCAB
-
-TARGET_SHAPE = {"{arch}.block_count": 32, "{arch}.embedding_length": 64, "{arch}.attention.head_count": 4}
-
-
-def target(make_gguf, name: str = "Llama-3.1-8B-Instruct-Q4_K_M.gguf", **kw: object) -> Path:
-    return make_gguf(name, model_kv=TARGET_SHAPE, basename="Meta-Llama-3.1", size_label="8B", **kw)
-
-
-def eagle3(make_gguf, name: str = "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf", *, layers: list[int] | None = None,
-           hidden: int = 64, **kw: object) -> Path:
-    kv = {"{arch}.target_layers": layers if layers is not None else [2, 16, 29], "{arch}.target_hidden_size": hidden,
-          "general.base_model.0.name": "Llama 3.1 8B Instruct"}
-    return make_gguf(name, arch="eagle3", general_name="EAGLE3 LLaMA3.1 Instruct 8B", model_kv=kv, **kw)
-
-
-def dflash(make_gguf, name: str = "dflash-Llama-3.1-8B-Q8_0.gguf", *, dspark: bool = False, top_k: int = 0,
-           anchor: bool | None = None, **kw: object) -> Path:
-    kv: dict[str, object] = {"{arch}.target_layers": [1, 9, 17, 25, 32], "{arch}.embedding_length": 64,
-                             "{arch}.block_size": 8}
-    if top_k:
-        kv["{arch}.selector_top_k"] = top_k
-    if anchor is not None:
-        kv["{arch}.sample_from_anchor"] = anchor
-    return make_gguf(name, arch="dflash", general_name="LLaMA3.1-8B-Instruct-DFlash-UltraChat", model_kv=kv,
-                     tensors=["markov_w1.weight"] if dspark else [], **kw)
+from support.heads import dflash, eagle3, target
 
 
 def test_an_eagle3_head_is_described_from_its_header(make_gguf) -> None:
@@ -118,7 +92,7 @@ def test_choosing_a_quant_never_picks_a_sidecar() -> None:
         ("eagle3", "eagle3-Llama-Q4_K_M.gguf")]
 
 
-REPO = "acme/Llama-3.1-8B-Instruct-GGUF"
+from support.heads import REPO  # noqa: E402 - beside the fixtures that use it
 
 
 @pytest.fixture
