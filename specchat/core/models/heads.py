@@ -277,7 +277,10 @@ def check_head(target_path: Path | str, head: HeadInfo, target: GgufInfo | None 
     from specchat.core.models.shape import read_model_shape
 
     target = target if target is not None else read_gguf_info(Path(target_path))
-    shape = read_model_shape(Path(target_path))
+    try:
+        shape = read_model_shape(Path(target_path))
+    except GgufReadError as exc:  # a target whose layers are unknown cannot be vouched for
+        return HeadCheck(head, (f"the target's layers cannot be read ({exc})",))
     return HeadCheck(head, tuple(head_problems(head, target, shape.n_layers, shape.n_embd)))
 
 
