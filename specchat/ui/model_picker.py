@@ -197,9 +197,13 @@ class ModelPickerDialog(QDialog):
     def _show_heads(self, target: str) -> None:
         """The heads beside the target, each with its verdict; the row hides when there are none."""
         checks = heads_text(target)
+        chosen = self.draft_field.path or self.heads_box.currentData()
         self.heads_box.clear()
         for check in checks:
             self.heads_box.addItem(f"{check.line()} ({check.head.path.name})", str(check.head.path))
+        index = self.heads_box.findData(str(Path(chosen).expanduser())) if chosen else -1
+        if index >= 0:  # keep showing the head in use (or the one picked before)
+            self.heads_box.setCurrentIndex(index)
         self.form.setRowVisible(self.heads_row, bool(checks))
 
     def _use_head(self) -> None:

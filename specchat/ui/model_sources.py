@@ -194,7 +194,9 @@ class CatalogTab(QWidget):
                 self._set_downloaded(pair.id, found[pair.id])
             else:
                 self._set_state(pair.id, "not downloaded")
-        self._on_selected()
+        self._update_button()
+        if self.worker is None and not self.status.text():  # a download's outcome stays on the status line
+            self._on_selected()
 
     def _on_scan_failed(self, exc: Exception) -> None:
         log.warning("checking downloaded pairs: %s", _error_line(exc))

@@ -24,10 +24,12 @@ def write_head(path: Path, target: Path, kind: str = "eagle3", *, layers: list[i
     assert info.vocab is not None
     n = shape.n_layers
     arch = "eagle3" if kind == "eagle3" else "dflash"
-    kv: dict[str, int | bool | str | list[int]] = {
+    kv: dict[str, int | bool | str | list[int]] = {  # the shape keys first, as the converters write them
+        "{arch}.block_count": 1 if arch == "eagle3" else 2, "{arch}.attention.head_count": shape.n_head,
         "{arch}.target_layers": layers if layers is not None else ([0, n // 2, n - 1] if arch == "eagle3" else [1, n]),
     }
     if arch == "eagle3":
+        kv["{arch}.embedding_length"] = shape.n_embd
         kv["{arch}.target_hidden_size"] = hidden if hidden is not None else shape.n_embd
     else:
         kv["{arch}.embedding_length"] = hidden if hidden is not None else shape.n_embd
