@@ -180,7 +180,7 @@ class DraftFinderDialog(QDialog):
         intro.setWordWrap(True)
         layout.addWidget(intro)
         beside = _heads_beside(target)
-        self.heads_note = QLabel(f"Heads beside it, measured as candidates: {', '.join(beside)}" if beside else "")
+        self.heads_note = QLabel(f"Heads beside it (candidates in the table): {', '.join(beside)}" if beside else "")
         self.heads_note.setWordWrap(True)
         self.heads_note.setVisible(bool(beside))
         layout.addWidget(self.heads_note)

@@ -330,7 +330,11 @@ def measured_text(target: str, draft: str) -> str:
     if not target or not Path(target).expanduser().is_file():
         return ""
     if draft:
-        found = advice_cache.lookup(target, "draft", draft) if Path(draft).expanduser().is_file() else None
+        found = None
+        if Path(draft).expanduser().is_file():  # a draft model, or a head measured under its own kind
+            for kind in ("draft", "eagle3", "dflash", "dspark"):
+                if (found := advice_cache.lookup(target, kind, draft)) is not None:
+                    break
     else:
         found = advice_cache.lookup(target, "mtp") or advice_cache.lookup(target, "ngram")
     return found.label() if found is not None else ""

@@ -85,7 +85,7 @@ def test_the_finder_names_the_heads_and_the_backend_verdict(qtbot: QtBot, target
     qtbot.addWidget(dialog)
     dialog.show()
     assert dialog.heads_note.isVisible()
-    assert dialog.heads_note.text() == ("Heads beside it, measured as candidates: dflash-target-Q8_0.gguf (DFlash), "
+    assert dialog.heads_note.text() == ("Heads beside it (candidates in the table): dflash-target-Q8_0.gguf (DFlash), "
                                         "eagle3-target-Q8_0.gguf (EAGLE-3)")
     assert dialog.backend.isVisible() and "costs 6.5x one token" in dialog.backend.text()
 
@@ -142,3 +142,16 @@ def test_a_catalog_download_offers_the_targets_sidecars_and_fetches_them_when_ti
         assert status.endswith('; its repository also holds a dflash sidecar (dflash-Tiny-1B-Q8_0.gguf): '
                                'tick "with sidecars" to fetch it'), status
         assert not hub.gets("dflash-Tiny-1B-Q8_0.gguf")
+
+
+def test_a_heads_finder_result_shows_beside_the_pair(target_with_heads: Path) -> None:
+    import time
+
+    from specchat.core.advise import cache
+    from specchat.ui.model_sources import measured_text
+
+    head = target_with_heads.parent / "eagle3-target-Q8_0.gguf"
+    assert measured_text(str(target_with_heads), str(head)) == ""
+    cache.store([cache.CachedResult(str(target_with_heads), "eagle3", str(head), 3, 1.4, 1.3, None, 0.7,
+                                    time.time())])
+    assert measured_text(str(target_with_heads), str(head)) == "predicted here: 1.40x at depth 3"
