@@ -14,7 +14,8 @@ from specchat.core.chat.transcript import ReplyFigures
 from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SpecchatError, parse_depth
 
 if TYPE_CHECKING:
-    from specchat.core.chat.session import ChatEngine, ChatSession
+    from specchat.core.runtime.conversation import Conversation
+    from specchat.core.runtime.runtime import Runtime
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -162,12 +163,11 @@ def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str
     return out[:limit] if limit else out
 
 
-def run_once(engine: ChatEngine, messages: list[dict[str, str]], params: GenerationParams, drafter: DrafterKind,
-             depth: int | None) -> tuple[RunFigures, ChatSession]:
-    from specchat.core.chat.session import ChatSession
+def run_once(engine: Runtime, messages: list[dict[str, str]], params: GenerationParams, drafter: str,
+             depth: int | None) -> tuple[RunFigures, Conversation]:
     from specchat.core.engine.depth import DepthControl
 
-    session = ChatSession(engine, messages[:-1])
+    session = engine.conversation(messages[:-1])
     figures = ReplyFigures()
     figures.fold(session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)))
     if figures.final is None:
@@ -177,8 +177,8 @@ def run_once(engine: ChatEngine, messages: list[dict[str, str]], params: Generat
     return RunFigures(session.last_tokens, figures), session
 
 
-def bench(engine: ChatEngine, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
-          drafter: DrafterKind, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
+def bench(engine: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
+          drafter: str, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
     """For each prompt, each depth in turn: the prompt decoded plainly, then speculatively, back to back.
 
     Depths take turns prompt by prompt rather than running one after another, so
