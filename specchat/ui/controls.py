@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 from superqt import QLabeledSlider
 
 from specchat.core.chat.baseline import PROBE_TOKENS
-from specchat.core.engine.registry import DRAFTERS, Part, default_drafter, drafter_entry, drafter_names
+from specchat.core.engine.registry import Part, default_drafter, drafter_entries, drafter_entry, drafter_names
 from specchat.core.settings import MAX_CONTEXT, MIN_CONTEXT, Settings
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -132,7 +132,7 @@ class SpeculationControls(QGroupBox):
         form.addRow("Depth", row)
 
         self.drafter = QComboBox()
-        for entry in DRAFTERS:
+        for entry in drafter_entries():
             self.drafter.addItem(entry.label_for(), entry.key)
         # Sized for a short label, not the longest: the panel stays narrow enough for a 900-pixel window.
         self.drafter.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
@@ -257,7 +257,7 @@ class SpeculationControls(QGroupBox):
         a model can draft, n-gram lookup where none can).
         """
         model = self._drafter_items()
-        for row, entry in enumerate(DRAFTERS):
+        for row, entry in enumerate(drafter_entries()):
             model.item(row).setEnabled(entry.available(offered))
             self.drafter.setItemText(row, entry.label_for(offered))
         self.drafter.setToolTip(self.drafter.currentText())

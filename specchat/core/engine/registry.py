@@ -152,6 +152,11 @@ DRAFTERS: tuple[DrafterEntry, ...] = (
 _BY_NAME: dict[str, DrafterEntry] = {entry.name: entry for entry in DRAFTERS}
 
 
+def drafter_entries() -> tuple[DrafterEntry, ...]:
+    """Every drafter, in list order (read at the call: front ends never keep their own copy)."""
+    return DRAFTERS
+
+
 def drafter_names() -> list[str]:
     """Every drafter's name, in list order."""
     return [entry.name for entry in DRAFTERS]
