@@ -10,6 +10,7 @@ import pytest
 from specchat.__main__ import build_parser
 from specchat.cli.chat import drafter_from_args
 from specchat.core.engine import registry
+from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
 from specchat.core.engine.registry import (
     DRAFTERS,
@@ -94,3 +95,15 @@ def test_a_new_entry_reaches_the_settings_the_terminal_and_the_runtime(with_echo
     assert isinstance(finished, Finished) and finished.stats.generated > 0, finished
     assert finished.stats.drafted > 0 and any(isinstance(e, Verified) and e.accepted + e.rejected for e in events)
     assert demo_engine.adaptive_for("echo") is demo_engine.adaptive_for("echo")  # its own auto-depth controller
+
+
+def test_a_reply_without_a_drafter_named_drafts_with_the_best_the_pair_allows(demo_engine) -> None:
+    assert default_drafter(demo_engine.offered).name is DrafterKind.COMPOSITE  # the demo pair has a draft model
+    composite = demo_engine.drafter_for(DrafterKind.COMPOSITE)  # kept between replies, with what it learned
+    assert isinstance(composite, CompositeDrafter)
+    rounds = sum(composite.wins.values())
+    events = list(demo_engine.reply([{"role": "user", "content": "Count to five."}], GenerationParams(max_tokens=16)))
+    assert isinstance(events[-1], Finished) and events[-1].stats.generated > 0
+    assert sum(composite.wins.values()) > rounds  # the composite chose this reply's rounds
+    with pytest.raises(SpecchatError, match="no messages"):
+        demo_engine.reply([], GenerationParams())

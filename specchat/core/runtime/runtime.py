@@ -22,7 +22,7 @@ from specchat.core.chat.template import ChatTemplate
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Drafter
-from specchat.core.engine.registry import DrafterEntry, Parts, available_drafters, drafter_entry
+from specchat.core.engine.registry import DrafterEntry, Parts, available_drafters, default_drafter, drafter_entry
 from specchat.core.engine.speculative import TargetSide
 from specchat.core.llama.context import Context, MtpContext, check_memory_support
 from specchat.core.llama.devices import offload_supported
@@ -36,7 +36,6 @@ from specchat.core.runtime.remote import require_rpc
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
     MAX_DEPTH,
-    DrafterKind,
     Event,
     GenerationParams,
     GpuLayers,
@@ -123,7 +122,9 @@ class Runtime:
     def drafter_for(self, kind: str) -> Drafter:
         """A drafter of ``kind`` on this pair; one that learns (``keep``) is kept between replies."""
         entry = drafter_entry(kind)
-        drafter = self._kept.get(entry.name) or entry.make(self.parts)
+        drafter = self._kept.get(entry.name)
+        if drafter is None:
+            drafter = entry.make(self.parts)
         if entry.keep:
             self._kept[entry.name] = drafter
         if isinstance(drafter, CompositeDrafter):
@@ -141,19 +142,22 @@ class Runtime:
 
         return Conversation(self, messages)
 
-    def reply(self, messages: list[dict[str, str]], params: GenerationParams, *, drafter: str = DrafterKind.COMPOSITE,
+    def reply(self, messages: list[dict[str, str]], params: GenerationParams, *, drafter: str | None = None,
               depth: DepthControl | None = None, cancel: CancelToken | None = None, continuation: str = "",
               progress: PromptProgress | None = None) -> Iterator[Event]:
         """The reply to ``messages`` (the last one the user's) as engine events, e.g. for one HTTP request.
 
-        Whatever both caches share with the previous reply's prompt is reused. Checks run before the first
-        event: a bad message list, a prompt that does not fit or a drafter the pair lacks raise SpecchatError.
+        ``drafter`` None drafts with the best the pair allows (the registry's default: automatic where a
+        draft model or heads are loaded, lookup otherwise). Whatever both caches share with the previous
+        reply's prompt is reused. Checks run before the first event: a bad message list, a prompt that does
+        not fit or a drafter the pair lacks raise SpecchatError.
         """
         if not messages:
             raise SpecchatError("no messages to reply to")
+        chosen = default_drafter(self.offered).name if drafter is None else drafter
         session = self.conversation(messages[:-1])
         last = messages[-1]
-        return session.reply(last.get("content") if last.get("role") == "user" else None, params, drafter=drafter,
+        return session.reply(last.get("content") if last.get("role") == "user" else None, params, drafter=chosen,
                              depth=depth, cancel=cancel, continuation=continuation, progress=progress)
 
     @classmethod
