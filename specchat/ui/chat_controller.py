@@ -92,6 +92,7 @@ class ChatController(QObject):
 
     @property
     def has_draft_model(self) -> bool:
+        """Whether the pair has a draft model (a view of :attr:`offered`, which the window may set instead)."""
         return Part.DRAFT_MODEL.value in self.offered
 
     @has_draft_model.setter
@@ -100,6 +101,7 @@ class ChatController(QObject):
 
     @property
     def has_mtp(self) -> bool:
+        """Whether the pair has MTP heads (a view of :attr:`offered`)."""
         return Part.MTP_HEADS.value in self.offered
 
     @has_mtp.setter
