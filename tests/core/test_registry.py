@@ -46,12 +46,19 @@ def test_what_each_pair_can_draft_with() -> None:
     assert Parts().offered() == frozenset() and Parts(mtp=object()).offered() == {MTP}  # type: ignore[arg-type]
 
 
-def test_names_look_up_as_text_or_kind_and_an_unknown_one_is_one_line() -> None:
+def test_names_look_up_as_text_or_kind_and_an_unknown_one_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert drafter_entry("ngram") is drafter_entry(DrafterKind.NGRAM)
     assert drafter_entry("ngram").name is DrafterKind.NGRAM and type(drafter_entry("ngram").key) is str
     with pytest.raises(SpecchatError, match="no drafter called 'psychic'; choose one of composite, draft") as err:
         drafter_entry("psychic")
     assert "\n" not in str(err.value)
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["chat", "--target", "t.gguf", "--drafter", "psychic", "hello"])
+    said = capsys.readouterr().err
+    assert exit_.value.code == 2 and said.count("\n") == 1 and "invalid choice: 'psychic'" in said
+    args = build_parser().parse_args(["chat", "--target", "t.gguf", "--drafter", "mtp", "--ngram", "hello"])
+    with pytest.raises(SpecchatError, match="without --ngram"):
+        drafter_from_args(args)
 
 
 class EchoDrafter(Drafter):
