@@ -202,7 +202,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _kind(path: str) -> dict[str, object]:
     """Dense, hybrid or recurrent, and how rejected drafts are taken back (llama.cpp asked, no weights read)."""
-    from specchat.core.chat.session import model_memory
+    from specchat.core.runtime.build import model_memory
     from specchat.core.types import SpecchatError
 
     try:

@@ -39,7 +39,7 @@ from specchat.core.advise.candidates import CandidateKind
 from specchat.core.advise.payoff import Payoff
 from specchat.core.cancel import CancelToken
 from specchat.core.models.heads import HEAD_NAMES, HeadKind, heads_beside
-from specchat.core.types import DrafterKind, SpecchatError
+from specchat.core.types import SpecchatError
 
 if TYPE_CHECKING:
     from specchat.ui.controls import SpeculationControls
@@ -104,7 +104,7 @@ class DrafterSetup:
 
     target: str
     draft: str  # "" for the target alone
-    drafter: DrafterKind
+    drafter: str  # a name in specchat.core.engine.registry.DRAFTERS
     depth: int  # the slider's fixed depth (kept while Auto is on)
     auto: bool
 

@@ -36,8 +36,7 @@ from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, ReplyFigures, Transcript
 from specchat.core.engine.depth import DepthControl
 from specchat.core.models.fit import machine_memory
-from specchat.core.remote import load_servers, save_servers, saved_free
-from specchat.core.settings import Settings, save_settings
+from specchat.core.settings import Settings, load_servers, save_servers, save_settings, saved_free
 from specchat.core.types import Drafted, DrafterKind, Event, Finished, SamplerParams, SpecchatError
 
 from .banner import ErrorBanner
@@ -621,7 +620,7 @@ class MainWindow(QMainWindow):
 
     def edit_remote_devices(self) -> RemoteDevicesDialog:
         """Edit the servers that hold the target's layers (the dialog is returned for tests)."""
-        from specchat.core.distributed import probe_servers, rpc_available
+        from specchat.core.runtime.remote import probe_servers, rpc_available
 
         dialog = RemoteDevicesDialog(self.remote_servers, probe_servers, available=rpc_available(), parent=self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

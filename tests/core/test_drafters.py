@@ -13,7 +13,6 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.drafters import (
-    DRAFTER_LABELS,
     Draft,
     Drafter,
     DraftModelDrafter,
@@ -23,7 +22,7 @@ from specchat.core.engine.drafters import (
     NoDrafter,
     lookup_continuation,
 )
-from specchat.core.engine.registry import make_drafter
+from specchat.core.engine.registry import DRAFTERS, make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.types import Drafted, DrafterKind, Finished, GenerationParams, SamplerParams, SpecchatError, Verified
 
@@ -125,9 +124,9 @@ def test_draft_request_limits_depth_p_min_and_greedy() -> None:
 
 
 def test_every_drafter_kind_has_a_label_and_a_drafter() -> None:
-    assert list(DRAFTER_LABELS) == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.MTP,
-                                    DrafterKind.NONE]
-    assert set(DRAFTER_LABELS) == set(DrafterKind) and all(DRAFTER_LABELS.values())
+    assert [e.name for e in DRAFTERS] == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM,
+                                          DrafterKind.MTP, DrafterKind.NONE]
+    assert {e.name for e in DRAFTERS} == set(DrafterKind) and all(e.label_for() for e in DRAFTERS)
     context = SlowContext(0.0, 0.0)
     made = {kind: make_drafter(kind, context, object()) for kind in DrafterKind}  # type: ignore[arg-type]
     assert {kind: type(d) for kind, d in made.items()} == {

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.distributed import probe_servers
-from specchat.core.remote import load_servers
+from specchat.core.runtime.remote import probe_servers
+from specchat.core.settings import load_servers
 from specchat.ui.main_window import MainWindow
 from specchat.ui.remote_devices import RemoteDevicesDialog
 from support.fake_host import FakeHost

@@ -20,9 +20,9 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.chat.baseline import Baseline
-from specchat.core.engine.drafters import COMPOSITE_WITH_HEADS_LABEL
+from specchat.core.engine.registry import Part, drafter_entry
 from specchat.core.remote import ServerReport
-from specchat.core.types import Finished, FinishReason, GenerationStats
+from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
 from specchat.ui.remote_devices import RemoteDevicesDialog
 from support.events import drafted, verified
@@ -374,7 +374,8 @@ def test_the_drafter_box_shows_each_drafters_name_whole_at_900_by_600(qtbot, set
     box.initStyleOption(option)
     field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
                                        QStyle.SubControl.SC_ComboBoxEditField, box)
-    names = [box.itemText(i) for i in range(box.count())] + [COMPOSITE_WITH_HEADS_LABEL]
+    names = [box.itemText(i) for i in range(box.count())] + [
+        drafter_entry(DrafterKind.COMPOSITE).label_for({Part.MTP_HEADS.value})]
     for name in names:
         assert box.fontMetrics().horizontalAdvance(name) <= field.width(), (name, field.width())
 
