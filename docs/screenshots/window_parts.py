@@ -5,8 +5,9 @@
 One window shows them together: the system-prompt indicator above the chat, the sampler preset in the
 settings panel, a reply cut at the token limit with its Continue link, the hover actions over that reply,
 and the sidebar's search with the matched words highlighted. Writes
-docs/screenshots/parts-<theme>-<size>.png and presets-<theme>-<size>.png (the preset list open, grabbed
-from the screen because it is a popup). Every folder the app writes to is a temporary one.
+docs/screenshots/parts-<theme>-<size>.png and presets-<theme>.png (the settings panel's top with the
+preset list open, the same at every size, grabbed from the screen because the list is a popup). Every
+folder the app writes to is a temporary one.
 """
 
 from __future__ import annotations
@@ -63,14 +64,14 @@ def main() -> int:
     window.panel.ensureWidgetVisible(combo)
     combo.showPopup()
     settle(600)
-    origin = window.frameGeometry().topLeft()
-    shot = app.primaryScreen().grabWindow(0, origin.x(), origin.y(), window.frameGeometry().width(),
-                                          window.frameGeometry().height())
-    shot.save(str(shots.HERE / f"presets-{name}.png"))
+    panel = window.panel  # the settings panel's top, where the list opens
+    origin = panel.mapToGlobal(panel.rect().topLeft())
+    shot = app.primaryScreen().grabWindow(0, origin.x(), origin.y(), panel.width(), min(panel.height(), 260))
+    shot.save(str(shots.HERE / f"presets-{theme}.png"))
     combo.hidePopup()
     window.close()
     store.close()
-    print(f"wrote docs/screenshots/parts-{name}.png and presets-{name}.png")
+    print(f"wrote docs/screenshots/parts-{name}.png and presets-{theme}.png")
     return 0
 
 

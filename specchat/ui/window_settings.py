@@ -6,6 +6,8 @@ setting together, and :meth:`WindowLook.store` writes the geometry back before `
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QByteArray, QObject
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QSplitter, QWidget
@@ -46,7 +48,7 @@ class WindowLook(QObject):
         self._base_point_size = chat_view.font().pointSizeF()
         self.set_zoom(settings.zoom)
 
-    def _toggle(self, text: str, shortcut: str, checked: bool, slot: object) -> QAction:
+    def _toggle(self, text: str, shortcut: str, checked: bool, slot: Callable[[bool], None]) -> QAction:
         action = QAction(text, self, checkable=True)
         if shortcut:
             action.setShortcut(QKeySequence(shortcut))
