@@ -36,7 +36,7 @@ def run_gui(args: argparse.Namespace) -> int:
     window = MainWindow(settings, store, build=llama_build())
     window.show()
     if getattr(args, "demo", False):
-        window.load_demo()
+        window.loader.load_demo()
     elif getattr(args, "target", None):
         window.load_models(args.target, getattr(args, "draft", None))
     try:

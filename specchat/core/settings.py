@@ -125,6 +125,7 @@ class Settings:
     system_prompt: str = ""  # for new conversations
     last_conversation: int = 0  # reopened on start (0: none)
     baselines: dict[str, Any] = field(default_factory=dict)  # baseline key -> Baseline.to_json()
+    presets: dict[str, Any] = field(default_factory=dict)  # the user's sampler presets: name -> values
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -183,7 +184,7 @@ def _check(name: str, value: Any) -> Any:
         if value not in THEMES:
             raise ValueError(f"expected one of {', '.join(THEMES)}")
         return value
-    if name == "baselines":
+    if name in ("baselines", "presets"):  # each entry is checked where it is used (chat/presets.py for presets)
         if not isinstance(value, dict):
             raise TypeError("expected an object")
         return {str(k): v for k, v in value.items() if isinstance(v, dict)}  # older plain numbers are dropped

@@ -34,11 +34,11 @@ TITLE_CHARS = 48
 
 @dataclass(frozen=True)
 class ReplySettings:
-    """What the Speculation panel says a reply should use."""
+    """What the Speculation panel says a reply should use (the depth is not here: the panel moves the
+    ``DepthControl`` the engine reads each round, the one path from the slider to the engine)."""
 
     params: GenerationParams
     drafter: str  # a name in specchat.core.engine.registry.DRAFTERS
-    depth: int | None  # None = auto
 
 
 class ReplyHost(Protocol):
@@ -266,7 +266,6 @@ class ChatController(QObject):
         drafter = self._drafter(settings)
         index = len(self.transcript.messages) - 1
         history, text = self.transcript.history(index), self.transcript.messages[index].content
-        self.depth_control.set(settings.depth)
         self._live, self._live_conversation = self.transcript, self.conversation_id
         reply = self.transcript.resume_reply(settings.params.max_tokens)
         assert reply is not None and reply.figures is not None
@@ -341,7 +340,6 @@ class ChatController(QObject):
             self.notice.emit(str(exc))
             return
         drafter = self._drafter(settings)
-        self.depth_control.set(settings.depth)
         self._live, self._live_conversation = self.transcript, self.conversation_id
         reply = self.transcript.begin_reply()
         assert reply.figures is not None
