@@ -12,7 +12,6 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import (
     CONFIDENCE_EDGES,
     MAX_MATCH,
-    MAX_VERIFY_SLOPE,
     PROBE_DEPTH,
     REPLY_STRENGTH,
     AcceptanceTable,
@@ -27,6 +26,7 @@ from specchat.core.engine.composite import (
     lookup_tail,
     match_key,
 )
+from specchat.core.engine.costs import MAX_VERIFY_SLOPE, CostView, unmeasured_verify_costs
 from specchat.core.engine.depth import AdaptiveDepth, expected_tokens, logit, sigmoid
 from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest
 from specchat.core.types import DraftSource, SamplerParams
@@ -185,15 +185,41 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     for _ in range(5):
         adaptive.observe(0, 0, None, 0.025)  # plain rounds: 25 ms
     adaptive.observe(16, 3, 0.01, 0.9)  # one 17-token batch at a load spike: 900 ms
-    assert adaptive.verify_cost(9) > 0.4
+    assert adaptive.costs.verify_cost(9) > 0.4
     drafter = CompositeDrafter.__new__(CompositeDrafter)
     drafter._model_fixed = drafter._model_step = drafter._catch_up = None
     drafter.can_splice, drafter.model = True, DraftModelDrafter(SureContext())
-    request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=adaptive)
+    request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
+                           costs=adaptive.costs)
     priced = drafter.costs(request)
-    assert priced.verify[1] == adaptive.verify_cost(1)
+    assert priced.verify[1] == adaptive.costs.verify_cost(1)
     assert priced.verify[9] <= priced.verify[1] * (1 + MAX_VERIFY_SLOPE * 8) + 1e-12
     assert choose([(20, SPAN)], 16, table(), priced, MODEL, True).label == "lookup"
+
+
+class FixedCosts:
+    """A cost view with set figures: all a drafter may read of the round costs."""
+
+    def measured_plain(self) -> bool:
+        return True
+
+    def verify_costs(self, n_max: int) -> tuple[float, ...]:
+        return tuple(0.02 + 0.001 * n for n in range(n_max))
+
+    def overhead(self, drafted: bool) -> float:
+        return 0.002 if drafted else 0.001
+
+
+def test_the_composite_prices_its_rounds_from_the_narrow_cost_view() -> None:
+    drafter = CompositeDrafter(DraftModelDrafter(SureContext()))
+    view: CostView = FixedCosts()
+    request = DraftRequest([1, 2, 3], 8, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=view)
+    priced = drafter.costs(request)
+    assert priced.verify == view.verify_costs(10)
+    assert (priced.overhead_plain, priced.overhead_drafted) == (0.001, 0.002)
+    assert priced.model_step == pytest.approx(0.3 * 0.021)  # an unmeasured model: a step guessed from the pass
+    unmeasured = drafter.costs(dataclasses.replace(request, costs=None))
+    assert unmeasured.verify == unmeasured_verify_costs(10)  # in units of a one-token pass
 
 
 def test_one_deep_rejection_does_not_cut_a_model_that_keeps_being_accepted() -> None:
@@ -495,7 +521,7 @@ def test_lookups_that_keep_missing_stay_unpriced_when_the_machine_slows_down() -
         history(drafter.history, LOOKUP, key, [(16, 0)] * 19 + [(16, 1)])
     history(drafter.history, MODEL, 0, [(4, 2)] * 10)  # the draft model: about 56%
     request = DraftRequest(list(range(40)), 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
-                           costs=adaptive)
+                           costs=adaptive.costs)
     priced = drafter.costs(request)
     assert priced.verify[2] - priced.verify[1] > 0.2 * priced.verify[1]  # an extra token is not free to verify
     for key in (1, 4, 8, 16):

@@ -20,8 +20,9 @@ from specchat.core.advise import DEFAULT_BUDGET, cache
 from specchat.core.advise.calibrate import CALIBRATION_DEPTH, CALIBRATION_TOKENS, PROMPTS, Measurement, run_prompt
 from specchat.core.advise.candidates import Candidate, CandidateKind, find_candidates
 from specchat.core.advise.confirm import Confirmation, confirm
-from specchat.core.advise.predict import Prediction, losing_reason, predict, target_costs
+from specchat.core.advise.predict import Prediction, losing_reason, predict
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.costs import RoundCosts
 from specchat.core.types import GPU_LAYERS_AUTO, DrafterKind, GpuLayers, SpecchatError
 
 if TYPE_CHECKING:
@@ -263,7 +264,7 @@ def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, 
             advice.plain_tokens_per_second = plain.tokens_per_second
             if not plain.rounds:  # cancelled before anything ran
                 return
-            costs = target_costs([*plain.rounds, *(r for m in measured.values() for r in m.rounds)])
+            costs = RoundCosts.fitted([*plain.rounds, *(r for m in measured.values() for r in m.rounds)])
             for ran, _ in runs[1:]:
                 assert ran is not None
                 m = measured[ran.candidate.key]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specchat.core.engine.costs import unmeasured_verify_costs
 from specchat.core.engine.depth import DEFAULT_AUTO_START, logit, sigmoid
 from specchat.core.engine.drafters import (
     Draft,
@@ -58,8 +59,6 @@ CATCH_UP_SHARE = 0.5
 """Before it is measured: a token the draft model decodes to catch up costs this share of a drafting step."""
 MIN_CATCH_UP = 4
 """Shortest catch-up (tokens) whose time measures the per-token cost: a shorter one is mostly the fixed part."""
-MAX_VERIFY_SLOPE = 0.3
-"""Each token a verify batch adds costs at most this share of a one-token pass (measured on CPUs: 0.1-0.2)."""
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
     1: (0.21, 0.58), 2: (0.57, 0.69), 3: (0.64, 0.72), 4: (0.70, 0.72), 5: (0.70, 0.78), 6: (0.75, 0.80),
     8: (0.80, 0.90), 12: (0.90, 0.95), 16: (0.95, 0.95), 24: (0.95, 0.95), 32: (0.97, 0.95),
@@ -615,21 +614,12 @@ class CompositeDrafter(Drafter):
 
     def costs(self, request: DraftRequest) -> Costs:
         """This round's cost estimates, from the depth controller and the model's own timings."""
-        adaptive = request.costs
+        view = request.costs
         n_max = request.k + 2
-        if adaptive is not None and adaptive.measured_plain():
-            verify = tuple(adaptive.verify_cost(n) for n in range(n_max))
-            plain, drafted = adaptive.overhead(False), adaptive.overhead(True)
-        else:
-            verify = tuple(1.0 + 0.3 * (n - 1) for n in range(n_max))  # a CPU-like shape, in units of one pass
-            plain = drafted = 0.0
-        # A batch costs at most a few single passes' worth per extra token, whatever a stale fit says, and
-        # never less than a smaller one: the controller floors batches at a measured one-token pass but
-        # keeps a size's own measured bump, which can dip below its neighbour's and make the longer round
-        # look cheaper than the shorter.
-        verify = tuple(min(v, verify[1] * (1.0 + MAX_VERIFY_SLOPE * (n - 1))) if n > 1 else v
-                       for n, v in enumerate(verify))
-        verify = verify[:1] + tuple(np.maximum.accumulate(verify[1:]))
+        if view is not None and view.measured_plain():
+            verify, plain, drafted = view.verify_costs(n_max), view.overhead(False), view.overhead(True)
+        else:  # in units of a one-token pass
+            verify, plain, drafted = unmeasured_verify_costs(n_max), 0.0, 0.0
         step = (self._model_step if self._model_step is not None else 0.3) * verify[1]
         fixed = self._model_fixed * verify[1] if self._model_fixed is not None else step
         catch_up = 0.0  # MTP heads follow the target by themselves

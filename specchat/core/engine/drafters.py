@@ -28,7 +28,7 @@ from specchat.core.engine.verify import top
 from specchat.core.types import DrafterKind, DraftSource, SamplerParams, SpecchatError
 
 if TYPE_CHECKING:
-    from specchat.core.engine.depth import AdaptiveDepth
+    from specchat.core.engine.costs import CostView
 
 DRAFTER_LABELS: dict[DrafterKind, str] = {
     DrafterKind.COMPOSITE: "Automatic (lookup + draft model)",
@@ -53,7 +53,7 @@ class DraftRequest:
     cancel: CancelToken
     p_min: float | None = None  # stop once the draft's top probability falls below this (0: never; None: default)
     greedy: bool = False  # draft the argmax even when sampling (q is then one-hot)
-    costs: AdaptiveDepth | None = None  # the depth controller's measurements (verify cost, overhead), if any
+    costs: CostView | None = None  # what the round's parts cost (verify by batch size, overhead), if measured
     # Asked after each drafted token with the tokens drafted so far and their probabilities: False stops the
     # draft there (a decision on the draft's own figures only, so the verdict stays lossless). None: never asked.
     keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None
