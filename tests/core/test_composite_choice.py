@@ -21,7 +21,6 @@ from specchat.core.engine.composite import (
     Costs,
     StopPlan,
     choose,
-    find_match,
     lookup_prior,
     lookup_tail,
     match_key,
@@ -29,6 +28,7 @@ from specchat.core.engine.composite import (
 from specchat.core.engine.costs import MAX_VERIFY_SLOPE, CostView, unmeasured_verify_costs
 from specchat.core.engine.depth import AdaptiveDepth, expected_tokens, logit, sigmoid
 from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest
+from specchat.core.engine.lookup import find_match
 from specchat.core.types import DraftSource, SamplerParams
 
 LOOKUP, MODEL, MTP = DraftSource.LOOKUP, DraftSource.MODEL, DraftSource.MTP
@@ -143,14 +143,15 @@ def test_match_keys_are_exact_for_short_matches_and_bucketed_for_long_ones() -> 
 
 def test_find_match_follows_a_match_back_to_its_real_length() -> None:
     text = np.array([9, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 4, 5], dtype=np.int64)
-    follow, length = find_match(text, 2)  # "4 5": the latest earlier match is at 4, followed back to "3 4 5"
-    assert (follow, length) == (6, 3) and text[follow] == 6
-    assert find_match(text, 3) == (6, 3)
-    assert find_match(np.array([1, 2, 3], dtype=np.int64), 2) == (-1, 0)  # no earlier "2 3"
+    follow, length = find_match(text, 2, max_length=MAX_MATCH)  # "4 5": the latest earlier match is at 4,
+    assert (follow, length) == (6, 3) and text[follow] == 6  # followed back to "3 4 5"
+    assert find_match(text, 2) == (6, 2)  # not followed back: the n-gram's own length
+    assert find_match(text, 3, max_length=MAX_MATCH) == (6, 3)
+    assert find_match(np.array([1, 2, 3], dtype=np.int64), 2, max_length=MAX_MATCH) == (-1, 0)  # no earlier "2 3"
     copy = np.array(list(range(100)) + list(range(60)), dtype=np.int64)
-    assert find_match(copy, 6) == (60, MAX_MATCH)  # a copy's match runs back as far as it is followed
+    assert find_match(copy, 6, max_length=MAX_MATCH) == (60, MAX_MATCH)  # a copy's match runs back as far as asked
     corpus = np.array([7, 7, 1, 2, 3, 4, 8], dtype=np.int64)
-    assert find_match(np.array([5, 2, 3, 4], dtype=np.int64), 2, corpus) == (6, 3)  # in the lookup memory
+    assert find_match(np.array([5, 2, 3, 4], dtype=np.int64), 2, corpus, max_length=MAX_MATCH) == (6, 3)  # memory
 
 
 def test_a_reply_that_never_copies_stops_trusting_short_matches_within_two_rounds() -> None:
@@ -229,7 +230,7 @@ def test_one_deep_rejection_does_not_cut_a_model_that_keeps_being_accepted() -> 
     rates = t.rates(MODEL, 0, 16)
     assert min(rates) > 0.9 and rates[0] > 0.95
     assert choose([], 16, t, costs(model_step=0.004, verify_slope=0.002), MODEL, True).model >= 12
-    falling = AcceptanceTable({MTP: 0.6})  # MTP heads lose acceptance with every chained step: the counts show it
+    falling = AcceptanceTable({MTP: 0.6}, by_position=True)  # heads lose acceptance with every chained step
     history(falling, MTP, 0, [(8, 2)] * 20)
     shape = falling.rates(MTP, 0, 6)
     assert shape[0] > 0.85 and shape[2] < 0.3
