@@ -17,20 +17,26 @@ Each controller then chooses depths round by round from what it observes
 (the measured costs with a seeded 10% jitter, as live timings jitter) and
 each configuration's time is the sum of the measured costs of its rounds.
 Controllers live through a whole run, over all prompts, as in the app; each
-run has its own jitter.
+run has its own jitter. ``--costs FILE`` keeps the measured costs in FILE
+(JSON) and, where FILE exists, replays with them instead of measuring again:
+the same costs make two replays of a changed controller comparable figure by
+figure.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/auto_depth_replay.py [--repeats 5]
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/auto_depth_replay.py [--repeats 5] [--costs FILE]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import random
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from auto_depth import AUTO, AUTO_IID, checked_depths, decode, prompts_by_id, run_parser  # the script's own folder
 
@@ -52,6 +58,15 @@ class Costs:
     sync: float
     plain_overhead: float
     drafted_overhead: float
+
+    @classmethod
+    def read(cls, path: Path) -> Costs:
+        """The costs saved in ``path`` by :meth:`write`."""
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls(**{**data, "verify": {int(n): s for n, s in data["verify"].items()}})
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(dataclasses.asdict(self)), encoding="utf-8")
 
     def round_seconds(self, k: int) -> float:
         if k == 0:
@@ -111,9 +126,9 @@ def measure_costs(engine: ChatEngine, prompt: list[int], generated: list[int], m
     params = GenerationParams(max_tokens=48)
     live = AdaptiveDepth()
     decode(engine, prompt, params, 0, live)
-    plain_overhead = live.overhead(False)
+    plain_overhead = live.costs.overhead(False)
     decode(engine, prompt, params, 4, live)
-    return Costs(verify_seconds, step, sync, plain_overhead, live.overhead(True))
+    return Costs(verify_seconds, step, sync, plain_overhead, live.costs.overhead(True))
 
 
 def replay(bits: list[bool], depth: int | None, ctrl: AdaptiveDepth, costs: Costs, rng: random.Random) -> float:
@@ -155,7 +170,15 @@ def position_curve(traces: dict[str, list[bool]], depth: int) -> list[float]:
 
 
 def main() -> int:
-    args = run_parser(__doc__.splitlines()[0], DEFAULT_IDS, "1,2,3,4,6,8,12,16", 5).parse_args()
+    parser = run_parser(__doc__.splitlines()[0], DEFAULT_IDS, "1,2,3,4,6,8,12,16", 5)
+    parser.add_argument("--costs", type=Path, help="JSON file of measured costs: read where it exists, else written")
+    args = parser.parse_args()
+    try:
+        costs = Costs.read(args.costs) if args.costs is not None and args.costs.exists() else None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: cannot read the costs in {args.costs}: {exc}", file=sys.stderr)
+        return 2
+    measured = costs is None
     try:
         depths = checked_depths(args)
         by_id = prompts_by_id(args.prompts, args.ids)
@@ -163,7 +186,6 @@ def main() -> int:
         engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
         params = GenerationParams(max_tokens=args.max_tokens)
         traces: dict[str, list[bool]] = {}
-        costs: Costs | None = None
         for pid in args.ids:
             prompt = engine.tokenize_prompt(by_id[pid])[1]
             generated = decode(engine, prompt, params, 0, AdaptiveDepth())[0]
@@ -171,7 +193,9 @@ def main() -> int:
             if costs is None:
                 costs = measure_costs(engine, prompt, generated, MAX_DEPTH + 1)
         assert costs is not None
-    except SpecchatError as exc:
+        if measured and args.costs is not None:
+            costs.write(args.costs)
+    except (SpecchatError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("verify ms per batch size: " + " ".join(f"{n}:{s * 1000:.1f}" for n, s in costs.verify.items()))

@@ -155,14 +155,14 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
         if not drafter.can_draft:
             k = 0
         elif drafter.own_depth:
-            k = adaptive.max_depth if adaptive.measured_plain() else 0
+            k = adaptive.max_depth if adaptive.costs.measured_plain() else 0
         else:
             k = adaptive.choose()
         k = max(0, min(k, remaining - 1))
         draft = Draft()
         draft_seconds = 0.0
         if k > 0:
-            draft = drafter.draft(DraftRequest(committed, k, params.sampler, rng, cancel, 0.0, False, adaptive,
+            draft = drafter.draft(DraftRequest(committed, k, params.sampler, rng, cancel, 0.0, False, adaptive.costs,
                                                eog=eog))
             _label_sources(draft, drafter)
             _cut_after_end(draft, eog)

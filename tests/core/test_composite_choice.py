@@ -12,7 +12,6 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import (
     CONFIDENCE_EDGES,
     MAX_MATCH,
-    MAX_VERIFY_SLOPE,
     PROBE_DEPTH,
     REPLY_STRENGTH,
     AcceptanceTable,
@@ -22,13 +21,14 @@ from specchat.core.engine.composite import (
     Costs,
     StopPlan,
     choose,
-    find_match,
     lookup_prior,
     lookup_tail,
     match_key,
 )
+from specchat.core.engine.costs import MAX_VERIFY_SLOPE, CostView, unmeasured_verify_costs
 from specchat.core.engine.depth import AdaptiveDepth, expected_tokens, logit, sigmoid
 from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest
+from specchat.core.engine.lookup import find_match
 from specchat.core.types import DraftSource, SamplerParams
 
 LOOKUP, MODEL, MTP = DraftSource.LOOKUP, DraftSource.MODEL, DraftSource.MTP
@@ -143,14 +143,15 @@ def test_match_keys_are_exact_for_short_matches_and_bucketed_for_long_ones() -> 
 
 def test_find_match_follows_a_match_back_to_its_real_length() -> None:
     text = np.array([9, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 4, 5], dtype=np.int64)
-    follow, length = find_match(text, 2)  # "4 5": the latest earlier match is at 4, followed back to "3 4 5"
-    assert (follow, length) == (6, 3) and text[follow] == 6
-    assert find_match(text, 3) == (6, 3)
-    assert find_match(np.array([1, 2, 3], dtype=np.int64), 2) == (-1, 0)  # no earlier "2 3"
+    follow, length = find_match(text, 2, max_length=MAX_MATCH)  # "4 5": the latest earlier match is at 4,
+    assert (follow, length) == (6, 3) and text[follow] == 6  # followed back to "3 4 5"
+    assert find_match(text, 2) == (6, 2)  # not followed back: the n-gram's own length
+    assert find_match(text, 3, max_length=MAX_MATCH) == (6, 3)
+    assert find_match(np.array([1, 2, 3], dtype=np.int64), 2, max_length=MAX_MATCH) == (-1, 0)  # no earlier "2 3"
     copy = np.array(list(range(100)) + list(range(60)), dtype=np.int64)
-    assert find_match(copy, 6) == (60, MAX_MATCH)  # a copy's match runs back as far as it is followed
+    assert find_match(copy, 6, max_length=MAX_MATCH) == (60, MAX_MATCH)  # a copy's match runs back as far as asked
     corpus = np.array([7, 7, 1, 2, 3, 4, 8], dtype=np.int64)
-    assert find_match(np.array([5, 2, 3, 4], dtype=np.int64), 2, corpus) == (6, 3)  # in the lookup memory
+    assert find_match(np.array([5, 2, 3, 4], dtype=np.int64), 2, corpus, max_length=MAX_MATCH) == (6, 3)  # memory
 
 
 def test_a_reply_that_never_copies_stops_trusting_short_matches_within_two_rounds() -> None:
@@ -185,15 +186,41 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     for _ in range(5):
         adaptive.observe(0, 0, None, 0.025)  # plain rounds: 25 ms
     adaptive.observe(16, 3, 0.01, 0.9)  # one 17-token batch at a load spike: 900 ms
-    assert adaptive.verify_cost(9) > 0.4
+    assert adaptive.costs.verify_cost(9) > 0.4
     drafter = CompositeDrafter.__new__(CompositeDrafter)
     drafter._model_fixed = drafter._model_step = drafter._catch_up = None
     drafter.can_splice, drafter.model = True, DraftModelDrafter(SureContext())
-    request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=adaptive)
+    request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
+                           costs=adaptive.costs)
     priced = drafter.costs(request)
-    assert priced.verify[1] == adaptive.verify_cost(1)
+    assert priced.verify[1] == adaptive.costs.verify_cost(1)
     assert priced.verify[9] <= priced.verify[1] * (1 + MAX_VERIFY_SLOPE * 8) + 1e-12
     assert choose([(20, SPAN)], 16, table(), priced, MODEL, True).label == "lookup"
+
+
+class FixedCosts:
+    """A cost view with set figures: all a drafter may read of the round costs."""
+
+    def measured_plain(self) -> bool:
+        return True
+
+    def verify_costs(self, n_max: int) -> tuple[float, ...]:
+        return tuple(0.02 + 0.001 * n for n in range(n_max))
+
+    def overhead(self, drafted: bool) -> float:
+        return 0.002 if drafted else 0.001
+
+
+def test_the_composite_prices_its_rounds_from_the_narrow_cost_view() -> None:
+    drafter = CompositeDrafter(DraftModelDrafter(SureContext()))
+    view: CostView = FixedCosts()
+    request = DraftRequest([1, 2, 3], 8, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=view)
+    priced = drafter.costs(request)
+    assert priced.verify == view.verify_costs(10)
+    assert (priced.overhead_plain, priced.overhead_drafted) == (0.001, 0.002)
+    assert priced.model_step == pytest.approx(0.3 * 0.021)  # an unmeasured model: a step guessed from the pass
+    unmeasured = drafter.costs(dataclasses.replace(request, costs=None))
+    assert unmeasured.verify == unmeasured_verify_costs(10)  # in units of a one-token pass
 
 
 def test_one_deep_rejection_does_not_cut_a_model_that_keeps_being_accepted() -> None:
@@ -203,7 +230,7 @@ def test_one_deep_rejection_does_not_cut_a_model_that_keeps_being_accepted() -> 
     rates = t.rates(MODEL, 0, 16)
     assert min(rates) > 0.9 and rates[0] > 0.95
     assert choose([], 16, t, costs(model_step=0.004, verify_slope=0.002), MODEL, True).model >= 12
-    falling = AcceptanceTable({MTP: 0.6})  # MTP heads lose acceptance with every chained step: the counts show it
+    falling = AcceptanceTable({MTP: 0.6}, by_position=True)  # heads lose acceptance with every chained step
     history(falling, MTP, 0, [(8, 2)] * 20)
     shape = falling.rates(MTP, 0, 6)
     assert shape[0] > 0.85 and shape[2] < 0.3
@@ -495,7 +522,7 @@ def test_lookups_that_keep_missing_stay_unpriced_when_the_machine_slows_down() -
         history(drafter.history, LOOKUP, key, [(16, 0)] * 19 + [(16, 1)])
     history(drafter.history, MODEL, 0, [(4, 2)] * 10)  # the draft model: about 56%
     request = DraftRequest(list(range(40)), 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
-                           costs=adaptive)
+                           costs=adaptive.costs)
     priced = drafter.costs(request)
     assert priced.verify[2] - priced.verify[1] > 0.2 * priced.verify[1]  # an extra token is not free to verify
     for key in (1, 4, 8, 16):

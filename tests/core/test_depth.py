@@ -70,13 +70,13 @@ def test_depth_control_and_parsing() -> None:
 
 def test_plain_rate_estimate_comes_from_the_single_token_verify_cost() -> None:
     ctrl = AdaptiveDepth()
-    assert ctrl.plain_rate_estimate() == 0.0
+    assert ctrl.costs.plain_rate() == 0.0
     ctrl.observe(0, 0, None, 0.02)
-    assert ctrl.plain_rate_estimate() == pytest.approx(50.0)
+    assert ctrl.costs.plain_rate() == pytest.approx(50.0)
     fixed = AdaptiveDepth()
     for n in (3, 5):  # only batches of 4 and 6 measured: extrapolate the line down to 1
         fixed.observe(n, n, 0.005, 0.02 + 0.004 * n)
-    assert fixed.plain_rate_estimate() == pytest.approx(50.0)  # 0.02 s at one token
+    assert fixed.costs.plain_rate() == pytest.approx(50.0)  # 0.02 s at one token
 
 
 def test_round_overhead_is_part_of_the_cost_and_favours_deeper_rounds() -> None:
@@ -88,12 +88,12 @@ def test_round_overhead_is_part_of_the_cost_and_favours_deeper_rounds() -> None:
         return ctrl
 
     bare, costly = trained(None), trained(0.03)
-    assert costly.overhead(True) == pytest.approx(0.03) and bare.overhead(True) == 0.0
+    assert costly.costs.overhead(True) == pytest.approx(0.03) and bare.costs.overhead(True) == 0.0
     for k in (0, 3, 8):
-        seconds = k * 0.005 + costly.verify_cost(k + 1)
+        seconds = k * 0.005 + costly.costs.verify_cost(k + 1)
         tokens = expected_tokens_curve(costly.acceptance_curve(), k)
         assert costly.predicted_rate(k) == pytest.approx(tokens / (seconds + 0.03))
-    assert costly.plain_rate_estimate() == pytest.approx(1 / (0.02 + 0.03))
+    assert costly.costs.plain_rate() == pytest.approx(1 / (0.02 + 0.03))
     # A fixed cost per round makes more tokens per round worth more.
     assert costly.choose() > bare.choose()
 
@@ -101,21 +101,22 @@ def test_round_overhead_is_part_of_the_cost_and_favours_deeper_rounds() -> None:
 def test_overhead_of_plain_and_drafted_rounds_is_kept_apart() -> None:
     ctrl = AdaptiveDepth()
     ctrl.observe(0, 0, None, 0.02, 0.001)
-    assert ctrl.overhead(True) == ctrl.overhead(False) == pytest.approx(0.001)  # one kind stands in for the other
+    # one kind stands in for the other
+    assert ctrl.costs.overhead(True) == ctrl.costs.overhead(False) == pytest.approx(0.001)
     ctrl.observe(4, 4, 0.005, 0.03, 0.004)
-    assert ctrl.overhead(False) == pytest.approx(0.001) and ctrl.overhead(True) == pytest.approx(0.004)
+    assert ctrl.costs.overhead(False) == pytest.approx(0.001) and ctrl.costs.overhead(True) == pytest.approx(0.004)
     ctrl.observe(4, 4, 0.005, 0.03, -0.5)  # clock jitter can make the remainder negative: never below 0
-    assert 0.0 <= ctrl.overhead(True) < 0.004
+    assert 0.0 <= ctrl.costs.overhead(True) < 0.004
 
 
 def test_verify_line_is_refitted_after_each_observation() -> None:
     ctrl = AdaptiveDepth()
     ctrl.observe(0, 0, None, 0.02)
     ctrl.observe(3, 3, 0.005, 0.032)
-    assert ctrl.verify_cost(1) == pytest.approx(0.02)
-    assert ctrl.verify_cost(7) == pytest.approx(0.044)
+    assert ctrl.costs.verify_cost(1) == pytest.approx(0.02)
+    assert ctrl.costs.verify_cost(7) == pytest.approx(0.044)
     ctrl.observe(3, 3, 0.005, 0.032 + 0.12 / 0.15)  # a slow batch of 4 pulls the line up
-    assert ctrl.verify_cost(7) > 0.1
+    assert ctrl.costs.verify_cost(7) > 0.1
 
 
 def test_warm_up_rounds_run_at_the_start_depth() -> None:
@@ -134,9 +135,9 @@ def test_the_drafts_catch_up_is_paid_once_per_round() -> None:
     ctrl = AdaptiveDepth()
     ctrl.observe(0, 0, None, 0.02)
     ctrl.observe(4, 4, 0.008, 0.035, sync_seconds=0.014)
-    assert ctrl.draft_cost(0) == 0.0
-    assert ctrl.draft_cost(1) == pytest.approx(0.014)
-    assert ctrl.draft_cost(5) == pytest.approx(0.014 + 4 * 0.008)
+    assert ctrl.costs.draft_cost(0) == 0.0
+    assert ctrl.costs.draft_cost(1) == pytest.approx(0.014)
+    assert ctrl.costs.draft_cost(5) == pytest.approx(0.014 + 4 * 0.008)
     # With a dear catch-up, deeper rounds spread it over more tokens.
     cheap = AdaptiveDepth()
     cheap.observe(0, 0, None, 0.02)
@@ -152,18 +153,18 @@ def test_draft_cost_counts_sampling_per_token_and_borrows_what_is_unmeasured() -
     full = AdaptiveDepth()
     full.observe(0, 0, None, 0.02)
     full.observe(4, 4, 0.002, 0.03, sync_seconds=0.0025, sample_seconds=0.001)
-    assert full.draft_cost(1) == pytest.approx(0.0025 + 0.001)
-    assert full.draft_cost(8) == pytest.approx(0.0025 + 8 * 0.001 + 7 * 0.002)
+    assert full.costs.draft_cost(1) == pytest.approx(0.0025 + 0.001)
+    assert full.costs.draft_cost(8) == pytest.approx(0.0025 + 8 * 0.001 + 7 * 0.002)
     # Only depth-1 rounds so far: no further step was measured, so a step costs what a catch-up does.
     shallow = AdaptiveDepth()
     shallow.observe(0, 0, None, 0.02)
     shallow.observe(1, 1, None, 0.025, sync_seconds=0.004)
-    assert shallow.draft_cost(3) == pytest.approx(3 * 0.004)
+    assert shallow.costs.draft_cost(3) == pytest.approx(3 * 0.004)
     # The n-gram drafter has no catch-up and no model: k proposals at its measured cost each.
     ngram = AdaptiveDepth()
     ngram.observe(0, 0, None, 0.02)
     ngram.observe(4, 2, 0.0001, 0.03)
-    assert ngram.draft_cost(5) == pytest.approx(5 * 0.0001)
+    assert ngram.costs.draft_cost(5) == pytest.approx(5 * 0.0001)
 
 
 # --- Acceptance per draft position -------------------------------------------------------------
@@ -348,12 +349,12 @@ def test_plain_decodings_cost_is_its_own_once_measured_a_few_times() -> None:
     for n in range(2, 10):
         ctrl.observe(n - 1, n - 1, 0.03, 0.104 + 0.013 * (n - 2))
     ctrl.observe(0, 0, None, 0.075)
-    assert ctrl.verify_cost(1) == pytest.approx(0.091, abs=0.01)  # one plain round: the line still rules
+    assert ctrl.costs.verify_cost(1) == pytest.approx(0.091, abs=0.01)  # one plain round: the line still rules
     ctrl.observe(0, 0, None, 0.075)
     ctrl.observe(0, 0, None, 0.075)
-    assert ctrl.verify_cost(1) == pytest.approx(0.075)
-    assert ctrl.plain_rate_estimate() == pytest.approx(1 / 0.075, rel=0.01)
-    assert ctrl.verify_cost(5) == pytest.approx(0.104 + 0.013 * 3, rel=0.02)  # the batches' line, not bent by it
+    assert ctrl.costs.verify_cost(1) == pytest.approx(0.075)
+    assert ctrl.costs.plain_rate() == pytest.approx(1 / 0.075, rel=0.01)
+    assert ctrl.costs.verify_cost(5) == pytest.approx(0.104 + 0.013 * 3, rel=0.02)  # the batches' line, not bent by it
 
 
 def test_a_batch_never_costs_less_than_a_one_token_pass() -> None:
@@ -363,12 +364,12 @@ def test_a_batch_never_costs_less_than_a_one_token_pass() -> None:
         ctrl.observe(0, 0, None, 0.027)
     for n, seconds in [(9, 0.040), (13, 0.048), (17, 0.070), (16, 0.066)]:
         ctrl.observe(n - 1, n - 1, 0.009, seconds)
-    slope, intercept = ctrl._fit_line()
+    slope, intercept = ctrl.costs._fit_line()
     assert intercept + 2 * slope < 0.027  # what the line alone says
     # The floor is the one-token pass and, for each extra token, the line's slope: never free to verify.
-    assert ctrl.verify_cost(2) == pytest.approx(0.027 + slope)
-    assert ctrl.verify_cost(3) == pytest.approx(0.027 + 2 * slope)
-    assert ctrl.verify_cost(17) > 0.06  # deep batches keep their line
+    assert ctrl.costs.verify_cost(2) == pytest.approx(0.027 + slope)
+    assert ctrl.costs.verify_cost(3) == pytest.approx(0.027 + 2 * slope)
+    assert ctrl.costs.verify_cost(17) > 0.06  # deep batches keep their line
 
 
 def test_a_batch_size_measured_often_keeps_its_own_cost() -> None:
@@ -376,7 +377,7 @@ def test_a_batch_size_measured_often_keeps_its_own_cost() -> None:
     for _ in range(8):
         for n in range(1, 13):
             ctrl.observe(n - 1, n - 1, 0.005, 0.02 + 0.004 * n)
-    line_at_10 = ctrl.verify_cost(10)
+    line_at_10 = ctrl.costs.verify_cost(10)
     assert line_at_10 == pytest.approx(0.02 + 0.004 * 10)
     # Batches of 10 turn out to cost twice the line (a slower kernel at that size) while the other sizes keep
     # theirs. (Had only batches of 10 been timed, twice as slow, that would read as the machine slowing down.)
@@ -384,8 +385,8 @@ def test_a_batch_size_measured_often_keeps_its_own_cost() -> None:
         ctrl.observe(9, 9, 0.005, 2 * (0.02 + 0.004 * 10))
         n = (2, 5, 11, 12)[i % 4]
         ctrl.observe(n - 1, n - 1, 0.005, 0.02 + 0.004 * n)
-    assert ctrl.verify_cost(10) > line_at_10 + 0.8 * (2 * (0.02 + 0.004 * 10) - line_at_10)
-    assert ctrl.verify_cost(11) < 1.3 * (0.02 + 0.004 * 11)  # its neighbours stay near the line
+    assert ctrl.costs.verify_cost(10) > line_at_10 + 0.8 * (2 * (0.02 + 0.004 * 10) - line_at_10)
+    assert ctrl.costs.verify_cost(11) < 1.3 * (0.02 + 0.004 * 11)  # its neighbours stay near the line
 
 
 def test_plain_decoding_probes_sooner_when_the_draft_usually_pays() -> None:
@@ -435,17 +436,17 @@ def test_a_machine_that_slows_down_moves_the_cost_of_every_batch_size() -> None:
     _cpu_costs(ctrl, 1.0, 64, list(range(1, 17)))  # a quiet stretch: every batch size measured
     _cpu_costs(ctrl, 3.0, 15, [0])  # the machine slows threefold; the rounds are plain
     verify1, per_token = QUIET
-    assert ctrl.verify_cost(1) == pytest.approx(3 * verify1, rel=0.1)
+    assert ctrl.costs.verify_cost(1) == pytest.approx(3 * verify1, rel=0.1)
     for n in range(2, 18):  # each extra token still costs most of what it costs now, not nothing
-        assert ctrl.verify_cost(n) - ctrl.verify_cost(1) > 0.8 * 3 * per_token * (n - 1)
-    assert ctrl.draft_cost(4) > 0.8 * 3 * (0.012 + 3 * 0.0095)  # drafting, not measured under load, follows too
+        assert ctrl.costs.verify_cost(n) - ctrl.costs.verify_cost(1) > 0.8 * 3 * per_token * (n - 1)
+    assert ctrl.costs.draft_cost(4) > 0.8 * 3 * (0.012 + 3 * 0.0095)  # drafting, not measured under load, follows too
     # The other way round: drafted rounds alone see the load, and plain decoding's cost follows them.
     drafting = AdaptiveDepth()
     _cpu_costs(drafting, 1.0, 3, [0])
     _cpu_costs(drafting, 1.0, 64, list(range(1, 17)))
     _cpu_costs(drafting, 3.0, 15, [2])
-    assert drafting.verify_cost(1) > 0.8 * 3 * verify1
-    assert drafting.plain_rate_estimate() < 1.2 / (3 * verify1)
+    assert drafting.costs.verify_cost(1) > 0.8 * 3 * verify1
+    assert drafting.costs.plain_rate() < 1.2 / (3 * verify1)
 
 
 def test_auto_falls_back_to_plain_decoding_when_the_load_makes_drafting_lose_and_drafts_again_after() -> None:

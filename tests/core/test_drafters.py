@@ -20,8 +20,8 @@ from specchat.core.engine.drafters import (
     MtpDrafter,
     NgramDrafter,
     NoDrafter,
-    lookup_continuation,
 )
+from specchat.core.engine.lookup import lookup_match
 from specchat.core.engine.registry import DRAFTERS, make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.types import Drafted, DrafterKind, Finished, GenerationParams, SamplerParams, SpecchatError, Verified
@@ -36,14 +36,14 @@ def request(tokens: Sequence[int], k: int, **kwargs: object) -> DraftRequest:
 def test_lookup_finds_the_latest_match_of_the_longest_ngram() -> None:
     seq = np.array([1, 2, 3, 9, 9, 1, 2, 3, 4, 5, 6, 7, 1, 2, 3])
     # "1 2 3" occurred twice before; the latest is followed by 4 5 6.
-    assert lookup_continuation(seq, 3, max_ngram=3, min_ngram=1) == [4, 5, 6]
-    assert lookup_continuation(seq, 10, 3, 1) == [4, 5, 6, 7, 1, 2, 3]
+    assert lookup_match(seq, 3, max_ngram=3, min_ngram=1) == ([4, 5, 6], 3)
+    assert lookup_match(seq, 10, 3, 1) == ([4, 5, 6, 7, 1, 2, 3], 3)
 
 
 def test_lookup_falls_back_to_shorter_ngrams_and_may_find_nothing() -> None:
-    assert lookup_continuation(np.array([5, 8, 1, 2, 8]), 2, 3, 1) == [1, 2]
-    assert lookup_continuation(np.array([1, 2, 3, 4]), 4, 3, 1) == []
-    assert lookup_continuation(np.array([7]), 4, 3, 1) == []
+    assert lookup_match(np.array([5, 8, 1, 2, 8]), 2, 3, 1) == ([1, 2], 1)
+    assert lookup_match(np.array([1, 2, 3, 4]), 4, 3, 1) == ([], 0)
+    assert lookup_match(np.array([7]), 4, 3, 1) == ([], 0)
 
 
 def test_ngram_drafter_proposes_one_hot_drafts() -> None:

@@ -344,7 +344,7 @@ def test_round_overhead_leaves_out_the_consumers_time(demo_engine, monkeypatch: 
             drafted_rounds += 1
             time.sleep(pause)
     assert drafted_rounds >= 2
-    assert adaptive.overhead(True) < pause / 2
+    assert adaptive.costs.overhead(True) < pause / 2
 
 
 def test_device_bytes_counts_offloaded_layers(demo_pair, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,8 +22,9 @@ from specchat.core.advise.candidates import Candidate, CandidateKind, find_candi
 from specchat.core.advise.confirm import Confirmation, confirm
 from specchat.core.advise.payoff import Payoff, payoff, verify_scaling
 from specchat.core.advise.payoff import remember as remember_payoff
-from specchat.core.advise.predict import Prediction, losing_reason, predict, target_costs
+from specchat.core.advise.predict import Prediction, losing_reason, predict
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.costs import RoundCosts
 from specchat.core.types import GPU_LAYERS_AUTO, DrafterKind, GpuLayers, SpecchatError
 
 if TYPE_CHECKING:
@@ -285,7 +286,7 @@ def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, 
             if not plain.rounds:  # cancelled before anything ran
                 return
             every = [*plain.rounds, *(r for m in measured.values() for r in m.rounds)]
-            costs = target_costs(every)
+            costs = RoundCosts.fitted(every)
             scaling = verify_scaling(every)
             advice.payoff = payoff(scaling) if scaling is not None else None
             for ran, _ in runs[1:]:

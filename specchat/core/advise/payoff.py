@@ -31,6 +31,7 @@ from pathlib import Path
 
 from specchat.core import paths
 from specchat.core.advise.calibrate import RoundSample
+from specchat.core.engine.costs import RoundCosts
 from specchat.core.jsonfile import UnreadableFileError, read_json
 
 log = logging.getLogger(__name__)
@@ -77,16 +78,15 @@ class VerifyScaling:
 
 
 def verify_scaling(rounds: Sequence[RoundSample]) -> VerifyScaling | None:
-    """The scaling the rounds measured (a round verifies ``drafted + 1`` tokens); None without both a
-    one-token pass and a batch of two or more."""
-    by_size: dict[int, list[float]] = {}
-    for r in rounds:
-        if r.verify > 0:
-            by_size.setdefault(r.drafted + 1, []).append(r.verify)
-    if 1 not in by_size or len(by_size) < 2:
+    """The scaling the rounds measured, read off the one round-cost model (:class:`RoundCosts`, floored and
+    monotone) that auto depth and the finder use; None without both a one-token pass and a batch of two or more."""
+    sizes = {r.drafted + 1 for r in rounds if r.verify > 0}
+    if 1 not in sizes or len(sizes) < 2:
         return None
-    means = {n: statistics.fmean(times) for n, times in by_size.items()}
-    return VerifyScaling(means.pop(1), means)
+    # verify_cost, not verify_costs: the latter caps each extra token at a share of a pass (noise control
+    # for the composite), which would hide exactly the backends this rule is for
+    costs = RoundCosts.fitted(r for r in rounds if r.verify > 0)
+    return VerifyScaling(costs.verify_cost(1), {n: costs.verify_cost(n) for n in sorted(sizes) if n > 1})
 
 
 @dataclass(frozen=True)

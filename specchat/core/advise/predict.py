@@ -1,16 +1,15 @@
 """From measured rounds to predicted tokens per second, the best depth, and why a candidate loses.
 
-The cost model is the adaptive depth controller's (:mod:`specchat.core.engine.depth`):
-a round of depth k yields ``expected_tokens_curve(acceptance, k)`` tokens and takes
+A round of depth k yields ``expected_tokens_curve(acceptance, k)`` tokens and takes
 ``draft(L) + verify(L + 1) + overhead`` seconds, L being the tokens the drafter
-actually proposes at depth k (n-gram lookup often proposes fewer, or none).
-Unlike the controller, which fits one line through every batch size, the
-advisor keeps the one-token pass apart (see :class:`TargetCosts`): it has
-plenty of plain rounds to measure it on, and the line's extrapolation to one
-token overstated plain decoding's cost by 15-40% on the demo pair.
-Plain means stand in for the controller's running averages: what a reply costs is
-the sum of its rounds, slow ones included (a median would leave out the slow rounds
-a busy machine has, and predict a speed nobody gets).
+actually proposes at depth k (n-gram lookup often proposes fewer, or none). The
+target's part is the engine's round-cost model
+(:class:`~specchat.core.engine.costs.RoundCosts`), fitted to every calibration
+round (:meth:`~specchat.core.engine.costs.RoundCosts.fitted`); the drafter's part
+and its acceptance come from its own rounds. Plain means stand in for running
+averages: what a reply costs is the sum of its rounds, slow ones included (a
+median would leave out the slow rounds a busy machine has, and predict a speed
+nobody gets).
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from specchat.core.advise.calibrate import Measurement, RoundSample
+from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import AdaptiveDepth, expected_tokens_curve
 
 LOW_ACCEPTANCE = 0.5  # below this a losing candidate's problem is that it guesses badly
@@ -32,58 +30,6 @@ ACCEPTANCE_MARGIN = 0.05  # less acceptance than the winner's by more than this 
 def _mean(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.fmean(vals) if vals else None
-
-
-@dataclass(frozen=True)
-class TargetCosts:
-    """The target's verify cost against the batch size and plain decoding's overhead.
-
-    Batches of two or more tokens follow a least-squares line; a one-token pass has its own measured
-    cost (``single``) when there is one: on a CPU it takes another path (matrix-vector products) and
-    sits well below the line's extrapolation, which would make plain decoding look slower than it is.
-    """
-
-    slope: float
-    intercept: float
-    plain_overhead: float
-    single: float | None = None
-
-    def verify(self, n: float) -> float:
-        if n <= 1 and self.single is not None:
-            return self.single
-        return max(1e-9, self.intercept + self.slope * n)
-
-    @property
-    def plain_rate(self) -> float:
-        """Tokens per second of plain decoding: one token per one-token pass."""
-        return 1.0 / (self.verify(1) + self.plain_overhead)
-
-
-def _line(means: dict[int, float]) -> tuple[float, float]:
-    """(slope, intercept) through the mean verify time per batch size; one size gets the controller's prior."""
-    sizes = sorted(means)
-    if len(sizes) == 1:
-        per_token = 0.3 * means[sizes[0]] / sizes[0]  # each extra token adds 30% of a one-token pass
-        return per_token, means[sizes[0]] - sizes[0] * per_token
-    fit = np.polyfit(np.array(sizes, dtype=float), np.array([means[n] for n in sizes]), 1)
-    return max(float(fit[0]), 0.0), float(fit[1])
-
-
-def target_costs(rounds: Sequence[RoundSample]) -> TargetCosts:
-    """The target's costs from rounds of any drafter (a plain round is a one-token batch)."""
-    by_size: dict[int, list[float]] = {}
-    for r in rounds:
-        by_size.setdefault(r.drafted + 1, []).append(r.verify)
-    if not by_size:
-        raise ValueError("no rounds to fit the verify cost to")
-    means = {n: statistics.fmean(times) for n, times in by_size.items()}
-    batches = {n: t for n, t in means.items() if n > 1}
-    plain = _mean([r.overhead for r in rounds if r.depth == 0]) or 0.0
-    if 1 in means and len(batches) >= 2:
-        slope, intercept = _line(batches)
-        return TargetCosts(slope, intercept, plain, means[1])
-    slope, intercept = _line(means)
-    return TargetCosts(slope, intercept, plain)
 
 
 @dataclass(frozen=True)
@@ -186,14 +132,13 @@ class Prediction:
                 "tokens_per_second_by_depth": [round(r, 2) for r in self.rates]}
 
 
-def rate_at(target: TargetCosts, draft: DraftCosts, k: int) -> float:
+def rate_at(target: RoundCosts, draft: DraftCosts, k: int) -> float:
     """Predicted tokens per second at depth k (k = 0: plain decoding)."""
     if k == 0:
-        return target.plain_rate
+        return target.plain_rate()
     proposed = draft.proposed[min(k, len(draft.proposed)) - 1]
-    # Checking a batch never costs less than a plain round: a line fitted to noisy timings on a busy
-    # machine can dip below it at two tokens, and a draft that is never accepted then looked faster.
-    checked = max(target.verify(proposed + 1) + draft.overhead, 1.0 / target.plain_rate)
+    # Checking a batch never costs less than a plain round, whatever the drafter's own overhead.
+    checked = max(target.verify_cost(proposed + 1) + draft.overhead, 1.0 / target.plain_rate())
     seconds = draft.draft_seconds(proposed) + checked
     return expected_tokens_curve(draft.acceptance, k) / seconds
 
@@ -207,19 +152,19 @@ def auto_depth(target_rounds: Sequence[RoundSample], rounds: Sequence[RoundSampl
 
 
 def predict(plain: Measurement, measured: Measurement, max_depth: int,
-            target: TargetCosts | None = None) -> Prediction:
+            target: RoundCosts | None = None) -> Prediction:
     """The prediction for one drafter. ``target`` is the target's costs fitted over every drafter's rounds
     (the target is the same whatever drafts for it, and so candidates are ranked on one scale); by default
     they are fitted to ``plain`` and ``measured`` alone."""
     if target is None:
-        target = target_costs([*plain.rounds, *measured.rounds])
+        target = RoundCosts.fitted([*plain.rounds, *measured.rounds])
     draft = draft_costs(measured.rounds, max_depth)
     rates = tuple(rate_at(target, draft, k) for k in range(max_depth + 1))
     best = max(range(max_depth + 1), key=lambda k: rates[k])
     auto = auto_depth(plain.rounds, measured.rounds, max_depth)
     shown = best if best > 0 else max_depth
     accepted = (expected_tokens_curve(draft.acceptance, shown) - 1.0) / shown
-    return Prediction(rates, best, auto, accepted, draft.per_token() / target.verify(1), draft.acceptance)
+    return Prediction(rates, best, auto, accepted, draft.per_token() / target.verify_cost(1), draft.acceptance)
 
 
 def losing_reason(prediction: Prediction, winner: Prediction | None) -> str:

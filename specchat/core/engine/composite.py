@@ -1,17 +1,20 @@
 """The composite drafter: each round, n-gram lookup, the model drafter, or a lookup span the model continues.
 
-The candidates of a round are the lookup proposals (the continuation of the
-latest earlier match of the last n tokens, for several n, in the
+Each round the composite lists its candidates: the lookup proposals (what
+followed the latest earlier match of the last n tokens, for several n, in the
 conversation and then in the optional lookup memory), the model drafter's
-proposal (a draft model or the target's MTP heads) and, with a draft model,
-the splice: a whole lookup span continued by the model. Each candidate at
-each length gets an expected rate, expected tokens over expected seconds,
-from acceptance kept per source, per match length and per position
-(:class:`AcceptanceTable`) and from measured costs (the depth controller's
-verify cost and overhead, the model's own draft timings; lookup is nearly
-free). The choice is made before any token is drawn and depends only on
-the committed text and past rounds, so every token is still drawn from the
-q its source reports (one-hot for lookup) and the verdict stays lossless.
+proposal (a draft model or the target's MTP heads) and, where the model
+follows the text itself, the splice: a lookup span the model continues. Each
+candidate at each length gets an expected rate, expected tokens over expected
+seconds: acceptance from :class:`AcceptanceTable` (per source, match length
+and position) and :class:`Confidence` (per model draft's probability), costs
+from the round-cost model (:class:`~specchat.core.engine.costs.CostView`) and
+the model's own timings (lookup is nearly free). :meth:`CompositeDrafter.decide`
+picks the round; a model round drafts on while :class:`StopPlan` says the
+next draft pays, and hands over to a lookup where its drafts reach text seen
+before. Every choice depends only on the committed text and past rounds, so
+each token is still drawn from the q its source reports (one-hot for lookup)
+and the verdict stays lossless.
 """
 
 from __future__ import annotations
@@ -24,62 +27,77 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specchat.core.engine.costs import STEP_GUESS, unmeasured_verify_costs
 from specchat.core.engine.depth import DEFAULT_AUTO_START, logit, sigmoid
-from specchat.core.engine.drafters import (
-    Draft,
-    Drafter,
-    DraftModelDrafter,
-    DraftRequest,
-    MtpDrafter,
-)
+from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
+from specchat.core.engine.lookup import find_match
 from specchat.core.engine.sampling import Distribution
 from specchat.core.types import DrafterKind, DraftSource
 
+# The composite's tuning, in one place. Each constant: what it does; after "Set:", the measurement that set it,
+# or "unmeasured" where it was chosen and no measurement has tested it. docs/benchmarks.md ("The composite's
+# constants") has the same table with the figures.
+
+# Lookup: the candidates, and the keys their acceptance is kept under.
+# Longest n-gram looked up; each shorter one down to 1 is a candidate too. Set: unmeasured.
 MAX_NGRAM = 6
-"""Longest n-gram the lookup searches for; every length down to 1 gives a candidate of its own."""
+# How far back a found match is followed to measure its real length. Set: lookup priors (--priors), up to 32.
 MAX_MATCH = 32
-"""How far back a found match is followed to measure its real length (a copy's matches run long)."""
+# Match lengths whose acceptance is kept apart: exact up to 6, bucketed above. Set: lookup priors (--priors).
 MATCH_KEYS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
-"""The acceptance table's lookup keys: the match length, exact up to 6 and bucketed above."""
+# Shortest match looked up in the lookup memory (a single token there says little). Set: unmeasured.
 MIN_MEMORY_NGRAM = 2
-"""Shortest match looked up in the lookup memory: a single token there says little."""
-POSITIONS = 8
-"""Positions kept apart in the acceptance table; later positions share the last entry."""
-MIN_HANDOVER_MATCH = 4
-"""Shortest match (in tokens, the model's drafts included) a model draft hands over to a lookup at: open chat
-keeps meeting a token or two seen before, and a lookup continuing those parts from the model within a token."""
-UNMEASURED_TRIES = 3
-"""Rounds forced to the model while it has never drafted (its costs unknown); after them it waits for probes."""
-PROBE_EVERY = 8
-"""After this many rounds without the model, one round drafts with it so its acceptance stays current
-(every 16 let open chat start with a dozen plain rounds when the reply before it had not used the model)."""
-PROBE_DEPTH = 3
-CATCH_UP_SHARE = 0.5
-"""Before it is measured: a token the draft model decodes to catch up costs this share of a drafting step."""
-MIN_CATCH_UP = 4
-"""Shortest catch-up (tokens) whose time measures the per-token cost: a shorter one is mostly the fixed part."""
-MAX_VERIFY_SLOPE = 0.3
-"""Each token a verify batch adds costs at most this share of a one-token pass (measured on CPUs: 0.1-0.2)."""
+# Per match key: the first token's acceptance, and each later one's given those before it. Set: lookup priors
+# (benchmarks/composite.py --priors, about 2,000 candidates), rounded and made to grow with the match.
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
     1: (0.21, 0.58), 2: (0.57, 0.69), 3: (0.64, 0.72), 4: (0.70, 0.72), 5: (0.70, 0.78), 6: (0.75, 0.80),
     8: (0.80, 0.90), 12: (0.90, 0.95), 16: (0.95, 0.95), 24: (0.95, 0.95), 32: (0.97, 0.95),
 }
-"""Per match key: acceptance of a lookup's first token, and of each later one given those before it.
 
-Measured from plain greedy replies on the demo pair over the benchmark prompts
-(``benchmarks/composite.py --priors``: every reply position, every lookup
-candidate there, scored against what the target wrote next; about 2,000
-candidates), rounded and made to grow with the match (a longer match is
-never trusted less; the raw figures at 4 and 5 tokens are noisy).
-"""
-CONFIDENCE_EDGES = (0.3, 0.5, 0.7, 0.85, 0.95, 0.99)
-"""Lower edges of the buckets of a model draft's confidence (the probability the model gave it)."""
+# Acceptance tables: how they start, learn and forget.
+# Draft positions kept apart; later ones share the last. Set: unmeasured.
+POSITIONS = 8
+# A lookup prior weighs this many observations at first, ageing with the cell's own. Set: unmeasured.
 PRIOR_STRENGTH = 4.0
-"""The priors weigh as much as this many observations of a cell, at first; they age as the cell's counts do."""
+# Of every reply's figures, a cell keeps this share per new observation of it. Set: unmeasured.
+TABLE_DECAY = 0.95
+# Within a reply, lookups of matches up to this long pool their counts, and so do the longer ones. Set: unmeasured.
 SHORT_MATCH = 6
-"""Within a reply, lookups of matches up to this long share their counts, and so do the longer ones."""
+# Within a reply, every reply's figures weigh as much as this many of its own. Set: unmeasured.
 REPLY_STRENGTH = 2.0
-"""Within a reply, what every reply so far showed weighs as much as this many of the reply's own observations."""
+# The model's acceptance before any is counted, and the observations it weighs. Set: the depth controller's prior.
+MODEL_PRIOR = 0.6
+MODEL_PRIOR_STRENGTH = 1.0
+# Lower edges of the buckets of a model draft's probability. Set: unmeasured.
+CONFIDENCE_EDGES = (0.3, 0.5, 0.7, 0.85, 0.95, 0.99)
+# The model's average weighs as much as this many drafts of a bucket. Set: replay of 2026-11-30 (2 against 8).
+CONFIDENCE_STRENGTH = 8.0
+# A bucket keeps this share of its counts per new draft in it. Set: unmeasured.
+CONFIDENCE_DECAY = 0.98
+
+# Rounds: forced model rounds, probes, splices, hand-overs.
+# Rounds forced to a model that has never drafted. Set: a test with unsure MTP heads (not a speed measurement).
+UNMEASURED_TRIES = 3
+# Rounds without the model after which one probes it. Set: live benchmark of 2026-11-29 (16 against 8).
+PROBE_EVERY = 8
+# How many tokens a probe drafts. Set: unmeasured.
+PROBE_DEPTH = 3
+# A splice is priced only after a lookup span expected to survive past this. Set: unmeasured.
+SPLICE_SURVIVAL = 0.5
+# Shortest match (the model's drafts included) a model round hands over to a lookup at. Set: replay of open chat.
+MIN_HANDOVER_MATCH = 4
+
+# The model's costs, in units of the target's one-token pass measured at the same time.
+# Each new timing of the model weighs 1 minus this. Set: unmeasured.
+TIMING_DECAY = 0.8
+# A catch-up token before one is timed, in drafting steps. Set: the replay's costs (4.5 ms against a 9.5 ms step).
+CATCH_UP_SHARE = 0.5
+# Shortest catch-up timed per token (a shorter one is mostly its fixed part). Set: unmeasured.
+MIN_CATCH_UP = 4
+
+# The stop plan's resolution. Set: unmeasured (numerical).
+STOP_GRID = np.linspace(0.0, 1.0, 257)  # the survival probabilities drafting on is valued at
+PLAN_ITERATIONS = 2  # re-plannings at the rate the plan achieves
 
 
 def match_key(length: int) -> int:
@@ -97,56 +115,29 @@ def lookup_prior(match: int, position: int = 0) -> float:
     return first if position == 0 else later
 
 
-def find_match(seq: np.ndarray, n: int, corpus: np.ndarray | None = None) -> tuple[int, int]:
-    """The latest match of ``seq``'s last ``n`` tokens in ``corpus`` (``seq`` before its tail when None).
-
-    Returns (follow, length): the index in the searched array of the token after
-    the match, and how many tokens the match really covers, followed back up to
-    :data:`MAX_MATCH`; (-1, 0) when there is none.
-    """
-    n_total = len(seq)
-    if n < 1 or n >= n_total + (0 if corpus is None else 1):
-        return -1, 0
-    hay = seq if corpus is None else corpus
-    limit = (n_total - n) if corpus is None else len(hay) - n
-    if limit <= 0:
-        return -1, 0
-    pattern = seq[n_total - n :]
-    mask = hay[:limit] == pattern[0]
-    for j in range(1, n):
-        mask &= hay[j : limit + j] == pattern[j]
-    starts = np.flatnonzero(mask)
-    if not len(starts):
-        return -1, 0
-    start = int(starts[-1])
-    length = n
-    while length < MAX_MATCH and start - (length - n) - 1 >= 0 and n_total - length - 1 >= 0 \
-            and hay[start - (length - n) - 1] == seq[n_total - length - 1]:
-        length += 1
-    return start + n, length
-
-
 class AcceptanceTable:
     """Per (source, key) and position: how often a draft there was accepted, given the ones before it were.
 
     Counts decay with each new observation of a cell, so the estimate follows a
     change within a few rounds, and start from a prior: for lookup the measured
     :data:`LOOKUP_PRIORS` of its match key, with the weight of
-    :data:`PRIOR_STRENGTH` observations, aging with the cell's own (a long match's
-    prior of 95% had kept 4 of a cell's 24 decayed observations for ever, and
-    read 29% where 1 lookup in 20 was kept); for a model ``priors[source]``, with the
-    weight of ``strength`` observations. With a ``parent`` (the figures of every
-    reply so far, where this table holds one reply's), the parent's estimates
-    are the priors, with the weight of ``strength`` observations: a reply that
-    copies, or one that never does, shows it within a round or two.
+    :data:`PRIOR_STRENGTH` observations that ages as the cell's own counts
+    grow (so what the target keeps doing outweighs a prior measured elsewhere);
+    for a model ``priors[source]``, with the weight of ``strength``
+    observations. With a ``parent`` (the figures of every reply so far, where
+    this table holds one reply's), the parent's estimates are the priors, with
+    the weight of ``strength`` observations, and this table's counts move them.
+    ``by_position``: a model's acceptance is kept per position, not pooled
+    (:attr:`~specchat.core.engine.drafters.Drafter.acceptance_by_position`).
     """
 
-    def __init__(self, priors: dict[DraftSource, float], *, strength: float = 1.0, decay: float = 0.95,
-                 parent: AcceptanceTable | None = None) -> None:
+    def __init__(self, priors: dict[DraftSource, float], *, strength: float = MODEL_PRIOR_STRENGTH,
+                 decay: float = TABLE_DECAY, parent: AcceptanceTable | None = None, by_position: bool = False) -> None:
         self.priors = priors
         self.strength = strength
         self.decay = decay
         self.parent = parent
+        self.by_position = by_position
         self._cells: dict[tuple[DraftSource, int, int], tuple[float, float]] = {}  # -> (hits, tries)
 
     def rates(self, source: DraftSource, key: int, n: int) -> list[float]:
@@ -203,10 +194,8 @@ class AcceptanceTable:
         The reply's lookups of short or of long matches (:meth:`_pool`) are
         scored against what the parent expected of them at the positions they
         reached, and every position moves by the difference: a reply whose
-        lookups keep parting after a token or two (JSON whose keys repeat and
-        whose values do not) lowers the later positions too, where a count per
-        position had kept them at the parent's 95% and drafted 16-token lookups
-        that kept one.
+        lookups keep parting after a token or two lowers the later positions
+        too.
         """
         pool = self._pool(DraftSource.LOOKUP, key)
         hits, tries = self._totals(DraftSource.LOOKUP, pool)
@@ -231,20 +220,19 @@ class AcceptanceTable:
         return sum(h for h, _ in cells), sum(t for _, t in cells)
 
     def _model_rates(self, source: DraftSource, key: int, n: int) -> list[float]:
-        """A model's rates: for a draft model every position pooled; for MTP heads each position's own.
+        """A model's rates: every position pooled, or with :attr:`by_position` each position's own.
 
         A draft model guesses each token from the text the target sees, so its
         acceptance hardly depends on where in the round the token falls, and a
         position's own counts are few (deep ones are checked only in the rounds
-        that draft that deep): their noise, moved by the reply's level and the
-        confidence offsets, ended rounds at chance dips. MTP heads guess further
-        ahead with every chained step and lose acceptance with it, so theirs are
-        kept per position, each position's prior being the pooled rate with the
-        weight of as many observations as it takes to expect one rejection at
-        it; a position never checked takes the one before it.
+        that draft that deep). Heads that chain their own guesses lose
+        acceptance with every step, so theirs are kept per position, each
+        position's prior being the pooled rate with the weight of as many
+        observations as it takes to expect one rejection at it; a position
+        never checked takes the one before it.
         """
         pooled = self.pooled(source, key)
-        if source is not DraftSource.MTP:
+        if not self.by_position:
             return [pooled] * n
         cells = self._positions(source, key)
         weight = max(self.strength, 1.0 / max(1.0 - pooled, 0.02))
@@ -299,16 +287,13 @@ class Confidence:
     says, and drafting on after such a token spends a decode on a likely loser;
     how much more depends on the pair (a quantized copy of the target agrees
     even where it hesitates), so every bucket starts from the model's average
-    acceptance and only its own counts move it. A bucket's figure is kept as
-    an offset from that average (in log-odds) and applied to the position's
-    current rate: a reply where the model guesses well lifts every bucket.
-    The average weighs as much as 8 drafts of a bucket: with 2, the hesitant
-    bucket's few decayed counts (about 85% accepted) ended open chat's rounds
-    after their first hesitant draft; replayed, 8 kept every prompt but one
-    (15 tokens) within 5% of the better single drafter.
+    acceptance, weighing :data:`CONFIDENCE_STRENGTH` drafts, and only its own
+    counts move it. A bucket's figure is kept as an offset from that average
+    (in log-odds) and applied to the position's current rate: a reply where
+    the model guesses well lifts every bucket.
     """
 
-    def __init__(self, *, strength: float = 8.0, decay: float = 0.98) -> None:
+    def __init__(self, *, strength: float = CONFIDENCE_STRENGTH, decay: float = CONFIDENCE_DECAY) -> None:
         self.strength = strength
         self.decay = decay
         self._cells = [(0.0, 0.0) for _ in range(len(CONFIDENCE_EDGES) + 1)]  # per bucket: (hits, tries)
@@ -374,16 +359,12 @@ class Costs:
     def sat_out(self, n_tokens: int, expected: float) -> float:
         """Seconds a round of ``n_tokens`` drafts without the model costs, ``expected`` tokens committed.
 
-        A draft model decodes the tokens committed without it when it next drafts,
-        in one batch: cheaper per token than its drafting steps but not free (about
-        half a step per token on CPUs), so each such token is charged to the
-        round that commits it; otherwise a lookup that keeps half its span looks
-        cheaper than the model beside it, and is not. The model's next round pays
-        the catch-up too (:attr:`behind`): it is paid then, and a reply whose
-        copying runs to its end never pays it (m-proofread's last five tokens
-        from the model cost a catch-up over the 31 tokens the lookup had copied).
-        Replayed on the benchmark prompts (``benchmarks/composite_replay.py``),
-        counting both worked better than either alone.
+        A model that follows the text decodes the tokens committed without it
+        when it next drafts, in one batch: cheaper per token than its drafting
+        steps but not free, so each such token is charged to the round that
+        commits it. The model's next round pays the catch-up too
+        (:attr:`behind`): it is paid then, and a reply whose copying runs to its
+        end never pays it.
         """
         return self.round(n_tokens, 0, 0) + expected * self.catch_up_token
 
@@ -441,7 +422,7 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
             expected += survive
             consider(proposal[: i + 1], match, 0, expected)
         span = proposal[:k]
-        if can_splice and model_source is not None and len(span) < k and survive > 0.5:
+        if can_splice and model_source is not None and len(span) < k and survive > SPLICE_SURVIVAL:
             model_run(expected, survive, len(span), span, match)
     return best
 
@@ -473,10 +454,6 @@ def lookup_tail(model_rates: Sequence[float], lookup: tuple[int, tuple[int, ...]
         if round_rate > best_rate * (1.0 + 1e-9):
             best_n, best_rate = i + 1, round_rate
     return best_n
-
-
-STOP_GRID = np.linspace(0.0, 1.0, 257)
-"""The survival probabilities a :class:`StopPlan` values drafting on at (interpolated between)."""
 
 
 class StopPlan:
@@ -526,7 +503,7 @@ class StopPlan:
 
     @classmethod
     def for_round(cls, position_rates: Sequence[float], confidence: Confidence, average: float, costs: Costs,
-                  span: int, expected: float, survive: float, iterations: int = 2) -> StopPlan:
+                  span: int, expected: float, survive: float, iterations: int = PLAN_ITERATIONS) -> StopPlan:
         """The plan for a round of up to ``len(position_rates)`` model drafts after a lookup ``span``.
 
         ``expected``, ``survive``: the span's expected tokens (with the target's own) and survival.
@@ -563,15 +540,14 @@ class CompositeDrafter(Drafter):
     kind = DrafterKind.COMPOSITE
     own_depth = True
 
-    def __init__(self, model: DraftModelDrafter | MtpDrafter, *, memory: np.ndarray | None = None,
-                 max_ngram: int = MAX_NGRAM) -> None:
+    def __init__(self, model: Drafter, *, memory: np.ndarray | None = None, max_ngram: int = MAX_NGRAM) -> None:
         self.model = model
         self.model_source = model.source
-        self.can_splice = isinstance(model, DraftModelDrafter)  # MTP heads draft only from the target's state
+        self.can_splice = model.follows_text  # heads that draft from the target's state cannot continue a lookup
         self.memory = memory  # token ids of the lookup memory, searched after the conversation
         self.max_ngram = max_ngram
         # Every reply's figures, and this reply's on top of them (cleared when a reply starts).
-        self.history = AcceptanceTable({self.model_source: 0.6})
+        self.history = AcceptanceTable({self.model_source: MODEL_PRIOR}, by_position=model.acceptance_by_position)
         self.table = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=self.history)
         self.confidence = Confidence()
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0, "splice": 0}
@@ -600,10 +576,10 @@ class CompositeDrafter(Drafter):
         found: list[tuple[int, tuple[int, ...]]] = []
         seen: set[tuple[int, ...]] = set()
         for n in range(min(self.max_ngram, len(seq) - 1), 0, -1):
-            follow, length = find_match(seq, n)
+            follow, length = find_match(seq, n, max_length=MAX_MATCH)
             hay = seq
             if follow < 0 and memory and self.memory is not None and n >= MIN_MEMORY_NGRAM:
-                follow, length = find_match(seq, n, self.memory)
+                follow, length = find_match(seq, n, self.memory, max_length=MAX_MATCH)
                 hay = self.memory
             if follow < 0:
                 continue
@@ -614,29 +590,19 @@ class CompositeDrafter(Drafter):
         return found
 
     def costs(self, request: DraftRequest) -> Costs:
-        """This round's cost estimates, from the depth controller and the model's own timings."""
-        adaptive = request.costs
+        """This round's cost estimates: the target's from the round-cost model, the model's from its timings."""
+        view = request.costs
         n_max = request.k + 2
-        if adaptive is not None and adaptive.measured_plain():
-            verify = tuple(adaptive.verify_cost(n) for n in range(n_max))
-            plain, drafted = adaptive.overhead(False), adaptive.overhead(True)
-        else:
-            verify = tuple(1.0 + 0.3 * (n - 1) for n in range(n_max))  # a CPU-like shape, in units of one pass
-            plain = drafted = 0.0
-        # A batch costs at most a few single passes' worth per extra token, whatever a stale fit says, and
-        # never less than a smaller one: the controller floors batches at a measured one-token pass but
-        # keeps a size's own measured bump, which can dip below its neighbour's and make the longer round
-        # look cheaper than the shorter.
-        verify = tuple(min(v, verify[1] * (1.0 + MAX_VERIFY_SLOPE * (n - 1))) if n > 1 else v
-                       for n, v in enumerate(verify))
-        verify = verify[:1] + tuple(np.maximum.accumulate(verify[1:]))
-        step = (self._model_step if self._model_step is not None else 0.3) * verify[1]
+        if view is not None and view.measured_plain():
+            verify, plain, drafted = view.verify_costs(n_max), view.overhead(False), view.overhead(True)
+        else:  # in units of a one-token pass
+            verify, plain, drafted = unmeasured_verify_costs(n_max), 0.0, 0.0
+        step = (self._model_step if self._model_step is not None else STEP_GUESS) * verify[1]
         fixed = self._model_fixed * verify[1] if self._model_fixed is not None else step
-        catch_up = 0.0  # MTP heads follow the target by themselves
+        catch_up = 0.0  # a model that does not follow the text has nothing to catch up on
         if self.can_splice:
             catch_up = self._catch_up * verify[1] if self._catch_up is not None else CATCH_UP_SHARE * step
-        behind = self.model.behind(request.tokens) if isinstance(self.model, DraftModelDrafter) else 0
-        return Costs(fixed, step, catch_up, verify, plain, drafted, behind)
+        return Costs(fixed, step, catch_up, verify, plain, drafted, self.model.behind(request.tokens))
 
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens
@@ -646,39 +612,10 @@ class CompositeDrafter(Drafter):
             return Draft()
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
-        best = choose(lookups, k, self.table, costs, self.model_source, self.can_splice)
-        plan: StopPlan | None = None
-        if self._model_fixed is not None and not best.model:
-            # choose() prices the model at fixed depths; the round it would really draft stops after a
-            # hesitant draft, which is worth more where its sure drafts are nearly always right.
-            plan = self._model_plan(k, costs)
-            tokens_added, seconds = plan.expected(1.0)
-            planned = (1.0 + tokens_added) / (costs.verify[1] + costs.overhead_drafted + seconds)
-            if planned > best.rate * (1.0 + 1e-9):
-                best = Candidate((), 0, k, planned)
-        if not best.model and self._model_fixed is None and self._unmeasured_tries < UNMEASURED_TRIES:
-            # The model's costs are unknown until it drafts: its first round drafts with it, at the depth
-            # controller's start depth (the priors alone would price an unmeasured model at a tie with plain).
-            # A few tries only: MTP heads below their p-min draft nothing, and lookup must not wait on them.
-            self._unmeasured_tries += 1
-            best = Candidate((), 0, min(DEFAULT_AUTO_START, k), 0.0)
-        elif not best.model and (self._since_model >= PROBE_EVERY or (self._first_round and not best.lookup)):
-            # Probes keep the model's acceptance current; a reply's first round that would be plain probes at
-            # once, since a new reply can differ in character (an open question after an edit) and eight
-            # plain rounds waiting for the next probe cost more than a short draft.
-            best = Candidate(best.lookup if self.can_splice else (), best.match, min(PROBE_DEPTH, k), 0.0)
-            if len(best.lookup) + best.model > k:
-                best = Candidate((), 0, min(PROBE_DEPTH, k), 0.0)
-        self._first_round = False
-        self.wins[best.label] += 1
+        best, plan = self.decide(lookups, k, costs)
         out = Draft()
         span = list(best.lookup)
-        out.tokens = span[:]
-        out.q = [Distribution.one_hot(t) for t in span]
-        out.probs = [1.0] * len(span)
-        out.sources = [DraftSource.LOOKUP] * len(span)
-        out.match_lengths = [best.match] * len(span)
-        out.top = [((t, 1.0),) for t in span]
+        _append_lookup(out, span, best.match)
         if best.model:
             self._since_model = 0
             n, keep_going = best.model, None
@@ -694,6 +631,40 @@ class CompositeDrafter(Drafter):
         self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], out.probs[:],
                                  lookups)
         return out
+
+    def decide(self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
+               ) -> tuple[Candidate, StopPlan | None]:
+        """This round's candidate, and the stop plan made for a model round where one was (the round counted).
+
+        The best expected rate wins: :func:`choose` over the lookups, the model
+        and their splices at fixed lengths, or, once the model's costs are
+        measured, the model drafting on under its stop plan (which stops after a
+        hesitant draft). A round that would leave the model out drafts with it
+        instead (a zero rate: no stop plan) while its costs are unmeasured, for
+        :data:`UNMEASURED_TRIES` rounds at the start depth, and as a probe of
+        :data:`PROBE_DEPTH` (after the lookup span where the model can continue
+        it) every :data:`PROBE_EVERY` rounds without it, or at once in a reply's
+        first round where no lookup is found.
+        """
+        best = choose(lookups, k, self.table, costs, self.model_source, self.can_splice)
+        plan: StopPlan | None = None
+        if self._model_fixed is not None and not best.model:
+            plan = self._model_plan(k, costs)
+            tokens_added, seconds = plan.expected(1.0)
+            planned = (1.0 + tokens_added) / (costs.verify[1] + costs.overhead_drafted + seconds)
+            if planned > best.rate * (1.0 + 1e-9):
+                best = Candidate((), 0, k, planned)
+        if not best.model:
+            probe = min(PROBE_DEPTH, k)
+            if self._model_fixed is None and self._unmeasured_tries < UNMEASURED_TRIES:
+                self._unmeasured_tries += 1
+                best = Candidate((), 0, min(DEFAULT_AUTO_START, k), 0.0)
+            elif self._since_model >= PROBE_EVERY or (self._first_round and not best.lookup):
+                span = best.lookup if self.can_splice and len(best.lookup) + probe <= k else ()
+                best = Candidate(span, best.match if span else 0, probe, 0.0)
+        self._first_round = False
+        self.wins[best.label] += 1
+        return best, plan
 
     def _model_plan(self, n: int, costs: Costs, span: int = 0, expected: float = 1.0, survive: float = 1.0
                     ) -> StopPlan:
@@ -795,8 +766,8 @@ class CompositeDrafter(Drafter):
         if drafted.sync_seconds is not None and out.sources[0] is not DraftSource.LOOKUP:
             self._model_fixed = _ema(self._model_fixed, (drafted.sync_seconds + sample) / unit)
         elif self._model_step is not None:
-            # In step, the first draft costs about what a further one does: without this a first-draft
-            # cost measured at a load spike stayed, since the probes after plain rounds all catch up long.
+            # In step, the first draft costs about what a further one does: an estimate that only long
+            # catch-ups followed (probes after plain rounds) would otherwise never be corrected.
             self._model_fixed = _ema(self._model_fixed, self._model_step)
         elif self._model_fixed is None and len(drafted.tokens) == 1:
             self._model_fixed = seconds / unit
@@ -809,13 +780,7 @@ class CompositeDrafter(Drafter):
             return
         n = lookup_tail(self.table.rates(self.model_source, 0, len(out.tokens)), longest, request.k,
                         self.table, costs)
-        tail = list(longest[1][:n])
-        out.tokens += tail
-        out.q += [Distribution.one_hot(t) for t in tail]
-        out.probs += [1.0] * n
-        out.sources += [DraftSource.LOOKUP] * n
-        out.match_lengths += [longest[0]] * n
-        out.top += [((t, 1.0),) for t in tail]
+        _append_lookup(out, longest[1][:n], longest[0])
 
     def _observe(self, tokens: Sequence[int]) -> None:
         """Score the previous round's drafts, and every lookup proposal, against what the target committed."""
@@ -848,6 +813,16 @@ class CompositeDrafter(Drafter):
                                    censored=c >= len(new))
 
 
+def _append_lookup(out: Draft, tokens: Sequence[int], match: int) -> None:
+    """Append lookup drafts to ``out``: one-hot, from a match of ``match`` tokens."""
+    out.tokens += tokens
+    out.q += [Distribution.one_hot(t) for t in tokens]
+    out.probs += [1.0] * len(tokens)
+    out.sources += [DraftSource.LOOKUP] * len(tokens)
+    out.match_lengths += [match] * len(tokens)
+    out.top += [((t, 1.0),) for t in tokens]
+
+
 def _longest(lookups: Sequence[tuple[int, tuple[int, ...]]]) -> tuple[int, tuple[int, ...]] | None:
     """The lookup proposal (match length, tokens) of the longest match, or None when there is none."""
     return max(lookups, key=lambda c: c[0]) if lookups else None
@@ -862,5 +837,5 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def _ema(old: float | None, new: float, decay: float = 0.8) -> float:
+def _ema(old: float | None, new: float, decay: float = TIMING_DECAY) -> float:
     return new if old is None else decay * old + (1 - decay) * new

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.lookup import lookup_match
 from specchat.core.engine.sampling import Distribution, distribution, greedy_token
 from specchat.core.engine.verify import top
 from specchat.core.types import DrafterKind, DraftSource, SamplerParams, SpecchatError
 
 if TYPE_CHECKING:
-    from specchat.core.engine.depth import AdaptiveDepth
+    from specchat.core.engine.costs import CostView
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class DraftRequest:
     cancel: CancelToken
     p_min: float | None = None  # stop once the draft's top probability falls below this (0: never; None: default)
     greedy: bool = False  # draft the argmax even when sampling (q is then one-hot)
-    costs: AdaptiveDepth | None = None  # the depth controller's measurements (verify cost, overhead), if any
+    costs: CostView | None = None  # what the round's parts cost (verify by batch size, overhead), if measured
     # Asked after each drafted token with the tokens drafted so far and their probabilities: False stops the
     # draft there (a decision on the draft's own figures only, so the verdict stays lossless). None: never asked.
     keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None
@@ -88,6 +89,12 @@ class Drafter(abc.ABC):
     """Who drafted a token when the draft names no source per token."""
     own_depth: ClassVar[bool] = False
     """True for a drafter that picks each round's length itself: at auto depth it gets the largest depth as k."""
+    follows_text: ClassVar[bool] = False
+    """True for a drafter that decodes the committed text in a context of its own: it can continue any text
+    (the composite splices it after a lookup span) and catches up on the tokens committed while it sat out."""
+    acceptance_by_position: ClassVar[bool] = False
+    """True where a draft's acceptance falls with its position in the round (heads chaining their own guesses):
+    the composite then keeps its acceptance per position rather than pooled."""
 
     def prefill(self, tokens: Sequence[int]) -> None:  # noqa: B027 - most drafters need no catch-up
         """Catch up on the prompt, once per reply, after the target holds ``tokens`` (the prompt minus its last)."""
@@ -95,6 +102,11 @@ class Drafter(abc.ABC):
     @abc.abstractmethod
     def draft(self, request: DraftRequest) -> Draft:
         """Propose up to ``request.k`` tokens to follow ``request.tokens``."""
+
+    def behind(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` a :attr:`follows_text` drafter would decode to catch up, beyond a round's usual
+        one or two (0 for the others)."""
+        return 0
 
 
 class DraftContext(Protocol):
@@ -145,6 +157,7 @@ class DraftModelDrafter(Drafter):
     """A small model with its own llama.cpp context, kept in step with the target's sequence."""
 
     kind = DrafterKind.DRAFT_MODEL
+    follows_text = True
 
     def __init__(self, context: DraftContext) -> None:
         self.context = context
@@ -156,7 +169,6 @@ class DraftModelDrafter(Drafter):
         self.context.checkpoint("prompt")
 
     def behind(self, tokens: Sequence[int]) -> int:
-        """How many of ``tokens`` the context would decode to catch up, beyond a round's usual one or two."""
         held = self.context.tokens
         n = min(len(held), len(tokens))
         parted = np.flatnonzero(np.asarray(held[:n], dtype=np.int64) != np.asarray(tokens[:n], dtype=np.int64))
@@ -208,6 +220,7 @@ class MtpDrafter(Drafter):
 
     kind = DrafterKind.MTP
     source = DraftSource.MTP
+    acceptance_by_position = True
 
     def __init__(self, mtp: MtpHeads) -> None:
         self.mtp = mtp
@@ -301,41 +314,3 @@ class NgramDrafter(Drafter):
         out.match_lengths = [n] * len(proposal)
         out.step_seconds = (time.perf_counter() - started) / max(1, len(proposal))
         return out
-
-
-def lookup_continuation(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> list[int]:
-    """Up to k tokens that followed the most recent earlier match of seq's last n-gram."""
-    return lookup_match(seq, k, max_ngram, min_ngram)[0]
-
-
-def lookup_match(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> tuple[list[int], int]:
-    """Like :func:`lookup_continuation`, with the length n of the match used (0 when none)."""
-    n_total = len(seq)
-    for n in range(min(max_ngram, n_total - 1), min_ngram - 1, -1):
-        proposal = lookup_at(seq, k, n)
-        if proposal:
-            return proposal, n
-    return [], 0
-
-
-def lookup_at(seq: np.ndarray, k: int, n: int, corpus: np.ndarray | None = None) -> list[int]:
-    """Up to k tokens that followed the most recent match of seq's last n tokens.
-
-    The match is searched in ``seq`` itself (before its last n tokens) or, when given, in ``corpus``.
-    """
-    n_total = len(seq)
-    if n < 1 or n >= n_total + (0 if corpus is None else 1):
-        return []
-    pattern = seq[n_total - n :]
-    hay = seq if corpus is None else corpus
-    limit = (n_total - n) if corpus is None else len(hay) - n
-    if limit <= 0:
-        return []
-    mask = hay[:limit] == pattern[0]
-    for j in range(1, n):
-        mask &= hay[j : limit + j] == pattern[j]
-    starts = np.flatnonzero(mask)
-    if not len(starts):
-        return []
-    follow = int(starts[-1]) + n
-    return [int(t) for t in hay[follow : follow + k]]

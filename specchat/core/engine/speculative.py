@@ -231,7 +231,7 @@ class _Reply:
         if not self.drafter.can_draft:
             k = 0
         elif requested is None and self.drafter.own_depth:
-            k = self.adaptive.max_depth if self.adaptive.measured_plain() else 0
+            k = self.adaptive.max_depth if self.adaptive.costs.measured_plain() else 0
         elif requested is None:
             k = self.adaptive.choose()
         else:
@@ -245,7 +245,7 @@ class _Reply:
             params = self.params
             round_.draft = self.drafter.draft(DraftRequest(
                 self.committed, round_.depth, params.sampler, self.rng, self.cancel, params.draft_p_min,
-                params.greedy_draft, self.adaptive, eog=self.target.eog))
+                params.greedy_draft, self.adaptive.costs, eog=self.target.eog))
             _label_sources(round_.draft, self.drafter)
             _cut_after_end(round_.draft, self.target.eog)
             if self.drafter.own_depth:  # it was handed a cap and chose its own length: 0 where plain decoding won
@@ -357,7 +357,7 @@ class _Reply:
     def finish(self) -> Finished:
         """The last event: why the reply ended, and its statistics."""
         self.stats.generate_seconds = time.perf_counter() - self.generate_started
-        self.stats.plain_tokens_per_second_estimate = self.adaptive.plain_rate_estimate()
+        self.stats.plain_tokens_per_second_estimate = self.adaptive.costs.plain_rate()
         return Finished(self.reason or FinishReason.ERROR, self.stats, self.message)
 
 

@@ -12,8 +12,8 @@ from specchat.core.advise.predict import (
     predict,
     proposal_lengths,
     rate_at,
-    target_costs,
 )
+from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import expected_tokens_curve
 
 VERIFY_BASE, VERIFY_PER_TOKEN = 0.010, 0.002  # the target: 12 ms for one token, 2 ms more per token
@@ -59,29 +59,29 @@ def test_the_verify_cost_is_a_line_through_the_means_per_batch_size() -> None:
     # Two rounds per size, one slow and one fast: the mean (what a reply pays) lies on the line.
     rounds = [RoundSample(k, k, 0, verify(k + 1) + d) for k in range(1, 4) for d in (0.004, -0.004)]
     rounds += [RoundSample(0, 0, 0, verify(1), overhead=0.003)] * 2
-    costs = target_costs(rounds)
-    assert costs.slope == pytest.approx(VERIFY_PER_TOKEN)
-    assert costs.intercept == pytest.approx(VERIFY_BASE)
-    assert costs.plain_overhead == pytest.approx(0.003)
-    assert costs.plain_rate == pytest.approx(1 / (verify(1) + 0.003))
+    costs = RoundCosts.fitted(rounds)
+    for n in range(1, 6):
+        assert costs.verify_cost(n) == pytest.approx(verify(n))
+    assert costs.overhead(False) == pytest.approx(0.003)
+    assert costs.plain_rate() == pytest.approx(1 / (verify(1) + 0.003))
 
 
 def test_a_one_token_pass_keeps_its_own_measured_cost() -> None:
     # On a CPU one token takes a cheaper path than the batches' line says: 6 ms, not 12.
     rounds = [RoundSample(k, k, 0, verify(k + 1)) for k in (1, 2, 3)] + [RoundSample(0, 0, 0, 0.006)] * 3
-    costs = target_costs(rounds)
-    assert costs.verify(1) == pytest.approx(0.006)
-    assert costs.verify(3) == pytest.approx(verify(3))
-    assert costs.plain_rate == pytest.approx(1 / 0.006)
-    # With one batch size only, a single line (the controller's prior for its slope) through it.
-    few = target_costs([RoundSample(0, 0, 0, 0.010), RoundSample(4, 4, 0, 0.020)])
-    assert few.single is None and few.verify(1) == pytest.approx(few.intercept + few.slope)
+    costs = RoundCosts.fitted(rounds)
+    assert costs.verify_cost(1) == pytest.approx(0.006)
+    assert costs.verify_cost(3) == pytest.approx(verify(3))
+    assert costs.plain_rate() == pytest.approx(1 / 0.006)
+    # One plain round and one batch size: a single line through both.
+    few = RoundCosts.fitted([RoundSample(0, 0, 0, 0.010), RoundSample(4, 4, 0, 0.020)])
+    assert few.verify_cost(1) == pytest.approx(0.010) and few.verify_cost(3) == pytest.approx(0.015)
 
 
 def test_predicted_rates_follow_the_shared_cost_model() -> None:
     plain, run = plain_run(), drafted_run([4, 4, 3, 4, 2, 4], depth=4)
     prediction = predict(plain, run, 4)
-    target = target_costs([*plain.rounds, *run.rounds])
+    target = RoundCosts.fitted([*plain.rounds, *run.rounds])
     draft = draft_costs(run.rounds, 4)
     curve = draft.acceptance
     for k in range(1, 5):
@@ -100,8 +100,8 @@ def test_checking_a_batch_never_costs_less_than_a_plain_round_whatever_the_fitte
     plain = Measurement([RoundSample(0, 0, 0, 0.020, overhead=0.001) for _ in range(10)], 10, 1.0, 1)
     never = Measurement([RoundSample(d, d, 0, 0.008 + 0.001 * d, overhead=0.0005, step=0.0002, sync=0.0004)
                          for d in (1, 2, 4, 1, 2, 4)], 6, 1.0, 1)
-    target = target_costs([*plain.rounds, *never.rounds])
-    assert target.verify(2) < target.verify(1)  # the fitted line dips below the one-token pass
+    target = RoundCosts.fitted([*plain.rounds, *never.rounds])
+    assert target.verify_cost(2) >= target.verify_cost(1)  # floored at the one-token pass, whatever the line says
     prediction = predict(plain, never, 4)
     assert prediction.best_depth == 0  # a draft that is never accepted cannot beat plain decoding
     assert all(rate < prediction.rates[0] for rate in prediction.rates[1:])
