@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -57,6 +58,19 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Served:
+    """A request that left the engine: who sent it, how it ended, what it produced."""
+
+    client: str
+    kind: str
+    reason: FinishReason
+    generated: int
+    prompt_tokens: int
+    reused_prompt_tokens: int
+    timed_out: bool
+
+
+@dataclass(frozen=True)
 class PairInfo:
     """What ``/v1/models`` and the responses say about the loaded pair."""
 
@@ -88,6 +102,7 @@ class EngineHost:
         self._lock = threading.Lock()
         self._running: Job | None = None
         self._mean_seconds = 5.0  # a request's usual time, for Retry-After (moving average)
+        self.served: deque[Served] = deque(maxlen=256)  # the latest requests, newest last
         self._thread = threading.Thread(target=self._work, name="specchat-serve-engine", daemon=True)
         self._thread.start()
         self.info = PairInfo(
@@ -192,6 +207,10 @@ class EngineHost:
                                   adaptive=engine.adaptive_for(kind)):
                 if isinstance(event, Finished) and event.reason is FinishReason.ERROR:
                     self._forget_caches()
+                if isinstance(event, Finished):
+                    s = event.stats
+                    self.served.append(Served(job.client, request.kind, event.reason, s.generated, len(prompt),
+                                              s.reused_prompt_tokens, job.timed_out))
                 if isinstance(event, (Verified, Finished)):
                     job.emit(event)
         finally:
