@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from specchat.core.types import DrafterKind
@@ -86,7 +88,8 @@ def test_tool_calls_and_results_are_written_in_the_hermes_form() -> None:
     request = parse_chat({"messages": messages, "tools": tools}, DEFAULTS)
     assert [m["role"] for m in request.messages] == ["system", "user", "assistant", "user"]
     assert request.messages[1]["content"] == "Weather in Oslo?"
-    assert request.messages[2]["content"] == "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
+    call = {"name": "get_weather", "arguments": {"city": "Oslo"}}
+    assert request.messages[2]["content"] == f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
     assert request.messages[3]["content"] == "<tool_response>\n-3 C\n</tool_response>"
     assert request.tools[0]["function"]["name"] == "get_weather"
     assert parse_chat({"messages": messages, "tools": tools, "tool_choice": "none"}, DEFAULTS).tools == ()

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from specchat.server.tool_calls import held_for_stops, parse_tool_calls, releasable, template_uses_tools, tools_in_system
+from specchat.server.tool_calls import (
+    held_for_stops,
+    parse_tool_calls,
+    releasable,
+    template_uses_tools,
+    tools_in_system,
+)
 
 QWEN = ('<tool_call>\n{"name": "get_current_temperature", "arguments": {"location": "San Francisco, CA, USA", '
         '"unit": "celsius"}}\n</tool_call>\n<tool_call>\n{"name": "get_temperature_date", "arguments": '
