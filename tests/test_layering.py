@@ -71,12 +71,16 @@ def test_core_never_imports_qt() -> None:
     assert _violations("specchat.core", QT) == []
 
 
+def test_server_never_imports_qt() -> None:
+    assert _violations("specchat.server", QT) == []
+
+
 def test_only_core_llama_imports_llama_cpp() -> None:
     found = [v for v in _violations("specchat", ("llama_cpp",)) if not _inside(v.split(":")[0], "specchat.core.llama")]
     assert found == []
 
 
-@pytest.mark.parametrize("layer", ["specchat.ui", "specchat.cli", "specchat.core.engine"])
+@pytest.mark.parametrize("layer", ["specchat.ui", "specchat.cli", "specchat.core.engine", "specchat.server"])
 def test_layer_never_imports_core_llama(layer: str) -> None:
     assert _violations(layer, ("specchat.core.llama",)) == []
 

@@ -106,6 +106,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             make_server(build_app(host, config), args.log_level).run(sockets=[sock])
         finally:
             host.close()
+    except KeyboardInterrupt:  # uvicorn shuts down on Ctrl-C, then raises it again: a clean stop
+        print("specchat serve: stopped", file=sys.stderr)
     finally:
         sock.close()
         engine.close()
