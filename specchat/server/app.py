@@ -146,7 +146,10 @@ class Api:
         client = f"{request.client.host}:{request.client.port}" if request.client else ""
 
         def emit(event: object) -> None:  # called on the engine's thread
-            loop.call_soon_threadsafe(events.put_nowait, event)
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, event)
+            except RuntimeError:  # the event loop is closed: the server is shutting down, nobody listens
+                job.cancel.cancel()
 
         job = Job(parsed, emit=emit, time_limit=self.config.time_limit, client=client)
         self.host.submit(job)
