@@ -71,3 +71,16 @@ def test_definitions_go_to_the_system_message_when_the_template_has_no_tools() -
     assert out[0]["role"] == "system" and json.dumps(tool) in out[0]["content"] and out[1]["content"] == "hi"
     kept = tools_in_system([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], [tool])
     assert kept[0]["content"].startswith("Be brief.\n\n# Tools") and len(kept) == 2
+
+
+def test_a_template_that_uses_tools_gets_them_as_its_variable() -> None:
+    from specchat.core.chat.template import ChatTemplate
+
+    source = ("{% if tools %}<tools>{% for t in tools %}{{ t.function.name }};{% endfor %}</tools>{% endif %}"
+              "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}")
+    template = ChatTemplate(source)
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    messages = [{"role": "user", "content": "hi"}]
+    assert template_uses_tools(source)
+    assert template.render(messages, tools=[tool]) == "<tools>get_weather;</tools>[user]hi"
+    assert template.render(messages) == "[user]hi"
