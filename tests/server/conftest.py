@@ -11,6 +11,7 @@ import pytest
 from specchat.server.app import ServerConfig, build_app
 from specchat.server.engine_host import EngineHost
 from specchat.server.runner import ServerThread
+from support.api_clients import close_all
 
 
 @dataclass
@@ -46,3 +47,9 @@ def served(demo_engine) -> Iterator[Served]:
 def serve(demo_engine) -> Callable[..., object]:
     """``with serve(config, queue_size) as s``: a server of the test's own."""
     return lambda config=None, queue_size=8: serving(demo_engine, config, queue_size)
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    close_all()

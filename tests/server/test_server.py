@@ -12,12 +12,11 @@ import pytest
 
 from specchat.core.types import FinishReason
 from specchat.server.app import ServerConfig
+from support.api_clients import client
 
 QUESTION = [{"role": "user", "content": "What is a bicycle?"}]
 
 
-def client(served, key: str = "none", **options: object) -> openai.OpenAI:
-    return openai.OpenAI(base_url=served.base_url, api_key=key, max_retries=0, **options)
 
 
 def wait_until(check, what: str, seconds: float = 120.0) -> None:

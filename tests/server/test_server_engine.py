@@ -8,9 +8,8 @@ import os
 import subprocess
 import sys
 
-import openai
-
 from specchat.core.types import SamplerParams
+from support.api_clients import client
 from support.identity import assert_same_or_tie, plain_greedy
 
 PROMPT = "Write two sentences about rivers."
@@ -20,8 +19,6 @@ TOOLS = [{"type": "function", "function": {
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
 
 
-def client(served) -> openai.OpenAI:
-    return openai.OpenAI(base_url=served.base_url, api_key="none", max_retries=0)
 
 
 def streamed_tokens(served, messages: list[dict[str, str]], max_tokens: int) -> tuple[list[int], str]:
