@@ -80,9 +80,11 @@ class Reply:
         self.figures.fold([event])
         self.finished = event
         full = self.text
-        if event.reason is FinishReason.STOP_STRING:  # a stop string split across rounds leaves its first part
-            cuts = [at for at in (full.find(s) for s in self.request.params.stop_strings) if at >= 0]
-            full = full[: min(cuts)] if cuts else full
+        if event.reason is FinishReason.STOP_STRING:
+            stops = self.request.params.stop_strings
+            cuts = [at for at in (full.find(s) for s in stops) if at >= 0]
+            # A stop string begun in an earlier round: the engine cut its end, its beginning is still here.
+            full = full[: min(cuts)] if cuts else full[: len(full) - held_for_stops(full, stops)]
         self.content, self.tool_calls = parse_tool_calls(full, self.tool_names) if self.tool_names else (full, [])
         if not self.content.startswith(self.released):
             return ""
