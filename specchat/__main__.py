@@ -1,4 +1,4 @@
-"""Command line: ``specchat`` opens the window; ``specchat chat|bench|models|info|serve-rpc`` run in the terminal.
+"""Command line: ``specchat`` opens the window; ``specchat chat|bench|models|info|serve|serve-rpc`` run in the terminal.
 
 Every failure ends in one line on standard error: an expected one (a
 SpecchatError, a file that cannot be read, text that is not Unicode, input
@@ -40,7 +40,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from specchat.cli import bench, chat, info, models, serve_rpc
+    from specchat.cli import bench, chat, info, models, serve, serve_rpc
 
     parser = OneLineParser(
         prog="specchat",
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     models.add_parser(sub)
     info.add_parser(sub)
+    serve.add_parser(sub)
     serve_rpc.add_parser(sub)
     return parser
 

@@ -71,9 +71,10 @@ def add_rpc_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a remote server silent this long counts as stopped (default {DEFAULT_DEADLINE:g})")
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool = False) -> None:
-    """Options shared by ``chat`` and ``bench``: the pair, sampler and limits."""
-    parser.add_argument("--target", required=True, help="target GGUF file")
+def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool = False,
+                        target_required: bool = True) -> None:
+    """Options shared by ``chat``, ``bench`` and ``serve``: the pair, sampler and limits."""
+    parser.add_argument("--target", required=target_required, help="target GGUF file")
     # Not required even for bench: --ngram, outside the group, can be the drafter (see drafter_from_args).
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")

@@ -408,11 +408,15 @@ class ChatTemplate:
         finally:
             _BUDGET.reset(token)
 
-    def render(self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
-        """The prompt text for ``messages``; raises a one-line SpecchatError on any failure or overspend."""
+    def render(self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True,
+               tools: Sequence[dict[str, Any]] | None = None) -> str:
+        """The prompt text for ``messages``; raises a one-line SpecchatError on any failure or overspend.
+
+        ``tools`` (OpenAI function definitions) are handed to the template as its ``tools`` variable.
+        """
         validate_messages(messages)
         limits = self.limits
-        input_chars = sum(len(m["content"]) for m in messages)
+        input_chars = sum(len(m["content"]) for m in messages) + (len(json.dumps(list(tools))) if tools else 0)
         budget = _Budget(
             limits,
             limits.base_chars + limits.chars_per_input_char * input_chars + limits.chars_per_message * len(messages),
@@ -428,6 +432,7 @@ class ChatTemplate:
                 add_generation_prompt=add_generation_prompt,
                 raise_exception=_raise,
                 strftime_now=lambda fmt: datetime.now().strftime(fmt),
+                **({"tools": [dict(t) for t in tools]} if tools else {}),
             ):
                 size += len(chunk)
                 if size > budget.max_chars:

@@ -1,0 +1,109 @@
+"""``specchat serve``: the loaded pair behind an OpenAI-compatible HTTP server, speculative by default."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
+from specchat.core.engine.registry import drafter_entry
+from specchat.core.types import SpecchatError, parse_depth
+
+DEFAULT_PORT = 8080
+DEFAULT_QUEUE = 8
+DEFAULT_PROBE_TOKENS = 16  # plain tokens timed after each reply: the speed-up's denominator (0: none)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("serve", help="an OpenAI-compatible server on 127.0.0.1 with speculative decoding")
+    add_model_arguments(parser, target_required=False)
+    parser.add_argument("--demo", action="store_true", help="serve the offline demo pair (no --target needed)")
+    parser.add_argument("--depth", default="auto", help="default draft depth 0-16 or 'auto'")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)")
+    parser.add_argument("--api-key", default=os.environ.get("SPECCHAT_API_KEY"),
+                        help="require 'Authorization: Bearer KEY' (default: $SPECCHAT_API_KEY, else none)")
+    parser.add_argument("--queue", type=int, default=DEFAULT_QUEUE,
+                        help=f"requests that may wait for the one running (default {DEFAULT_QUEUE}; more get 429)")
+    parser.add_argument("--max-body-mb", type=float, default=4.0, help="largest request body in MiB (default 4)")
+    parser.add_argument("--request-timeout", type=float, default=300.0,
+                        help="seconds of decoding a request may take (default 300)")
+    parser.add_argument("--probe-tokens", type=int, default=DEFAULT_PROBE_TOKENS,
+                        help="plain tokens timed after each reply for its measured speed-up (0: none)")
+    parser.add_argument("--log-level", choices=("warning", "info", "debug"), default="warning")
+    parser.set_defaults(func=cmd_serve, max_tokens=None)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.demo and args.target:
+        raise SpecchatError("give --demo or --target, not both")
+    if not args.demo and not args.target:
+        raise SpecchatError("give --target MODEL.gguf (and --draft), or --demo")
+    if not 0 <= args.port <= 65535:
+        raise SpecchatError(f"--port must be 0-65535, got {args.port}")
+    if not 1 <= args.queue <= 1024:
+        raise SpecchatError(f"--queue must be 1-1024, got {args.queue}")
+    if not (math.isfinite(args.max_body_mb) and 0.001 <= args.max_body_mb <= 1024):
+        raise SpecchatError(f"--max-body-mb must be between 0.001 and 1024, got {args.max_body_mb}")
+    if not (math.isfinite(args.request_timeout) and args.request_timeout > 0):
+        raise SpecchatError(f"--request-timeout must be a positive number of seconds, got {args.request_timeout}")
+    if not 0 <= args.probe_tokens <= 256:
+        raise SpecchatError(f"--probe-tokens must be 0-256, got {args.probe_tokens}")
+    if args.api_key is not None and (not args.api_key.strip() or not args.api_key.isprintable()):
+        raise SpecchatError("--api-key must be printable text")
+
+
+def chosen_drafter(args: argparse.Namespace) -> str | None:
+    """The default drafter ``--drafter`` or the flags name; None: the best the loaded pair allows (the composite
+    with a draft model or heads, lookup alone otherwise)."""
+    if not (args.drafter or args.no_spec or args.ngram or args.mtp):
+        return None
+    return str(drafter_entry(drafter_from_args(args)).key)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from specchat.server.app import ServerConfig, build_app, is_loopback
+    from specchat.server.engine_host import EngineHost
+    from specchat.server.protocol import Defaults
+    from specchat.server.runner import bind, make_server, url_of
+
+    _check(args)
+    depth = parse_depth(args.depth)
+    if args.demo:
+        from specchat.core.models.demo import provision_demo_pair
+
+        pair = provision_demo_pair()
+        args.target, args.draft = str(pair.target), str(pair.draft)
+    limit = args.max_tokens if args.max_tokens is not None else args.ctx
+    args.max_tokens = limit
+    params = params_from_args(args)
+    sock = bind(args.host, args.port)  # before loading: a taken port fails at once
+    engine = load_engine(args)
+    try:
+        host = EngineHost(engine, queue_size=args.queue, drafter=chosen_drafter(args))
+        config = ServerConfig(
+            api_key=args.api_key, max_body_bytes=int(args.max_body_mb * (1 << 20)), time_limit=args.request_timeout,
+            defaults=Defaults(sampler=params.sampler, max_tokens_limit=limit, plain_probe=args.probe_tokens,
+                              draft_p_min=params.draft_p_min, depth=depth),
+            loopback_only_hosts=is_loopback(args.host))
+        url = url_of(sock)
+        if not is_loopback(args.host):
+            print(f"specchat: warning: listening on {args.host}: anyone who can reach this machine can use the "
+                  "models" + ("" if args.api_key else " (no --api-key set)"), file=sys.stderr)
+        info = host.info
+        print(f"specchat serve: {url}/v1 model {info.model_id!r}; target {info.target}"
+              + (f", draft {info.draft}" if info.draft else "") + f"; drafter {info.default_drafter}"
+              + ("; API key required" if args.api_key else "") + "; Ctrl-C stops", file=sys.stderr, flush=True)
+        try:
+            make_server(build_app(host, config), args.log_level).run(sockets=[sock])
+        finally:
+            host.close()
+    except KeyboardInterrupt:  # uvicorn shuts down on Ctrl-C, then raises it again: a clean stop
+        print("specchat serve: stopped", file=sys.stderr)
+    finally:
+        sock.close()
+        engine.close()
+    return 0

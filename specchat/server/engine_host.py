@@ -1,0 +1,238 @@
+"""The loaded pair behind the server: one decode at a time, on one thread, in arrival order.
+
+This is the server's only contact with the engine (``ChatEngine`` and the
+speculative loop). Requests wait in a bounded FIFO queue; a full queue is a
+429. Every request runs on the same engine, whose target and draft contexts
+keep the previous request's tokens: the next prompt decodes only what differs
+from its longest common prefix with them (the speculative loop's prefill; the
+lookup drafter reads the whole sequence each round, so it needs no index). A
+cancelled request (its client gone, its time up) stops within one round; the
+caches are resynchronised by common prefix, so it leaves nothing inconsistent.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from specchat.core.cancel import CancelToken
+from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.registry import default_drafter, drafter_entry
+from specchat.core.engine.speculative import generate
+from specchat.core.types import Finished, FinishReason, GenerationStats, SpecchatError, Verified
+from specchat.server.errors import ApiError
+from specchat.server.protocol import Request
+from specchat.server.tool_calls import template_uses_tools, tools_in_system
+
+if TYPE_CHECKING:
+    from specchat.core.chat.session import ChatEngine
+
+
+@dataclass(frozen=True)
+class Started:
+    """The request left the queue: its prompt is tokenized and the drafter chosen."""
+
+    prompt_tokens: int
+    drafter: str  # a name in specchat.core.engine.registry.DRAFTERS
+    queued_seconds: float
+
+
+Emitted = Started | Verified | Finished | ApiError
+
+
+@dataclass
+class Job:
+    """One request on its way through the queue; ``emit`` is called from the engine's thread."""
+
+    request: Request
+    emit: Callable[[Emitted], None]
+    time_limit: float
+    client: str = ""
+    cancel: CancelToken = field(default_factory=CancelToken)
+    timed_out: bool = False
+    submitted: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Served:
+    """A request that left the engine: who sent it, how it ended, what it produced."""
+
+    client: str
+    kind: str
+    reason: FinishReason
+    generated: int
+    prompt_tokens: int
+    reused_prompt_tokens: int
+    timed_out: bool
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    """What ``/v1/models`` and the responses say about the loaded pair."""
+
+    model_id: str
+    target: str
+    draft: str | None
+    has_mtp: bool
+    n_ctx: int
+    default_drafter: str
+    placement: tuple[str, str | None]
+
+
+def best_drafter(offered: frozenset[str]) -> str:
+    """The registry's default for the pair: the composite where a model can draft, lookup alone otherwise."""
+    return default_drafter(offered).key
+
+
+class EngineHost:
+    """Runs requests one after another on ``engine`` from its own thread."""
+
+    def __init__(self, engine: ChatEngine, *, queue_size: int = 8, drafter: str | None = None) -> None:
+        self.engine = engine
+        self._has_mtp = engine.has_mtp
+        self._offered = engine.offered
+        self.default_drafter = drafter or best_drafter(self._offered)
+        self._check_drafter(self.default_drafter, status=None)
+        self._tools_native = template_uses_tools(engine.template.source)
+        self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=queue_size)
+        self._lock = threading.Lock()
+        self._running: Job | None = None
+        self._mean_seconds = 5.0  # a request's usual time, for Retry-After (moving average)
+        self.served: deque[Served] = deque(maxlen=256)  # the latest requests, newest last
+        self._thread = threading.Thread(target=self._work, name="specchat-serve-engine", daemon=True)
+        self._thread.start()
+        self.info = PairInfo(
+            model_id=engine.target.path.stem, target=engine.target_name, draft=engine.draft_name,
+            has_mtp=self._has_mtp, n_ctx=engine.n_ctx, default_drafter=self.default_drafter,
+            placement=engine.placement())
+
+    @property
+    def waiting(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._running is not None
+
+    def submit(self, job: Job) -> None:
+        """Queue ``job``; a 429 with Retry-After when the queue is full."""
+        self._check_drafter(job.request.spec.drafter, status=400)
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            wait = max(1, round(self._mean_seconds * (self._queue.qsize() + 1)))
+            raise ApiError(429, f"the server is busy: {self._queue.maxsize} requests are waiting; retry later",
+                           code="queue_full", headers={"Retry-After": str(wait)}) from None
+
+    def close(self) -> None:
+        """Cancel what runs and waits, stop the thread (the engine stays open: its owner closes it)."""
+        with self._lock:
+            if self._running is not None:
+                self._running.cancel.cancel()
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.cancel.cancel()
+                job.emit(Finished(FinishReason.CANCELLED, GenerationStats(), "the server is shutting down"))
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    def _check_drafter(self, kind: str | None, status: int | None) -> None:
+        if kind is None:
+            return
+        entry = drafter_entry(kind)
+        if entry.available(self._offered):
+            return
+        problem = f"the {entry.key} drafter needs a {entry.lacking()}; this server has none loaded"
+        if status is None:
+            raise SpecchatError(problem)
+        raise ApiError(status, problem, param="speculative.drafter", code="unsupported_drafter")
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            with self._lock:
+                self._running = job
+            started = time.monotonic()
+            try:
+                self._run(job)
+            except Exception as exc:  # noqa: BLE001 - the engine thread outlives any one request
+                self._forget_caches()
+                job.emit(Finished(FinishReason.ERROR, GenerationStats(), f"{type(exc).__name__}: {exc}"))
+            finally:
+                with self._lock:
+                    self._running = None
+                self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * (time.monotonic() - started)
+
+    def _run(self, job: Job) -> None:
+        if job.cancel.cancelled:
+            job.emit(Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
+            return
+        request = job.request
+        try:
+            prompt = self._prompt(request)
+        except SpecchatError as exc:
+            code = "context_length_exceeded" if "context holds" in str(exc) else None
+            job.emit(ApiError(400, str(exc), param="messages" if request.kind == "chat" else "prompt", code=code))
+            return
+        kind = request.spec.drafter or self.default_drafter
+        engine = self.engine
+        drafter = engine.drafter_for(kind)
+        job.emit(Started(len(prompt), kind, time.monotonic() - job.submitted))
+
+        def time_up() -> None:
+            job.timed_out = True
+            job.cancel.cancel()
+
+        timer = threading.Timer(job.time_limit, time_up)
+        timer.daemon = True
+        timer.start()
+        if engine.remote is not None:  # a cancel also ends a wait on a remote server that does not answer
+            engine.remote.keep_waiting = lambda: not job.cancel.cancelled
+        try:
+            for event in generate(engine.target_side, drafter, prompt, request.params,
+                                  depth=DepthControl(request.spec.depth), cancel=job.cancel,
+                                  adaptive=engine.adaptive_for(kind)):
+                if isinstance(event, Finished) and event.reason is FinishReason.ERROR:
+                    self._forget_caches()
+                if isinstance(event, Finished):
+                    s = event.stats
+                    self.served.append(Served(job.client, request.kind, event.reason, s.generated, len(prompt),
+                                              s.reused_prompt_tokens, job.timed_out))
+                if isinstance(event, (Verified, Finished)):
+                    job.emit(event)
+        finally:
+            timer.cancel()
+
+    def _prompt(self, request: Request) -> list[int]:
+        """The request's prompt as the target's tokens (chat: through the model's own template)."""
+        engine = self.engine
+        if request.kind == "chat":
+            messages = list(request.messages)
+            tools = list(request.tools) if request.tools else None
+            if tools and not self._tools_native:
+                messages, tools = tools_in_system(messages, tools), None
+            text = engine.template.render(messages, tools=tools)
+        else:
+            text = request.prompt
+        tokens = engine.target.tokenize(text, add_special=True, parse_special=True)
+        if len(tokens) >= engine.n_ctx:
+            raise SpecchatError(f"the prompt is {len(tokens)} tokens but the context holds {engine.n_ctx}")
+        return tokens
+
+    def _forget_caches(self) -> None:
+        """After an error the caches may be mid-round: forget them so the next request starts clean."""
+        self.engine.target_context.truncate(0)
+        if self.engine.draft_context is not None:
+            self.engine.draft_context.truncate(0)

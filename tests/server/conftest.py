@@ -1,0 +1,55 @@
+"""A real server on 127.0.0.1 (uvicorn in a thread, a free port) over the session's demo engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+from specchat.server.app import ServerConfig, build_app
+from specchat.server.engine_host import EngineHost
+from specchat.server.runner import ServerThread
+from support.api_clients import close_all
+
+
+@dataclass
+class Served:
+    url: str
+    host: EngineHost
+    config: ServerConfig
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+
+@contextmanager
+def serving(engine: object, config: ServerConfig | None = None, queue_size: int = 8) -> Iterator[Served]:
+    config = config or ServerConfig()
+    host = EngineHost(engine, queue_size=queue_size)  # type: ignore[arg-type]
+    thread = ServerThread(build_app(host, config)).start()
+    try:
+        yield Served(thread.url, host, config)
+    finally:
+        thread.stop()
+        host.close()
+
+
+@pytest.fixture(scope="module")
+def served(demo_engine) -> Iterator[Served]:
+    with serving(demo_engine) as s:
+        yield s
+
+
+@pytest.fixture
+def serve(demo_engine) -> Callable[..., object]:
+    """``with serve(config, queue_size) as s``: a server of the test's own."""
+    return lambda config=None, queue_size=8: serving(demo_engine, config, queue_size)
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    close_all()

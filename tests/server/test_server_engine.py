@@ -1,0 +1,105 @@
+"""What the server does with the engine: greedy output as ``specchat chat`` gives it, prompt reuse across
+requests, tool definitions through the prompt and tool calls out of the reply."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from specchat.core.types import SamplerParams
+from support.api_clients import client
+from support.identity import assert_same_or_tie, plain_greedy
+
+PROMPT = "Write two sentences about rivers."
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+
+
+
+
+def streamed_tokens(served, messages: list[dict[str, str]], max_tokens: int) -> tuple[list[int], str]:
+    """The reply's token ids (from the fates extension) and its text, greedy."""
+    chunks = list(client(served).chat.completions.create(
+        model="m", messages=messages, max_tokens=max_tokens, temperature=0, stream=True,
+        extra_body={"speculative": {"fates": True}}))
+    fates = [f for c in chunks if c.choices for f in c.choices[0].model_extra.get("specchat_fates") or []]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return [f["token"] for f in fates if f["fate"] != "rejected"], text
+
+
+def test_greedy_output_matches_specchat_chat_json(served, demo_pair, demo_engine) -> None:
+    out = subprocess.run([sys.executable, "-m", "specchat", "chat", "--target", str(demo_pair.target),
+                          "--draft", str(demo_pair.draft), "--max-tokens", "48", "--json", PROMPT],
+                         capture_output=True, text=True, env={**os.environ}, timeout=600)
+    assert out.returncode == 0, out.stderr
+    chat = json.loads(out.stdout)
+    tokens, text = streamed_tokens(served, [{"role": "user", "content": PROMPT}], 48)
+    prompt = demo_engine.target.tokenize(chat["prompt_text"], add_special=True, parse_special=True)
+    if tokens != chat["tokens"]:  # both must then be plain greedy decoding's, or leave it only at a float tie
+        plain = plain_greedy(demo_engine.target_context, prompt, 48, SamplerParams(),
+                             demo_engine.target.eog_tokens)
+        assert_same_or_tie(demo_engine.target_context, prompt, plain, tokens, label="server")
+        assert_same_or_tie(demo_engine.target_context, prompt, plain, chat["tokens"], label="specchat chat")
+    else:
+        assert text == chat["text"]
+
+
+def test_a_growing_conversation_reuses_the_previous_prompt(served, demo_engine) -> None:
+    api = client(served)
+    messages = [{"role": "system", "content": "You are a patient teacher."},
+                {"role": "user", "content": "Explain what a prime number is."}]
+    first = api.chat.completions.create(model="m", messages=messages, max_tokens=24, temperature=0)
+    messages += [{"role": "assistant", "content": first.choices[0].message.content},
+                 {"role": "user", "content": "Give three examples."}]
+    second = api.chat.completions.create(model="m", messages=messages, max_tokens=24, temperature=0)
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    # The whole first prompt is kept (its last token too, once the reply followed it); only the new turn is read.
+    assert cached >= first.usage.prompt_tokens - 1
+    assert second.model_extra["speculative"]["reused_prompt_tokens"] == cached
+    changed = [{"role": "system", "content": "You are a grumpy pirate."}, *messages[1:]]
+    third = api.chat.completions.create(model="m", messages=changed, max_tokens=24, temperature=0)
+    assert third.usage.prompt_tokens_details.cached_tokens < cached  # a changed prefix costs what changed
+    # Reuse changes nothing in the reply: the same request on emptied caches gives the same tokens.
+    reused, _ = streamed_tokens(served, messages, 24)
+    demo_engine.target_context.truncate(0)  # the server is idle: its engine thread waits on the queue
+    if demo_engine.draft_context is not None:
+        demo_engine.draft_context.truncate(0)
+    fresh, _ = streamed_tokens(served, messages, 24)
+    if reused != fresh:
+        prompt = demo_engine.target.tokenize(demo_engine.template.render(messages), add_special=True,
+                                             parse_special=True)
+        plain = plain_greedy(demo_engine.target_context, prompt, 24, SamplerParams(), demo_engine.target.eog_tokens)
+        assert_same_or_tie(demo_engine.target_context, prompt, plain, reused, label="reused")
+        assert_same_or_tie(demo_engine.target_context, prompt, plain, fresh, label="fresh")
+
+
+def test_tool_definitions_reach_the_prompt_and_calls_come_back_as_tool_calls(served) -> None:
+    api = client(served)
+    question = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    without = api.chat.completions.create(model="m", messages=question, max_tokens=2)
+    with_tools = api.chat.completions.create(model="m", messages=question, tools=TOOLS, max_tokens=2)
+    # The demo's template has no tools: the definitions go into a system message, JSON and all.
+    assert with_tools.usage.prompt_tokens > without.usage.prompt_tokens + len(json.dumps(TOOLS)) // 8
+    ask = [{"role": "user", "content": f"Repeat exactly this text and nothing else:\n{CALL}"}]
+    reply = api.chat.completions.create(model="m", messages=ask, tools=TOOLS, max_tokens=40, temperature=0)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [
+        ("get_weather", {"city": "Oslo"})]
+    chunks = list(api.chat.completions.create(model="m", messages=ask, tools=TOOLS, max_tokens=40, temperature=0,
+                                              stream=True))
+    assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    calls = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or []]
+    assert [(t.index, t.function.name, json.loads(t.function.arguments)) for t in calls] == [
+        (0, "get_weather", {"city": "Oslo"})]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    # The call and its result sent back: rendered through the template, answered.
+    history = [*ask, {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in
+                                                                           choice.message.tool_calls]},
+               {"role": "tool", "tool_call_id": choice.message.tool_calls[0].id, "content": "-3 C, snow"}]
+    answer = api.chat.completions.create(model="m", messages=history, tools=TOOLS, max_tokens=8)
+    assert answer.usage.prompt_tokens > reply.usage.prompt_tokens
