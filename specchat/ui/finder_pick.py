@@ -7,8 +7,8 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QPushButton, QStatusBar
 
+from specchat.core.engine.registry import drafter_entry
 from specchat.core.settings import Settings
-from specchat.core.types import DrafterKind
 
 from .controls import SpeculationControls
 from .draft_finder import DrafterSetup, FinderChoice
@@ -38,7 +38,7 @@ class FinderPick(QObject):
         if self.streaming():
             self.notice("stop the reply before using the draft finder's choice")
             return
-        pick = DrafterSetup(target, draft, DrafterKind(drafter), depth, auto=False)
+        pick = DrafterSetup(target, draft, drafter_entry(drafter).key, depth, auto=False)
         before = self.choice.before if self.choice is not None else self._setup()
         self.choice = FinderChoice(before, pick)
         self.undo_button.show()
