@@ -31,6 +31,7 @@ from specchat.core.llama.context import (
     probe_memory,
 )
 from specchat.core.llama.devices import offload_supported
+from specchat.core.llama.heads import DFlashContext, Eagle3Context, open_draft
 from specchat.core.llama.model import Model, vocab_mismatch
 from specchat.core.llama.remote_target import RemoteTarget
 from specchat.core.llama.rpc import local_devices
@@ -82,8 +83,10 @@ class ChatEngine:
             target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
         self.draft_context: Context | None = None
         self.mtp_context: MtpContext | None = None
+        self.head_context: Eagle3Context | DFlashContext | None = None  # a head loaded as the draft
         try:
-            self.draft_context = Context(draft, n_ctx=n_ctx, n_threads=n_threads) if draft is not None else None
+            self.draft_context, self.head_context = open_draft(self.target_context, draft, n_ctx=n_ctx,
+                                                               n_threads=n_threads)
             if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0:
                 assert isinstance(self.target_context, Context)
                 self.mtp_context = MtpContext(self.target_context, n_threads=n_threads)
@@ -93,7 +96,7 @@ class ChatEngine:
                 eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
             )
         except BaseException:
-            for context in (self.mtp_context, self.draft_context, self.target_context):
+            for context in (self.head_context, self.mtp_context, self.draft_context, self.target_context):
                 if context is not None and context is not target_context:
                     context.close()
             raise
@@ -118,9 +121,9 @@ class ChatEngine:
     def drafter_for(self, kind: DrafterKind) -> Drafter:
         """A drafter of ``kind`` on this pair; the composite one is kept, with what it learned, between replies."""
         if kind is not DrafterKind.COMPOSITE:
-            return make_drafter(kind, self.draft_context, self.mtp_context)
+            return make_drafter(kind, self.draft_context, self.mtp_context, self.head_context)
         if self._composite is None:
-            drafter = make_drafter(kind, self.draft_context, self.mtp_context)
+            drafter = make_drafter(kind, self.draft_context, self.mtp_context, self.head_context)
             assert isinstance(drafter, CompositeDrafter)
             self._composite = drafter
         self._composite.memory = self.lookup_memory
@@ -303,7 +306,8 @@ class ChatEngine:
         return self.mtp_context is not None
 
     def close(self) -> None:
-        for obj in (self.mtp_context, self.draft_context, self.target_context, self.draft, self.target):
+        for obj in (self.head_context, self.mtp_context, self.draft_context, self.target_context, self.draft,
+                    self.target):
             if obj is not None:
                 obj.close()
 

@@ -81,6 +81,10 @@ SHORT_MATCH = 6
 REPLY_STRENGTH = 2.0
 """Within a reply, what every reply so far showed weighs as much as this many of the reply's own observations."""
 
+# Drafters that guess further ahead with every chained or block position, losing acceptance with it:
+# their rates are kept per position.
+_BY_POSITION = frozenset({DraftSource.MTP, DraftSource.EAGLE3, DraftSource.DFLASH, DraftSource.DSPARK})
+
 
 def match_key(length: int) -> int:
     """The acceptance table's key for a lookup match of ``length`` tokens (0 for none)."""
@@ -244,7 +248,7 @@ class AcceptanceTable:
         it; a position never checked takes the one before it.
         """
         pooled = self.pooled(source, key)
-        if source is not DraftSource.MTP:
+        if source not in _BY_POSITION:
             return [pooled] * n
         cells = self._positions(source, key)
         weight = max(self.strength, 1.0 / max(1.0 - pooled, 0.02))
@@ -563,7 +567,7 @@ class CompositeDrafter(Drafter):
     kind = DrafterKind.COMPOSITE
     own_depth = True
 
-    def __init__(self, model: DraftModelDrafter | MtpDrafter, *, memory: np.ndarray | None = None,
+    def __init__(self, model: DraftModelDrafter | MtpDrafter | Drafter, *, memory: np.ndarray | None = None,
                  max_ngram: int = MAX_NGRAM) -> None:
         self.model = model
         self.model_source = model.source

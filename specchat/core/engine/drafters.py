@@ -35,6 +35,9 @@ DRAFTER_LABELS: dict[DrafterKind, str] = {
     DrafterKind.DRAFT_MODEL: "Draft model",
     DrafterKind.NGRAM: "N-gram (prompt lookup)",
     DrafterKind.MTP: "The model's own MTP heads",
+    DrafterKind.EAGLE3: "EAGLE-3 head",
+    DrafterKind.DFLASH: "DFlash head",
+    DrafterKind.DSPARK: "DSpark head",
     DrafterKind.NONE: "None (plain decoding)",
 }
 """Each drafter's name for people, in the order front ends list them."""

@@ -286,6 +286,19 @@ class HeadContext:
             target.truncate(0)  # the head must see every position the target holds
         target.observer = self
 
+    @property
+    def head_kind(self) -> str:
+        """``eagle3``, ``dflash``, ``dflash2`` or ``dspark``: which drafter drives this head."""
+        return self.info.kind.value
+
+    @property
+    def max_draft(self) -> int:
+        """The most drafts one round can take from this head (0: no limit of its own)."""
+        return self.info.max_draft
+
+    def describe(self) -> str:
+        return f"{self.info.describe()} for {self.target.model.name}"
+
     def close(self) -> None:
         if getattr(self, "_ptr", None):
             if self.target.observer is self:
@@ -560,3 +573,18 @@ def open_head(target: Context, head: Model, *, n_threads: int | None = None) -> 
     if info.kind is HeadKind.EAGLE3:
         return Eagle3Context(target, head, info, n_threads=n_threads)
     return DFlashContext(target, head, info, n_threads=n_threads)
+
+
+def open_draft(target: object, draft: Model | None, *, n_ctx: int, n_threads: int | None
+               ) -> tuple[Context | None, Eagle3Context | DFlashContext | None]:
+    """The draft's context: a :class:`Context` of its own for a draft model, a head's tied to ``target`` for a head.
+
+    ``--draft`` takes either, told apart by the file's architecture as llama-server does.
+    """
+    if draft is None:
+        return None, None
+    if not is_head(draft):
+        return Context(draft, n_ctx=n_ctx, n_threads=n_threads), None
+    if not isinstance(target, Context):
+        raise SpecchatError(f"{draft.name} is a drafter head: it needs the target on this machine, not on RPC servers")
+    return None, open_head(target, draft, n_threads=n_threads)
