@@ -254,8 +254,10 @@ class SpeculationControls(QGroupBox):
         model = self._drafter_items()
         for row in range(self.drafter.count()):
             kind = DrafterKind(self.drafter.itemData(row))
+            # A head loaded with --draft drafts under "Draft model"; its own kind is not offered here yet.
             available = {DrafterKind.DRAFT_MODEL: draft_model, DrafterKind.MTP: mtp,
-                         DrafterKind.COMPOSITE: draft_model or mtp}.get(kind, True)
+                         DrafterKind.COMPOSITE: draft_model or mtp, DrafterKind.EAGLE3: False,
+                         DrafterKind.DFLASH: False, DrafterKind.DSPARK: False}.get(kind, True)
             model.item(row).setEnabled(available)
         composite = self.drafter.findData(DrafterKind.COMPOSITE)
         label = COMPOSITE_WITH_HEADS_LABEL if mtp and not draft_model else DRAFTER_LABELS[DrafterKind.COMPOSITE]

@@ -35,7 +35,8 @@ from specchat.core.types import DraftSource
 DASH = "–"
 FALLBACK_ROUNDS = 4  # plain rounds in a row under Auto, with a drafter, that the panel reports as a fallback
 SOURCE_NAMES = {DraftSource.LOOKUP.value: "lookup", DraftSource.MODEL.value: "draft model",
-                DraftSource.MTP.value: "MTP heads"}
+                DraftSource.MTP.value: "MTP heads", DraftSource.EAGLE3.value: "EAGLE-3 head",
+                DraftSource.DFLASH.value: "DFlash head", DraftSource.DSPARK.value: "DSpark head"}
 
 
 class StatsPanel(QGroupBox):

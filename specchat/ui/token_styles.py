@@ -73,6 +73,8 @@ def kind_format(kind: TokenKind, palette: QPalette) -> QTextCharFormat:
     return fmt
 
 
+_HEAD_NAMES = {DraftSource.EAGLE3: "EAGLE-3", DraftSource.DFLASH: "DFlash", DraftSource.DSPARK: "DSpark"}
+
 def _prob(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.2f}"
 
@@ -86,6 +88,8 @@ def drafted_by(detail: TokenDetail) -> str:
         return "drafted by the draft model"
     if detail.source is DraftSource.MTP:
         return "drafted by the model's own MTP heads"
+    if detail.source in _HEAD_NAMES:
+        return f"drafted by the {_HEAD_NAMES[detail.source]} head"
     return "the target's own token"
 
 
