@@ -10,6 +10,10 @@ the exact rule and that the head's cache stays in step after accepted drafts.
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,3 +258,16 @@ def test_a_library_without_the_head_calls_names_the_missing_one() -> None:
         HeadApi(ggml)
     assert "\n" not in str(refused.value)
     HeadApi()  # the installed one has them all
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_specchat_chat_drafts_with_a_head_given_as_draft(head: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "specchat", "chat", "--target", str(MODELS / "qwen35.gguf"), "--draft",
+         str(MODELS / f"{head}-llama.gguf"), "--max-tokens", "12", "--depth", "3", "--json", "Hi there"],
+        capture_output=True, text=True, timeout=600, env={**os.environ},
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["finish_reason"] == "max_tokens" and len(result["tokens"]) == 12
+    assert set(result["by_source"]) == {head} and result["by_source"][head]["drafted"] > 0
