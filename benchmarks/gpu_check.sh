@@ -123,11 +123,11 @@ for r in data.get("runs", [data]):
 PY
 fi
 
-step "bench: EAGLE-3, DFlash and DSpark test heads on the test targets, all layers on the GPU"
+step "bench: EAGLE-3, DFlash, DFlash2 and DSpark test heads on the test targets, all layers on the GPU"
 # Random-weight heads (tests/models/make_head_models.py): their drafts are rejected, so this checks that each
 # head loads, follows a dense and a hybrid target on the GPU and stays lossless, not that it speeds anything up.
 for target in llama qwen35; do
-    for head in eagle3 dflash dspark; do
+    for head in eagle3 dflash dflash2 dspark; do
         "$SPECCHAT" bench --target "tests/models/$target.gguf" --draft "tests/models/$head-llama.gguf" \
             --prompts tests/data/prompts.jsonl --depth 1 4 auto --n-gpu-layers -1 --draft-gpu-layers -1 \
             --limit "${LIMIT:-3}" --json >"$LOG/bench_${head}_$target.json" || { status=1; continue; }

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--targets", default="llama,qwen35")
-    parser.add_argument("--heads", default="eagle3,dflash,dspark")
+    parser.add_argument("--heads", default="eagle3,dflash,dflash2,dspark")
     args = parser.parse_args(argv)
     print(f"# {platform.machine()} {platform.processor() or ''}, {args.threads} thread(s), "
           f"{time.strftime('%Y-%m-%d', time.gmtime())}; ratios to one target pass (1 token)")

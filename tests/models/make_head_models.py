@@ -10,7 +10,9 @@ vendored loader expects (``src/models/eagle3.cpp``, ``src/models/dflash.cpp``):
 * ``dflash-llama.gguf``: a DFlash block-diffusion head (arch ``dflash``), block size 8,
   non-causal, reading target layers 0 and 1, sharing the target's embeddings and lm head;
 * ``dspark-llama.gguf``: the same with DSpark's Markov head and confidence head
-  (``markov_w1``/``markov_w2``/``conf_proj``; llama-server tells it apart by ``markov_w1``).
+  (``markov_w1``/``markov_w2``/``conf_proj``; llama-server tells it apart by ``markov_w1``);
+* ``dflash2-llama.gguf``: DFlash2: the same block with grouped dynamic convolutions and the
+  selector (top-4 candidates per slot and a score for each predecessor).
 
 The tokenizer is copied from the target (as the converter does with
 ``--target-model-dir``), plus a mask token for the DFlash family. The Qwen3.5
@@ -37,6 +39,10 @@ N_FF = 256
 BLOCK_SIZE = 8
 MASK_TOKEN = 127
 MARKOV_RANK = 16
+CONV_KERNEL = 3
+CONV_GROUP = 64
+SELECTOR_RANK = 16
+SELECTOR_TOP_K = 4
 
 
 def tokenizer_fields(target: Path) -> list[tuple[str, Any, Any, Any]]:
@@ -135,7 +141,7 @@ def eagle3(w: Weights) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     return keys, tensors
 
 
-def dflash(w: Weights, *, dspark: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def dflash(w: Weights, *, dspark: bool = False, selector: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     n_layer = 1
     keys = common_keys(n_layer) | {
         "target_layers": [0, 1],
@@ -162,6 +168,22 @@ def dflash(w: Weights, *, dspark: bool) -> tuple[dict[str, Any], dict[str, np.nd
             f"blk.{i}.ffn_down.weight": w.mat(N_FF, N_EMBD),
             f"blk.{i}.ffn_up.weight": w.mat(N_EMBD, N_FF),
         }
+    if selector:  # DFlash2: grouped dynamic convolutions around attention and FFN, and the selector lattice
+        groups = N_EMBD // CONV_GROUP
+        keys |= {"conv_kernel_size": CONV_KERNEL, "conv_group_size": CONV_GROUP, "selector_rank": SELECTOR_RANK,
+                 "selector_top_k": SELECTOR_TOP_K}
+        for i in range(n_layer):
+            tensors |= {
+                f"blk.{i}.attn_conv_base": (w.rng.standard_normal((2, CONV_KERNEL, N_EMBD)) * 0.1).astype(np.float32),
+                f"blk.{i}.attn_conv_proj.weight": w.mat(N_EMBD, 2 * CONV_KERNEL * groups),
+                f"blk.{i}.ffn_conv_base": (w.rng.standard_normal((2, CONV_KERNEL, N_EMBD)) * 0.1).astype(np.float32),
+                f"blk.{i}.ffn_conv_proj.weight": w.mat(N_EMBD, 2 * CONV_KERNEL * groups),
+            }
+        tensors |= {
+            "selector_predecessor.weight": w.mat(SELECTOR_RANK, N_VOCAB),
+            "selector_successor.weight": w.mat(SELECTOR_RANK, N_VOCAB),
+            "selector_hidden.weight": w.mat(N_EMBD, SELECTOR_RANK),
+        }
     if dspark:
         keys |= {"sample_from_anchor": True, "has_confidence_head": True}
         tensors |= {
@@ -181,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     heads = {
         "eagle3-llama.gguf": ("eagle3", eagle3(Weights(args.seed))),
-        "dflash-llama.gguf": ("dflash", dflash(Weights(args.seed), dspark=False)),
+        "dflash-llama.gguf": ("dflash", dflash(Weights(args.seed))),
         "dspark-llama.gguf": ("dflash", dflash(Weights(args.seed), dspark=True)),
+        "dflash2-llama.gguf": ("dflash", dflash(Weights(args.seed), selector=True)),
     }
     for name, (arch, (keys, tensors)) in heads.items():
         path = args.out / name
