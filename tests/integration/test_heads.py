@@ -47,16 +47,20 @@ from support.stats import assert_follows
 MODELS = Path(__file__).resolve().parent.parent / "models"
 HEADS = {"eagle3": DrafterKind.EAGLE3, "dflash": DrafterKind.DFLASH, "dflash2": DrafterKind.DFLASH,
          "dspark": DrafterKind.DSPARK}
-TARGETS = ["llama", "qwen35"]  # dense, hybrid (Gated DeltaNet: rolls back from snapshots)
+TARGETS = ["llama", "qwen35"]  # dense, hybrid (Gated DeltaNet)
+# the engines: dense; hybrid rolling back in place (recurrent snapshots); hybrid restoring saved states
+ENGINES = [("llama", 16), ("qwen35", 16), ("qwen35", 0)]
 PENALTY = SamplerParams(repeat_penalty=1.3)
 GREEDY = GenerationParams(sampler=PENALTY, max_tokens=32)
 BROAD = SamplerParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
 
 
-@pytest.fixture(scope="module", params=[(t, h) for t in TARGETS for h in HEADS], ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(scope="module", params=[(t, r, h) for t, r in ENGINES for h in HEADS],
+                ids=lambda p: f"{p[0]}{'' if p[1] else '-saved-states'}-{p[2]}")
 def engine(request: pytest.FixtureRequest) -> Iterator[ChatEngine]:
-    target, head = request.param
-    loaded = ChatEngine.load(MODELS / f"{target}.gguf", MODELS / f"{head}-llama.gguf", n_ctx=256, n_threads=1)
+    target, rollback, head = request.param
+    loaded = ChatEngine.load(MODELS / f"{target}.gguf", MODELS / f"{head}-llama.gguf", n_ctx=256, n_threads=1,
+                             target_rollback=rollback)
     yield loaded
     loaded.close()
 
@@ -175,7 +179,10 @@ def test_the_head_follows_the_target_through_turns_accepted_drafts_and_a_cancel(
     reply(session, "Thanks.", GenerationParams(sampler=BROAD, max_tokens=24, seed=4), depth=DepthControl(None))
     _, prompt = engine.tokenize_prompt(session.messages[:-1])
     sequence = [*prompt, *session.last_tokens]
-    assert engine.target_context.tokens == sequence[:-1]
+    ctx = engine.target_context
+    assert isinstance(ctx, Context) and ctx.tokens == sequence[:-1]
+    if not ctx.in_place:
+        assert ctx.stats.restores > 0  # the head followed cuts made by restoring saved states
     head = engine.head_context
     assert head is not None
     live = head_output(head, sequence)
