@@ -176,7 +176,7 @@ def test_the_head_follows_the_target_through_turns_accepted_drafts_and_a_cancel(
                                cancel=cancel):
         if isinstance(event, Verified) and event.round == 2:
             cancel.cancel()
-    reply(session, "Thanks.", GenerationParams(sampler=BROAD, max_tokens=24, seed=4), depth=DepthControl(None))
+    reply(session, "Thanks.", GenerationParams(sampler=BROAD, max_tokens=24, seed=4), depth=DepthControl(5))
     _, prompt = engine.tokenize_prompt(session.messages[:-1])
     sequence = [*prompt, *session.last_tokens]
     ctx = engine.target_context
