@@ -295,3 +295,19 @@ def test_specchat_chat_drafts_with_a_head_given_as_draft(head: str) -> None:
     assert result["finish_reason"] == "max_tokens" and len(result["tokens"]) == 12
     source = head.replace("dflash2", "dflash")  # DFlash2 is llama-server's draft-dflash too
     assert set(result["by_source"]) == {source} and result["by_source"][source]["drafted"] > 0
+
+
+def test_a_head_on_an_mtp_target_takes_the_place_of_its_mtp_heads() -> None:
+    """One observer follows the target: with a head loaded, the head drafts and MTP is refused in one line."""
+    engine = ChatEngine.load(MODELS / "qwen35-mtp.gguf", MODELS / "eagle3-llama.gguf", n_ctx=128, n_threads=1)
+    try:
+        assert not engine.has_mtp and engine.head_context is not None
+        assert engine.target_context.observer is engine.head_context  # type: ignore[union-attr]
+        session = ChatSession(engine)
+        events = reply(session, "Tell me about the sea.", depth=DepthControl(3))
+        assert events[-1].stats.drafted > 0
+        check(engine, session.messages[:-1], session.last_tokens, "eagle3 on an MTP target")
+        with pytest.raises(SpecchatError, match="has no MTP heads"):
+            ChatSession(engine).reply("Hi.", GREEDY, drafter=DrafterKind.MTP)
+    finally:
+        engine.close()

@@ -87,7 +87,8 @@ class ChatEngine:
         try:
             self.draft_context, self.head_context = open_draft(self.target_context, draft, n_ctx=n_ctx,
                                                                n_threads=n_threads)
-            if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0:
+            # one observer follows the target: a head loaded as the draft takes the place of its MTP heads
+            if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0 and self.head_context is None:
                 assert isinstance(self.target_context, Context)
                 self.mtp_context = MtpContext(self.target_context, n_threads=n_threads)
             self.template = ChatTemplate(
