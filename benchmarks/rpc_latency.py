@@ -45,7 +45,7 @@ def boundary(target: Path, rounds: int, depth: int) -> dict[str, float]:
     """Median seconds per verify round: in this process and in the target's child process."""
     from specchat.core.llama.context import Context
     from specchat.core.llama.model import Model
-    from specchat.core.llama.remote_target import RemoteTarget
+    from specchat.core.llama.rpc.target import RemoteTarget
 
     model = Model(target)
     local = Context(model, n_ctx=1024)

@@ -134,7 +134,7 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
         if stop_early:
             def stopper(batch: list[object]) -> None:
                 window.stop()
-            window.events_received.connect(stopper)
+            window.chat.events_folded.connect(stopper)
         action()
         if window.streaming:
             (finished,) = wait(window.reply_finished)
@@ -142,7 +142,7 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
         else:
             reason = "not started"
         if stopper is not None:
-            window.events_received.disconnect(stopper)
+            window.chat.events_folded.disconnect(stopper)
         reasons[reason] = reasons.get(reason, 0) + 1
         replies += 1
         expect_current()
@@ -159,9 +159,9 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
             reply(functools.partial(send, prompt))
         elif roll < 0.16 and len(store.conversations()) > 1:
             others = [c.id for c in store.conversations() if c.id != window.conversation_id]
-            window.open_conversation(rng.choice(others))
+            window.chat.open_conversation(rng.choice(others))
             reply(functools.partial(send, prompt))
-        elif roll < 0.28 and window.regenerate_button.isEnabled() and window.transcript.messages:
+        elif roll < 0.28 and window.page.regenerate_button.isEnabled() and window.transcript.messages:
             reply(window.regenerate)
         elif roll < 0.36:
             reply(functools.partial(send, prompt), stop_early=True)
@@ -174,7 +174,7 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
             reply(lambda: send("word " * rng.choice([380, 420, 470])))  # near or over the 512-token context
         elif roll < 0.52 and len(store.conversations()) > 2:
             victim = rng.choice([c.id for c in store.conversations() if c.id != window.conversation_id])
-            window.delete_conversation(victim)
+            window.chat.delete_conversation(victim)
             record("deleted", cid=victim)
         else:
             if rng.random() < 0.3:

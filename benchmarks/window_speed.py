@@ -78,8 +78,8 @@ def main() -> int:
 
     window.load_models(pair.target, pair.draft)
     wait_for(window.models_loaded)
-    if window._measuring:  # the calibration after loading: let it finish before the first reply
-        wait_for(window.baseline_measured)
+    if window.baselines.measuring:  # the calibration after loading: let it finish before the first reply
+        wait_for(window.baselines.measured)
     drafter = window.controls.drafter_kind
     prompts = load_prompts(args.prompts, args.limit)
     print(f"demo pair in the window, {drafter.value} drafter, auto depth, {args.max_tokens} tokens, "
@@ -102,11 +102,11 @@ def main() -> int:
             final = figures.final
             panel = window_rate / final.plain_tokens_per_second if panel_text.startswith("×") else None
 
-            window.race_last_reply()
+            window.racing.race_last()
             _message, record = wait_for(window.races.ready)
             race = record.finish_seconds / finish_seconds(figures.timeline)  # type: ignore[attr-defined]
-            if window.race_panel is not None:
-                window.race_panel.close()
+            if window.racing.panel is not None:
+                window.racing.panel.close()
 
             engine = window.host.worker.engine
             assert engine is not None

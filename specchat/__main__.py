@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from specchat import __version__
+from specchat.core.remote import TARGET_WORKER_FLAG
 from specchat.core.types import SpecchatError
 
 EXIT_USAGE = 2
@@ -26,7 +27,6 @@ EXIT_INTERRUPTED = 130
 CRASH_LOG = "crash.log"
 _CRASH_LOG_MAX = 1 << 20  # start the log afresh past this size
 _MAX_MESSAGE = 500
-TARGET_WORKER_FLAG = "--specchat-target-worker"
 
 # What a user can cause and fix: bad files, bad text, bad numbers, input nested too deeply.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (SpecchatError, OSError, ValueError, RecursionError, MemoryError)
@@ -107,7 +107,7 @@ def write_crash_log(exc: BaseException) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else argv) == [TARGET_WORKER_FLAG]:
         # The packaged app's own child process for a target on remote devices (it has no ``python -m``).
-        from specchat.core.llama.target_worker import main as target_worker
+        from specchat.core.llama.rpc.worker import main as target_worker
 
         target_worker()
     try:

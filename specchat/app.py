@@ -8,16 +8,8 @@ import sys
 
 from specchat import __version__
 from specchat.core import paths
-from specchat.core.build import BuildInfo
 
 log = logging.getLogger(__name__)
-
-
-def llama_build() -> BuildInfo:
-    """What the installed llama.cpp build can do; the window and ``specchat info`` get it from here."""
-    from specchat.core.llama.devices import build_info
-
-    return build_info()
 
 
 def run_gui(args: argparse.Namespace) -> int:
@@ -26,6 +18,7 @@ def run_gui(args: argparse.Namespace) -> int:
     from PySide6.QtWidgets import QApplication
 
     from specchat.core.chat.store import ConversationStore
+    from specchat.core.runtime.build import llama_build
     from specchat.core.settings import load_settings
     from specchat.ui.main_window import MainWindow
 
@@ -43,7 +36,7 @@ def run_gui(args: argparse.Namespace) -> int:
     window = MainWindow(settings, store, build=llama_build())
     window.show()
     if getattr(args, "demo", False):
-        window.load_demo()
+        window.loader.load_demo()
     elif getattr(args, "target", None):
         window.load_models(args.target, getattr(args, "draft", None))
     try:

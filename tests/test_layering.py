@@ -1,16 +1,20 @@
-"""The house rules as a contract over the import graph (every import, top-level or inside a function).
+"""The house rules as a contract over the import graph (docs/architecture.md, "Layers").
 
-- ``specchat.core`` never imports Qt (PySide6, superqt);
-- only ``specchat.core.llama`` imports ``llama_cpp``;
-- ``specchat.ui``, ``specchat.cli`` and ``specchat.core.engine`` never import ``specchat.core.llama``
-  (the composition roots ``specchat.app`` and ``specchat.__main__`` hand them what they need);
-- no import cycles between specchat's modules.
+Every import counts: top-level, inside a function, under ``TYPE_CHECKING``,
+and ``importlib.import_module("...")`` / ``__import__("...")`` with a literal
+name. A rule marked transitive also follows what the imported modules import
+in turn (and the packages' ``__init__`` run on the way), so a route through
+a third module is caught too: ``engine -> X -> llama`` breaks "the engine
+never imports llama" as surely as a direct import. Type-only imports are not
+followed (they load nothing), but a direct one still counts. The same checker
+runs on a deliberately bad tree in :func:`test_each_rule_catches_its_violation`.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,81 +23,134 @@ PACKAGE = Path(__file__).resolve().parents[1] / "specchat"
 QT = ("PySide6", "superqt", "shiboken6")
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+@dataclass(frozen=True)
+class Import:
+    target: str  # an absolute dotted name: a module, or a name inside one
+    line: int
+    typing_only: bool  # under ``if TYPE_CHECKING:``
+
+
+Graph = dict[str, list[Import]]
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> Iterator[tuple[str, int]]:
+def _typing_blocks(tree: ast.AST) -> set[int]:
+    """The ids of nodes under ``if TYPE_CHECKING:``."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                inside.update(id(n) for n in ast.walk(child))
+    return inside
+
+
+def _imports(root: Path, path: Path) -> Iterator[Import]:
     """Every module ``path`` imports (absolute names), with the line."""
-    module = _module_name(path)
+    module = _module_name(root, path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+
+    def absolute(name: str, level: int) -> str:
+        if not level:
+            return name
+        base = package.split(".")
+        base = base[: len(base) - level + 1]
+        return ".".join(base + ([name] if name else []))
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    typing = _typing_blocks(tree)
+    for node in ast.walk(tree):
+        only = id(node) in typing
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield alias.name, node.lineno
+                yield Import(alias.name, node.lineno, only)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            yield target, node.lineno
+            target = absolute(node.module or "", node.level)
+            yield Import(target, node.lineno, only)
             for alias in node.names:  # ``from pkg import module`` imports a module too
-                yield f"{target}.{alias.name}", node.lineno
+                yield Import(f"{target}.{alias.name}", node.lineno, only)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            name = node.args[0].value
+            called = ast.unparse(node.func)
+            if isinstance(name, str) and called in ("importlib.import_module", "import_module", "__import__"):
+                dots = len(name) - len(name.lstrip("."))
+                yield Import(absolute(name[dots:], dots), node.lineno, only)
 
 
-def _graph() -> dict[str, list[tuple[str, int]]]:
-    return {_module_name(p): list(_imports(p)) for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-GRAPH = _graph()
+def build_graph(root: Path) -> Graph:
+    """Module name -> its imports, for every module under ``root`` (a package folder)."""
+    return {_module_name(root, p): list(_imports(root, p)) for p in sorted(root.rglob("*.py"))}
 
 
 def _inside(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
-def _violations(importer: str, forbidden: tuple[str, ...]) -> list[str]:
-    return [
-        f"{mod}:{line} imports {target}"
-        for mod, targets in GRAPH.items() if _inside(mod, importer)
-        for target, line in targets if any(_inside(target, f) for f in forbidden)
-    ]
+@dataclass(frozen=True)
+class Rule:
+    """Modules inside ``importer`` (but not inside ``exempt``) never import anything inside ``forbidden``."""
+
+    name: str
+    importer: str
+    forbidden: tuple[str, ...]
+    transitive: bool = False
+    exempt: tuple[str, ...] = ()
+
+    def applies_to(self, module: str) -> bool:
+        return _inside(module, self.importer) and not any(_inside(module, e) for e in self.exempt)
+
+    def hits(self, target: str) -> bool:
+        return any(_inside(target, f) for f in self.forbidden)
 
 
-def test_the_graph_covers_the_package() -> None:
-    assert {"specchat.core.engine.speculative", "specchat.ui.main_window", "specchat.cli.chat"} <= set(GRAPH)
+def _loaded(graph: Graph, target: str) -> list[str]:
+    """The modules of ``graph`` that importing ``target`` runs: it (or the module holding the name) and the
+    ``__init__`` of each package above it."""
+    parts = target.split(".")
+    return [m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in graph]
 
 
-def test_core_never_imports_qt() -> None:
-    assert _violations("specchat.core", QT) == []
+def violations(rule: Rule, graph: Graph) -> list[str]:
+    """Each way a module under the rule reaches a forbidden name, as ``a -> b:line imports X``."""
+    found: list[str] = []
+    for start in sorted(m for m in graph if rule.applies_to(m)):
+        found += [f"{start}:{imp.line} imports {imp.target}" for imp in graph[start] if rule.hits(imp.target)]
+        if not rule.transitive:
+            continue
+        # Breadth first over what importing ``start`` runs, remembering one route to each module.
+        route = {start: [start]}
+        queue = [start]
+        while queue:
+            module = queue.pop(0)
+            for imp in graph[module]:
+                if imp.typing_only:
+                    continue
+                for nxt in _loaded(graph, imp.target):
+                    if nxt in route or _inside(nxt, rule.importer):
+                        continue
+                    route[nxt] = route[module] + [nxt]
+                    queue.append(nxt)
+                    found += [f"{' -> '.join(route[nxt])}:{i.line} imports {i.target}"
+                              for i in graph[nxt] if not i.typing_only and rule.hits(i.target)]
+    return found
 
 
-def test_only_core_llama_imports_llama_cpp() -> None:
-    found = [v for v in _violations("specchat", ("llama_cpp",)) if not _inside(v.split(":")[0], "specchat.core.llama")]
-    assert found == []
-
-
-@pytest.mark.parametrize("layer", ["specchat.ui", "specchat.cli", "specchat.core.engine"])
-def test_layer_never_imports_core_llama(layer: str) -> None:
-    assert _violations(layer, ("specchat.core.llama",)) == []
-
-
-def test_no_import_cycles() -> None:
-    edges = {mod: sorted({t for t, _ in targets if t in GRAPH and t != mod}) for mod, targets in GRAPH.items()}
-    # A package's __init__ is imported on the way to its modules, but that is not a dependency of theirs.
+def cycles(graph: Graph) -> list[list[str]]:
+    """Import cycles between modules (a module importing its own package's ``__init__`` is not one)."""
+    edges = {mod: sorted({t for imp in imps if not imp.typing_only for t in _loaded(graph, imp.target)
+                          if t != mod and not _inside(mod, t)})
+             for mod, imps in graph.items()}
     state: dict[str, int] = {}
-    cycles: list[list[str]] = []
+    found: list[list[str]] = []
 
     def visit(node: str, path: list[str]) -> None:
         state[node] = 1
         for nxt in edges[node]:
-            if _inside(node, nxt):  # a module importing its own package's __init__
-                continue
             if state.get(nxt) == 1:
-                cycles.append(path[path.index(nxt):] + [nxt])
+                found.append(path[path.index(nxt):] + [nxt])
             elif nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = 2
@@ -101,24 +158,98 @@ def test_no_import_cycles() -> None:
     for mod in sorted(edges):
         if mod not in state:
             visit(mod, [mod])
-    assert cycles == []
+    return found
 
 
-def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
-    """The rules are not vacuous: a core module importing Qt and a cycle are both caught."""
-    bad = tmp_path / "specchat"
-    (bad / "core").mkdir(parents=True)
-    (bad / "__init__.py").write_text("")
-    (bad / "core" / "__init__.py").write_text("")
-    (bad / "core" / "a.py").write_text("from PySide6.QtCore import QObject\nfrom . import b\n")
-    (bad / "core" / "b.py").write_text("def f():\n    from specchat.core import a\n")
-    global PACKAGE
-    saved = PACKAGE
-    PACKAGE = bad
-    try:
-        graph = {_module_name(p): list(_imports(p)) for p in sorted(bad.rglob("*.py"))}
-    finally:
-        PACKAGE = saved
-    assert ("PySide6.QtCore", 1) in graph["specchat.core.a"]
-    assert ("specchat.core.b", 2) in graph["specchat.core.a"]
-    assert ("specchat.core.a", 2) in graph["specchat.core.b"]
+LLAMA = "specchat.core.llama"
+RULES = (
+    Rule("core never imports Qt", "specchat.core", QT, transitive=True),
+    Rule("core never imports the window's package", "specchat.core", ("specchat.ui", "specchat.app"),
+         transitive=True),
+    Rule("only core.llama imports llama_cpp", "specchat", ("llama_cpp",), exempt=(LLAMA,)),
+    Rule("the engine never reaches llama.cpp", "specchat.core.engine", (LLAMA, "llama_cpp"), transitive=True),
+    Rule("core.llama never imports what is built on it", LLAMA,
+         ("specchat.core.engine", "specchat.core.chat", "specchat.core.runtime", "specchat.core.advise",
+          "specchat.ui", "specchat.cli", "specchat.server"), transitive=True),
+    Rule("the window's package never imports core.llama", "specchat.ui", (LLAMA,)),
+    Rule("conversations never import core.llama", "specchat.core.chat", (LLAMA,)),
+    Rule("the terminal never imports core.llama", "specchat.cli", (LLAMA,)),
+    Rule("the terminal never reaches Qt or the window", "specchat.cli", (*QT, "specchat.ui", "specchat.app"),
+         transitive=True),
+    Rule("the server never reaches Qt or the window", "specchat.server", (*QT, "specchat.ui", "specchat.app"),
+         transitive=True),
+    Rule("the server never imports llama.cpp", "specchat.server", (LLAMA, "llama_cpp")),
+)
+
+GRAPH = build_graph(PACKAGE)
+
+
+def test_the_graph_covers_the_package() -> None:
+    assert {"specchat.core.engine.speculative", "specchat.ui.main_window", "specchat.cli.chat",
+            "specchat.core.runtime.runtime", "specchat.core.llama.rpc.target"} <= set(GRAPH)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
+def test_rule_holds(rule: Rule) -> None:
+    assert violations(rule, GRAPH) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(GRAPH) == []
+
+
+BAD_TREE = {
+    "__init__.py": "",
+    "app.py": "",
+    "core/__init__.py": "",
+    "core/qt_user.py": "from PySide6.QtCore import QObject\n",  # core never imports Qt
+    "core/shows.py": "def f():\n    import specchat.ui.view\n",  # core never imports the window's package
+    "core/binding_here.py": "import llama_cpp\n",  # only core.llama imports llama_cpp
+    "core/remote.py": "from specchat.core.llama import model\n",
+    "core/engine/__init__.py": "",
+    "core/engine/loop.py": "from specchat.core import remote\n",  # engine -> remote -> llama: indirect
+    "core/llama/__init__.py": "",
+    "core/llama/model.py": "import llama_cpp\n",
+    "core/llama/observer.py": "from specchat.core.engine import loop\n",  # llama never imports the engine
+    "core/chat/__init__.py": "",
+    "core/chat/talk.py": "import importlib\nimportlib.import_module('specchat.core.llama.model')\n",
+    "ui/__init__.py": "",
+    "ui/view.py": "from ..core.llama import model\n",  # relative: ui never imports core.llama
+    "cli/__init__.py": "",
+    "cli/run.py": "from specchat.core.llama.model import Model\nfrom specchat.core import shows\n",
+    "server/__init__.py": "",
+    "server/http.py": "import llama_cpp\nfrom specchat.core import qt_user\n",
+    "core/a.py": "from . import b\n",  # a cycle, one side inside a function
+    "core/b.py": "def f():\n    from specchat.core import a\n",
+    "core/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from specchat.core import c\n",
+    "core/c.py": "from specchat.core import typed\n",  # a type-only import does not make a cycle
+}
+
+
+def test_each_rule_catches_its_violation(tmp_path: Path) -> None:
+    """The checker run on a bad tree reports each rule's violation (and nothing for the harmless type-only pair)."""
+    root = tmp_path / "specchat"
+    for name, text in BAD_TREE.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    graph = build_graph(root)
+    expected = {
+        "core never imports Qt": "specchat.core.qt_user:1 imports PySide6.QtCore",
+        "core never imports the window's package": "specchat.core.shows:2 imports specchat.ui.view",
+        "only core.llama imports llama_cpp": "specchat.core.binding_here:1 imports llama_cpp",
+        "the engine never reaches llama.cpp":
+            "specchat.core.engine.loop -> specchat.core.remote:1 imports specchat.core.llama",
+        "core.llama never imports what is built on it": "specchat.core.llama.observer:1 imports specchat.core.engine",
+        "the window's package never imports core.llama": "specchat.ui.view:1 imports specchat.core.llama",
+        "conversations never import core.llama": "specchat.core.chat.talk:2 imports specchat.core.llama.model",
+        "the terminal never imports core.llama": "specchat.cli.run:1 imports specchat.core.llama.model",
+        "the terminal never reaches Qt or the window":
+            "specchat.cli.run -> specchat.core.shows:2 imports specchat.ui.view",
+        "the server never reaches Qt or the window":
+            "specchat.server.http -> specchat.core.qt_user:1 imports PySide6.QtCore",
+        "the server never imports llama.cpp": "specchat.server.http:1 imports llama_cpp",
+    }
+    assert set(expected) == {rule.name for rule in RULES}  # every rule is tried
+    for rule in RULES:
+        assert expected[rule.name] in violations(rule, graph), (rule.name, violations(rule, graph))
+    assert cycles(graph) == [["specchat.core.a", "specchat.core.b", "specchat.core.a"]]

@@ -52,11 +52,11 @@ def main() -> int:
         timer.stop()
         return bool(done())
 
-    window.load_demo()
+    window.loader.load_demo()
     if not wait_until(lambda: window.model_info is not None, 600):
         print(f"the demo pair did not load: {window.last_error}", file=sys.stderr)
         return 1
-    dialog = window.open_draft_finder()
+    dialog = window.dialogs.draft_finder()
     assert dialog is not None
     dialog.budget.setValue(BUDGET)
     dialog.start()

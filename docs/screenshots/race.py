@@ -22,12 +22,12 @@ def main() -> int:
     tmp = shots.isolate()
     _app = shots.app()  # kept alive for the whole run
     window, _store = shots.demo_window(tmp, 1200, 800, lambda settings: setattr(settings, "max_tokens", 96))
-    wait(window.baseline_measured)  # the calibration right after loading, before the engine is free
+    wait(window.baselines.measured)  # the calibration right after loading, before the engine is free
     window.send(PROMPT)
     wait(window.reply_finished)
-    window.race_last_reply()
+    window.racing.race_last()
     wait(window.races.ready)
-    panel = window.race_panel
+    panel = window.racing.panel
     if panel is None:
         print(f"no race: {window.last_error}", file=sys.stderr)
         return 1

@@ -59,7 +59,7 @@ def main() -> int:
         window.resize(1100, 700)
         window.move(0, 0)
         window.show()
-        dialog = window.edit_remote_devices()
+        dialog = window.dialogs.remote_devices()
         dialog.move(250, 120)
         dialog.test()
         end = time.monotonic() + 120

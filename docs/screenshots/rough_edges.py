@@ -29,7 +29,7 @@ def main() -> int:
         settings.theme = "light"  # type: ignore[attr-defined]
 
     window, store = shots.demo_window(tmp, 1280, 860, configure)
-    wait(window.baseline_measured)  # the calibration right after loading
+    wait(window.baselines.measured)  # the calibration right after loading
     window.send(PROMPT)
     wait(window.reply_finished)
     settle()
@@ -37,13 +37,13 @@ def main() -> int:
 
     window.continue_reply()
     wait(window.reply_finished)
-    window.set_theme("dark")
+    window.look.set_theme("dark")
     window.show_error("the conversation is 5,210 tokens but the context holds 4096; start a new conversation "
                       "or raise the context size")
     settle()
     window.grab().save(str(HERE / "limit-continued-dark.png"))
 
-    window.set_theme("light")
+    window.look.set_theme("light")
     window.hide_error()
     window.resize(900, 600)
     settle()

@@ -57,9 +57,9 @@ def demo_window(tmp: Path, width: int, height: int, configure: Callable[[Any], N
     """The main window on its own store in ``tmp``, shown at ``width`` x ``height``, with the demo
     pair loaded (unless ``load`` is False); ``configure`` adjusts the settings first. Returns
     ``(window, store)``."""
-    from specchat.app import llama_build
     from specchat.core.chat.store import ConversationStore
     from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.runtime.build import llama_build
     from specchat.core.settings import load_settings
     from specchat.ui.main_window import MainWindow
 

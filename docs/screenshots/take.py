@@ -98,7 +98,7 @@ def main() -> int:
         window = MainWindow(load_settings(), store)
         window.resize(1200, 760)
         window.show()
-        dialog = window.open_model_picker()
+        dialog = window.dialogs.model_picker()
         dialog.resize(WIDTH, 400)
         tab = dialog.catalog_tab
         dialog.tabs.setCurrentWidget(tab)

@@ -28,20 +28,20 @@ def main() -> int:
     _app = shots.app()  # kept alive for the whole run
 
     window, store = shots.demo_window(tmp, 1280, 860, lambda settings: setattr(settings, "max_tokens", 160))
-    wait(window.baseline_measured)  # the calibration right after loading
+    wait(window.baselines.measured)  # the calibration right after loading
     for prompt in PROMPTS:
         window.send(prompt)
         wait(window.reply_finished)
     settle()
     window.grab().save(str(DOCS / "screenshot-reply.png"))
 
-    window.set_theme("dark")
-    window.verdicts_action.setChecked(True)
+    window.look.set_theme("dark")
+    window.look.verdicts_action.setChecked(True)
     settle()
     window.grab().save(str(DOCS / "screenshot-dark.png"))
 
-    window.verdicts_action.setChecked(False)
-    window.set_theme("light")
+    window.look.verdicts_action.setChecked(False)
+    window.look.set_theme("light")
     window.resize(900, 600)
     settle()
     window.grab().save(str(DOCS / "screenshot-900x600.png"))

@@ -71,7 +71,7 @@ def main() -> int:
         QTimer.singleShot(ms, loop.quit)
         loop.exec()
 
-    window.verdicts_action.setChecked(True)
+    window.look.verdicts_action.setChecked(True)
     settle()
     view = window.chat_view
     wanted = next(s for m in window.transcript.messages for s in m.spans or []

@@ -1,4 +1,8 @@
-"""``specchat bench``: plain target decoding vs speculation over a prompt file, interleaved."""
+"""``specchat bench``: plain target decoding vs speculation over a prompt file, interleaved.
+
+Each reply is folded with :class:`~specchat.core.chat.transcript.ReplyFigures`, as the window folds it; the
+overall figures add the replies' engine counters up with :func:`~specchat.core.chat.transcript.combined`.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
-from specchat.core.chat.transcript import ReplyFigures
-from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SpecchatError, parse_depth
+from specchat.core.chat.transcript import ReplyFigures, combined
+from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, GenerationStats, SpecchatError, parse_depth
 
 if TYPE_CHECKING:
-    from specchat.core.chat.session import ChatEngine, ChatSession
+    from specchat.core.runtime.conversation import Conversation
+    from specchat.core.runtime.runtime import Runtime
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,12 +40,17 @@ class RunFigures:
     figures: ReplyFigures
 
     @property
+    def stats(self) -> GenerationStats:
+        """The engine's counters for the reply (what the window stores with it)."""
+        return self.figures.final or GenerationStats()
+
+    @property
     def generated(self) -> int:
         return self.figures.generated
 
     @property
     def seconds(self) -> float:
-        return self.figures.final.generate_seconds if self.figures.final else 0.0
+        return self.stats.generate_seconds
 
     @property
     def tokens_per_s(self) -> float:
@@ -86,43 +96,35 @@ class BenchReport:
 
 @dataclass
 class Totals:
-    """Sums over a depth's prompts; rates are ratios of sums, so long replies weigh more."""
+    """Sums over a depth's prompts: each side's replies added up as one reply's figures (the engine's
+    ``GenerationStats``, summed as a continuation is); rates are ratios of sums, so long replies weigh more."""
 
-    base_tokens: int = 0
-    base_seconds: float = 0.0
+    base: GenerationStats = field(default_factory=GenerationStats)
+    spec: GenerationStats = field(default_factory=GenerationStats)
     native_tokens: int = 0
     native_seconds: float = 0.0
-    spec_tokens: int = 0
-    spec_seconds: float = 0.0
-    drafted: int = 0
-    accepted: int = 0
-    rounds: int = 0
     predicted_seconds: float = 0.0  # what the spec tokens would take at each prompt's predicted rate
 
     def add(self, base: RunFigures, spec: RunFigures, native_tokens: int, native_seconds: float,
             predicted_rate: float) -> None:
-        self.base_tokens += base.generated
-        self.base_seconds += base.seconds
+        self.base = combined(self.base, base.stats)
+        self.spec = combined(self.spec, spec.stats)
         self.native_tokens += native_tokens
         self.native_seconds += native_seconds
-        self.spec_tokens += spec.generated
-        self.spec_seconds += spec.seconds
-        self.drafted += spec.figures.drafted
-        self.accepted += spec.figures.accepted
-        self.rounds += spec.figures.rounds
         self.predicted_seconds += spec.generated / predicted_rate if predicted_rate else 0.0
 
     def fill(self, report: BenchReport) -> None:
         """Write the overall figures into ``report``."""
-        report.baseline_tokens_per_s = _ratio(self.base_tokens, self.base_seconds, 2)
+        base, spec = self.base, self.spec
+        report.baseline_tokens_per_s = _ratio(base.generated, base.generate_seconds, 2)
         report.native_tokens_per_s = _ratio(self.native_tokens, self.native_seconds, 2)
-        report.speculative_tokens_per_s = _ratio(self.spec_tokens, self.spec_seconds, 2)
+        report.speculative_tokens_per_s = _ratio(spec.generated, spec.generate_seconds, 2)
         report.speedup = _ratio(report.speculative_tokens_per_s, report.baseline_tokens_per_s, 3)
         report.speedup_vs_native = _ratio(report.speculative_tokens_per_s, report.native_tokens_per_s, 3)
         report.plain_vs_native = _ratio(report.baseline_tokens_per_s, report.native_tokens_per_s, 3)
-        report.acceptance_rate = _ratio(self.accepted, self.drafted, 4)
-        report.mean_accepted_per_round = _ratio(self.accepted, self.rounds, 3)
-        report.predicted_tokens_per_s = _ratio(self.spec_tokens, self.predicted_seconds, 2)
+        report.acceptance_rate = _ratio(spec.accepted, spec.drafted, 4)
+        report.mean_accepted_per_round = _ratio(spec.accepted, spec.rounds, 3)
+        report.predicted_tokens_per_s = _ratio(spec.generated, self.predicted_seconds, 2)
         report.fraction_of_predicted = _ratio(report.speculative_tokens_per_s, report.predicted_tokens_per_s, 3)
 
 
@@ -162,12 +164,11 @@ def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str
     return out[:limit] if limit else out
 
 
-def run_once(engine: ChatEngine, messages: list[dict[str, str]], params: GenerationParams, drafter: DrafterKind,
-             depth: int | None) -> tuple[RunFigures, ChatSession]:
-    from specchat.core.chat.session import ChatSession
+def run_once(engine: Runtime, messages: list[dict[str, str]], params: GenerationParams, drafter: str,
+             depth: int | None) -> tuple[RunFigures, Conversation]:
     from specchat.core.engine.depth import DepthControl
 
-    session = ChatSession(engine, messages[:-1])
+    session = engine.conversation(messages[:-1])
     figures = ReplyFigures()
     figures.fold(session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)))
     if figures.final is None:
@@ -177,8 +178,8 @@ def run_once(engine: ChatEngine, messages: list[dict[str, str]], params: Generat
     return RunFigures(session.last_tokens, figures), session
 
 
-def bench(engine: ChatEngine, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
-          drafter: DrafterKind, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
+def bench(engine: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
+          drafter: str, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
     """For each prompt, each depth in turn: the prompt decoded plainly, then speculatively, back to back.
 
     Depths take turns prompt by prompt rather than running one after another, so

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from specchat.core.engine.registry import drafter_entry, drafter_names
 from specchat.core.settings import FLAG_LIMITS
 from specchat.core.types import (
     DEFAULT_DEPTH,
@@ -33,7 +34,7 @@ from specchat.core.types import (
 
 if TYPE_CHECKING:
     from specchat.core.cancel import CancelToken
-    from specchat.core.chat.session import ChatEngine
+    from specchat.core.runtime.runtime import Runtime
 
 # ANSI styles; each kind differs by more than hue (underline, strike, bold).
 STYLE_ACCEPTED = "\x1b[32;4m"
@@ -83,6 +84,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
                        help="draft with the target's own multi-token-prediction (MTP/NextN) heads (no second model)")
     if not draft_required:
         group.add_argument("--no-spec", action="store_true", help="plain decoding with the target alone")
+    parser.add_argument("--drafter", choices=drafter_names(), default=None,
+                        help="the drafter by name, instead of the flags above (the pair must offer what it needs)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     parser.add_argument("--top-k", type=int, default=40)
     parser.add_argument("--top-p", type=float, default=0.95)
@@ -124,8 +127,13 @@ def sampler_from_args(args: argparse.Namespace) -> SamplerParams:
     )
 
 
-def drafter_from_args(args: argparse.Namespace) -> DrafterKind:
-    """The drafter the flags name; ``--ngram`` with ``--draft`` or ``--mtp`` is the composite one."""
+def drafter_from_args(args: argparse.Namespace) -> str:
+    """The drafter ``--drafter`` names, or the one the flags mean: ``--ngram`` with ``--draft`` or ``--mtp`` is the
+    automatic (composite) one."""
+    if getattr(args, "drafter", None):
+        if getattr(args, "ngram", False) or getattr(args, "no_spec", False):
+            raise SpecchatError("--drafter names the drafter: give it without --ngram or --no-spec")
+        return drafter_entry(args.drafter).name
     model = bool(getattr(args, "mtp", False) or getattr(args, "draft", None))
     if getattr(args, "ngram", False):
         if getattr(args, "no_spec", False):
@@ -140,12 +148,12 @@ def drafter_from_args(args: argparse.Namespace) -> DrafterKind:
     return DrafterKind.NONE
 
 
-def load_engine(args: argparse.Namespace) -> ChatEngine:
-    from specchat.core.chat.session import ChatEngine  # imported here: it loads llama.cpp
+def load_engine(args: argparse.Namespace) -> Runtime:
+    from specchat.core.runtime.runtime import Runtime  # imported here: it loads llama.cpp
 
     if not math.isfinite(args.rpc_timeout) or args.rpc_timeout <= 0:
         raise SpecchatError(f"--rpc-timeout must be a positive number of seconds, got {args.rpc_timeout}")
-    return ChatEngine.load(
+    return Runtime.load(
         args.target, args.draft, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers,
         draft_gpu_layers=args.draft_gpu_layers, n_threads=args.threads,
         rpc_servers=args.rpc, rpc_deadline=args.rpc_timeout,
@@ -231,7 +239,6 @@ def cancel_on_sigint(cancel: CancelToken) -> None:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     from specchat.core.cancel import CancelToken
-    from specchat.core.chat.session import ChatSession
     from specchat.core.engine.depth import DepthControl
 
     depth = parse_depth(args.depth)
@@ -239,7 +246,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     messages = read_messages(args)
     engine = load_engine(args)
     ends_with_user = messages[-1]["role"] == "user"
-    session = ChatSession(engine, messages[:-1] if ends_with_user else messages)
+    session = engine.conversation(messages[:-1] if ends_with_user else messages)
     cancel = CancelToken()
     events = session.reply(messages[-1]["content"] if ends_with_user else None,
                            params, drafter=drafter_from_args(args), depth=DepthControl(depth), cancel=cancel)

@@ -21,10 +21,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from specchat.app import llama_build
-    from specchat.core.chat.session import model_memory
-    from specchat.core.distributed import probe_servers, require_rpc, rpc_available
     from specchat.core.remote import RPC_BUILD_HINT
+    from specchat.core.runtime.build import llama_build, model_memory
+    from specchat.core.runtime.remote import probe_servers, require_rpc, rpc_available
 
     info = llama_build()
     memory = model_memory(args.model) if args.model else None

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 DEFAULT_CONTEXT = 4096  # what the window and `specchat chat` use unless told otherwise
 EXIT_INCOMPATIBLE = 1
 EXIT_CANCELLED = 130
+SIDECAR_CHOICES = ("mtp", "eagle3", "dflash", "dspark")  # HeadKind values; kept here so --help imports nothing
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -56,11 +57,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _hub_options(files)
     files.set_defaults(func=cmd_files)
 
-    dl = msub.add_parser("download", help="download a GGUF file (resumable); prints its local path last")
+    dl = msub.add_parser("download", help="download a GGUF file (resumable); prints its local path last "
+                         "(after any sidecars fetched with it)")
     dl.add_argument("repo_id")
     dl.add_argument("filename", nargs="?", help="file in the repo (or give --quant)")
     dl.add_argument("--quant", help="pick the file of this quantisation, e.g. Q4_K_M")
     dl.add_argument("--local-dir", help="download into this folder instead of the hub cache")
+    dl.add_argument("--with-sidecars", action="store_true",
+                    help="also fetch the drafter sidecars beside the model (mtp-, eagle3-, dflash-, dspark- files)")
+    dl.add_argument("--sidecar", action="append", choices=SIDECAR_CHOICES, metavar="KIND",
+                    help=f"also fetch the sidecar of this kind ({', '.join(SIDECAR_CHOICES)}); repeatable")
     _hub_options(dl)
     dl.set_defaults(func=cmd_download)
 
@@ -74,6 +80,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pair = msub.add_parser("pair", help="download both halves of a catalog pair; print their paths as JSON")
     pair.add_argument("name", help="catalog pair id (see `specchat models catalog`)")
     pair.add_argument("--local-dir", help="download into this folder instead of the hub cache")
+    pair.add_argument("--with-sidecars", action="store_true",
+                      help="also fetch the drafter sidecars beside the target (mtp-, eagle3-, dflash-, dspark- files)")
     _hub_options(pair, revision=False)
     pair.set_defaults(func=cmd_pair)
 
@@ -152,10 +160,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_files(args: argparse.Namespace) -> int:
+    from specchat.core.models.heads import HEAD_NAMES, HeadKind, sidecar_kind
     from specchat.core.models.hub import list_gguf_files
 
     for f in list_gguf_files(args.repo_id, revision=args.revision, endpoint=args.endpoint):
-        print(f"{f.filename:70} {f.quant or '?':8} {_size(f.size):>10}")
+        kind = sidecar_kind(f.filename)
+        what = f"  sidecar: {HEAD_NAMES[HeadKind(kind)]}" if kind is not None else ""
+        print(f"{f.filename:70} {f.quant or '?':8} {_size(f.size):>10}{what}")
     return 0
 
 
@@ -191,7 +202,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _kind(path: str) -> dict[str, object]:
     """Dense, hybrid or recurrent, and how rejected drafts are taken back (llama.cpp asked, no weights read)."""
-    from specchat.core.chat.session import model_memory
+    from specchat.core.runtime.build import model_memory
     from specchat.core.types import SpecchatError
 
     try:
@@ -275,20 +286,37 @@ def _note_unverified(files: Iterable[DownloadedFile]) -> None:
 def cmd_download(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from specchat.core.models.download import download_file, download_quant
+    from specchat.core.models.download import download_file, download_quant, download_sidecars
+    from specchat.core.models.hub import list_gguf_files, sidecars_for
     from specchat.core.types import SpecchatError
 
     if bool(args.filename) == bool(args.quant):
         raise SpecchatError("give either a FILENAME or --quant, not both or neither")
     common = {"revision": args.revision, "endpoint": args.endpoint,
               "local_dir": Path(args.local_dir) if args.local_dir else None}
-    if args.quant:
-        files = _run_with_bar(lambda **kw: download_quant(args.repo_id, args.quant, **kw), **common)
-    else:
-        files = _run_with_bar(lambda **kw: [download_file(args.repo_id, args.filename, **kw)], **common)
-    if files is None:
+    kinds = None if args.with_sidecars else args.sidecar  # None: every sidecar there; [] or absent: none
+
+    def job(**kw: Any) -> tuple[list[DownloadedFile], list[tuple[str, DownloadedFile]], list[tuple[str, str]]]:
+        if args.quant:
+            files = download_quant(args.repo_id, args.quant, **kw)
+        else:
+            files = [download_file(args.repo_id, args.filename, **kw)]
+        model = files[0].filename
+        if args.with_sidecars or args.sidecar:
+            return files, download_sidecars(args.repo_id, model, kinds=kinds, **kw), []
+        listing = list_gguf_files(args.repo_id, revision=args.revision, endpoint=args.endpoint)
+        return files, [], [(kind, f.filename) for kind, f in sidecars_for(listing, model)]
+
+    got = _run_with_bar(job, **common)
+    if got is None:
         return EXIT_CANCELLED
-    _note_unverified(files)
+    files, sidecars, offered = got
+    _note_unverified([*files, *(f for _, f in sidecars)])
+    for kind, name in offered:
+        print(f"specchat: note: {args.repo_id} also holds a {kind} sidecar for this model: {name}; "
+              f"add --sidecar {kind} (or --with-sidecars) to fetch it", file=sys.stderr)
+    for _, f in sidecars:
+        print(f.path)
     for f in files:
         print(f.path)
     return 0
@@ -307,12 +335,16 @@ def cmd_pair(args: argparse.Namespace) -> int:
     local_dir = Path(args.local_dir) if args.local_dir else None
 
     def job(on_progress: Callable[[DownloadProgress], None], **kw: Any) -> DownloadedPair:
-        return download_pair(pair, on_progress=lambda _role, event: on_progress(event), **kw)
+        return download_pair(pair, on_progress=lambda _role, event: on_progress(event), sidecars=args.with_sidecars,
+                             **kw)
 
     got = _run_with_bar(job, endpoint=args.endpoint, local_dir=local_dir)
     if got is None:
         return EXIT_CANCELLED
     _note_unverified(got.files)
+    for kind, name in got.offered:
+        print(f"specchat: note: {pair.target.repo} also holds a {kind} sidecar for the target: {name}; "
+              "add --with-sidecars to fetch it", file=sys.stderr)
     target, draft = got.paths
-    print(json.dumps({"target": target, "draft": draft}))
+    print(json.dumps({"target": target, "draft": draft, "sidecars": {kind: str(f.path) for kind, f in got.sidecars}}))
     return 0

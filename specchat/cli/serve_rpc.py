@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve_rpc(args: argparse.Namespace) -> int:
     from specchat.cli.chat import check_threads
-    from specchat.core.distributed import check_can_listen, listen_address, serve, serving_devices
+    from specchat.core.runtime.remote import check_can_listen, listen_address, serve, serving_devices
 
     endpoint = parse_server(f"{args.host}:{args.port}")
     check_threads(args.threads)

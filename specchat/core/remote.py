@@ -1,29 +1,26 @@
-"""Remote devices through llama.cpp's RPC backend, as plain data: server lists and what servers report.
+"""Remote devices (llama.cpp's RPC backend) as plain data: server lists, what servers report, the saved list.
 
-Nothing here imports llama.cpp, so the terminal and the window can parse
-and show server lists; :mod:`specchat.core.distributed` talks to servers,
-from a child process (:mod:`specchat.core.llama.remote_target`), because
-ggml aborts the whole process when a server is unreachable or goes away.
+Nothing here imports llama.cpp (or anything above this module), so the
+terminal and the window can parse and show server lists, and the llama side
+(:mod:`specchat.core.llama.rpc`) shares these types. Talking to servers
+(probes, serving, the build check) is the runtime's:
+:mod:`specchat.core.runtime.remote`; the window's saved list is in
+settings.json (:func:`specchat.core.settings.load_servers`).
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from specchat.core.build import GIB
-from specchat.core.jsonfile import UnreadableFileError, read_json
 from specchat.core.types import SpecchatError
-
-log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 50052
 MAX_SERVERS = 16  # GGML_RPC_MAX_SERVERS
+TARGET_WORKER_FLAG = "--specchat-target-worker"
+"""The packaged app's executable runs the target's child process (it has no ``python -m``) when given only this."""
 DEFAULT_DEADLINE = 60.0
 """Seconds one call to the target's process may take before its server counts as stopped."""
 
@@ -103,61 +100,3 @@ class ServerReport:
         if self.error:
             return [f"{self.server}: {self.error}"]
         return [d.summary() for d in self.devices]
-
-
-SERVERS_FILENAME = "remote-devices.json"
-
-
-def servers_path() -> Path:
-    """Where the window keeps its list of remote servers (beside settings.json)."""
-    from specchat.core import paths
-
-    return paths.config_dir() / SERVERS_FILENAME
-
-
-def load_servers(path: Path | None = None) -> tuple[str, ...]:
-    """The saved servers; an unreadable file or entry is skipped (logged), never fatal."""
-    path = path or servers_path()
-    try:
-        raw = read_json(path)
-    except FileNotFoundError:
-        return ()
-    except UnreadableFileError as exc:
-        log.warning("remote servers file unreadable: %s; using none", exc)
-        return ()
-    items = raw.get("servers", []) if isinstance(raw, dict) else []
-    servers: list[str] = []
-    for item in items if isinstance(items, list) else []:
-        try:
-            servers.extend(s for s in parse_servers(str(item)) if s not in servers)
-        except SpecchatError as exc:
-            log.warning("remote servers file %s: %s; skipped", path, exc)
-    return tuple(servers[:MAX_SERVERS])
-
-
-def save_servers(servers: Iterable[str], path: Path | None = None, *, free: dict[str, int] | None = None) -> None:
-    """Write the list atomically (a crash leaves the old file or the new one).
-
-    ``free`` adds what a Test found free on each server (bytes); figures for
-    servers still listed are kept from before.
-    """
-    path = path or servers_path()
-    servers = list(servers)
-    known = {s: n for s, n in saved_free(path).items() if s in servers}
-    known.update({s: int(n) for s, n in (free or {}).items() if s in servers})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"servers": servers, "free_bytes": known}, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def saved_free(path: Path | None = None) -> dict[str, int]:
-    """Free bytes per server as the latest Test found them (for the fit verdict before loading)."""
-    try:
-        raw = read_json(path or servers_path())
-    except (FileNotFoundError, UnreadableFileError):
-        return {}
-    found = raw.get("free_bytes", {}) if isinstance(raw, dict) else {}
-    if not isinstance(found, dict):
-        return {}
-    return {str(s): int(n) for s, n in found.items() if isinstance(n, int) and not isinstance(n, bool) and n >= 0}

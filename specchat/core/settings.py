@@ -2,6 +2,9 @@
 
 Loading never fails: a missing file gives the defaults, and a bad file or an
 odd value falls back to the default field by field, with a logged warning.
+Beside the window's fields the file holds sections (:data:`SECTIONS`): the
+remote servers (:func:`load_servers`, :func:`save_servers`), kept by
+:func:`read_section` and :func:`write_section`; saving the settings keeps them.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import json
 import logging
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specchat.core import paths
+from specchat.core.engine.registry import drafter_entry
 from specchat.core.jsonfile import UnreadableFileError, read_json
+from specchat.core.remote import MAX_SERVERS, parse_servers
 from specchat.core.types import (
     DEFAULT_DEPTH,
     GPU_LAYERS_AUTO,
@@ -33,6 +39,10 @@ SETTINGS_FILENAME = "settings.json"
 MIN_CONTEXT = 256
 MAX_CONTEXT = 1 << 20
 THEMES = ("system", "light", "dark")
+REMOTE_SECTION = "remote"
+"""The section holding the saved remote servers and what a Test found free on them."""
+SECTIONS = (REMOTE_SECTION,)
+"""Top-level keys of settings.json beside the window's fields (``remote``: the saved remote servers)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,7 @@ class Settings:
     depth: int | None = DEFAULT_DEPTH  # None = auto (adaptive)
     # Automatic (lookup + draft model) where a draft model is loaded: docs/benchmarks.md has why; the
     # window falls back to n-gram lookup without one, and preselects a target's own MTP heads.
-    drafter: DrafterKind = DrafterKind.COMPOSITE
+    drafter: str = DrafterKind.COMPOSITE  # a name in specchat.core.engine.registry.DRAFTERS
     # The composite drafter's lookup also searches the saved conversations (kept in a file next to them).
     # Off by default: it keeps what the user wrote and got.
     lookup_memory: bool = False
@@ -115,10 +125,11 @@ class Settings:
     system_prompt: str = ""  # for new conversations
     last_conversation: int = 0  # reopened on start (0: none)
     baselines: dict[str, Any] = field(default_factory=dict)  # baseline key -> Baseline.to_json()
+    presets: dict[str, Any] = field(default_factory=dict)  # the user's sampler presets: name -> values
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        data["drafter"] = self.drafter.value
+        data["drafter"] = _name(self.drafter)
         return data
 
 
@@ -157,7 +168,12 @@ def _check(name: str, value: Any) -> Any:
             return None
         return int(_number(value, 0, MAX_DEPTH, integer=True))
     if name == "drafter":
-        return DrafterKind(value)
+        if not isinstance(value, str):
+            raise TypeError("expected a drafter's name")
+        try:
+            return drafter_entry(value).name
+        except SpecchatError as exc:
+            raise ValueError(str(exc)) from None
     if name in ("zoom", "last_conversation"):
         return int(_number(value, -100, 1 << 62, integer=True))
     if name in ("hide_rejected", "show_verdicts", "sidebar_visible", "panel_visible", "lookup_memory"):
@@ -168,7 +184,7 @@ def _check(name: str, value: Any) -> Any:
         if value not in THEMES:
             raise ValueError(f"expected one of {', '.join(THEMES)}")
         return value
-    if name == "baselines":
+    if name in ("baselines", "presets"):  # each entry is checked where it is used (chat/presets.py for presets)
         if not isinstance(value, dict):
             raise TypeError("expected an object")
         return {str(k): v for k, v in value.items() if isinstance(v, dict)}  # older plain numbers are dropped
@@ -205,6 +221,8 @@ def load_settings(path: Path | None = None) -> Settings:
         return settings
     known = {f.name for f in dataclasses.fields(Settings)}
     for name, value in raw.items():
+        if name in SECTIONS:
+            continue
         if name not in known:
             log.warning("settings file %s: ignoring unknown key %r", path, name)
             continue
@@ -216,8 +234,129 @@ def load_settings(path: Path | None = None) -> Settings:
 
 
 def save_settings(settings: Settings, path: Path | None = None) -> None:
-    """Write settings atomically (temp file, then rename)."""
+    """Write settings atomically (temp file, then rename), keeping the sections other modules own."""
     path = path or settings_path()
+    data = settings.to_json()
+    data.update({k: v for k, v in _sections(path).items() if k not in data})
+    _write(path, data)
+
+
+def read_section(name: str, path: Path | None = None) -> Any:
+    """Section ``name`` of settings.json (None if absent); UnreadableFileError for a file that is not JSON."""
+    try:
+        raw = read_json(path or settings_path())
+    except FileNotFoundError:
+        return None
+    return raw.get(name) if isinstance(raw, dict) else None
+
+
+def write_section(name: str, value: Any, path: Path | None = None) -> None:
+    """Replace section ``name`` of settings.json (atomically), leaving every other key as it is.
+
+    A file that cannot be read as JSON is replaced by one holding the section only (the settings in it were
+    already lost: loading falls back to the defaults).
+    """
+    if name not in SECTIONS:
+        raise ValueError(f"{name!r} is not a settings section")
+    path = path or settings_path()
+    try:
+        raw = read_json(path)
+    except (FileNotFoundError, UnreadableFileError):
+        raw = {}
+    data = dict(raw) if isinstance(raw, dict) else {}
+    data[name] = value
+    _write(path, data)
+
+
+def _sections(path: Path) -> dict[str, Any]:
+    try:
+        raw = read_json(path)
+    except (FileNotFoundError, UnreadableFileError):
+        return {}
+    return {k: v for k, v in raw.items() if k in SECTIONS} if isinstance(raw, dict) else {}
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(settings.to_json(), indent=2, sort_keys=True), encoding="utf-8")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _name(drafter: str) -> str:
+    """A drafter's name as plain text (a DrafterKind member's value)."""
+    return drafter_entry(drafter).key
+
+
+# --- the window's remote servers (settings.json section ``remote``) -------------------------------
+
+LEGACY_FILENAME = "remote-devices.json"
+"""Where the list was kept before it moved into settings.json; read once, then removed."""
+
+
+def servers_path() -> Path:
+    """The file holding the window's list of remote servers (settings.json)."""
+    return settings_path()
+
+
+def _remote_section(path: Path | None) -> dict[str, object]:
+    """The saved section (migrating the old file beside settings.json on first use); {} if unreadable."""
+    path = path or servers_path()
+    try:
+        found = read_section(REMOTE_SECTION, path)
+    except UnreadableFileError as exc:
+        log.warning("remote servers unreadable: %s; using none", exc)
+        return {}
+    if found is None:
+        found = _migrate(path)
+    return found if isinstance(found, dict) else {}
+
+
+def _migrate(path: Path) -> object:
+    legacy = path.with_name(LEGACY_FILENAME)
+    try:
+        found = read_json(legacy)
+    except FileNotFoundError:
+        return None
+    except UnreadableFileError as exc:
+        log.warning("remote servers file unreadable: %s; using none", exc)
+        return None
+    try:
+        write_section(REMOTE_SECTION, found, path)
+        legacy.unlink()
+    except OSError as exc:  # keep working from the old file until it can move
+        log.warning("could not move %s into %s: %s", legacy, path, exc)
+    return found
+
+
+def load_servers(path: Path | None = None) -> tuple[str, ...]:
+    """The saved servers; an unreadable file or entry is skipped (logged), never fatal."""
+    path = path or servers_path()
+    items = _remote_section(path).get("servers", [])
+    servers: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        try:
+            servers.extend(s for s in parse_servers(str(item)) if s not in servers)
+        except SpecchatError as exc:
+            log.warning("remote servers in %s: %s; skipped", path, exc)
+    return tuple(servers[:MAX_SERVERS])
+
+
+def save_servers(servers: Iterable[str], path: Path | None = None, *, free: dict[str, int] | None = None) -> None:
+    """Save the list (settings.json is replaced atomically: a crash leaves the old file or the new one).
+
+    ``free`` adds what a Test found free on each server (bytes); figures for
+    servers still listed are kept from before.
+    """
+    servers = list(servers)
+    known = {s: n for s, n in saved_free(path).items() if s in servers}
+    known.update({s: int(n) for s, n in (free or {}).items() if s in servers})
+    write_section(REMOTE_SECTION, {"servers": servers, "free_bytes": known}, path or servers_path())
+
+
+def saved_free(path: Path | None = None) -> dict[str, int]:
+    """Free bytes per server as the latest Test found them (for the fit verdict before loading)."""
+    found = _remote_section(path).get("free_bytes", {})
+    if not isinstance(found, dict):
+        return {}
+    return {str(s): int(n) for s, n in found.items() if isinstance(n, int) and not isinstance(n, bool) and n >= 0}

@@ -22,7 +22,8 @@ from specchat.core.cancel import CancelToken
 from specchat.core.chat.store import ConversationStore, ReplyWriter, StoredMessage
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, Transcript
 from specchat.core.engine.depth import DepthControl
-from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationParams, GenerationStats, SpecchatError
+from specchat.core.engine.registry import Part, default_drafter, drafter_entry
+from specchat.core.types import Finished, FinishReason, GenerationParams, GenerationStats, SpecchatError
 
 from .worker import ReplyRequest
 
@@ -33,11 +34,11 @@ TITLE_CHARS = 48
 
 @dataclass(frozen=True)
 class ReplySettings:
-    """What the Speculation panel says a reply should use."""
+    """What the Speculation panel says a reply should use (the depth is not here: the panel moves the
+    ``DepthControl`` the engine reads each round, the one path from the slider to the engine)."""
 
     params: GenerationParams
-    drafter: DrafterKind
-    depth: int | None  # None = auto
+    drafter: str  # a name in specchat.core.engine.registry.DRAFTERS
 
 
 class ReplyHost(Protocol):
@@ -81,14 +82,34 @@ class ChatController(QObject):
         self.conversation_id: int | None = None
         self._live: Transcript | None = None  # the streaming reply's conversation, on screen or not
         self._live_conversation: int | None = None
-        self.has_draft_model = True
-        self.has_mtp = False
+        self.offered: frozenset[str] = frozenset({Part.DRAFT_MODEL.value})  # the loaded pair's parts
         self.default_system_prompt = ""  # for new conversations (the window passes the setting)
         self.closing = False
         self._writer: ReplyWriter | None = None
         self._token: CancelToken | None = None
         self._edit_index: int | None = None  # the user message being edited, until sent or abandoned
         self._save_failed = False
+
+    @property
+    def has_draft_model(self) -> bool:
+        """Whether the pair has a draft model (a view of :attr:`offered`, which the window may set instead)."""
+        return Part.DRAFT_MODEL.value in self.offered
+
+    @has_draft_model.setter
+    def has_draft_model(self, present: bool) -> None:
+        self._offer(Part.DRAFT_MODEL, present)
+
+    @property
+    def has_mtp(self) -> bool:
+        """Whether the pair has MTP heads (a view of :attr:`offered`)."""
+        return Part.MTP_HEADS.value in self.offered
+
+    @has_mtp.setter
+    def has_mtp(self, present: bool) -> None:
+        self._offer(Part.MTP_HEADS, present)
+
+    def _offer(self, part: Part, present: bool) -> None:
+        self.offered = self.offered | {part.value} if present else self.offered - {part.value}
 
     @property
     def streaming(self) -> bool:
@@ -245,7 +266,6 @@ class ChatController(QObject):
         drafter = self._drafter(settings)
         index = len(self.transcript.messages) - 1
         history, text = self.transcript.history(index), self.transcript.messages[index].content
-        self.depth_control.set(settings.depth)
         self._live, self._live_conversation = self.transcript, self.conversation_id
         reply = self.transcript.resume_reply(settings.params.max_tokens)
         assert reply is not None and reply.figures is not None
@@ -320,7 +340,6 @@ class ChatController(QObject):
             self.notice.emit(str(exc))
             return
         drafter = self._drafter(settings)
-        self.depth_control.set(settings.depth)
         self._live, self._live_conversation = self.transcript, self.conversation_id
         reply = self.transcript.begin_reply()
         assert reply.figures is not None
@@ -334,18 +353,15 @@ class ChatController(QObject):
         request = ReplyRequest(self.conversation_id, history, user_text, settings.params, drafter, self.depth_control)
         self._token = self.host.generate(request)
 
-    def _drafter(self, settings: ReplySettings) -> DrafterKind:
-        """The drafter asked for, or the one the loaded pair has in its place (said in the status bar)."""
-        drafter = settings.drafter
-        missing = {DrafterKind.DRAFT_MODEL: not self.has_draft_model, DrafterKind.MTP: not self.has_mtp,
-                   DrafterKind.COMPOSITE: not (self.has_draft_model or self.has_mtp)}
-        if missing.get(drafter, False):
-            drafter = DrafterKind.MTP if self.has_mtp else DrafterKind.NGRAM
-            lacking = {DrafterKind.DRAFT_MODEL: "draft model", DrafterKind.MTP: "MTP heads"}.get(
-                settings.drafter, "model drafter")
-            instead = "its MTP heads" if self.has_mtp else "n-gram lookup"
-            self.status.emit(f"The loaded pair has no {lacking}: drafting with {instead}")
-        return drafter
+    def _drafter(self, settings: ReplySettings) -> str:
+        """The drafter asked for, or the registry's default for the loaded pair in its place (said in the status
+        bar)."""
+        asked = drafter_entry(settings.drafter)
+        if asked.available(self.offered):
+            return asked.name
+        instead = default_drafter(self.offered)
+        self.status.emit(f"The loaded pair has no {asked.lacking()}: drafting with {instead.label_for(self.offered)}")
+        return instead.name
 
     def on_events(self, batch: list[object]) -> None:
         """Engine events of the streaming reply (on the GUI thread)."""

@@ -39,19 +39,19 @@ from PySide6.QtGui import (
     QMouseEvent,
     QPalette,
     QResizeEvent,
-    QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
 )
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QTextBrowser, QToolButton, QToolTip, QWidget
+from PySide6.QtWidgets import QLabel, QMenu, QTextBrowser, QToolButton, QToolTip, QWidget
 
 from specchat.core.chat.race import RaceRecord, race_refusal
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript, span_count
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
 from . import syntax
+from .hover_bar import HoverBar, header_bottom_of
 from .markdown_blocks import FateIndex, fence_code, parse_blocks
 from .markdown_render import BodyWriter, Tail, new_block, remove_range
 from .token_styles import (
@@ -186,6 +186,7 @@ class ChatView(QTextBrowser):
         self._tail = Tail(0, 0)
         self._text_end: int | None = None
         self._ghost: tuple[int, int] | None = None
+        self._continue_link: tuple[int, int] | None = None  # "  Continue" after the last reply's note, if drawn
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(FLUSH_MS)
@@ -268,6 +269,7 @@ class ChatView(QTextBrowser):
         msg = self.transcript.messages[index]
         cursor = self._end_cursor()
         cursor.beginEditBlock()
+        self._drop_continue_link(cursor)  # only the last reply goes on; the one above is no longer last
         self._insert_message(cursor, index)
         cursor.endEditBlock()
         if msg.role == "assistant" and not msg.finished:
@@ -490,6 +492,7 @@ class ChatView(QTextBrowser):
         self._scrolling = True
         try:
             self.document().clear()
+            self._continue_link = None
             cursor = self._end_cursor()
             cursor.beginEditBlock()
             for index in range(len(messages)):
@@ -589,8 +592,21 @@ class ChatView(QTextBrowser):
                 link.setAnchor(True)
                 link.setAnchorHref(f"specchat:continue/{index}/0")
                 link.setToolTip("Go on from where the limit cut the reply, into the same message")
+                start = cursor.position()
                 cursor.insertText("  ", fmt)
                 cursor.insertText("Continue", link)
+                self._continue_link = (start, cursor.position())
+
+    def _drop_continue_link(self, cursor: QTextCursor) -> None:
+        """Remove the "Continue" link drawn after a reply that is no longer the last (its note stays)."""
+        if self._continue_link is None:
+            return
+        start, end = self._continue_link
+        self._continue_link = None
+        cursor.setPosition(start)
+        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
 
     def token_at(self, pos: QPoint) -> TokenSpan | None:
         """The span with an X-ray detail under a viewport position (either look), or None."""
@@ -826,10 +842,11 @@ class ChatView(QTextBrowser):
                     action.deleteLater()
             self.hover_bar.set_actions(actions)
             self.hover_index, self._hover_busy = index, self.streaming
-        top = self._message_top(self.cursorForPosition(pos).block(), index)
+        # Its bottom on the header line's: it covers the gap above the message and the header, never the text.
+        header_bottom = header_bottom_of(self.cursorForPosition(pos).block(), index)
         size = self.hover_bar.sizeHint()
         x = self.viewport().width() - size.width() - 6
-        y = max(0, top - self.verticalScrollBar().value())
+        y = max(0, header_bottom - size.height() - self.verticalScrollBar().value())
         self.hover_bar.setGeometry(x, y, size.width(), size.height())
         self.hover_bar.show()
         self.hover_bar.raise_()
@@ -837,19 +854,6 @@ class ChatView(QTextBrowser):
     def hide_hover(self) -> None:
         self.hover_bar.hide()
         self.hover_index = None
-
-    def _message_top(self, block: QTextBlock, index: int) -> int:
-        """The document y of message ``index``'s first block (its header), walking back from ``block``."""
-        first = block
-        while block.isValid():
-            owner = _block_message(block)
-            if owner is not None and owner != index:
-                break
-            if owner == index:
-                first = block
-            block = block.previous()
-        rect = self.document().documentLayout().blockBoundingRect(first)
-        return int(rect.top())
 
     def race_action(self, index: int) -> QAction:
         """Race plain decoding on the reply at ``index``, or replay its stored race."""
@@ -863,55 +867,6 @@ class ChatView(QTextBrowser):
                                       "Decode the same prompt with the target alone and replay both side by side"))
         action.triggered.connect(lambda *_: self.race_requested.emit(index))
         return action
-
-
-def _block_message(block: QTextBlock) -> int | None:
-    """The message index of a block's first fragment that has one."""
-    it = block.begin()
-    while not it.atEnd():
-        value = it.fragment().charFormat().property(PROP_MESSAGE)
-        if value is not None:
-            return int(value)
-        it += 1
-    return None
-
-
-class HoverBar(QFrame):
-    """A small floating row of buttons over the hovered message, each triggering one of its actions."""
-
-    LABELS = {"copy": "Copy", "regenerate": "Regenerate", "edit": "Edit", "race": "Race"}
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setAutoFillBackground(True)
-        self.setCursor(Qt.CursorShape.ArrowCursor)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        layout.setSpacing(2)
-        self.buttons: dict[str, QToolButton] = {}
-        self._actions: list[QAction] = []
-
-    def set_actions(self, actions: list[QAction]) -> None:
-        """Replace the buttons with one per action (the actions become the bar's)."""
-        for button in self.buttons.values():
-            button.deleteLater()
-        for old in self._actions:
-            old.deleteLater()
-        self.buttons = {}
-        self._actions = list(actions)
-        layout = cast(QHBoxLayout, self.layout())
-        for action in actions:
-            action.setParent(self)
-            button = QToolButton(self)
-            button.setText(self.LABELS.get(action.objectName(), action.text()))
-            button.setToolTip(action.toolTip() or action.text())
-            button.setEnabled(action.isEnabled())
-            button.setAutoRaise(True)
-            button.clicked.connect(action.trigger)
-            layout.addWidget(button)
-            self.buttons[action.objectName()] = button
-        self.adjustSize()
 
 
 class TokenLegend(QLabel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import cast
 
 from PySide6.QtCore import Qt, Signal
@@ -20,13 +21,12 @@ from PySide6.QtWidgets import (
 from superqt import QLabeledSlider
 
 from specchat.core.chat.baseline import PROBE_TOKENS
-from specchat.core.engine.drafters import COMPOSITE_WITH_HEADS_LABEL, DRAFTER_LABELS
+from specchat.core.engine.registry import Part, default_drafter, drafter_entries, drafter_entry, drafter_names
 from specchat.core.settings import MAX_CONTEXT, MIN_CONTEXT, Settings
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
     MAX_DEPTH,
     MAX_GPU_LAYERS,
-    DrafterKind,
     GenerationParams,
     GpuLayers,
     SamplerParams,
@@ -132,8 +132,8 @@ class SpeculationControls(QGroupBox):
         form.addRow("Depth", row)
 
         self.drafter = QComboBox()
-        for kind, label in DRAFTER_LABELS.items():
-            self.drafter.addItem(label, kind)
+        for entry in drafter_entries():
+            self.drafter.addItem(entry.label_for(), entry.key)
         # Sized for a short label, not the longest: the panel stays narrow enough for a 900-pixel window.
         self.drafter.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.drafter.setMinimumContentsLength(14)
@@ -207,7 +207,7 @@ class SpeculationControls(QGroupBox):
         self.depth_slider.setValue(4 if s.depth is None else s.depth)
         self.auto_depth.setChecked(s.depth is None)
         self.depth_slider.setEnabled(s.depth is not None)
-        self.drafter.setCurrentIndex(list(DRAFTER_LABELS).index(s.drafter))
+        self.drafter.setCurrentIndex(drafter_names().index(drafter_entry(s.drafter).name))
         self.lookup_memory.setChecked(s.lookup_memory)
         self.temperature.setValue(s.temperature)
         self.top_k.setValue(s.top_k)
@@ -246,35 +246,32 @@ class SpeculationControls(QGroupBox):
         return None if self.auto_depth.isChecked() else int(self.depth_slider.value())
 
     def set_available_drafters(self, draft_model: bool, mtp: bool) -> None:
-        """Grey out drafters the loaded pair lacks, and name the automatic one after the model it drafts with.
+        """:meth:`set_offered` for a pair with (or without) a draft model and MTP heads."""
+        self.set_offered({part.value for part, present in ((Part.DRAFT_MODEL, draft_model), (Part.MTP_HEADS, mtp))
+                          if present})
 
-        A drafter the pair lacks gives way to the automatic one where a model can draft (the draft model, or
-        else the target's MTP heads), and to n-gram lookup where none can.
+    def set_offered(self, offered: Collection[str]) -> None:
+        """Grey out drafters needing parts the loaded pair lacks; label each after the part it drafts with.
+
+        A drafter the pair cannot run gives way to the registry's default for the pair (the automatic one where
+        a model can draft, n-gram lookup where none can).
         """
         model = self._drafter_items()
-        for row in range(self.drafter.count()):
-            kind = DrafterKind(self.drafter.itemData(row))
-            # A head loaded with --draft drafts under "Draft model"; its own kind is not offered here yet.
-            available = {DrafterKind.DRAFT_MODEL: draft_model, DrafterKind.MTP: mtp,
-                         DrafterKind.COMPOSITE: draft_model or mtp, DrafterKind.EAGLE3: False,
-                         DrafterKind.DFLASH: False, DrafterKind.DSPARK: False}.get(kind, True)
-            model.item(row).setEnabled(available)
-        composite = self.drafter.findData(DrafterKind.COMPOSITE)
-        label = COMPOSITE_WITH_HEADS_LABEL if mtp and not draft_model else DRAFTER_LABELS[DrafterKind.COMPOSITE]
-        self.drafter.setItemText(composite, label)
-        if self.drafter.currentIndex() == composite:
-            self.drafter.setToolTip(label)
+        for row, entry in enumerate(drafter_entries()):
+            model.item(row).setEnabled(entry.available(offered))
+            self.drafter.setItemText(row, entry.label_for(offered))
+        self.drafter.setToolTip(self.drafter.currentText())
         if not model.item(self.drafter.currentIndex()).isEnabled():
-            fallback = DrafterKind.COMPOSITE if draft_model or mtp else DrafterKind.NGRAM
-            self.drafter.setCurrentIndex(self.drafter.findData(fallback))
+            self.drafter.setCurrentIndex(drafter_names().index(default_drafter(offered).name))
 
     def _drafter_items(self) -> QStandardItemModel:
         # a QComboBox's own model is a QStandardItemModel; its items can be greyed out one by one
         return cast(QStandardItemModel, self.drafter.model())
 
     @property
-    def drafter_kind(self) -> DrafterKind:
-        return DrafterKind(self.drafter.currentData())
+    def drafter_kind(self) -> str:
+        """The chosen drafter's name (:data:`specchat.core.engine.registry.DRAFTERS`)."""
+        return drafter_entry(self.drafter.currentData()).name
 
     def generation_params(self) -> GenerationParams:
         sampler = SamplerParams(

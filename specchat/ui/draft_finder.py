@@ -33,10 +33,13 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.advise import DEFAULT_BUDGET
+from specchat.core.advise import payoff as backend_payoff
 from specchat.core.advise.advisor import Advice, CandidateResult, advise
 from specchat.core.advise.candidates import CandidateKind
+from specchat.core.advise.payoff import Payoff
 from specchat.core.cancel import CancelToken
-from specchat.core.types import DrafterKind, SpecchatError
+from specchat.core.models.heads import HEAD_NAMES, HeadKind, heads_beside
+from specchat.core.types import SpecchatError
 
 if TYPE_CHECKING:
     from specchat.ui.controls import SpeculationControls
@@ -83,8 +86,11 @@ def row_texts(result: CandidateResult) -> list[str]:
     """The table's cells for one candidate."""
     c, p, m = result.candidate, result.prediction, result.confirmation
     loaded = c.kind is CandidateKind.DRAFT and c.source == "loaded"
+    kind = c.kind.value
+    if c.head and c.head in HeadKind._value2member_map_:
+        kind = HEAD_NAMES[HeadKind(c.head)] if c.kind is not CandidateKind.CATALOG else f"catalog {c.head}"
     return [
-        f"{c.label} (loaded)" if loaded else c.label, c.kind.value,
+        f"{c.label} (loaded)" if loaded else c.label, kind,
         f"{p.acceptance:.0%}" if p else "–", f"{p.cost_ratio:.0%}" if p else "–",
         str(p.best_depth) if p else "–", f"{p.speedup:.2f}×" if p else "–",
         f"{p.auto_speedup:.2f}×" if p else "–", f"{m.speedup:.2f}×" if m else "–",
@@ -98,7 +104,7 @@ class DrafterSetup:
 
     target: str
     draft: str  # "" for the target alone
-    drafter: DrafterKind
+    drafter: str  # a name in specchat.core.engine.registry.DRAFTERS
     depth: int  # the slider's fixed depth (kept while Auto is on)
     auto: bool
 
@@ -173,6 +179,17 @@ class DraftFinderDialog(QDialog):
                        "machine: short greedy runs, then the winner against plain decoding.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
+        beside = _heads_beside(target)
+        self.heads_note = QLabel(f"Heads beside it (candidates in the table): {', '.join(beside)}" if beside else "")
+        self.heads_note.setWordWrap(True)
+        self.heads_note.setVisible(bool(beside))
+        layout.addWidget(self.heads_note)
+        self.backend = QLabel("")
+        self.backend.setWordWrap(True)
+        self.backend.setToolTip("From the verify cost by batch size that the calibration measures: "
+                                "speculation pays only when a batch costs much less than its tokens one by one")
+        layout.addWidget(self.backend)
+        self.show_payoff(backend_payoff.known(target) if Path(target).is_file() else None)
 
         row = QHBoxLayout()
         row.addWidget(QLabel("Budget"))
@@ -272,8 +289,16 @@ class DraftFinderDialog(QDialog):
         self.progress_bar.setValue(100)
         self.show_advice(advice)
 
+    def show_payoff(self, payoff: Payoff | None) -> None:
+        """Whether speculation can pay on this backend (hidden until a calibration has said)."""
+        self.backend.setText(payoff.line() if payoff is not None else "")
+        self.backend.setStyleSheet("" if payoff is None or payoff.pays else "color: #b35900; font-weight: bold;")
+        self.backend.setVisible(payoff is not None)
+
     def show_advice(self, advice: Advice) -> None:
         """Fill the table, rank order, and select the winner."""
+        if advice.payoff is not None:
+            self.show_payoff(advice.payoff)
         self.table.setRowCount(len(advice.results))
         for row, result in enumerate(advice.results):
             for col, text in enumerate(row_texts(result)):
@@ -290,8 +315,9 @@ class DraftFinderDialog(QDialog):
             first = advice.results[0] if advice.results else None
             lost = (f" ({first.candidate.label} was predicted {first.speedup:.2f}× but measured "
                     f"{first.confirmation.speedup:.2f}×)") if first is not None and first.confirmation else ""
+            why = (" " + advice.payoff.line()) if advice.payoff is not None and not advice.payoff.pays else ""
             self.status.setText(f"None of the candidates beats plain decoding on this machine{lost}: "
-                                "plain decoding is the fastest here.")
+                                f"plain decoding is the fastest here.{why}")
 
     def selected(self) -> CandidateResult | None:
         rows = self.table.selectionModel().selectedRows()
@@ -335,3 +361,18 @@ class DraftFinderDialog(QDialog):
             self._cancel.cancel()
             self._stop_thread()
         super().done(result)
+
+
+def _heads_beside(target: str) -> list[str]:
+    """``eagle3-x.gguf (EAGLE-3)`` for each head file beside ``target`` (by name only: nothing is read)."""
+    from specchat.core.models.heads import sidecar_kind
+
+    try:
+        paths = heads_beside(target) if Path(target).is_file() else []
+    except OSError:
+        return []
+    out = []
+    for path in paths:
+        kind = sidecar_kind(path.name)
+        out.append(f"{path.name} ({HEAD_NAMES[kind].split()[0]})" if kind is not None else path.name)
+    return out

@@ -309,10 +309,6 @@ class FateIndex:
                 self.length += len(span.text)
         self._taken = len(spans)
 
-    def span_at(self, offset: int) -> TokenSpan | None:
-        i = bisect.bisect_right(self.starts, offset) - 1
-        return self.spans[i] if i >= 0 and offset < self.length else None
-
     def rejections_from(self, offset: int) -> list[Rejection]:
         """Rejections at ``offset`` or later, in order."""
         i = bisect.bisect_left([r.offset for r in self.rejections], offset)

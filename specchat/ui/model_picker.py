@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
@@ -26,7 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specchat.core.advise import payoff as backend_payoff
 from specchat.core.models.fit import MachineMemory, fit_files, machine_memory
+from specchat.core.models.heads import HeadCheck, check_head, heads_beside, read_head
 from specchat.core.models.pairs import compatibility_text
 from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
@@ -98,6 +101,24 @@ class ModelPickerDialog(QDialog):
         self.fit.setToolTip(f"Weights plus the KV cache for a {n_ctx}-token context, against this machine's "
                             "free memory (GPU layers as \"auto\" would place them)")
         form.addRow("Memory", self.fit)
+        heads_row = QWidget()
+        heads_layout = QHBoxLayout(heads_row)
+        heads_layout.setContentsMargins(0, 0, 0, 0)
+        self.heads_box = QComboBox()
+        self.heads_box.setToolTip("Head files found beside the target (its folder or hub snapshot), "
+                                  "as llama-server -hf finds them by name: mtp-, eagle3-, dflash-, dspark-")
+        self.use_head_button = QPushButton("Use as draft")
+        self.use_head_button.clicked.connect(self._use_head)
+        heads_layout.addWidget(self.heads_box, 1)
+        heads_layout.addWidget(self.use_head_button)
+        self.form = form
+        form.addRow("Beside it", heads_row)
+        self.heads_row = heads_row
+        self.backend = QLabel("")
+        self.backend.setWordWrap(True)
+        self.backend.setToolTip("From the draft finder's last calibration of this target on this machine: "
+                                "the verify cost by batch size")
+        form.addRow("This machine", self.backend)
         self.finder_button = QPushButton("Find the best draft…")
         self.finder_button.setToolTip("Measure every drafter that can work with this target on this machine")
         self.finder_button.clicked.connect(self.open_draft_finder)
@@ -170,6 +191,34 @@ class ModelPickerDialog(QDialog):
         measured = measured_text(target, draft)
         self.verdict.setText(compatibility_text(target, draft) + (f" · {measured}" if measured else ""))
         self.fit.setText(memory_text(target, draft, self.n_ctx, self.memory))
+        self._show_heads(target)
+        self._show_backend(target)
+
+    def _show_heads(self, target: str) -> None:
+        """The heads beside the target, each with its verdict; the row hides when there are none."""
+        checks = heads_text(target)
+        chosen = self.draft_field.path or self.heads_box.currentData()
+        self.heads_box.clear()
+        for check in checks:
+            self.heads_box.addItem(f"{check.line()} ({check.head.path.name})", str(check.head.path))
+        index = self.heads_box.findData(str(Path(chosen).expanduser())) if chosen else -1
+        if index >= 0:  # keep showing the head in use (or the one picked before)
+            self.heads_box.setCurrentIndex(index)
+        self.form.setRowVisible(self.heads_row, bool(checks))
+
+    def _use_head(self) -> None:
+        path = self.heads_box.currentData()
+        if path:
+            self.draft_field.edit.setText(str(path))
+
+    def _show_backend(self, target: str) -> None:
+        """Whether speculation can pay here, as the draft finder last measured it for this target."""
+        t = Path(target).expanduser() if target else None
+        known = backend_payoff.known(t) if t is not None and t.is_file() else None
+        self.backend.setText(known.line() if known is not None else "")
+        cannot = known is not None and not known.pays
+        self.backend.setStyleSheet("color: #b35900; font-weight: bold;" if cannot else "")
+        self.form.setRowVisible(self.backend, known is not None)
 
 
     def open_draft_finder(self) -> DraftFinderDialog:
@@ -195,6 +244,27 @@ def memory_text(target: str, draft: str, n_ctx: int, memory: MachineMemory) -> s
         return fit_files(t, d if d is not None and d.is_file() else None, n_ctx, memory, read=_cached_shape).text
     except (SpecchatError, OSError) as exc:
         return f"cannot tell: {exc}"
+
+
+def heads_text(target: str) -> list[HeadCheck]:
+    """The heads beside ``target`` on disk, each judged against it ([] until the target exists)."""
+    t = Path(target).expanduser() if target else None
+    if t is None or not t.is_file():
+        return []
+    return list(_heads(str(t), t.stat().st_mtime_ns, t.parent.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=32)
+def _heads(target: str, _mtime: int, _folder_mtime: int) -> tuple[HeadCheck, ...]:
+    out = []
+    for path in heads_beside(target):
+        try:
+            head = read_head(path)
+            if head is not None:
+                out.append(check_head(target, head))
+        except (SpecchatError, OSError) as exc:
+            log.info("not offering %s: %s", path, exc)
+    return tuple(out)
 
 
 def _cached_shape(path: Path) -> ModelShape:

@@ -18,6 +18,7 @@ from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, QThreadPool, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -142,7 +143,11 @@ class CatalogTab(QWidget):
         self.get_button = QPushButton("Load pair")
         self.cancel_button = QPushButton("Cancel download")
         self.cancel_button.hide()
+        self.sidecars_box = QCheckBox("with sidecars")
+        self.sidecars_box.setToolTip("Also download the drafter files beside the target in its repository "
+                                     "(mtp-, eagle3-, dflash-, dspark- files), as llama-server -hf does")
         row.addWidget(self.status, 1)
+        row.addWidget(self.sidecars_box)
         row.addWidget(self.progress)
         row.addWidget(self.cancel_button)
         row.addWidget(self.get_button)
@@ -189,7 +194,9 @@ class CatalogTab(QWidget):
                 self._set_downloaded(pair.id, found[pair.id])
             else:
                 self._set_state(pair.id, "not downloaded")
-        self._on_selected()
+        self._update_button()
+        if self.worker is None and not self.status.text():  # a download's outcome stays on the status line
+            self._on_selected()
 
     def _on_scan_failed(self, exc: Exception) -> None:
         log.warning("checking downloaded pairs: %s", _error_line(exc))
@@ -258,9 +265,12 @@ class CatalogTab(QWidget):
             except RuntimeError:  # the dialog was closed and this tab deleted: stop (the partial file is kept)
                 cancel.cancel()
 
-        def work() -> tuple[str, PairOnDisk]:
-            target, draft = download_pair(pair, cancel=cancel, on_progress=report).paths
-            return pair.id, pair_on_disk(target, draft)  # reading vocabularies: off the GUI thread
+        with_sidecars = self.sidecars_box.isChecked()
+
+        def work() -> tuple[str, PairOnDisk, str]:
+            got = download_pair(pair, cancel=cancel, on_progress=report, sidecars=with_sidecars)
+            target, draft = got.paths
+            return pair.id, pair_on_disk(target, draft), got.sidecar_text()  # vocabularies: off the GUI thread
 
         self.worker = _start_worker(work, self._on_done, self._on_failed)
         self._update_button()
@@ -292,12 +302,15 @@ class CatalogTab(QWidget):
         self.cancel_button.hide()
         self._update_button()
 
-    def _on_done(self, result: tuple[str, PairOnDisk]) -> None:
-        """Both files are on disk: show the verdict here and in the Files tab; loading is the next click."""
-        pair_id, files = result
+    def _on_done(self, result: tuple[str, PairOnDisk, str]) -> None:
+        """Both files are on disk: show the verdict here and in the Files tab; loading is the next click.
+
+        The status line also names the target's sidecars: those fetched, or those its repository offers.
+        """
+        pair_id, files, sidecars = result
         self._set_downloaded(pair_id, files)
         self._finish_download()
-        self.status.setText(f"Downloaded: {self.verdicts[pair_id]}")
+        self.status.setText(f"Downloaded: {self.verdicts[pair_id]}" + (f"; {sidecars}" if sidecars else ""))
         self.pair_downloaded.emit(files.target, files.draft)
 
     def _on_failed(self, exc: Exception) -> None:
@@ -317,7 +330,11 @@ def measured_text(target: str, draft: str) -> str:
     if not target or not Path(target).expanduser().is_file():
         return ""
     if draft:
-        found = advice_cache.lookup(target, "draft", draft) if Path(draft).expanduser().is_file() else None
+        found = None
+        if Path(draft).expanduser().is_file():  # a draft model, or a head measured under its own kind
+            for kind in ("draft", "eagle3", "dflash", "dspark"):
+                if (found := advice_cache.lookup(target, kind, draft)) is not None:
+                    break
     else:
         found = advice_cache.lookup(target, "mtp") or advice_cache.lookup(target, "ngram")
     return found.label() if found is not None else ""
@@ -390,8 +407,13 @@ class LibraryTab(QWidget):
     def _on_scanned(self, entries: list[LibraryEntry]) -> None:
         for e in entries:
             source = f"{e.source}, unverified" if e.unverified else e.source
-            item = QTreeWidgetItem([e.info.name or e.path.name, e.info.quant or "", f"{e.info.file_size / 1e9:.2f} GB",
-                                    source, str(e.path)])
+            name = e.head.label if e.head is not None else (e.info.name or e.path.name)
+            if e.sidecars:
+                name += f" · {len(e.sidecars)} head{'s' if len(e.sidecars) > 1 else ''} beside it"
+            item = QTreeWidgetItem([name, e.info.quant or "", f"{e.info.file_size / 1e9:.2f} GB", source, str(e.path)])
+            if e.head is not None or e.sidecars:
+                item.setToolTip(0, e.what if e.head is None else
+                                f"{e.head.label}: choose a target, then use it as the draft")
             if e.unverified:
                 item.setToolTip(self.SOURCE_COLUMN, f"unverified: {UNVERIFIED_NOTE}")
             item.setData(0, Qt.ItemDataRole.UserRole, str(e.path))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import html
+from typing import Protocol
 
-from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QSize, Qt, Signal
+from PySide6.QtGui import QBrush, QKeyEvent, QPainter, QPalette, QTextDocument
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
@@ -13,6 +14,9 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPushButton,
     QSizePolicy,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -20,7 +24,69 @@ from PySide6.QtWidgets import (
 
 from specchat.core.chat.store import ConversationInfo
 
-Searcher = Callable[[str], list[tuple[int, str, str]]]  # ConversationStore.search
+HIT = ("\ue000", "\ue001")  # around each matched word in a snippet (private-use characters: never typed)
+SNIPPET_ROLE = Qt.ItemDataRole.UserRole + 1  # the search snippet shown under the title, as HTML
+SNIPPET_INDENT = 8  # pixels the snippet is set in under its title
+
+
+class Searcher(Protocol):
+    """``ConversationStore.search``: (id, title, snippet) of each conversation that matches."""
+
+    def __call__(self, text: str, mark: tuple[str, str] = ...) -> list[tuple[int, str, str]]: ...
+
+
+def snippet_html(snippet: str) -> str:
+    """A snippet with its matched words (between :data:`HIT`'s marks) bold on a highlight."""
+    marked = html.escape(snippet).replace(HIT[0], "<b style='background-color: rgba(255, 200, 0, 110)'>")
+    return marked.replace(HIT[1], "</b>")
+
+
+class SnippetDelegate(QStyledItemDelegate):
+    """Draws a conversation's title and, while searching, the matched text under it with the words marked."""
+
+    def __init__(self, view: QListWidget) -> None:
+        super().__init__(view)
+        self.view = view
+
+    def _document(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QTextDocument:
+        doc = QTextDocument()
+        doc.setDefaultFont(option.font)
+        doc.setDocumentMargin(0)
+        doc.setTextWidth(max(40, self.view.viewport().width() - 2 * SNIPPET_INDENT))
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.PlaceholderText
+        color = option.palette.color(role).name()
+        doc.setHtml(f"<span style='color: {color}'>{index.data(SNIPPET_ROLE)}</span>")
+        return doc
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem,
+              index: QModelIndex | QPersistentModelIndex) -> None:
+        if not index.data(SNIPPET_ROLE):
+            super().paint(painter, option, index)
+            return
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        title_height = opt.fontMetrics.height() + 4
+        style = opt.widget.style() if opt.widget is not None else None
+        if style is not None:  # the item's background (selected or not) over the whole row, then the title
+            text, opt.text = opt.text, ""
+            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+            opt.text = text
+        opt.rect.setHeight(title_height)
+        opt.backgroundBrush = QBrush(Qt.BrushStyle.NoBrush)
+        super().paint(painter, opt, index)
+        painter.save()
+        painter.translate(option.rect.left() + SNIPPET_INDENT, option.rect.top() + title_height)
+        self._document(option, index).drawContents(painter)
+        painter.restore()
+
+    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802 - a Qt override
+                 index: QModelIndex | QPersistentModelIndex) -> QSize:
+        size = super().sizeHint(option, index)
+        if index.data(SNIPPET_ROLE):
+            snippet = int(self._document(option, index).size().height())
+            size.setHeight(option.fontMetrics.height() + 4 + snippet + 4)
+        return size
 
 
 class SearchField(QLineEdit):
@@ -56,6 +122,8 @@ class ConversationSidebar(QWidget):
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setEditTriggers(QListWidget.EditTrigger.EditKeyPressed | QListWidget.EditTrigger.DoubleClicked)
+        self.list.setItemDelegate(SnippetDelegate(self.list))
+        self.list.setWordWrap(True)
         self.new_button = QPushButton("New conversation")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
         self.search_field = SearchField()
@@ -98,18 +166,21 @@ class ConversationSidebar(QWidget):
         self._filter()
 
     def _filter(self) -> None:
-        """Show only the conversations the search text finds (titles and text), each with its snippet as tooltip."""
+        """Show only the conversations the search text finds (titles and text), each with its snippet under
+        its title (the matched words marked) and as its tooltip."""
         text = self.search_field.text()
         found = None
         if text.strip() and self.searcher is not None:
-            found = {cid: snippet for cid, _title, snippet in self.searcher(text)}
+            found = {cid: snippet for cid, _title, snippet in self.searcher(text, mark=HIT)}
         filling, self._filling = self._filling, True  # a tooltip change is an itemChanged, not a rename
         try:
             for row in range(self.list.count()):
                 item = self.list.item(row)
                 cid = int(item.data(Qt.ItemDataRole.UserRole))
+                snippet = found.get(cid, "") if found else ""
                 item.setHidden(found is not None and cid not in found)
-                item.setToolTip(found.get(cid, "") if found else "")
+                item.setToolTip(snippet.replace(HIT[0], "").replace(HIT[1], ""))
+                item.setData(SNIPPET_ROLE, snippet_html(snippet) if snippet else None)
         finally:
             self._filling = filling
 

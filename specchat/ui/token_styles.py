@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QFont, QPalette, QTextCharFormat, QTextFormat
 
 from specchat.core.chat.store import TokenSpan
 from specchat.core.chat.transcript import TokenDetail
+from specchat.core.engine.registry import source_name
 from specchat.core.types import DraftSource, TokenKind
 
 PROP_KIND = QTextFormat.Property.UserProperty + 1
@@ -73,8 +74,6 @@ def kind_format(kind: TokenKind, palette: QPalette) -> QTextCharFormat:
     return fmt
 
 
-_HEAD_NAMES = {DraftSource.EAGLE3: "EAGLE-3", DraftSource.DFLASH: "DFlash", DraftSource.DSPARK: "DSpark"}
-
 def _prob(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.2f}"
 
@@ -88,8 +87,8 @@ def drafted_by(detail: TokenDetail) -> str:
         return "drafted by the draft model"
     if detail.source is DraftSource.MTP:
         return "drafted by the model's own MTP heads"
-    if detail.source in _HEAD_NAMES:
-        return f"drafted by the {_HEAD_NAMES[detail.source]} head"
+    if detail.source is not None:
+        return f"drafted by the {source_name(detail.source)}"
     return "the target's own token"
 
 

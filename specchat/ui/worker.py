@@ -1,8 +1,9 @@
 """The engine's own thread: loads models and runs reply generators, emitting batched signals.
 
 ``EngineWorker`` lives on a QThread and is the only object that touches the
-``ChatEngine``. ``EngineHost`` lives on the GUI thread, owns that thread and
-forwards requests as queued signals. Cancel is a ``CancelToken`` set directly
+runtime (:class:`~specchat.core.runtime.runtime.Runtime`, the loaded pair).
+``EngineHost`` lives on the GUI thread, owns that thread and forwards
+requests as queued signals. Cancel is a ``CancelToken`` set directly
 from the GUI thread, never a queued slot: the worker's loop is busy while a
 reply streams, so a queued call would only run after it ended.
 """
@@ -19,8 +20,10 @@ from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.baseline import measure_plain
 from specchat.core.chat.race import RaceRequest, run_race
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.registry import Part
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
     Drafted,
@@ -60,7 +63,21 @@ class ModelInfo:
     draft_placement: str = ""
     gpu_bytes: int = 0  # estimated GPU memory the pair holds (freed before the next load)
     n_ctx: int = 0  # the context size the engine got (at most the target's trained length)
-    has_mtp: bool = False  # the target's own MTP heads are loaded and can draft
+    # The parts beside the target that drafters can use (registry Part values); None: a draft model if one
+    # is named, nothing else.
+    parts: frozenset[str] | None = None
+
+    @property
+    def offered(self) -> frozenset[str]:
+        """The loaded pair's parts (what :func:`~specchat.core.engine.registry.available_drafters` reads)."""
+        if self.parts is not None:
+            return self.parts
+        return frozenset({Part.DRAFT_MODEL.value}) if self.draft_name else frozenset()
+
+    @property
+    def has_mtp(self) -> bool:
+        """Whether the target's own MTP heads are loaded and can draft."""
+        return Part.MTP_HEADS.value in self.offered
 
     @property
     def pair_key(self) -> str:
@@ -75,13 +92,13 @@ class ReplyRequest:
     history: list[dict[str, str]]
     user_text: str | None
     params: GenerationParams
-    drafter: DrafterKind = DrafterKind.DRAFT_MODEL
+    drafter: str = DrafterKind.DRAFT_MODEL  # a name in specchat.core.engine.registry.DRAFTERS
     depth: DepthControl = field(default_factory=DepthControl)
     continuation: str = ""  # a reply cut at the token limit, to go on from (user_text is then None)
 
 
 class EngineWorker(QObject):
-    """Owns the ChatEngine on the engine thread."""
+    """Owns the runtime on the engine thread."""
 
     load_progress = Signal(str, float)
     loaded = Signal(object)  # ModelInfo
@@ -95,9 +112,9 @@ class EngineWorker(QObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self.engine: ChatEngine | None = None
+        self.engine: Runtime | None = None
         self.info: ModelInfo | None = None
-        self._session: ChatSession | None = None
+        self._session: Conversation | None = None
         self._session_conversation = -1
         self.lookup_texts: list[str] | None = None  # the lookup memory's texts, kept for the next pair too
 
@@ -110,7 +127,7 @@ class EngineWorker(QObject):
             return not cancel.cancelled
 
         try:
-            engine = ChatEngine.load(target, draft or None, n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
+            engine = Runtime.load(target, draft or None, n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
                                      draft_gpu_layers=options.draft_gpu_layers, progress=progress,
                                      rpc_servers=options.rpc_servers)
         except SpecchatError as exc:
@@ -133,7 +150,7 @@ class EngineWorker(QObject):
             log.exception("could not estimate the pair's GPU memory")
             gpu_bytes = 0
         self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
-                              draft_placement or "", gpu_bytes, engine.n_ctx, engine.has_mtp)
+                              draft_placement or "", gpu_bytes, engine.n_ctx, engine.offered)
         self.loaded.emit(self.info)
 
     @Slot(object, object)
@@ -194,7 +211,7 @@ class EngineWorker(QObject):
         if batch:
             self.events.emit(batch)
 
-    def _session_for(self, request: ReplyRequest) -> ChatSession:
+    def _session_for(self, request: ReplyRequest) -> Conversation:
         assert self.engine is not None
         session = self._session
         if (
@@ -204,7 +221,7 @@ class EngineWorker(QObject):
         ):
             session.truncate_messages(len(request.history))
             return session
-        self._session = ChatSession(self.engine, request.history)
+        self._session = self.engine.conversation(request.history)
         self._session_conversation = request.conversation_id
         return self._session
 

@@ -13,7 +13,6 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.drafters import (
-    DRAFTER_LABELS,
     Draft,
     Drafter,
     DraftModelDrafter,
@@ -23,7 +22,7 @@ from specchat.core.engine.drafters import (
     NoDrafter,
     lookup_continuation,
 )
-from specchat.core.engine.registry import make_drafter
+from specchat.core.engine.registry import DRAFTERS, make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.types import Drafted, DrafterKind, Finished, GenerationParams, SamplerParams, SpecchatError, Verified
 
@@ -125,10 +124,10 @@ def test_draft_request_limits_depth_p_min_and_greedy() -> None:
 
 
 def test_every_drafter_kind_has_a_label_and_a_drafter() -> None:
-    heads = [DrafterKind.EAGLE3, DrafterKind.DFLASH, DrafterKind.DSPARK]  # tested on real heads in test_heads.py
-    assert list(DRAFTER_LABELS) == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.MTP,
-                                    *heads, DrafterKind.NONE]
-    assert set(DRAFTER_LABELS) == set(DrafterKind) and all(DRAFTER_LABELS.values())
+    heads = [DrafterKind.EAGLE3, DrafterKind.DFLASH, DrafterKind.DSPARK]  # on real heads: test_head_drafters.py
+    assert [e.name for e in DRAFTERS] == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM,
+                                          DrafterKind.MTP, *heads, DrafterKind.NONE]
+    assert {e.name for e in DRAFTERS} == set(DrafterKind) and all(e.label_for() for e in DRAFTERS)
     context = SlowContext(0.0, 0.0)
     made = {kind: make_drafter(kind, context, object()) for kind in DrafterKind  # type: ignore[arg-type]
             if kind not in heads}
@@ -139,8 +138,8 @@ def test_every_drafter_kind_has_a_label_and_a_drafter() -> None:
     assert all(d.kind is kind for kind, d in made.items())
     assert [kind for kind, d in made.items() if not d.can_draft] == [DrafterKind.NONE]
     for kind, missing in ((DrafterKind.DRAFT_MODEL, "no draft model"), (DrafterKind.MTP, "no MTP heads"),
-                          (DrafterKind.COMPOSITE, "needs a draft model or MTP heads"),
-                          *((kind, f"needs a {kind.value} head file.*no head is loaded") for kind in heads)):
+                          (DrafterKind.COMPOSITE, "needs a draft model, a drafter head or MTP heads"),
+                          *((kind, f"needs a {kind.value} head file.*no such head is loaded") for kind in heads)):
         with pytest.raises(SpecchatError, match=missing) as err:
             make_drafter(kind, None, None)
         assert "\n" not in str(err.value)

@@ -19,8 +19,7 @@ from specchat.core.chat.race import RaceRecord
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import ReplyFigures, TokenDetail, TokenSpan
 from specchat.core.models.library import ModelRoot, scan
-from specchat.core.remote import load_servers, saved_free, servers_path
-from specchat.core.settings import Settings, load_settings, settings_path
+from specchat.core.settings import Settings, load_servers, load_settings, saved_free, servers_path, settings_path
 from specchat.core.types import DraftSource, TokenKind
 from support.gguf_files import GgufMaker
 from support.stored import poke, stored_reply
@@ -115,7 +114,7 @@ def test_race_records_and_timelines_hold_no_impossible_times() -> None:
 
 
 SURROGATE_SETTINGS = '{"window_geometry": "\\ud800", "theme": "dark"}'
-SURROGATE_SERVERS = '{"servers": ["\\ud800:1", "127.0.0.1:50052"], "free_bytes": {"\\udfff": 5}}'
+SURROGATE_SERVERS = '{"remote": {"servers": ["\\ud800:1", "127.0.0.1:50052"], "free_bytes": {"\\udfff": 5}}}'
 
 
 @pytest.mark.parametrize("content", [DEEP, SURROGATE_SETTINGS], ids=["deep", "surrogate"])

@@ -6,14 +6,17 @@ import pytest
 
 from specchat.core.models.fit import MachineMemory, fit_pair
 from specchat.core.models.shape import read_model_shape
-from specchat.core.remote import (
-    MAX_SERVERS,
-    is_loopback,
+from specchat.core.remote import MAX_SERVERS, is_loopback, parse_servers
+from specchat.core.settings import (
+    LEGACY_FILENAME,
+    Settings,
     load_servers,
-    parse_servers,
+    load_settings,
     save_servers,
+    save_settings,
     saved_free,
     servers_path,
+    settings_path,
 )
 from specchat.core.types import SpecchatError
 
@@ -55,17 +58,32 @@ def test_the_saved_list_round_trips_and_bad_entries_are_skipped() -> None:
     assert load_servers() == ()
     save_servers(["10.0.0.2:50052", "10.0.0.3:50052"])
     assert load_servers() == ("10.0.0.2:50052", "10.0.0.3:50052")
-    servers_path().write_text('{"servers": ["10.0.0.2:50052", "nonsense", 7, "10.0.0.4:1"]}')
+    servers_path().write_text('{"remote": {"servers": ["10.0.0.2:50052", "nonsense", 7, "10.0.0.4:1"]}}')
     assert load_servers() == ("10.0.0.2:50052", "10.0.0.4:1")
     servers_path().write_text("{not json")
     assert load_servers() == ()
+
+
+def test_the_old_servers_file_moves_into_settings_json_once_and_the_window_keeps_it() -> None:
+    legacy = settings_path().with_name(LEGACY_FILENAME)
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_text('{"servers": ["10.0.0.2:50052"], "free_bytes": {"10.0.0.2:50052": 1024}}')
+    save_settings(Settings(max_tokens=77))  # settings.json exists, without the section
+    assert load_servers() == ("10.0.0.2:50052",) and saved_free() == {"10.0.0.2:50052": 1024}
+    assert not legacy.exists()  # read once: the list is in settings.json now
+    assert load_servers() == ("10.0.0.2:50052",)
+    # A window saving its settings (loaded before the list changed) keeps the servers saved meanwhile.
+    window_settings = load_settings()
+    save_servers(["10.0.0.3:1"])
+    save_settings(window_settings)
+    assert load_servers() == ("10.0.0.3:1",) and load_settings().max_tokens == 77
 
 
 def test_what_a_test_found_free_is_kept_for_the_servers_still_listed() -> None:
     save_servers(["10.0.0.2:1", "10.0.0.3:1"], free={"10.0.0.2:1": 5 << 30, "10.0.0.3:1": 7 << 30})
     save_servers(["10.0.0.3:1"])
     assert saved_free() == {"10.0.0.3:1": 7 << 30}
-    servers_path().write_text('{"servers": ["10.0.0.3:1"], "free_bytes": {"10.0.0.3:1": "lots"}}')
+    servers_path().write_text('{"remote": {"servers": ["10.0.0.3:1"], "free_bytes": {"10.0.0.3:1": "lots"}}}')
     assert saved_free() == {}
 
 

@@ -144,7 +144,7 @@ def test_a_schema_3_file_upgrades_and_is_searchable(tmp_path: Path, fts5: bool) 
     store.add_message(1, "user", "and a croissant")  # the upgraded file indexes new writes too
     assert _ids(store, "croissant") == [1]
     store.close()
-    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_a_file_written_without_fts5_is_indexed_when_reopened_with_it(
@@ -165,3 +165,16 @@ def test_a_file_written_without_fts5_is_indexed_when_reopened_with_it(
     again = ConversationStore(path)
     assert _ids(again, "during") == [cid] and _ids(again, "index") == [cid] and len(_ids(again, "before")) == 1
     again.close()
+
+
+def test_the_snippet_marks_each_matched_word(tmp_path: Path, fts5: bool) -> None:
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    cid = store.create_conversation("Recipes")
+    store.add_message(cid, "user", "a long message about sourdough bread that rises slowly overnight in the fridge")
+    (found, title, snippet), = store.search("sourdough", mark=("[", "]"))
+    assert (found, title) == (cid, "Recipes") and "[sourdough]" in snippet
+    assert snippet.replace("[", "").replace("]", "") == store.search("sourdough")[0][2]  # no marks: the same text
+    if fts5:  # every term is marked, by prefix too
+        (_, _, both), = store.search("sourd fridge", mark=("<", ">"))
+        assert "<sourdough>" in both and "<fridge>" in both
+    store.close()

@@ -19,8 +19,7 @@ import pytest
 from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import DepthControl
-from specchat.core.engine.drafters import DRAFTER_LABELS
-from specchat.core.engine.registry import make_drafter
+from specchat.core.engine.registry import drafter_entry, make_drafter
 from specchat.core.engine.sampling import distribution
 from specchat.core.types import (
     Drafted,
@@ -114,7 +113,7 @@ def test_composite_at_temperature_follows_the_target_distribution(engine: ChatEn
 
 
 def test_make_drafter_builds_the_composite_only_with_a_model() -> None:
-    assert DRAFTER_LABELS[DrafterKind.COMPOSITE] == "Automatic (lookup + draft model)"
+    assert drafter_entry(DrafterKind.COMPOSITE).label_for() == "Automatic (lookup + draft model)"
     with pytest.raises(SpecchatError, match="automatic drafting needs"):
         make_drafter(DrafterKind.COMPOSITE, None, None)
 

@@ -348,8 +348,8 @@ def test_round_overhead_leaves_out_the_consumers_time(demo_engine, monkeypatch: 
 
 
 def test_device_bytes_counts_offloaded_layers(demo_pair, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specchat.core.chat import session as session_module
     from specchat.core.models.shape import read_model_shape
+    from specchat.core.runtime import runtime as session_module
 
     engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, n_gpu_layers=-1, draft_gpu_layers=0)
     try:

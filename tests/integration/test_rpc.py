@@ -222,7 +222,7 @@ def test_cancelling_a_load_ends_the_wait_on_a_stopped_server(tmp_path: Path, dem
 
 def test_the_packaged_apps_entry_point_starts_the_target_worker() -> None:
     """A frozen app has no ``python -m``: its executable becomes the worker on a flag of its own."""
-    from specchat.core.llama.pipe import read_message, write_message
+    from specchat.core.llama.rpc.pipe import read_message, write_message
 
     with subprocess.Popen([sys.executable, "-m", "specchat", "--specchat-target-worker"],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:

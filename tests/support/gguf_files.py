@@ -26,20 +26,24 @@ def write_gguf(
     size_label: str | None = "135M",
     file_type: int = 7,
     tensor_elements: int = 64,
-    model_kv: dict[str, int | list[int]] | None = None,
-    trailing_kv: dict[str, int | list[int]] | None = None,
+    model_kv: dict[str, int | bool | str | list[int]] | None = None,
+    trailing_kv: dict[str, int | bool | str | list[int]] | None = None,
+    general_name: str | None = None,
+    tensors: Sequence[str] = (),
 ) -> Path:
     """Write a small but valid GGUF with the given tokenizer and identity; returns ``path``.
 
     ``model_kv`` holds shape keys such as ``{arch}.block_count`` (written before
     the tokenizer, as converters do); ``trailing_kv`` the same, written after it.
-    Integers are written as uint32 (negative ones as int32), lists as arrays.
+    Integers are written as uint32 (negative ones as int32), booleans as bool, strings as
+    strings, lists as arrays. ``general_name`` replaces ``general.name``; ``tensors`` adds tiny F32 tensors of
+    those names (a head's marker tensors, such as DSpark's ``markov_w1.weight``).
     """
     import gguf
 
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(path, arch)
-    w.add_name(f"{basename or 'model'} {size_label or ''}".strip())
+    w.add_name(general_name if general_name is not None else f"{basename or 'model'} {size_label or ''}".strip())
     if basename:
         w.add_basename(basename)
     if size_label:
@@ -60,6 +64,8 @@ def write_gguf(
         w.add_add_bos_token(add_bos)
     _add_kv(w, arch, trailing_kv)
     w.add_tensor("token_embd.weight", np.zeros((tensor_elements // 8, 8), dtype=np.float32))
+    for tensor in tensors:
+        w.add_tensor(tensor, np.zeros((1, 8), dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -67,10 +73,14 @@ def write_gguf(
     return path
 
 
-def _add_kv(w: object, arch: str, kv: dict[str, int | list[int]] | None) -> None:
+def _add_kv(w: object, arch: str, kv: dict[str, int | bool | str | list[int]] | None) -> None:
     for key, value in (kv or {}).items():
         name = key.format(arch=arch)
-        if isinstance(value, list):
+        if isinstance(value, bool):
+            w.add_bool(name, value)  # type: ignore[attr-defined]
+        elif isinstance(value, str):
+            w.add_string(name, value)  # type: ignore[attr-defined]
+        elif isinstance(value, list):
             w.add_array(name, value)  # type: ignore[attr-defined]
         elif value < 0:
             w.add_int32(name, value)  # type: ignore[attr-defined]

@@ -109,22 +109,22 @@ def test_the_picker_shows_cached_results_and_forwards_the_pick(qtbot, pair) -> N
 def test_the_window_loads_the_pick_with_its_depth_and_drafter(qtbot, store, pair) -> None:
     target, draft = pair
     window, host = window_with(qtbot, Settings(), store, loaded=False)
-    assert window.open_draft_finder() is None  # no target yet: an error line instead
+    assert window.dialogs.draft_finder() is None  # no target yet: an error line instead
     assert "choose a target model first" in window.last_error
-    window.use_advice(str(target), "", "ngram", 3)
+    window.pick.use(str(target), "", "ngram", 3)
     assert host.loads[-1] == (str(target), "")
     host.worker.loaded.emit(ModelInfo(str(target), "", "target.gguf", None, n_ctx=4096))
     assert window.controls.drafter_kind is DrafterKind.NGRAM
     assert window.controls.chosen_depth == 3 and window.depth_control.requested == 3
     # A pick whose load failed does not choose the drafter of the next pair loaded.
-    window.use_advice(str(target), str(draft), "draft", 5)
+    window.pick.use(str(target), str(draft), "draft", 5)
     host.loaded(draft=False)  # another pair (/models/target.gguf) came instead
     assert window.controls.drafter_kind is DrafterKind.NGRAM
     host.worker.loaded.emit(ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096))
     assert window.controls.drafter_kind is DrafterKind.NGRAM  # the one-shot choice was spent
     window.settings.last_target = str(target)
-    window.model_info = None
-    dialog = window.open_draft_finder()
+    window.loader.info = None
+    dialog = window.dialogs.draft_finder()
     assert dialog is not None and dialog.target == str(target)
     dialog.close()
 
@@ -157,7 +157,7 @@ def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(q
     window.controls.auto_depth.setChecked(True)
     assert window.controls.drafter_kind is DrafterKind.COMPOSITE
     loads = list(host.loads)
-    dialog = window.open_draft_finder()
+    dialog = window.dialogs.draft_finder()
     assert dialog is not None and dialog.loaded_draft == str(draft)
     dialog.library, dialog.named = False, (str(other),)
     dialog.budget.setValue(60)
@@ -187,12 +187,12 @@ def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(q
     assert host.loads == loads  # the loaded pair drafts with the pick: nothing reloaded, nothing unloaded
     assert window.controls.drafter_kind is DrafterKind.NGRAM
     assert window.controls.chosen_depth == ngram.prediction.best_depth
-    assert window.undo_advice_button.isVisibleTo(window)
-    window.undo_advice_button.click()
+    assert window.pick.undo_button.isVisibleTo(window)
+    window.pick.undo_button.click()
     assert host.loads == loads
     assert window.controls.drafter_kind is DrafterKind.COMPOSITE and window.controls.chosen_depth is None
     assert window.controls.depth_slider.value() == 6
-    assert not window.undo_advice_button.isVisibleTo(window)
+    assert not window.pick.undo_button.isVisibleTo(window)
 
 
 def test_undo_reloads_the_draft_a_pick_replaced(qtbot, store, loaded_pair) -> None:
@@ -200,11 +200,11 @@ def test_undo_reloads_the_draft_a_pick_replaced(qtbot, store, loaded_pair) -> No
     window, host = window_with(qtbot, Settings(), store, loaded=False)
     before = ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096)
     host.worker.loaded.emit(before)
-    window.use_advice(str(target), str(other), "draft", 5)
+    window.pick.use(str(target), str(other), "draft", 5)
     assert host.loads[-1] == (str(target), str(other))
     host.worker.loaded.emit(ModelInfo(str(target), str(other), "target.gguf", "other.gguf", n_ctx=4096))
     assert window.controls.drafter_kind is DrafterKind.DRAFT_MODEL and window.controls.chosen_depth == 5
-    window.undo_advice()
+    window.pick.undo()
     assert host.loads[-1] == (str(target), str(draft))  # the replaced draft comes back
     assert window.controls.drafter_kind is DrafterKind.DRAFT_MODEL  # until it has loaded
     host.worker.loaded.emit(before)
@@ -218,18 +218,18 @@ def test_a_pick_holds_for_its_own_pair_only_and_is_not_saved(qtbot, store, loade
     window, host = window_with(qtbot, Settings(), store, loaded=False)
     pair = ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096)
     host.worker.loaded.emit(pair)
-    window.use_advice(str(target), str(draft), "ngram", 3)
+    window.pick.use(str(target), str(draft), "ngram", 3)
     window.save_settings()
     assert window.settings.drafter is DrafterKind.COMPOSITE and window.settings.depth is None
-    window.reload_models()
+    window.loader.reload()
     host.worker.loaded.emit(pair)
     assert window.controls.drafter_kind is DrafterKind.NGRAM and window.controls.chosen_depth == 3
     host.loaded()  # another pair
     assert window.controls.drafter_kind is DrafterKind.COMPOSITE and window.controls.chosen_depth is None
-    assert not window.undo_advice_button.isVisibleTo(window)
+    assert not window.pick.undo_button.isVisibleTo(window)
     # A pick the user changes by hand is theirs: it stays, and is saved.
     host.worker.loaded.emit(pair)
-    window.use_advice(str(target), str(draft), "ngram", 3)
+    window.pick.use(str(target), str(draft), "ngram", 3)
     window.controls.depth_slider.setValue(2)
     window.save_settings()
     assert window.settings.drafter is DrafterKind.NGRAM and window.settings.depth == 2

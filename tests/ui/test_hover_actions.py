@@ -28,21 +28,21 @@ def test_system_prompt_indicator_shows_updates_follows_conversations_and_opens_t
     window, _ = window_with(qtbot, settings, store)
     window.show()
     qtbot.waitExposed(window)
-    chip = window.system_prompt_chip
+    chip = window.page.system_prompt_chip
     assert chip.isHidden()  # a new conversation has no system prompt
-    dialog = window.edit_system_prompt()
+    dialog = window.dialogs.system_prompt()
     dialog.editor.setPlainText("Answer in one sentence.")
     dialog.accept()
     assert not chip.isHidden() and chip.text() == "System prompt: Answer in one sentence."
     with_prompt = window.conversation_id
-    dialog = window.edit_system_prompt()
+    dialog = window.dialogs.system_prompt()
     dialog.editor.setPlainText("You are a pirate who answers every question at great length, with many digressions.")
     dialog.accept()
     assert chip.text() == "System prompt: You are a pirate who answers every question\u2026"
     plain = store.create_conversation("No prompt")
-    window.open_conversation(plain)
+    window.chat.open_conversation(plain)
     assert chip.isHidden()
-    window.open_conversation(with_prompt)
+    window.chat.open_conversation(with_prompt)
     assert not chip.isHidden() and chip.text().startswith("System prompt: You are a pirate")
     qtbot.mouseClick(chip, Qt.MouseButton.LeftButton)
     opened = [d for d in window.findChildren(SystemPromptDialog) if d.isVisible()]
@@ -65,8 +65,10 @@ def test_hovering_a_message_shows_its_actions_which_do_what_the_menu_does(qtbot,
 
     hover(view, "Crimson")
     assert bar.isVisible() and view.hover_index == 1 and set(bar.buttons) == {"copy", "regenerate", "race"}
-    reply_y = char_point(view, view.document().find("Crimson").selectionStart()).y()
-    assert bar.geometry().top() < reply_y  # at the top of the message, over its header
+    found = view.document().find("Crimson")
+    text_top = view.cursorRect(found).top()  # the top of the reply's first line of text
+    header = char_point(view, view.document().find("Assistant").selectionStart()).y()
+    assert bar.geometry().top() < header < bar.geometry().bottom() <= text_top  # over its header, not its text
     assert bar.geometry().right() < view.viewport().width()
     qtbot.mouseClick(bar.buttons["copy"], Qt.MouseButton.LeftButton)
     assert QGuiApplication.clipboard().text() == "Crimson"

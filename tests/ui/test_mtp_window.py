@@ -22,7 +22,7 @@ def test_the_window_preselects_automatic_drafting_with_the_heads_and_drafts_with
     with qtbot.waitSignal(window.models_loaded, timeout=120_000):
         window.load_models(MTP_MODEL)
     controls = window.controls
-    assert controls.drafter_kind is DrafterKind.COMPOSITE and "MTP heads" in window.model_label.text()
+    assert controls.drafter_kind is DrafterKind.COMPOSITE and "MTP heads" in window.panel.model_label.text()
     assert controls.drafter.currentText() == "Automatic (lookup + MTP heads)" == controls.drafter.toolTip()
     draft_row = controls.drafter.findData(DrafterKind.DRAFT_MODEL)
     assert not controls.drafter.model().item(draft_row).isEnabled()  # no draft model loaded

@@ -144,18 +144,19 @@ def test_a_race_runs_on_the_host_and_is_stored_with_the_reply(qtbot, settings, s
     stream_reply(window, host)
     action = window.chat_view.race_action(1)
     assert action.text() == "Race plain decoding" and action.isEnabled()
-    assert window.race_action.isEnabled()
+    assert window.menu_actions.race.isEnabled()
     action.trigger()
     (request,) = host.races
     assert request.max_tokens == 4 and request.sampler.greedy and request.sampler.repeat_penalty == 1.1
     assert request.history == [{"role": "user", "content": "hi"}] and request.spec_pieces == ("Hel", "lo", " wor", "ld")
-    assert not window.race_action.isEnabled() and window.race_action.toolTip() == "a race is already running"
+    race = window.menu_actions.race
+    assert not race.isEnabled() and race.toolTip() == "a race is already running"
     assert host.requests[-1].conversation_id == window.conversation_id and len(host.requests) == 1  # no new reply
 
     record = RaceRecord("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)], 0.05, "eos", "t.gguf")
     with qtbot.waitSignal(window.races.ready):
         host.worker.raced.emit(request, record)
-    assert window.race_panel is not None and window.race_panel.replay.running
+    assert window.racing.panel is not None and window.racing.panel.replay.running
     stats = store.messages(window.conversation_id)[-1].stats
     assert RaceRecord.from_dict(stats["race"]) == record
     assert stats["timeline"] == [[0.2, 2, 5], [0.35, 2, 6]] and stats["sampler"]["temperature"] == 0.0
@@ -169,10 +170,10 @@ def test_a_race_runs_on_the_host_and_is_stored_with_the_reply(qtbot, settings, s
 def test_a_failed_race_says_so_in_one_line(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
     stream_reply(window, host)
-    window.race_last_reply()
+    window.racing.race_last()
     with qtbot.waitSignal(window.error_shown) as shown:
         host.worker.race_failed.emit(host.races[0], "the race was stopped")
-    assert shown.args == ["the race was stopped"] and not window.races.running and window.race_panel is None
+    assert shown.args == ["the race was stopped"] and not window.races.running and window.racing.panel is None
 
 
 def test_races_are_off_for_sampled_replies_while_streaming_and_without_a_pair(qtbot, settings, store) -> None:
@@ -182,8 +183,8 @@ def test_races_are_off_for_sampled_replies_while_streaming_and_without_a_pair(qt
     action = window.chat_view.race_action(1)
     assert not action.isEnabled()
     assert action.toolTip() == "races compare greedy replies (temperature 0); this one was sampled at T=0.7"
-    assert not window.race_action.isEnabled() and window.race_action.toolTip() == action.toolTip()
-    window.race_reply(1)
+    assert not window.menu_actions.race.isEnabled() and window.menu_actions.race.toolTip() == action.toolTip()
+    window.racing.race(1)
     assert host.races == [] and window.last_error.startswith("races compare greedy replies")
 
     window.controls.temperature.setValue(0.0)
@@ -191,12 +192,13 @@ def test_races_are_off_for_sampled_replies_while_streaming_and_without_a_pair(qt
     for index in (1, 3):  # the earlier reply and the streaming one
         streaming = window.chat_view.race_action(index)
         assert not streaming.isEnabled() and streaming.toolTip() == "wait for the reply to finish"
-    assert not window.race_action.isEnabled()
+    assert not window.menu_actions.race.isEnabled()
     host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(generated=4, generate_seconds=0.35))])
-    assert window.chat_view.race_action(3).isEnabled() and window.race_action.isEnabled()
+    assert window.chat_view.race_action(3).isEnabled() and window.menu_actions.race.isEnabled()
 
     window.host.worker.load_failed.emit("gone")  # no pair loaded now: nothing to race on
-    assert not window.race_action.isEnabled() and window.race_action.toolTip() == "load the pair to race plain decoding"
+    race = window.menu_actions.race
+    assert not race.isEnabled() and race.toolTip() == "load the pair to race plain decoding"
 
 
 # -- the real thing on the demo pair -----------------------------------------------------
@@ -238,7 +240,7 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     record = ready.args[1]
     assert record.text == reply.content and record.fork is None  # greedy: the same text either way
     assert sum(n for _, n, _ in record.timeline) == reply.figures.generated
-    panel = window.race_panel
+    panel = window.racing.panel
     assert panel is not None and panel.identity.text().startswith("Identical text")
     assert [m.content for m in window.transcript.messages] == ["List the days of the week, one per line.",
                                                                reply.content]
@@ -257,9 +259,9 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     menu = again.chat_view.context_menu(point_of(again.chat_view, "Assistant"))
     qtbot.addWidget(menu)
     replay = next(a for a in menu.actions() if a.text() == "Replay the race with plain decoding")
-    assert replay.isEnabled() and again.race_action.isEnabled()
+    assert replay.isEnabled() and again.menu_actions.race.isEnabled()
     replay.trigger()
-    panel = again.race_panel
+    panel = again.racing.panel
     assert panel is not None and panel.record == record
     with qtbot.waitSignal(panel.replay.finished, timeout=60_000):
         pass

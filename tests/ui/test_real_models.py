@@ -34,7 +34,7 @@ def open_window(qtbot, settings, store, demo_pair, *, max_tokens: int = 24, dept
 
 def record_verified(window: MainWindow) -> list[Verified]:
     seen: list[Verified] = []
-    window.events_received.connect(lambda batch: seen.extend(e for e in batch if isinstance(e, Verified)))
+    window.chat.events_folded.connect(lambda batch: seen.extend(e for e in batch if isinstance(e, Verified)))
     return seen
 
 
@@ -55,7 +55,7 @@ def fragment_kinds(window: MainWindow) -> dict[str, list]:
 
 def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store, demo_pair) -> None:
     window = open_window(qtbot, settings, store, demo_pair)
-    assert window.stack.currentIndex() == 1 and "F32" in window.model_label.text()
+    assert window.stack.currentIndex() == 1 and "F32" in window.panel.model_label.text()
     # Where each model runs (this build cannot offload).
     assert window.stats.runs_on.text() == "target CPU, draft CPU"
     # Plain decoding is calibrated right after loading, under the window's settings.
@@ -90,7 +90,7 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     (stored_baseline,) = window.settings.baselines.values()
     assert stored_baseline["key"].startswith(window.model_info.pair_key + "|")
     assert stored_baseline["tokens_per_second"] > 0
-    with qtbot.waitSignal(window.baseline_measured, timeout=REPLY_TIMEOUT):
+    with qtbot.waitSignal(window.baselines.measured, timeout=REPLY_TIMEOUT):
         window.stats.measure_button.click()  # measure again on request
     assert window.stats.speedup.text().startswith("×")  # the reply's own figure stays
 
@@ -133,15 +133,15 @@ def test_stop_ends_the_reply_within_a_round(qtbot, settings, store, demo_pair) -
     stamped = stamp_batches(window)
     window.send(LONG_PROMPT)
     qtbot.waitUntil(lambda: len(seen) >= 1, timeout=REPLY_TIMEOUT)
-    assert window.stop_button.isEnabled()
+    assert window.page.stop_button.isEnabled()
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         stopped_at = time.monotonic()
-        window.stop_button.click()
+        window.page.stop_button.click()
     assert blocker.args[0].reason is FinishReason.CANCELLED
     # After Stop the engine finishes the round in flight and no other; that round's verdict
     # may leave together with the one verified just before Stop.
     assert sum(len(verdicts) for t, verdicts in stamped if t > stopped_at) <= 2
-    assert not window.stop_button.isEnabled() and window.send_button.isEnabled()
+    assert not window.page.stop_button.isEnabled() and window.page.send_button.isEnabled()
     assert store.messages(window.conversation_id)[-1].finish_reason == "cancelled"
 
 
@@ -172,7 +172,7 @@ def test_regenerate_replaces_the_last_reply(qtbot, settings, store, demo_pair) -
         window.send(PROMPT)
     seen = record_verified(window)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
-        window.regenerate_button.click()
+        window.page.regenerate_button.click()
     msgs = store.messages(window.conversation_id)
     assert [m.role for m in msgs] == ["user", "assistant"]
     assert seen and msgs[-1].content and len(msgs[-1].spans) >= len(seen)
@@ -255,17 +255,17 @@ def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, 
     # nothing was generated: the message is withdrawn and goes back to the composer
     assert store.messages(window.conversation_id) == [] and window.transcript.messages == []
     assert window.composer.toPlainText() == ("word " * 400).strip()
-    assert window.send_button.isEnabled()  # the window keeps working
+    assert window.page.send_button.isEnabled()  # the window keeps working
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.send("Hi")
     assert blocker.args[0].reason is not FinishReason.ERROR
     assert [m.role for m in store.messages(window.conversation_id)] == ["user", "assistant"]
     # Raise the context in the panel and reload: the same long message now fits, in the same conversation.
-    assert window.reload_action.isEnabled()
+    assert window.menu_actions.reload.isEnabled()
     window.controls.context_size.setValue(2048)
     assert "Reload models" in window.statusBar().currentMessage()
     with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
-        window.reload_action.trigger()
+        window.menu_actions.reload.trigger()
     assert window.host.worker.engine.n_ctx == 2048 and settings.n_ctx == 2048
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.send("word " * 400)
@@ -288,17 +288,17 @@ def test_a_failed_load_leaves_nothing_loaded_and_reload_retries(qtbot, settings,
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(demo_pair.draft.read_bytes()[:4096])
     window.load_models(broken)
-    qtbot.waitUntil(lambda: not window.loading, timeout=LOAD_TIMEOUT)
+    qtbot.waitUntil(lambda: not window.loader.loading, timeout=LOAD_TIMEOUT)
     # The old pair was let go before the attempt: the window must not pretend it is still there.
-    assert window.model_info is None and window.model_label.text() == "No models loaded"
-    assert window.stats.runs_on.text() == "–" and not window.send_button.isEnabled()
+    assert window.model_info is None and window.panel.model_label.text() == "No models loaded"
+    assert window.stats.runs_on.text() == "–" and not window.page.send_button.isEnabled()
     assert "could not load" in window.last_error
     # Reload tries the last pair again; put the good file in its place and it loads.
     broken.write_bytes(demo_pair.target.read_bytes())
-    assert window.reload_action.isEnabled()
+    assert window.menu_actions.reload.isEnabled()
     with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
-        window.reload_action.trigger()
-    assert window.model_info is not None and window.send_button.isEnabled()
+        window.menu_actions.reload.trigger()
+    assert window.model_info is not None and window.page.send_button.isEnabled()
     assert window.stats.runs_on.text() == "target CPU"
 
 
@@ -318,7 +318,7 @@ def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, se
     QTimer.singleShot(0, window.host.worker, hold)
     assert started.wait(30)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
-        window.regenerate_button.click()
+        window.page.regenerate_button.click()
         window.stop()
         release.set()
     assert blocker.args[0].reason is FinishReason.CANCELLED

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.distributed import probe_servers
-from specchat.core.remote import load_servers
+from specchat.core.runtime.remote import probe_servers
+from specchat.core.settings import load_servers
 from specchat.ui.main_window import MainWindow
 from specchat.ui.remote_devices import RemoteDevicesDialog
 from support.fake_host import FakeHost
@@ -57,23 +57,23 @@ def test_a_bad_entry_is_refused_in_one_line(qtbot) -> None:
 def test_the_window_keeps_the_list_and_loads_with_it(qtbot, settings, store) -> None:
     window = MainWindow(settings, store, host=FakeHost())
     qtbot.addWidget(window)
-    assert window._load_options().rpc_servers == ()
-    dialog = window.edit_remote_devices()
+    assert window.loader.options().rpc_servers == ()
+    dialog = window.dialogs.remote_devices()
     dialog.entry.setText("192.168.1.20:50052")
     assert dialog.add_entry()
     dialog.accept()
     assert load_servers() == ("192.168.1.20:50052",)
-    assert window._load_options().rpc_servers == ("192.168.1.20:50052",)
+    assert window.loader.options().rpc_servers == ("192.168.1.20:50052",)
     assert "next load" in window.statusBar().currentMessage()
-    window.set_remote_servers(["192.168.1.20:50052"], {"192.168.1.20:50052": 40 << 30})
-    picker = window.open_model_picker()  # the fit verdict counts what the latest Test found free there
+    window.dialogs.set_remote_servers(["192.168.1.20:50052"], {"192.168.1.20:50052": 40 << 30})
+    picker = window.dialogs.model_picker()  # the fit verdict counts what the latest Test found free there
     assert picker.memory.remote_free == 40 << 30
     picker.close()
     reopened = MainWindow(settings, store, host=FakeHost())
     qtbot.addWidget(reopened)
-    assert reopened.remote_servers == ("192.168.1.20:50052",)
-    dialog = reopened.edit_remote_devices()
+    assert reopened.loader.remote_servers == ("192.168.1.20:50052",)
+    dialog = reopened.dialogs.remote_devices()
     dialog.list.setCurrentRow(0)
     dialog.remove_selected()
     dialog.accept()
-    assert load_servers() == () and reopened._load_options().rpc_servers == ()
+    assert load_servers() == () and reopened.loader.options().rpc_servers == ()

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 from PySide6.QtCore import QPoint, QPointF, QRect, Qt
-from PySide6.QtGui import QColor, QTextCursor, QWheelEvent
+from PySide6.QtGui import QTextCursor, QWheelEvent
 from PySide6.QtWidgets import (
     QAbstractSlider,
     QAbstractSpinBox,
@@ -20,11 +20,12 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.chat.baseline import Baseline
-from specchat.core.engine.drafters import COMPOSITE_WITH_HEADS_LABEL
+from specchat.core.engine.registry import Part, drafter_entry
 from specchat.core.remote import ServerReport
-from specchat.core.types import Finished, FinishReason, GenerationStats
+from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
 from specchat.ui.remote_devices import RemoteDevicesDialog
+from support.contrast import drawn_contrast
 from support.events import drafted, verified
 from support.fake_host import FakeHost, two_versions, window_with
 from support.views import char_point, stream, streaming_view
@@ -79,36 +80,13 @@ def test_the_wheel_over_the_settings_panel_scrolls_it_and_changes_no_value(qtbot
     assert window.controls.max_tokens.value() == value + 1
 
 
-def _luminance(c: QColor) -> float:
-    def lin(v: float) -> float:
-        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
-    return 0.2126 * lin(c.redF()) + 0.7152 * lin(c.greenF()) + 0.0722 * lin(c.blueF())
-
-
-def contrast(a: QColor, b: QColor) -> float:
-    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
-
-
-def drawn_contrast(widget: QWidget) -> tuple[QColor, float]:
-    """The most common colour of the widget as drawn (its background) and the best contrast any pixel has on it."""
-    image = widget.grab().toImage()
-    counts: dict[int, int] = {}
-    for y in range(image.height()):
-        for x in range(image.width()):
-            rgb = image.pixel(x, y)
-            counts[rgb] = counts.get(rgb, 0) + 1
-    background = QColor.fromRgb(max(counts, key=lambda k: counts[k]))
-    return background, max(contrast(QColor.fromRgb(rgb), background) for rgb in counts)
-
-
 def test_the_error_banner_and_the_charts_follow_the_dark_theme(qtbot, settings, store) -> None:
     window, _ = window_with(qtbot, settings, store)
     window.show()
     qtbot.waitExposed(window)
     try:
         for theme in ("light", "dark", "light"):
-            window.set_theme(theme)
+            window.look.set_theme(theme)
             window.show_error("the prompt does not fit in the context")
             qtbot.wait(10)
             background, best = drawn_contrast(window.banner)
@@ -119,7 +97,7 @@ def test_the_error_banner_and_the_charts_follow_the_dark_theme(qtbot, settings, 
                 assert (chart_background.lightness() < 100) == (theme == "dark"), (theme, chart_background.name())
                 assert chart_best >= 4.5  # the axis labels read on it
     finally:
-        window.set_theme("system")
+        window.look.set_theme("system")
 
 
 @pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
@@ -199,13 +177,13 @@ def test_a_reply_cut_at_the_limit_says_so_and_continue_extends_it(qtbot, setting
     _cut_reply(qtbot, window, host)
     cid = window.conversation_id
     assert window.chat_view.toPlainText().endswith(" there (stopped at the 6-token limit)  Continue")
-    assert window.continue_action.isEnabled()
+    assert window.menu_actions.continue_reply.isEnabled()
     _click_text(qtbot, window, "Continue")
     qtbot.waitUntil(lambda: len(host.requests) == 2)
     request = host.requests[-1]
     assert request.user_text is None and request.continuation == "Once upon a time, there"
     assert request.history == [{"role": "user", "content": "Tell me a story"}]
-    assert window.streaming and window.stop_button.isEnabled()
+    assert window.streaming and window.page.stop_button.isEnabled()
     assert "stopped at" not in window.chat_view.toPlainText() and "Continue" not in window.chat_view.toPlainText()
     # The continuation streams speculatively into the same message, with its fates.
     more = GenerationStats(rounds=1, drafted=3, accepted=2, generated=3, prompt_tokens=20, generate_seconds=0.2)
@@ -230,7 +208,7 @@ def test_a_reply_cut_at_the_limit_says_so_and_continue_extends_it(qtbot, setting
     assert [m.content for m in stored] == ["Tell me a story", "Once upon a time, there was a dog"]
     assert stored[-1].finish_reason == "eos" and len(stored[-1].spans or []) == len(reply.spans or [])
     assert stored[-1].stats is not None and stored[-1].stats["generated"] == 9
-    assert not window.continue_action.isEnabled()
+    assert not window.menu_actions.continue_reply.isEnabled()
 
 
 def test_a_continue_stopped_before_its_first_token_leaves_the_reply_as_it_was(qtbot, settings, store) -> None:
@@ -244,7 +222,7 @@ def test_a_continue_stopped_before_its_first_token_leaves_the_reply_as_it_was(qt
     window.chat_view.flush()
     assert "(stopped at the 6-token limit)  Continue" in window.chat_view.toPlainText()
     assert store.messages(window.conversation_id)[-1].finish_reason == "max_tokens"
-    assert window.continue_action.isEnabled()
+    assert window.menu_actions.continue_reply.isEnabled()
 
 
 def test_figures_come_back_after_switching_away_and_back_mid_reply(qtbot, settings, store) -> None:
@@ -255,9 +233,9 @@ def test_figures_come_back_after_switching_away_and_back_mid_reply(qtbot, settin
     streaming = window.conversation_id
     host.worker.events.emit([verified(0, tuple("abcdefghijklmnop"), (), "q")])
     assert window.stats.tokens_per_second.text() != "–" and window.stats.speedup.text().endswith("so far")
-    window.open_conversation(other)
+    window.chat.open_conversation(other)
     assert window.stats.tokens_per_second.text() == "–"
-    window.open_conversation(streaming)
+    window.chat.open_conversation(streaming)
     assert window.stats.tokens_per_second.text() != "–", window.stats.tokens_per_second.text()
     assert window.stats.speedup.text().startswith("≈×") and window.stats.speedup.text().endswith("so far")
     host.worker.events.emit([verified(1, tuple("abcd"), (), "e")])
@@ -278,9 +256,9 @@ def test_continue_on_the_real_pair_goes_on_speculatively_in_the_same_message(qtb
     window.chat_view.flush()
     cut = window.transcript.messages[-1].content
     assert "(stopped at the 12-token limit)" in window.chat_view.toPlainText()
-    assert window.continue_action.isEnabled()
+    assert window.menu_actions.continue_reply.isEnabled()
     with qtbot.waitSignal(window.reply_finished, timeout=300_000) as second:
-        window.continue_action.trigger()
+        window.menu_actions.continue_reply.trigger()
     finished = second.args[0]
     assert finished.reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
     assert finished.stats.reused_prompt_tokens > 0  # the cache of the reply so far was kept
@@ -310,7 +288,7 @@ def test_reading_a_long_prompt_shows_tokens_and_percent_and_esc_stops_it(qtbot, 
         host.worker.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(prompt_tokens=3639),
                                           "stopped while reading the prompt")])
     assert not window.progress.isVisible() and window.statusBar().currentMessage() == ""
-    assert not window.streaming and window.send_button.isEnabled()
+    assert not window.streaming and window.page.send_button.isEnabled()
 
 
 def test_test_in_remote_devices_probes_the_typed_address_without_adding_it(qtbot) -> None:
@@ -374,7 +352,8 @@ def test_the_drafter_box_shows_each_drafters_name_whole_at_900_by_600(qtbot, set
     box.initStyleOption(option)
     field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
                                        QStyle.SubControl.SC_ComboBoxEditField, box)
-    names = [box.itemText(i) for i in range(box.count())] + [COMPOSITE_WITH_HEADS_LABEL]
+    names = [box.itemText(i) for i in range(box.count())] + [
+        drafter_entry(DrafterKind.COMPOSITE).label_for({Part.MTP_HEADS.value})]
     for name in names:
         assert box.fontMetrics().horizontalAdvance(name) <= field.width(), (name, field.width())
 
@@ -385,7 +364,7 @@ def test_the_window_title_is_the_open_conversations(qtbot, settings, store) -> N
     assert window.windowTitle() == "specchat"
     window.send("Why is the sky blue?")
     assert window.windowTitle() == "Why is the sky blue? \u2014 specchat"
-    window.open_conversation(older)
+    window.chat.open_conversation(older)
     assert window.windowTitle() == "Carrot recipes \u2014 specchat"
     window.chat.rename(older, "Roasted carrots")
     assert window.windowTitle() == "Roasted carrots \u2014 specchat"
@@ -397,7 +376,7 @@ def test_the_markdown_export_gives_acceptance_as_a_percentage(qtbot, settings, s
     stats = GenerationStats(rounds=1, drafted=4, accepted=3, generated=4, generate_seconds=0.5)
     with qtbot.waitSignal(window.reply_finished):
         host.worker.events.emit([verified(0, ("a", "b", "c"), ("x",), "d"), Finished(FinishReason.EOS, stats)])
-    window.export_conversation("md", str(tmp_path / "out.md"))
+    window.dialogs.export("md", str(tmp_path / "out.md"))
     text = (tmp_path / "out.md").read_text(encoding="utf-8")
     assert "*8.0 tokens/s, acceptance 75%*" in text and "0.75" not in text
 

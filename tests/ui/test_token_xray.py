@@ -155,7 +155,7 @@ def test_after_a_restart_a_clicked_token_shows_the_engines_numbers(qtbot, settin
     with qtbot.waitSignal(window.models_loaded, timeout=120_000):
         window.load_models(demo_pair.target, demo_pair.draft)
     seen: list[Verified] = []
-    window.events_received.connect(lambda batch: seen.extend(e for e in batch if isinstance(e, Verified)))
+    window.chat.events_folded.connect(lambda batch: seen.extend(e for e in batch if isinstance(e, Verified)))
     with qtbot.waitSignal(window.reply_finished, timeout=300_000):
         window.send(PROMPT)
     window.close()

@@ -122,16 +122,16 @@ def test_main_window_first_run_and_stored_conversations(qtbot, settings, store, 
     assert window.conversation_id == cid
     assert [m.content for m in window.transcript.messages] == ["hi", "Hello"]
     assert window.stats.acceptance.text() == "50%"
-    window.set_hide_rejected(True)
+    window.look.set_hide_rejected(True)
     assert "p" not in window.chat_view.toPlainText().split("\n")[-1]
     out = tmp_path / "chat.md"
-    window.export_conversation("md", str(out))
+    window.dialogs.export("md", str(out))
     assert "**Assistant**\n\nHello" in out.read_text()
     window.send("no model yet")
     assert window.last_error == "load a model first"
     window.sidebar.new_button.click()
     assert window.sidebar.list.count() == 2 and window.transcript.messages == []
-    window.delete_conversation(cid)
+    window.chat.delete_conversation(cid)
     assert [c.id for c in store.conversations()] != [] and cid not in [c.id for c in store.conversations()]
     window.welcome.picker_button.click()
     picker = window.findChild(ModelPickerDialog)
@@ -173,7 +173,7 @@ def test_edit_puts_text_back_and_abandoning_it_loses_nothing(qtbot, settings, st
     writer.feed(Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=1, accepted=1, generated=2)))
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
-    window.open_conversation(cid)
+    window.chat.open_conversation(cid)
     actions = window.chat_view.message_actions(0)
     assert [a.text() for a in actions] == ["Copy message", "Edit and resend"]
     actions[1].trigger()
@@ -224,7 +224,7 @@ def test_a_failing_database_write_is_reported_and_the_reply_still_ends(qtbot, se
 def test_escape_cancels_the_streaming_reply(qtbot, settings, store) -> None:
     window, host = fake_window(qtbot, settings, store)
     window.send("hi")
-    assert window.streaming and window.stop_button.isEnabled()
+    assert window.streaming and window.page.stop_button.isEnabled()
     window.composer.setFocus()
     qtbot.keyClick(window.composer, Qt.Key.Key_Escape)
     assert host.tokens[-1].cancelled
@@ -235,7 +235,7 @@ def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store
     window.send("Say hello")
     request = host.requests[-1]
     assert request.history == [] and request.user_text == "Say hello"
-    assert not window.regenerate_button.isEnabled() and not window.send_button.isEnabled()
+    assert not window.page.regenerate_button.isEnabled() and not window.page.send_button.isEnabled()
     host.worker.events.emit([drafted(0, ("Hel", "lo")), verified(0, ("Hel", "lo"), (), "!")])
     window.chat_view.flush()
     assert window.transcript.reply is not None and window.transcript.reply.content == "Hello!"
@@ -245,7 +245,7 @@ def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store
                                                                              generated=3, generate_seconds=0.5))])
     assert window.stats.tokens_per_second.text() == "6.0"
     assert window.stats.conversation.text() == "1 reply, 3 tokens"
-    assert window.regenerate_button.isEnabled()
+    assert window.page.regenerate_button.isEnabled()
     stored = store.messages(window.conversation_id)
     assert [(m.role, m.content) for m in stored] == [("user", "Say hello"), ("assistant", "Hello!")]
     # The next request carries the history from the transcript.
@@ -382,7 +382,7 @@ def test_about_box_shows_the_build(qtbot, settings, store) -> None:
 
     window = MainWindow(settings, store, build=devices.build_info())  # as the app's composition root does
     qtbot.addWidget(window)
-    box = window.show_about()
+    box = window.dialogs.about()
     qtbot.addWidget(box)
     assert __version__ in box.text()
     offload = "yes" if devices.offload_supported() else "no"
@@ -405,12 +405,12 @@ def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings,
     writer.feed(Finished(FinishReason.CANCELLED, GenerationStats(rounds=1, drafted=1, accepted=1, generated=2)))
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
-    window.open_conversation(cid)
+    window.chat.open_conversation(cid)
     assert window.chat_view.toPlainText().endswith("lo there (stopped: the app closed)")
     assert window.transcript.messages[-1].content == "Hello there"  # the mark is not part of the reply
     assert window.stats.acceptance.text() == "67%"  # the figures counted until the crash
     assert window.stats.tokens_per_second.text() == "–"  # no rate was measured
-    window.open_conversation(stopped)
+    window.chat.open_conversation(stopped)
     assert window.chat_view.toPlainText().endswith("Hi! (stopped)")
 
 

@@ -29,16 +29,16 @@ def stored_conversation(store, title: str, reply: str = "Hello") -> int:
 def test_dark_and_light_themes_change_the_window(qtbot, settings, store) -> None:
     window, _ = window_with(qtbot, settings, store)
     try:
-        window.set_theme("dark")
+        window.look.set_theme("dark")
         qtbot.waitUntil(lambda: window.palette().color(QPalette.ColorRole.Base).lightness() < 128)
         dark = window.palette().color(QPalette.ColorRole.Base)
         assert dark.lightness() < 80 and window.chat_view.palette().color(QPalette.ColorRole.Text).lightness() > 180
-        window.set_theme("light")
+        window.look.set_theme("light")
         qtbot.waitUntil(lambda: window.palette().color(QPalette.ColorRole.Base).lightness() > 128)
         light = window.palette().color(QPalette.ColorRole.Base)
         assert light.lightness() > 230 and light != dark
     finally:
-        window.set_theme("system")
+        window.look.set_theme("system")
     window.close()
     assert load_settings().theme == "system"
 
@@ -55,22 +55,22 @@ def test_zoom_changes_the_text_size_and_is_remembered(qtbot, settings, store) ->
     assert load_settings().zoom == 2
     again, _ = window_with(qtbot, load_settings(), store)
     assert again.chat_view.font().pointSizeF() == base + 2
-    again.set_zoom(0)
+    again.look.set_zoom(0)
     assert again.chat_view.font().pointSizeF() == base
 
 
 def test_side_panels_collapse_and_stay_collapsed(qtbot, settings, store) -> None:
     window, _ = window_with(qtbot, settings, store)
     window.show()
-    window.sidebar_action.trigger()
-    window.panel_action.trigger()
+    window.look.sidebar_action.trigger()
+    window.look.panel_action.trigger()
     assert not window.sidebar.isVisible() and not window.panel.isVisible()
     window.close()
     again, _ = window_with(qtbot, load_settings(), store)
     again.show()
     assert not again.sidebar.isVisible() and not again.panel.isVisible()
-    again.set_sidebar_visible(True)
-    assert again.sidebar.isVisible() and again.sidebar_action.isChecked()
+    again.look.set_sidebar_visible(True)
+    assert again.sidebar.isVisible() and again.look.sidebar_action.isChecked()
 
 
 def _clipped(root: QWidget) -> list[str]:
@@ -124,7 +124,7 @@ def test_a_message_before_any_load_loads_the_last_pair_then_sends(qtbot, setting
     target.write_bytes(b"GGUF")
     settings.last_target, settings.last_draft = str(target), ""
     window, host = window_with(qtbot, settings, store, loaded=False)
-    assert window.composer.isEnabled() and window.send_button.isEnabled()
+    assert window.composer.isEnabled() and window.page.send_button.isEnabled()
     window.composer.setPlainText("hello there")
     window.composer.send()
     assert host.loads == [(str(target), "")] and host.requests == []
@@ -139,14 +139,14 @@ def test_switching_conversations_mid_reply_keeps_it_streaming_into_its_own(qtbot
     window.send("first")
     streaming = window.conversation_id
     host.worker.events.emit([verified(0, ("Hel",), (), "lo")])
-    window.open_conversation(other)  # the click is not lost
+    window.chat.open_conversation(other)  # the click is not lost
     assert window.conversation_id == other and [m.content for m in window.transcript.messages] == ["hi", "Yes"]
-    assert not window.stop_button.isEnabled() and not window.send_button.isEnabled()
+    assert not window.page.stop_button.isEnabled() and not window.page.send_button.isEnabled()
     host.worker.events.emit([drafted(1, (" wor",)), verified(1, (" wor",), (), "ld")])
     window.chat_view.flush()
     assert "world" not in window.chat_view.toPlainText()
-    window.open_conversation(streaming)
-    assert window.transcript.messages[-1].content == "Hello world" and window.stop_button.isEnabled()
+    window.chat.open_conversation(streaming)
+    assert window.transcript.messages[-1].content == "Hello world" and window.page.stop_button.isEnabled()
     with qtbot.waitSignal(window.reply_finished):
         host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(rounds=2, generated=4))])
     assert [m.content for m in store.messages(streaming)] == ["first", "Hello world"]
@@ -156,11 +156,11 @@ def test_switching_conversations_mid_reply_keeps_it_streaming_into_its_own(qtbot
 def test_delete_asks_first(qtbot, settings, store) -> None:
     cid = stored_conversation(store, "Keep me?")
     window, _ = window_with(qtbot, settings, store)
-    box = window.confirm_delete(cid)
+    box = window.dialogs.confirm_delete(cid)
     assert "Keep me?" in box.text()
     box.button(QMessageBox.StandardButton.Cancel).click()
     assert [c.id for c in store.conversations()] == [cid]
-    box = window.confirm_delete(cid)
+    box = window.dialogs.confirm_delete(cid)
     box.button(QMessageBox.StandardButton.Yes).click()
     assert store.conversations() == [] and window.sidebar.list.count() == 0
 
@@ -168,7 +168,7 @@ def test_delete_asks_first(qtbot, settings, store) -> None:
 def test_controls_tell_the_truth(qtbot, settings, store) -> None:
     settings.depth = None  # auto
     window, host = window_with(qtbot, settings, store)
-    assert not window.regenerate_button.isEnabled()  # nothing to regenerate in an empty conversation
+    assert not window.page.regenerate_button.isEnabled()  # nothing to regenerate in an empty conversation
     assert not window.stats.measure_button.isEnabled()  # the calibration after loading is running
     host.worker.baseline_measured.emit(Baseline(host.calibrations[-1], 40.0, 48, time.time()))
     assert window.stats.measure_button.isEnabled()
@@ -180,7 +180,7 @@ def test_controls_tell_the_truth(qtbot, settings, store) -> None:
     assert window.progress.maximum() == 100
     with qtbot.waitSignal(window.reply_finished):
         host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(rounds=1, generated=15))])
-    assert window.regenerate_button.isEnabled() and window.stats.measure_button.isEnabled()
+    assert window.page.regenerate_button.isEnabled() and window.stats.measure_button.isEnabled()
 
 
 def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -> None:
@@ -230,18 +230,18 @@ def test_regenerated_replies_are_versions_to_flip_between(qtbot, settings, store
     actions["Previous version (2/2)"].trigger()
     assert [m.content for m in window.transcript.messages] == ["Name a colour", "Red"]
     assert "‹ 1/2 ›" in window.chat_view.toPlainText()
-    window.next_version_action.trigger()
+    window.menu_actions.next_version.trigger()
     assert window.transcript.messages[-1].content == "Blue"
-    window.previous_version_action.trigger()
+    window.menu_actions.previous_version.trigger()
     assert [m.content for m in window.transcript.messages] == ["Name a colour", "Red"]
     assert "Red" in window.chat_view.toPlainText() and "Blue" not in window.chat_view.toPlainText()
-    window.next_version_action.trigger()
+    window.menu_actions.next_version.trigger()
     assert window.transcript.messages[-1].content == "Blue"
 
 
 def test_system_prompts_per_conversation_and_by_default(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
-    dialog = window.edit_default_system_prompt()
+    dialog = window.dialogs.default_system_prompt()
     dialog.editor.setPlainText("Answer in one sentence.")
     dialog.accept()
     window.new_conversation()
@@ -250,7 +250,7 @@ def test_system_prompts_per_conversation_and_by_default(qtbot, settings, store) 
     assert store.conversation(window.conversation_id).system_prompt == "Answer in one sentence."
     with qtbot.waitSignal(window.reply_finished):
         host.worker.events.emit([verified(0, ("Ray",), (), "leigh"), Finished(FinishReason.EOS, GenerationStats())])
-    dialog = window.edit_system_prompt()
+    dialog = window.dialogs.system_prompt()
     assert dialog.editor.toPlainText() == "Answer in one sentence."
     dialog.editor.setPlainText("Answer like a pirate.")
     dialog.accept()

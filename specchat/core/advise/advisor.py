@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 
 from specchat.core.advise import DEFAULT_BUDGET, cache
 from specchat.core.advise.calibrate import CALIBRATION_DEPTH, CALIBRATION_TOKENS, PROMPTS, Measurement, run_prompt
-from specchat.core.advise.candidates import Candidate, CandidateKind, find_candidates
+from specchat.core.advise.candidates import Candidate, CandidateKind, find_candidates, unmeasurable_reason
 from specchat.core.advise.confirm import Confirmation, confirm
+from specchat.core.advise.payoff import Payoff, payoff, verify_scaling
+from specchat.core.advise.payoff import remember as remember_payoff
 from specchat.core.advise.predict import Prediction, losing_reason, predict, target_costs
 from specchat.core.cancel import CancelToken
 from specchat.core.types import GPU_LAYERS_AUTO, DrafterKind, GpuLayers, SpecchatError
@@ -32,6 +34,46 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, float], None]
+HeadOpener = Callable[["ChatEngine", Candidate], contextlib.AbstractContextManager["Drafter"]]
+
+
+@contextlib.contextmanager
+def open_head_drafter(engine: ChatEngine, candidate: Candidate) -> Iterator[Drafter]:
+    """A head file's drafter on the loaded target, for one measurement: the head's context takes the place of
+    the target's MTP heads while it is open (one observer follows the target), and gives it back after."""
+    from specchat.core.engine.registry import Parts, head_entry
+    from specchat.core.llama.context import Context
+    from specchat.core.llama.heads import open_head
+    from specchat.core.llama.model import Model
+
+    target = engine.target_context
+    if not isinstance(target, Context):
+        raise SpecchatError("a drafter head needs the target on this machine, not on RPC servers")
+    model = Model(candidate.path)
+    kept = target.observer
+    target.observer = None
+    try:
+        head = open_head(target, model)
+        try:
+            yield head_entry(head).build(Parts(head=head))
+        finally:
+            head.close()
+    finally:
+        target.observer = kept
+        target.truncate(0)  # the MTP heads (if any) catch up from scratch
+        model.close()
+
+
+def _head_openers() -> dict[DrafterKind, HeadOpener]:
+    from specchat.core.engine.registry import head_drafters
+
+    return {DrafterKind(entry.name): open_head_drafter for entry in head_drafters()}
+
+
+HEAD_DRAFTERS: dict[DrafterKind, HeadOpener] = _head_openers()
+"""How the calibration opens a head file's drafter (EAGLE-3, DFlash, DSpark) on the loaded target, by drafter
+kind: every head entry of the drafter registry. A head kind without one is listed with one line saying this
+build cannot measure it."""
 CALIBRATION_CONTEXT = 1024
 MIN_DRAFTED_ROUNDS = 3  # fewer say nothing about acceptance
 # Shares of the budget: plain decoding, each candidate, the confirming run.
@@ -69,6 +111,7 @@ class Advice:
     plain_tokens_per_second: float = 0.0
     cancelled: bool = False
     skipped: list[str] = field(default_factory=list)
+    payoff: Payoff | None = None  # whether speculation can pay on this backend, from the verify costs measured
 
     @property
     def winner(self) -> CandidateResult | None:
@@ -84,7 +127,8 @@ class Advice:
                 "elapsed_seconds": round(self.elapsed_seconds, 2),
                 "plain_tokens_per_second": round(self.plain_tokens_per_second, 2), "cancelled": self.cancelled,
                 "winner": None if winner is None else winner.candidate.label,
-                "candidates": [r.to_json() for r in self.results], "skipped": self.skipped}
+                "candidates": [r.to_json() for r in self.results], "skipped": self.skipped,
+                "backend": None if self.payoff is None else self.payoff.to_json()}
 
 
 class _Clock:
@@ -179,6 +223,11 @@ def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_secon
     advice.elapsed_seconds = time.perf_counter() - clock.started
     if remember and not advice.cancelled:
         _remember(advice)
+        if advice.payoff is not None:
+            try:
+                remember_payoff(advice.target, advice.payoff)
+            except OSError as exc:
+                log.warning("the backend verdict could not be kept (%s)", exc.strerror or exc)
     if progress is not None:
         progress("done", 1.0)
     return advice
@@ -215,6 +264,13 @@ def _drafter(engine: ChatEngine, candidate: Candidate, models: _DraftModels) -> 
     on them need only the target.
     """
     assert candidate.drafter is not None
+    if candidate.kind is CandidateKind.HEAD:
+        opener = HEAD_DRAFTERS.get(candidate.drafter)
+        if opener is None:
+            raise SpecchatError(unmeasurable_reason(candidate.head))
+        with opener(engine, candidate) as drafter:
+            yield drafter
+        return
     if not candidate.path:
         yield engine.drafter_for(candidate.drafter)
         return
@@ -263,17 +319,25 @@ def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, 
             advice.plain_tokens_per_second = plain.tokens_per_second
             if not plain.rounds:  # cancelled before anything ran
                 return
-            costs = target_costs([*plain.rounds, *(r for m in measured.values() for r in m.rounds)])
+            every = [*plain.rounds, *(r for m in measured.values() for r in m.rounds)]
+            costs = target_costs(every)
+            scaling = verify_scaling(every)
+            advice.payoff = payoff(scaling) if scaling is not None else None
             for ran, _ in runs[1:]:
                 assert ran is not None
                 m = measured[ran.candidate.key]
                 if m.drafted_rounds < MIN_DRAFTED_ROUNDS:
                     ran.reason = f"not measured: the budget ran out after {m.drafted_rounds} rounds"
                 else:
-                    ran.prediction = predict(plain, m, max_depth, costs)
+                    ran.prediction = predict(plain, m, depth_for(ran.candidate, max_depth), costs)
             _confirm_best(engine, runs, clock, cancel, max_tokens)
     finally:
         engine.close()
+
+
+def depth_for(candidate: Candidate, max_depth: int) -> int:
+    """The deepest depth to calibrate a candidate at: ``max_depth``, or a head's natural block if shorter."""
+    return min(max_depth, candidate.natural_depth) if candidate.natural_depth > 0 else max_depth
 
 
 def _prompts(engine: ChatEngine) -> list[list[int]]:
@@ -301,7 +365,8 @@ def _take_turns(engine: ChatEngine, runs: list[tuple[CandidateResult | None, Dra
             label = "plain decoding" if result is None else result.candidate.label
             clock.say(f"{label}: {PROMPTS[i][0]} prompt")
             into = plain if result is None else measured[result.candidate.key]
-            run_prompt(engine.target_side, drafter, prompt, max_depth=0 if result is None else max_depth,
+            depth = 0 if result is None else depth_for(result.candidate, max_depth)
+            run_prompt(engine.target_side, drafter, prompt, max_depth=depth,
                        max_tokens=max_tokens, deadline=deadline, cancel=cancel, into=into)
     return plain, measured
 

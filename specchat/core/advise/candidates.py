@@ -1,4 +1,5 @@
-"""What could draft for a target: compatible GGUFs, the target's own heads, n-gram lookup, catalog drafts.
+"""What could draft for a target: compatible GGUFs, the target's own heads, head files (EAGLE-3, DFlash,
+DSpark) beside it or in the library, n-gram lookup, catalog drafts and heads.
 
 In the window, the draft model loaded with the target is always judged (it may
 live anywhere: the demo's ships inside a Python package), and the automatic
@@ -23,6 +24,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.models.catalog import COMPUTE_SHARE, MTP_GB, load_catalog
 from specchat.core.models.compat import CompatReport, compare
 from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
+from specchat.core.models.heads import HEAD_NAMES, HeadInfo, HeadKind, check_head, heads_beside, read_head
 from specchat.core.models.library import ModelRoot, default_roots, scan
 from specchat.core.models.shape import read_model_shape
 from specchat.core.paths import not_a_file
@@ -38,7 +40,8 @@ class CandidateKind(str, enum.Enum):
     MTP = "mtp"  # the target's own multi-token-prediction heads
     NGRAM = "ngram"  # n-gram lookup in the conversation
     COMPOSITE = "composite"  # the automatic drafter: lookup, then the draft file (``path``) or the target's heads
-    CATALOG = "catalog"  # a catalog draft of the target's family: download to try
+    HEAD = "head"  # a head file trained for the target (``head`` says which kind: eagle3, dflash, dspark, mtp)
+    CATALOG = "catalog"  # a catalog draft (or head) of the target's family: download to try
     INCOMPATIBLE = "incompatible"  # a file that cannot draft for this target
 
 
@@ -52,12 +55,17 @@ class Candidate:
     reason: str = ""
     size_bytes: int = 0  # the draft's file (or download) size
     memory_bytes: int = 0  # target and drafter together at the calibration context
-    source: str = ""  # where it was found: a library source, "named", "loaded", a catalog pair id
+    source: str = ""  # where it was found: a library source, "named", "loaded", "beside the target", a pair id
     warnings: tuple[str, ...] = ()
+    head: str = ""  # HEAD (and a catalog head): the HeadKind value
+    natural_depth: int = 0  # HEAD: the drafts one pass gives (DFlash's block size - 1); 0: no natural depth
 
     @property
     def drafter(self) -> DrafterKind | None:
-        """The engine's drafter for this candidate; None when it cannot run here."""
+        """The engine's drafter for this candidate; None when it cannot run here (a head kind this build's
+        engine has no drafter for: its DrafterKind value is the head's kind, ``eagle3``, ``dflash``, ``dspark``)."""
+        if self.kind is CandidateKind.HEAD:
+            return head_drafter_kind(self.head)
         return {CandidateKind.DRAFT: DrafterKind.DRAFT_MODEL, CandidateKind.MTP: DrafterKind.MTP,
                 CandidateKind.NGRAM: DrafterKind.NGRAM, CandidateKind.COMPOSITE: DrafterKind.COMPOSITE}.get(self.kind)
 
@@ -73,7 +81,27 @@ class Candidate:
     def to_json(self) -> dict[str, object]:
         return {"kind": self.kind.value, "label": self.label, "path": self.path, "reason": self.reason,
                 "size_bytes": self.size_bytes, "memory_bytes": self.memory_bytes, "source": self.source,
-                "drafter": None if self.drafter is None else self.drafter.value, "warnings": list(self.warnings)}
+                "drafter": None if self.drafter is None else self.drafter.value, "warnings": list(self.warnings),
+                "head": self.head or None}
+
+
+def head_drafter_kind(head: str) -> DrafterKind | None:
+    """The engine's drafter for a head kind, when this build has one (an MTP sidecar has none: specchat drafts
+    with MTP layers inside the target's own file)."""
+    from specchat.core.engine.registry import head_drafter_name
+
+    if not head or head == HeadKind.MTP.value:
+        return None
+    name = head_drafter_name(head)
+    return None if name is None else DrafterKind(name)
+
+
+def unmeasurable_reason(head: str) -> str:
+    """One line for a head this build cannot measure."""
+    name = HEAD_NAMES.get(HeadKind(head), head) if head in HeadKind._value2member_map_ else head
+    if head == HeadKind.MTP.value:
+        return "MTP layers in a file of their own: this build drafts only with MTP layers inside the target's file"
+    return f"this build has no {name.split()[0]} drafter, so the {name} cannot be measured here"
 
 
 @dataclass
@@ -136,9 +164,12 @@ class _Judge:
         return self._with_vocab
 
     def __call__(self, path: Path, source: str) -> Candidate:
-        """A file as a DRAFT candidate or an INCOMPATIBLE one, with the reason."""
+        """A file as a DRAFT or HEAD candidate, or an INCOMPATIBLE one with the reason."""
         target = self.target
         info = read_gguf_info(path)
+        head = read_head(path, info)
+        if head is not None:
+            return self.head(head, source)
         if info.tokenizer_model == target.tokenizer_model and info.vocab_fingerprint != target.vocab_fingerprint:
             # Same kind of tokenizer, different tokens: a token-level check says which, or finds a padding tail.
             report = compare(self._target_vocab(), read_gguf_info(path, with_vocab=True))
@@ -149,6 +180,20 @@ class _Judge:
                              info.file_size, source=source)
         return Candidate(CandidateKind.DRAFT, path.name, str(path), "", info.file_size,
                          memory_needed(target.path, path, self.n_ctx), source, tuple(report.warnings))
+
+
+    def head(self, head: HeadInfo, source: str) -> Candidate:
+        """A head file as a HEAD candidate (its reason says when this build cannot measure it) or INCOMPATIBLE."""
+        check = check_head(self.target.path, head, self.target)
+        size = head.info.file_size if head.info is not None else 0
+        if not check.ok:
+            return Candidate(CandidateKind.INCOMPATIBLE, head.label, str(head.path),
+                             f"incompatible: {check.problems[0]}", size, source=source, head=head.kind.value)
+        reason = "" if head_drafter_kind(head.kind.value) is not None else unmeasurable_reason(head.kind.value)
+        memory = memory_needed(self.target.path, None, self.n_ctx) + int((1 + COMPUTE_SHARE) * size)
+        return Candidate(CandidateKind.HEAD, head.label, str(head.path), reason, size, memory, source,
+                         head=head.kind.value,
+                         natural_depth=head.natural_depth or 0)
 
 
 def _catalog_drafts(target: GgufInfo, n_ctx: int) -> list[Candidate]:
@@ -249,6 +294,15 @@ def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, lib
                 result.candidates.append(judge(entry.path, entry.source))
             except SpecchatError as exc:
                 result.skipped.append(f"{entry.path.name}: {exc}")
+    if not cancel.cancelled:
+        for path in heads_beside(target_path):
+            if path.resolve() in seen:
+                continue
+            seen.add(path.resolve())
+            try:
+                result.candidates.append(judge(path, "beside the target"))
+            except SpecchatError as exc:
+                result.skipped.append(f"{path.name}: {exc}")
     if info.mtp_layers:
         n = info.mtp_layers
         result.candidates.append(Candidate(
@@ -267,4 +321,25 @@ def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, lib
                                            memory_needed(target_path, None, n_ctx), "built in"))
     if catalog:
         result.candidates += _catalog_drafts(info, n_ctx)
+        result.candidates += _catalog_heads(info)
     return result
+
+
+def _catalog_heads(target: GgufInfo) -> list[Candidate]:
+    """Heads the catalog names for targets of this family: GGUF ones to download, others to convert."""
+    from specchat.core.models.catalog import load_heads
+
+    mine = _target_family(target).removeprefix("meta")
+    size = (target.size_label or "").lower()
+    out: list[Candidate] = []
+    for head in load_heads():
+        sizes = [w for w in re.split(r"[-_\s/]+", head.target_family.lower()) if _SIZE_TOKEN_RE.fullmatch(w)]
+        if not mine or family(head.target_family).removeprefix("meta") != mine or (size and sizes and
+                                                                                  sizes[0] != size):
+            continue
+        how = (f"download to try ({head.size_gb:.2f} GB, {head.repo})" if head.file
+               else f"published as {head.format} ({head.repo}): convert with llama.cpp's convert_hf_to_gguf.py "
+                    "--target-model-dir")
+        out.append(Candidate(CandidateKind.CATALOG, head.label, "", how, int(head.size_gb * GB), 0, head.id,
+                             head=head.kind))
+    return out

@@ -29,14 +29,16 @@ from specchat.core import filelock, paths
 from specchat.core.jsonfile import UnreadableFileError, parse_json
 from specchat.core.types import Finished, FinishReason, SpecchatError, TokenKind, Verified
 
+from .presets import SamplerPreset, preset_of
 from .transcript import ReplyFigures, TokenDetail, TokenSpan, spans_of
 
 log = logging.getLogger(__name__)
 
 DB_FILENAME = "conversations.sqlite3"
-SCHEMA_VERSION = 4  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
+SCHEMA_VERSION = 5  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
 #                      and has its own system prompt; 3: spans carry the token X-ray's detail;
-#                      4: an FTS5 index of titles and message text (search)
+#                      4: an FTS5 index of titles and message text (search); 5: a conversation keeps
+#                      its sampler preset (conversations.sampler, JSON)
 LOCK_WAIT_S = 10.0  # how long to wait for another instance that is opening the same file
 
 _SCHEMA = """
@@ -47,7 +49,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     created REAL NOT NULL,
     updated REAL NOT NULL,
     leaf_id INTEGER,
-    system_prompt TEXT NOT NULL DEFAULT ''
+    system_prompt TEXT NOT NULL DEFAULT '',
+    sampler TEXT  -- SamplerPreset.as_dict() as JSON; NULL: none kept (the controls stay as they are)
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
@@ -122,6 +125,17 @@ def _migrate_to_details(db: sqlite3.Connection) -> None:
         db.execute("UPDATE schema_version SET version = 3")
 
 
+def _migrate_to_samplers(db: sqlite3.Connection) -> None:
+    """Schema 4 -> 5: conversations get a ``sampler`` column (NULL for those already stored).
+
+    The version itself moves on in :func:`_ensure_search_index`, which runs next.
+    """
+    with db:
+        db.execute("BEGIN IMMEDIATE")  # another instance may be adding it too: look under the write lock
+        if not any(r[1] == "sampler" for r in db.execute("PRAGMA table_info(conversations)")):
+            db.execute("ALTER TABLE conversations ADD COLUMN sampler TEXT")
+
+
 def _has_fts5(db: sqlite3.Connection) -> bool:
     """True when this SQLite build has FTS5 (else search falls back to LIKE)."""
     return any(r[0] == "ENABLE_FTS5" for r in db.execute("PRAGMA compile_options"))
@@ -183,12 +197,18 @@ def _like_pattern(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _snippet_around(text: str, needle: str, width: int = 60) -> str:
-    """A short piece of ``text`` around the first ``needle`` (case-insensitive), for the LIKE fallback."""
-    at = max(text.lower().find(needle.lower()), 0)
+def _snippet_around(text: str, needle: str, mark: tuple[str, str] = ("", ""), width: int = 60) -> str:
+    """A short piece of ``text`` around the first ``needle`` (case-insensitive, between ``mark``'s two strings),
+    for the LIKE fallback."""
+    found = text.lower().find(needle.lower())
+    at = max(found, 0)
     start = max(at - width // 2, 0)
-    piece = " ".join(text[start:start + width].split())
-    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+    end = max(start + width, at + len(needle)) if found >= 0 else start + width
+    if found >= 0:
+        text = text[:at] + mark[0] + text[at:at + len(needle)] + mark[1] + text[at + len(needle):]
+        end += len(mark[0]) + len(mark[1])
+    piece = " ".join(text[start:end].split())
+    return ("…" if start else "") + piece + ("…" if end < len(text) else "")
 
 
 def _detail_json(span: TokenSpan) -> str | None:
@@ -366,6 +386,8 @@ class ConversationStore:
                     _migrate_to_branches(db)
                 if row[0] < 3:
                     _migrate_to_details(db)
+                if row[0] < 5:
+                    _migrate_to_samplers(db)
             self._fts5 = _has_fts5(db)
             _ensure_search_index(db, self._fts5)  # schema 3 -> 4, and a new file's index
             db.execute("CREATE INDEX IF NOT EXISTS messages_by_parent ON messages(parent_id)")
@@ -411,6 +433,26 @@ class ConversationStore:
 
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
         self._db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
+
+    def set_sampler(self, conversation_id: int, preset: SamplerPreset) -> None:
+        """Keep ``preset`` (the sampler in use) with the conversation; it comes back when it is opened."""
+        self._db.execute("UPDATE conversations SET sampler = ? WHERE id = ?",
+                         (json.dumps(preset.as_dict(), ensure_ascii=False), conversation_id))
+
+    def sampler(self, conversation_id: int) -> SamplerPreset | None:
+        """The sampler kept with the conversation; None when there is none or it does not read back (logged)."""
+        row = self._db.execute("SELECT sampler FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        text = row[0] if row is not None else None
+        if text is None:
+            return None
+        try:
+            preset = preset_of(parse_json(text, "a conversation's sampler")) if isinstance(text, str) else None
+        except UnreadableFileError as exc:
+            log.warning("conversation %d: %s; its sampler is not restored", conversation_id, exc)
+            return None
+        if preset is None:
+            log.warning("conversation %d: its stored sampler %.80r is not valid; not restored", conversation_id, text)
+        return preset
 
     def conversations(self) -> list[ConversationInfo]:
         """All conversations, most recently updated first."""
@@ -641,10 +683,11 @@ class ConversationStore:
 
     # -- search ------------------------------------------------------------------------
 
-    def search(self, text: str) -> list[tuple[int, str, str]]:
+    def search(self, text: str, mark: tuple[str, str] = ("", "")) -> list[tuple[int, str, str]]:
         """Conversations whose title or message text holds every term of ``text``, most recently updated first.
 
-        Each as ``(conversation_id, title, snippet)``; the snippet shows the first match. Any user text is
+        Each as ``(conversation_id, title, snippet)``; the snippet shows the first match, each matched word
+        between ``mark``'s two strings (FTS5's ``snippet()``; the whole text's match without FTS5). Any user text is
         safe: each term is matched as a quoted phrase, so FTS syntax in it (quotes, ``*``, ``NEAR``, ``-``,
         parentheses) is only text. Without FTS5 in this SQLite build, a LIKE match of the whole text.
         """
@@ -655,9 +698,9 @@ class ConversationStore:
             if not query:
                 return []
             rows = self._db.execute(
-                "SELECT c.id, c.title, snippet(search, 0, '', '', '…', 10) FROM search"
+                "SELECT c.id, c.title, snippet(search, 0, ?, ?, '…', 10) FROM search"
                 " JOIN conversations c ON c.id = search.conversation_id WHERE search MATCH ?"
-                " ORDER BY c.updated DESC, c.id DESC, search.rowid", (query,)).fetchall()
+                " ORDER BY c.updated DESC, c.id DESC, search.rowid", (*mark, query)).fetchall()
         else:
             needle = text.strip()
             pattern = _like_pattern(needle)
@@ -668,7 +711,7 @@ class ConversationStore:
                 " ON c.id = m.conversation_id WHERE m.content LIKE ?1 ESCAPE '\\'", (pattern,)).fetchall()
             order = {r["id"]: i for i, r in enumerate(self._db.execute(
                 "SELECT id FROM conversations ORDER BY updated DESC, id DESC"))}
-            rows = [(r[0], r[1], _snippet_around(_text(r[2]), needle))
+            rows = [(r[0], r[1], _snippet_around(_text(r[2]), needle, mark))
                     for r in sorted(rows, key=lambda r: (order.get(r[0], 0), r[3]))]
         found: dict[int, tuple[int, str, str]] = {}
         for cid, title, snippet in rows:

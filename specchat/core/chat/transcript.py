@@ -255,11 +255,6 @@ class ReplyFigures:
             kind = kinds.pop().value
         self.round_kinds[kind] = self.round_kinds.get(kind, 0) + 1
 
-    def source_acceptance(self, source: DraftSource) -> float:
-        """The share of ``source``'s drafted tokens the target accepted (0 when it drafted none)."""
-        drafted, accepted = self.by_source.get(source.value, (0, 0))
-        return accepted / drafted if drafted else 0.0
-
     @property
     def acceptance_rate(self) -> float:
         return self.accepted / self.drafted if self.drafted else 0.0

@@ -81,9 +81,9 @@ SHORT_MATCH = 6
 REPLY_STRENGTH = 2.0
 """Within a reply, what every reply so far showed weighs as much as this many of the reply's own observations."""
 
-# Drafters that guess further ahead with every chained or block position, losing acceptance with it:
-# their rates are kept per position.
-_BY_POSITION = frozenset({DraftSource.MTP, DraftSource.EAGLE3, DraftSource.DFLASH, DraftSource.DSPARK})
+# Sources pooled over positions; every other (MTP heads, drafter heads) guesses further ahead with each
+# chained or block position, losing acceptance with it: their rates are kept per position.
+_POOLED = frozenset({DraftSource.MODEL, DraftSource.LOOKUP})
 
 
 def match_key(length: int) -> int:
@@ -248,7 +248,7 @@ class AcceptanceTable:
         it; a position never checked takes the one before it.
         """
         pooled = self.pooled(source, key)
-        if source not in _BY_POSITION:
+        if source in _POOLED:
             return [pooled] * n
         cells = self._positions(source, key)
         weight = max(self.strength, 1.0 / max(1.0 - pooled, 0.02))

@@ -2,9 +2,9 @@
 
 A drafter is a :class:`Drafter`: the loop calls :meth:`Drafter.prefill` once
 the target holds the prompt, then :meth:`Drafter.draft` with one
-:class:`DraftRequest` per round. Adding a drafter means a subclass here, a
-:class:`~specchat.core.types.DrafterKind` value, its line in
-:data:`DRAFTER_LABELS` and its case in :func:`make_drafter`.
+:class:`DraftRequest` per round. Adding a drafter means its module (a
+subclass of :class:`Drafter`), its entry in
+:data:`specchat.core.engine.registry.DRAFTERS` and its tests.
 
 The llama.cpp objects a drafter drives are described by the protocols
 :class:`DraftContext` and :class:`MtpHeads`, so the engine never imports
@@ -29,20 +29,6 @@ from specchat.core.types import DrafterKind, DraftSource, SamplerParams, Speccha
 
 if TYPE_CHECKING:
     from specchat.core.engine.depth import AdaptiveDepth
-
-DRAFTER_LABELS: dict[DrafterKind, str] = {
-    DrafterKind.COMPOSITE: "Automatic (lookup + draft model)",
-    DrafterKind.DRAFT_MODEL: "Draft model",
-    DrafterKind.NGRAM: "N-gram (prompt lookup)",
-    DrafterKind.MTP: "The model's own MTP heads",
-    DrafterKind.EAGLE3: "EAGLE-3 head",
-    DrafterKind.DFLASH: "DFlash head",
-    DrafterKind.DSPARK: "DSpark head",
-    DrafterKind.NONE: "None (plain decoding)",
-}
-"""Each drafter's name for people, in the order front ends list them."""
-COMPOSITE_WITH_HEADS_LABEL = "Automatic (lookup + MTP heads)"
-"""The automatic drafter's name where its model is the target's MTP heads (no draft model loaded)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +80,8 @@ class Draft:
 class Drafter(abc.ABC):
     """Proposes the tokens the target checks each round."""
 
-    kind: ClassVar[DrafterKind]
+    kind: ClassVar[str]
+    """Its name in :data:`specchat.core.engine.registry.DRAFTERS`."""
     can_draft: ClassVar[bool] = True
     """False for a drafter that never proposes: the loop then runs plain rounds without asking it."""
     source: ClassVar[DraftSource] = DraftSource.MODEL

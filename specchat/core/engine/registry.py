@@ -1,35 +1,32 @@
-"""Which drafter a kind means, built on what the loaded pair offers.
+"""The drafter registry: every drafter's name, label, what it needs from the loaded pair, what it can do, its factory.
 
-Kept apart from :mod:`specchat.core.engine.drafters` because the composite
-drafter builds on those drafters: this module imports both, neither imports it.
+Front ends (the window's drafter list, the terminal's ``--drafter``), the
+settings and the runtime read this table and nothing else, so adding a
+drafter is its module, its entry in :data:`DRAFTERS` and its tests
+(docs/architecture.md, "Adding a drafter").
+
+Names are plain strings; the built-in ones are also
+:class:`~specchat.core.types.DrafterKind` values (a ``str`` enum, so either
+form looks an entry up). Factories import their drafter when called, so
+reading the table loads neither numpy nor the drafters.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, cast
+import enum
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, cast
 
-from specchat.core.engine.composite import CompositeDrafter
-from specchat.core.engine.dflash import BlockHead, DFlashDrafter
-from specchat.core.engine.drafters import (
-    DraftContext,
-    Drafter,
-    DraftModelDrafter,
-    MtpDrafter,
-    MtpHeads,
-    NgramDrafter,
-    NoDrafter,
-)
-from specchat.core.engine.dspark import DSparkDrafter
-from specchat.core.engine.eagle3 import Eagle3Drafter, Eagle3Head
 from specchat.core.types import DrafterKind, SpecchatError
 
-_HEAD_KINDS = {DrafterKind.EAGLE3: ("eagle3",), DrafterKind.DFLASH: ("dflash", "dflash2"),
-               DrafterKind.DSPARK: ("dspark",)}
+if TYPE_CHECKING:
+    from specchat.core.engine.drafters import DraftContext, Drafter, MtpHeads
 
 
 class DraftHead(Protocol):
-    """A head loaded with ``--draft`` (:class:`specchat.core.llama.heads.HeadContext`): its kind says which
-    drafter drives it (an :class:`Eagle3Head` or a :class:`BlockHead`)."""
+    """A head loaded with ``--draft`` (:class:`specchat.core.llama.heads.HeadContext`); its kind
+    (``eagle3``, ``dflash``, ``dflash2``, ``dspark``) says which entry drives it."""
 
     @property
     def head_kind(self) -> str: ...
@@ -37,45 +34,262 @@ class DraftHead(Protocol):
     def describe(self) -> str: ...
 
 
-def head_drafter(head: DraftHead) -> Drafter:
-    """The drafter that drives ``head``, by the kind its file declares."""
-    if head.head_kind == "eagle3":
-        return Eagle3Drafter(cast(Eagle3Head, head))
-    if head.head_kind == "dspark":
-        return DSparkDrafter(cast(BlockHead, head))
-    return DFlashDrafter(cast(BlockHead, head))
+class Part(str, enum.Enum):
+    """What a loaded pair may offer a drafter beside the target."""
+
+    DRAFT_MODEL = "draft"  # a second, small model with its own context
+    MTP_HEADS = "mtp"  # the target's own multi-token-prediction (NextN) heads
+    HEAD = "head"  # a drafter head file (EAGLE-3, DFlash, ...): offered as ``head:<its kind>``, see head_part()
 
 
-def make_drafter(kind: DrafterKind, draft_context: DraftContext | None, mtp: MtpHeads | None = None,
-                 head: DraftHead | None = None) -> Drafter:
-    """The drafter of ``kind`` on what the loaded pair offers; a one-line SpecchatError if it lacks the part.
+PART_LABELS: dict[str, str] = {Part.DRAFT_MODEL: "draft model", Part.MTP_HEADS: "MTP heads"}
 
-    A head loaded in place of a draft model (``--draft head.gguf``) is what "draft model" means.
-    """
-    if kind is DrafterKind.DRAFT_MODEL:
-        if draft_context is None and head is not None:
-            return head_drafter(head)
-        if draft_context is None:
-            raise SpecchatError("no draft model is loaded; choose n-gram lookup or none")
-        return DraftModelDrafter(draft_context)
-    if kind in _HEAD_KINDS:
-        if head is None or head.head_kind not in _HEAD_KINDS[kind]:
-            loaded = f"the loaded head is {head.describe()}" if head is not None else "no head is loaded"
-            raise SpecchatError(f"{kind.value} drafting needs a {kind.value} head file (--draft PATH); {loaded}")
-        return head_drafter(head)
-    if kind is DrafterKind.MTP:
-        if mtp is None:
-            raise SpecchatError("the target has no MTP heads (no NextN layers) to draft with; "
-                                "choose a draft model, n-gram lookup or none")
-        return MtpDrafter(mtp)
-    if kind is DrafterKind.NGRAM:
-        return NgramDrafter()
-    if kind is DrafterKind.COMPOSITE:
-        if draft_context is not None:
-            return CompositeDrafter(DraftModelDrafter(draft_context))
-        if head is not None:
-            return CompositeDrafter(head_drafter(head))
-        if mtp is not None:
-            return CompositeDrafter(MtpDrafter(mtp))
-        raise SpecchatError("automatic drafting needs a draft model or MTP heads; choose n-gram lookup or none")
+
+def head_part(head_kind: str) -> str:
+    """The part a loaded head of ``head_kind`` offers, e.g. ``"head:eagle3"`` (an entry needs it to drive it)."""
+    return f"{Part.HEAD.value}:{head_kind}"
+
+
+def part_label(part: str) -> str:
+    """A part's name for people; a head part is named by the entry that drives it (e.g. "EAGLE-3 head")."""
+    if part in PART_LABELS:
+        return PART_LABELS[part]
+    return next((entry.label for entry in _HEAD_DRAFTERS if part in entry.needs), part)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The loaded pair's parts, as the drafters drive them (None: not loaded)."""
+
+    draft: DraftContext | None = None
+    mtp: MtpHeads | None = None
+    head: DraftHead | None = None
+
+    def offered(self) -> frozenset[str]:
+        """The names of the parts present (:class:`Part` values; a head as :func:`head_part`)."""
+        found = {Part.DRAFT_MODEL: self.draft, Part.MTP_HEADS: self.mtp}
+        offered = {part.value for part, value in found.items() if value is not None}
+        if self.head is not None:
+            offered.add(head_part(self.head.head_kind))
+        return frozenset(offered)
+
+
+@dataclass(frozen=True)
+class DrafterEntry:
+    """One drafter as everyone outside the engine sees it."""
+
+    name: str
+    """Its kind: the key in settings, ``--drafter``, JSON output and :attr:`Drafter.kind`."""
+    label: str
+    """Its name for people; ``{model}`` is replaced by the label of the part it drafts with."""
+    build: Callable[[Parts], Drafter]
+    """Makes the drafter on the pair's parts (only called when :meth:`available`)."""
+    needs: tuple[str, ...] = ()
+    """Parts (:class:`Part` values) it can draft with: any one of them; empty: it needs nothing."""
+    drafts: bool = True
+    """False for plain decoding: the loop never asks it, Auto depth has nothing to pick."""
+    samples: bool = True
+    """True: at temperature > 0 it draws from its own distribution q (the exact rule with a real q);
+    False: it proposes one-hot drafts (still lossless, fewer accepted at high temperature)."""
+    block: int | None = None
+    """The depth it drafts best at when it has one (a head trained for a fixed block); None: any."""
+    keep: bool = False
+    """True for a drafter that learns from its rounds: the runtime keeps one per loaded pair between replies."""
+    missing: str = ""
+    """The one-line error when the pair lacks every part it needs (empty: a generic one)."""
+
+    @property
+    def key(self) -> str:
+        """The name as plain text (a built-in's name is a DrafterKind member), for JSON and widgets."""
+        return str.__str__(self.name)
+
+    def available(self, offered: Collection[str]) -> bool:
+        """Whether a pair offering ``offered`` parts can run it."""
+        return not self.needs or any(part in offered for part in self.needs)
+
+    def label_for(self, offered: Collection[str] = ()) -> str:
+        """The label, naming the first needed part the pair offers (else the first it needs)."""
+        if "{model}" not in self.label:
+            return self.label
+        part = next((p for p in self.needs if p in offered), self.needs[0] if self.needs else "")
+        return self.label.replace("{model}", part_label(part))
+
+    def lacking(self) -> str:
+        """What a pair without it lacks, e.g. ``"draft model or MTP heads"``."""
+        heads = {part_label(p) for p in self.needs if p.startswith(f"{Part.HEAD.value}:")}
+        generic = "drafter head" if len(heads) > 1 else None  # the composite drives any head: name them as one
+        return " or ".join(dict.fromkeys(generic if generic and part_label(p) in heads else part_label(p)
+                                         for p in self.needs))
+
+    def make(self, parts: Parts) -> Drafter:
+        """The drafter on ``parts``; a one-line SpecchatError naming what is missing."""
+        if not self.available(parts.offered()):
+            raise SpecchatError(self.missing or f"the loaded pair has no {self.lacking()} to draft with "
+                                                f"{self.label_for()!r}")
+        return self.build(parts)
+
+
+def _draft_model(parts: Parts) -> Drafter:
+    from specchat.core.engine.drafters import DraftModelDrafter
+
+    assert parts.draft is not None
+    return DraftModelDrafter(parts.draft)
+
+
+def _mtp(parts: Parts) -> Drafter:
+    from specchat.core.engine.drafters import MtpDrafter
+
+    assert parts.mtp is not None
+    return MtpDrafter(parts.mtp)
+
+
+def _ngram(parts: Parts) -> Drafter:
+    from specchat.core.engine.drafters import NgramDrafter
+
+    return NgramDrafter()
+
+
+def _eagle3(parts: Parts) -> Drafter:
+    from specchat.core.engine.eagle3 import Eagle3Drafter, Eagle3Head
+
+    return Eagle3Drafter(cast("Eagle3Head", parts.head))
+
+
+def _dflash(parts: Parts) -> Drafter:
+    from specchat.core.engine.dflash import BlockHead, DFlashDrafter
+
+    return DFlashDrafter(cast("BlockHead", parts.head))
+
+
+def _dspark(parts: Parts) -> Drafter:
+    from specchat.core.engine.dflash import BlockHead
+    from specchat.core.engine.dspark import DSparkDrafter
+
+    return DSparkDrafter(cast("BlockHead", parts.head))
+
+
+def head_drafters() -> tuple[DrafterEntry, ...]:
+    """The entries that drive head files (EAGLE-3, DFlash, DSpark), in list order."""
+    return _HEAD_DRAFTERS
+
+
+def head_drafter_name(head_kind: str) -> str | None:
+    """The name of the entry that drives a head file of ``head_kind`` (``dflash2``: ``dflash``); None: none does."""
+    part = head_part(head_kind)
+    return next((entry.name for entry in _HEAD_DRAFTERS if part in entry.needs), None)
+
+
+def head_entry(head: DraftHead) -> DrafterEntry:
+    """The entry that drives ``head``; a one-line SpecchatError for a kind no entry drives."""
+    name = head_drafter_name(head.head_kind)
+    if name is None:
+        raise SpecchatError(f"no drafter drives {head.describe()}")
+    return _BY_NAME[name]
+
+
+def _composite(parts: Parts) -> Drafter:
+    from specchat.core.engine.composite import CompositeDrafter
+    from specchat.core.engine.drafters import DraftModelDrafter, MtpDrafter
+
+    if parts.draft is not None:
+        return CompositeDrafter(DraftModelDrafter(parts.draft))
+    if parts.head is not None:
+        return CompositeDrafter(head_entry(parts.head).build(parts))
+    assert parts.mtp is not None
+    return CompositeDrafter(MtpDrafter(parts.mtp))
+
+
+def _none(parts: Parts) -> Drafter:
+    from specchat.core.engine.drafters import NoDrafter
+
     return NoDrafter()
+
+
+def _head_missing(kind: str) -> str:
+    return f"{kind} drafting needs a {kind} head file (--draft PATH); no such head is loaded"
+
+
+_HEAD_DRAFTERS: tuple[DrafterEntry, ...] = (
+    DrafterEntry(DrafterKind.EAGLE3, "EAGLE-3 head", _eagle3, needs=(head_part("eagle3"),),
+                 missing=_head_missing("eagle3")),
+    DrafterEntry(DrafterKind.DFLASH, "DFlash head", _dflash, needs=(head_part("dflash"), head_part("dflash2")),
+                 missing=_head_missing("dflash")),
+    DrafterEntry(DrafterKind.DSPARK, "DSpark head", _dspark, needs=(head_part("dspark"),),
+                 missing=_head_missing("dspark")),
+)
+"""The drafters of head files loaded with ``--draft``, each needing the head kinds it drives. A head's
+natural block comes from its file (``block`` stays None): the drafter caps each round at it."""
+
+DRAFTERS: tuple[DrafterEntry, ...] = (
+    DrafterEntry(DrafterKind.COMPOSITE, "Automatic (lookup + {model})", _composite,
+                 needs=(Part.DRAFT_MODEL, Part.MTP_HEADS, *(p for e in _HEAD_DRAFTERS for p in e.needs)), keep=True,
+                 missing="automatic drafting needs a draft model, a drafter head or MTP heads; "
+                         "choose n-gram lookup or none"),
+    DrafterEntry(DrafterKind.DRAFT_MODEL, "Draft model", _draft_model, needs=(Part.DRAFT_MODEL,),
+                 missing="no draft model is loaded; choose n-gram lookup or none"),
+    DrafterEntry(DrafterKind.NGRAM, "N-gram (prompt lookup)", _ngram, samples=False),
+    DrafterEntry(DrafterKind.MTP, "The model's own MTP heads", _mtp, needs=(Part.MTP_HEADS,),
+                 missing="the target has no MTP heads (no NextN layers) to draft with; "
+                         "choose a draft model, n-gram lookup or none"),
+    *_HEAD_DRAFTERS,
+    DrafterEntry(DrafterKind.NONE, "None (plain decoding)", _none, drafts=False, samples=False),
+)
+"""Every drafter, in the order front ends list them; the first one a pair can run is its default."""
+
+_BY_NAME: dict[str, DrafterEntry] = {entry.name: entry for entry in DRAFTERS}
+
+
+_SOURCE_NAMES = {"lookup": "lookup", "model": "draft model", "mtp": "MTP heads"}
+
+
+def source_name(source: str) -> str:
+    """A draft source (a :class:`~specchat.core.types.DraftSource` value) in words, e.g. "draft model";
+    a drafter that is its own source (a head drafter) is named by its entry's label."""
+    if source in _SOURCE_NAMES:
+        return _SOURCE_NAMES[source]
+    entry = _BY_NAME.get(source)
+    return entry.label if entry is not None else str(source)
+
+
+def drafter_entries() -> tuple[DrafterEntry, ...]:
+    """Every drafter, in list order (read at the call: front ends never keep their own copy)."""
+    return DRAFTERS
+
+
+def drafter_names() -> list[str]:
+    """Every drafter's name, in list order."""
+    return [entry.name for entry in DRAFTERS]
+
+
+def drafter_entry(name: str) -> DrafterEntry:
+    """The entry called ``name``; a one-line SpecchatError listing the names for an unknown one."""
+    try:
+        return _BY_NAME[name]
+    except (KeyError, TypeError):
+        raise SpecchatError(f"no drafter called {name!r}; choose one of {', '.join(_BY_NAME)}") from None
+
+
+def entry_for(name: str, parts: Parts) -> DrafterEntry:
+    """The entry ``name`` means on ``parts``: a head loaded by ``--draft`` in place of a draft model is what
+    "draft model" drafts with there (its own entry), as llama-server takes a head for its draft."""
+    entry = drafter_entry(name)
+    if entry.name == DrafterKind.DRAFT_MODEL and parts.draft is None and parts.head is not None:
+        return head_entry(parts.head)
+    return entry
+
+
+def available_drafters(offered: Collection[str]) -> list[DrafterEntry]:
+    """The drafters a pair offering ``offered`` parts can run, in list order."""
+    return [entry for entry in DRAFTERS if entry.available(offered)]
+
+
+def default_drafter(offered: Collection[str]) -> DrafterEntry:
+    """What a pair offering ``offered`` drafts with when the chosen drafter needs a part it lacks."""
+    return next(entry for entry in DRAFTERS if entry.drafts and entry.available(offered))
+
+
+def make_drafter(kind: str, draft_context: DraftContext | None, mtp: MtpHeads | None = None,
+                 head: DraftHead | None = None) -> Drafter:
+    """The drafter of ``kind`` on what the loaded pair offers; a one-line SpecchatError if it lacks the part."""
+    parts = Parts(draft_context, mtp, head)
+    return entry_for(kind, parts).make(parts)

@@ -207,6 +207,64 @@ def parse_catalog(text: str) -> tuple[CatalogPair, ...]:
     return tuple(pairs)
 
 
+@dataclass(frozen=True)
+class CatalogHead:
+    """A published head (EAGLE-3, DFlash, DSpark) for a target family, from the catalog's ``heads`` list.
+
+    ``file`` names a GGUF to download; without one the head is published in another format (``format``)
+    and must be converted with llama.cpp's ``convert_hf_to_gguf.py --target-model-dir``. ``checked`` says
+    where the names were seen and what was not checked.
+    """
+
+    id: str
+    kind: str  # a HeadKind value
+    label: str  # "DFlash drafter for Qwen3.6 27B"
+    target_family: str  # the target's repository or base name, as family() reads it ("Qwen3.6-27B")
+    repo: str
+    size_gb: float = 0.0
+    file: str = ""
+    format: str = "gguf"
+    checked: str = ""
+    speedup: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def parse_heads(text: str) -> tuple[CatalogHead, ...]:
+    """The ``heads`` list of catalog JSON (absent: none); SpecchatError naming a malformed entry."""
+    from specchat.core.models.heads import HeadKind
+
+    data = json.loads(text)
+    out: list[CatalogHead] = []
+    for raw in data.get("heads", []):
+        hid = str(raw.get("id", "?")) if isinstance(raw, dict) else "?"
+        try:
+            if not isinstance(raw, dict):
+                raise TypeError("not an object")
+            head = CatalogHead(
+                id=hid, kind=HeadKind(raw["kind"]).value, label=str(raw["label"]),
+                target_family=str(raw["target_family"]), repo=str(raw["repo"]),
+                size_gb=float(raw.get("size_gb", 0.0)), file=str(raw.get("file", "")),
+                format=str(raw.get("format", "gguf")), checked=str(raw.get("checked", "")),
+                speedup=str(raw.get("speedup", "")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecchatError(f"catalog head {hid} is malformed: {exc}") from None
+        if head.format == "gguf" and not head.file.lower().endswith(".gguf"):
+            raise SpecchatError(f"catalog head {hid} is a GGUF head but names no .gguf file")
+        out.append(head)
+    if len({h.id for h in out}) != len(out):
+        raise SpecchatError("catalog has duplicate head ids")
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def load_heads() -> tuple[CatalogHead, ...]:
+    """The bundled catalog's published heads."""
+    return parse_heads((paths.resources_dir() / "catalog.json").read_text(encoding="utf-8"))
+
+
 @lru_cache(maxsize=1)
 def load_catalog() -> tuple[CatalogPair, ...]:
     """The bundled catalog, demo pair first."""

@@ -33,7 +33,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +47,7 @@ from specchat.core.models.errors import (
     DownloadCancelledError,
     DownloadStorageError,
     HubNetworkError,
+    HubNotFoundError,
     HubProtocolError,
     NotEnoughDiskSpaceError,
 )
@@ -57,6 +58,7 @@ from specchat.core.models.hub import (
     pick_quant_files,
     resolve_endpoint,
     resolve_token,
+    sidecars_for,
 )
 
 CHUNK_SIZE = 64 * 1024  # largest piece written (and reported) at a time
@@ -668,3 +670,40 @@ def download_quant(
         for f in chosen
     ]
 
+
+
+def download_sidecars(
+    repo_id: str,
+    model: str,
+    *,
+    kinds: Collection[str] | None = None,
+    revision: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    cancel: CancelToken | None = None,
+    **kwargs: Any,
+) -> list[tuple[str, DownloadedFile]]:
+    """Download the drafter sidecars that go with ``model`` in ``repo_id`` (``mtp-``, ``eagle3-``, ``dflash-``,
+    ``dspark-`` files beside it, as ``llama-server -hf`` picks them); ``kinds`` limits them (None: all).
+
+    A kind asked for that the repository lacks is a one-line HubNotFoundError naming those it has.
+    Returns ``(kind, file)`` pairs; other keyword arguments go to :func:`download_file`.
+    """
+    files = call_cancellable(
+        lambda: list_gguf_files(repo_id, revision=revision, endpoint=endpoint, token=token), cancel,
+        f"listing of {repo_id}",
+    )
+    found = sidecars_for(files, model)
+    if kinds is not None:
+        missing = sorted(set(kinds) - {kind for kind, _ in found})
+        if missing:
+            have = ", ".join(f"{kind} ({f.filename})" for kind, f in found) or "none"
+            raise HubNotFoundError(
+                f"no {'/'.join(missing)} sidecar beside {model} in {repo_id} (sidecars there: {have})"
+            )
+        found = [(kind, f) for kind, f in found if kind in kinds]
+    return [
+        (kind, download_file(repo_id, f.filename, revision=revision, endpoint=endpoint, token=token, cancel=cancel,
+                             **kwargs))
+        for kind, f in found
+    ]

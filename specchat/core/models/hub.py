@@ -87,9 +87,21 @@ def quant_of(filename: str) -> str | None:
 
 
 def _side_file(filename: str) -> bool:
-    """A vision projector or an MTP drafter file that sits beside a repo's models."""
+    """A vision projector or a drafter sidecar (MTP layers, an EAGLE-3 / DFlash / DSpark head) beside the models."""
+    from specchat.core.models.heads import sidecar_kind
+
     *folders, name = filename.lower().split("/")
-    return name.startswith(("mmproj", "mtp-", "mtp_")) or "mtp" in folders
+    return name.startswith(("mmproj", "mtp-", "mtp_")) or "mtp" in folders or sidecar_kind(filename) is not None
+
+
+def sidecars_for(files: list[HubFile], model: str) -> list[tuple[str, HubFile]]:
+    """``(kind, file)`` for each drafter sidecar ``llama-server -hf`` would fetch with ``model`` from this listing:
+    a file named ``mtp-``, ``eagle3-``, ``dflash-`` or ``dspark-`` in the model's folder or above it, the
+    best of each kind (see :func:`specchat.core.models.heads.find_sidecars`)."""
+    from specchat.core.models.heads import find_sidecars
+
+    by_name = {f.filename: f for f in files}
+    return [(kind.value, by_name[name]) for kind, name in find_sidecars(list(by_name), model).items()]
 
 
 def pick_quant_files(files: list[HubFile], quant: str, repo_id: str = "") -> list[HubFile]:
@@ -97,9 +109,9 @@ def pick_quant_files(files: list[HubFile], quant: str, repo_id: str = "") -> lis
 
     Matching is on the quant as a whole word in the file name, case-insensitive
     (``q8_0`` matches ``Q8_0`` but ``Q4_0`` does not match ``Q4_0_4_4``).
-    Side files are ignored: ``mmproj`` (vision projectors) and MTP drafter files (``mtp-*`` or
-    under an ``MTP/`` folder), as llama.cpp's own downloader does. A split model
-    (``-00001-of-00003.gguf``) returns all its parts, first shard first; llama.cpp
+    Side files are ignored: ``mmproj`` (vision projectors) and drafter sidecars (``mtp-*`` or
+    under an ``MTP/`` folder, ``eagle3-*``, ``dflash-*``, ``dspark-*``), as llama.cpp's own downloader
+    does. A split model (``-00001-of-00003.gguf``) returns all its parts, first shard first; llama.cpp
     loads it from the first part. When several single files match, the shortest
     name wins (``model-Q4_K_M.gguf`` over ``model-Q4_K_M-extra.gguf``).
     """

@@ -23,6 +23,7 @@ from specchat.core import paths
 from specchat.core.jsonfile import UnreadableFileError, read_json
 from specchat.core.models import hfcache
 from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
+from specchat.core.models.heads import HeadInfo, heads_beside, read_head
 from specchat.core.types import SpecchatError
 
 log = logging.getLogger(__name__)
@@ -49,13 +50,26 @@ class LibraryEntry:
     source: str
     repo_id: str | None  # for hub-cache files
     unverified: bool = False  # downloaded with no content hash to check it against
+    head: HeadInfo | None = None  # what drafts from this file when it is a head (EAGLE-3, DFlash, DSpark, MTP)
+    sidecars: tuple[Path, ...] = ()  # heads found beside this target on disk (its folder or hub snapshot)
 
     @property
     def path(self) -> Path:
         return self.info.path
 
+    @property
+    def what(self) -> str:
+        """``EAGLE-3 head for Llama 3.1 8B`` for a head; for a target with heads beside it, which; else ""."""
+        if self.head is not None:
+            return self.head.label
+        if self.sidecars:
+            return "with " + ", ".join(p.name for p in self.sidecars) + " beside it"
+        return ""
+
     def to_json(self) -> dict[str, object]:
-        return {**self.info.to_json(), "source": self.source, "repo_id": self.repo_id, "unverified": self.unverified}
+        return {**self.info.to_json(), "source": self.source, "repo_id": self.repo_id, "unverified": self.unverified,
+                "head": None if self.head is None else self.head.to_json(),
+                "sidecars": [str(p) for p in self.sidecars]}
 
 
 @dataclass
@@ -163,6 +177,32 @@ def with_files(entries: list[LibraryEntry], paths: Iterable[str | Path], source:
     return out
 
 
+def pair_heads(entries: list[LibraryEntry], failed: list[str] | None = None) -> list[LibraryEntry]:
+    """``entries`` with each head described and each target given the heads found beside it on disk.
+
+    A head is read again from its header (a few KB) on every scan; only head files pay that. A head whose
+    metadata cannot be read is left as an ordinary file, with one line in ``failed``.
+    """
+    heads: dict[Path, HeadInfo] = {}
+    out: list[LibraryEntry] = []
+    for e in entries:
+        try:
+            head = read_head(e.path, e.info)
+        except SpecchatError as exc:
+            head = None
+            if failed is not None:
+                failed.append(str(exc))
+        if head is not None:
+            heads[e.path] = head
+        out.append(LibraryEntry(e.info, e.source, e.repo_id, e.unverified, head))
+    for i, e in enumerate(out):
+        if e.head is None and heads:
+            beside = tuple(p for p in heads_beside(e.path) if p in heads and p != e.path)
+            if beside:
+                out[i] = LibraryEntry(e.info, e.source, e.repo_id, e.unverified, None, beside)
+    return out
+
+
 def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None) -> ScanResult:
     """Find GGUF files under ``roots`` (default: :func:`default_roots`), reading only new or changed ones."""
     started = time.perf_counter()
@@ -204,6 +244,7 @@ def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None)
             result.entries.append(LibraryEntry(info, root.source, repo_id, hfcache.is_unverified(path, root.path)))
     if new != old:
         _save_index(index, new)
+    result.entries = pair_heads(result.entries, result.failed)
     result.entries.sort(key=lambda e: (e.info.name.lower(), str(e.path)))
     result.seconds = time.perf_counter() - started
     return result

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specchat.core.cancel import CancelToken
 from specchat.core.models import hfcache
 from specchat.core.models.catalog import CatalogModel, CatalogPair
-from specchat.core.models.download import DownloadedFile, DownloadProgress, download_quant
-from specchat.core.models.hub import HubFile, pick_quant_files
+from specchat.core.models.download import DownloadedFile, DownloadProgress, download_quant, download_sidecars
+from specchat.core.models.hub import HubFile, list_gguf_files, pick_quant_files, sidecars_for
 from specchat.core.types import SpecchatError
 
 PairProgress = Callable[[str, DownloadProgress], None]  # the role ("target" or "draft") and the event
@@ -31,10 +31,21 @@ class DownloadedPair:
 
     target: list[DownloadedFile]
     draft: list[DownloadedFile]
+    sidecars: list[tuple[str, DownloadedFile]] = field(default_factory=list)  # (kind, file) fetched beside it
+    offered: list[tuple[str, str]] = field(default_factory=list)  # (kind, file name) beside it, not fetched
 
     @property
     def files(self) -> list[DownloadedFile]:
-        return [*self.target, *self.draft]
+        return [*self.target, *self.draft, *(f for _, f in self.sidecars)]
+
+    def sidecar_text(self) -> str:
+        """One line on the target's sidecars: those fetched, or those the repository offers; "" for none."""
+        if self.sidecars:
+            return "with " + ", ".join(f"{kind} sidecar {f.filename}" for kind, f in self.sidecars)
+        if self.offered:
+            held = ", ".join(f"a {kind} sidecar ({name})" for kind, name in self.offered)
+            return f"its repository also holds {held}: tick \"with sidecars\" to fetch it"
+        return ""
 
     @property
     def paths(self) -> tuple[str, str]:
@@ -62,16 +73,29 @@ def download_pair(
     *,
     cancel: CancelToken | None = None,
     on_progress: PairProgress | None = None,
+    sidecars: bool = False,
     **kwargs: Any,
 ) -> DownloadedPair:
-    """Download a catalog pair's target, then its draft (each resumable); ``kwargs`` go to ``download_quant``."""
+    """Download a catalog pair's target, then its draft (each resumable); ``kwargs`` go to ``download_quant``.
+
+    The target's repository is then asked for drafter sidecars beside the target file (``mtp-``, ``eagle3-``,
+    ``dflash-``, ``dspark-``): ``sidecars`` fetches them (role ``sidecar`` in the progress), otherwise
+    they are only named in ``offered``.
+    """
     if pair.local:
         raise SpecchatError(f"the {pair.id} pair is built on this computer (`specchat models demo`), not downloaded")
     got: dict[str, list[DownloadedFile]] = {"draft": []}
     for role, model in downloads(pair):
         report = None if on_progress is None else functools.partial(on_progress, role)
         got[role] = download_quant(model.repo, model.quant, cancel=cancel, on_progress=report, **kwargs)
-    return DownloadedPair(got["target"], got["draft"])
+    model_file = got["target"][0].filename
+    hub = {k: v for k, v in kwargs.items() if k in ("endpoint", "token")}
+    if sidecars:
+        report = None if on_progress is None else functools.partial(on_progress, "sidecar")
+        fetched = download_sidecars(pair.target.repo, model_file, cancel=cancel, on_progress=report, **kwargs)
+        return DownloadedPair(got["target"], got["draft"], fetched)
+    offered = [(kind, f.filename) for kind, f in sidecars_for(list_gguf_files(pair.target.repo, **hub), model_file)]
+    return DownloadedPair(got["target"], got["draft"], offered=offered)
 
 
 def cached_quant_file(repo_id: str, quant: str, cache_dir: Path | None = None) -> Path | None:
@@ -151,10 +175,15 @@ def _no_draft_verdict(target: str, _mtime: int) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _verdict(target: str, draft: str, _target_mtime: int, _draft_mtime: int) -> str:
-    """Cached per file version: reading two vocabularies is not free."""
+    """Cached per file version: reading two vocabularies is not free. A head file (EAGLE-3, DFlash, DSpark)
+    is judged as a head: the target's vocabulary, layers and width (:func:`heads.check_head`)."""
     from specchat.core.models.compat import check_pair
+    from specchat.core.models.heads import check_head, read_head
 
     try:
+        head = read_head(Path(draft))
+        if head is not None:
+            return check_head(target, head).line()
         report = check_pair(target, draft)
     except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
         return f"cannot check: {exc}"

@@ -1,7 +1,9 @@
-"""Talking to remote devices (llama.cpp's RPC backend) for the terminal and the window.
+"""Talking to remote devices for the front ends: build check, probes, serving this machine's devices.
 
-Servers are probed from child processes, so an unreachable or broken one is
-an error line, never an abort of this process; ``serve`` runs a server here.
+Probes run in child processes (:mod:`specchat.core.llama.rpc.target`), so an
+unreachable or broken server is an error line, never an abort of this
+process; :func:`serve` runs a server here. The plain data (server lists,
+reports, the saved list) is :mod:`specchat.core.remote`.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ from specchat.core.types import SpecchatError
 
 def probe_servers(servers: Iterable[str], *, timeout: float = 10.0) -> list[ServerReport]:
     """Connect to each server from a child process and list its devices (never aborts this process)."""
-    from specchat.core.llama.remote_target import probe
+    from specchat.core.llama.rpc.target import probe
 
     return probe(tuple(servers), timeout=timeout)
 
 
 def rpc_available() -> bool:
     """Whether this llama-cpp-python build has the RPC backend."""
-    from specchat.core.llama.rpc import has_rpc
+    from specchat.core.llama.rpc.binding import has_rpc
 
     return has_rpc()
 
@@ -64,7 +66,7 @@ def check_can_listen(host: str, port: int) -> None:
 def serving_devices(names: list[str] | None) -> list[int]:
     """The devices to serve: ``names`` as 'specchat info' lists them (one-line error for an unknown one), or
     by default the GPUs, else the CPU."""
-    from specchat.core.llama.rpc import cpu_device, local_devices
+    from specchat.core.llama.rpc.binding import cpu_device, local_devices
 
     require_rpc()
     return local_devices(names) if names else (local_devices() or [cpu_device()])
@@ -76,6 +78,6 @@ def serve(address: str, port: int, devices: list[int], *, threads: int | None = 
     Blocks in llama.cpp; returns only if the server could not start.
     """
     from specchat.core.llama.context import default_threads
-    from specchat.core.llama.rpc import start_server
+    from specchat.core.llama.rpc.binding import start_server
 
     start_server(f"{address}:{port}", devices, threads or default_threads())

@@ -1,6 +1,6 @@
-"""The process that holds a target on remote devices: ``python -m specchat.core.llama.target_worker``.
+"""The process that holds a target on remote devices: ``python -m specchat.core.llama.rpc.worker``.
 
-It speaks :mod:`specchat.core.llama.pipe` on its standard input and output
+It speaks :mod:`specchat.core.llama.rpc.pipe` on its standard input and output
 (whatever llama.cpp prints goes to standard error instead) and runs one
 :class:`~specchat.core.llama.context.Context`. A lost server makes ggml
 abort this process, never the app; the app sees the pipe close.
@@ -25,10 +25,11 @@ from typing import Any, BinaryIO
 import llama_cpp
 import numpy as np
 
-from specchat.core.llama import backend, pipe
+from specchat.core.llama import backend
 from specchat.core.llama.context import Context
 from specchat.core.llama.model import Model
-from specchat.core.llama.rpc import add_servers, describe, has_rpc, local_devices
+from specchat.core.llama.rpc import pipe
+from specchat.core.llama.rpc.binding import add_servers, describe, has_rpc, local_devices
 from specchat.core.remote import RPC_BUILD_HINT, ServerReport
 from specchat.core.types import SpecchatError
 

@@ -2,7 +2,7 @@
 
 ggml aborts the process that talks to a server which goes away (and waits
 forever on one that stops), so the target's context runs in
-:mod:`specchat.core.llama.target_worker`; :class:`RemoteTarget` drives it
+:mod:`specchat.core.llama.rpc.worker`; :class:`RemoteTarget` drives it
 over a pipe and implements the engine's ``TargetContext``, so the
 speculative loop does not know the difference. The draft and the window
 stay in this process.
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from specchat.core.llama.context import PerfCounters
-from specchat.core.llama.pipe import PipeTimeoutError, Reader, write_message
-from specchat.core.remote import DEFAULT_DEADLINE, RemoteDevice, RemoteError, ServerReport
+from specchat.core.llama.rpc.pipe import PipeTimeoutError, Reader, write_message
+from specchat.core.remote import DEFAULT_DEADLINE, TARGET_WORKER_FLAG, RemoteDevice, RemoteError, ServerReport
 from specchat.core.types import MAX_DEPTH, SpecchatError
 
 LOAD_DEADLINE = 1800.0
@@ -44,13 +44,13 @@ STOP_GRACE = 2.0
 
 def _command() -> list[str]:
     if getattr(sys, "frozen", False):  # the packaged app: its executable starts the worker on this flag
-        return [sys.executable, "--specchat-target-worker"]  # specchat.__main__.TARGET_WORKER_FLAG
-    return [sys.executable, "-m", "specchat.core.llama.target_worker"]
+        return [sys.executable, TARGET_WORKER_FLAG]
+    return [sys.executable, "-m", "specchat.core.llama.rpc.worker"]
 
 
 def _spawn() -> subprocess.Popen[bytes]:
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[3])  # the folder holding the specchat package
+    root = str(Path(__file__).resolve().parents[4])  # the folder holding the specchat package
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     # The child mostly waits for the servers: threads spinning there would take CPU from the draft (and from
     # servers on this machine) for nothing.

@@ -1,0 +1,345 @@
+"""The loaded pair: what the window, the terminal and the server drive.
+
+:class:`Runtime` owns the llama.cpp models and contexts (use it from one
+thread): the target, local or in a child process on remote devices, and what
+drafts for it (a draft model, the target's MTP heads, or lookup, which needs
+nothing). It says which drafters it can run (the registry,
+:mod:`specchat.core.engine.registry`), where each model runs, and streams
+replies as engine events: :meth:`Runtime.reply` for a stateless request,
+:meth:`Runtime.conversation` for a conversation kept between turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from specchat.core.cancel import CancelToken
+from specchat.core.chat.template import ChatTemplate
+from specchat.core.engine.composite import CompositeDrafter
+from specchat.core.engine.depth import AdaptiveDepth, DepthControl
+from specchat.core.engine.drafters import Drafter
+from specchat.core.engine.registry import DrafterEntry, Parts, available_drafters, default_drafter, entry_for
+from specchat.core.engine.speculative import TargetSide
+from specchat.core.llama.context import Context, MtpContext, check_memory_support
+from specchat.core.llama.devices import offload_supported
+from specchat.core.llama.heads import DFlashContext, Eagle3Context, open_draft
+from specchat.core.llama.model import Model, vocab_mismatch
+from specchat.core.llama.rpc.binding import local_devices
+from specchat.core.llama.rpc.target import RemoteTarget
+from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers, resolve_remote_layers
+from specchat.core.models.shape import read_model_shape
+from specchat.core.remote import DEFAULT_DEADLINE
+from specchat.core.runtime.remote import require_rpc
+from specchat.core.types import (
+    GPU_LAYERS_AUTO,
+    MAX_DEPTH,
+    Event,
+    GenerationParams,
+    GpuLayers,
+    SpecchatError,
+)
+
+if TYPE_CHECKING:
+    from specchat.core.runtime.conversation import Conversation, PromptProgress
+
+LoadProgress = Callable[[str, float], bool]
+
+
+class Runtime:
+    """A target model (and optionally a draft model or the target's MTP heads) with one context each."""
+
+    def __init__(self, target: Model, draft: Model | None, *, n_ctx: int = 4096, n_threads: int | None = None,
+                 vocab_checked: bool = False, target_rollback: int = MAX_DEPTH,
+                 target_context: RemoteTarget | None = None) -> None:
+        if draft is not None and not vocab_checked:
+            problem = vocab_mismatch(target, draft)
+            if problem:
+                raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
+        n_ctx = min(n_ctx, target.n_ctx_train) if target.n_ctx_train > 0 else n_ctx
+        self.target = target
+        self.draft = draft
+        # A hybrid or recurrent target keeps recurrent snapshots for the deepest draft, where its
+        # architecture allows (llama.cpp grants none otherwise, and the context saves states instead).
+        # A target on remote devices brings its context (in a child process); ``target`` is then its vocabulary.
+        self.remote = target_context
+        self.target_context: Context | RemoteTarget = target_context or Context(
+            target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
+        self.draft_context: Context | None = None
+        self.mtp_context: MtpContext | None = None
+        self.head_context: Eagle3Context | DFlashContext | None = None  # a head loaded as the draft
+        try:
+            self.draft_context, self.head_context = open_draft(self.target_context, draft, n_ctx=n_ctx,
+                                                               n_threads=n_threads)
+            # one observer follows the target: a head loaded as the draft takes the place of its MTP heads
+            if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0 and self.head_context is None:
+                assert isinstance(self.target_context, Context)
+                self.mtp_context = MtpContext(self.target_context, n_threads=n_threads)
+            self.template = ChatTemplate(
+                target.chat_template(),
+                bos_token=target.token_text(target.bos) if target.bos >= 0 else "",
+                eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
+            )
+        except BaseException:
+            for context in (self.head_context, self.mtp_context, self.draft_context, self.target_context):
+                if context is not None and context is not target_context:
+                    context.close()
+            raise
+        self.target_side = TargetSide(self.target_context, target.eog_tokens, target.piece)
+        # Costs and acceptance belong to the loaded pair and the drafter, not to one
+        # conversation: keeping them here spares every new reply the controller's warm-up.
+        self._adaptive: dict[str, AdaptiveDepth] = {}
+        # A drafter that learns (the composite: which source wins per round) is kept; like the costs, that
+        # outlives a reply.
+        self._kept: dict[str, Drafter] = {}
+        self.lookup_memory: np.ndarray | None = None  # token ids the composite's lookup also searches
+
+    def set_lookup_memory(self, texts: Iterable[str] | None) -> None:
+        """Let the composite drafter's lookup also search ``texts`` (None: only the conversation)."""
+        if texts is None:
+            self.lookup_memory = None
+        else:
+            ids = [t for text in texts for t in self.target.tokenize(text, parse_special=False)]
+            self.lookup_memory = np.asarray(ids, dtype=np.int64) if ids else None
+        for drafter in self._kept.values():
+            if isinstance(drafter, CompositeDrafter):
+                drafter.memory = self.lookup_memory
+
+    # --- what it can draft with ---------------------------------------------
+    @property
+    def parts(self) -> Parts:
+        """What the pair offers drafters beside the target (the registry's :class:`Parts`)."""
+        return Parts(self.draft_context, self.mtp_context, self.head_context)
+
+    @property
+    def offered(self) -> frozenset[str]:
+        """The names of the parts loaded (:class:`~specchat.core.engine.registry.Part` values)."""
+        return self.parts.offered()
+
+    def drafters(self) -> list[DrafterEntry]:
+        """The registry's drafters this pair can run, in list order."""
+        return available_drafters(self.offered)
+
+    def drafter_for(self, kind: str) -> Drafter:
+        """A drafter of ``kind`` on this pair; one that learns (``keep``) is kept between replies."""
+        entry = entry_for(kind, self.parts)
+        drafter = self._kept.get(entry.name)
+        if drafter is None:
+            drafter = entry.make(self.parts)
+        if entry.keep:
+            self._kept[entry.name] = drafter
+        if isinstance(drafter, CompositeDrafter):
+            drafter.memory = self.lookup_memory
+        return drafter
+
+    def adaptive_for(self, drafter: str) -> AdaptiveDepth:
+        """The adaptive depth controller for this pair and drafter (created on first use)."""
+        return self._adaptive.setdefault(entry_for(drafter, self.parts).name, AdaptiveDepth())
+
+    # --- replies ------------------------------------------------------------
+    def conversation(self, messages: list[dict[str, str]] | None = None) -> Conversation:
+        """A conversation on this pair starting from ``messages`` (KV caches reused between its turns)."""
+        from specchat.core.runtime.conversation import Conversation
+
+        return Conversation(self, messages)
+
+    def reply(self, messages: list[dict[str, str]], params: GenerationParams, *, drafter: str | None = None,
+              depth: DepthControl | None = None, cancel: CancelToken | None = None, continuation: str = "",
+              progress: PromptProgress | None = None) -> Iterator[Event]:
+        """The reply to ``messages`` (the last one the user's) as engine events, e.g. for one HTTP request.
+
+        ``drafter`` None drafts with the best the pair allows (the registry's default: automatic where a
+        draft model or heads are loaded, lookup otherwise). Whatever both caches share with the previous
+        reply's prompt is reused. Checks run before the first event: a bad message list, a prompt that does
+        not fit or a drafter the pair lacks raise SpecchatError.
+        """
+        if not messages:
+            raise SpecchatError("no messages to reply to")
+        chosen = default_drafter(self.offered).name if drafter is None else drafter
+        session = self.conversation(messages[:-1])
+        last = messages[-1]
+        return session.reply(last.get("content") if last.get("role") == "user" else None, params, drafter=chosen,
+                             depth=depth, cancel=cancel, continuation=continuation, progress=progress)
+
+    @classmethod
+    def load(
+        cls,
+        target: str | Path,
+        draft: str | Path | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_gpu_layers: GpuLayers = 0,
+        draft_gpu_layers: GpuLayers = 0,
+        n_threads: int | None = None,
+        progress: LoadProgress | None = None,
+        target_rollback: int = MAX_DEPTH,
+        rpc_servers: tuple[str, ...] = (),
+        rpc_deadline: float = DEFAULT_DEADLINE,
+    ) -> Runtime:
+        """Load the pair; raises SpecchatError with a one-line message on bad files or an incompatible draft.
+
+        GPU layers use llama.cpp's convention (-1 all, 0 none) or ``"auto"``,
+        which fits both models into the free device memory (CPU on a build
+        that cannot offload). ``target_rollback`` is the recurrent snapshots
+        a hybrid or recurrent target asks for (0: always restore saved states).
+        With ``rpc_servers`` the target's layers go to those servers' devices
+        (and the local GPUs), its context in a child process with a deadline
+        of ``rpc_deadline`` seconds per call; the draft stays on this machine.
+        """
+        if rpc_servers:
+            return cls._load_remote(target, draft, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
+                                    draft_gpu_layers=draft_gpu_layers, n_threads=n_threads, progress=progress,
+                                    target_rollback=target_rollback, servers=rpc_servers, deadline=rpc_deadline)
+
+        def stage(name: str) -> Callable[[float], bool] | None:
+            return None if progress is None else (lambda f: progress(name, f))
+
+        # Check what can be checked before spending time and memory on either model's weights:
+        # whether this build can take back a recurrent model's state, and the vocabularies.
+        target_vocab = Model(target, vocab_only=True)
+        try:
+            check_memory_support(target_vocab)
+            with_mtp = target_vocab.n_layer_nextn > 0  # load the heads: they draft without a second model
+            if draft is not None:
+                draft_vocab = Model(draft, vocab_only=True)
+                try:
+                    check_memory_support(draft_vocab)
+                    problem = vocab_mismatch(target_vocab, draft_vocab)
+                finally:
+                    draft_vocab.close()
+                if problem:
+                    raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
+        finally:
+            target_vocab.close()
+        target_layers, draft_layers = resolve_gpu_layers(target, draft, n_gpu_layers, draft_gpu_layers, n_ctx=n_ctx)
+        loaded: list[Model] = []
+        try:
+            loaded.append(Model(target, n_gpu_layers=target_layers, progress=stage("target"), load_mtp=with_mtp))
+            if draft is not None:
+                loaded.append(Model(draft, n_gpu_layers=draft_layers, progress=stage("draft")))
+            target_model, draft_model = loaded[0], loaded[1] if draft is not None else None
+            return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads, vocab_checked=True,
+                       target_rollback=target_rollback)
+        except BaseException:
+            # Free the weights (gigabytes, perhaps on the GPU) now, not when the traceback is collected.
+            for model in loaded:
+                model.close()
+            raise
+
+    @classmethod
+    def _load_remote(cls, target: str | Path, draft: str | Path | None, *, n_ctx: int, n_gpu_layers: GpuLayers,
+                     draft_gpu_layers: GpuLayers, n_threads: int | None, progress: LoadProgress | None,
+                     target_rollback: int, servers: tuple[str, ...], deadline: float) -> Runtime:
+        """The target on remote devices in a child process; its vocabulary and the draft here."""
+        require_rpc()
+        loaded: list[Model] = []
+        remote: RemoteTarget | None = None
+        try:
+            loaded.append(Model(target, vocab_only=True))
+            check_memory_support(loaded[0])
+            if draft is not None:
+                draft_vocab = Model(draft, vocab_only=True)
+                try:
+                    check_memory_support(draft_vocab)
+                    problem = vocab_mismatch(loaded[0], draft_vocab)
+                finally:
+                    draft_vocab.close()
+                if problem:
+                    raise SpecchatError(f"the draft cannot speculate for this target: {problem}")
+            if progress is not None:
+                progress("connecting", 0.0)
+            # Cancelling the load also ends a wait on a server that does not answer.
+            remote = RemoteTarget(servers, deadline=deadline,
+                                  keep_waiting=None if progress is None else (lambda: progress("connecting", 0.0)))
+            # Servers are given to hold the target's layers: "none" (the API's default) means as many as fit.
+            target_layers, draft_layers = resolve_remote_layers(
+                target, draft, n_gpu_layers or GPU_LAYERS_AUTO, draft_gpu_layers, n_ctx=n_ctx,
+                remote_free=sum(d.free_bytes for d in remote.devices))
+            n_ctx = min(n_ctx, loaded[0].n_ctx_train) if loaded[0].n_ctx_train > 0 else n_ctx
+            if progress is not None:
+                progress("target", 0.0)
+                remote.keep_waiting = lambda: progress("target", 0.0)
+            remote.load(target, n_gpu_layers=target_layers, n_ctx=n_ctx, n_threads=n_threads,
+                        rollback=target_rollback)
+            if draft is not None:
+                # An explicit list of this machine's devices: never a remote one (llama.cpp would put it first).
+                loaded.append(Model(draft, n_gpu_layers=draft_layers, progress=None if progress is None else
+                                    (lambda f: progress("draft", f)), devices=local_devices()))
+            loaded[0].n_gpu_layers = target_layers
+            return cls(loaded[0], loaded[1] if draft is not None else None, n_ctx=n_ctx, n_threads=n_threads,
+                       vocab_checked=True, target_context=remote)
+        except BaseException:
+            if remote is not None:
+                remote.close()
+            for model in loaded:
+                model.close()
+            raise
+
+    def device_bytes(self) -> int:
+        """Estimated GPU memory the offloaded layers hold (weights and KV cache); 0 on the CPU."""
+        if not offload_supported():
+            return 0
+        total = 0.0
+        for model in (self.target, self.draft):
+            if model is not None and model.n_gpu_layers != 0 and not (model is self.target and self.remote):
+                shape = read_model_shape(model.path)
+                total += layers_bytes(model.n_gpu_layers, shape.memory_bytes(self.n_ctx), shape.n_layers)
+        return int(total)
+
+    def placement(self) -> tuple[str, str | None]:
+        """Where the target and the draft run, e.g. ``("GPU (all 30 layers)", "CPU")``."""
+        offload = offload_supported()
+        target = (self.remote.placement() if self.remote is not None
+                  else describe_placement(self.target.n_gpu_layers, self.target.n_layers, offload))
+        draft = describe_placement(self.draft.n_gpu_layers, self.draft.n_layers, offload) if self.draft else None
+        return target, draft
+
+    @property
+    def n_ctx(self) -> int:
+        return self.target_context.n_ctx
+
+    @property
+    def has_draft(self) -> bool:
+        return self.draft is not None
+
+    @property
+    def target_name(self) -> str:
+        return self.target.path.name
+
+    @property
+    def draft_name(self) -> str | None:
+        return self.draft.path.name if self.draft is not None else None
+
+    def tokenize_prompt(self, messages: list[dict[str, str]], continuation: str = "") -> tuple[str, list[int]]:
+        """The prompt for a reply to ``messages``; with ``continuation``, the reply so far follows it."""
+        text = self.template.render(messages) + continuation
+        # Checked before tokenizing: a prompt of 100 MB took minutes and gigabytes to be refused after it.
+        fewest = self.target.fewest_tokens(len(text.encode("utf-8"))) if len(text) >= self.n_ctx else 0
+        if fewest >= self.n_ctx:
+            raise SpecchatError(
+                f"the conversation is at least {fewest:,} tokens but the context holds {self.n_ctx}; "
+                "start a new conversation or raise the context size"
+            )
+        tokens = self.target.tokenize(text, add_special=True, parse_special=True)
+        if len(tokens) >= self.n_ctx:
+            raise SpecchatError(
+                f"the conversation is {len(tokens)} tokens but the context holds {self.n_ctx}; "
+                "start a new conversation or raise the context size"
+            )
+        return text, tokens
+
+    @property
+    def has_mtp(self) -> bool:
+        """Whether the target's own MTP heads can draft (the ``mtp`` drafter)."""
+        return self.mtp_context is not None
+
+    def close(self) -> None:
+        for obj in (self.head_context, self.mtp_context, self.draft_context, self.target_context, self.draft,
+                    self.target):
+            if obj is not None:
+                obj.close()
+
+

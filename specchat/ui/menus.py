@@ -1,0 +1,98 @@
+"""The window's menu bar: File, Conversation, View, Help, and the actions the window enables and disables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMainWindow
+
+from .chat_controller import ChatController
+from .pair_loading import PairLoader
+from .reply_races import ReplyRaces
+from .window_dialogs import WindowDialogs
+from .window_settings import WindowLook
+
+
+class MenuTarget(Protocol):
+    """What the menus act on: the window's parts, and the few actions the window itself carries out."""
+
+    chat: ChatController
+    loader: PairLoader
+    dialogs: WindowDialogs
+    look: WindowLook
+    racing: ReplyRaces
+
+    def new_conversation(self) -> None: ...
+    def continue_reply(self) -> None: ...
+
+
+def switch_version(chat: ChatController, step: int) -> None:
+    """Flip the last reply (or the message with several versions closest to the end) to another version."""
+    msgs = chat.transcript.messages
+    index = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].versions > 1), None)
+    if index is not None:
+        chat.switch_version(index, step)
+
+
+@dataclass(frozen=True)
+class WindowActions:
+    """The menu actions whose state follows the window (a pair loaded, a reply streaming)."""
+
+    new: QAction
+    reload: QAction
+    previous_version: QAction
+    next_version: QAction
+    continue_reply: QAction
+    race: QAction
+    save_preset: QAction
+
+
+def build_menus(window: QMainWindow, target: MenuTarget, save_preset: Callable[[], object]) -> WindowActions:
+    """Fill ``window``'s menu bar; the returned actions are enabled and disabled by the window."""
+    bar = window.menuBar()
+    loader, dialogs, look = target.loader, target.dialogs, target.look
+    file_menu = bar.addMenu("&File")
+    new = file_menu.addAction("&New conversation", QKeySequence.StandardKey.New, target.new_conversation)
+    file_menu.addAction("&Choose models…", QKeySequence.StandardKey.Open, dialogs.model_picker)
+    file_menu.addAction("Load the offline &demo pair", loader.load_demo)
+    file_menu.addAction("&Find the best draft…", dialogs.draft_finder)
+    reload = file_menu.addAction("&Reload models", QKeySequence("Ctrl+R"), loader.reload)
+    reload.setToolTip("Load the same pair again with the current context size and GPU layers")
+    file_menu.addAction("Remote &devices…", dialogs.remote_devices)
+    file_menu.addSeparator()
+    file_menu.addAction("Export as &Markdown…", lambda: dialogs.export("md"))
+    file_menu.addAction("Export as &JSON…", lambda: dialogs.export("json"))
+    file_menu.addSeparator()
+    file_menu.addAction("&Quit", QKeySequence.StandardKey.Quit, window.close)
+
+    chat_menu = bar.addMenu("&Conversation")
+    chat_menu.addAction("&System prompt…", dialogs.system_prompt)
+    chat_menu.addAction("&Default system prompt for new conversations…", dialogs.default_system_prompt)
+    saving = chat_menu.addAction("Save the sampler settings as a &preset…", save_preset)
+    chat_menu.addSeparator()
+    previous = chat_menu.addAction("&Previous version of the last reply", QKeySequence("Alt+Left"),
+                                   lambda: switch_version(target.chat, -1))
+    following = chat_menu.addAction("&Next version of the last reply", QKeySequence("Alt+Right"),
+                                    lambda: switch_version(target.chat, +1))
+    chat_menu.addSeparator()
+    go_on = chat_menu.addAction("&Continue the last reply", target.continue_reply)
+    go_on.setToolTip("Go on from where the token limit cut the last reply")
+    race = chat_menu.addAction("&Race plain decoding on the last reply", target.racing.race_last)
+    chat_menu.setToolTipsVisible(True)  # a disabled race says why
+
+    view_menu = bar.addMenu("&View")
+    view_menu.addAction(look.sidebar_action)
+    view_menu.addAction(look.panel_action)
+    view_menu.addSeparator()
+    view_menu.addAction("Zoom &in", QKeySequence.StandardKey.ZoomIn, lambda: look.set_zoom(look.settings.zoom + 1))
+    view_menu.addAction("Zoom &out", QKeySequence.StandardKey.ZoomOut, lambda: look.set_zoom(look.settings.zoom - 1))
+    view_menu.addAction("&Actual size", QKeySequence("Ctrl+0"), lambda: look.set_zoom(0))
+    view_menu.addSeparator()
+    view_menu.addAction(look.verdicts_action)
+    view_menu.addAction(look.hide_rejected_action)
+    view_menu.addMenu("&Theme").addActions(look.theme_actions.actions())
+    bar.addMenu("&Help").addAction("&About specchat", dialogs.about)
+    return WindowActions(new, reload, previous, following, go_on, race, saving)

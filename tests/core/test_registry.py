@@ -1,0 +1,116 @@
+"""The drafter registry: what each drafter needs and can do, and a new entry reaching every front end by itself."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from specchat.__main__ import build_parser
+from specchat.cli.chat import drafter_from_args
+from specchat.core.engine import registry
+from specchat.core.engine.composite import CompositeDrafter
+from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
+from specchat.core.engine.registry import (
+    DRAFTERS,
+    DrafterEntry,
+    Part,
+    Parts,
+    available_drafters,
+    default_drafter,
+    drafter_entry,
+    drafter_names,
+)
+from specchat.core.engine.sampling import Distribution
+from specchat.core.settings import load_settings, save_settings, settings_path
+from specchat.core.types import DrafterKind, Finished, GenerationParams, SpecchatError, Verified
+
+DRAFT, MTP = Part.DRAFT_MODEL.value, Part.MTP_HEADS.value
+
+
+def test_what_each_pair_can_draft_with() -> None:
+    names = lambda offered: [e.name for e in available_drafters(offered)]  # noqa: E731
+    assert names(set()) == [DrafterKind.NGRAM, DrafterKind.NONE]
+    assert names({DRAFT}) == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.NONE]
+    assert names({MTP}) == [DrafterKind.COMPOSITE, DrafterKind.NGRAM, DrafterKind.MTP, DrafterKind.NONE]
+    # A pair without the chosen drafter's part drafts with the first drafter it can run.
+    assert default_drafter(set()).name is DrafterKind.NGRAM
+    assert default_drafter({MTP}).name is DrafterKind.COMPOSITE
+    composite = drafter_entry(DrafterKind.COMPOSITE)
+    assert composite.label_for({DRAFT, MTP}) == "Automatic (lookup + draft model)"
+    assert composite.label_for({MTP}) == "Automatic (lookup + MTP heads)"
+    assert composite.lacking() == "draft model or MTP heads or drafter head"
+    assert [e.name for e in DRAFTERS if not e.samples] == [DrafterKind.NGRAM, DrafterKind.NONE]
+    assert [e.name for e in DRAFTERS if e.keep] == [DrafterKind.COMPOSITE]
+    assert Parts().offered() == frozenset() and Parts(mtp=object()).offered() == {MTP}  # type: ignore[arg-type]
+
+
+def test_names_look_up_as_text_or_kind_and_an_unknown_one_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert drafter_entry("ngram") is drafter_entry(DrafterKind.NGRAM)
+    assert drafter_entry("ngram").name is DrafterKind.NGRAM and type(drafter_entry("ngram").key) is str
+    with pytest.raises(SpecchatError, match="no drafter called 'psychic'; choose one of composite, draft") as err:
+        drafter_entry("psychic")
+    assert "\n" not in str(err.value)
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["chat", "--target", "t.gguf", "--drafter", "psychic", "hello"])
+    said = capsys.readouterr().err
+    assert exit_.value.code == 2 and said.count("\n") == 1 and "invalid choice: 'psychic'" in said
+    args = build_parser().parse_args(["chat", "--target", "t.gguf", "--drafter", "mtp", "--ngram", "hello"])
+    with pytest.raises(SpecchatError, match="without --ngram"):
+        drafter_from_args(args)
+
+
+class EchoDrafter(Drafter):
+    """Proposes the last committed token again, k times (a drafter made up for this test)."""
+
+    kind = "echo"
+
+    def draft(self, request: DraftRequest) -> Draft:
+        last = int(request.tokens[-1])
+        return Draft(tokens=[last] * request.k, q=[Distribution.one_hot(last)] * request.k, probs=[1.0] * request.k)
+
+
+ECHO = DrafterEntry("echo", "Echo (the last token again)", lambda parts: EchoDrafter(), samples=False)
+
+
+@pytest.fixture
+def with_echo(monkeypatch: pytest.MonkeyPatch) -> Iterator[DrafterEntry]:
+    """The registry with one more entry, as a new drafter's own line in it adds one."""
+    monkeypatch.setattr(registry, "DRAFTERS", (*registry.DRAFTERS, ECHO))
+    monkeypatch.setattr(registry, "_BY_NAME", {**registry._BY_NAME, "echo": ECHO})
+    yield ECHO
+
+
+def test_a_new_entry_reaches_the_settings_the_terminal_and_the_runtime(with_echo: DrafterEntry, demo_engine) -> None:
+    assert drafter_names()[-1] == "echo"
+    settings_path().parent.mkdir(parents=True, exist_ok=True)
+    settings_path().write_text(json.dumps({"drafter": "echo"}), encoding="utf-8")
+    settings = load_settings()
+    assert settings.drafter == "echo"
+    save_settings(settings)
+    assert json.loads(settings_path().read_text(encoding="utf-8"))["drafter"] == "echo"
+
+    args = build_parser().parse_args(["chat", "--target", "t.gguf", "--drafter", "echo", "hello"])
+    assert drafter_from_args(args) == "echo"
+    assert "echo" in [e.name for e in demo_engine.drafters()]  # it needs nothing the pair lacks
+
+    params = GenerationParams(max_tokens=24)
+    events = list(demo_engine.reply([{"role": "user", "content": "Say 'no no no no no'."}], params,
+                                    drafter="echo"))
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.stats.generated > 0, finished
+    assert finished.stats.drafted > 0 and any(isinstance(e, Verified) and e.accepted + e.rejected for e in events)
+    assert demo_engine.adaptive_for("echo") is demo_engine.adaptive_for("echo")  # its own auto-depth controller
+
+
+def test_a_reply_without_a_drafter_named_drafts_with_the_best_the_pair_allows(demo_engine) -> None:
+    assert default_drafter(demo_engine.offered).name is DrafterKind.COMPOSITE  # the demo pair has a draft model
+    composite = demo_engine.drafter_for(DrafterKind.COMPOSITE)  # kept between replies, with what it learned
+    assert isinstance(composite, CompositeDrafter)
+    rounds = sum(composite.wins.values())
+    events = list(demo_engine.reply([{"role": "user", "content": "Count to five."}], GenerationParams(max_tokens=16)))
+    assert isinstance(events[-1], Finished) and events[-1].stats.generated > 0
+    assert sum(composite.wins.values()) > rounds  # the composite chose this reply's rounds
+    with pytest.raises(SpecchatError, match="no messages"):
+        demo_engine.reply([], GenerationParams())
