@@ -25,10 +25,12 @@ import pytest
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.registry import drafter_entry
 from specchat.core.engine.sampling import distribution
 from specchat.core.llama.context import Context
 from specchat.core.llama.heads import DFlashContext, Eagle3Context, HeadApi, HeadKind, head_info, open_head
 from specchat.core.llama.model import Model
+from specchat.core.models.heads import check_head, read_head
 from specchat.core.types import (
     Drafted,
     DrafterKind,
@@ -247,6 +249,10 @@ def test_draft_model_means_the_loaded_head_and_other_kinds_are_one_line_errors()
     engine = ChatEngine.load(MODELS / "llama.gguf", MODELS / "dflash-llama.gguf", n_ctx=128, n_threads=1)
     try:
         assert engine.draft_context is None and engine.head_context is not None
+        # the registry offers the head's own drafter (and automatic on it), not "Draft model" or the other heads
+        assert [e.name for e in engine.drafters()] == [DrafterKind.COMPOSITE, DrafterKind.NGRAM, DrafterKind.DFLASH,
+                                                   DrafterKind.NONE]
+        assert drafter_entry(DrafterKind.COMPOSITE).label_for(engine.offered) == "Automatic (lookup + DFlash head)"
         session = ChatSession(engine)
         events = list(session.reply("Hi.", GenerationParams(max_tokens=4), drafter=DrafterKind.DRAFT_MODEL,
                                     depth=DepthControl(2)))
@@ -269,8 +275,20 @@ def test_a_head_for_another_model_is_refused_in_one_line(tmp_path: Path) -> None
     # a head reading a layer the target does not have (llama.cpp would abort the process)
     deep = copy_gguf(MODELS / "dflash-llama.gguf", tmp_path / "dflash-deep.gguf",
                      values={"dflash.target_layers": [0, 5]})
-    with pytest.raises(SpecchatError, match="reads target layer 5, but llama.gguf has 2 layers") as refused:
+    with pytest.raises(SpecchatError, match="cannot draft for .*reads target layer 5, but the target has 2 layers"
+                       ) as refused:
         ChatEngine.load(MODELS / "llama.gguf", deep, n_ctx=128, n_threads=1)
+    assert "\n" not in str(refused.value)
+    # layer id n_layer (the final hidden state): a llama graph does not record it, so llama.cpp would abort;
+    # the picker's header check and loading refuse it alike (one rule: core.models.heads.head_problems)
+    final = copy_gguf(MODELS / "dflash-llama.gguf", tmp_path / "dflash-final.gguf",
+                      values={"dflash.target_layers": [0, 2]})
+    header = read_head(final)
+    assert header is not None
+    assert not check_head(MODELS / "llama.gguf", header).ok
+    assert check_head(MODELS / "llama.gguf", read_head(MODELS / "dflash-llama.gguf")).ok  # type: ignore[arg-type]
+    with pytest.raises(SpecchatError, match="reads target layer 2, but the target has 2 layers") as refused:
+        ChatEngine.load(MODELS / "llama.gguf", final, n_ctx=128, n_threads=1)
     assert "\n" not in str(refused.value)
 
 

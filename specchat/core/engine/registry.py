@@ -124,8 +124,9 @@ class DrafterEntry:
     def make(self, parts: Parts) -> Drafter:
         """The drafter on ``parts``; a one-line SpecchatError naming what is missing."""
         if not self.available(parts.offered()):
-            raise SpecchatError(self.missing or f"the loaded pair has no {self.lacking()} to draft with "
-                                                f"{self.label_for()!r}")
+            loaded = f" (the loaded head is {parts.head.describe()})" if parts.head is not None else ""
+            raise SpecchatError((self.missing or f"the loaded pair has no {self.lacking()} to draft with "
+                                                 f"{self.label_for()!r}") + loaded)
         return self.build(parts)
 
 

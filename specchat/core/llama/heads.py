@@ -43,12 +43,6 @@ from specchat.core.types import SpecchatError
 HEAD_ARCHS = ("eagle3", "dflash")
 """GGUF architectures that are drafter heads for another model, not models of their own."""
 
-# Target architectures whose llama.cpp graph exposes its layer inputs (``res->t_layer_inp``) in the
-# vendored llama.cpp (src/models/*.cpp); asking any other for them aborts the process.
-LAYER_INPUT_ARCHS = frozenset({
-    "llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "lfm2", "nemotron_h", "gpt-oss",
-    "minimax-m2", "mimo2", "gemma4", "bailingmoe3", "deepseek4",
-})
 
 _ctx_p = llama_cpp.llama_context_p_ctypes
 _model_p = llama_cpp.llama_model_p_ctypes
@@ -226,20 +220,21 @@ def _has_tensor(model: Model, name: str) -> bool:
 
 
 def check_fits(target: Model, head: Model, info: HeadInfo) -> None:
-    """One line on why ``head`` cannot draft for ``target`` (llama.cpp would abort on most of these)."""
-    what = info.describe()
-    if target.arch not in LAYER_INPUT_ARCHS:
-        raise SpecchatError(f"{head.name} is an {what}, but llama.cpp cannot hand it the hidden states of a "
-                            f"'{target.arch}' target ({target.name})")
-    n_layer = target.n_layers
-    n_embd = int(llama_cpp.llama_model_n_embd(target.ptr))
-    for lid in info.target_layers:
-        if lid < 0 or lid >= n_layer:  # n_layer itself means the final hidden state, which needs MTP-style output
-            raise SpecchatError(f"{head.name} reads target layer {lid}, but {target.name} has {n_layer} layers: "
-                                "it was made for another model")
-    if info.target_hidden != n_embd:
-        raise SpecchatError(f"{head.name} expects a target {info.target_hidden} wide, but {target.name} is "
-                            f"{n_embd} wide: it was made for another model")
+    """One line on why ``head`` cannot draft for ``target`` (llama.cpp would abort on most of these).
+
+    The rule on layers, widths, vocabularies and architectures is the picker's
+    (:func:`specchat.core.models.heads.head_problems`, from the two files' headers); the loaded head adds
+    what only llama.cpp reads: its mask token and block.
+    """
+    from specchat.core.models.ggufmeta import read_gguf_info
+    from specchat.core.models.heads import head_problems, read_head
+
+    header = read_head(head.path)
+    if header is not None:
+        n_embd = int(llama_cpp.llama_model_n_embd(target.ptr))
+        problems = head_problems(header, read_gguf_info(target.path), target.n_layers, n_embd)
+        if problems:
+            raise SpecchatError(f"{head.name} ({info.describe()}) cannot draft for {target.name}: {problems[0]}")
     if info.kind is not HeadKind.EAGLE3 and not 0 <= info.mask_token < target.n_vocab:
         raise SpecchatError(f"{head.name}: a DFlash head without a mask token in the target's vocabulary")
     if info.kind is not HeadKind.EAGLE3 and info.block_size < 2:
