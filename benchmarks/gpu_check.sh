@@ -123,10 +123,29 @@ for r in data.get("runs", [data]):
 PY
 fi
 
+step "bench: EAGLE-3, DFlash, DFlash2 and DSpark test heads on the test targets, all layers on the GPU"
+# Random-weight heads (tests/models/make_head_models.py): their drafts are rejected, so this checks that each
+# head loads, follows a dense and a hybrid target on the GPU and stays lossless, not that it speeds anything up.
+for target in llama qwen35; do
+    for head in eagle3 dflash dflash2 dspark; do
+        "$SPECCHAT" bench --target "tests/models/$target.gguf" --draft "tests/models/$head-llama.gguf" \
+            --prompts tests/data/prompts.jsonl --depth 1 4 auto --n-gpu-layers -1 --draft-gpu-layers -1 \
+            --limit "${LIMIT:-3}" --json >"$LOG/bench_${head}_$target.json" || { status=1; continue; }
+        "$VPY" - "$LOG/bench_${head}_$target.json" "$head" "$target" <<'PY' || status=$?
+import json, sys
+data, head, target = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+for r in data.get("runs", [data]):
+    print(f"{head:>6} on {target:<6} depth {r['depth']:>4}: plain {r['baseline_tokens_per_s']:.0f} tok/s, "
+          f"head {r['speculative_tokens_per_s']:.0f} tok/s, by source {r['by_source']}, identical {r['identical']}")
+PY
+    done
+done
+
 if [ -n "$RESULTS" ]; then
     mkdir -p "$RESULTS"
     cp "$LOG/bench.json" "$RESULTS/gpu_bench.json"
     [ -f "$LOG/bench_mtp.json" ] && cp "$LOG/bench_mtp.json" "$RESULTS/gpu_bench_mtp.json"
+    cp "$LOG"/bench_*_*.json "$RESULTS/" 2>/dev/null || true
     [ -f "$LOG/build.log" ] && tail -200 "$LOG/build.log" >"$RESULTS/gpu_build_tail.log"
     { nvidia-smi 2>/dev/null || true; "$VPY" -c 'from specchat.core.llama import devices; [print(d.summary()) for d in devices.list_devices()]'; } >"$RESULTS/gpu_devices.txt"
     echo "results written to $RESULTS"

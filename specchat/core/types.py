@@ -38,6 +38,9 @@ class DrafterKind(str, enum.Enum):
     NGRAM = "ngram"
     MTP = "mtp"  # the target's own multi-token-prediction (NextN) heads
     COMPOSITE = "composite"  # per round: n-gram lookup, the model drafter, or a lookup span continued by it
+    EAGLE3 = "eagle3"  # an EAGLE-3 head reading the target's hidden states
+    DFLASH = "dflash"  # a DFlash (or DFlash2) block-diffusion head
+    DSPARK = "dspark"  # a DSpark head: DFlash with a Markov head and a confidence head
     NONE = "none"
 
 
@@ -47,6 +50,9 @@ class DraftSource(str, enum.Enum):
     MODEL = "model"  # the draft model
     MTP = "mtp"  # the target's own MTP heads
     LOOKUP = "lookup"  # n-gram lookup in the conversation (or the lookup memory)
+    EAGLE3 = "eagle3"  # an EAGLE-3 head
+    DFLASH = "dflash"  # a DFlash or DFlash2 head
+    DSPARK = "dspark"  # a DSpark head
 
 
 MAX_DEPTH = 16

@@ -87,6 +87,6 @@ class FinderPick(QObject):
         self.undo_button.hide()
         if choice.applied.same_settings(self._setup()):  # not changed by hand since
             choice.before.apply(self.controls)
-            self.controls.set_available_drafters(bool(info.draft_name), info.has_mtp)
+            self.controls.set_offered(info.offered)
             self.status.showMessage(f"The draft finder's choice was for another pair: back to "
                                     f"{choice.before.describe(self.controls)}", 8000)

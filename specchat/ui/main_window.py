@@ -194,8 +194,7 @@ class MainWindow(QMainWindow):
         self.loader.load(target, draft)
 
     def _on_loaded(self, info: ModelInfo) -> None:
-        self.chat.has_draft_model = bool(info.draft_name)
-        self.chat.has_mtp = info.has_mtp
+        self.chat.offered = info.offered
         self.stack.setCurrentIndex(1)
         self._update_actions()
         self.composer.setFocus()

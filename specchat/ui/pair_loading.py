@@ -100,7 +100,7 @@ class PairLoader(QObject):
         self.status.showMessage("Models loaded", 5000)
         self.panel.stats.set_placement(info.target_placement, info.draft_placement)
         self.panel.stats.set_context_size(info.n_ctx)
-        self.panel.controls.set_available_drafters(bool(info.draft_name), info.has_mtp)
+        self.panel.controls.set_offered(info.offered)
         self.loaded.emit(info)
 
     def _on_failed(self, message: str) -> None:

@@ -30,12 +30,10 @@ from specchat.core.chat.baseline import (
 )
 from specchat.core.chat.transcript import ReplyFigures, Transcript
 from specchat.core.engine.positions import position_acceptance
-from specchat.core.types import DraftSource
+from specchat.core.engine.registry import source_name
 
 DASH = "–"
 FALLBACK_ROUNDS = 4  # plain rounds in a row under Auto, with a drafter, that the panel reports as a fallback
-SOURCE_NAMES = {DraftSource.LOOKUP.value: "lookup", DraftSource.MODEL.value: "draft model",
-                DraftSource.MTP.value: "MTP heads"}
 
 
 class StatsPanel(QGroupBox):
@@ -326,5 +324,5 @@ class StatsPanel(QGroupBox):
         shown = len(drafted) > 1
         self._form.setRowVisible(self.by_source, shown)
         self.by_source.setText(" · ".join(
-            f"{SOURCE_NAMES.get(name, name)} {a / d:.0%} of {d}" for name, (d, a) in sorted(drafted.items())
+            f"{source_name(name)} {a / d:.0%} of {d}" for name, (d, a) in sorted(drafted.items())
         ) if shown else DASH)

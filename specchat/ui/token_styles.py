@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QFont, QPalette, QTextCharFormat, QTextFormat
 
 from specchat.core.chat.store import TokenSpan
 from specchat.core.chat.transcript import TokenDetail
+from specchat.core.engine.registry import source_name
 from specchat.core.types import DraftSource, TokenKind
 
 PROP_KIND = QTextFormat.Property.UserProperty + 1
@@ -86,6 +87,8 @@ def drafted_by(detail: TokenDetail) -> str:
         return "drafted by the draft model"
     if detail.source is DraftSource.MTP:
         return "drafted by the model's own MTP heads"
+    if detail.source is not None:
+        return f"drafted by the {source_name(detail.source)}"
     return "the target's own token"
 
 

@@ -124,11 +124,13 @@ def test_draft_request_limits_depth_p_min_and_greedy() -> None:
 
 
 def test_every_drafter_kind_has_a_label_and_a_drafter() -> None:
+    heads = [DrafterKind.EAGLE3, DrafterKind.DFLASH, DrafterKind.DSPARK]  # on real heads: test_head_drafters.py
     assert [e.name for e in DRAFTERS] == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM,
-                                          DrafterKind.MTP, DrafterKind.NONE]
+                                          DrafterKind.MTP, *heads, DrafterKind.NONE]
     assert {e.name for e in DRAFTERS} == set(DrafterKind) and all(e.label_for() for e in DRAFTERS)
     context = SlowContext(0.0, 0.0)
-    made = {kind: make_drafter(kind, context, object()) for kind in DrafterKind}  # type: ignore[arg-type]
+    made = {kind: make_drafter(kind, context, object()) for kind in DrafterKind  # type: ignore[arg-type]
+            if kind not in heads}
     assert {kind: type(d) for kind, d in made.items()} == {
         DrafterKind.DRAFT_MODEL: DraftModelDrafter, DrafterKind.NGRAM: NgramDrafter,
         DrafterKind.MTP: MtpDrafter, DrafterKind.NONE: NoDrafter, DrafterKind.COMPOSITE: CompositeDrafter,
@@ -136,7 +138,8 @@ def test_every_drafter_kind_has_a_label_and_a_drafter() -> None:
     assert all(d.kind is kind for kind, d in made.items())
     assert [kind for kind, d in made.items() if not d.can_draft] == [DrafterKind.NONE]
     for kind, missing in ((DrafterKind.DRAFT_MODEL, "no draft model"), (DrafterKind.MTP, "no MTP heads"),
-                          (DrafterKind.COMPOSITE, "needs a draft model or MTP heads")):
+                          (DrafterKind.COMPOSITE, "needs a draft model, a drafter head or MTP heads"),
+                          *((kind, f"needs a {kind.value} head file.*no such head is loaded") for kind in heads)):
         with pytest.raises(SpecchatError, match=missing) as err:
             make_drafter(kind, None, None)
         assert "\n" not in str(err.value)

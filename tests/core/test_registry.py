@@ -40,7 +40,7 @@ def test_what_each_pair_can_draft_with() -> None:
     composite = drafter_entry(DrafterKind.COMPOSITE)
     assert composite.label_for({DRAFT, MTP}) == "Automatic (lookup + draft model)"
     assert composite.label_for({MTP}) == "Automatic (lookup + MTP heads)"
-    assert composite.lacking() == "draft model or MTP heads"
+    assert composite.lacking() == "draft model or MTP heads or drafter head"
     assert [e.name for e in DRAFTERS if not e.samples] == [DrafterKind.NGRAM, DrafterKind.NONE]
     assert [e.name for e in DRAFTERS if e.keep] == [DrafterKind.COMPOSITE]
     assert Parts().offered() == frozenset() and Parts(mtp=object()).offered() == {MTP}  # type: ignore[arg-type]

@@ -106,7 +106,10 @@ def test_bad_input_is_one_line(tmp_path: Path, demo_pair) -> None:
     broken.write_bytes(demo_pair.draft.read_bytes()[:3_000_000])
     one_error_line(advise(broken, "--no-library"), "broken.gguf")
     one_error_line(advise(MODELS / "llama.gguf", "--candidates", tmp_path / "nope.gguf"), "candidate not found")
-    one_error_line(advise(MODELS / "llama.gguf", "--candidates", demo_pair.draft, "--no-library", "--no-lookup"),
+    alone = tmp_path / "alone" / "llama.gguf"  # tests/models also holds drafter heads that fit llama.gguf
+    alone.parent.mkdir()
+    shutil.copy(MODELS / "llama.gguf", alone)
+    one_error_line(advise(alone, "--candidates", demo_pair.draft, "--no-library", "--no-lookup"),
                    "no candidate drafter can run for llama.gguf (SmolLM2-135M-Instruct.Q4_1.gguf: incompatible")
     one_error_line(advise(MODELS / "llama.gguf", "--budget-seconds", "-3"), "--budget-seconds must be a positive")
 

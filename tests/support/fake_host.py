@@ -43,10 +43,10 @@ class FakeHost(QObject):
         self.lookup_memory: list[str] | None = None  # the lookup memory's texts last handed over
         self.lookup_memory_calls = 0
 
-    def loaded(self, draft: bool = True) -> ModelInfo:
-        """Say a pair finished loading."""
+    def loaded(self, draft: bool = True, parts: frozenset[str] | None = None) -> ModelInfo:
+        """Say a pair finished loading (``parts``: what it offers drafters, if not a draft model or nothing)."""
         info = ModelInfo("/models/target.gguf", "/models/draft.gguf" if draft else "", "target.gguf",
-                         "draft.gguf" if draft else None, n_ctx=4096)
+                         "draft.gguf" if draft else None, n_ctx=4096, parts=parts)
         self.worker.loaded.emit(info)
         return info
 

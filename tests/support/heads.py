@@ -23,10 +23,11 @@ def write_head(path: Path, target: Path, kind: str = "eagle3", *, layers: list[i
     shape = read_model_shape(target)
     assert info.vocab is not None
     n = shape.n_layers
+    fitting = [0, n // 2, n - 1] if kind == "eagle3" else [1, n - 1]  # ids below n: a llama graph has no layer n
     arch = "eagle3" if kind == "eagle3" else "dflash"
     kv: dict[str, int | bool | str | list[int]] = {  # the shape keys first, as the converters write them
         "{arch}.block_count": 1 if arch == "eagle3" else 2, "{arch}.attention.head_count": shape.n_head,
-        "{arch}.target_layers": layers if layers is not None else ([0, n // 2, n - 1] if arch == "eagle3" else [1, n]),
+        "{arch}.target_layers": layers if layers is not None else fitting,
     }
     if arch == "eagle3":
         kv["{arch}.embedding_length"] = shape.n_embd
@@ -58,7 +59,7 @@ def eagle3(make_gguf: GgufMaker, name: str = "eagle3-Llama-3.1-8B-Instruct-Q8_0.
 
 def dflash(make_gguf: GgufMaker, name: str = "dflash-Llama-3.1-8B-Q8_0.gguf", *, dspark: bool = False, top_k: int = 0,
            anchor: bool | None = None, **kw: object) -> Path:
-    kv: dict[str, object] = {"{arch}.target_layers": [1, 9, 17, 25, 32], "{arch}.embedding_length": 64,
+    kv: dict[str, object] = {"{arch}.target_layers": [1, 9, 17, 25, 31], "{arch}.embedding_length": 64,
                              "{arch}.block_size": 8}
     if top_k:
         kv["{arch}.selector_top_k"] = top_k

@@ -8,7 +8,7 @@ import pytest
 
 from specchat.core.engine import registry
 from specchat.core.engine.drafters import NgramDrafter
-from specchat.core.engine.registry import DrafterEntry, Part
+from specchat.core.engine.registry import DrafterEntry, Part, head_part
 from specchat.core.types import DrafterKind
 from specchat.ui.controls import SpeculationControls
 from support.fake_host import window_with
@@ -47,3 +47,21 @@ def test_a_drafter_the_pair_lacks_gives_way_to_the_registrys_default_and_says_so
     window.send("Hello")
     assert host.requests[-1].drafter is DrafterKind.NGRAM
     assert said == ["The loaded pair has no MTP heads: drafting with N-gram (prompt lookup)"]
+
+
+def test_a_loaded_head_offers_its_own_drafter_and_automatic_on_it(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store, loaded=False)
+    settings_before = window.controls.drafter_kind
+    host.loaded(draft=True, parts=frozenset({head_part("eagle3")}))  # --draft eagle3-….gguf: a head, no model
+    items = window.controls.drafter.model()
+    enabled = {window.controls.drafter.itemData(row) for row in range(window.controls.drafter.count())
+               if items.item(row).isEnabled()}
+    assert enabled == {DrafterKind.COMPOSITE, DrafterKind.NGRAM, DrafterKind.EAGLE3, DrafterKind.NONE}
+    composite = window.controls.drafter.findData(DrafterKind.COMPOSITE)
+    assert window.controls.drafter.itemText(composite) == "Automatic (lookup + EAGLE-3 head)"
+    assert settings_before is DrafterKind.COMPOSITE and window.controls.drafter_kind is DrafterKind.COMPOSITE
+    window.controls.drafter.setCurrentIndex(window.controls.drafter.findData(DrafterKind.EAGLE3))
+    said: list[str] = []
+    window.chat.status.connect(said.append)
+    window.send("Hello")
+    assert host.requests[-1].drafter == DrafterKind.EAGLE3 and said == []  # the head's drafter, not a fallback

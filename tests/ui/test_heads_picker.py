@@ -43,7 +43,7 @@ def target_with_heads(tmp_path: Path) -> Path:
 
 
 def test_the_picker_offers_the_heads_beside_the_target_and_uses_one_as_the_draft(
-        qtbot: QtBot, target_with_heads: Path) -> None:
+        qtbot: QtBot, target_with_heads: Path, tmp_path: Path) -> None:
     dialog = ModelPickerDialog(str(target_with_heads), "")
     qtbot.addWidget(dialog)
     dialog.show()
@@ -60,7 +60,10 @@ def test_the_picker_offers_the_heads_beside_the_target_and_uses_one_as_the_draft
     assert dialog.verdict.text() == "✓ EAGLE-3 head for Test Llama: fits this target"
     assert not dialog.backend.isVisible()  # nothing calibrated yet
 
-    dialog.target_field.edit.setText(str(MODELS / "llama.gguf"))  # a target with no heads beside it
+    alone = tmp_path / "alone" / "llama.gguf"  # tests/models holds head fixtures beside llama.gguf
+    alone.parent.mkdir()
+    shutil.copy(MODELS / "llama.gguf", alone)
+    dialog.target_field.edit.setText(str(alone))  # a target with no heads beside it
     assert not dialog.heads_row.isVisible() and dialog.heads_box.count() == 0
 
 

@@ -36,10 +36,45 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[str, float], None]
 HeadOpener = Callable[["ChatEngine", Candidate], contextlib.AbstractContextManager["Drafter"]]
-HEAD_DRAFTERS: dict[DrafterKind, HeadOpener] = {}
+
+
+@contextlib.contextmanager
+def open_head_drafter(engine: ChatEngine, candidate: Candidate) -> Iterator[Drafter]:
+    """A head file's drafter on the loaded target, for one measurement: the head's context takes the place of
+    the target's MTP heads while it is open (one observer follows the target), and gives it back after."""
+    from specchat.core.engine.registry import Parts, head_entry
+    from specchat.core.llama.context import Context
+    from specchat.core.llama.heads import open_head
+    from specchat.core.llama.model import Model
+
+    target = engine.target_context
+    if not isinstance(target, Context):
+        raise SpecchatError("a drafter head needs the target on this machine, not on RPC servers")
+    model = Model(candidate.path)
+    kept = target.observer
+    target.observer = None
+    try:
+        head = open_head(target, model)
+        try:
+            yield head_entry(head).build(Parts(head=head))
+        finally:
+            head.close()
+    finally:
+        target.observer = kept
+        target.truncate(0)  # the MTP heads (if any) catch up from scratch
+        model.close()
+
+
+def _head_openers() -> dict[DrafterKind, HeadOpener]:
+    from specchat.core.engine.registry import head_drafters
+
+    return {DrafterKind(entry.name): open_head_drafter for entry in head_drafters()}
+
+
+HEAD_DRAFTERS: dict[DrafterKind, HeadOpener] = _head_openers()
 """How the calibration opens a head file's drafter (EAGLE-3, DFlash, DSpark) on the loaded target, by drafter
-kind. The heads' drafters register their opener here; a head kind without one is listed with one line saying
-this build cannot measure it."""
+kind: every head entry of the drafter registry. A head kind without one is listed with one line saying this
+build cannot measure it."""
 CALIBRATION_CONTEXT = 1024
 MIN_DRAFTED_ROUNDS = 3  # fewer say nothing about acceptance
 # Shares of the budget: plain decoding, each candidate, the confirming run.

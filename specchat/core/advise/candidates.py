@@ -88,12 +88,12 @@ class Candidate:
 def head_drafter_kind(head: str) -> DrafterKind | None:
     """The engine's drafter for a head kind, when this build has one (an MTP sidecar has none: specchat drafts
     with MTP layers inside the target's own file)."""
+    from specchat.core.engine.registry import head_drafter_name
+
     if not head or head == HeadKind.MTP.value:
         return None
-    try:
-        return DrafterKind(head)
-    except ValueError:
-        return None
+    name = head_drafter_name(head)
+    return None if name is None else DrafterKind(name)
 
 
 def unmeasurable_reason(head: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 from specchat.core.types import DrafterKind, SpecchatError
 
@@ -24,14 +24,37 @@ if TYPE_CHECKING:
     from specchat.core.engine.drafters import DraftContext, Drafter, MtpHeads
 
 
+class DraftHead(Protocol):
+    """A head loaded with ``--draft`` (:class:`specchat.core.llama.heads.HeadContext`); its kind
+    (``eagle3``, ``dflash``, ``dflash2``, ``dspark``) says which entry drives it."""
+
+    @property
+    def head_kind(self) -> str: ...
+
+    def describe(self) -> str: ...
+
+
 class Part(str, enum.Enum):
     """What a loaded pair may offer a drafter beside the target."""
 
     DRAFT_MODEL = "draft"  # a second, small model with its own context
     MTP_HEADS = "mtp"  # the target's own multi-token-prediction (NextN) heads
+    HEAD = "head"  # a drafter head file (EAGLE-3, DFlash, ...): offered as ``head:<its kind>``, see head_part()
 
 
 PART_LABELS: dict[str, str] = {Part.DRAFT_MODEL: "draft model", Part.MTP_HEADS: "MTP heads"}
+
+
+def head_part(head_kind: str) -> str:
+    """The part a loaded head of ``head_kind`` offers, e.g. ``"head:eagle3"`` (an entry needs it to drive it)."""
+    return f"{Part.HEAD.value}:{head_kind}"
+
+
+def part_label(part: str) -> str:
+    """A part's name for people; a head part is named by the entry that drives it (e.g. "EAGLE-3 head")."""
+    if part in PART_LABELS:
+        return PART_LABELS[part]
+    return next((entry.label for entry in _HEAD_DRAFTERS if part in entry.needs), part)
 
 
 @dataclass(frozen=True)
@@ -40,11 +63,15 @@ class Parts:
 
     draft: DraftContext | None = None
     mtp: MtpHeads | None = None
+    head: DraftHead | None = None
 
     def offered(self) -> frozenset[str]:
-        """The names of the parts present (:class:`Part` values)."""
+        """The names of the parts present (:class:`Part` values; a head as :func:`head_part`)."""
         found = {Part.DRAFT_MODEL: self.draft, Part.MTP_HEADS: self.mtp}
-        return frozenset(part.value for part, value in found.items() if value is not None)
+        offered = {part.value for part, value in found.items() if value is not None}
+        if self.head is not None:
+            offered.add(head_part(self.head.head_kind))
+        return frozenset(offered)
 
 
 @dataclass(frozen=True)
@@ -85,17 +112,21 @@ class DrafterEntry:
         if "{model}" not in self.label:
             return self.label
         part = next((p for p in self.needs if p in offered), self.needs[0] if self.needs else "")
-        return self.label.replace("{model}", PART_LABELS.get(part, part))
+        return self.label.replace("{model}", part_label(part))
 
     def lacking(self) -> str:
         """What a pair without it lacks, e.g. ``"draft model or MTP heads"``."""
-        return " or ".join(PART_LABELS.get(p, p) for p in self.needs)
+        heads = {part_label(p) for p in self.needs if p.startswith(f"{Part.HEAD.value}:")}
+        generic = "drafter head" if len(heads) > 1 else None  # the composite drives any head: name them as one
+        return " or ".join(dict.fromkeys(generic if generic and part_label(p) in heads else part_label(p)
+                                         for p in self.needs))
 
     def make(self, parts: Parts) -> Drafter:
         """The drafter on ``parts``; a one-line SpecchatError naming what is missing."""
         if not self.available(parts.offered()):
-            raise SpecchatError(self.missing or f"the loaded pair has no {self.lacking()} to draft with "
-                                                f"{self.label_for()!r}")
+            loaded = f" (the loaded head is {parts.head.describe()})" if parts.head is not None else ""
+            raise SpecchatError((self.missing or f"the loaded pair has no {self.lacking()} to draft with "
+                                                 f"{self.label_for()!r}") + loaded)
         return self.build(parts)
 
 
@@ -119,12 +150,52 @@ def _ngram(parts: Parts) -> Drafter:
     return NgramDrafter()
 
 
+def _eagle3(parts: Parts) -> Drafter:
+    from specchat.core.engine.eagle3 import Eagle3Drafter, Eagle3Head
+
+    return Eagle3Drafter(cast("Eagle3Head", parts.head))
+
+
+def _dflash(parts: Parts) -> Drafter:
+    from specchat.core.engine.dflash import BlockHead, DFlashDrafter
+
+    return DFlashDrafter(cast("BlockHead", parts.head))
+
+
+def _dspark(parts: Parts) -> Drafter:
+    from specchat.core.engine.dflash import BlockHead
+    from specchat.core.engine.dspark import DSparkDrafter
+
+    return DSparkDrafter(cast("BlockHead", parts.head))
+
+
+def head_drafters() -> tuple[DrafterEntry, ...]:
+    """The entries that drive head files (EAGLE-3, DFlash, DSpark), in list order."""
+    return _HEAD_DRAFTERS
+
+
+def head_drafter_name(head_kind: str) -> str | None:
+    """The name of the entry that drives a head file of ``head_kind`` (``dflash2``: ``dflash``); None: none does."""
+    part = head_part(head_kind)
+    return next((entry.name for entry in _HEAD_DRAFTERS if part in entry.needs), None)
+
+
+def head_entry(head: DraftHead) -> DrafterEntry:
+    """The entry that drives ``head``; a one-line SpecchatError for a kind no entry drives."""
+    name = head_drafter_name(head.head_kind)
+    if name is None:
+        raise SpecchatError(f"no drafter drives {head.describe()}")
+    return _BY_NAME[name]
+
+
 def _composite(parts: Parts) -> Drafter:
     from specchat.core.engine.composite import CompositeDrafter
     from specchat.core.engine.drafters import DraftModelDrafter, MtpDrafter
 
     if parts.draft is not None:
         return CompositeDrafter(DraftModelDrafter(parts.draft))
+    if parts.head is not None:
+        return CompositeDrafter(head_entry(parts.head).build(parts))
     assert parts.mtp is not None
     return CompositeDrafter(MtpDrafter(parts.mtp))
 
@@ -135,21 +206,50 @@ def _none(parts: Parts) -> Drafter:
     return NoDrafter()
 
 
+def _head_missing(kind: str) -> str:
+    return f"{kind} drafting needs a {kind} head file (--draft PATH); no such head is loaded"
+
+
+_HEAD_DRAFTERS: tuple[DrafterEntry, ...] = (
+    DrafterEntry(DrafterKind.EAGLE3, "EAGLE-3 head", _eagle3, needs=(head_part("eagle3"),),
+                 missing=_head_missing("eagle3")),
+    DrafterEntry(DrafterKind.DFLASH, "DFlash head", _dflash, needs=(head_part("dflash"), head_part("dflash2")),
+                 missing=_head_missing("dflash")),
+    DrafterEntry(DrafterKind.DSPARK, "DSpark head", _dspark, needs=(head_part("dspark"),),
+                 missing=_head_missing("dspark")),
+)
+"""The drafters of head files loaded with ``--draft``, each needing the head kinds it drives. A head's
+natural block comes from its file (``block`` stays None): the drafter caps each round at it."""
+
 DRAFTERS: tuple[DrafterEntry, ...] = (
     DrafterEntry(DrafterKind.COMPOSITE, "Automatic (lookup + {model})", _composite,
-                 needs=(Part.DRAFT_MODEL, Part.MTP_HEADS), keep=True,
-                 missing="automatic drafting needs a draft model or MTP heads; choose n-gram lookup or none"),
+                 needs=(Part.DRAFT_MODEL, Part.MTP_HEADS, *(p for e in _HEAD_DRAFTERS for p in e.needs)), keep=True,
+                 missing="automatic drafting needs a draft model, a drafter head or MTP heads; "
+                         "choose n-gram lookup or none"),
     DrafterEntry(DrafterKind.DRAFT_MODEL, "Draft model", _draft_model, needs=(Part.DRAFT_MODEL,),
                  missing="no draft model is loaded; choose n-gram lookup or none"),
     DrafterEntry(DrafterKind.NGRAM, "N-gram (prompt lookup)", _ngram, samples=False),
     DrafterEntry(DrafterKind.MTP, "The model's own MTP heads", _mtp, needs=(Part.MTP_HEADS,),
                  missing="the target has no MTP heads (no NextN layers) to draft with; "
                          "choose a draft model, n-gram lookup or none"),
+    *_HEAD_DRAFTERS,
     DrafterEntry(DrafterKind.NONE, "None (plain decoding)", _none, drafts=False, samples=False),
 )
 """Every drafter, in the order front ends list them; the first one a pair can run is its default."""
 
 _BY_NAME: dict[str, DrafterEntry] = {entry.name: entry for entry in DRAFTERS}
+
+
+_SOURCE_NAMES = {"lookup": "lookup", "model": "draft model", "mtp": "MTP heads"}
+
+
+def source_name(source: str) -> str:
+    """A draft source (a :class:`~specchat.core.types.DraftSource` value) in words, e.g. "draft model";
+    a drafter that is its own source (a head drafter) is named by its entry's label."""
+    if source in _SOURCE_NAMES:
+        return _SOURCE_NAMES[source]
+    entry = _BY_NAME.get(source)
+    return entry.label if entry is not None else str(source)
 
 
 def drafter_entries() -> tuple[DrafterEntry, ...]:
@@ -170,6 +270,15 @@ def drafter_entry(name: str) -> DrafterEntry:
         raise SpecchatError(f"no drafter called {name!r}; choose one of {', '.join(_BY_NAME)}") from None
 
 
+def entry_for(name: str, parts: Parts) -> DrafterEntry:
+    """The entry ``name`` means on ``parts``: a head loaded by ``--draft`` in place of a draft model is what
+    "draft model" drafts with there (its own entry), as llama-server takes a head for its draft."""
+    entry = drafter_entry(name)
+    if entry.name == DrafterKind.DRAFT_MODEL and parts.draft is None and parts.head is not None:
+        return head_entry(parts.head)
+    return entry
+
+
 def available_drafters(offered: Collection[str]) -> list[DrafterEntry]:
     """The drafters a pair offering ``offered`` parts can run, in list order."""
     return [entry for entry in DRAFTERS if entry.available(offered)]
@@ -180,6 +289,8 @@ def default_drafter(offered: Collection[str]) -> DrafterEntry:
     return next(entry for entry in DRAFTERS if entry.drafts and entry.available(offered))
 
 
-def make_drafter(kind: str, draft_context: DraftContext | None, mtp: MtpHeads | None = None) -> Drafter:
+def make_drafter(kind: str, draft_context: DraftContext | None, mtp: MtpHeads | None = None,
+                 head: DraftHead | None = None) -> Drafter:
     """The drafter of ``kind`` on what the loaded pair offers; a one-line SpecchatError if it lacks the part."""
-    return drafter_entry(kind).make(Parts(draft_context, mtp))
+    parts = Parts(draft_context, mtp, head)
+    return entry_for(kind, parts).make(parts)

@@ -228,12 +228,25 @@ def read_head(path: Path | str, info: GgufInfo | None = None) -> HeadInfo | None
     return head
 
 
+LAYER_INPUT_ARCHS = frozenset({
+    "llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "lfm2", "nemotron_h", "gpt-oss",
+    "minimax-m2", "mimo2", "gemma4", "bailingmoe3", "deepseek4",
+})
+"""Target architectures whose vendored llama.cpp graph records its layer inputs (``res->t_layer_inp[il]`` in
+src/models/*.cpp); asking any other for them aborts the process."""
+FINAL_INPUT_ARCHS = frozenset({"deepseek4", "mimo2", "nemotron_h"})
+"""Those that also record the input of layer ``n_layer`` (the final hidden state): only there may a DFlash
+head read layer id ``n_layer`` (``common/speculative.cpp`` asks for it unchecked; the graph asserts it exists)."""
+
+
 def head_problems(head: HeadInfo, target: GgufInfo, n_layers: int, n_embd: int) -> list[str]:
     """Why ``head`` cannot draft for a target with ``n_layers`` layers of width ``n_embd`` ([] when it can).
 
-    The vocabulary must be the target's (the converters copy it); every target layer id must lie in
-    0..n_layers (llama.cpp aborts on one beyond); the states it reads must have the target's width;
-    an EAGLE-3 head reads exactly three layers.
+    The one compatibility rule, used by the picker and the finder (headers) and by loading a head
+    (:func:`specchat.core.llama.heads.check_fits`). The vocabulary must be the target's (the converters copy
+    it); the target's graph must hand out layer inputs; every target layer id must lie in 0..n_layers-1, or
+    be n_layers for a DFlash-family head on a target that records its final layer input (llama.cpp aborts
+    otherwise); the states it reads must have the target's width; an EAGLE-3 head reads exactly three layers.
     """
     problems: list[str] = []
     h = head.info
@@ -245,7 +258,11 @@ def head_problems(head: HeadInfo, target: GgufInfo, n_layers: int, n_embd: int) 
             problems.append("it names no target layers to read (no target_layers in its metadata)")
         elif head.kind is HeadKind.EAGLE3 and len(head.target_layers) != 3:
             problems.append(f"an EAGLE-3 head reads 3 target layers, this one names {len(head.target_layers)}")
-        beyond = [i for i in head.target_layers if i < 0 or i > n_layers]
+        if target.architecture not in LAYER_INPUT_ARCHS:
+            problems.append(f"llama.cpp cannot hand it the hidden states of a '{target.architecture}' target")
+        last = n_layers if head.kind is not HeadKind.EAGLE3 and target.architecture in FINAL_INPUT_ARCHS \
+            else n_layers - 1
+        beyond = [i for i in head.target_layers if i < 0 or i > last]
         if beyond:
             problems.append(f"it reads target layer {beyond[0]}, but the target has {n_layers} layers "
                             f"(trained for a deeper model)")

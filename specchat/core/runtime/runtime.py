@@ -22,10 +22,11 @@ from specchat.core.chat.template import ChatTemplate
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Drafter
-from specchat.core.engine.registry import DrafterEntry, Parts, available_drafters, default_drafter, drafter_entry
+from specchat.core.engine.registry import DrafterEntry, Parts, available_drafters, default_drafter, entry_for
 from specchat.core.engine.speculative import TargetSide
 from specchat.core.llama.context import Context, MtpContext, check_memory_support
 from specchat.core.llama.devices import offload_supported
+from specchat.core.llama.heads import DFlashContext, Eagle3Context, open_draft
 from specchat.core.llama.model import Model, vocab_mismatch
 from specchat.core.llama.rpc.binding import local_devices
 from specchat.core.llama.rpc.target import RemoteTarget
@@ -69,9 +70,12 @@ class Runtime:
             target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
         self.draft_context: Context | None = None
         self.mtp_context: MtpContext | None = None
+        self.head_context: Eagle3Context | DFlashContext | None = None  # a head loaded as the draft
         try:
-            self.draft_context = Context(draft, n_ctx=n_ctx, n_threads=n_threads) if draft is not None else None
-            if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0:
+            self.draft_context, self.head_context = open_draft(self.target_context, draft, n_ctx=n_ctx,
+                                                               n_threads=n_threads)
+            # one observer follows the target: a head loaded as the draft takes the place of its MTP heads
+            if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0 and self.head_context is None:
                 assert isinstance(self.target_context, Context)
                 self.mtp_context = MtpContext(self.target_context, n_threads=n_threads)
             self.template = ChatTemplate(
@@ -80,7 +84,7 @@ class Runtime:
                 eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
             )
         except BaseException:
-            for context in (self.mtp_context, self.draft_context, self.target_context):
+            for context in (self.head_context, self.mtp_context, self.draft_context, self.target_context):
                 if context is not None and context is not target_context:
                     context.close()
             raise
@@ -108,7 +112,7 @@ class Runtime:
     @property
     def parts(self) -> Parts:
         """What the pair offers drafters beside the target (the registry's :class:`Parts`)."""
-        return Parts(self.draft_context, self.mtp_context)
+        return Parts(self.draft_context, self.mtp_context, self.head_context)
 
     @property
     def offered(self) -> frozenset[str]:
@@ -121,7 +125,7 @@ class Runtime:
 
     def drafter_for(self, kind: str) -> Drafter:
         """A drafter of ``kind`` on this pair; one that learns (``keep``) is kept between replies."""
-        entry = drafter_entry(kind)
+        entry = entry_for(kind, self.parts)
         drafter = self._kept.get(entry.name)
         if drafter is None:
             drafter = entry.make(self.parts)
@@ -133,7 +137,7 @@ class Runtime:
 
     def adaptive_for(self, drafter: str) -> AdaptiveDepth:
         """The adaptive depth controller for this pair and drafter (created on first use)."""
-        return self._adaptive.setdefault(drafter_entry(drafter).name, AdaptiveDepth())
+        return self._adaptive.setdefault(entry_for(drafter, self.parts).name, AdaptiveDepth())
 
     # --- replies ------------------------------------------------------------
     def conversation(self, messages: list[dict[str, str]] | None = None) -> Conversation:
@@ -333,7 +337,8 @@ class Runtime:
         return self.mtp_context is not None
 
     def close(self) -> None:
-        for obj in (self.mtp_context, self.draft_context, self.target_context, self.draft, self.target):
+        for obj in (self.head_context, self.mtp_context, self.draft_context, self.target_context, self.draft,
+                    self.target):
             if obj is not None:
                 obj.close()
 

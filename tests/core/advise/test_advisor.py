@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -68,9 +69,11 @@ def test_the_advisor_ranks_explains_refuses_and_remembers(library: Path) -> None
         assert winner.confirmation is not None and winner.confirmation.identical
 
 
-def test_the_automatic_drafter_on_the_targets_heads_is_measured() -> None:
+def test_the_automatic_drafter_on_the_targets_heads_is_measured(tmp_path: Path) -> None:
     """The automatic drafter is measured like any other: here on the MTP heads, beside the heads alone."""
-    advice = advise(MODELS / "qwen35-mtp.gguf", budget_seconds=60, library=False, catalog=False, composite=True,
+    target = tmp_path / "qwen35-mtp.gguf"  # alone: tests/models also holds drafter heads the finder would list
+    shutil.copy(MODELS / "qwen35-mtp.gguf", target)
+    advice = advise(target, budget_seconds=60, library=False, catalog=False, composite=True,
                     max_tokens=32, remember=False)
     results = {r.candidate.kind: r for r in advice.results}
     assert set(results) == {CandidateKind.MTP, CandidateKind.COMPOSITE, CandidateKind.NGRAM}
