@@ -24,7 +24,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.registry import default_drafter, drafter_entry
 from specchat.core.engine.speculative import generate
-from specchat.core.types import Finished, FinishReason, GenerationStats, SpecchatError, Verified
+from specchat.core.types import Drafted, Finished, FinishReason, GenerationStats, SpecchatError, Verified
 from specchat.server.errors import ApiError
 from specchat.server.protocol import Request
 from specchat.server.tool_calls import template_uses_tools, tools_in_system
@@ -43,6 +43,7 @@ class Started:
 
 
 Emitted = Started | Verified | Finished | ApiError
+Listener = Callable[["Job", "Emitted | Drafted"], None]  # called on the engine's thread, for every request
 
 
 @dataclass
@@ -90,10 +91,18 @@ def best_drafter(offered: frozenset[str]) -> str:
 
 
 class EngineHost:
-    """Runs requests one after another on ``engine`` from its own thread."""
+    """Runs requests one after another on ``engine`` from its own thread.
 
-    def __init__(self, engine: ChatEngine, *, queue_size: int = 8, drafter: str | None = None) -> None:
+    ``engine_lock`` is held while a request uses the engine: pass the lock of
+    whoever else decodes on the same engine (the window) so the two take turns.
+    ``listener`` sees every request's events, drafts included (the window's Server panel).
+    """
+
+    def __init__(self, engine: ChatEngine, *, queue_size: int = 8, drafter: str | None = None,
+                 engine_lock: threading.Lock | None = None, listener: Listener | None = None) -> None:
         self.engine = engine
+        self.engine_lock = engine_lock if engine_lock is not None else threading.Lock()
+        self.listener = listener
         self._has_mtp = engine.has_mtp
         self._offered = engine.offered
         self.default_drafter = drafter or best_drafter(self._offered)
@@ -142,7 +151,7 @@ class EngineHost:
                 break
             if job is not None:
                 job.cancel.cancel()
-                job.emit(Finished(FinishReason.CANCELLED, GenerationStats(), "the server is shutting down"))
+                self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "the server is shutting down"))
         self._queue.put(None)
         self._thread.join(timeout=30)
 
@@ -166,10 +175,12 @@ class EngineHost:
                 self._running = job
             started = time.monotonic()
             try:
-                self._run(job)
+                with self.engine_lock:
+                    self._run(job)
             except Exception as exc:  # noqa: BLE001 - the engine thread outlives any one request
-                self._forget_caches()
-                job.emit(Finished(FinishReason.ERROR, GenerationStats(), f"{type(exc).__name__}: {exc}"))
+                with self.engine_lock:
+                    self._forget_caches()
+                self._tell(job, Finished(FinishReason.ERROR, GenerationStats(), f"{type(exc).__name__}: {exc}"))
             finally:
                 with self._lock:
                     self._running = None
@@ -177,19 +188,20 @@ class EngineHost:
 
     def _run(self, job: Job) -> None:
         if job.cancel.cancelled:
-            job.emit(Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
+            self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
             return
         request = job.request
         try:
             prompt = self._prompt(request)
         except SpecchatError as exc:
             code = "context_length_exceeded" if "context holds" in str(exc) else None
-            job.emit(ApiError(400, str(exc), param="messages" if request.kind == "chat" else "prompt", code=code))
+            self._tell(job, ApiError(400, str(exc), param="messages" if request.kind == "chat" else "prompt",
+                                     code=code))
             return
         kind = request.spec.drafter or self.default_drafter
         engine = self.engine
         drafter = engine.drafter_for(kind)
-        job.emit(Started(len(prompt), kind, time.monotonic() - job.submitted))
+        self._tell(job, Started(len(prompt), kind, time.monotonic() - job.submitted))
 
         def time_up() -> None:
             job.timed_out = True
@@ -211,9 +223,17 @@ class EngineHost:
                     self.served.append(Served(job.client, request.kind, event.reason, s.generated, len(prompt),
                                               s.reused_prompt_tokens, job.timed_out))
                 if isinstance(event, (Verified, Finished)):
-                    job.emit(event)
+                    self._tell(job, event)
+                elif isinstance(event, Drafted) and self.listener is not None:
+                    self.listener(job, event)
         finally:
             timer.cancel()
+
+    def _tell(self, job: Job, event: Emitted) -> None:
+        """Hand ``event`` to the request's client and to the listener."""
+        job.emit(event)
+        if self.listener is not None:
+            self.listener(job, event)
 
     def _prompt(self, request: Request) -> list[int]:
         """The request's prompt as the target's tokens (chat: through the model's own template)."""

@@ -33,6 +33,7 @@ from .pair_loading import PairLoader
 from .presets import PresetKeeper
 from .race import RaceController
 from .reply_races import ReplyRaces
+from .server_panel import LocalServing
 from .sidebar import ConversationSidebar
 from .status_progress import StatusProgress
 from .welcome import WelcomeView
@@ -115,6 +116,7 @@ class MainWindow(QMainWindow):
         self.racing = ReplyRaces(self.races, self.chat, lambda: self.loader.info is not None, self.show_error, self)
         self.look = WindowLook(self, self.settings, self.splitter, self.sidebar, self.panel, self.chat_view,
                                self.composer)
+        self.serving = LocalServing(self, self.host, self.loader)
         self.menu_actions = build_menus(self, self, self.presets.save_current)
         self.esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         self.esc.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -386,6 +388,7 @@ class MainWindow(QMainWindow):
         if not self._closing:
             self._closing = self.loader.closing = self.baselines.closing = True
             self.stop()
+            self.serving.stop()  # before the runtime goes
             self.host.shutdown()
             self.chat.close()
             self.lookup_memory.close()

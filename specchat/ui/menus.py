@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QMainWindow
 from .chat_controller import ChatController
 from .pair_loading import PairLoader
 from .reply_races import ReplyRaces
+from .server_panel import LocalServing
 from .window_dialogs import WindowDialogs
 from .window_settings import WindowLook
 
@@ -24,6 +25,7 @@ class MenuTarget(Protocol):
     dialogs: WindowDialogs
     look: WindowLook
     racing: ReplyRaces
+    serving: LocalServing
 
     def new_conversation(self) -> None: ...
     def continue_reply(self) -> None: ...
@@ -62,6 +64,7 @@ def build_menus(window: QMainWindow, target: MenuTarget, save_preset: Callable[[
     reload = file_menu.addAction("&Reload models", QKeySequence("Ctrl+R"), loader.reload)
     reload.setToolTip("Load the same pair again with the current context size and GPU layers")
     file_menu.addAction("Remote &devices…", dialogs.remote_devices)
+    file_menu.addAction(target.serving.action)
     file_menu.addSeparator()
     file_menu.addAction("Export as &Markdown…", lambda: dialogs.export("md"))
     file_menu.addAction("Export as &JSON…", lambda: dialogs.export("json"))
@@ -86,6 +89,7 @@ def build_menus(window: QMainWindow, target: MenuTarget, save_preset: Callable[[
     view_menu = bar.addMenu("&View")
     view_menu.addAction(look.sidebar_action)
     view_menu.addAction(look.panel_action)
+    view_menu.addAction(target.serving.panel.toggleViewAction())
     view_menu.addSeparator()
     view_menu.addAction("Zoom &in", QKeySequence.StandardKey.ZoomIn, lambda: look.set_zoom(look.settings.zoom + 1))
     view_menu.addAction("Zoom &out", QKeySequence.StandardKey.ZoomOut, lambda: look.set_zoom(look.settings.zoom - 1))

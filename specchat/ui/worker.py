@@ -11,6 +11,7 @@ reply streams, so a queued call would only run after it ended.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -117,6 +118,15 @@ class EngineWorker(QObject):
         self._session: Conversation | None = None
         self._session_conversation = -1
         self.lookup_texts: list[str] | None = None  # the lookup memory's texts, kept for the next pair too
+        # Held while a reply, a calibration or a race decodes; a local server on the same runtime takes it too,
+        # so the window's decodes and the served requests take turns, never interleave.
+        self.engine_lock = threading.Lock()
+
+    def forget_session(self) -> None:
+        """The contexts were used by someone else (a served request): the next reply starts a fresh session.
+
+        Called with ``engine_lock`` held."""
+        self._session = None
 
     @Slot(str, str, object, object)
     def load(self, target: str, draft: str, options: LoadOptions, cancel: CancelToken) -> None:
@@ -172,6 +182,10 @@ class EngineWorker(QObject):
 
     @Slot(object, object)
     def generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
+        with self.engine_lock:  # waits while a served request decodes
+            self._generate(request, cancel)
+
+    def _generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
         if self.engine is None:
             self.failed.emit("no model is loaded")
             return
@@ -231,7 +245,8 @@ class EngineWorker(QObject):
         if self.engine is None:
             return
         try:
-            baseline = measure_plain(self.engine, key, sampler, cancel)
+            with self.engine_lock:
+                baseline = measure_plain(self.engine, key, sampler, cancel)
         except SpecchatError as exc:
             log.warning("baseline measurement failed: %s", exc)
             return
@@ -247,7 +262,8 @@ class EngineWorker(QObject):
             self.race_failed.emit(request, "load the pair to race plain decoding")
             return
         try:
-            record = run_race(self.engine, request, cancel)
+            with self.engine_lock:
+                record = run_race(self.engine, request, cancel)
         except SpecchatError as exc:
             self.race_failed.emit(request, f"the race could not run: {exc}")
             return

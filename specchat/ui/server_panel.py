@@ -1,0 +1,266 @@
+"""Serving the loaded pair on 127.0.0.1 from the window, and the Server panel that shows its requests live.
+
+The server runs on the window's own runtime (one model in memory). The
+window's decodes and the served requests take turns on the worker's
+``engine_lock``: a reply waits while a served request decodes, and the
+other way round. Served requests' events come from the server's engine
+thread through the host's listener and reach the panel as a queued signal.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction, QTextCursor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDockWidget,
+    QInputDialog,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specchat.core.chat.baseline import reply_speedup
+from specchat.core.types import Drafted, Finished, FinishReason, SpecchatError, TokenKind, Verified
+from specchat.server.app import ServerConfig, build_app
+from specchat.server.engine_host import EngineHost as ServeHost
+from specchat.server.engine_host import Job, Started
+from specchat.server.errors import ApiError
+from specchat.server.protocol import Defaults
+from specchat.server.runner import ServerThread
+
+from .pair_loading import PairLoader
+from .token_styles import kind_format
+from .worker import EngineHost
+
+DEFAULT_PORT = 8080  # as `specchat serve`
+PROBE_TOKENS = 16  # plain tokens timed after each request, the speed-up's denominator (as `specchat serve`)
+COLUMNS = ("Client", "Endpoint", "Tokens", "Tokens/s", "Speed-up", "Status")
+ENDPOINTS = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
+
+
+@dataclass
+class ServedRequest:
+    """One request as the panel shows it: who, where, how far, and its text as (fate, piece) spans."""
+
+    client: str
+    endpoint: str
+    status: str = "waiting"
+    generated: int = 0
+    started: float = field(default_factory=time.monotonic)
+    tokens_per_second: float = 0.0
+    speedup: str = "—"
+    speedup_note: str = ""
+    done: bool = False
+    spans: list[tuple[TokenKind, str]] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # the round's drafts before the verdict
+
+    def fold(self, event: object) -> None:
+        """Take one engine event (Started, Drafted, Verified, Finished or an error)."""
+        if isinstance(event, Started):
+            self.status = f"running ({event.drafter})"
+            self.started = time.monotonic()
+        elif isinstance(event, Drafted):
+            self.pending = list(event.pieces)
+        elif isinstance(event, Verified):
+            self.pending = []
+            self.spans += [(TokenKind.ACCEPTED, p) for p in event.accepted_pieces]
+            self.spans += [(TokenKind.REJECTED, p) for p in event.rejected_pieces]
+            if event.correction is not None:
+                self.spans.append((TokenKind.TARGET, event.correction_piece))
+            self.generated += len(event.accepted) + (event.correction is not None)
+            elapsed = time.monotonic() - self.started
+            self.tokens_per_second = self.generated / elapsed if elapsed > 0 else 0.0
+        elif isinstance(event, Finished):
+            self.pending = []
+            s = event.stats
+            self.generated = s.generated or self.generated
+            self.tokens_per_second = s.tokens_per_second or self.tokens_per_second
+            shown = reply_speedup(s.generated, s.rounds, s.tokens_per_second, s.plain_tokens_per_second,
+                                  s.plain_tokens)
+            self.speedup = "—" if shown.ratio is None else f"×{shown.ratio:.2f}"
+            self.speedup_note = shown.why
+            self.done = True
+            self.status = event.reason.value if event.reason is not FinishReason.ERROR else f"error: {event.message}"
+        elif isinstance(event, ApiError):
+            self.done = True
+            self.status = f"refused ({event.status})"
+
+
+class ServerPanel(QDockWidget):
+    """A dock listing the served requests live, and the selected (else the latest) one's text with its fates."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Server", parent)
+        self.setObjectName("server-panel")
+        self.requests: list[ServedRequest] = []
+        self._ids: dict[int, int] = {}  # id(Job) -> row
+        body = QWidget()
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(4, 4, 4, 4)
+        self.address = QLabel("Not serving")
+        self.address.setWordWrap(True)
+        self.address.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.address)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.itemSelectionChanged.connect(self._show_text)
+        self.text = QTextEdit()
+        self.text.setReadOnly(True)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.text)
+        layout.addWidget(split, 1)
+        self.setWidget(body)
+
+    def on_event(self, job: Job, event: object) -> None:
+        """Fold a served request's event into its row (a new row for a request not seen yet)."""
+        row = self._ids.get(id(job))
+        if row is None:
+            row = self._ids[id(job)] = len(self.requests)
+            self.requests.append(ServedRequest(job.client, ENDPOINTS.get(job.request.kind, job.request.kind)))
+            self.table.insertRow(row)
+        served = self.requests[row]
+        served.fold(event)
+        cells = (served.client, served.endpoint, str(served.generated), f"{served.tokens_per_second:.1f}",
+                 served.speedup, served.status)
+        for column, value in enumerate(cells):
+            item = QTableWidgetItem(value)
+            if column == COLUMNS.index("Speed-up"):
+                item.setToolTip(served.speedup_note)
+            self.table.setItem(row, column, item)
+        self.table.resizeColumnsToContents()
+        if self._shown_row() == row:
+            self._show_text()
+
+    def _shown_row(self) -> int:
+        rows = self.table.selectionModel().selectedRows()
+        return rows[0].row() if rows else len(self.requests) - 1
+
+    def _show_text(self) -> None:
+        row = self._shown_row()
+        self.text.clear()
+        if row < 0:
+            return
+        served = self.requests[row]
+        cursor = self.text.textCursor()
+        palette = self.text.palette()
+        for kind, piece in served.spans:
+            cursor.insertText(piece, kind_format(kind, palette))
+        for piece in served.pending:
+            cursor.insertText(piece, kind_format(TokenKind.PENDING, palette))
+        self.text.moveCursor(QTextCursor.MoveOperation.End)
+
+
+class LocalServing(QObject):
+    """Starts and stops the OpenAI-compatible server on the window's loaded pair; owns the menu action and panel."""
+
+    heard = Signal(object, object)  # Job, engine event: emitted on the server's engine thread
+    serving_changed = Signal(str)  # the base URL, "" when stopped
+
+    def __init__(self, window: QMainWindow, host: EngineHost, loader: PairLoader) -> None:
+        super().__init__(window)
+        self.window, self.host, self.loader = window, host, loader
+        self.serve_host: ServeHost | None = None
+        self.server_thread: ServerThread | None = None
+        self.url = ""
+        self.panel = ServerPanel(window)
+        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.panel)
+        self.panel.hide()
+        self.note = QLabel()
+        window.statusBar().addPermanentWidget(self.note)
+        self.note.hide()
+        self.action = QAction("Serve on &localhost…", self)
+        self.action.setCheckable(True)
+        self.action.setEnabled(False)
+        self.action.setToolTip("Serve the loaded pair over the OpenAI API on 127.0.0.1 (one model in memory)")
+        self.action.triggered.connect(self._toggled)
+        self.heard.connect(self.panel.on_event)  # queued: the panel lives on the GUI thread
+        loader.started.connect(self._pair_going)
+        loader.failed.connect(self._pair_going)
+        loader.loaded.connect(lambda _info: self.action.setEnabled(True))
+
+    @property
+    def serving(self) -> bool:
+        return self.server_thread is not None
+
+    def start(self, port: int = DEFAULT_PORT) -> str:
+        """Serve the loaded runtime on 127.0.0.1:``port`` (0: a free port); the base URL (``…/v1``)."""
+        runtime = self.host.worker.engine
+        if runtime is None:
+            raise SpecchatError("load a pair before serving it")
+        self.stop()
+        worker = self.host.worker
+        serve_host = ServeHost(runtime, engine_lock=worker.engine_lock, listener=self._heard)
+        try:
+            thread = ServerThread(build_app(serve_host, self._config(runtime.n_ctx)), "127.0.0.1", port).start()
+        except SpecchatError:
+            serve_host.close()
+            raise
+        self.serve_host, self.server_thread = serve_host, thread
+        self.url = f"{thread.url}/v1"
+        self.note.setText(f"Serving on {self.url}")
+        self.note.show()
+        self.panel.address.setText(f"Serving {runtime.target_name} on {self.url}")
+        self.panel.show()
+        self.window.resizeDocks([self.panel], [520], Qt.Orientation.Horizontal)
+        self.action.setChecked(True)
+        self.serving_changed.emit(self.url)
+        return self.url
+
+    def stop(self) -> None:
+        """Stop the server (what runs is cancelled within one round); the runtime stays loaded. Safe to repeat."""
+        thread, serve_host = self.server_thread, self.serve_host
+        self.server_thread = self.serve_host = None
+        if thread is not None:
+            thread.stop()
+        if serve_host is not None:
+            serve_host.close()
+        if thread is not None or serve_host is not None:
+            self.url = ""
+            self.note.hide()
+            self.panel.address.setText("Not serving")
+            self.serving_changed.emit("")
+        self.action.setChecked(False)
+
+    @staticmethod
+    def _config(n_ctx: int) -> ServerConfig:
+        return ServerConfig(defaults=Defaults(max_tokens_limit=n_ctx, plain_probe=PROBE_TOKENS))
+
+    def _heard(self, job: Job, event: object) -> None:
+        """On the server's engine thread, the engine lock held."""
+        if isinstance(event, Started):
+            self.host.worker.forget_session()  # the contexts now hold this request's tokens
+        self.heard.emit(job, event)
+
+    def _pair_going(self, *_: object) -> None:
+        self.stop()
+        self.action.setEnabled(False)
+
+    def _toggled(self, checked: bool) -> None:
+        if not checked:
+            self.stop()
+            return
+        port, ok = QInputDialog.getInt(self.window, "Serve on localhost", "Port on 127.0.0.1:", DEFAULT_PORT, 1,
+                                       65535)
+        if not ok:
+            self.action.setChecked(False)
+            return
+        try:
+            self.start(port)
+        except SpecchatError as exc:
+            self.action.setChecked(False)
+            self.window.statusBar().showMessage(str(exc), 8000)
