@@ -131,7 +131,8 @@ class _Sized(Protocol):
 
 
 class MtpHeads(Protocol):
-    """What the MTP drafter drives: a :class:`specchat.core.llama.context.MtpContext`."""
+    """What chained heads drive: the target's MTP heads (:class:`specchat.core.llama.context.MtpContext`) or an
+    EAGLE-3 head (:class:`specchat.core.llama.heads.Eagle3Context`)."""
 
     @property
     def target(self) -> _Sized: ...
@@ -210,41 +211,50 @@ guessing many tokens ahead is confident for a few and then guesses poorly, and a
 costs a verify position for little."""
 
 
-class MtpDrafter(Drafter):
-    """The target's own MTP (NextN) heads, chained: each draft is fed back with the heads' hidden state.
+class ChainedHeadsDrafter(Drafter):
+    """Heads chained from the target's state at the last committed token: each draft is fed back with the
+    heads' own hidden state (the target's MTP heads; an EAGLE-3 head).
 
     The heads follow every decode and cut of the target by themselves, so
     they need no prefill; each round drafts from the target's state at the
     last committed token.
     """
 
-    kind = DrafterKind.MTP
-    source = DraftSource.MTP
-    acceptance_by_position = True
+    acceptance_by_position = True  # each chained position guesses further ahead
+    default_p_min: ClassVar[float | None] = None
+    """The draft p-min when the request sets none (None: no gate)."""
 
-    def __init__(self, mtp: MtpHeads) -> None:
-        self.mtp = mtp
+    def __init__(self, heads: MtpHeads) -> None:
+        self.heads = heads
 
     def draft(self, request: DraftRequest) -> Draft:
         out = Draft()
-        mtp = self.mtp
+        heads = self.heads
         tokens = request.tokens
         pos = len(tokens) - 1  # where the last committed token goes; the target holds the rest
-        k = min(request.k, mtp.target.n_ctx - len(tokens))
+        k = min(request.k, heads.target.n_ctx - len(tokens))
         if k <= 0:
             return out
         started = time.perf_counter()
-        row = mtp.begin(tokens[-1], pos)
+        row = heads.begin(tokens[-1], pos)
         if row is None:
-            return out  # the target's hidden state at the last token is unknown: a plain round
+            return out  # the target's state at the last token is unknown: a plain round
         synced = time.perf_counter()
-        p_min = MTP_P_MIN if request.p_min is None else request.p_min
+        p_min = self.default_p_min if request.p_min is None else request.p_min
         try:
-            _draft_from(out, row, mtp.step, dataclasses.replace(request, k=k, p_min=p_min), synced)
+            _draft_from(out, row, heads.step, dataclasses.replace(request, k=k, p_min=p_min), synced)
         finally:
-            mtp.end(pos)
+            heads.end(pos)
         out.sync_seconds = synced - started  # the first head pass, paid every round
         return out
+
+
+class MtpDrafter(ChainedHeadsDrafter):
+    """The target's own MTP (NextN) heads."""
+
+    kind = DrafterKind.MTP
+    source = DraftSource.MTP
+    default_p_min = MTP_P_MIN
 
 
 def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], request: DraftRequest,

@@ -10,30 +10,15 @@ take the exact rule, as for every model drafter.
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from typing import Protocol
-
-import numpy as np
-
-from specchat.core.engine.drafters import Draft, Drafter, DraftRequest, _draft_from, _Sized
+from specchat.core.engine.drafters import ChainedHeadsDrafter, MtpHeads
 from specchat.core.types import DrafterKind, DraftSource
 
-
-class Eagle3Head(Protocol):
-    """What the EAGLE-3 drafter drives: a :class:`specchat.core.llama.heads.Eagle3Context`."""
-
-    @property
-    def target(self) -> _Sized: ...
-
-    def begin(self, token: int, pos: int) -> np.ndarray | None: ...
-
-    def step(self, token: int) -> np.ndarray: ...
-
-    def end(self, pos: int) -> None: ...
+Eagle3Head = MtpHeads
+"""What the EAGLE-3 drafter drives (a :class:`specchat.core.llama.heads.Eagle3Context`): the same calls as
+the target's MTP heads."""
 
 
-class Eagle3Drafter(Drafter):
+class Eagle3Drafter(ChainedHeadsDrafter):
     """An EAGLE-3 head chained from the target's state at the last committed token.
 
     Without a draft p-min it drafts to the requested depth (llama.cpp's own
@@ -41,28 +26,4 @@ class Eagle3Drafter(Drafter):
     """
 
     kind = DrafterKind.EAGLE3
-    acceptance_by_position = True  # each chained or block position guesses further ahead
     source = DraftSource.EAGLE3
-
-    def __init__(self, head: Eagle3Head) -> None:
-        self.head = head
-
-    def draft(self, request: DraftRequest) -> Draft:
-        out = Draft()
-        head = self.head
-        tokens = request.tokens
-        pos = len(tokens) - 1  # where the last committed token goes; the target holds the rest
-        k = min(request.k, head.target.n_ctx - len(tokens))
-        if k <= 0:
-            return out
-        started = time.perf_counter()
-        row = head.begin(tokens[-1], pos)
-        if row is None:
-            return out  # the features before the last token are unknown: a plain round
-        synced = time.perf_counter()
-        try:
-            _draft_from(out, row, head.step, dataclasses.replace(request, k=k), synced)
-        finally:
-            head.end(pos)
-        out.sync_seconds = synced - started  # the first head pass, paid every round
-        return out
