@@ -12,10 +12,12 @@ plain. Per request: time to first token (first content chunk) and tokens per
 second (completion tokens over the time from the first to the last chunk);
 per category and overall: the median TTFT and total tokens over total time.
 Greedy texts are compared with the same engine's plain run, and specchat's with
-llama-server's.
+llama-server's. ``--repeats N`` sends each mixed prompt N times per configuration
+(rotating again): a 15-token reply is a handful of chunks, and one run of it moves
+by tens of percent with whatever else the machine does.
 
     python benchmarks/server_vs_llama_server.py [--llama-server PATH] [--ids m-copy m-code-edit] \
-        [--max-tokens 128] [--edit-tokens 256] [--json out.json]
+        [--max-tokens 128] [--edit-tokens 256] [--repeats 3] [--json out.json]
 
 Without ``--llama-server`` it uses ~/.cache/specchat-llama-tools/build/bin/llama-server, building it there
 first (from the llama.cpp vendored in the llama-cpp-python sdist) when it is missing.
@@ -153,6 +155,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--edit-tokens", type=int, default=256, help="tokens per reply in the agent session")
     parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each mixed prompt per configuration (short replies are noisy: take 3 or more)")
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--json", type=Path, default=None)
@@ -185,7 +189,7 @@ def main() -> None:
             command, port = commands[name]
             servers[name] = start(name, command, port, logs / f"{name}.log")
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-        jobs = workload(args.ids)
+        jobs = workload(args.ids) * max(1, args.repeats)
         for n, (category, rid, messages) in enumerate(jobs):
             order = names[n % len(names):] + names[: n % len(names)]
             for name in order:

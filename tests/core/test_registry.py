@@ -114,3 +114,13 @@ def test_a_reply_without_a_drafter_named_drafts_with_the_best_the_pair_allows(de
     assert sum(composite.wins.values()) > rounds  # the composite chose this reply's rounds
     with pytest.raises(SpecchatError, match="no messages"):
         demo_engine.reply([], GenerationParams())
+
+
+def test_the_terminal_lists_drafters_by_their_plain_names() -> None:
+    """``--help`` and argparse's error line name the drafters as typed, not as enum members."""
+    for command in ("chat", "serve"):
+        sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+        usage = sub.format_help()
+        assert "{composite,draft,ngram,mtp,eagle3,dflash,dspark,none}" in usage
+        assert "DrafterKind" not in usage
+    assert all(type(name) is str for name in drafter_names())

@@ -258,8 +258,8 @@ def drafter_entries() -> tuple[DrafterEntry, ...]:
 
 
 def drafter_names() -> list[str]:
-    """Every drafter's name, in list order."""
-    return [entry.name for entry in DRAFTERS]
+    """Every drafter's name as plain text (what ``--drafter`` and the API take), in list order."""
+    return [entry.key for entry in DRAFTERS]
 
 
 def drafter_entry(name: str) -> DrafterEntry:
