@@ -16,15 +16,19 @@ spread S, seeded) while the seconds counted stay the cost model's: how much a
 policy's choices suffer from timings as noisy as a busy host's; ``--seeds N``
 replays N times with other noise and prints each prompt's mean share.
 
+``--ablate PART`` replays the composite with one of its parts switched off
+(see ``ABLATIONS``): where the figures do not move, the part adds nothing.
+
     python benchmarks/composite_replay.py [--prompts FILE ...] [--max-tokens N] [--verify MS] [--slope MS]
         [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--noise S [--seeds N]] [--trace ID ...]
+        [--ablate PART ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +37,7 @@ import numpy as np
 from specchat.cli.bench import load_prompts, run_once
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.session import ChatEngine
+from specchat.core.engine import composite as composite_module
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.engine.drafters import Draft, Drafter, DraftModelDrafter, DraftRequest, NgramDrafter
@@ -46,6 +51,45 @@ DEFAULT_PROMPTS = [SHARED / "mixed-public.jsonl", SHARED / "public.jsonl", ROOT 
 KINDS = (DrafterKind.NGRAM, DrafterKind.DRAFT_MODEL, DrafterKind.COMPOSITE)
 LOOKUP_STEP = 1e-5  # seconds per proposed token of the lookup drafter (measured: about this)
 NAMES = {DrafterKind.NGRAM: "lookup", DrafterKind.DRAFT_MODEL: "model", DrafterKind.COMPOSITE: "composite"}
+
+
+def _no_splices() -> None:
+    choose = composite_module.choose
+    composite_module.choose = lambda lookups, k, table, costs, source, can_splice: choose(  # type: ignore[assignment]
+        lookups, k, table, costs, source, False)
+
+
+def _no_first_probe() -> None:
+    prefill = CompositeDrafter.prefill
+
+    def without(self: CompositeDrafter, tokens: Sequence[int]) -> None:
+        prefill(self, tokens)
+        self._first_round = False
+
+    CompositeDrafter.prefill = without  # type: ignore[method-assign]
+
+
+# Parts of the composite a replay can switch off, each by what it does.
+ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    "probes": ("no probe of the model every PROBE_EVERY rounds without it",
+               lambda: setattr(composite_module, "PROBE_EVERY", 10**9)),
+    "first-probe": ("no probe in a reply's first round without a lookup", _no_first_probe),
+    "unmeasured-tries": ("no forced model rounds before its costs are measured",
+                         lambda: setattr(composite_module, "UNMEASURED_TRIES", 0)),
+    "splices": ("no model drafts continuing a lookup span", _no_splices),
+    "handover": ("the model never hands a round over to a lookup mid-draft",
+                 lambda: setattr(composite_module, "MIN_HANDOVER_MATCH", 10**9)),
+    "lookup-after-model": ("no lookup appended after the model's drafts",
+                           lambda: setattr(CompositeDrafter, "_lookup_after_model", lambda *_: None)),
+    "confidence": ("a model draft's probability says nothing (its position's rate alone)",
+                   lambda: setattr(composite_module.Confidence, "rate", lambda _self, _p, rate, _avg: rate)),
+    "reply-table": ("no table of this reply's own acceptance (every reply's figures alone)",
+                    lambda: setattr(composite_module, "REPLY_STRENGTH", 1e9)),
+    "positions": ("acceptance not kept apart by draft position",
+                  lambda: setattr(composite_module, "POSITIONS", 1)),
+    "stop-plan": ("the model drafts to the round's depth: no stop after a hesitant draft",
+                  lambda: setattr(CompositeDrafter, "_stopper", lambda *_a, **_k: lambda _t, _p: True)),
+}
 
 
 @dataclass(frozen=True)
@@ -204,7 +248,12 @@ def main() -> int:
                         help="log-normal spread of the timings the drafters learn from (0.25: about +-25%%)")
     parser.add_argument("--seeds", type=int, default=1,
                         help="with --noise: replay this many times (seeds 1..N) and print each prompt's mean share")
+    parser.add_argument("--ablate", nargs="*", default=[], choices=sorted(ABLATIONS),
+                        help="switch these parts of the composite off")
     args = parser.parse_args()
+    for part in args.ablate:
+        print(f"ablated: {part} ({ABLATIONS[part][0]})")
+        ABLATIONS[part][1]()
     pair = provision_demo_pair()
     engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
     assert engine.draft_context is not None
