@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -56,7 +57,8 @@ class ServeDialog(QDialog):
         self.require_key.setToolTip("Clients must send Authorization: Bearer KEY (401 otherwise)")
         self.key = QLineEdit(settings.serve_api_key)
         self.key.setPlaceholderText("sk-local-…")
-        self.key.setMinimumWidth(340)
+        self.key.setMinimumWidth(360)
+        self.key.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.generate = QPushButton("Generate")
         self.generate.setToolTip("A new random key (clients configured with the old one must change)")
         key_row = QHBoxLayout()
@@ -70,7 +72,8 @@ class ServeDialog(QDialog):
         self.problem.setStyleSheet("color: #c0392b")
         self.problem.setWordWrap(True)
         self.problem.hide()
-        note = QLabel("The key is kept in settings.json so a client set up once keeps working.")
+        note = QLabel("Clients send the key as their API key (Authorization: Bearer …). It is kept in "
+                      "settings.json, so a client set up once keeps working.")
         note.setWordWrap(True)
         note.setEnabled(False)
         form = QFormLayout()

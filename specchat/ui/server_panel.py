@@ -9,6 +9,7 @@ thread through the host's listener and reach the panel as a queued signal.
 
 from __future__ import annotations
 
+import html
 import logging
 import time
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ class ServerPanel(QDockWidget):
         if not url:
             self.address.setText("Not serving")
         else:
-            self.address.setText(f"Serving {target} on <b>{url}</b>"
+            self.address.setText(f"Serving {html.escape(target)}<br><b>{url}</b>"
                                  + (" · key required" if api_key else " · no key"))
         self.copy_url.setVisible(bool(url))
         self.copy_key.setVisible(bool(url and api_key))
