@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,8 @@ SETTINGS_FILENAME = "settings.json"
 MIN_CONTEXT = 256
 MAX_CONTEXT = 1 << 20
 THEMES = ("system", "light", "dark")
+MAX_API_KEY = 256
+_SECRETS = frozenset({"serve_api_key"})  # never written to the log
 REMOTE_SECTION = "remote"
 """The section holding the saved remote servers and what a Test found free on them."""
 SECTIONS = (REMOTE_SECTION,)
@@ -126,6 +129,11 @@ class Settings:
     last_conversation: int = 0  # reopened on start (0: none)
     baselines: dict[str, Any] = field(default_factory=dict)  # baseline key -> Baseline.to_json()
     presets: dict[str, Any] = field(default_factory=dict)  # the user's sampler presets: name -> values
+    # File → Serve on localhost…: the port, whether requests need the key, and the key itself (kept while
+    # unused too, so an editor configured with it once keeps working).
+    serve_port: int = 8080  # as `specchat serve`
+    serve_require_key: bool = False
+    serve_api_key: str = ""
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -176,7 +184,14 @@ def _check(name: str, value: Any) -> Any:
             raise ValueError(str(exc)) from None
     if name in ("zoom", "last_conversation"):
         return int(_number(value, -100, 1 << 62, integer=True))
-    if name in ("hide_rejected", "show_verdicts", "sidebar_visible", "panel_visible", "lookup_memory"):
+    if name == "serve_port":
+        return int(_number(value, 1, 65535, integer=True))
+    if name == "serve_api_key":
+        if not isinstance(value, str):
+            raise TypeError("expected a string")
+        return check_api_key(value) if value else value
+    if name in ("hide_rejected", "show_verdicts", "sidebar_visible", "panel_visible", "lookup_memory",
+                "serve_require_key"):
         if not isinstance(value, bool):
             raise TypeError("expected true or false")
         return value
@@ -189,6 +204,20 @@ def _check(name: str, value: Any) -> Any:
             raise TypeError("expected an object")
         return {str(k): v for k, v in value.items() if isinstance(v, dict)}  # older plain numbers are dropped
     raise KeyError(name)
+
+
+_API_KEY = re.compile(r"[!-~]+")  # printable ASCII, no spaces: sendable in a header
+
+
+def check_api_key(key: str) -> str:
+    """``key`` if a client can send it as ``Authorization: Bearer KEY``, else a one-line SpecchatError."""
+    if not key:
+        raise SpecchatError("the API key is empty")
+    if len(key) > MAX_API_KEY:
+        raise SpecchatError(f"the API key is {len(key)} characters long; at most {MAX_API_KEY}")
+    if not _API_KEY.fullmatch(key):
+        raise SpecchatError("the API key may hold only printable ASCII characters, no spaces")
+    return key
 
 
 def _number(value: Any, low: float, high: float, *, integer: bool = False) -> float:
@@ -228,8 +257,9 @@ def load_settings(path: Path | None = None) -> Settings:
             continue
         try:
             setattr(settings, name, _check(name, value))
-        except (TypeError, ValueError) as exc:
-            log.warning("settings file %s: %s=%r is invalid (%s); using the default", path, name, value, exc)
+        except (TypeError, ValueError, SpecchatError) as exc:
+            shown = "(not shown)" if name in _SECRETS else repr(value)
+            log.warning("settings file %s: %s=%s is invalid (%s); using the default", path, name, shown, exc)
     return settings
 
 

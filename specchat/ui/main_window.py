@@ -35,7 +35,7 @@ from .race import RaceController
 from .reply_races import ReplyRaces
 from .server_panel import LocalServing
 from .sidebar import ConversationSidebar
-from .status_progress import StatusProgress
+from .status_progress import READING_PROMPT, StatusProgress
 from .welcome import WelcomeView
 from .window_dialogs import WindowDialogs
 from .window_layout import ChatPage, SettingsPanel
@@ -116,7 +116,7 @@ class MainWindow(QMainWindow):
         self.racing = ReplyRaces(self.races, self.chat, lambda: self.loader.info is not None, self.show_error, self)
         self.look = WindowLook(self, self.settings, self.splitter, self.sidebar, self.panel, self.chat_view,
                                self.composer)
-        self.serving = LocalServing(self, self.host, self.loader)
+        self.serving = LocalServing(self, self.host, self.loader, self.settings)
         self.menu_actions = build_menus(self, self, self.presets.save_current)
         self.esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         self.esc.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -126,6 +126,7 @@ class MainWindow(QMainWindow):
         w, chat, page = self.host.worker, self.chat, self.page
         w.events.connect(chat.on_events)
         w.prompt_progress.connect(self._on_prompt_progress)
+        w.waiting.connect(self.progress.engine_waiting)  # a served request holds the engine
         w.failed.connect(chat.on_failed)
         chat.transcript_replaced.connect(self._on_transcript_replaced)
         chat.message_appended.connect(self._on_message_appended)
@@ -306,7 +307,7 @@ class MainWindow(QMainWindow):
         self.stats.follow(figures)
         carried = figures.carried  # a continuation: the rounds before it were the reply's first part
         if figures.generated == (carried.generated if carried is not None else 0):
-            self.progress.busy("Reading the prompt…")  # until the first token
+            self.progress.busy(READING_PROMPT)  # until the first token
 
     def _on_message_appended(self) -> None:
         self.chat_view.append_message()

@@ -9,17 +9,20 @@ thread through the host's listener and reach the panel as a queued signal.
 
 from __future__ import annotations
 
+import html
+import logging
 import time
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QAction, QTextCursor
+from PySide6.QtGui import QAction, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDockWidget,
-    QInputDialog,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
+    QPushButton,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -29,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.chat.baseline import reply_speedup
+from specchat.core.settings import Settings, save_settings
 from specchat.core.types import Drafted, Finished, FinishReason, SpecchatError, TokenKind, Verified
 from specchat.server.app import ServerConfig, build_app
 from specchat.server.engine_host import EngineHost as ServeHost
@@ -38,8 +42,11 @@ from specchat.server.protocol import Defaults
 from specchat.server.runner import ServerThread
 
 from .pair_loading import PairLoader
+from .serve_dialog import ServeDialog
 from .token_styles import kind_format
 from .worker import EngineHost
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8080  # as `specchat serve`
 PROBE_TOKENS = 16  # plain tokens timed after each request, the speed-up's denominator (as `specchat serve`)
@@ -106,10 +113,22 @@ class ServerPanel(QDockWidget):
         body = QWidget()
         layout = QVBoxLayout(body)
         layout.setContentsMargins(4, 4, 4, 4)
+        self.url = self.api_key = ""
         self.address = QLabel("Not serving")
         self.address.setWordWrap(True)
         self.address.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.address)
+        self.copy_url = QPushButton("Copy URL")
+        self.copy_url.setToolTip("Copy the base URL to give an editor or agent (…/v1)")
+        self.copy_key = QPushButton("Copy key")
+        self.copy_key.setToolTip("Copy the API key clients must send (Authorization: Bearer KEY)")
+        self.copy_url.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.url))
+        self.copy_key.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.api_key))
+        address_row = QHBoxLayout()
+        address_row.addWidget(self.address, 1)
+        address_row.addWidget(self.copy_url)
+        address_row.addWidget(self.copy_key)
+        layout.addLayout(address_row)
+        self.show_address("", "", "")
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -125,6 +144,17 @@ class ServerPanel(QDockWidget):
         split.addWidget(self.text)
         layout.addWidget(split, 1)
         self.setWidget(body)
+
+    def show_address(self, target: str, url: str, api_key: str) -> None:
+        """What is served where, and whether a key is required ("" url: not serving)."""
+        self.url, self.api_key = url, api_key
+        if not url:
+            self.address.setText("Not serving")
+        else:
+            self.address.setText(f"Serving {html.escape(target)}<br><b>{url}</b>"
+                                 + (" · key required" if api_key else " · no key"))
+        self.copy_url.setVisible(bool(url))
+        self.copy_key.setVisible(bool(url and api_key))
 
     def on_event(self, job: Job, event: object) -> None:
         """Fold a served request's event into its row (a new row for a request not seen yet)."""
@@ -171,9 +201,10 @@ class LocalServing(QObject):
     heard = Signal(object, object)  # Job, engine event: emitted on the server's engine thread
     serving_changed = Signal(str)  # the base URL, "" when stopped
 
-    def __init__(self, window: QMainWindow, host: EngineHost, loader: PairLoader) -> None:
+    def __init__(self, window: QMainWindow, host: EngineHost, loader: PairLoader, settings: Settings) -> None:
         super().__init__(window)
-        self.window, self.host, self.loader = window, host, loader
+        self.window, self.host, self.loader, self.settings = window, host, loader, settings
+        self.dialog: ServeDialog | None = None  # open while it asks
         self.serve_host: ServeHost | None = None
         self.server_thread: ServerThread | None = None
         self.url = ""
@@ -197,8 +228,9 @@ class LocalServing(QObject):
     def serving(self) -> bool:
         return self.server_thread is not None
 
-    def start(self, port: int = DEFAULT_PORT) -> str:
-        """Serve the loaded runtime on 127.0.0.1:``port`` (0: a free port); the base URL (``…/v1``)."""
+    def start(self, port: int = DEFAULT_PORT, api_key: str | None = None) -> str:
+        """Serve the loaded runtime on 127.0.0.1:``port`` (0: a free port), requiring ``api_key`` if given;
+        the base URL (``…/v1``)."""
         runtime = self.host.worker.engine
         if runtime is None:
             raise SpecchatError("load a pair before serving it")
@@ -206,15 +238,16 @@ class LocalServing(QObject):
         worker = self.host.worker
         serve_host = ServeHost(runtime, engine_lock=worker.engine_lock, listener=self._heard)
         try:
-            thread = ServerThread(build_app(serve_host, self._config(runtime.n_ctx)), "127.0.0.1", port).start()
+            app = build_app(serve_host, self._config(runtime.n_ctx, api_key))
+            thread = ServerThread(app, "127.0.0.1", port).start()
         except SpecchatError:
             serve_host.close()
             raise
         self.serve_host, self.server_thread = serve_host, thread
         self.url = f"{thread.url}/v1"
-        self.note.setText(f"Serving on {self.url}")
+        self.note.setText(f"Serving on {self.url}" + (" (key required)" if api_key else ""))
         self.note.show()
-        self.panel.address.setText(f"Serving {runtime.target_name} on {self.url}")
+        self.panel.show_address(runtime.target_name, self.url, api_key or "")
         self.panel.show()
         self.window.resizeDocks([self.panel], [520], Qt.Orientation.Horizontal)
         self.action.setChecked(True)
@@ -232,13 +265,13 @@ class LocalServing(QObject):
         if thread is not None or serve_host is not None:
             self.url = ""
             self.note.hide()
-            self.panel.address.setText("Not serving")
+            self.panel.show_address("", "", "")
             self.serving_changed.emit("")
         self.action.setChecked(False)
 
     @staticmethod
-    def _config(n_ctx: int) -> ServerConfig:
-        return ServerConfig(defaults=Defaults(max_tokens_limit=n_ctx, plain_probe=PROBE_TOKENS))
+    def _config(n_ctx: int, api_key: str | None) -> ServerConfig:
+        return ServerConfig(api_key=api_key, defaults=Defaults(max_tokens_limit=n_ctx, plain_probe=PROBE_TOKENS))
 
     def _heard(self, job: Job, event: object) -> None:
         """On the server's engine thread, the engine lock held."""
@@ -247,6 +280,8 @@ class LocalServing(QObject):
         self.heard.emit(job, event)
 
     def _pair_going(self, *_: object) -> None:
+        if self.dialog is not None:
+            self.dialog.reject()
         self.stop()
         self.action.setEnabled(False)
 
@@ -254,13 +289,33 @@ class LocalServing(QObject):
         if not checked:
             self.stop()
             return
-        port, ok = QInputDialog.getInt(self.window, "Serve on localhost", "Port on 127.0.0.1:", DEFAULT_PORT, 1,
-                                       65535)
-        if not ok:
-            self.action.setChecked(False)
+        self.ask()
+
+    def ask(self) -> ServeDialog:
+        """Open the dialog (window-modal, not blocking); Serve starts serving with its port and key."""
+        if self.dialog is not None:
+            return self.dialog
+        dialog = self.dialog = ServeDialog(self.settings, self.window)
+        dialog.finished.connect(self._answered)
+        dialog.open()
+        return dialog
+
+    def _answered(self, result: int) -> None:
+        dialog, self.dialog = self.dialog, None
+        if dialog is None:
             return
+        dialog.deleteLater()
+        if result != ServeDialog.DialogCode.Accepted.value:
+            self.action.setChecked(self.serving)
+            return
+        dialog.remember(self.settings)
         try:
-            self.start(port)
+            save_settings(self.settings)  # now: a client set up with this key keeps working after a crash
+        except OSError as exc:
+            log.warning("could not save the serving settings: %s", exc)
+        choice = dialog.choice()
+        try:
+            self.start(choice.port, choice.api_key)
         except SpecchatError as exc:
             self.action.setChecked(False)
-            self.window.statusBar().showMessage(str(exc), 8000)
+            self.window.statusBar().showMessage(f"Not serving: {exc}", 10_000)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QProgressBar, QStatusBar
 
+WAITING_FOR_SERVER = "Waiting for a served request to finish…"
+READING_PROMPT = "Reading the prompt…"
+
 
 class StatusProgress(QProgressBar):
     """Shown while something runs that has no text in the chat yet; hidden otherwise."""
@@ -33,6 +36,13 @@ class StatusProgress(QProgressBar):
         self.setFormat("")
         self.show()
         self.status.showMessage(message)
+
+    def engine_waiting(self, waiting: bool) -> None:
+        """A reply waits while a served request decodes (True), or has the engine now (False: reading its prompt)."""
+        if waiting:
+            self.busy(WAITING_FOR_SERVER)
+        elif self.maximum() == 0:  # still busy: no token yet
+            self.busy(READING_PROMPT)
 
     def prompt_read(self, done: int, total: int) -> None:
         """A long prompt is being read: how many tokens of how many, here and in the status bar (Esc stops)."""

@@ -110,6 +110,7 @@ class EngineWorker(QObject):
     baseline_measured = Signal(object)  # Baseline
     raced = Signal(object, object)  # RaceRequest, RaceRecord: plain decoding's run for a race
     race_failed = Signal(object, str)  # RaceRequest, one line (also when cancelled)
+    waiting = Signal(bool)  # a reply waits for the engine while a served request decodes (True), got it (False)
 
     def __init__(self) -> None:
         super().__init__()
@@ -182,8 +183,15 @@ class EngineWorker(QObject):
 
     @Slot(object, object)
     def generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
-        with self.engine_lock:  # waits while a served request decodes
+        # Only a served request holds the lock from another thread: say so while the reply waits for it.
+        if not self.engine_lock.acquire(blocking=False):
+            self.waiting.emit(True)
+            self.engine_lock.acquire()
+            self.waiting.emit(False)
+        try:
             self._generate(request, cancel)
+        finally:
+            self.engine_lock.release()
 
     def _generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
         if self.engine is None:

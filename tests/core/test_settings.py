@@ -106,3 +106,40 @@ def test_gpu_layer_values(saved: object, loaded: object) -> None:
 def test_repeat_penalty_values(saved: object, loaded: float) -> None:
     settings_path().write_text(json.dumps({"repeat_penalty": saved}), encoding="utf-8")
     assert load_settings().repeat_penalty == loaded
+
+
+def test_the_serving_settings_round_trip() -> None:
+    s = Settings(serve_port=1234, serve_require_key=True, serve_api_key="sk-local-abc_DEF-123")
+    save_settings(s)
+    stored = json.loads(settings_path().read_text(encoding="utf-8"))
+    assert (stored["serve_port"], stored["serve_require_key"], stored["serve_api_key"]) == (
+        1234, True, "sk-local-abc_DEF-123")
+    assert load_settings() == s
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("serve_port", 0), ("serve_port", 70000), ("serve_port", "8080"), ("serve_port", 80.5), ("serve_port", True),
+    ("serve_require_key", "yes"), ("serve_require_key", 1),
+    ("serve_api_key", 42), ("serve_api_key", "two words"), ("serve_api_key", "line\nbreak"),
+    ("serve_api_key", "clé"), ("serve_api_key", "k" * 257),
+])
+def test_odd_serving_values_fall_back_with_a_logged_line(caplog: pytest.LogCaptureFixture, name: str,
+                                                         value: object) -> None:
+    settings_path().write_text(json.dumps({name: value, "theme": "dark"}), encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        s = load_settings()
+    assert getattr(s, name) == getattr(Settings(), name) and s.theme == "dark"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and name in warnings[0], warnings
+    if name == "serve_api_key" and isinstance(value, str):
+        assert value not in caplog.text  # a key, even a malformed one, stays out of the log
+
+
+def test_a_key_a_client_cannot_send_is_one_line() -> None:
+    from specchat.core.settings import check_api_key
+    from specchat.core.types import SpecchatError
+
+    assert check_api_key("sk-local-x") == "sk-local-x"
+    for bad, said in (("", "empty"), ("a b", "no spaces"), ("k" * 300, "at most 256")):
+        with pytest.raises(SpecchatError, match=said):
+            check_api_key(bad)
