@@ -98,6 +98,9 @@ class ReplyRequest:
     continuation: str = ""  # a reply cut at the token limit, to go on from (user_text is then None)
 
 
+STOP_CHECK_SECONDS = 0.1  # while a reply waits for the engine: how often it looks whether Stop was pressed
+
+
 class EngineWorker(QObject):
     """Owns the runtime on the engine thread."""
 
@@ -183,10 +186,16 @@ class EngineWorker(QObject):
 
     @Slot(object, object)
     def generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
-        # Only a served request holds the lock from another thread: say so while the reply waits for it.
+        # Only a served request holds the lock from another thread: say so while the reply waits for it,
+        # and let Stop end the wait (the served request goes on).
         if not self.engine_lock.acquire(blocking=False):
             self.waiting.emit(True)
-            self.engine_lock.acquire()
+            while not self.engine_lock.acquire(timeout=STOP_CHECK_SECONDS):
+                if cancel.cancelled:
+                    self.waiting.emit(False)
+                    self.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(),
+                                               "stopped while waiting for a served request")])
+                    return
             self.waiting.emit(False)
         try:
             self._generate(request, cancel)

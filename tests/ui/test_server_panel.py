@@ -240,3 +240,28 @@ def test_a_window_reply_says_it_waits_for_a_served_request_until_it_starts(qtbot
     qtbot.waitUntil(lambda: bool(window.serving.panel.requests) and window.serving.panel.requests[0].done,
                     timeout=REPLY_TIMEOUT)
     assert window.serving.panel.requests[0].status == "cancelled"
+
+
+@pytest.mark.slow
+def test_stop_ends_a_window_reply_that_waits_for_a_served_request(qtbot, window: MainWindow) -> None:
+    window.settings.max_tokens = 8
+    url = window.serving.start(0)
+    said: list[bool] = []
+    window.host.worker.waiting.connect(said.append)
+    status = window.statusBar()
+    body = {"model": "m", "prompt": "1, 2, 3, 4, 5, 6, 7,", "max_tokens": 2000, "temperature": 0, "stream": True}
+    with httpx.stream("POST", f"{url}/completions", json=body, timeout=120) as served:
+        assert served.status_code == 200
+        window.send("Say hello.")
+        qtbot.waitUntil(lambda: status.currentMessage() == WAITING_FOR_SERVER, timeout=REPLY_TIMEOUT)
+        assert window.page.stop_button.isEnabled()
+        # Stop ends the wait at once; the served request, still streaming, keeps the engine.
+        with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+            window.page.stop_button.click()
+        assert said == [True, False]
+        assert window.serving.serve_host is not None and window.serving.serve_host.busy
+        assert status.currentMessage() != WAITING_FOR_SERVER and window.progress.isHidden()
+        assert not window.transcript.messages[-1].content
+        assert not window.page.stop_button.isEnabled()
+        lines = served.iter_lines()
+        assert any(line.startswith("data: ") for line in lines)  # it still streams
