@@ -45,14 +45,24 @@ class DrafterKind(str, enum.Enum):
 
 
 class DraftSource(str, enum.Enum):
-    """Who drafted one token."""
+    """Who drafted one token.
+
+    A new drafter names its own source in its module, ``source = DraftSource("name")`` (the name of its
+    registry entry): the first call makes the member, every later one returns the same object.
+    """
 
     MODEL = "model"  # the draft model
     MTP = "mtp"  # the target's own MTP heads
     LOOKUP = "lookup"  # n-gram lookup in the conversation (or the lookup memory)
-    EAGLE3 = "eagle3"  # an EAGLE-3 head
-    DFLASH = "dflash"  # a DFlash or DFlash2 head
-    DSPARK = "dspark"  # a DSpark head
+
+    @classmethod
+    def _missing_(cls, value: object) -> DraftSource | None:
+        if not isinstance(value, str) or not value.isidentifier() or value != value.lower():
+            return None  # Enum raises its ValueError
+        member = str.__new__(cls, value)
+        member._name_ = value.upper()
+        member._value_ = value
+        return cls._value2member_map_.setdefault(value, member)  # type: ignore[return-value]
 
 
 MAX_DEPTH = 16

@@ -21,10 +21,11 @@ from specchat.core.engine.registry import (
     default_drafter,
     drafter_entry,
     drafter_names,
+    source_name,
 )
 from specchat.core.engine.sampling import Distribution
 from specchat.core.settings import load_settings, save_settings, settings_path
-from specchat.core.types import DrafterKind, Finished, GenerationParams, SpecchatError, Verified
+from specchat.core.types import DrafterKind, DraftSource, Finished, GenerationParams, SpecchatError, Verified
 
 DRAFT, MTP = Part.DRAFT_MODEL.value, Part.MTP_HEADS.value
 
@@ -65,6 +66,7 @@ class EchoDrafter(Drafter):
     """Proposes the last committed token again, k times (a drafter made up for this test)."""
 
     kind = "echo"
+    source = DraftSource("echo")  # its own source, declared here: nothing in core/types.py
 
     def draft(self, request: DraftRequest) -> Draft:
         last = int(request.tokens[-1])
@@ -101,6 +103,10 @@ def test_a_new_entry_reaches_the_settings_the_terminal_and_the_runtime(with_echo
     finished = events[-1]
     assert isinstance(finished, Finished) and finished.stats.generated > 0, finished
     assert finished.stats.drafted > 0 and any(isinstance(e, Verified) and e.accepted + e.rejected for e in events)
+    sources = {s for e in events if isinstance(e, Verified) for s in e.sources}
+    assert sources == {DraftSource("echo")} and next(iter(sources)) is EchoDrafter.source
+    assert finished.stats.by_source and set(finished.stats.by_source) == {"echo"}
+    assert source_name(EchoDrafter.source) == "Echo (the last token again)"  # the stats panel's and X-ray's name
     assert demo_engine.adaptive_for("echo") is demo_engine.adaptive_for("echo")  # its own auto-depth controller
 
 
@@ -124,3 +130,13 @@ def test_the_terminal_lists_drafters_by_their_plain_names() -> None:
         assert "{composite,draft,ngram,mtp,eagle3,dflash,dspark,none}" in usage
         assert "DrafterKind" not in usage
     assert all(type(name) is str for name in drafter_names())
+
+
+def test_a_drafter_names_its_own_source_once_and_odd_names_are_refused() -> None:
+    made = DraftSource("test_only_source")
+    assert made is DraftSource("test_only_source") and made.value == "test_only_source" and made == "test_only_source"
+    assert DraftSource("lookup") is DraftSource.LOOKUP
+    assert made not in list(DraftSource)  # the built-in members stay the ones listed
+    for odd in ("Echo", "two words", "", "1st"):
+        with pytest.raises(ValueError):
+            DraftSource(odd)

@@ -256,7 +256,7 @@ def test_draft_model_means_the_loaded_head_and_other_kinds_are_one_line_errors()
         session = ChatSession(engine)
         events = list(session.reply("Hi.", GenerationParams(max_tokens=4), drafter=DrafterKind.DRAFT_MODEL,
                                     depth=DepthControl(2)))
-        assert {s for e in events if isinstance(e, Drafted) for s in e.sources} == {DraftSource.DFLASH}
+        assert {s for e in events if isinstance(e, Drafted) for s in e.sources} == {DraftSource("dflash")}
         for kind in (DrafterKind.EAGLE3, DrafterKind.DSPARK, DrafterKind.MTP):
             with pytest.raises(SpecchatError) as refused:
                 ChatSession(engine).reply("Hi.", GenerationParams(max_tokens=4), drafter=kind)

@@ -56,7 +56,7 @@ class DFlashDrafter(Drafter):
 
     kind = DrafterKind.DFLASH
     acceptance_by_position = True  # each chained or block position guesses further ahead
-    source = DraftSource.DFLASH
+    source = DraftSource("dflash")
 
     def __init__(self, head: BlockHead) -> None:
         self.head = head

@@ -26,7 +26,7 @@ class DSparkDrafter(DFlashDrafter):
     """A DSpark head: DFlash's block, cut by the confidence head where a draft p-min is set."""
 
     kind = DrafterKind.DSPARK
-    source = DraftSource.DSPARK
+    source = DraftSource("dspark")
 
     def _read(self, out: Draft, block: HeadBlock, request: DraftRequest, synced: float) -> None:
         rows = block.logits[: request.k]

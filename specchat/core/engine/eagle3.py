@@ -26,4 +26,4 @@ class Eagle3Drafter(ChainedHeadsDrafter):
     """
 
     kind = DrafterKind.EAGLE3
-    source = DraftSource.EAGLE3
+    source = DraftSource("eagle3")
