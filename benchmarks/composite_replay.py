@@ -53,12 +53,6 @@ LOOKUP_STEP = 1e-5  # seconds per proposed token of the lookup drafter (measured
 NAMES = {DrafterKind.NGRAM: "lookup", DrafterKind.DRAFT_MODEL: "model", DrafterKind.COMPOSITE: "composite"}
 
 
-def _no_splices() -> None:
-    choose = composite_module.choose
-    composite_module.choose = lambda lookups, k, table, costs, source, can_splice: choose(  # type: ignore[assignment]
-        lookups, k, table, costs, source, False)
-
-
 def _no_first_probe() -> None:
     prefill = CompositeDrafter.prefill
 
@@ -76,7 +70,6 @@ ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "first-probe": ("no probe in a reply's first round without a lookup", _no_first_probe),
     "unmeasured-tries": ("no forced model rounds before its costs are measured",
                          lambda: setattr(composite_module, "UNMEASURED_TRIES", 0)),
-    "splices": ("no model drafts continuing a lookup span", _no_splices),
     "handover": ("the model never hands a round over to a lookup mid-draft",
                  lambda: setattr(composite_module, "MIN_HANDOVER_MATCH", 10**9)),
     "lookup-after-model": ("no lookup appended after the model's drafts",

@@ -55,7 +55,7 @@ def test_a_lookup_that_keeps_being_accepted_drafts_long_spans_for_free() -> None
     t = table()
     history(t, LOOKUP, 4, [(8, 8)] * 10)
     history(t, MODEL, 0, [(4, 1)] * 10)
-    best = choose([(4, SPAN)], 16, t, costs(), MODEL, True)
+    best = choose([(4, SPAN)], 16, t, costs(), MODEL)
     assert best.label == "lookup" and best.match == 4 and len(best.lookup) >= 12
     assert best.lookup == SPAN[: len(best.lookup)]
 
@@ -64,7 +64,7 @@ def test_the_model_wins_where_lookup_keeps_missing() -> None:
     t = table()
     history(t, LOOKUP, 1, [(8, 0)] * 10)
     history(t, MODEL, 0, [(6, 6)] * 10)
-    best = choose([(1, SPAN)], 16, t, costs(), MODEL, True)
+    best = choose([(1, SPAN)], 16, t, costs(), MODEL)
     assert best.label == "model" and best.lookup == () and best.model >= 4
 
 
@@ -74,48 +74,36 @@ def test_per_match_length_the_long_match_is_trusted_and_the_short_one_not() -> N
     history(t, LOOKUP, 1, [(8, 0)] * 10)
     history(t, MODEL, 0, [(4, 0)] * 10)
     other = tuple(range(200, 216))
-    best = choose([(5, SPAN), (1, other)], 16, t, costs(), MODEL, True)
+    best = choose([(5, SPAN), (1, other)], 16, t, costs(), MODEL)
     assert best.match == 5 and best.lookup[0] == SPAN[0]
     flipped = table()
     history(flipped, LOOKUP, 5, [(8, 0)] * 10)
     history(flipped, LOOKUP, 1, [(8, 8)] * 10)
     history(flipped, MODEL, 0, [(4, 0)] * 10)
-    assert choose([(5, SPAN), (1, other)], 16, flipped, costs(), MODEL, True).match == 1
-
-
-def test_a_short_trusted_span_is_continued_by_the_model() -> None:
-    t = table()
-    history(t, LOOKUP, 3, [(3, 3)] * 10)
-    history(t, MODEL, 0, [(6, 3)] * 10)  # the model keeps about three
-    best = choose([(3, SPAN[:3])], 16, t, costs(model_step=0.002), MODEL, True)
-    assert best.label == "splice" and best.lookup == SPAN[:3] and best.model >= 2
-    # A dearer model is not worth adding to the sure span.
-    assert choose([(3, SPAN[:3])], 16, t, costs(model_step=0.03), MODEL, True).label == "lookup"
-    # MTP heads draft only from the target's state: no splice.
-    assert choose([(3, SPAN[:3])], 16, t, costs(), MODEL, False).label in {"lookup", "model"}
+    assert choose([(5, SPAN), (1, other)], 16, flipped, costs(), MODEL).match == 1
 
 
 def test_plain_decoding_when_nothing_is_worth_its_cost() -> None:
     t = table()
     history(t, LOOKUP, 2, [(8, 0)] * 10)
     history(t, MODEL, 0, [(4, 0)] * 10)
-    best = choose([(2, SPAN)], 16, t, costs(model_step=0.05, verify_slope=0.03), MODEL, True)
+    best = choose([(2, SPAN)], 16, t, costs(model_step=0.05, verify_slope=0.03), MODEL)
     assert best == Candidate((), 0, 0, best.rate) and best.label == "plain"
-    assert choose([], 16, table(), costs(), None, False).label == "plain"  # no lookup, no model
+    assert choose([], 16, table(), costs(), None).label == "plain"  # no lookup, no model
 
 
 def test_an_expensive_model_loses_to_a_free_lookup_of_equal_acceptance() -> None:
     t = table()
     history(t, LOOKUP, 3, [(4, 2)] * 10)
     history(t, MODEL, 0, [(4, 2)] * 10)
-    assert choose([(3, SPAN)], 16, t, costs(model_step=0.04), MODEL, True).label == "lookup"
+    assert choose([(3, SPAN)], 16, t, costs(model_step=0.04), MODEL).label == "lookup"
 
 
 def test_the_choice_is_deterministic_and_within_the_depth() -> None:
     t = table()
     history(t, LOOKUP, 2, [(5, 3), (8, 8), (2, 0)])
     history(t, MODEL, 0, [(3, 2), (5, 5)])
-    picks = {choose([(2, SPAN)], k, t, costs(), MODEL, True) for _ in range(3) for k in (5,)}
+    picks = {choose([(2, SPAN)], k, t, costs(), MODEL) for _ in range(3) for k in (5,)}
     assert len(picks) == 1
     (pick,) = picks
     assert len(pick.lookup) + pick.model <= 5
@@ -159,10 +147,10 @@ def test_a_reply_that_never_copies_stops_trusting_short_matches_within_two_round
     history(everything, LOOKUP, 4, [(8, 8)] * 4)  # earlier replies: copies
     history(everything, MODEL, 0, [(4, 4)] * 10)
     reply = AcceptanceTable({}, strength=2.0, decay=1.0, parent=everything)
-    assert choose([(4, SPAN)], 16, reply, costs(model_step=0.008), MODEL, True).label == "lookup"
+    assert choose([(4, SPAN)], 16, reply, costs(model_step=0.008), MODEL).label == "lookup"
     history(reply, LOOKUP, 3, [(4, 0)] * 2)  # this reply: short matches miss (any short key counts)
     assert reply.rate(LOOKUP, 4, 0) < 0.5 * everything.rate(LOOKUP, 4, 0) + 0.05
-    assert choose([(4, SPAN)], 16, reply, costs(model_step=0.008), MODEL, True).label == "model"
+    assert choose([(4, SPAN)], 16, reply, costs(model_step=0.008), MODEL).label == "model"
     assert reply.rate(LOOKUP, 16, 0) == everything.rate(LOOKUP, 16, 0)  # long matches keep their own counts
     reply.clear()  # the next reply starts from everything seen, this reply's misses included
     assert reply.rate(LOOKUP, 4, 0) == everything.rate(LOOKUP, 4, 0) < 1.0
@@ -189,13 +177,13 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     assert adaptive.costs.verify_cost(9) > 0.4
     drafter = CompositeDrafter.__new__(CompositeDrafter)
     drafter._model_fixed = drafter._model_step = drafter._catch_up = None
-    drafter.can_splice, drafter.model = True, DraftModelDrafter(SureContext())
+    drafter.model = DraftModelDrafter(SureContext())
     request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
                            costs=adaptive.costs)
     priced = drafter.costs(request)
     assert priced.verify[1] == adaptive.costs.verify_cost(1)
     assert priced.verify[9] <= priced.verify[1] * (1 + MAX_VERIFY_SLOPE * 8) + 1e-12
-    assert choose([(20, SPAN)], 16, table(), priced, MODEL, True).label == "lookup"
+    assert choose([(20, SPAN)], 16, table(), priced, MODEL).label == "lookup"
 
 
 class FixedCosts:
@@ -229,7 +217,7 @@ def test_one_deep_rejection_does_not_cut_a_model_that_keeps_being_accepted() -> 
     history(t, MODEL, 0, [(8, 8)] * 12 + [(16, 9)])
     rates = t.rates(MODEL, 0, 16)
     assert min(rates) > 0.9 and rates[0] > 0.95
-    assert choose([], 16, t, costs(model_step=0.004, verify_slope=0.002), MODEL, True).model >= 12
+    assert choose([], 16, t, costs(model_step=0.004, verify_slope=0.002), MODEL).model >= 12
     falling = AcceptanceTable({MTP: 0.6}, by_position=True)  # heads lose acceptance with every chained step
     history(falling, MTP, 0, [(8, 2)] * 20)
     shape = falling.rates(MTP, 0, 6)
@@ -280,12 +268,12 @@ def sure_model_drafter() -> CompositeDrafter:
 def test_the_model_drafts_on_while_its_confidence_pays_and_stops_after_a_hesitant_token() -> None:
     drafter = sure_model_drafter()
     ahead = list(range(500, 540))  # nothing the drafts below repeat
-    keep_going = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.004, verify_slope=0.002))
+    keep_going = drafter._stopper(ahead, 16, costs(model_step=0.004, verify_slope=0.002))
     for i in range(1, 12):  # sure drafts: on past what the position rates alone chose
         assert keep_going(list(range(900, 900 + i)), [0.99] * i)
     assert not keep_going([900, 901, 902], [0.99, 0.99, 0.2])  # after a hesitant one the next decode is likely wasted
     assert not keep_going(list(range(900, 916)), [0.99] * 16)  # never past the depth asked for
-    dear = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.06, verify_slope=0.01))
+    dear = drafter._stopper(ahead, 16, costs(model_step=0.06, verify_slope=0.01))
     assert not dear([900, 901, 902, 903], [0.99, 0.99, 0.99, 0.2])  # a dear model stops sooner
 
 
@@ -294,18 +282,16 @@ def test_the_model_hands_over_to_a_lookup_once_its_drafts_reach_quoted_text() ->
     history(drafter.table, LOOKUP, 24, [(16, 16)] * 6)  # long matches have been copies
     quote = list(range(700, 740))
     ahead = [*range(500, 520), *quote, *range(600, 610)]  # the prompt holds a passage; the reply starts quoting it
-    keep_going = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.004, verify_slope=0.002))
+    keep_going = drafter._stopper(ahead, 16, costs(model_step=0.004, verify_slope=0.002))
     assert keep_going([800, 801], [0.99, 0.99])  # the drafts so far match nothing: the model goes on
     assert keep_going(quote[:7], [0.99] * 7)  # they reach the passage: the lookup proposes its next token...
     assert not keep_going(quote[:8], [0.99] * 8)  # ...the model drafts it too: the lookup continues for free
-    renamed = drafter._stopper(ahead, (), 0, 16, costs(model_step=0.004, verify_slope=0.002))
+    renamed = drafter._stopper(ahead, 16, costs(model_step=0.004, verify_slope=0.002))
     assert renamed(quote[:7], [0.99] * 7)
     assert renamed([*quote[:7], 999], [0.99] * 8)  # the model parts from the passage (a rename): it goes on
-    short = drafter._stopper([*range(500, 520), 42, 43, 44, *range(600, 610)], (), 0, 16,
+    short = drafter._stopper([*range(500, 520), 42, 43, 44, *range(600, 610)], 16,
                              costs(model_step=0.004, verify_slope=0.002))
     assert short([900, 42], [0.99] * 2) and short([900, 42, 43], [0.99] * 3)  # two tokens seen before: no quote
-    only_model = drafter._stopper(ahead, quote[:2], 24, 14, costs(model_step=0.004, verify_slope=0.002))
-    assert only_model(quote[2:10], [0.99] * 8)  # after a lookup span (a splice) the model is not handed back
 
 
 def test_a_first_draft_that_agrees_with_the_round_s_lookup_confirms_the_hand_over() -> None:
@@ -317,11 +303,11 @@ def test_a_first_draft_that_agrees_with_the_round_s_lookup_confirms_the_hand_ove
     lookups = drafter.lookups(ahead, 16)
     assert max(lookups)[1][0] == quote[5]
     cost = costs(model_step=0.004, verify_slope=0.002)
-    told = drafter._stopper(ahead, (), 0, 16, cost, None, lookups)
+    told = drafter._stopper(ahead, 16, cost, None, lookups)
     assert told([], [])
     assert not told([quote[5]], [0.99])  # one draft confirms the round's own lookup: it continues for free
-    assert drafter._stopper(ahead, (), 0, 16, cost)([quote[5]], [0.99])  # unconfirmed, the model drafts on
-    parted = drafter._stopper(ahead, (), 0, 16, cost, None, lookups)
+    assert drafter._stopper(ahead, 16, cost)([quote[5]], [0.99])  # unconfirmed, the model drafts on
+    parted = drafter._stopper(ahead, 16, cost, None, lookups)
     assert parted([999], [0.99])  # the model parts from the repeat at once: it goes on
 
 
@@ -382,10 +368,10 @@ def test_the_stop_plan_counts_the_option_to_stop_after_a_hesitant_draft() -> Non
     confidence, average = hesitant_pair()
     priced = costs(model_step=0.01, verify_slope=0.004)
     n = 16
-    plan = StopPlan.for_round([average] * n, confidence, average, priced, 0, 1.0, 1.0)
+    plan = StopPlan.for_round([average] * n, confidence, average, priced)
     tokens, seconds = plan.expected(1.0)
     planned = (1.0 + tokens) / (priced.verify[1] + priced.overhead_drafted + seconds)
-    fixed = max(expected_tokens(average, d) / priced.round(d, d, 0) for d in range(1, n + 1))
+    fixed = max(expected_tokens(average, d) / priced.round(d, d) for d in range(1, n + 1))
     assert planned > 1.1 * fixed  # at the average rate every depth is worth less than the plan that can stop
     sure = confidence.rate(0.995, average, average)
     hesitant = confidence.rate(0.2, average, average)
@@ -398,7 +384,7 @@ def test_the_stop_plan_s_expectations_match_a_simulation_of_it() -> None:
     confidence, average = hesitant_pair()
     priced = costs(model_step=0.01, verify_slope=0.004)
     rates = [average - 0.01 * j for j in range(12)]  # acceptance falling with the position, as with MTP heads
-    plan = StopPlan.for_round(rates, confidence, average, priced, 0, 1.0, 1.0)
+    plan = StopPlan.for_round(rates, confidence, average, priced)
     shifts, weights = confidence.shifts(average)
     rng = np.random.default_rng(7)
     trials, tokens, seconds = 20000, 0.0, 0.0
@@ -423,9 +409,9 @@ def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> 
     history(t, LOOKUP, 3, [(8, 4)] * 10)  # the lookup keeps about half its span
     history(t, MODEL, 0, [(8, 8)] * 10)
     free = dataclasses.replace(costs(model_step=0.01), catch_up_token=0.0)
-    assert choose([(3, SPAN[:8])], 16, t, free, MODEL, True).label == "lookup"
+    assert choose([(3, SPAN[:8])], 16, t, free, MODEL).label == "lookup"
     priced = dataclasses.replace(free, catch_up_token=0.005)
-    assert choose([(3, SPAN[:8])], 16, t, priced, MODEL, True).label == "model"
+    assert choose([(3, SPAN[:8])], 16, t, priced, MODEL).label == "model"
     assert priced.sat_out(4, 3.0) == pytest.approx(free.sat_out(4, 3.0) + 3 * 0.005)
 
 
@@ -470,10 +456,10 @@ def test_a_draft_model_far_behind_pays_its_catch_up_in_the_round_that_drafts() -
     t = table()
     history(t, MODEL, 0, [(8, 6)] * 10)
     in_step = dataclasses.replace(costs(model_step=0.01), catch_up_token=0.005)
-    assert choose([], 16, t, in_step, MODEL, True).label == "model"
+    assert choose([], 16, t, in_step, MODEL).label == "model"
     behind = dataclasses.replace(in_step, behind=40)
     assert behind.model(3) == pytest.approx(in_step.model(3) + 40 * 0.005)
-    assert choose([], 16, t, behind, MODEL, True).label == "plain"
+    assert choose([], 16, t, behind, MODEL).label == "plain"
 
 
 def test_the_draft_model_drafter_says_how_far_behind_its_context_is() -> None:
@@ -498,8 +484,8 @@ def test_a_reply_whose_lookups_part_early_lowers_every_position_of_them() -> Non
     before, after = everything.rates(LOOKUP, 16, 16), reply.rates(LOOKUP, 16, 16)
     assert all(a < b for a, b in zip(after, before, strict=True))  # not only the positions that parted
     assert after[8] < 0.6 < before[8]
-    assert len(choose([(16, SPAN)], 16, everything, costs(), MODEL, True).lookup) >= 10  # 4 in 10 parted at 13
-    assert len(choose([(16, SPAN)], 16, reply, costs(), MODEL, True).lookup) < 8
+    assert len(choose([(16, SPAN)], 16, everything, costs(), MODEL).lookup) >= 10  # 4 in 10 parted at 13
+    assert len(choose([(16, SPAN)], 16, reply, costs(), MODEL).lookup) < 8
     copying = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=everything)
     history(copying, LOOKUP, 16, [(16, 16)] * 2)
     assert min(copying.rates(LOOKUP, 16, 16)) >= min(everything.rates(LOOKUP, 16, 16))
@@ -526,7 +512,7 @@ def test_lookups_that_keep_missing_stay_unpriced_when_the_machine_slows_down() -
     priced = drafter.costs(request)
     assert priced.verify[2] - priced.verify[1] > 0.2 * priced.verify[1]  # an extra token is not free to verify
     for key in (1, 4, 8, 16):
-        assert choose([(key, SPAN)], 16, drafter.table, priced, MODEL, True).label == "plain"
+        assert choose([(key, SPAN)], 16, drafter.table, priced, MODEL).label == "plain"
 
 
 def test_a_long_match_s_prior_ages_with_the_counts_that_contradict_it() -> None:
@@ -540,6 +526,6 @@ def test_a_long_match_s_prior_ages_with_the_counts_that_contradict_it() -> None:
     cpu = Costs(model_fixed=0.45 * 0.027, model_step=0.35 * 0.027, catch_up_token=0.15 * 0.027,
                 verify=tuple(0.027 * (1 + 0.3 * (n - 1)) for n in range(18)), overhead_plain=0.0005,
                 overhead_drafted=0.0005)
-    assert choose([(16, SPAN)], 16, t, cpu, None, False).label == "plain"
+    assert choose([(16, SPAN)], 16, t, cpu, None).label == "plain"
     fresh = table()  # before any count the prior stands
     assert fresh.rate(LOOKUP, 16, 0) == lookup_prior(16)

@@ -118,7 +118,7 @@ def test_make_drafter_builds_the_composite_only_with_a_model() -> None:
         make_drafter(DrafterKind.COMPOSITE, None, None)
 
 
-def test_the_composite_splices_lookup_and_model_on_repeated_text(engine: ChatEngine) -> None:
+def test_the_composite_mixes_lookup_and_model_rounds_on_repeated_text(engine: ChatEngine) -> None:
     """A prompt the reply copies from makes lookup win rounds; the model drafts the others."""
     drafter = make_drafter(DrafterKind.COMPOSITE, engine.draft_context)
     assert isinstance(drafter, CompositeDrafter)

@@ -179,7 +179,8 @@ class ReplyFigures:
     final_message: str = ""  # the Finished event's message (an error's one line)
     # Per source (a DraftSource value): [drafted, accepted] tokens.
     by_source: dict[str, list[int]] = field(default_factory=dict)
-    # Verify passes by what drafted them: "plain", "lookup", "model", "mtp" or "splice" (lookup then a model).
+    # Verify passes by what drafted them: "plain", "lookup", "model", "mtp" or "splice" (two sources in one
+    # round: the model's drafts continued by a lookup).
     round_kinds: dict[str, int] = field(default_factory=dict)
     positions: PositionCounts = field(default_factory=PositionCounts)  # acceptance by draft position
     # Per verified round: seconds from the first round's start to its verdict (the engine's clock),

@@ -1,10 +1,9 @@
-"""The composite drafter: each round, n-gram lookup, the model drafter, or a lookup span the model continues.
+"""The composite drafter: each round, n-gram lookup or the model drafter (its drafts continued by a lookup).
 
 Each round the composite lists its candidates: the lookup proposals (what
 followed the latest earlier match of the last n tokens, for several n, in the
 conversation and then in the optional lookup memory), the model drafter's
-proposal (a draft model or the target's MTP heads) and, where the model
-follows the text itself, the splice: a lookup span the model continues. Each
+proposal (a draft model or the target's MTP heads). Each
 candidate at each length gets an expected rate, expected tokens over expected
 seconds: acceptance from :class:`AcceptanceTable` (per source, match length
 and position) and :class:`Confidence` (per model draft's probability), costs
@@ -75,15 +74,13 @@ CONFIDENCE_STRENGTH = 8.0
 # A bucket keeps this share of its counts per new draft in it. Set: unmeasured.
 CONFIDENCE_DECAY = 0.98
 
-# Rounds: forced model rounds, probes, splices, hand-overs.
+# Rounds: forced model rounds, probes, hand-overs.
 # Rounds forced to a model that has never drafted. Set: a test with unsure MTP heads (not a speed measurement).
 UNMEASURED_TRIES = 3
 # Rounds without the model after which one probes it. Set: live benchmark of 2026-11-29 (16 against 8).
 PROBE_EVERY = 8
 # How many tokens a probe drafts. Set: unmeasured.
 PROBE_DEPTH = 3
-# A splice is priced only after a lookup span expected to survive past this. Set: unmeasured.
-SPLICE_SURVIVAL = 0.5
 # Shortest match (the model's drafts included) a model round hands over to a lookup at. Set: replay of open chat.
 MIN_HANDOVER_MATCH = 4
 
@@ -345,16 +342,16 @@ class Costs:
     overhead_drafted: float
     behind: int = 0  # committed tokens the draft model has not decoded yet (after lookup rounds)
 
-    def model(self, n: int, span: int = 0) -> float:
-        """The model drafting ``n`` tokens after a lookup span of ``span`` tokens."""
+    def model(self, n: int) -> float:
+        """The model drafting ``n`` tokens (and catching up first)."""
         if n == 0:
             return 0.0
-        return self.model_fixed + (n - 1) * self.model_step + (self.behind + span) * self.catch_up_token
+        return self.model_fixed + (n - 1) * self.model_step + self.behind * self.catch_up_token
 
-    def round(self, n_tokens: int, model_tokens: int, span: int) -> float:
-        """Seconds for a round of ``n_tokens`` drafts: a lookup span of ``span``, then ``model_tokens`` model ones."""
+    def round(self, n_tokens: int, model_tokens: int) -> float:
+        """Seconds for a round of ``n_tokens`` drafts of which the first ``model_tokens`` are the model's."""
         seconds = self.verify[n_tokens + 1] + (self.overhead_drafted if n_tokens else self.overhead_plain)
-        return seconds + self.model(model_tokens, span)
+        return seconds + self.model(model_tokens)
 
     def sat_out(self, n_tokens: int, expected: float) -> float:
         """Seconds a round of ``n_tokens`` drafts without the model costs, ``expected`` tokens committed.
@@ -366,12 +363,12 @@ class Costs:
         (:attr:`behind`): it is paid then, and a reply whose copying runs to its
         end never pays it.
         """
-        return self.round(n_tokens, 0, 0) + expected * self.catch_up_token
+        return self.round(n_tokens, 0) + expected * self.catch_up_token
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One way to draft a round: ``lookup`` tokens (from a match of ``match`` tokens) then ``model`` model tokens."""
+    """One way to draft a round: ``lookup`` tokens (from a match of ``match`` tokens) or ``model`` model tokens."""
 
     lookup: tuple[int, ...]
     match: int
@@ -380,15 +377,13 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        if self.lookup and self.model:
-            return "splice"
         if self.lookup:
             return "lookup"
         return "model" if self.model else "plain"
 
 
 def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: AcceptanceTable, costs: Costs,
-           model_source: DraftSource | None, can_splice: bool) -> Candidate:
+           model_source: DraftSource | None) -> Candidate:
     """The candidate with the highest expected tokens per second (ties: the earlier, shorter one).
 
     ``lookups``: (match length, proposal) pairs; ``model_source``: None when no model can draft.
@@ -399,21 +394,17 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
     def consider(lookup: tuple[int, ...], match: int, model: int, expected: float) -> None:
         nonlocal best
         n = len(lookup) + model
-        seconds = costs.round(n, model, len(lookup)) if model else costs.sat_out(n, expected)
+        seconds = costs.round(n, model) if model else costs.sat_out(n, expected)
         rate = expected / seconds
         if rate > best.rate * (1.0 + 1e-9):
             best = Candidate(lookup, match, model, rate)
 
-    model_rates = table.rates(model_source, 0, k) if model_source is not None else []
-
-    def model_run(expected: float, survive: float, start_len: int, span: tuple[int, ...], match: int) -> None:
-        for j in range(k - start_len):
-            survive *= model_rates[j]
-            expected += survive
-            consider(span, match, j + 1, expected)
-
     if model_source is not None:
-        model_run(1.0, 1.0, 0, (), 0)
+        expected, survive = 1.0, 1.0
+        for j, rate in enumerate(table.rates(model_source, 0, k)):
+            survive *= rate
+            expected += survive
+            consider((), 0, j + 1, expected)
     for match, proposal in lookups:
         expected, survive = 1.0, 1.0
         rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k))
@@ -421,9 +412,6 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
             survive *= rates[i]
             expected += survive
             consider(proposal[: i + 1], match, 0, expected)
-        span = proposal[:k]
-        if can_splice and model_source is not None and len(span) < k and survive > SPLICE_SURVIVAL:
-            model_run(expected, survive, len(span), span, match)
     return best
 
 
@@ -440,7 +428,7 @@ def lookup_tail(model_rates: Sequence[float], lookup: tuple[int, tuple[int, ...]
     for rate in model_rates:
         survive *= rate
         expected += survive
-    best_n, best_rate = 0, expected / costs.round(n_model, n_model, 0)
+    best_n, best_rate = 0, expected / costs.round(n_model, n_model)
     if lookup is None or n_model >= k:
         return 0
     match, proposal = lookup
@@ -450,7 +438,7 @@ def lookup_tail(model_rates: Sequence[float], lookup: tuple[int, tuple[int, ...]
         survive *= rate
         expected += survive
         # The tail's tokens are committed without the draft model decoding them: it catches up on them later.
-        round_rate = expected / (costs.round(n_model + i + 1, n_model, 0) + (expected - before) * costs.catch_up_token)
+        round_rate = expected / (costs.round(n_model + i + 1, n_model) + (expected - before) * costs.catch_up_token)
         if round_rate > best_rate * (1.0 + 1e-9):
             best_n, best_rate = i + 1, round_rate
     return best_n
@@ -503,21 +491,18 @@ class StopPlan:
 
     @classmethod
     def for_round(cls, position_rates: Sequence[float], confidence: Confidence, average: float, costs: Costs,
-                  span: int, expected: float, survive: float, iterations: int = PLAN_ITERATIONS) -> StopPlan:
-        """The plan for a round of up to ``len(position_rates)`` model drafts after a lookup ``span``.
-
-        ``expected``, ``survive``: the span's expected tokens (with the target's own) and survival.
-        """
+                  iterations: int = PLAN_ITERATIONS) -> StopPlan:
+        """The plan for a round of up to ``len(position_rates)`` model drafts."""
         shifts, weights = confidence.shifts(average)
         verify = costs.verify
-        step_costs = [(costs.model(1, span) if j == 0 else costs.model_step) + verify[span + j + 2]
-                      - verify[span + j + 1] for j in range(len(position_rates))]
-        base = costs.round(span, 0, span) if span else verify[1] + costs.overhead_drafted
-        rate = expected / base
+        step_costs = [(costs.model(1) if j == 0 else costs.model_step) + verify[j + 2] - verify[j + 1]
+                      for j in range(len(position_rates))]
+        base = verify[1] + costs.overhead_drafted
+        rate = 1.0 / base  # the target's own token
         plan = cls(position_rates, shifts, weights, step_costs, rate)
         for _ in range(iterations):
-            tokens, seconds = plan.expected(survive)
-            rate = max(rate, (expected + tokens) / (base + seconds))
+            tokens, seconds = plan.expected(1.0)
+            rate = max(rate, (1.0 + tokens) / (base + seconds))
             plan = cls(position_rates, shifts, weights, step_costs, rate)
         return plan
 
@@ -535,7 +520,7 @@ class _Pending:
 
 
 class CompositeDrafter(Drafter):
-    """Per round the best of n-gram lookup, the model drafter and their splice (see the module docstring)."""
+    """Per round the better of n-gram lookup and the model drafter (see the module docstring)."""
 
     kind = DrafterKind.COMPOSITE
     own_depth = True
@@ -543,14 +528,13 @@ class CompositeDrafter(Drafter):
     def __init__(self, model: Drafter, *, memory: np.ndarray | None = None, max_ngram: int = MAX_NGRAM) -> None:
         self.model = model
         self.model_source = model.source
-        self.can_splice = model.follows_text  # heads that draft from the target's state cannot continue a lookup
         self.memory = memory  # token ids of the lookup memory, searched after the conversation
         self.max_ngram = max_ngram
         # Every reply's figures, and this reply's on top of them (cleared when a reply starts).
         self.history = AcceptanceTable({self.model_source: MODEL_PRIOR}, by_position=model.acceptance_by_position)
         self.table = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=self.history)
         self.confidence = Confidence()
-        self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0, "splice": 0}
+        self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0}
         # The model's costs in units of the target's one-token pass measured at the same time: a shared
         # machine's load moves both alike, so the ratio stays current while absolute timings go stale.
         self._model_fixed: float | None = None
@@ -600,7 +584,7 @@ class CompositeDrafter(Drafter):
         step = (self._model_step if self._model_step is not None else STEP_GUESS) * verify[1]
         fixed = self._model_fixed * verify[1] if self._model_fixed is not None else step
         catch_up = 0.0  # a model that does not follow the text has nothing to catch up on
-        if self.can_splice:
+        if self.model.follows_text:
             catch_up = self._catch_up * verify[1] if self._catch_up is not None else CATCH_UP_SHARE * step
         return Costs(fixed, step, catch_up, verify, plain, drafted, self.model.behind(request.tokens))
 
@@ -614,20 +598,18 @@ class CompositeDrafter(Drafter):
         costs = self.costs(request)
         best, plan = self.decide(lookups, k, costs)
         out = Draft()
-        span = list(best.lookup)
-        _append_lookup(out, span, best.match)
         if best.model:
             self._since_model = 0
             n, keep_going = best.model, None
             if best.rate > 0.0:  # a chosen round (not a probe): the model drafts on while its confidence pays
-                n = k - len(span)
-                keep_going = self._stopper(tokens, span, best.match, n, costs, plan if not span else None, lookups)
+                n, keep_going = k, self._stopper(tokens, k, costs, plan, lookups)
             self._draft_model(out, request, n, costs.verify[1], keep_going)
-            if not span and out.tokens and len(out.tokens) < k:
+            if out.tokens and len(out.tokens) < k:
                 self._lookup_after_model(out, request, costs)
         else:
             self._since_model += 1
-            out.step_seconds = 0.0 if span else None
+            _append_lookup(out, best.lookup, best.match)
+            out.step_seconds = 0.0 if best.lookup else None
         self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], out.probs[:],
                                  lookups)
         return out
@@ -636,17 +618,16 @@ class CompositeDrafter(Drafter):
                ) -> tuple[Candidate, StopPlan | None]:
         """This round's candidate, and the stop plan made for a model round where one was (the round counted).
 
-        The best expected rate wins: :func:`choose` over the lookups, the model
-        and their splices at fixed lengths, or, once the model's costs are
+        The best expected rate wins: :func:`choose` over the lookups and the model
+        at fixed lengths, or, once the model's costs are
         measured, the model drafting on under its stop plan (which stops after a
         hesitant draft). A round that would leave the model out drafts with it
         instead (a zero rate: no stop plan) while its costs are unmeasured, for
         :data:`UNMEASURED_TRIES` rounds at the start depth, and as a probe of
-        :data:`PROBE_DEPTH` (after the lookup span where the model can continue
-        it) every :data:`PROBE_EVERY` rounds without it, or at once in a reply's
+        :data:`PROBE_DEPTH` every :data:`PROBE_EVERY` rounds without it, or at once in a reply's
         first round where no lookup is found.
         """
-        best = choose(lookups, k, self.table, costs, self.model_source, self.can_splice)
+        best = choose(lookups, k, self.table, costs, self.model_source)
         plan: StopPlan | None = None
         if self._model_fixed is not None and not best.model:
             plan = self._model_plan(k, costs)
@@ -660,24 +641,21 @@ class CompositeDrafter(Drafter):
                 self._unmeasured_tries += 1
                 best = Candidate((), 0, min(DEFAULT_AUTO_START, k), 0.0)
             elif self._since_model >= PROBE_EVERY or (self._first_round and not best.lookup):
-                span = best.lookup if self.can_splice and len(best.lookup) + probe <= k else ()
-                best = Candidate(span, best.match if span else 0, probe, 0.0)
+                best = Candidate((), 0, probe, 0.0)
         self._first_round = False
         self.wins[best.label] += 1
         return best, plan
 
-    def _model_plan(self, n: int, costs: Costs, span: int = 0, expected: float = 1.0, survive: float = 1.0
-                    ) -> StopPlan:
-        """The stop plan for up to ``n`` model drafts after a lookup span (see :meth:`StopPlan.for_round`)."""
+    def _model_plan(self, n: int, costs: Costs) -> StopPlan:
+        """The stop plan for up to ``n`` model drafts (see :meth:`StopPlan.for_round`)."""
         average = self.history.pooled(self.model_source, 0)
-        return StopPlan.for_round(self.table.rates(self.model_source, 0, n), self.confidence, average, costs, span,
-                                  expected, survive)
+        return StopPlan.for_round(self.table.rates(self.model_source, 0, n), self.confidence, average, costs)
 
-    def _stopper(self, ahead: Sequence[int], span: Sequence[int], match: int, n: int, costs: Costs,
-                 plan: StopPlan | None = None, lookups: Sequence[tuple[int, tuple[int, ...]]] = ()
+    def _stopper(self, ahead: Sequence[int], n: int, costs: Costs, plan: StopPlan | None = None,
+                 lookups: Sequence[tuple[int, tuple[int, ...]]] = ()
                  ) -> Callable[[Sequence[int], Sequence[float]], bool]:
-        """Whether the model should draft one more token after ``ahead`` (the committed text and a lookup
-        ``span`` of it) and the drafts so far (at most ``n``).
+        """Whether the model should draft one more token after ``ahead`` (the committed text) and the drafts so
+        far (at most ``n``).
 
         Asked with the model's drafts so far and their probabilities: their
         acceptance by confidence (:class:`Confidence`) says how likely the round
@@ -697,29 +675,25 @@ class CompositeDrafter(Drafter):
         round's choice made it already.
         """
         model_rates = self.table.rates(self.model_source, 0, n)
-        survive0 = expected0 = 1.0
-        for rate in self.table.rates(DraftSource.LOOKUP, match_key(match), len(span)) if span else []:
-            survive0 *= rate
-            expected0 += survive0
-        confidence, n_span, table, verify = self.confidence, len(span), self.table, costs.verify
+        confidence, table, verify = self.confidence, self.table, costs.verify
         catch_up = costs.catch_up_token
         average = self.history.pooled(self.model_source, 0)
         if plan is None:
-            plan = self._model_plan(n, costs, n_span, expected0, survive0)
-        longest0 = None if span else _longest(lookups)
+            plan = self._model_plan(n, costs)
+        longest0 = _longest(lookups)
         proposed = [longest0[1][0]] if longest0 is not None else []  # the lookup's next token, as last asked
 
         def keep_going(tokens: Sequence[int], probs: Sequence[float]) -> bool:
             i = len(probs)
             if i >= n:
                 return False
-            survive = survive0
+            survive = 1.0
             for j, prob in enumerate(probs):
                 survive *= confidence.rate(prob, model_rates[j], average)
             on = plan.gain(i, survive)
             if on <= 0.0:
                 return False
-            if n_span or not tokens:
+            if not tokens:
                 return True
             confirmed = proposed == [tokens[-1]]
             found = self.lookups([*ahead, *tokens], n - i, memory=False)
@@ -727,12 +701,11 @@ class CompositeDrafter(Drafter):
             proposed[:] = [longest[1][0]] if longest is not None else []
             if longest is None or not confirmed or longest[0] < MIN_HANDOVER_MATCH:
                 return True
-            size = n_span + i
             gained, alive = 0.0, survive  # a lookup continuing the drafts instead
             for j, rate in enumerate(table.rates(DraftSource.LOOKUP, match_key(longest[0]), len(longest[1]))):
                 alive *= rate
                 gained += alive
-                if gained - plan.rate * (verify[size + j + 2] - verify[size + 1] + gained * catch_up) > on:
+                if gained - plan.rate * (verify[i + j + 2] - verify[i + 1] + gained * catch_up) > on:
                     return False
             return True
 
@@ -740,8 +713,8 @@ class CompositeDrafter(Drafter):
 
     def _draft_model(self, out: Draft, request: DraftRequest, n: int, unit: float,
                      keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None) -> None:
-        """Append up to ``n`` model drafts after ``out``'s lookup span, and time them (in ``unit`` seconds)."""
-        ahead = [*request.tokens, *out.tokens] if out.tokens else request.tokens
+        """Append up to ``n`` model drafts to ``out``, and time them (in ``unit`` seconds)."""
+        ahead = request.tokens
         started = time.perf_counter()
         drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n, keep_going=keep_going))
         seconds = time.perf_counter() - started
@@ -762,8 +735,8 @@ class CompositeDrafter(Drafter):
         if drafted.step_seconds is not None:
             self._model_step = _ema(self._model_step, (drafted.step_seconds + sample) / unit)
         # The first draft's cost: the model's catch-up when it was the usual one (a long catch-up after
-        # lookup rounds, or over a splice's span, is paid once and says little about the next round).
-        if drafted.sync_seconds is not None and out.sources[0] is not DraftSource.LOOKUP:
+        # lookup rounds is paid once and says little about the next round).
+        if drafted.sync_seconds is not None:
             self._model_fixed = _ema(self._model_fixed, (drafted.sync_seconds + sample) / unit)
         elif self._model_step is not None:
             # In step, the first draft costs about what a further one does: an estimate that only long

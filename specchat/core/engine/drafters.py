@@ -90,8 +90,8 @@ class Drafter(abc.ABC):
     own_depth: ClassVar[bool] = False
     """True for a drafter that picks each round's length itself: at auto depth it gets the largest depth as k."""
     follows_text: ClassVar[bool] = False
-    """True for a drafter that decodes the committed text in a context of its own: it can continue any text
-    (the composite splices it after a lookup span) and catches up on the tokens committed while it sat out."""
+    """True for a drafter that decodes the committed text in a context of its own: it catches up on the tokens
+    committed while it sat out (the composite charges lookup rounds for that catch-up)."""
     acceptance_by_position: ClassVar[bool] = False
     """True where a draft's acceptance falls with its position in the round (heads chaining their own guesses):
     the composite then keeps its acceptance per position rather than pooled."""
