@@ -76,8 +76,6 @@ ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
                            lambda: setattr(CompositeDrafter, "_lookup_after_model", lambda *_: None)),
     "confidence": ("a model draft's probability says nothing (its position's rate alone)",
                    lambda: setattr(composite_module.Confidence, "rate", lambda _self, _p, rate, _avg: rate)),
-    "reply-table": ("no table of this reply's own acceptance (every reply's figures alone)",
-                    lambda: setattr(composite_module, "REPLY_STRENGTH", 1e9)),
     "positions": ("acceptance not kept apart by draft position",
                   lambda: setattr(composite_module, "POSITIONS", 1)),
     "stop-plan": ("the model drafts to the round's depth: no stop after a hesitant draft",

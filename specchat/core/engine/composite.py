@@ -60,10 +60,6 @@ POSITIONS = 8
 PRIOR_STRENGTH = 4.0
 # Of every reply's figures, a cell keeps this share per new observation of it. Set: unmeasured.
 TABLE_DECAY = 0.95
-# Within a reply, lookups of matches up to this long pool their counts, and so do the longer ones. Set: unmeasured.
-SHORT_MATCH = 6
-# Within a reply, every reply's figures weigh as much as this many of its own. Set: unmeasured.
-REPLY_STRENGTH = 2.0
 # The model's acceptance before any is counted, and the observations it weighs. Set: the depth controller's prior.
 MODEL_PRIOR = 0.6
 MODEL_PRIOR_STRENGTH = 1.0
@@ -121,19 +117,15 @@ class AcceptanceTable:
     :data:`PRIOR_STRENGTH` observations that ages as the cell's own counts
     grow (so what the target keeps doing outweighs a prior measured elsewhere);
     for a model ``priors[source]``, with the weight of ``strength``
-    observations. With a ``parent`` (the figures of every reply so far, where
-    this table holds one reply's), the parent's estimates are the priors, with
-    the weight of ``strength`` observations, and this table's counts move them.
-    ``by_position``: a model's acceptance is kept per position, not pooled
-    (:attr:`~specchat.core.engine.drafters.Drafter.acceptance_by_position`).
+    observations. One table holds every reply's figures. ``by_position``: a model's acceptance is kept per
+    position, not pooled (:attr:`~specchat.core.engine.drafters.Drafter.acceptance_by_position`).
     """
 
     def __init__(self, priors: dict[DraftSource, float], *, strength: float = MODEL_PRIOR_STRENGTH,
-                 decay: float = TABLE_DECAY, parent: AcceptanceTable | None = None, by_position: bool = False) -> None:
+                 decay: float = TABLE_DECAY, by_position: bool = False) -> None:
         self.priors = priors
         self.strength = strength
         self.decay = decay
-        self.parent = parent
         self.by_position = by_position
         self._cells: dict[tuple[DraftSource, int, int], tuple[float, float]] = {}  # -> (hits, tries)
 
@@ -143,11 +135,6 @@ class AcceptanceTable:
         A position seldom seen leans on the one before it (a lookup's on its measured prior where that is
         higher), so deep positions, checked only when shallower ones pass, start from what those showed.
         """
-        if self.parent is not None:
-            out = self.parent.rates(source, key, n)
-            if source is not DraftSource.LOOKUP:
-                return self._shifted(out, source, key)
-            return self._lookup_shifted(out, key)
         if source is not DraftSource.LOOKUP:
             return self._model_rates(source, key, n)
         out = []
@@ -168,39 +155,6 @@ class AcceptanceTable:
         them, ``decay**n`` of its weight: what the target keeps doing outweighs a prior measured elsewhere.
         """
         return 1.0 if self.decay >= 1.0 else max(0.0, 1.0 - tries * (1.0 - self.decay))
-
-    def _shifted(self, rates: list[float], source: DraftSource, key: int) -> list[float]:
-        """A model's ``rates`` (the parent's) moved in log-odds by this table's own counts, all positions pooled.
-
-        One reply holds few rounds of any one depth: its counts say how well the model guesses here
-        (a level) and the parent's, every reply's, say how that changes with the position (a shape).
-        """
-        hits, tries = self._totals(source, key)
-        if not tries or self.parent is None:
-            return rates
-        return self._level_shifted(rates, hits, tries, self.parent.pooled(source, key))
-
-    def _level_shifted(self, rates: list[float], hits: float, tries: float, base: float) -> list[float]:
-        """``rates`` moved in log-odds as far as ``hits`` of ``tries`` (leaning on ``base``) are from ``base``."""
-        shift = logit((hits + base * self.strength) / (tries + self.strength)) - logit(base)
-        return [sigmoid(logit(r) + shift) for r in rates]
-
-    def _lookup_shifted(self, rates: list[float], key: int) -> list[float]:
-        """A lookup's ``rates`` (the parent's, for its match key) moved in log-odds by this reply's counts.
-
-        The reply's lookups of short or of long matches (:meth:`_pool`) are
-        scored against what the parent expected of them at the positions they
-        reached, and every position moves by the difference: a reply whose
-        lookups keep parting after a token or two lowers the later positions
-        too.
-        """
-        pool = self._pool(DraftSource.LOOKUP, key)
-        hits, tries = self._totals(DraftSource.LOOKUP, pool)
-        if not tries or not rates:
-            return rates
-        cells = self._positions(DraftSource.LOOKUP, pool)
-        base = sum(t * rates[min(p, len(rates) - 1)] for p, (_, t) in enumerate(cells)) / tries
-        return self._level_shifted(rates, hits, tries, base)
 
     def pooled(self, source: DraftSource, key: int) -> float:
         """A model's acceptance over every position, from its prior and this table's counts."""
@@ -249,21 +203,9 @@ class AcceptanceTable:
 
     def record(self, source: DraftSource, key: int, position: int, accepted: bool) -> None:
         """Count one draft at ``position``: accepted or not (only the first rejected one of a span counts)."""
-        cell = (source, self._pool(source, key), min(position, POSITIONS - 1))
+        cell = (source, key, min(position, POSITIONS - 1))
         hits, tries = self._cells.get(cell, (0.0, 0.0))
         self._cells[cell] = (self.decay * hits + (1.0 if accepted else 0.0), self.decay * tries + 1.0)
-        if self.parent is not None:
-            self.parent.record(source, key, position, accepted)
-
-    def _pool(self, source: DraftSource, key: int) -> int:
-        """A reply's own lookup counts are kept for short and long matches only: a reply has few of each key."""
-        if self.parent is None or source is not DraftSource.LOOKUP:
-            return key
-        return SHORT_MATCH if key <= SHORT_MATCH else MATCH_KEYS[-1]
-
-    def clear(self) -> None:
-        """Forget this table's own counts (not the parent's)."""
-        self._cells.clear()
 
     def record_span(self, source: DraftSource, key: int, start: int, length: int, n_accepted: int,
                     censored: bool = False) -> None:
@@ -530,9 +472,7 @@ class CompositeDrafter(Drafter):
         self.model_source = model.source
         self.memory = memory  # token ids of the lookup memory, searched after the conversation
         self.max_ngram = max_ngram
-        # Every reply's figures, and this reply's on top of them (cleared when a reply starts).
-        self.history = AcceptanceTable({self.model_source: MODEL_PRIOR}, by_position=model.acceptance_by_position)
-        self.table = AcceptanceTable({}, strength=REPLY_STRENGTH, decay=1.0, parent=self.history)
+        self.table = AcceptanceTable({self.model_source: MODEL_PRIOR}, by_position=model.acceptance_by_position)
         self.confidence = Confidence()
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0}
         # The model's costs in units of the target's one-token pass measured at the same time: a shared
@@ -548,7 +488,6 @@ class CompositeDrafter(Drafter):
     def prefill(self, tokens: Sequence[int]) -> None:
         self._pending = None
         self._first_round = True
-        self.table.clear()
         self.model.prefill(tokens)
 
     def lookups(self, tokens: Sequence[int], k: int, *, memory: bool = True) -> list[tuple[int, tuple[int, ...]]]:
@@ -648,7 +587,7 @@ class CompositeDrafter(Drafter):
 
     def _model_plan(self, n: int, costs: Costs) -> StopPlan:
         """The stop plan for up to ``n`` model drafts (see :meth:`StopPlan.for_round`)."""
-        average = self.history.pooled(self.model_source, 0)
+        average = self.table.pooled(self.model_source, 0)
         return StopPlan.for_round(self.table.rates(self.model_source, 0, n), self.confidence, average, costs)
 
     def _stopper(self, ahead: Sequence[int], n: int, costs: Costs, plan: StopPlan | None = None,
@@ -677,7 +616,7 @@ class CompositeDrafter(Drafter):
         model_rates = self.table.rates(self.model_source, 0, n)
         confidence, table, verify = self.confidence, self.table, costs.verify
         catch_up = costs.catch_up_token
-        average = self.history.pooled(self.model_source, 0)
+        average = self.table.pooled(self.model_source, 0)
         if plan is None:
             plan = self._model_plan(n, costs)
         longest0 = _longest(lookups)
