@@ -212,17 +212,25 @@ def test_a_port_in_use_is_one_status_line_and_the_entry_stays_unchecked(qtbot, w
     assert load_settings().serve_port == port  # what was asked for is kept: it works once the port is free
 
 
-@pytest.mark.slow
-def test_a_window_reply_says_it_waits_for_a_served_request_until_it_starts(qtbot, window: MainWindow) -> None:
+LONG_REQUEST = {"model": "m", "prompt": "1, 2, 3, 4, 5, 6, 7,", "max_tokens": 2000, "temperature": 0, "stream": True}
+
+
+def serving_and_listening(window: MainWindow) -> tuple[str, list[bool]]:
+    """Serve on a free port; the base URL and the worker's waiting signals as they come."""
     window.settings.max_tokens = 8
     url = window.serving.start(0)
     said: list[bool] = []
     window.host.worker.waiting.connect(said.append)
+    return url, said
+
+
+@pytest.mark.slow
+def test_a_window_reply_says_it_waits_for_a_served_request_until_it_starts(qtbot, window: MainWindow) -> None:
+    url, said = serving_and_listening(window)
     status = window.statusBar()
     at_first_batch: list[str] = []  # the status line when the reply's first events are drawn
     window.chat.events_folded.connect(lambda _batch: at_first_batch or at_first_batch.append(status.currentMessage()))
-    body = {"model": "m", "prompt": "1, 2, 3, 4, 5, 6, 7,", "max_tokens": 2000, "temperature": 0, "stream": True}
-    with httpx.stream("POST", f"{url}/completions", json=body, timeout=120) as served:
+    with httpx.stream("POST", f"{url}/completions", json=LONG_REQUEST, timeout=120) as served:
         # An answer at all: the request has started, so it holds the engine (for up to 2000 tokens).
         assert served.status_code == 200
         assert window.serving.serve_host is not None and window.serving.serve_host.busy
@@ -244,13 +252,9 @@ def test_a_window_reply_says_it_waits_for_a_served_request_until_it_starts(qtbot
 
 @pytest.mark.slow
 def test_stop_ends_a_window_reply_that_waits_for_a_served_request(qtbot, window: MainWindow) -> None:
-    window.settings.max_tokens = 8
-    url = window.serving.start(0)
-    said: list[bool] = []
-    window.host.worker.waiting.connect(said.append)
+    url, said = serving_and_listening(window)
     status = window.statusBar()
-    body = {"model": "m", "prompt": "1, 2, 3, 4, 5, 6, 7,", "max_tokens": 2000, "temperature": 0, "stream": True}
-    with httpx.stream("POST", f"{url}/completions", json=body, timeout=120) as served:
+    with httpx.stream("POST", f"{url}/completions", json=LONG_REQUEST, timeout=120) as served:
         assert served.status_code == 200
         window.send("Say hello.")
         qtbot.waitUntil(lambda: status.currentMessage() == WAITING_FOR_SERVER, timeout=REPLY_TIMEOUT)
