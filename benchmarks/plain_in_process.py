@@ -7,7 +7,8 @@ turn, to a ``llama-server`` (plain, the same model and threads) through the
 in this process. Both rates are tokens over the time from the first to the
 last token, as in the server benchmark.
 
-    python benchmarks/plain_in_process.py [--repeats 3] [--max-tokens 48] [--threads 2] [--llama-server PATH]
+    python benchmarks/plain_in_process.py [--repeats 3] [--max-tokens 48] [--threads 2] [--with-draft]
+        [--llama-server PATH]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--llama-server", type=Path, default=None)
+    parser.add_argument("--with-draft", action="store_true", help="load the draft model too, as the server does")
     args = parser.parse_args()
     pair = provision_demo_pair()
     binary = args.llama_server or peer.build_llama_server()
@@ -42,7 +44,8 @@ def main() -> int:
     server = peer.start("llama-plain", [str(binary), "-m", str(pair.target), "--port", str(port), "--host",
                                         "127.0.0.1", "-c", "4096", "-np", "1", "-t", str(args.threads), "-ngl", "0",
                                         "--no-webui", "--seed", "0"], port, log)
-    engine = ChatEngine.load(pair.target, None, n_ctx=4096, n_threads=args.threads)
+    engine = ChatEngine.load(pair.target, pair.draft if args.with_draft else None, n_ctx=4096,
+                             n_threads=args.threads)
     plain = engine.drafter_for(DrafterKind.NONE)
     totals = {"in-process": [0, 0.0], "llama-server": [0, 0.0]}
     try:
