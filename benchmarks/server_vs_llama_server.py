@@ -10,7 +10,9 @@ Configurations: specchat (its default drafter) and specchat plain; llama-server
 with ``--spec-type draft-simple``, ``ngram-mod``, ``ngram-mod,draft-simple`` and
 plain. Per request: time to first token (first content chunk) and tokens per
 second (completion tokens over the time from the first to the last chunk);
-per category and overall: the median TTFT and total tokens over total time.
+per category and overall: the median TTFT and total tokens over total time,
+then the same tokens over the whole requests' time (first token included: what
+a client waits for).
 Greedy texts are compared with the same engine's plain run, and specchat's with
 llama-server's. ``--repeats N`` sends each mixed prompt N times per configuration
 (rotating again): a 15-token reply is a handful of chunks, and one run of it moves
@@ -255,6 +257,20 @@ def report(results: dict[str, list[dict[str, Any]]], names: list[str], args: arg
     if "specchat-plain" in names and "llama-plain" in names:
         print(f"plain: specchat {table['overall']['specchat-plain'] / table['overall']['llama-plain']:.2f}x "
               "llama-server's plain")
+    # What a client waits for: completion tokens over the whole request, first token included.
+    print("\nend to end (completion tokens over the time from sending to the last chunk), tok/s:")
+    print(header)
+    print("|" + "---|" * (len(names) + 1))
+    whole: dict[str, dict[str, float]] = {}
+    for category in [*categories, "overall"]:
+        for name in names:
+            rows = [r for r in results[name] if category == "overall" or r["category"] == category]
+            seconds = sum(r["ttft"] + r["seconds"] for r in rows)
+            whole.setdefault(category, {})[name] = sum(r["tokens"] for r in rows) / seconds if seconds > 0 else 0.0
+        print(f"| {category} | " + " | ".join(f"{whole[category][n]:.1f}" for n in names) + " |")
+    if "specchat" in names and best_llama:
+        print("end to end, specchat over llama-server's best spec configuration: " + ", ".join(
+            f"{category} {row['specchat'] / max(row[n] for n in best_llama):.2f}x" for category, row in whole.items()))
     for a, b in (("specchat", "specchat-plain"), ("specchat-plain", "llama-plain"), ("llama-draft-simple",
                                                                                      "llama-plain")):
         if a in names and b in names:
