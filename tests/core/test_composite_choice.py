@@ -161,7 +161,7 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     adaptive.observe(16, 3, 0.01, 0.9)  # one 17-token batch at a load spike: 900 ms
     assert adaptive.costs.verify_cost(9) > 0.4
     drafter = CompositeDrafter.__new__(CompositeDrafter)
-    drafter._model_fixed = drafter._model_step = drafter._catch_up = None
+    drafter._model_fixed = drafter._model_step = drafter._catch_up = drafter._unread = None
     drafter.model = DraftModelDrafter(SureContext())
     request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
                            costs=adaptive.costs)
@@ -503,3 +503,44 @@ def test_one_table_follows_a_reply_that_stops_copying_within_a_few_rounds() -> N
         assert misses <= 4
     assert misses >= 1 and choose([(4, SPAN)], 16, t, priced, MODEL).label == "model"
     assert t.rate(LOOKUP, 16, 0) == long_before
+
+
+class ReadingContext(SureContext):
+    """A sure draft context that records every prompt it is asked to read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[list[int]] = []
+
+    def extend_to(self, tokens: list[int]) -> int:
+        self.reads.append(list(tokens))
+        return super().extend_to(tokens)
+
+
+def test_the_model_reads_the_prompt_only_when_it_first_drafts() -> None:
+    """A reply that starts by copying needs no draft model for its first token: it reads the prompt later."""
+    context = ReadingContext()
+    drafter = CompositeDrafter(DraftModelDrafter(context))
+    drafter._model_fixed = drafter._model_step = 0.3  # measured: no forced model rounds
+    history(drafter.table, LOOKUP, 16, [(16, 16)] * 20)  # long matches have been copies
+    history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+    quote = list(range(100, 140))
+    prompt = [*range(10, 30), *quote, *range(60, 70), *quote[:16]]  # the reply has begun quoting
+    rng = np.random.default_rng(0)
+
+    def ask(tokens: list[int]) -> Draft:
+        return drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken()))
+
+    drafter.prefill(prompt[:-1])
+    assert context.reads == []  # not read yet
+    request = DraftRequest([*prompt, *quote[16:20]], 8, SamplerParams(), rng, CancelToken())
+    eager = DraftModelDrafter(SureContext())
+    eager.prefill(prompt[:-1])
+    assert drafter.costs(request).behind == eager.behind(request.tokens) == 3  # priced as if it had read it
+    first = ask(prompt)
+    assert first.sources and set(first.sources) == {LOOKUP} and context.reads == []
+    ahead = [*prompt, *first.tokens, 900, 901]  # the reply leaves the quote: nothing to look up
+    second = ask(ahead)
+    assert MODEL in second.sources
+    assert context.reads == [prompt[:-1]]  # read once, just before the model's first draft
+    assert context.tokens[: len(ahead)] == ahead  # and caught up on what the reply committed

@@ -483,12 +483,26 @@ class CompositeDrafter(Drafter):
         self._since_model = 0
         self._unmeasured_tries = 0
         self._first_round = False  # the next round is a reply's first
+        self._unread: list[int] | None = None  # the prompt the model has yet to read (see prefill)
         self._pending: _Pending | None = None
 
     def prefill(self, tokens: Sequence[int]) -> None:
+        """A model that follows the text reads the prompt only when it first drafts in the reply: the first
+        token never waits for it, and a reply that lookup and plain rounds carry to its end never pays it.
+        Until then it is priced as if it had read it (the prompt's read is not a round's cost)."""
         self._pending = None
         self._first_round = True
-        self.model.prefill(tokens)
+        self._unread = None
+        if self.model.follows_text:
+            self._unread = list(tokens)
+        else:
+            self.model.prefill(tokens)
+
+    def _behind(self, tokens: Sequence[int]) -> int:
+        """Committed tokens the model would catch up on, beyond a round's usual one or two."""
+        if self._unread is not None:
+            return max(0, len(tokens) - len(self._unread) - 2)
+        return self.model.behind(tokens)
 
     def lookups(self, tokens: Sequence[int], k: int, *, memory: bool = True) -> list[tuple[int, tuple[int, ...]]]:
         """The distinct lookup proposals (real match length, tokens), the longest n-gram searched first.
@@ -525,7 +539,7 @@ class CompositeDrafter(Drafter):
         catch_up = 0.0  # a model that does not follow the text has nothing to catch up on
         if self.model.follows_text:
             catch_up = self._catch_up * verify[1] if self._catch_up is not None else CATCH_UP_SHARE * step
-        return Costs(fixed, step, catch_up, verify, plain, drafted, self.model.behind(request.tokens))
+        return Costs(fixed, step, catch_up, verify, plain, drafted, self._behind(request.tokens))
 
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens
@@ -653,6 +667,9 @@ class CompositeDrafter(Drafter):
     def _draft_model(self, out: Draft, request: DraftRequest, n: int, unit: float,
                      keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None) -> None:
         """Append up to ``n`` model drafts to ``out``, and time them (in ``unit`` seconds)."""
+        if self._unread is not None:
+            self.model.prefill(self._unread)
+            self._unread = None
         ahead = request.tokens
         started = time.perf_counter()
         drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n, keep_going=keep_going))
