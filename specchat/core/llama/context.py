@@ -57,6 +57,18 @@ def default_threads() -> int:
     return max(1, n // 2) if n > 4 else n
 
 
+def companion_params(target: Context, n_threads: int | None = None) -> llama_cpp.llama_context_params:
+    """Context parameters for a context that drafts beside ``target`` and reads its state (MTP heads, a head file):
+    the target's size and batch, one sequence."""
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx = target.n_ctx
+    params.n_batch = params.n_ubatch = target.n_batch
+    params.n_seq_max = 1
+    params.n_threads = params.n_threads_batch = n_threads or default_threads()
+    params.ctx_other = target._ptr
+    return params
+
+
 def can_checkpoint() -> bool:
     """Whether these bindings can save and restore one sequence's state (needed for recurrent models)."""
     return all(hasattr(llama_cpp, f) for f in ("llama_state_seq_get_size", "llama_state_seq_get_data",
@@ -439,13 +451,8 @@ class MtpContext:
                                 "n-gram lookup or none")
         if not getattr(model, "mtp_loaded", False):
             raise SpecchatError(f"{model.name} was loaded without its MTP layers")
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = target.n_ctx
-        params.n_batch = params.n_ubatch = target.n_batch
-        params.n_seq_max = 1
-        params.n_threads = params.n_threads_batch = n_threads or default_threads()
+        params = companion_params(target, n_threads)
         params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
-        params.ctx_other = target._ptr
         self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not self._ptr:
             raise SpecchatError(f"llama.cpp could not create the MTP context of {model.name}")

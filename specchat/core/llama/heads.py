@@ -36,7 +36,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from specchat.core.llama.context import _DECODE_CODES, Context, default_threads
+from specchat.core.llama.context import _DECODE_CODES, Context, companion_params
 from specchat.core.llama.model import Model
 from specchat.core.types import SpecchatError
 
@@ -257,12 +257,7 @@ class HeadContext:
         self.info = info
         self.head = head
         self.target = target
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = target.n_ctx
-        params.n_batch = params.n_ubatch = target.n_batch
-        params.n_seq_max = 1
-        params.n_threads = params.n_threads_batch = n_threads or default_threads()
-        params.ctx_other = target._ptr
+        params = companion_params(target, n_threads)
         self._ptr = llama_cpp.llama_init_from_model(head.ptr, params)
         if not self._ptr:
             raise SpecchatError(f"llama.cpp could not create a context for {head.name}")
