@@ -18,6 +18,7 @@ from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import GgufMaker
 from support.heads import dflash, target, write_head
 from support.hubserver import FakeHub
+from support.picker import catalog_pair_selected
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -123,14 +124,8 @@ def test_a_catalog_download_offers_the_targets_sidecars_and_fetches_them_when_ti
     hub.add("fake/Tiny-100M-GGUF", "Tiny-100M-Q8_0.gguf", make_gguf("d.gguf", basename="Tiny").read_bytes())
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.setattr(model_sources, "load_catalog", lambda: catalog.parse_catalog(FAKE_CATALOG))
-    dialog = ModelPickerDialog()
-    qtbot.addWidget(dialog)
-    dialog.show()
+    dialog, item = catalog_pair_selected(qtbot, "tiny")
     tab = dialog.catalog_tab
-    dialog.tabs.setCurrentWidget(tab)
-    item = tab.item_for("tiny")
-    qtbot.waitUntil(lambda: item.text(tab.STATE_COLUMN) == "not downloaded")
-    tab.tree.setCurrentItem(item)
     tab.sidecars_box.setChecked(ticked)
     with qtbot.waitSignal(tab.pair_downloaded, timeout=60_000):
         qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)

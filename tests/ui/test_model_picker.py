@@ -13,6 +13,7 @@ from specchat.core.models.pairs import compatibility_text
 from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub
+from support.picker import catalog_pair_selected
 
 
 def test_verdicts_without_models(tmp_path: Path) -> None:
@@ -116,14 +117,8 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.setattr(model_sources, "load_catalog", lambda: catalog.parse_catalog(FAKE_CATALOG))
 
-    dialog = ModelPickerDialog()
-    qtbot.addWidget(dialog)
-    dialog.show()
+    dialog, item = catalog_pair_selected(qtbot, "tiny")
     tab = dialog.catalog_tab
-    dialog.tabs.setCurrentWidget(tab)
-    item = tab.item_for("tiny")
-    qtbot.waitUntil(lambda: item.text(tab.STATE_COLUMN) == "not downloaded")
-    tab.tree.setCurrentItem(item)
     assert tab.get_button.text() == "Download"
 
     qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)
