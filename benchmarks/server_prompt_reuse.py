@@ -85,9 +85,7 @@ def main() -> None:
                 if repeat or label != "with reuse":  # the first time it is there already
                     first_token_seconds(api, before[:-1], args.reply_tokens)  # turn 4 again (greedy: same reply)
                 if label == "without reuse":  # the server is idle: its engine thread waits on the queue
-                    engine.target_context.truncate(0)
-                    if engine.draft_context is not None:
-                        engine.draft_context.truncate(0)
+                    engine.empty_caches()
                 seconds, _, cached = first_token_seconds(api, messages, 8)
                 timings[label].append(seconds)
                 cached_seen[label].append(cached)

@@ -9,6 +9,7 @@ import sys
 
 from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
 from specchat.core.engine.registry import drafter_entry
+from specchat.core.runtime.prompt_cache import DEFAULT_BUDGET_MIB
 from specchat.core.types import SpecchatError, parse_depth
 
 DEFAULT_PORT = 8080
@@ -33,6 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="seconds of decoding a request may take (default 300)")
     parser.add_argument("--probe-tokens", type=int, default=DEFAULT_PROBE_TOKENS,
                         help="plain tokens timed after each reply for its measured speed-up (0: none)")
+    parser.add_argument("--prompt-cache-mib", type=int, default=DEFAULT_BUDGET_MIB,
+                        help="memory for earlier prompts' caches, so a prompt seen before is not read again "
+                             f"(default {DEFAULT_BUDGET_MIB}; 0: only the previous request's)")
     parser.add_argument("--log-level", choices=("warning", "info", "debug"), default="warning")
     parser.set_defaults(func=cmd_serve, max_tokens=None)
 
@@ -52,6 +56,8 @@ def _check(args: argparse.Namespace) -> None:
         raise SpecchatError(f"--request-timeout must be a positive number of seconds, got {args.request_timeout}")
     if not 0 <= args.probe_tokens <= 256:
         raise SpecchatError(f"--probe-tokens must be 0-256, got {args.probe_tokens}")
+    if not 0 <= args.prompt_cache_mib <= 1 << 20:
+        raise SpecchatError(f"--prompt-cache-mib must be 0-{1 << 20}, got {args.prompt_cache_mib}")
     if args.api_key is not None and (not args.api_key.strip() or not args.api_key.isprintable()):
         raise SpecchatError("--api-key must be printable text")
 
@@ -82,6 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     sock = bind(args.host, args.port)  # before loading: a taken port fails at once
     engine = load_engine(args)
+    engine.prompt_cache.budget = args.prompt_cache_mib << 20
     try:
         host = EngineHost(engine, queue_size=args.queue, drafter=chosen_drafter(args))
         config = ServerConfig(

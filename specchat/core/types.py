@@ -7,6 +7,7 @@ benchmark) is one of the frozen dataclasses below.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
@@ -310,3 +311,12 @@ class Finished:
 
 
 Event = Drafted | Verified | Finished
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens ``a`` and ``b`` share from their start."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

@@ -3,9 +3,10 @@
 This is the server's only contact with the engine (``ChatEngine`` and the
 speculative loop). Requests wait in a bounded FIFO queue; a full queue is a
 429. Every request runs on the same engine, whose target and draft contexts
-keep the previous request's tokens: the next prompt decodes only what differs
-from its longest common prefix with them (the speculative loop's prefill; the
-lookup drafter reads the whole sequence each round, so it needs no index). A
+keep the previous request's tokens, and whose prompt cache keeps earlier ones
+(``Runtime.recall``): the next prompt decodes only what differs from its longest
+common prefix with them (the lookup drafter reads the whole sequence each
+round, so it needs no index). A
 cancelled request (its client gone, its time up) stops within one round; the
 caches are resynchronised by common prefix, so it leaves nothing inconsistent.
 """
@@ -213,6 +214,7 @@ class EngineHost:
         if engine.remote is not None:  # a cancel also ends a wait on a remote server that does not answer
             engine.remote.keep_waiting = lambda: not job.cancel.cancelled
         try:
+            engine.recall(prompt)
             for event in generate(engine.target_side, drafter, prompt, request.params,
                                   depth=DepthControl(request.spec.depth), cancel=job.cancel,
                                   adaptive=engine.adaptive_for(kind)):

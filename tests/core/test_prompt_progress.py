@@ -44,7 +44,7 @@ def test_stop_ends_the_reading_between_steps(demo_engine) -> None:
             cancel.cancel()
 
     session = ChatSession(demo_engine)
-    session.engine.target_context.truncate(0)
+    session.engine.empty_caches()
     events = list(session.reply(LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL, cancel=cancel, progress=progress))
     assert len(steps) == 2 and [type(e) for e in events] == [Finished]
     assert events[0].reason is FinishReason.CANCELLED and events[0].message == "stopped while reading the prompt"

@@ -81,7 +81,8 @@ def engines() -> Iterator[EngineFactory]:
 
 
 def forget(engine: ChatEngine) -> None:
-    """Empty both caches and zero their rollback counters."""
+    """Empty both caches and the kept prompts, and zero the rollback counters."""
+    engine.empty_caches()
     for ctx in (engine.target_context, engine.draft_context):
         if ctx is not None:
             ctx.truncate(0)

@@ -162,8 +162,7 @@ def test_multi_turn_reuses_the_kv_cache_and_matches_a_fresh_session(demo_engine)
     assert second[-1].stats.reused_prompt_tokens > second[-1].stats.prompt_tokens // 2
 
     fresh = ChatSession(demo_engine, session.messages[:-2])
-    demo_engine.target_context.truncate(0)
-    demo_engine.draft_context.truncate(0)
+    demo_engine.empty_caches()
     again = run(fresh, "And of Italy?", params, depth=DepthControl(4))
     assert again[-1].stats.reused_prompt_tokens == 0
     assert fresh.messages[-1] == session.messages[-1]
@@ -185,8 +184,7 @@ def test_cancel_stops_within_a_round_and_leaves_the_session_consistent(demo_engi
     follow_up = GenerationParams(max_tokens=20)
     run(session, "Now say goodbye.", follow_up, depth=DepthControl(4))
     fresh = ChatSession(demo_engine, session.messages[:-2])
-    demo_engine.target_context.truncate(0)
-    demo_engine.draft_context.truncate(0)
+    demo_engine.empty_caches()
     run(fresh, "Now say goodbye.", follow_up, depth=DepthControl(4))
     assert fresh.last_tokens == session.last_tokens
 

@@ -64,6 +64,7 @@ def test_serve_warns_when_bound_beyond_this_machine(demo_pair) -> None:
     (["--demo", "--target", "x.gguf"], "not both"),
     (["--target", "x.gguf", "--port", "70000"], "--port must be 0-65535"),
     (["--target", "x.gguf", "--queue", "0"], "--queue must be 1-1024"),
+    (["--target", "x.gguf", "--prompt-cache-mib", "-1"], "--prompt-cache-mib must be 0-"),
     (["--target", "x.gguf", "--drafter", "oracle"], "invalid choice"),
     (["--target", "missing.gguf", "--port", "0"], "model file not found"),
 ])

@@ -65,9 +65,7 @@ def test_a_growing_conversation_reuses_the_previous_prompt(served, demo_engine) 
     assert third.usage.prompt_tokens_details.cached_tokens < cached  # a changed prefix costs what changed
     # Reuse changes nothing in the reply: the same request on emptied caches gives the same tokens.
     reused, _ = streamed_tokens(served, messages, 24)
-    demo_engine.target_context.truncate(0)  # the server is idle: its engine thread waits on the queue
-    if demo_engine.draft_context is not None:
-        demo_engine.draft_context.truncate(0)
+    demo_engine.empty_caches()  # the server is idle: its engine thread waits on the queue
     fresh, _ = streamed_tokens(served, messages, 24)
     if reused != fresh:
         prompt = demo_engine.target.tokenize(demo_engine.template.render(messages), add_special=True,
@@ -75,6 +73,28 @@ def test_a_growing_conversation_reuses_the_previous_prompt(served, demo_engine) 
         plain = plain_greedy(demo_engine.target_context, prompt, 24, SamplerParams(), demo_engine.target.eog_tokens)
         assert_same_or_tie(demo_engine.target_context, prompt, plain, reused, label="reused")
         assert_same_or_tie(demo_engine.target_context, prompt, plain, fresh, label="fresh")
+
+
+def test_interleaved_agents_each_find_their_conversation_kept(served, demo_engine) -> None:
+    """Two clients' conversations in turn: each request's prompt drops the other's from the caches, and the
+    prompt cache loads it back, as llama-server's prompt cache does."""
+    api = client(served)
+    demo_engine.empty_caches()
+    chats = [[{"role": "system", "content": "You review Python code."},
+              {"role": "user", "content": "Review this:\n" + "def add(a, b):\n    return a + b\n" * 12}],
+             [{"role": "system", "content": "You translate English to French."},
+              {"role": "user", "content": "Translate: " + "The weather is lovely today and the sea is calm. " * 6}]]
+    for _ in range(2):
+        for chat in chats:
+            reply = api.chat.completions.create(model="m", messages=chat, max_tokens=8, temperature=0)
+            chat += [{"role": "assistant", "content": reply.choices[0].message.content},
+                     {"role": "user", "content": "Go on."}]
+    for chat in chats:  # each conversation's third turn: the whole of its second is kept, only the new turn read
+        before = demo_engine.target.tokenize(demo_engine.template.render(chat[:-2]), add_special=True,
+                                             parse_special=True)
+        reply = api.chat.completions.create(model="m", messages=chat, max_tokens=8, temperature=0)
+        assert reply.usage.prompt_tokens_details.cached_tokens >= len(before) - 1, reply.usage
+    assert demo_engine.prompt_cache.stats.loaded >= 2
 
 
 def test_tool_definitions_reach_the_prompt_and_calls_come_back_as_tool_calls(served) -> None:

@@ -33,7 +33,7 @@ import llama_cpp
 import numpy as np
 
 from specchat.core.llama.model import Model, ModelKind
-from specchat.core.types import MAX_DEPTH, SpecchatError
+from specchat.core.types import MAX_DEPTH, SpecchatError, common_prefix_len
 
 _STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent state without the attention cache
 _DECODE_CODES = {1: "no room in the KV cache", 2: "aborted", -1: "invalid batch"}
@@ -109,6 +109,18 @@ class RollbackStats:
     def reset(self) -> None:
         for f in fields(self):
             setattr(self, f.name, f.default)
+
+
+@dataclass(frozen=True, eq=False)
+class SavedState:
+    """A sequence's whole memory saved by :meth:`Context.save_state`: the tokens it holds and their state."""
+
+    tokens: tuple[int, ...]
+    data: ctypes.Array[ctypes.c_uint8]
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data)
 
 
 @dataclass
@@ -189,6 +201,11 @@ class Context:
     def in_place(self) -> bool:
         """Whether rejected drafts can be cut in place (dense, or recurrent snapshots)."""
         return self.kind is ModelKind.DENSE or self.rollback_depth > 0
+
+    @property
+    def cuts_anywhere(self) -> bool:
+        """Whether any tail can be cut off (a dense model); a recurrent state only as far as its snapshots."""
+        return self.kind is ModelKind.DENSE
 
     # --- taking positions back ------------------------------------------
     def truncate(self, n_keep: int) -> None:
@@ -294,6 +311,26 @@ class Context:
         self._checkpoints.clear()
         if self.observer is not None:
             self.observer.rewound(0)
+
+    # --- whole states, for a cache of earlier prompts ---------------------
+    def save_state(self) -> SavedState | None:
+        """The sequence's whole memory as it is now (its tokens and llama.cpp's bytes); None when empty."""
+        if not self.tokens:
+            return None
+        size = llama_cpp.llama_state_seq_get_size(self._ptr, 0)
+        data = (ctypes.c_uint8 * size)()
+        if llama_cpp.llama_state_seq_get_data(self._ptr, data, size, 0) != size:
+            return None
+        return SavedState(tuple(self.tokens), data)
+
+    def load_state(self, saved: SavedState) -> bool:
+        """Make the memory hold what ``saved`` held; False (and an empty memory) if llama.cpp refuses it."""
+        self._clear()
+        if llama_cpp.llama_state_seq_set_data(self._ptr, saved.data, len(saved.data), 0) == 0:
+            self._clear()
+            return False
+        self.tokens.extend(saved.tokens)
+        return True
 
     # --- decoding ---------------------------------------------------------
     def decode(self, tokens: Sequence[int], *, all_logits: bool = False) -> np.ndarray:
@@ -567,11 +604,3 @@ class MtpContext:
         self.n_held = pos + 1
         self._draft_at = pos + 1
         return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ptr, 0), shape=(self.n_vocab,))
-
-
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

@@ -98,6 +98,7 @@ class Conversation:
         if self.engine.remote is not None:  # Stop also ends a wait on a server that does not answer
             self.engine.remote.keep_waiting = None if cancel is None else (lambda: not cancel.cancelled)
         try:
+            self.engine.recall(prompt)
             read = self._read_prompt(prompt, progress, cancel) if progress is not None else None
             if read is not None and cancel is not None and cancel.cancelled:
                 stream: Iterable[Event] = [Finished(FinishReason.CANCELLED, GenerationStats(prompt_tokens=len(prompt)),

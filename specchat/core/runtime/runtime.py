@@ -11,7 +11,7 @@ replies as engine events: :meth:`Runtime.reply` for a stateless request,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from specchat.core.llama.rpc.target import RemoteTarget
 from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers, resolve_remote_layers
 from specchat.core.models.shape import read_model_shape
 from specchat.core.remote import DEFAULT_DEADLINE
+from specchat.core.runtime.prompt_cache import PromptCache
 from specchat.core.runtime.remote import require_rpc
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -96,6 +97,7 @@ class Runtime:
         # outlives a reply.
         self._kept: dict[str, Drafter] = {}
         self.lookup_memory: np.ndarray | None = None  # token ids the composite's lookup also searches
+        self.prompt_cache = PromptCache()
 
     def set_lookup_memory(self, texts: Iterable[str] | None) -> None:
         """Let the composite drafter's lookup also search ``texts`` (None: only the conversation)."""
@@ -140,6 +142,25 @@ class Runtime:
         return self._adaptive.setdefault(entry_for(drafter, self.parts).name, AdaptiveDepth())
 
     # --- replies ------------------------------------------------------------
+    def empty_caches(self) -> None:
+        """Forget what the contexts hold and every kept prompt: the next reply reads its prompt whole."""
+        self.prompt_cache.clear()
+        self.target_context.truncate(0)
+        if self.draft_context is not None:
+            self.draft_context.truncate(0)
+
+    def recall(self, prompt: Sequence[int]) -> None:
+        """Before a reply to ``prompt``: keep what the caches would drop, and load back a kept state that
+        shares more of the prompt than they do (:class:`PromptCache`). Not where the MTP heads or a head
+        follow the target (their state is not kept with it), nor for a target on remote devices."""
+        if self.mtp_context is not None or self.head_context is not None or self.remote is not None:
+            return
+        body = prompt[:-1]
+        assert isinstance(self.target_context, Context)
+        self.prompt_cache.recall("target", self.target_context, body)
+        if self.draft_context is not None:
+            self.prompt_cache.recall("draft", self.draft_context, body)
+
     def conversation(self, messages: list[dict[str, str]] | None = None) -> Conversation:
         """A conversation on this pair starting from ``messages`` (KV caches reused between its turns)."""
         from specchat.core.runtime.conversation import Conversation
@@ -337,6 +358,7 @@ class Runtime:
         return self.mtp_context is not None
 
     def close(self) -> None:
+        self.prompt_cache.clear()
         for obj in (self.head_context, self.mtp_context, self.draft_context, self.target_context, self.draft,
                     self.target):
             if obj is not None:
