@@ -93,6 +93,7 @@ class CostModel:
     step: float
     catch_up: float
     batch: float = 0.0  # a batch of two or more tokens takes another path than a one-token pass: its extra cost
+    read: float = 0.0  # each prompt token the draft model reads
     overhead: float = 0.0005
     noise: float = 0.0  # spread (log-normal sigma) of the timings the drafters see
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(1))
@@ -110,10 +111,21 @@ class Group:
     """Modelled seconds per drafter (None: plain decoding) of one prompt, or of several together."""
 
     seconds: dict[DrafterKind | None, float] = field(default_factory=dict)
+    first: dict[DrafterKind | None, float] = field(default_factory=dict)  # summed seconds to the first token
+    prompts: int = 0
 
     def add(self, other: Group) -> None:
         for kind, took in other.seconds.items():
             self.seconds[kind] = self.seconds.get(kind, 0.0) + took
+        for kind, took in other.first.items():
+            self.first[kind] = self.first.get(kind, 0.0) + took
+        self.prompts += other.prompts
+
+    def first_line(self) -> str:
+        """The mean time to the first token (ms, the target's own prompt read left out) per drafter."""
+        return (f"{'  first token, mean ms':<31}"
+                + "".join(f"{1000 * self.first[k] / self.prompts:>11.1f}" for k in KINDS)
+                + f"   plain {1000 * self.first[None] / self.prompts:.1f}")
 
     def speedup(self, kind: DrafterKind) -> float:
         """``kind``'s speed-up over plain decoding."""
@@ -136,6 +148,7 @@ class TimedContext:
     def __init__(self, context: object) -> None:
         self._context = context
         self.last_catch_up = 0
+        self.last_read = 0
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._context, name)
@@ -145,6 +158,11 @@ class TimedContext:
         self.last_catch_up = len(tokens) - reused
         return row, reused
 
+    def extend_to(self, tokens: Sequence[int]) -> int:
+        reused = self._context.extend_to(tokens)  # type: ignore[attr-defined]
+        self.last_read = len(tokens) - reused
+        return int(reused)
+
 
 class ModelledDrafter(DraftModelDrafter):
     """The real draft model drafter, its timings replaced by the cost model's (the composite learns from them)."""
@@ -153,6 +171,10 @@ class ModelledDrafter(DraftModelDrafter):
         super().__init__(context)  # type: ignore[arg-type]
         self.timed, self.costs = context, costs
         self.seconds = 0.0  # modelled seconds drafted since last asked
+
+    def prefill(self, tokens: Sequence[int]) -> None:
+        super().prefill(tokens)
+        self.seconds += self.costs.read * self.timed.last_read
 
     def draft(self, request: DraftRequest) -> Draft:
         draft = super().draft(request)
@@ -176,15 +198,18 @@ class ModelledDrafter(DraftModelDrafter):
 
 def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, prompt: list[int],
            reply: list[int], eog: frozenset[int], params: GenerationParams, costs: CostModel,
-           trace: list[str] | None = None) -> float:
-    """Seconds the drafter takes to write ``reply`` after ``prompt`` under ``costs``.
+           trace: list[str] | None = None) -> tuple[float, float]:
+    """Seconds the drafter takes to write ``reply`` after ``prompt`` under ``costs``, and to its first token.
 
-    ``trace``: gets a line per round (each draft's source initial, then how many were accepted).
+    The draft model's read of the prompt counts (``costs.read`` a token) when it happens: before the first
+    round for the model drafter, when the composite first drafts with it. The target's read is every
+    drafter's alike and left out. ``trace``: gets a line per round (each draft's source initial, then how
+    many were accepted).
     """
     committed = list(prompt)
     drafter.prefill(committed[:-1])
     rng, cancel = np.random.default_rng(0), CancelToken()
-    seconds, written = 0.0, 0
+    seconds, written, first = model.take_seconds(), 0, 0.0
     while written < len(reply):
         remaining = params.max_tokens - written  # as live: the token budget bounds a round, not the reply's end
         if not drafter.can_draft:
@@ -213,11 +238,12 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
         written += len(kept)
         verify = costs.verify_seconds(len(draft.tokens) + 1)
         seconds += draft_seconds + verify + costs.overhead
+        first = first or seconds
         if trace is not None:
             trace.append("".join(src.value[0].upper() for src in draft.sources) + f"/{n_acc}")
         adaptive.observe(len(draft.tokens), n_acc, draft.step_seconds, costs.seen(verify), costs.overhead,
                          draft.sync_seconds, draft.sample_seconds)
-    return seconds
+    return seconds, first
 
 
 def main() -> int:
@@ -235,6 +261,8 @@ def main() -> int:
                         help="ms: what a batch of two or more tokens costs beyond the line from the one-token pass")
     parser.add_argument("--trace", nargs="*", default=[], help="prompt ids whose rounds to print")
     parser.add_argument("--catch-up", type=float, default=4.5, help="ms: each token the draft model catches up on")
+    parser.add_argument("--read", type=float, default=4.3,
+                        help="ms: each prompt token the draft model reads (0: prompt reads left out, as before)")
     parser.add_argument("--noise", type=float, default=0.0,
                         help="log-normal spread of the timings the drafters learn from (0.25: about +-25%%)")
     parser.add_argument("--seeds", type=int, default=1,
@@ -262,7 +290,8 @@ def main() -> int:
     shares: dict[str, list[float]] = {}
     for seed in seeds:
         costs = CostModel(args.verify / 1000, args.slope / 1000, args.fixed / 1000, args.step / 1000,
-                          args.catch_up / 1000, args.batch / 1000, noise=args.noise, rng=np.random.default_rng(seed))
+                          args.catch_up / 1000, args.batch / 1000, read=args.read / 1000, noise=args.noise,
+                          rng=np.random.default_rng(seed))
         model = ModelledDrafter(context, costs)
         drafters: dict[DrafterKind, Drafter] = {
             DrafterKind.NGRAM: NgramDrafter(),
@@ -279,20 +308,22 @@ def main() -> int:
         print(f"{'prompt':<24}{'tokens':>7}" + "".join(f"{NAMES[k]:>11}" for k in KINDS) + f"{'/best':>7}")
         for pid, names, prompt, reply in recorded:
             seconds: dict[DrafterKind | None, float] = {None: len(reply) * (costs.verify_seconds(1) + costs.overhead)}
+            first: dict[DrafterKind | None, float] = {None: costs.verify_seconds(1) + costs.overhead}
             for kind in KINDS:
                 engine.draft_context.truncate(0)
                 trace: list[str] | None = [] if pid in args.trace else None
-                seconds[kind] = replay(drafters[kind], adaptive[kind], model, prompt, reply, eog, params, costs,
-                                       trace)
+                seconds[kind], first[kind] = replay(drafters[kind], adaptive[kind], model, prompt, reply, eog,
+                                                    params, costs, trace)
                 if trace is not None:
                     print(f"  {NAMES[kind]}: " + " ".join(trace))
-            row = Group(seconds)
+            row = Group(seconds, first, prompts=1)
             for name in names:
                 groups.setdefault(name, Group()).add(row)
             shares.setdefault(pid, []).append(row.share())
             print(row.line(pid, len(reply)), flush=True)
         for name, group in groups.items():
             print(group.line(f"{name} overall"))
+            print(group.first_line())
             shares.setdefault(f"{name} overall", []).append(group.share())
     if len(seeds) > 1:
         print(f"\ncomposite's share of the better single drafter over {len(seeds)} seeds")

@@ -2,10 +2,13 @@
 
 An agent resends the whole conversation every turn. ``specchat serve`` keeps
 the target's and the draft's KV of the previous request, so turn 5 decodes
-only what follows the longest common prefix. "Without reuse" empties both
-caches right before turn 5 (what a server without a prompt cache does on
-every request). The two are interleaved, ``--repeats`` times each, through
-the ``openai`` client against a real server on 127.0.0.1.
+only what follows the longest common prefix. "After another": another
+client's request (another conversation) comes between turns 4 and 5, and the
+prompt cache loads turn 4's state back ("no cache": with the prompt cache
+off, turn 5 is read again). "Without reuse" empties both caches right before
+turn 5 (what a server without a prompt cache does on every request). They
+are interleaved, ``--repeats`` times each, through the ``openai`` client
+against a real server on 127.0.0.1.
 
     python benchmarks/server_prompt_reuse.py [--repeats 1] [--ctx 8192]
 """
@@ -77,22 +80,31 @@ def main() -> None:
         messages.append({"role": "user", "content": user_turn(4)})
         fifth = engine.target.tokenize(engine.template.render(messages), add_special=True, parse_special=True)
         before = messages[:-1]
-        timings: dict[str, list[float]] = {"with reuse": [], "without reuse": []}
-        cached_seen: dict[str, list[int]] = {"with reuse": [], "without reuse": []}
+        labels = ("with reuse", "after another", "after another, no cache", "without reuse")
+        timings: dict[str, list[float]] = {label: [] for label in labels}
+        cached_seen: dict[str, list[int]] = {label: [] for label in labels}
+        budget = engine.prompt_cache.budget
+        another = [{"role": "system", "content": "You translate notes into French."},
+                   {"role": "user", "content": user_turn(7)}]
         for repeat in range(args.repeats):
-            for label in ("with reuse", "without reuse"):
+            for label in labels:
                 # Turn 4's conversation is in the caches (as after turn 4's reply), then turn 5 arrives.
                 if repeat or label != "with reuse":  # the first time it is there already
                     first_token_seconds(api, before[:-1], args.reply_tokens)  # turn 4 again (greedy: same reply)
-                if label == "without reuse":  # the server is idle: its engine thread waits on the queue
+                # the server is idle between requests: its engine thread waits on the queue
+                engine.prompt_cache.budget = 0 if label == "after another, no cache" else budget
+                if label.startswith("after another"):  # another client's request comes first
+                    first_token_seconds(api, another, 4)
+                if label == "without reuse":
                     engine.empty_caches()
                 seconds, _, cached = first_token_seconds(api, messages, 8)
                 timings[label].append(seconds)
                 cached_seen[label].append(cached)
+                engine.prompt_cache.budget = budget
         print(f"machine: {platform.machine()} {platform.processor() or ''}, demo pair, ctx {args.ctx}; "
               f"turn 5 prompt {len(fifth)} tokens")
         for label, values in timings.items():
-            print(f"{label:>14}: time to first token median {statistics.median(values):.3f} s "
+            print(f"{label:>24}: time to first token median {statistics.median(values):.3f} s "
                   f"(runs {', '.join(f'{v:.3f}' for v in values)}); cached prompt tokens {cached_seen[label]}")
         ratio = statistics.median(timings["without reuse"]) / statistics.median(timings["with reuse"])
         print(f"reuse makes turn 5's first token {ratio:.1f}x sooner")

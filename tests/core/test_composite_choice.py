@@ -544,3 +544,28 @@ def test_the_model_reads_the_prompt_only_when_it_first_drafts() -> None:
     assert MODEL in second.sources
     assert context.reads == [prompt[:-1]]  # read once, just before the model's first draft
     assert context.tokens[: len(ahead)] == ahead  # and caught up on what the reply committed
+
+
+def test_a_first_round_that_would_wait_for_the_prompts_read_is_plain() -> None:
+    """The first token does not wait for the model to read a long prompt: the model reads it in the next round,
+    which drafts as a first round would; a prompt read in less than a target pass is read at once."""
+    for length, deferred in ((120, True), (12, False)):
+        context = ReadingContext()
+        drafter = CompositeDrafter(DraftModelDrafter(context))
+        drafter._model_fixed = drafter._model_step = 0.3
+        drafter._catch_up = 0.05  # a token read costs a twentieth of a target pass: 120 tokens cost six passes
+        history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+        prompt = list(range(10, 10 + length))  # nothing to look up
+        rng = np.random.default_rng(0)
+
+        def ask(tokens: list[int]) -> Draft:
+            return drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken()))
+
+        drafter.prefill(prompt[:-1])
+        first = ask(prompt)
+        if deferred:
+            assert first.tokens == [] and context.reads == [] and drafter.wins["plain"] == 1
+            second = ask([*prompt, 500])
+            assert second.sources[:1] == [MODEL] and context.reads == [prompt[:-1]]
+        else:
+            assert first.sources[:1] == [MODEL] and context.reads == [prompt[:-1]]

@@ -549,6 +549,10 @@ class CompositeDrafter(Drafter):
             return Draft()
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
+        if self._holds_back_first_token(tokens, lookups, costs):
+            self._pending = None
+            self.wins["plain"] += 1
+            return Draft()
         best, plan = self.decide(lookups, k, costs)
         out = Draft()
         if best.model:
@@ -566,6 +570,16 @@ class CompositeDrafter(Drafter):
         self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], out.probs[:],
                                  lookups)
         return out
+
+    def _holds_back_first_token(self, tokens: Sequence[int], lookups: Sequence[tuple[int, tuple[int, ...]]],
+                                costs: Costs) -> bool:
+        """Whether a reply's first round, with nothing to look up, would wait for the model to read the prompt
+        for longer than a pass of the target: it is then a plain round, and the model reads in the next (which
+        counts as the first). The reply's total time barely moves, its first token comes the read's time sooner.
+        """
+        if not self._first_round or self._unread is None or lookups or len(tokens) > len(self._unread) + 1:
+            return False  # (the last: the reply has begun, with this plain round)
+        return self.model.behind(self._unread) * costs.catch_up_token > costs.verify[1]
 
     def decide(self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
                ) -> tuple[Candidate, StopPlan | None]:
