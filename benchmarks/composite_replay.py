@@ -223,7 +223,7 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
         draft_seconds = 0.0
         if k > 0:
             draft = drafter.draft(DraftRequest(committed, k, params.sampler, rng, cancel, 0.0, False, adaptive.costs,
-                                               eog=eog))
+                                               eog=eog, remaining=remaining))
             _label_sources(draft, drafter)
             _cut_after_end(draft, eog)
             if isinstance(drafter, NgramDrafter):

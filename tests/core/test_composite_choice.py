@@ -569,3 +569,25 @@ def test_a_first_round_that_would_wait_for_the_prompts_read_is_plain() -> None:
             assert second.sources[:1] == [MODEL] and context.reads == [prompt[:-1]]
         else:
             assert first.sources[:1] == [MODEL] and context.reads == [prompt[:-1]]
+
+
+def test_the_model_reads_a_long_prompt_only_where_the_rest_of_the_reply_repays_the_read() -> None:
+    """A 400-token prompt costs the model twenty target passes to read: a reply with 24 tokens left cannot win
+    that back (its rounds go without the model), one with 2,000 left can (the model reads, then drafts)."""
+    for remaining, reads in ((24, False), (2000, True)):
+        context = ReadingContext()
+        context.n_ctx = 4096
+        drafter = CompositeDrafter(DraftModelDrafter(context))
+        drafter._model_fixed = drafter._model_step = 0.3
+        drafter._catch_up = 0.05
+        history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+        prompt = list(range(10, 410))  # nothing to look up
+        rng = np.random.default_rng(0)
+        drafter.prefill(prompt[:-1])
+        tokens = list(prompt)
+        sources: list[DraftSource] = []
+        for i in range(4):
+            draft = drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), remaining=remaining - i))
+            sources += draft.sources
+            tokens.append(1000 + i)
+        assert (MODEL in sources) is reads and (context.reads == [prompt[:-1]]) is reads

@@ -549,11 +549,11 @@ class CompositeDrafter(Drafter):
             return Draft()
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
-        if self._holds_back_first_token(tokens, lookups, costs):
-            self._pending = None
-            self.wins["plain"] += 1
-            return Draft()
-        best, plan = self.decide(lookups, k, costs)
+        if self._read_waits(request, lookups, costs):  # this round without the model, which has not read
+            best, plan = choose(lookups, k, self.table, costs, None), None
+            self.wins[best.label] += 1
+        else:
+            best, plan = self.decide(lookups, k, costs)
         out = Draft()
         if best.model:
             self._since_model = 0
@@ -571,15 +571,28 @@ class CompositeDrafter(Drafter):
                                  lookups)
         return out
 
-    def _holds_back_first_token(self, tokens: Sequence[int], lookups: Sequence[tuple[int, tuple[int, ...]]],
-                                costs: Costs) -> bool:
-        """Whether a reply's first round, with nothing to look up, would wait for the model to read the prompt
-        for longer than a pass of the target: it is then a plain round, and the model reads in the next (which
-        counts as the first). The reply's total time barely moves, its first token comes the read's time sooner.
+    def _read_waits(self, request: DraftRequest, lookups: Sequence[tuple[int, tuple[int, ...]]],
+                    costs: Costs) -> bool:
+        """Whether the model, which has not read the prompt yet, should not read it this round.
+
+        Rounds are priced as if it had read it; the read itself is a one-off cost that pays only through the
+        rounds after it. So it waits in a reply's first round when it would hold the first token back by more
+        than a target pass (the next round drafts as a first round would), and, where the reply's token limit
+        is known, for as long as what the model would save over the rest of the reply (the best rate with it
+        against the best without, per token left) does not cover the read.
         """
-        if not self._first_round or self._unread is None or lookups or len(tokens) > len(self._unread) + 1:
-            return False  # (the last: the reply has begun, with this plain round)
-        return self.model.behind(self._unread) * costs.catch_up_token > costs.verify[1]
+        if self._unread is None:
+            return False
+        read = self.model.behind(self._unread) * costs.catch_up_token
+        if self._first_round and len(request.tokens) <= len(self._unread) + 1 and read > costs.verify[1]:
+            return True
+        if request.remaining is None:
+            return False
+        k = request.k
+        with_model = choose(lookups, k, self.table, costs, self.model_source).rate
+        without = choose(lookups, k, self.table, costs, None).rate
+        saved = request.remaining * max(0.0, 1.0 / without - 1.0 / with_model)
+        return saved < read
 
     def decide(self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
                ) -> tuple[Candidate, StopPlan | None]:

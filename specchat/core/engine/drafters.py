@@ -48,6 +48,7 @@ class DraftRequest:
     # draft there (a decision on the draft's own figures only, so the verdict stays lossless). None: never asked.
     keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None
     eog: frozenset[int] = frozenset()  # end-of-generation tokens: nothing after one can be kept
+    remaining: int | None = None  # tokens the reply may still write (its token limit); None: no limit known
 
 
 @dataclass

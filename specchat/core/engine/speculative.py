@@ -245,7 +245,8 @@ class _Reply:
             params = self.params
             round_.draft = self.drafter.draft(DraftRequest(
                 self.committed, round_.depth, params.sampler, self.rng, self.cancel, params.draft_p_min,
-                params.greedy_draft, self.adaptive.costs, eog=self.target.eog))
+                params.greedy_draft, self.adaptive.costs, eog=self.target.eog,
+                remaining=min(params.max_tokens - self.stats.generated, self.ctx.n_ctx - len(self.committed))))
             _label_sources(round_.draft, self.drafter)
             _cut_after_end(round_.draft, self.target.eog)
             if self.drafter.own_depth:  # it was handed a cap and chose its own length: 0 where plain decoding won
