@@ -591,3 +591,27 @@ def test_the_model_reads_a_long_prompt_only_where_the_rest_of_the_reply_repays_t
             sources += draft.sources
             tokens.append(1000 + i)
         assert (MODEL in sources) is reads and (context.reads == [prompt[:-1]]) is reads
+
+
+def test_without_a_token_limit_a_usual_replys_length_decides_the_read() -> None:
+    """Where replies here run to a few tokens, a long prompt is not worth the model's read even with no token
+    limit; where they run long, it is."""
+    for usual, reads in ((6, False), (2000, True)):
+        context = ReadingContext()
+        context.n_ctx = 8192
+        drafter = CompositeDrafter(DraftModelDrafter(context))
+        drafter._model_fixed = drafter._model_step = 0.3
+        drafter._catch_up = 0.05
+        history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+        rng = np.random.default_rng(0)
+        earlier = list(range(5000, 5020))
+        drafter.prefill(earlier[:-1])
+        drafter.draft(DraftRequest([*earlier, *range(6000, 6000 + usual)], 8, SamplerParams(), rng, CancelToken()))
+        context.reads.clear()
+        prompt = list(range(10, 410))  # nothing to look up; twenty target passes to read
+        drafter.prefill(prompt[:-1])
+        tokens, sources = list(prompt), []
+        for i in range(4):
+            sources += drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken())).sources
+            tokens.append(1000 + i)
+        assert (MODEL in sources) is reads and (context.reads == [prompt[:-1]]) is reads

@@ -484,12 +484,18 @@ class CompositeDrafter(Drafter):
         self._unmeasured_tries = 0
         self._first_round = False  # the next round is a reply's first
         self._unread: list[int] | None = None  # the prompt the model has yet to read (see prefill)
+        self._reply_tokens: float | None = None  # how long replies run here (a moving average)
+        self._reply_from: int | None = None  # where the current reply began
+        self._reply_seen = 0  # how far it has come
         self._pending: _Pending | None = None
 
     def prefill(self, tokens: Sequence[int]) -> None:
         """A model that follows the text reads the prompt only when it first drafts in the reply: the first
         token never waits for it, and a reply that lookup and plain rounds carry to its end never pays it.
         Until then it is priced as if it had read it (the prompt's read is not a round's cost)."""
+        if self._reply_from is not None:  # the previous reply's length, as far as its last round asked
+            self._reply_tokens = _ema(self._reply_tokens, float(self._reply_seen - self._reply_from))
+        self._reply_from = self._reply_seen = len(tokens) + 1
         self._pending = None
         self._first_round = True
         self._unread = None
@@ -543,6 +549,7 @@ class CompositeDrafter(Drafter):
 
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens
+        self._reply_seen = len(tokens)
         self._observe(tokens)
         k = request.k
         if k <= 0:
@@ -577,21 +584,24 @@ class CompositeDrafter(Drafter):
 
         Rounds are priced as if it had read it; the read itself is a one-off cost that pays only through the
         rounds after it. So it waits in a reply's first round when it would hold the first token back by more
-        than a target pass (the next round drafts as a first round would), and, where the reply's token limit
-        is known, for as long as what the model would save over the rest of the reply (the best rate with it
-        against the best without, per token left) does not cover the read.
+        than a target pass (the next round drafts as a first round would), and for as long as what the model
+        would save over the rest of the reply (the best rate with it against the best without, per token
+        left: to its token limit, or a usual reply's length here where that is shorter) does not cover the read.
         """
         if self._unread is None:
             return False
         read = self.model.behind(self._unread) * costs.catch_up_token
         if self._first_round and len(request.tokens) <= len(self._unread) + 1 and read > costs.verify[1]:
             return True
-        if request.remaining is None:
+        left: float | None = request.remaining
+        if self._reply_tokens is not None:  # replies end before their limit: a usual one's length bounds it
+            left = min(left if left is not None else self._reply_tokens, self._reply_tokens)
+        if left is None:
             return False
         k = request.k
-        with_model = choose(lookups, k, self.table, costs, self.model_source).rate
         without = choose(lookups, k, self.table, costs, None).rate
-        saved = request.remaining * max(0.0, 1.0 / without - 1.0 / with_model)
+        with_model = max(choose(lookups, k, self.table, costs, self.model_source).rate, self._planned_rate(k, costs))
+        saved = left * max(0.0, 1.0 / without - 1.0 / with_model)
         return saved < read
 
     def decide(self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
@@ -611,8 +621,7 @@ class CompositeDrafter(Drafter):
         plan: StopPlan | None = None
         if self._model_fixed is not None and not best.model:
             plan = self._model_plan(k, costs)
-            tokens_added, seconds = plan.expected(1.0)
-            planned = (1.0 + tokens_added) / (costs.verify[1] + costs.overhead_drafted + seconds)
+            planned = self._planned_rate(k, costs, plan)
             if planned > best.rate * (1.0 + 1e-9):
                 best = Candidate((), 0, k, planned)
         if not best.model:
@@ -625,6 +634,13 @@ class CompositeDrafter(Drafter):
         self._first_round = False
         self.wins[best.label] += 1
         return best, plan
+
+    def _planned_rate(self, k: int, costs: Costs, plan: StopPlan | None = None) -> float:
+        """The expected rate of a round the model drafts under its stop plan (0 while its costs are unmeasured)."""
+        if self._model_fixed is None:
+            return 0.0
+        tokens_added, seconds = (plan or self._model_plan(k, costs)).expected(1.0)
+        return (1.0 + tokens_added) / (costs.verify[1] + costs.overhead_drafted + seconds)
 
     def _model_plan(self, n: int, costs: Costs) -> StopPlan:
         """The stop plan for up to ``n`` model drafts (see :meth:`StopPlan.for_round`)."""
