@@ -86,7 +86,7 @@ def main() -> None:
         budget = engine.prompt_cache.budget
         another = [{"role": "system", "content": "You translate notes into French."},
                    {"role": "user", "content": user_turn(7)}]
-        for repeat in range(args.repeats):
+        for _ in range(args.repeats):
             for label in labels:
                 # Turn 4's conversation is in the caches (as after turn 4's reply), then turn 5 arrives; nothing
                 # else is kept (the server is idle between requests: its engine thread waits on the queue).

@@ -546,26 +546,30 @@ def test_the_model_reads_the_prompt_only_when_it_first_drafts() -> None:
     assert context.tokens[: len(ahead)] == ahead  # and caught up on what the reply committed
 
 
+def reading_composite(n_ctx: int = 256) -> tuple[ReadingContext, CompositeDrafter]:
+    """A composite over a recording sure context, its model measured: a token read costs a twentieth of a pass,
+    and its drafts have always been right."""
+    context = ReadingContext()
+    context.n_ctx = n_ctx
+    drafter = CompositeDrafter(DraftModelDrafter(context))
+    drafter._model_fixed = drafter._model_step = 0.3
+    drafter._catch_up = 0.05
+    history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+    return context, drafter
+
+
 def test_a_first_round_that_would_wait_for_the_prompts_read_is_plain() -> None:
     """The first token does not wait for the model to read a long prompt: the model reads it in the next round,
     which drafts as a first round would; a prompt read in less than a target pass is read at once."""
     for length, deferred in ((120, True), (12, False)):
-        context = ReadingContext()
-        drafter = CompositeDrafter(DraftModelDrafter(context))
-        drafter._model_fixed = drafter._model_step = 0.3
-        drafter._catch_up = 0.05  # a token read costs a twentieth of a target pass: 120 tokens cost six passes
-        history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+        context, drafter = reading_composite()  # 120 tokens cost six target passes to read
         prompt = list(range(10, 10 + length))  # nothing to look up
         rng = np.random.default_rng(0)
-
-        def ask(tokens: list[int]) -> Draft:
-            return drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken()))
-
         drafter.prefill(prompt[:-1])
-        first = ask(prompt)
+        first = drafter.draft(DraftRequest(prompt, 8, SamplerParams(), rng, CancelToken()))
         if deferred:
             assert first.tokens == [] and context.reads == [] and drafter.wins["plain"] == 1
-            second = ask([*prompt, 500])
+            second = drafter.draft(DraftRequest([*prompt, 500], 8, SamplerParams(), rng, CancelToken()))
             assert second.sources[:1] == [MODEL] and context.reads == [prompt[:-1]]
         else:
             assert first.sources[:1] == [MODEL] and context.reads == [prompt[:-1]]
@@ -575,12 +579,7 @@ def test_the_model_reads_a_long_prompt_only_where_the_rest_of_the_reply_repays_t
     """A 400-token prompt costs the model twenty target passes to read: a reply with 24 tokens left cannot win
     that back (its rounds go without the model), one with 2,000 left can (the model reads, then drafts)."""
     for remaining, reads in ((24, False), (2000, True)):
-        context = ReadingContext()
-        context.n_ctx = 4096
-        drafter = CompositeDrafter(DraftModelDrafter(context))
-        drafter._model_fixed = drafter._model_step = 0.3
-        drafter._catch_up = 0.05
-        history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+        context, drafter = reading_composite(4096)
         prompt = list(range(10, 410))  # nothing to look up
         rng = np.random.default_rng(0)
         drafter.prefill(prompt[:-1])
@@ -597,12 +596,7 @@ def test_without_a_token_limit_a_usual_replys_length_decides_the_read() -> None:
     """Where replies here run to a few tokens, a long prompt is not worth the model's read even with no token
     limit; where they run long, it is."""
     for usual, reads in ((6, False), (2000, True)):
-        context = ReadingContext()
-        context.n_ctx = 8192
-        drafter = CompositeDrafter(DraftModelDrafter(context))
-        drafter._model_fixed = drafter._model_step = 0.3
-        drafter._catch_up = 0.05
-        history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+        context, drafter = reading_composite(8192)
         rng = np.random.default_rng(0)
         earlier = list(range(5000, 5020))
         drafter.prefill(earlier[:-1])

@@ -351,3 +351,22 @@ def test_an_edited_message_replaces_the_tail_only_once_its_reply_runs(qtbot, set
     stored = store.messages(window.conversation_id)
     assert [m.role for m in stored] == ["user", "assistant"] and stored[0].content == "Name three colours."
     assert [m.content for m in window.transcript.messages] == [m.content for m in stored]
+
+
+def test_a_conversation_switched_back_to_finds_its_prompt_kept(qtbot, settings, store, demo_pair) -> None:
+    """Switching back to a conversation does not read it again: the runtime kept its state (the prompt cache)."""
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
+    with qtbot.waitSignal(window.reply_finished, timeout=300_000) as first:
+        window.send("Summarise in one line: " + "The river rose in spring and the mill turned all summer. " * 8)
+    essay = window.conversation_id
+    window.chat.new_conversation()
+    with qtbot.waitSignal(window.reply_finished, timeout=300_000) as other:
+        window.send("Name three colours.")
+    window.chat.open_conversation(essay)
+    with qtbot.waitSignal(window.reply_finished, timeout=300_000) as again:
+        window.send("Shorter, please.")
+    read_first = first.args[0].stats.prompt_tokens
+    # The other conversation shared only the template's opening; back here, all of the first turn is kept.
+    assert other.args[0].stats.reused_prompt_tokens < read_first // 4
+    assert again.args[0].stats.reused_prompt_tokens >= read_first
+    assert [m.role for m in store.messages(essay)] == ["user", "assistant"] * 2

@@ -492,7 +492,7 @@ class CompositeDrafter(Drafter):
     def prefill(self, tokens: Sequence[int]) -> None:
         """A model that follows the text reads the prompt only when it first drafts in the reply: the first
         token never waits for it, and a reply that lookup and plain rounds carry to its end never pays it.
-        Until then it is priced as if it had read it (the prompt's read is not a round's cost)."""
+        Until then rounds are priced as if it had read it, and the read is weighed on its own (:meth:`_read_waits`)."""
         if self._reply_from is not None:  # the previous reply's length, as far as its last round asked
             self._reply_tokens = _ema(self._reply_tokens, float(self._reply_seen - self._reply_from))
         self._reply_from = self._reply_seen = len(tokens) + 1
