@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QApplication, QToolTip
 
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import ReplyFigures
-from specchat.core.types import Finished, FinishReason, GenerationStats, Verified
+from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationStats, Verified
 from specchat.ui.chat_view import ChatView
 from specchat.ui.main_window import MainWindow
 from specchat.ui.token_styles import PROP_POSITION, PROP_ROUND
@@ -150,6 +150,7 @@ PROMPT = "List the days of the week, one per line."
 def test_after_a_restart_a_clicked_token_shows_the_engines_numbers(qtbot, settings, store, demo_pair) -> None:
     settings.max_tokens = 32
     settings.depth = 4
+    settings.drafter = DrafterKind.DRAFT_MODEL  # every round the model's (a 32-token reply may not pay its read)
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.models_loaded, timeout=120_000):
