@@ -174,7 +174,9 @@ class ModelledDrafter(DraftModelDrafter):
 
     def prefill(self, tokens: Sequence[int]) -> None:
         super().prefill(tokens)
-        self.seconds += self.costs.read * self.timed.last_read
+        read = self.costs.read * self.timed.last_read
+        self.seconds += read
+        self.read = (self.timed.last_read, self.costs.seen(read))
 
     def draft(self, request: DraftRequest) -> Draft:
         draft = super().draft(request)

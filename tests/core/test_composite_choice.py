@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -598,7 +599,7 @@ def test_without_a_token_limit_a_usual_replys_length_decides_the_read() -> None:
     for usual, reads in ((6, False), (2000, True)):
         context, drafter = reading_composite(8192)
         rng = np.random.default_rng(0)
-        earlier = list(range(5000, 5020))
+        earlier = list(range(5000, 5010))  # too short a read to be timed
         drafter.prefill(earlier[:-1])
         drafter.draft(DraftRequest([*earlier, *range(6000, 6000 + usual)], 8, SamplerParams(), rng, CancelToken()))
         context.reads.clear()
@@ -609,3 +610,33 @@ def test_without_a_token_limit_a_usual_replys_length_decides_the_read() -> None:
             sources += drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken())).sources
             tokens.append(1000 + i)
         assert (MODEL in sources) is reads and (context.reads == [prompt[:-1]]) is reads
+
+
+class QuickReader(DraftModelDrafter):
+    """A draft model whose prompt reads take a thousandth of a target pass a token (as timed by its prefill)."""
+
+    def prefill(self, tokens: Sequence[int]) -> None:
+        super().prefill(tokens)
+        self.read = (self.read[0], self.read[0] * 0.001)
+
+
+def test_a_timed_read_replaces_the_estimate() -> None:
+    """Once the model's read of a prompt is timed, that time prices the next read: a read found quick is made
+    even where the rest of the reply is short."""
+    context = ReadingContext()
+    context.n_ctx = 4096
+    drafter = CompositeDrafter(QuickReader(context))
+    drafter._model_fixed = drafter._model_step = 0.3
+    drafter._catch_up = 0.05  # the estimate before a read is timed: twenty passes for 400 tokens
+    history(drafter.table, MODEL, 0, [(4, 4)] * 10)
+    rng = np.random.default_rng(0)
+    for n, prompt in enumerate((list(range(10, 410)), list(range(2000, 2400)))):
+        drafter.prefill(prompt[:-1])
+        tokens, sources = list(prompt), []
+        for i in range(3):
+            left = 2000 if n == 0 else 24  # the first reply is long enough to pay the estimate; the second not
+            sources += drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(),
+                                                  remaining=left - i)).sources
+            tokens.append(1000 + i)
+        assert MODEL in sources and context.reads[-1] == prompt[:-1], n
+    assert drafter._read_token is not None and drafter._read_token < 0.01

@@ -87,6 +87,8 @@ TIMING_DECAY = 0.8
 CATCH_UP_SHARE = 0.5
 # Shortest catch-up timed per token (a shorter one is mostly its fixed part). Set: unmeasured.
 MIN_CATCH_UP = 4
+# Fewest prompt tokens read whose time says what a token's read costs. Set: unmeasured.
+MIN_READ = 16
 
 # The stop plan's resolution. Set: unmeasured (numerical).
 STOP_GRID = np.linspace(0.0, 1.0, 257)  # the survival probabilities drafting on is valued at
@@ -484,6 +486,7 @@ class CompositeDrafter(Drafter):
         self._unmeasured_tries = 0
         self._first_round = False  # the next round is a reply's first
         self._unread: list[int] | None = None  # the prompt the model has yet to read (see prefill)
+        self._read_token: float | None = None  # per prompt token the model reads, in units of a one-token pass
         self._reply_tokens: float | None = None  # how long replies run here (a moving average)
         self._reply_from: int | None = None  # where the current reply began
         self._reply_seen = 0  # how far it has come
@@ -590,7 +593,8 @@ class CompositeDrafter(Drafter):
         """
         if self._unread is None:
             return False
-        read = self.model.behind(self._unread) * costs.catch_up_token
+        per_token = costs.catch_up_token if self._read_token is None else self._read_token * costs.verify[1]
+        read = self.model.behind(self._unread) * per_token
         if self._first_round and len(request.tokens) <= len(self._unread) + 1 and read > costs.verify[1]:
             return True
         left: float | None = request.remaining
@@ -713,6 +717,9 @@ class CompositeDrafter(Drafter):
         if self._unread is not None:
             self.model.prefill(self._unread)
             self._unread = None
+            read, seconds = self.model.read
+            if read >= MIN_READ:
+                self._read_token = _ema(self._read_token, seconds / unit / read)
         ahead = request.tokens
         started = time.perf_counter()
         drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n, keep_going=keep_going))

@@ -93,6 +93,8 @@ class Drafter(abc.ABC):
     follows_text: ClassVar[bool] = False
     """True for a drafter that decodes the committed text in a context of its own: it catches up on the tokens
     committed while it sat out (the composite charges lookup rounds for that catch-up)."""
+    read: tuple[int, float] = (0, 0.0)
+    """The latest :meth:`prefill`: the prompt tokens it decoded and the seconds they took."""
     acceptance_by_position: ClassVar[bool] = False
     """True where a draft's acceptance falls with its position in the round (heads chaining their own guesses):
     the composite then keeps its acceptance per position rather than pooled."""
@@ -164,11 +166,14 @@ class DraftModelDrafter(Drafter):
     def __init__(self, context: DraftContext) -> None:
         self.context = context
         self._last_k = 0
+        self.read: tuple[int, float] = (0, 0.0)  # the latest prefill: tokens decoded, seconds
 
     def prefill(self, tokens: Sequence[int]) -> None:
         """Hold what the target holds, reusing the longest prefix the context can; save a recurrent state there."""
-        self.context.extend_to(tokens)
+        started = time.perf_counter()
+        reused = self.context.extend_to(tokens)
         self.context.checkpoint("prompt")
+        self.read = (len(tokens) - reused, time.perf_counter() - started)
 
     def behind(self, tokens: Sequence[int]) -> int:
         held = self.context.tokens
