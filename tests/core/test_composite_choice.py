@@ -561,9 +561,10 @@ def reading_composite(n_ctx: int = 256) -> tuple[ReadingContext, CompositeDrafte
 
 def test_a_first_round_that_would_wait_for_the_prompts_read_is_plain() -> None:
     """The first token does not wait for the model to read a long prompt: the model reads it in the next round,
-    which drafts as a first round would; a prompt read in less than a target pass is read at once."""
-    for length, deferred in ((120, True), (12, False)):
-        context, drafter = reading_composite()  # 120 tokens cost six target passes to read
+    which drafts as a first round would; a prompt read in less than what the round gains is read at once."""
+    for length, deferred in ((240, True), (12, False)):
+        # 240 tokens cost twelve target passes to read; a round of eight sure drafts gains less than six
+        context, drafter = reading_composite()
         prompt = list(range(10, 10 + length))  # nothing to look up
         rng = np.random.default_rng(0)
         drafter.prefill(prompt[:-1])

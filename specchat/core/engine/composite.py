@@ -586,27 +586,37 @@ class CompositeDrafter(Drafter):
         """Whether the model, which has not read the prompt yet, should not read it this round.
 
         Rounds are priced as if it had read it; the read itself is a one-off cost that pays only through the
-        rounds after it. So it waits in a reply's first round when it would hold the first token back by more
-        than a target pass (the next round drafts as a first round would), and for as long as what the model
-        would save over the rest of the reply (the best rate with it against the best without, per token
-        left: to its token limit, or a usual reply's length here where that is shorter) does not cover the read.
+        rounds after it. So it waits in a reply's first round when its read would hold the first token back
+        by more than that round would gain (at least a target pass), the next round drafting as a first round
+        would; and for as long as what the model would save over the rest of the reply (the best rate with it
+        against the best without, per token left: to its token limit, or a usual reply's length here where
+        that is shorter) does not cover the read.
         """
         if self._unread is None:
             return False
         per_token = costs.catch_up_token if self._read_token is None else self._read_token * costs.verify[1]
         read = self.model.behind(self._unread) * per_token
-        if self._first_round and len(request.tokens) <= len(self._unread) + 1 and read > costs.verify[1]:
-            return True
+        k = request.k
+        without = choose(lookups, k, self.table, costs, None).rate
+        with_model = max(choose(lookups, k, self.table, costs, self.model_source).rate, self._planned_rate(k, costs))
+        if self._first_round and len(request.tokens) <= len(self._unread) + 1:
+            if read > max(costs.verify[1], self._round_gain(k, costs, without)):
+                return True
         left: float | None = request.remaining
         if self._reply_tokens is not None:  # replies end before their limit: a usual one's length bounds it
             left = min(left if left is not None else self._reply_tokens, self._reply_tokens)
         if left is None:
             return False
-        k = request.k
-        without = choose(lookups, k, self.table, costs, None).rate
-        with_model = max(choose(lookups, k, self.table, costs, self.model_source).rate, self._planned_rate(k, costs))
         saved = left * max(0.0, 1.0 / without - 1.0 / with_model)
         return saved < read
+
+    def _round_gain(self, k: int, costs: Costs, without: float) -> float:
+        """Seconds a round the model drafts under its stop plan saves against rounds without it at ``without``
+        tokens a second (0 while its costs are unmeasured)."""
+        if self._model_fixed is None:
+            return 0.0
+        tokens_added, seconds = self._model_plan(k, costs).expected(1.0)
+        return max(0.0, (1.0 + tokens_added) / without - (costs.verify[1] + costs.overhead_drafted + seconds))
 
     def decide(self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
                ) -> tuple[Candidate, StopPlan | None]:
