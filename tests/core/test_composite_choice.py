@@ -641,3 +641,21 @@ def test_a_timed_read_replaces_the_estimate() -> None:
             tokens.append(1000 + i)
         assert MODEL in sources and context.reads[-1] == prompt[:-1], n
     assert drafter._read_token is not None and drafter._read_token < 0.01
+
+
+def test_where_prompts_come_back_a_read_counts_for_the_next_reply_too() -> None:
+    """40 tokens left do not repay a 400-token read for one reply, but do where the target has been finding its
+    prompts held already (an agent resending its conversation): the read serves the next turn too."""
+    for share, reads in ((0.0, False), (1.0, True)):
+        context, drafter = reading_composite(4096)
+        for _ in range(30):
+            drafter.prompt_reused(share)
+        prompt = list(range(10, 410))
+        rng = np.random.default_rng(0)
+        drafter.prefill(prompt[:-1])
+        tokens, sources = list(prompt), []
+        for i in range(4):
+            sources += drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(),
+                                                  remaining=40 - i)).sources
+            tokens.append(1000 + i)
+        assert (MODEL in sources) is reads and (context.reads == [prompt[:-1]]) is reads

@@ -488,6 +488,7 @@ class CompositeDrafter(Drafter):
         self._unread: list[int] | None = None  # the prompt the model has yet to read (see prefill)
         self._read_token: float | None = None  # per prompt token the model reads, in units of a one-token pass
         self._reply_tokens: float | None = None  # how long replies run here (a moving average)
+        self._reuse = 0.0  # the share of a prompt the target held already (a moving average)
         self._reply_from: int | None = None  # where the current reply began
         self._reply_seen = 0  # how far it has come
         self._pending: _Pending | None = None
@@ -506,6 +507,9 @@ class CompositeDrafter(Drafter):
             self._unread = list(tokens)
         else:
             self.model.prefill(tokens)
+
+    def prompt_reused(self, share: float) -> None:
+        self._reuse = _ema(self._reuse, share)
 
     def _behind(self, tokens: Sequence[int]) -> int:
         """Committed tokens the model would catch up on, beyond a round's usual one or two."""
@@ -590,7 +594,7 @@ class CompositeDrafter(Drafter):
         by more than that round would gain (at least a target pass), the next round drafting as a first round
         would; and for as long as what the model would save over the rest of the reply (the best rate with it
         against the best without, per token left: to its token limit, or a usual reply's length here where
-        that is shorter) does not cover the read.
+        that is shorter), counted again by the share of prompts that come back here, does not cover the read.
         """
         if self._unread is None:
             return False
@@ -608,7 +612,10 @@ class CompositeDrafter(Drafter):
         if left is None:
             return False
         saved = left * max(0.0, 1.0 / without - 1.0 / with_model)
-        return saved < read
+        # What the model reads stays in its cache (the context, the prompt cache) for the conversation's next
+        # turn and the prompt's repeats: where prompts here have come back (the share the target held), a read
+        # serves about one more reply.
+        return saved * (1.0 + self._reuse) < read
 
     def _round_gain(self, k: int, costs: Costs, without: float) -> float:
         """Seconds a round the model drafts under its stop plan saves against rounds without it at ``without``

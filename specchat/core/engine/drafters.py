@@ -102,6 +102,9 @@ class Drafter(abc.ABC):
     def prefill(self, tokens: Sequence[int]) -> None:  # noqa: B027 - most drafters need no catch-up
         """Catch up on the prompt, once per reply, after the target holds ``tokens`` (the prompt minus its last)."""
 
+    def prompt_reused(self, share: float) -> None:  # noqa: B027 - most drafters have no use for it
+        """Before :meth:`prefill`: the share of the prompt the target held already (earlier turns, kept prompts)."""
+
     @abc.abstractmethod
     def draft(self, request: DraftRequest) -> Draft:
         """Propose up to ``request.k`` tokens to follow ``request.tokens``."""

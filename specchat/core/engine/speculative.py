@@ -77,6 +77,7 @@ def prefill(target: TargetSide, drafter: Drafter, prompt: Sequence[int]) -> int:
     body = prompt[:-1]
     reuse = target.context.extend_to(body)
     target.context.checkpoint("prompt")
+    drafter.prompt_reused(reuse / len(body) if body else 0.0)
     drafter.prefill(body)
     return reuse
 
