@@ -180,7 +180,7 @@ class EngineHost:
                     self._run(job)
             except Exception as exc:  # noqa: BLE001 - the engine thread outlives any one request
                 with self.engine_lock:
-                    self._forget_caches()
+                    self.engine.forget_contexts()
                 self._tell(job, Finished(FinishReason.ERROR, GenerationStats(), f"{type(exc).__name__}: {exc}"))
             finally:
                 with self._lock:
@@ -219,7 +219,7 @@ class EngineHost:
                                   depth=DepthControl(request.spec.depth), cancel=job.cancel,
                                   adaptive=engine.adaptive_for(kind)):
                 if isinstance(event, Finished) and event.reason is FinishReason.ERROR:
-                    self._forget_caches()
+                    self.engine.forget_contexts()
                 if isinstance(event, Finished):
                     s = event.stats
                     self.served.append(Served(job.client, request.kind, event.reason, s.generated, len(prompt),
@@ -252,9 +252,3 @@ class EngineHost:
         if len(tokens) >= engine.n_ctx:
             raise SpecchatError(f"the prompt is {len(tokens)} tokens but the context holds {engine.n_ctx}")
         return tokens
-
-    def _forget_caches(self) -> None:
-        """After an error the caches may be mid-round: forget them so the next request starts clean."""
-        self.engine.target_context.truncate(0)
-        if self.engine.draft_context is not None:
-            self.engine.draft_context.truncate(0)

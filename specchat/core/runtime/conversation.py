@@ -115,21 +115,16 @@ class Conversation:
                         event.stats.reused_prompt_tokens = read[0]
                         event.stats.prompt_seconds += read[1]
                     if event.reason is FinishReason.ERROR:
-                        self._forget_caches()
+                        self.engine.forget_contexts()
                     self.last_tokens = tokens
                     self.messages.append({"role": "assistant", "content": "".join(pieces)})
                 yield event
         except SpecchatError as exc:  # before the reply began: it has no figures yet
-            self._forget_caches()
+            self.engine.forget_contexts()
             self.last_tokens = tokens
             self.messages.append({"role": "assistant", "content": "".join(pieces)})
             yield Finished(FinishReason.ERROR, GenerationStats(), str(exc))
 
-    def _forget_caches(self) -> None:
-        """After an error the caches may be mid-round: forget them so the next turn starts clean."""
-        self.engine.target_context.truncate(0)
-        if self.engine.draft_context is not None:
-            self.engine.draft_context.truncate(0)
 
     def truncate_messages(self, n: int) -> None:
         """Keep only the first ``n`` messages (edit-and-resend, regenerate)."""

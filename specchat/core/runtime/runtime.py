@@ -142,12 +142,16 @@ class Runtime:
         return self._adaptive.setdefault(entry_for(drafter, self.parts).name, AdaptiveDepth())
 
     # --- replies ------------------------------------------------------------
-    def empty_caches(self) -> None:
-        """Forget what the contexts hold and every kept prompt: the next reply reads its prompt whole."""
-        self.prompt_cache.clear()
+    def forget_contexts(self) -> None:
+        """Empty the target's and the draft's contexts (after an error they may be mid-round); kept prompts stay."""
         self.target_context.truncate(0)
         if self.draft_context is not None:
             self.draft_context.truncate(0)
+
+    def empty_caches(self) -> None:
+        """Forget what the contexts hold and every kept prompt: the next reply reads its prompt whole."""
+        self.prompt_cache.clear()
+        self.forget_contexts()
 
     def recall(self, prompt: Sequence[int]) -> None:
         """Before a reply to ``prompt``: keep what the caches would drop, and load back a kept state that
