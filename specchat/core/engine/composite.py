@@ -496,7 +496,8 @@ class CompositeDrafter(Drafter):
     def prefill(self, tokens: Sequence[int]) -> None:
         """A model that follows the text reads the prompt only when it first drafts in the reply: the first
         token never waits for it, and a reply that lookup and plain rounds carry to its end never pays it.
-        Until then rounds are priced as if it had read it, and the read is weighed on its own (:meth:`_read_waits`)."""
+        Until then rounds are priced as if it had read it, and the read is weighed on its own
+        (:meth:`_without_read`)."""
         if self._reply_from is not None:  # the previous reply's length, as far as its last round asked
             self._reply_tokens = _ema(self._reply_tokens, float(self._reply_seen - self._reply_from))
         self._reply_from = self._reply_seen = len(tokens) + 1
@@ -563,8 +564,9 @@ class CompositeDrafter(Drafter):
             return Draft()
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
-        if self._read_waits(request, lookups, costs):  # this round without the model, which has not read
-            best, plan = choose(lookups, k, self.table, costs, None), None
+        waiting = self._without_read(request, lookups, costs)
+        if waiting is not None:  # this round without the model, which has not read the prompt
+            best, plan = waiting, None
             self.wins[best.label] += 1
         else:
             best, plan = self.decide(lookups, k, costs)
@@ -585,9 +587,10 @@ class CompositeDrafter(Drafter):
                                  lookups)
         return out
 
-    def _read_waits(self, request: DraftRequest, lookups: Sequence[tuple[int, tuple[int, ...]]],
-                    costs: Costs) -> bool:
-        """Whether the model, which has not read the prompt yet, should not read it this round.
+    def _without_read(self, request: DraftRequest, lookups: Sequence[tuple[int, tuple[int, ...]]],
+                      costs: Costs) -> Candidate | None:
+        """This round's candidate without the model where the model, which has not read the prompt yet, should
+        not read it now; None where it may.
 
         Rounds are priced as if it had read it; the read itself is a one-off cost that pays only through the
         rounds after it. So it waits in a reply's first round when its read would hold the first token back
@@ -597,33 +600,29 @@ class CompositeDrafter(Drafter):
         that is shorter), counted again by the share of prompts that come back here, does not cover the read.
         """
         if self._unread is None:
-            return False
+            return None
         per_token = costs.catch_up_token if self._read_token is None else self._read_token * costs.verify[1]
         read = self.model.behind(self._unread) * per_token
         k = request.k
-        without = choose(lookups, k, self.table, costs, None).rate
-        with_model = max(choose(lookups, k, self.table, costs, self.model_source).rate, self._planned_rate(k, costs))
-        if self._first_round and len(request.tokens) <= len(self._unread) + 1:
-            if read > max(costs.verify[1], self._round_gain(k, costs, without)):
-                return True
+        without = choose(lookups, k, self.table, costs, None)
+        with_model = choose(lookups, k, self.table, costs, self.model_source).rate
+        gain = 0.0  # what one round the model drafts under its stop plan saves against one without it
+        if self._model_fixed is not None:
+            tokens, seconds = self._planned_round(costs, self._model_plan(k, costs))
+            with_model = max(with_model, tokens / seconds)
+            gain = max(0.0, tokens / without.rate - seconds)
+        if self._first_round and len(request.tokens) <= len(self._unread) + 1 and read > max(costs.verify[1], gain):
+            return without
         left: float | None = request.remaining
         if self._reply_tokens is not None:  # replies end before their limit: a usual one's length bounds it
             left = min(left if left is not None else self._reply_tokens, self._reply_tokens)
         if left is None:
-            return False
-        saved = left * max(0.0, 1.0 / without - 1.0 / with_model)
+            return None
+        saved = left * max(0.0, 1.0 / without.rate - 1.0 / with_model)
         # What the model reads stays in its cache (the context, the prompt cache) for the conversation's next
         # turn and the prompt's repeats: where prompts here have come back (the share the target held), a read
         # serves about one more reply.
-        return saved * (1.0 + self._reuse) < read
-
-    def _round_gain(self, k: int, costs: Costs, without: float) -> float:
-        """Seconds a round the model drafts under its stop plan saves against rounds without it at ``without``
-        tokens a second (0 while its costs are unmeasured)."""
-        if self._model_fixed is None:
-            return 0.0
-        tokens_added, seconds = self._model_plan(k, costs).expected(1.0)
-        return max(0.0, (1.0 + tokens_added) / without - (costs.verify[1] + costs.overhead_drafted + seconds))
+        return without if saved * (1.0 + self._reuse) < read else None
 
     def decide(self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
                ) -> tuple[Candidate, StopPlan | None]:
@@ -642,7 +641,8 @@ class CompositeDrafter(Drafter):
         plan: StopPlan | None = None
         if self._model_fixed is not None and not best.model:
             plan = self._model_plan(k, costs)
-            planned = self._planned_rate(k, costs, plan)
+            tokens, seconds = self._planned_round(costs, plan)
+            planned = tokens / seconds
             if planned > best.rate * (1.0 + 1e-9):
                 best = Candidate((), 0, k, planned)
         if not best.model:
@@ -656,12 +656,11 @@ class CompositeDrafter(Drafter):
         self.wins[best.label] += 1
         return best, plan
 
-    def _planned_rate(self, k: int, costs: Costs, plan: StopPlan | None = None) -> float:
-        """The expected rate of a round the model drafts under its stop plan (0 while its costs are unmeasured)."""
-        if self._model_fixed is None:
-            return 0.0
-        tokens_added, seconds = (plan or self._model_plan(k, costs)).expected(1.0)
-        return (1.0 + tokens_added) / (costs.verify[1] + costs.overhead_drafted + seconds)
+    @staticmethod
+    def _planned_round(costs: Costs, plan: StopPlan) -> tuple[float, float]:
+        """The expected tokens and seconds of a round the model drafts under ``plan``."""
+        tokens_added, seconds = plan.expected(1.0)
+        return 1.0 + tokens_added, costs.verify[1] + costs.overhead_drafted + seconds
 
     def _model_plan(self, n: int, costs: Costs) -> StopPlan:
         """The stop plan for up to ``n`` model drafts (see :meth:`StopPlan.for_round`)."""

@@ -169,7 +169,6 @@ class DraftModelDrafter(Drafter):
     def __init__(self, context: DraftContext) -> None:
         self.context = context
         self._last_k = 0
-        self.read: tuple[int, float] = (0, 0.0)  # the latest prefill: tokens decoded, seconds
 
     def prefill(self, tokens: Sequence[int]) -> None:
         """Hold what the target holds, reusing the longest prefix the context can; save a recurrent state there."""
