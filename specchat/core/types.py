@@ -236,6 +236,9 @@ class Verified:
         return "".join(self.accepted_pieces) + self.correction_piece
 
 
+RATE_DIGITS = 2  # decimals a stored rate keeps (GenerationStats.as_dict): a reply shows the same figures reopened
+
+
 @dataclass
 class GenerationStats:
     """Counters for one reply."""
@@ -288,15 +291,15 @@ class GenerationStats:
             "accepted": self.accepted,
             "generated": self.generated,
             "acceptance_rate": round(self.acceptance_rate, 4),
-            "tokens_per_second": round(self.tokens_per_second, 2),
+            "tokens_per_second": round(self.tokens_per_second, RATE_DIGITS),
             "mean_accepted_per_round": round(self.mean_accepted_per_round, 3),
             "prompt_tokens": self.prompt_tokens,
             "reused_prompt_tokens": self.reused_prompt_tokens,
             "prompt_seconds": round(self.prompt_seconds, 4),
             "wall_seconds": round(self.prompt_seconds + self.generate_seconds, 4),
             "depth": self.depth,
-            "plain_tokens_per_second_estimate": round(self.plain_tokens_per_second_estimate, 2),
-            "plain_tokens_per_second": round(self.plain_tokens_per_second, 2),
+            "plain_tokens_per_second_estimate": round(self.plain_tokens_per_second_estimate, RATE_DIGITS),
+            "plain_tokens_per_second": round(self.plain_tokens_per_second, RATE_DIGITS),
             "plain_tokens": self.plain_tokens,
         }
 

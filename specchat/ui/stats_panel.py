@@ -8,7 +8,9 @@ stored with the reply and marked "measured"; it is never recomputed against
 another baseline, and a ratio its own rounds could not reach is not shown.
 While a reply streams, the latest plain-decoding figure gives an "≈ so far".
 No ratio shows before a reply has generated enough tokens for a rate to mean
-something.
+something. The "Plain decoding" row shows the figure the ratio beside it was
+computed from: a finished reply's own probe (as stored, reopened or not), the
+pair's newest figure while a reply streams or none is shown.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from specchat.core.chat.baseline import (
 from specchat.core.chat.transcript import ReplyFigures, Transcript
 from specchat.core.engine.positions import position_acceptance
 from specchat.core.engine.registry import source_name
+from specchat.core.types import RATE_DIGITS, GenerationStats
 
 DASH = "–"
 FALLBACK_ROUNDS = 4  # plain rounds in a row under Auto, with a drafter, that the panel reports as a fallback
@@ -247,7 +250,7 @@ class StatsPanel(QGroupBox):
     def live_tokens_per_second(self) -> float:
         final = self.figures.final
         if final is not None and final.tokens_per_second > 0:
-            return final.tokens_per_second
+            return round(final.tokens_per_second, RATE_DIGITS)  # as stored: the same figure when reopened
         if not self._live:
             return 0.0  # a stored reply without the engine's figures (cut short): no rate to show
         carried = self.figures.carried  # a continuation: the rate of what it generated since it started
@@ -262,10 +265,9 @@ class StatsPanel(QGroupBox):
         tps = self.live_tokens_per_second
         if f.generated < MIN_TOKENS_FOR_RATIO or tps <= 0:
             return DASH, f"Shown once the reply has {MIN_TOKENS_FOR_RATIO} tokens: fewer say nothing about a rate."
-        if f.final is not None or not self._live:  # ended: its own figure, stored with it, or none
+        if self._ended:  # its own figure, stored with it, or none
             final = f.final
-            shown = reply_speedup(f.generated, f.passes, tps, final.plain_tokens_per_second if final else 0.0,
-                                  final.plain_tokens if final else 0)
+            shown = reply_speedup(f.generated, f.passes, tps, _probe_rate(final), final.plain_tokens if final else 0)
             return shown.text, shown.why
         b = self.baseline
         if b is None or tps / b.tokens_per_second > speedup_ceiling(f.generated, f.passes) * CEILING_SLACK:
@@ -275,10 +277,35 @@ class StatsPanel(QGroupBox):
                 "When the reply ends, plain decoding is timed right after it, at its context length, and that "
                 "figure replaces this one.")
 
+    @property
+    def _ended(self) -> bool:
+        """The shown reply has ended: its speed-up is its own, against plain decoding timed right after it."""
+        return self.figures.generated > 0 and (self.figures.final is not None or not self._live)
+
+    def plain_text(self) -> tuple[str, str]:
+        """The "Plain decoding" row and its tooltip: the speed-up's denominator beside it.
+
+        An ended reply's is its own probe (stored with it); otherwise the pair's newest figure.
+        """
+        b = self.baseline
+        newest = f"{b.tokens_per_second:.1f} tok/s, {b.age()}" if b else "not measured"
+        if not self._ended:
+            return newest, ("Plain decoding on this pair under the current settings, the newest figure (the last "
+                            "reply's probe, or the calibration after loading)" if b else "")
+        final = self.figures.final
+        also = f" The newest on this pair under the current settings: {newest}." if b else ""
+        rate = _probe_rate(final)
+        if final is None or rate <= 0:
+            return "not timed after this reply", f"Plain decoding was not timed after this reply.{also}"
+        return (f"{rate:.1f} tok/s, right after this reply",
+                f"This reply's speed-up is its tokens/s over this figure: plain decoding timed over "
+                f"{final.plain_tokens} tokens right after it, at its context length, and stored with it.{also}")
+
     def _show(self) -> None:
         f = self.figures
-        b = self.baseline
-        self.plain.setText(f"{b.tokens_per_second:.1f} tok/s, {b.age()}" if b else "not measured")
+        text, tip = self.plain_text()
+        self.plain.setText(text)
+        self.plain.setToolTip(tip)
         totals = self.transcript.totals() if self.transcript is not None else (0, 0, 0.0)
         replies = f"{totals[0]} repl{'y' if totals[0] == 1 else 'ies'}"
         self.conversation.setText(f"{replies}, {totals[1]} tokens" if totals[0] else DASH)
@@ -326,3 +353,8 @@ class StatsPanel(QGroupBox):
         self.by_source.setText(" · ".join(
             f"{source_name(name)} {a / d:.0%} of {d}" for name, (d, a) in sorted(drafted.items())
         ) if shown else DASH)
+
+
+def _probe_rate(final: GenerationStats | None) -> float:
+    """Plain decoding timed right after a reply, as stored with it (0: not timed)."""
+    return round(final.plain_tokens_per_second, RATE_DIGITS) if final is not None else 0.0

@@ -268,10 +268,20 @@ def test_a_finished_replys_speedup_is_its_own_probes_stored_and_never_recomputed
     finish(10.0)
     assert panel.speedup.text() == "×3.40 measured"  # 34 tok/s over the 10 timed right after
     assert "right after the reply" in panel.speedup.toolTip() and "16 tokens" in panel.speedup.toolTip()
+    assert panel.plain.text() == "10.0 tok/s, right after this reply"  # the ratio's denominator, beside it
     panel.set_baseline(Baseline("k", 40.0, 48, time.time()))  # a newer plain figure changes nothing
-    assert panel.speedup.text() == "×3.40 measured"
+    assert panel.speedup.text() == "×3.40 measured" and panel.plain.text() == "10.0 tok/s, right after this reply"
+    assert "40.0 tok/s, just now" in panel.plain.toolTip()  # the pair's newest is in the tooltip
     panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))
-    assert panel.speedup.text() == "×3.40 measured"
+    assert panel.speedup.text() == "×3.40 measured" and panel.plain.text() == "10.0 tok/s, right after this reply"
+    panel.reset()  # no reply shown: the pair's newest figure
+    assert panel.plain.text() == "40.0 tok/s, just now"
+
+    finish(10.0148)  # shown as stored (2 decimals: 10.01), so it reads the same reopened
+    live = [w.text() for w in (panel.tokens_per_second, panel.plain, panel.speedup)]
+    panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))
+    assert [w.text() for w in (panel.tokens_per_second, panel.plain, panel.speedup)] == live
+    assert live == ["34.0", "10.0 tok/s, right after this reply", "×3.40 measured"]  # 34 / 10.01, not 34 / 10.0148
 
     finish(1.0)  # ×34 from 17 tokens in one pass cannot be: the machine's speed moved
     assert panel.speedup.text() == "not measured" and "more than this reply's rounds allow" in panel.speedup.toolTip()

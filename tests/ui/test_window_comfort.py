@@ -200,7 +200,8 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
         host.worker.events.emit([verified(1, tuple("jklmnopq"), (), "r"), Finished(FinishReason.EOS, stats)])
     assert window.stats.speedup.text() == "×1.50 measured"  # 36 tok/s over the 24 timed right after it
     assert "24.0" in window.stats.speedup.toolTip() and "right after" in window.stats.speedup.toolTip()
-    assert window.stats.plain.text() == "24.0 tok/s, just now"  # the probe is the newest baseline
+    assert window.stats.plain.text() == "24.0 tok/s, right after this reply"  # the ratio's own denominator
+    assert "20.0" not in window.stats.plain.toolTip() and "24.0 tok/s, just now" in window.stats.plain.toolTip()
     assert len(host.calibrations) == 1
     # Other settings: the old baseline is not used; it is measured again once a reply ends without a probe.
     window.controls.temperature.setValue(0.7)
@@ -211,12 +212,14 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
         host.worker.events.emit([verified(0, tuple("abcdefghijklmnopq"), (), "r"),
                                  Finished(FinishReason.EOS, unprobed)])
     assert window.stats.speedup.text() == "not measured" and "not timed" in window.stats.speedup.toolTip()
+    assert window.stats.plain.text() == "not timed after this reply"
     assert len(host.calibrations) == 2 and "T=0.7" in host.calibrations[-1]
     # Another pair never gets this pair's baseline.
     window.controls.temperature.setValue(0.0)
     other = ModelInfo("/models/other.gguf", "", "other.gguf", None, n_ctx=4096)
     host.worker.loaded.emit(other)
-    assert window.stats.plain.text() == "not measured" and "/models/other.gguf|" in host.calibrations[-1]
+    assert window.stats.baseline is None and "/models/other.gguf|" in host.calibrations[-1]
+    assert window.stats.plain.text() == "not timed after this reply" and "newest" not in window.stats.plain.toolTip()
 
 
 def test_regenerated_replies_are_versions_to_flip_between(qtbot, settings, store) -> None:

@@ -1,0 +1,72 @@
+"""The stats panel's figures on real replies of the demo pair: the speed-up, the plain figure it was computed
+from and the reply's tokens/s add up, live and reopened."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from specchat.core.chat.store import ConversationStore
+from specchat.core.types import DrafterKind
+from specchat.ui.main_window import MainWindow
+from specchat.ui.stats_panel import StatsPanel
+
+pytestmark = pytest.mark.slow
+
+LOAD_TIMEOUT = 120_000
+REPLY_TIMEOUT = 300_000
+PROMPT = "List the days of the week, one per line."
+
+
+def open_window(qtbot, settings, store, demo_pair) -> MainWindow:
+    # The draft model at depth 4: its rounds allow a ratio well above 1, so timing noise between the reply and
+    # its probe does not push the ratio over its ceiling (where the panel shows no figure).
+    settings.max_tokens, settings.depth, settings.drafter = 32, 4, DrafterKind.DRAFT_MODEL
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
+        window.load_models(demo_pair.target, demo_pair.draft)
+    qtbot.waitUntil(lambda: window.stats.baseline is not None, timeout=REPLY_TIMEOUT)  # the calibration
+    return window
+
+
+def figures(stats: StatsPanel) -> tuple[str, str, str]:
+    return stats.tokens_per_second.text(), stats.plain.text(), stats.speedup.text()
+
+
+def assert_adds_up(shown: tuple[str, str, str]) -> None:
+    """Tokens/s over the plain figure shown is the speed-up shown, within the rounding of the three."""
+    tps_text, plain_text, speedup_text = shown
+    assert plain_text.endswith(" tok/s, right after this reply"), plain_text
+    match = re.fullmatch(r"×(\d+\.\d\d) measured", speedup_text)
+    assert match, speedup_text
+    tps, plain, ratio = float(tps_text), float(plain_text.split()[0]), float(match.group(1))
+    low, high = (tps - 0.05) / (plain + 0.05), (tps + 0.05) / (plain - 0.05)  # each shown to 1 decimal
+    assert low - 0.005 <= ratio <= high + 0.005, (tps, plain, ratio)
+
+
+def test_the_plain_figure_shown_is_the_speedups_own_live_after_a_measurement_and_reopened(
+        qtbot, settings, store, demo_pair) -> None:
+    window = open_window(qtbot, settings, store, demo_pair)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
+        window.send(PROMPT)
+    probe = blocker.args[0].stats
+    assert probe.plain_tokens > 0
+    live = figures(window.stats)
+    assert_adds_up(live)
+    assert live[1] == f"{round(probe.plain_tokens_per_second, 2):.1f} tok/s, right after this reply"
+    with qtbot.waitSignal(window.baselines.measured, timeout=REPLY_TIMEOUT) as measured:
+        window.stats.measure_button.click()  # a newer plain figure for the pair...
+    assert f"{measured.args[0]:.1f} tok/s, just now" in window.stats.plain.toolTip()
+    assert figures(window.stats) == live  # ...changes none of the reply's figures
+    window.close()
+    store.close()
+
+    reopened = ConversationStore()  # a new window on the same data folder, no model loaded
+    second = MainWindow(settings, reopened)
+    qtbot.addWidget(second)
+    assert second.model_info is None and second.transcript.messages[-1].role == "assistant"
+    assert figures(second.stats) == live
+    second.close()
+    reopened.close()
