@@ -3,7 +3,8 @@
 The advisor loads its own copy of the target (and each draft in turn), so it
 runs beside a loaded pair without touching the engine thread. The draft model
 loaded with the target is always a candidate, and so is the automatic drafter
-on it (or on the target's heads). "Use this" emits the chosen drafter with its
+on it (or on the target's heads); :func:`open_finder` opens it so, for the File menu and the model picker
+alike (the picker's chosen draft counts as the loaded one). "Use this" emits the chosen drafter with its
 best depth and the draft to load with it: the loaded one unless the pick is
 another draft file, which the button then says it unloads. The main window
 applies it for that pair only, with an Undo (:class:`FinderChoice`).
@@ -174,7 +175,7 @@ class DraftFinderDialog(QDialog):
         self.setWindowTitle("Find the best draft")
         self.resize(980, 420)
         layout = QVBoxLayout(self)
-        with_draft = f" (with the loaded <b>{Path(loaded_draft).name}</b>)" if loaded_draft else ""
+        with_draft = f" (with <b>{Path(loaded_draft).name}</b>, measured too)" if loaded_draft else ""
         intro = QLabel(f"Measures every drafter that can work with <b>{Path(target).name}</b>{with_draft} on this "
                        "machine: short greedy runs, then the winner against plain decoding.")
         intro.setWordWrap(True)
@@ -361,6 +362,16 @@ class DraftFinderDialog(QDialog):
             self._cancel.cancel()
             self._stop_thread()
         super().done(result)
+
+
+def open_finder(target: str, draft: str, parent: QWidget) -> DraftFinderDialog:
+    """The draft finder as the window opens it, from the File menu and the model picker alike: for ``target``
+    with ``draft`` (the draft loaded or chosen with it, "" for none), which is always measured, and the
+    automatic drafter on it (or on the target's heads)."""
+    dialog = DraftFinderDialog(target, parent, loaded_draft=draft, composite=True)
+    dialog.setModal(True)
+    dialog.show()
+    return dialog
 
 
 def _heads_beside(target: str) -> list[str]:

@@ -34,7 +34,7 @@ from specchat.core.models.pairs import compatibility_text
 from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
 
-from .draft_finder import DraftFinderDialog
+from .draft_finder import DraftFinderDialog, open_finder
 from .model_sources import CatalogTab, LibraryTab, measured_text
 
 log = logging.getLogger(__name__)
@@ -222,11 +222,12 @@ class ModelPickerDialog(QDialog):
 
 
     def open_draft_finder(self) -> DraftFinderDialog:
-        """The draft finder for the chosen target; its "Use this" loads the winner through ``advice_chosen``."""
-        dialog = DraftFinderDialog(str(Path(self.target_field.path).expanduser()), self)
+        """The draft finder for the chosen pair, as the File menu opens it for the loaded one: the chosen draft
+        (the loaded one, unless changed here) is measured; "Use this" loads the winner through ``advice_chosen``."""
+        draft = Path(self.draft_field.path).expanduser() if self.draft_field.path else None
+        dialog = open_finder(str(Path(self.target_field.path).expanduser()),
+                             str(draft) if draft is not None and draft.is_file() else "", self)
         dialog.use_requested.connect(self._use_advice)
-        dialog.setModal(True)
-        dialog.show()
         return dialog
 
     def _use_advice(self, target: str, draft: str, drafter: str, depth: int) -> None:

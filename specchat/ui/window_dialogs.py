@@ -23,7 +23,7 @@ from specchat.core.settings import Settings, save_servers, saved_free
 from specchat.core.types import SpecchatError
 
 from .chat_controller import ChatController
-from .draft_finder import DraftFinderDialog
+from .draft_finder import DraftFinderDialog, open_finder
 from .finder_pick import FinderPick
 from .model_picker import ModelPickerDialog
 from .pair_loading import PairLoader
@@ -65,17 +65,15 @@ class WindowDialogs(QObject):
         return dialog
 
     def draft_finder(self) -> DraftFinderDialog | None:
-        """The draft finder for the loaded (or last) target; "Use this" loads its pick with its depth."""
+        """The draft finder for the loaded (or last) pair; "Use this" loads its pick with its depth."""
         info = self.loader.info
         target = info.target_path if info is not None else self.settings.last_target
         if not target or not Path(target).is_file():
             self.notice("choose a target model first (File → Choose models…), then find its best draft")
             return None
-        loaded = info.draft_path if info is not None else ""
-        dialog = DraftFinderDialog(target, self.window, loaded_draft=loaded or "", composite=info is not None)
+        draft = info.draft_path if info is not None else self.settings.last_draft
+        dialog = open_finder(target, draft if draft and Path(draft).is_file() else "", self.window)
         dialog.use_requested.connect(self.pick.use)
-        dialog.setModal(True)
-        dialog.show()
         return dialog
 
     def about(self) -> QMessageBox:

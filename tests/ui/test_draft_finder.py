@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from specchat.core.advise import cache
+from specchat.core.advise.candidates import CandidateKind
 from specchat.core.settings import Settings
 from specchat.core.types import DrafterKind
 from specchat.ui.draft_finder import COLUMNS, DraftFinderDialog
+from specchat.ui.main_window import MainWindow
 from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.worker import ModelInfo
 from support.advice import advice_measured_at
@@ -243,3 +245,45 @@ def test_the_finder_says_plain_decoding_wins_when_the_best_prediction_measured_s
     finder.show_advice(advice_measured_at(0.87))
     assert "None of the candidates beats plain decoding" in finder.status.text()
     assert "predicted 1.29× but measured 0.87×" in finder.status.text()
+
+
+@pytest.mark.slow
+def test_the_finder_opened_from_the_picker_measures_the_pairs_draft_as_the_file_menus_does(
+        qtbot, settings, store, demo_pair, tmp_path: Path) -> None:
+    """The picker's "Find the best draft…" lists the draft loaded with the target (the demo's ships inside a
+    Python package, where no library scan finds it) and the automatic drafter on it, as File → Find the best
+    draft… does; a draft chosen in the picker instead is the one it measures."""
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.models_loaded, timeout=120_000):
+        window.load_models(demo_pair.target, demo_pair.draft)
+    from_menu = window.dialogs.draft_finder()
+    assert from_menu is not None
+    from_menu.close()
+    picker = window.dialogs.model_picker()
+    assert picker.draft_field.path == str(demo_pair.draft)  # the loaded pair, as the picker opens on it
+    picker.finder_button.click()
+    (finder,) = picker.findChildren(DraftFinderDialog)
+    assert (finder.target, finder.loaded_draft, finder.composite) == \
+        (from_menu.target, from_menu.loaded_draft, from_menu.composite) == \
+        (str(demo_pair.target), str(demo_pair.draft), True)
+    finder.library = False  # this machine's folders would add files, never the package's draft
+    finder.start()
+    qtbot.waitUntil(lambda: "loading" in finder.status.text() or not finder.running, timeout=120_000)
+    finder.cancel()  # every candidate is listed before the first is measured
+    qtbot.waitUntil(lambda: not finder.running, timeout=120_000)
+    assert finder.advice is not None and finder.advice.cancelled, finder.status.text()
+    labels = labels_of(finder)
+    assert {f"{demo_pair.draft.name} (loaded)", f"automatic: lookup + {demo_pair.draft.name}"} <= set(labels)
+    loaded = finder.advice.results[labels.index(f"{demo_pair.draft.name} (loaded)")].candidate
+    assert loaded.kind is CandidateKind.DRAFT and loaded.path == str(demo_pair.draft)
+    finder.close()
+
+    chosen = tmp_path / "chosen.gguf"
+    shutil.copy(demo_pair.draft, chosen)
+    picker.draft_field.edit.setText(str(chosen))
+    picker.finder_button.click()
+    (again,) = [d for d in picker.findChildren(DraftFinderDialog) if d is not finder]
+    assert again.loaded_draft == str(chosen)
+    again.close()
+    picker.close()
