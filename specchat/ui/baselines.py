@@ -1,4 +1,5 @@
-"""Plain decoding's speed on the loaded pair, measured and kept per pair and settings (the speed-up's baseline)."""
+"""Plain decoding's speed on the loaded pair, measured and kept per pair and settings (the speed-up's baseline),
+and the status bar's note, once per busy spell, when a reply's probe ran well under the pair's quiet rate."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QStatusBar
 
 from specchat.core.chat.baseline import Baseline, baseline_key, remember
+from specchat.core.chat.busy import BusyWatch, with_quiet
 from specchat.core.settings import Settings
 from specchat.core.types import Finished, SamplerParams
 
@@ -16,11 +18,15 @@ from .controls import SpeculationControls
 from .stats_panel import StatsPanel
 from .worker import EngineHost, ModelInfo
 
+BUSY_NOTE_MS = 30_000  # how long the status bar shows that the machine is busy
+
 
 class BaselineKeeper(QObject):
-    """Measures plain decoding (after loading, or on request), remembers each reply's probe, shows the figure."""
+    """Measures plain decoding (after loading, or on request), remembers each reply's probe, shows the figure;
+    says once per busy spell when a probe shows the machine busy (``core/chat/busy.py``)."""
 
     measured = Signal(float)  # tokens/s of a measurement just finished
+    busy_noted = Signal(str)  # the note just shown: a busy spell started
 
     def __init__(self, host: EngineHost, settings: Settings, controls: SpeculationControls, stats: StatsPanel,
                  status: QStatusBar, loaded: Callable[[], ModelInfo | None], parent: QObject | None = None) -> None:
@@ -29,6 +35,7 @@ class BaselineKeeper(QObject):
         self.loaded = loaded
         self.measuring = ""  # the key being measured
         self.closing = False
+        self.busy = BusyWatch()
         host.worker.baseline_measured.connect(self._on_measured)
 
     def measure(self) -> None:
@@ -63,18 +70,27 @@ class BaselineKeeper(QObject):
             self.measure()
 
     def remember_probe(self, finished: Finished) -> None:
-        """Plain decoding timed after a reply is the newest baseline: the next reply's "so far" uses it."""
+        """Plain decoding timed after a reply is the newest baseline: the next reply's "so far" uses it.
+
+        Against the pair's quiet rate it also says, once per busy spell, that the machine is busy.
+        """
         stats = finished.stats
         if self.loaded() is not None and stats.plain_tokens > 0:
             key, _ = self._key()
+            previous = self.current()
+            note = self.busy.see(stats.plain_tokens_per_second, previous.quiet[0] if previous is not None else 0.0)
             baseline = Baseline(key, stats.plain_tokens_per_second, stats.plain_tokens, time.time())
-            self.settings.baselines = remember(self.settings.baselines, baseline)
+            self.settings.baselines = remember(self.settings.baselines, with_quiet(baseline, previous))
+            if note is not None:
+                self.status.showMessage(note, BUSY_NOTE_MS)
+                self.busy_noted.emit(note)
 
     def _on_measured(self, baseline: Baseline) -> None:
         if self.closing:
             return
         self.measuring = ""
-        self.settings.baselines = remember(self.settings.baselines, baseline)
+        previous = Baseline.from_json(self.settings.baselines.get(baseline.key))
+        self.settings.baselines = remember(self.settings.baselines, with_quiet(baseline, previous))
         self.status.showMessage(f"Plain decoding: {baseline.tokens_per_second:.1f} tokens/s", 5000)
         self.stats.set_baseline(self.current())
         self.measured.emit(baseline.tokens_per_second)

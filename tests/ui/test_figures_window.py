@@ -1,12 +1,15 @@
 """The stats panel's figures on real replies of the demo pair: the speed-up, the plain figure it was computed
-from and the reply's tokens/s add up, live and reopened."""
+from and the reply's tokens/s add up, live and reopened; a reply slower than the pair's quiet rate says the
+machine is busy, once."""
 
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
+from specchat.core.chat.baseline import Baseline, remember
 from specchat.core.chat.store import ConversationStore
 from specchat.core.types import DrafterKind
 from specchat.ui.main_window import MainWindow
@@ -70,3 +73,25 @@ def test_the_plain_figure_shown_is_the_speedups_own_live_after_a_measurement_and
     assert figures(second.stats) == live
     second.close()
     reopened.close()
+
+
+def test_a_reply_slower_than_the_pairs_quiet_rate_says_the_machine_is_busy_once(
+        qtbot, settings, store, demo_pair) -> None:
+    """The stored baseline stands for a quiet machine far faster than this one (1000 tokens/s: the demo's F32
+    target reads its 540 MB of weights per token, which no CPU here does 600 times a second): the first
+    reply's probe starts a busy spell and the status bar says so; the next reply, as slow, says nothing more."""
+    window = open_window(qtbot, settings, store, demo_pair)
+    key, quiet = window.stats.baseline.key, 1000.0
+    settings.baselines = remember({}, Baseline(key, quiet, 48, time.time()))
+    shown: list[str] = []
+    window.statusBar().messageChanged.connect(shown.append)
+    probes = []
+    for prompt in (PROMPT, "Name three colours."):
+        with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
+            window.send(prompt)
+        probes.append(blocker.args[0].stats.plain_tokens_per_second)
+    notes = [text for text in shown if text.startswith("The machine is busy")]
+    assert len(notes) == 1, shown
+    assert f"at {probes[0] / quiet:.0%} of its quiet speed ({probes[0]:.1f} of {quiet:.1f} tokens/s" in notes[0]
+    stored = Baseline.from_json(settings.baselines[key])
+    assert stored is not None and stored.tokens_per_second == probes[1] and stored.quiet[0] == quiet

@@ -8,8 +8,9 @@ over generation time, the prompt excluded), exactly as a reply's tokens/s is.
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from specchat.core.cancel import CancelToken
@@ -40,9 +41,20 @@ class Baseline:
     tokens_per_second: float
     tokens: int
     measured_at: float  # time.time()
+    # The pair's quiet rate under these settings, when faster than this figure: the fastest plain decoding
+    # measured lately (core/chat/busy.py keeps it); 0: this figure is the quiet one.
+    quiet_tokens_per_second: float = 0.0
+    quiet_at: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def quiet(self) -> tuple[float, float]:
+        """The pair's quiet plain rate under these settings and when it was measured."""
+        if self.quiet_tokens_per_second > self.tokens_per_second:
+            return self.quiet_tokens_per_second, self.quiet_at
+        return self.tokens_per_second, self.measured_at
 
     @classmethod
     def from_json(cls, data: object) -> Baseline | None:
@@ -54,7 +66,13 @@ class Baseline:
                     float(data["measured_at"]))
         except (KeyError, TypeError, ValueError):
             return None
-        return b if b.tokens_per_second > 0 and b.tokens > 0 else None
+        if not (b.tokens_per_second > 0 and b.tokens > 0):
+            return None
+        try:  # absent before the busy note, and ignored when it does not read as a rate and a time
+            quiet, at = float(data.get("quiet_tokens_per_second", 0.0)), float(data.get("quiet_at", 0.0))
+        except (TypeError, ValueError):
+            return b
+        return replace(b, quiet_tokens_per_second=quiet, quiet_at=at) if math.isfinite(quiet + at) else b
 
     def age(self, now: float | None = None) -> str:
         """``just now``, ``5 min ago``, ``3 h ago``, ``2 days ago``."""
