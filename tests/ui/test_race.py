@@ -10,7 +10,9 @@ import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QTextCursor
 
-from specchat.core.chat.race import Fork, RaceRecord
+from specchat.core.chat.race_record import PLAIN as PLAIN_RUN
+from specchat.core.chat.race_record import SPECULATIVE as SPEC_RUN
+from specchat.core.chat.race_record import Block, Fork, RaceRecord, RaceRun
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan
 from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKind, Verified
@@ -70,14 +72,24 @@ def race_message(text: str = "Hello world") -> Message:
     return Message("assistant", spans=spans, figures=figures, finish_reason="eos", id=1)
 
 
+def race_record(plain_text: str, plain_timeline: list[tuple[float, int, int]], *, fork: Fork | None = None,
+                drift: str = "") -> RaceRecord:
+    """A race whose speculative run wrote "Hello world" in one round at 0.5 s (its drafts "Hello")."""
+    spec = RaceRun("Hello world", [(0.5, 2, 11)], 0.3, "eos", [(5, "a"), (6, "t")])
+    plain = RaceRun(plain_text, plain_timeline, 0.1, "eos")
+    blocks = [Block(SPEC_RUN, 2, 0.5), Block(PLAIN_RUN, 2, plain_timeline[-1][0])]
+    return RaceRecord(spec, plain, blocks, "draft", 4, "target.gguf", fork=fork, expected_rate=2.5, drift=drift)
+
+
 def test_the_panel_replays_both_texts_and_gives_times_and_ratio(qtbot) -> None:
     clock = FakeClock()
-    record = RaceRecord("Hello world", [(0.25, 1, 5), (0.8, 1, 6)], 0.1, "eos", "target.gguf")
+    record = race_record("Hello world", [(0.25, 1, 5), (0.8, 1, 6)])
     panel = RacePanel(race_message(), record, clock)
     qtbot.addWidget(panel)
     assert panel.summary.text() == "Speculative finished in 0.50 s, plain in 0.80 s: 1.60\u00d7 faster"
     assert panel.identity.text().startswith("Identical text")
-    assert "target.gguf alone" in panel.plain.title.text()
+    assert "target.gguf alone" in panel.plain.title.text() and "depth 4" in panel.spec.title.text()
+    assert "taking turns in 2 blocks" in panel.note.text() and panel.drift.isHidden()
     panel.start()
     assert panel.spec.shown_text == "" and panel.plain.shown_text == ""
     clock.now = 0.25
@@ -97,7 +109,7 @@ def test_the_panel_replays_both_texts_and_gives_times_and_ratio(qtbot) -> None:
 
 def test_the_panel_shows_the_first_difference(qtbot) -> None:
     fork = Fork(1, 5, " word", " world", ((" word", 0.5), (" world", 0.49)), 0.0204, 30.0)
-    record = RaceRecord("Hello word", [(0.25, 1, 5), (0.5, 1, 5)], 0.1, "eos", fork=fork)
+    record = race_record("Hello word", [(0.25, 1, 5), (0.5, 1, 5)], fork=fork)
     panel = RacePanel(race_message(), record, FakeClock())
     qtbot.addWidget(panel)
     text = panel.identity.text()
@@ -153,7 +165,7 @@ def test_a_race_runs_on_the_host_and_is_stored_with_the_reply(qtbot, settings, s
     assert not race.isEnabled() and race.toolTip() == "a race is already running"
     assert host.requests[-1].conversation_id == window.conversation_id and len(host.requests) == 1  # no new reply
 
-    record = RaceRecord("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)], 0.05, "eos", "t.gguf")
+    record = race_record("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)])
     with qtbot.waitSignal(window.races.ready):
         host.worker.raced.emit(request, record)
     assert window.racing.panel is not None and window.racing.panel.replay.running
@@ -238,8 +250,9 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     with qtbot.waitSignal(window.races.ready, timeout=RACE_TIMEOUT) as ready:
         race.trigger()
     record = ready.args[1]
-    assert record.text == reply.content and record.fork is None  # greedy: the same text either way
-    assert sum(n for _, n, _ in record.timeline) == reply.figures.generated
+    assert record.plain.text == record.spec.text == reply.content and record.fork is None  # greedy: the same text
+    assert record.plain.tokens == record.spec.tokens == reply.figures.generated
+    assert (record.drafter, record.depth) == (reply.figures.drafting["drafter"], 4)  # drafted as the reply did
     panel = window.racing.panel
     assert panel is not None and panel.identity.text().startswith("Identical text")
     assert [m.content for m in window.transcript.messages] == ["List the days of the week, one per line.",
@@ -265,7 +278,7 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     assert panel is not None and panel.record == record
     with qtbot.waitSignal(panel.replay.finished, timeout=60_000):
         pass
-    assert panel.spec.shown_text == reply.content and panel.plain.shown_text == record.text
+    assert panel.spec.shown_text == reply.content and panel.plain.shown_text == record.plain.text
     assert host.races == [] and host.requests == [] and host.loads == []  # no engine call
     again.close()
     reopened_store.close()
