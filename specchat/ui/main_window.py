@@ -113,7 +113,8 @@ class MainWindow(QMainWindow):
         self.dialogs = WindowDialogs(self, self.settings, self.store, self.chat, self.loader, self.pick,
                                      self.page.system_prompt_chip, self.llama_build, self.show_error)
         self.races = RaceController(self.store, self.host, lambda: self.chat.transcript, self)
-        self.racing = ReplyRaces(self.races, self.chat, lambda: self.loader.info is not None, self.show_error, self)
+        self.racing = ReplyRaces(self.races, self.chat, lambda: self.loader.info is not None, self.show_error, self,
+                                 lambda: b.tokens_per_second if (b := self.baselines.current()) else 0.0)
         self.look = WindowLook(self, self.settings, self.splitter, self.sidebar, self.panel, self.chat_view,
                                self.composer)
         self.serving = LocalServing(self, self.host, self.loader, self.settings)

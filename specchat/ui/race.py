@@ -342,8 +342,10 @@ class RaceHost(Protocol):
 class RaceController(QObject):
     """Runs a race on the engine thread (one at a time), stores its record, and says when one is ready to show."""
 
-    started = Signal()
+    started = Signal(int)  # the running race's tokens per run
+    progressed = Signal(object)  # RaceProgress of the running race
     ended = Signal()  # the run ended, with a record or not
+    cancelled = Signal()  # ended by cancel(): nothing stored
     ready = Signal(object, object)  # Message, RaceRecord: show it
     notice = Signal(str)
 
@@ -358,33 +360,44 @@ class RaceController(QObject):
         worker = host.worker
         worker.raced.connect(self._on_raced)  # type: ignore[attr-defined]
         worker.race_failed.connect(self._on_failed)  # type: ignore[attr-defined]
+        worker.race_progress.connect(self._on_progress)  # type: ignore[attr-defined]
 
     @property
     def running(self) -> bool:
         return self._running is not None
 
-    def race(self, message: Message, history: list[dict[str, str]]) -> bool:
-        """Show ``message``'s stored race, or run plain decoding for it; False if refused (a notice says why)."""
+    def race(self, message: Message, history: list[dict[str, str]], *, again: bool = False,
+             baseline_rate: float = 0.0) -> bool:
+        """Show ``message``'s stored race (unless ``again``), or run one; False if refused (a notice says why).
+
+        ``baseline_rate``: the pair's measured plain rate, which the race's is checked against where the reply
+        has no probe of its own.
+        """
         record = RaceRecord.from_dict(message.figures.race if message.figures else None)
-        if record is not None:
+        if record is not None and not again:
             self.ready.emit(message, record)
             return True
         if self._running is not None:
             self.notice.emit("a race is already running")
             return False
         try:
-            request = RaceRequest.for_reply(message, history)
+            request = RaceRequest.for_reply(message, history, baseline_rate)
         except SpecchatError as exc:
             self.notice.emit(str(exc))
             return False
         self._running = (request, message)
         self._token = self.host.race(request)
-        self.started.emit()
+        self.started.emit(request.max_tokens)
         return True
 
     def cancel(self) -> None:
+        """Stop the running race (within one round); nothing is stored and the conversation stays as it was."""
         if self._token is not None:
             self._token.cancel()
+
+    def _on_progress(self, request: RaceRequest, progress: object) -> None:
+        if self._running is not None and self._running[0] is request:
+            self.progressed.emit(progress)
 
     def _on_raced(self, request: RaceRequest, record: RaceRecord) -> None:
         message = self._take(request)
@@ -403,10 +416,14 @@ class RaceController(QObject):
         self.ready.emit(shown[0] if shown else message, record)
 
     def _on_failed(self, request: RaceRequest, text: str) -> None:
+        token = self._token
         if self._take(request) is None:
             return
         self.ended.emit()
-        self.notice.emit(text)
+        if token is not None and token.cancelled:
+            self.cancelled.emit()
+        else:
+            self.notice.emit(text)
 
     def _take(self, request: RaceRequest) -> Message | None:
         """The running race's message if ``request`` is its request (and it is then over)."""

@@ -10,6 +10,7 @@ import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QTextCursor
 
+from specchat.core.chat.race import RaceProgress
 from specchat.core.chat.race_record import PLAIN as PLAIN_RUN
 from specchat.core.chat.race_record import SPECULATIVE as SPEC_RUN
 from specchat.core.chat.race_record import Block, Fork, RaceRecord, RaceRun
@@ -179,6 +180,50 @@ def test_a_race_runs_on_the_host_and_is_stored_with_the_reply(qtbot, settings, s
     assert len(host.races) == 1  # replayed from the record
 
 
+def test_a_running_race_shows_its_progress_and_cancel_stores_nothing(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    stream_reply(window, host)
+    before = store.messages(window.conversation_id)[-1].stats
+    window.racing.race_last()
+    (request,) = host.races
+    dialog = window.racing.progress
+    assert dialog is not None and dialog.isVisible() and dialog.bar.maximum() == 8  # both runs' 4 tokens
+    assert dialog.stage.text().startswith("Starting")
+    host.worker.race_progress.emit(request, RaceProgress(2, 2, PLAIN_RUN, 4, 1, 4, 0.5, 0.25))
+    assert dialog.stage.text() == "Block 2 of 2: plain decoding" and dialog.bar.value() == 5
+    assert dialog.runs.text() == ("Speculative 4/4 tokens (8.0 tokens/s) \u00b7 plain 1/4 tokens (4.0 tokens/s)")
+    errors: list[str] = []
+    window.error_shown.connect(errors.append)
+    dialog.cancel_button.click()
+    assert host.tokens[-1].cancelled and not dialog.cancel_button.isEnabled() and dialog.stage.text() == "Cancelling…"
+    with qtbot.waitSignal(window.races.cancelled):
+        host.worker.race_failed.emit(request, "the race was stopped")
+    assert window.racing.progress is None and window.racing.panel is None and not window.races.running
+    assert errors == []  # cancelling is no error
+    assert store.messages(window.conversation_id)[-1].stats == before and "race" not in before
+    assert [m.content for m in store.messages(window.conversation_id)] == ["hi", "Hello world"]
+    assert window.transcript.messages[-1].figures.race is None and window.menu_actions.race.isEnabled()
+
+
+def test_race_again_runs_a_stored_race_anew_and_replaces_it(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    stream_reply(window, host)
+    window.racing.race_last()
+    drifted = race_record("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)],
+                          drift="The machine's speed changed: plain decoding ran at 10.0 tokens/s ...")
+    with qtbot.waitSignal(window.races.ready):
+        host.worker.raced.emit(host.races[0], drifted)
+    panel = window.racing.panel
+    assert panel is not None and panel.drift.isVisibleTo(panel) and panel.drift.text() == drifted.drift
+    panel.race_again.click()
+    assert len(host.races) == 2 and window.racing.progress is not None  # not replayed: run anew
+    steady = race_record("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)])
+    with qtbot.waitSignal(window.races.ready):
+        host.worker.raced.emit(host.races[1], steady)
+    assert RaceRecord.from_dict(store.messages(window.conversation_id)[-1].stats["race"]) == steady
+    assert window.racing.panel is not None and window.racing.panel.drift.isHidden()
+
+
 def test_a_failed_race_says_so_in_one_line(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
     stream_reply(window, host)
@@ -247,9 +292,27 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     qtbot.addWidget(menu)
     race = next(a for a in menu.actions() if a.text() == "Race plain decoding")
     assert race.isEnabled()
+    told: list[RaceProgress] = []
+    window.races.progressed.connect(told.append)
+    worker = window.host.worker
+    worker.engine_lock.acquire()  # the engine thread waits: Cancel comes before the race's first round
+    try:
+        race.trigger()
+        dialog = window.racing.progress
+        assert dialog is not None and dialog.isVisible() and dialog.bar.maximum() == 2 * reply.figures.generated
+        dialog.cancel_button.click()
+    finally:
+        with qtbot.waitSignal(window.races.cancelled, timeout=RACE_TIMEOUT):
+            worker.engine_lock.release()
+    assert window.racing.progress is None and window.racing.panel is None and told == []
+    assert "race" not in store.messages(window.conversation_id)[-1].stats  # nothing stored
+    assert [m.content for m in window.transcript.messages][-1] == reply.content
+
     with qtbot.waitSignal(window.races.ready, timeout=RACE_TIMEOUT) as ready:
         race.trigger()
     record = ready.args[1]
+    assert told and told[-1].spec_tokens == told[-1].plain_tokens == reply.figures.generated  # progress came
+    assert window.racing.progress is None  # closed once the race ended
     assert record.plain.text == record.spec.text == reply.content and record.fork is None  # greedy: the same text
     assert record.plain.tokens == record.spec.tokens == reply.figures.generated
     assert (record.drafter, record.depth) == (reply.figures.drafting["drafter"], 4)  # drafted as the reply did
