@@ -157,7 +157,7 @@ class MainWindow(QMainWindow):
         self.chat_view.race_requested.connect(self.racing.race)
         self.chat_view.continue_requested.connect(self.continue_reply)
         self.races.notice.connect(self.show_error)
-        self.races.started.connect(lambda: self.statusBar().showMessage("Racing plain decoding…"))
+        self.races.started.connect(lambda: self.statusBar().showMessage("Racing speculative against plain decoding…"))
         self.races.started.connect(self._update_actions)
         self.races.ended.connect(self.statusBar().clearMessage)
         self.races.ended.connect(self._update_actions)
