@@ -1,7 +1,8 @@
 """Does a race's ratio agree with ``specchat bench``? Both on the same prompts, one after the other.
 
-A race (core/chat/race.py) times a greedy reply's rounds, then plain
-decoding's, and divides the two finish times (from each run's first round).
+A race (core/chat/race.py) decodes a greedy reply's prompt again, a
+speculative and a plain run taking turns in blocks, and divides the two
+finish times (each run's own rounds).
 ``specchat bench`` decodes the prompt plainly then speculatively and divides
 the tokens/s. This script does a race and a bench run per prompt on the demo
 pair, with the window's sampler and auto depth, and prints both ratios and
@@ -27,7 +28,8 @@ def main() -> int:
 
     from specchat.cli.bench import bench, load_prompts
     from specchat.core.cancel import CancelToken
-    from specchat.core.chat.race import RaceRequest, committed_pieces, finish_seconds, run_race
+    from specchat.core.chat.race import RaceRequest, run_race
+    from specchat.core.chat.race_record import committed_pieces
     from specchat.core.chat.session import ChatSession
     from specchat.core.chat.transcript import ReplyFigures, spans_of
     from specchat.core.engine.depth import DepthControl
@@ -50,9 +52,10 @@ def main() -> int:
             if isinstance(event, Verified):
                 spans.extend(spans_of(event))
         pieces = tuple(committed_pieces(spans))
-        record = run_race(engine, RaceRequest(0, messages, sampler, figures.generated, pieces), CancelToken())
+        request = RaceRequest(0, messages, sampler, figures.generated, pieces, DrafterKind.DRAFT_MODEL.value, None)
+        record = run_race(engine, request, CancelToken())
         assert record is not None
-        spec_s, plain_s = finish_seconds(figures.timeline), record.finish_seconds
+        spec_s, plain_s = record.spec.finish_seconds, record.plain.finish_seconds
         (report,) = bench(engine, [(pid, messages)], params, DrafterKind.DRAFT_MODEL, [None])
         ratio = plain_s / spec_s
         text = "identical" if record.fork is None else record.fork.describe()

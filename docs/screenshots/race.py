@@ -34,7 +34,7 @@ def main() -> int:
     panel.resize(1000, 500)
     panel.start()  # from the beginning, now that the panel has its size
     spec_ms = int(panel.spec_seconds * 1000)
-    settle(spec_ms + max(300, (int(panel.record.finish_seconds * 1000) - spec_ms) // 3))
+    settle(spec_ms + max(300, (int(panel.record.plain.finish_seconds * 1000) - spec_ms) // 3))
     panel.grab().save(str(HERE / "race.png"))
     print(panel.summary.text())
     print(panel.identity.text())

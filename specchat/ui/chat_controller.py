@@ -345,6 +345,7 @@ class ChatController(QObject):
         assert reply.figures is not None
         reply.figures.sampler = dataclasses.asdict(settings.params.sampler)  # a race needs it (core/chat/race.py)
         reply.figures.max_tokens = settings.params.max_tokens  # "stopped at the 512-token limit"
+        reply.figures.drafting = {"drafter": drafter, "depth": self.depth_control.requested}  # a race drafts so too
         self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store,
                                    figures=reply.figures)
         self._save_failed = False

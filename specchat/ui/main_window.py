@@ -113,7 +113,8 @@ class MainWindow(QMainWindow):
         self.dialogs = WindowDialogs(self, self.settings, self.store, self.chat, self.loader, self.pick,
                                      self.page.system_prompt_chip, self.llama_build, self.show_error)
         self.races = RaceController(self.store, self.host, lambda: self.chat.transcript, self)
-        self.racing = ReplyRaces(self.races, self.chat, lambda: self.loader.info is not None, self.show_error, self)
+        self.racing = ReplyRaces(self.races, self.chat, lambda: self.loader.info is not None, self.show_error, self,
+                                 lambda: b.tokens_per_second if (b := self.baselines.current()) else 0.0)
         self.look = WindowLook(self, self.settings, self.splitter, self.sidebar, self.panel, self.chat_view,
                                self.composer)
         self.serving = LocalServing(self, self.host, self.loader, self.settings)
@@ -156,7 +157,7 @@ class MainWindow(QMainWindow):
         self.chat_view.race_requested.connect(self.racing.race)
         self.chat_view.continue_requested.connect(self.continue_reply)
         self.races.notice.connect(self.show_error)
-        self.races.started.connect(lambda: self.statusBar().showMessage("Racing plain decoding…"))
+        self.races.started.connect(lambda: self.statusBar().showMessage("Racing speculative against plain decoding…"))
         self.races.started.connect(self._update_actions)
         self.races.ended.connect(self.statusBar().clearMessage)
         self.races.ended.connect(self._update_actions)

@@ -1,11 +1,13 @@
 """The race of a greedy reply against plain decoding: running it, storing it, and replaying both streams.
 
-``RaceController`` asks the engine host for the plain run (core/chat/race.py)
-and stores its record with the reply; ``RacePanel`` shows the speculative
-stream on the left and the plain one on the right, each revealed round by
-round at its recorded time (``RaceReplay``: one single-shot timer aimed at the
-next recorded round, so the pace is the recorded one, not a simulation), with
-both finish times, the ratio, and whether the texts are the same.
+``RaceController`` asks the engine host for the race (core/chat/race.py: a
+speculative and a plain run, interleaved in blocks) and stores its record
+with the reply; ``RacePanel`` shows the speculative stream on the left and
+the plain one on the right, each revealed round by round at its recorded time
+(``RaceReplay``: one single-shot timer aimed at the next recorded round, so
+the pace is the recorded one, not a simulation), with both finish times, the
+ratio, whether the texts are the same, and a warning where the machine's
+speed moved.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.race import RaceRecord, RaceRequest, Timeline, finish_seconds, fork_context, summary
+from specchat.core.chat.race import RaceRequest
+from specchat.core.chat.race_record import RaceRecord, Timeline, fork_context, summary
 from specchat.core.chat.store import ConversationStore
-from specchat.core.chat.transcript import Message, Transcript
+from specchat.core.chat.transcript import Message, TokenSpan, Transcript
+from specchat.core.engine.registry import drafter_entry
 from specchat.core.types import SpecchatError, TokenKind
 
 from .token_styles import blend, kind_colour, reading_format
@@ -192,6 +196,29 @@ def marked(segments: list[tuple[str, QTextCharFormat]], start: int, end: int) ->
     return out
 
 
+def fated_segments(text: str, fates: list[tuple[int, str]], palette: QPalette) -> list[tuple[str, QTextCharFormat]]:
+    """``text`` in runs coloured by who wrote them (accepted drafts, the target's own), as in the chat."""
+    if sum(n for n, _ in fates) != len(text):
+        return [(text, reading_format(None, palette, 0))]
+    out: list[tuple[str, QTextCharFormat]] = []
+    at = 0
+    for n, kind in fates:
+        piece = text[at:at + n]
+        span = TokenSpan(TokenKind.ACCEPTED if kind == "a" else TokenKind.TARGET, piece)
+        out.append((piece, reading_format(span, palette, 0)))
+        at += n
+    return out
+
+
+def drafting_label(record: RaceRecord) -> str:
+    """How the speculative run drafted: the drafter's label and its depth."""
+    try:
+        name = drafter_entry(record.drafter).label_for()
+    except SpecchatError:
+        name = record.drafter or "the default drafter"
+    return f"{name}, depth {'auto' if record.depth is None else record.depth}"
+
+
 class RacePanel(QDialog):
     """Both streams side by side, replayed at their recorded timings, with the finish times and the ratio."""
 
@@ -199,33 +226,38 @@ class RacePanel(QDialog):
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Race: speculative against plain decoding")
-        self.resize(900, 520)
-        self.record = record
-        figures = message.figures
-        self.spec_timeline: Timeline = list(figures.timeline) if figures is not None else []
+        self.resize(900, 560)
+        self.message, self.record = message, record
+        spec, plain = record.spec, record.plain
+        self.spec_timeline: Timeline = list(spec.timeline)
         palette = self.palette()
-        spans = [s for s in message.spans or [] if s.kind is not TokenKind.REJECTED]
-        spec_segments = ([(s.text, reading_format(s, palette, 0)) for s in spans] if spans
-                         else [(message.content, reading_format(None, palette, 0))])
-        plain_segments = [(record.text, reading_format(None, palette, 0))]
+        spec_segments = fated_segments(spec.text, spec.fates, palette)
+        plain_segments = [(plain.text, reading_format(None, palette, 0))]
         if record.fork is not None:  # the first differing token stands out on both sides
             fork = record.fork
             spec_segments = marked(spec_segments, fork.offset, fork.offset + len(fork.spec_piece))
             plain_segments = marked(plain_segments, fork.offset, fork.offset + len(fork.plain_piece))
-        self.spec = RacePane("Speculative (the reply)", spec_segments)
+        self.spec = RacePane(f"Speculative ({drafting_label(record)})", spec_segments)
         self.plain = RacePane(f"Plain decoding ({record.target or 'the target'} alone)", plain_segments)
-        self.spec_seconds = finish_seconds(self.spec_timeline)
-        self.summary = QLabel(summary(self.spec_seconds, record.finish_seconds).capitalize())
+        self.spec_seconds = spec.finish_seconds
+        self.summary = QLabel(summary(self.spec_seconds, plain.finish_seconds).capitalize())
         self.summary.setStyleSheet("QLabel { font-weight: bold; }")
-        self.identity = QLabel(self._identity_text(message.content))
+        self.drift = QLabel(record.drift)  # the machine's speed moved: the figure is not to be trusted
+        self.drift.setWordWrap(True)
+        self.drift.setStyleSheet("QLabel { font-weight: bold; color: #c0392b; }")
+        self.drift.setVisible(bool(record.drift))
+        self.identity = QLabel(self._identity_text())
         self.identity.setWordWrap(True)
         self.identity.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         recorded = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.recorded_at))
-        self.note = QLabel(f"Times from each run's first round (reading the prompt left out); the plain run was "
-                           f"recorded {recorded} on this machine. First token after "
-                           f"{figures.first_token_seconds if figures else 0:.2f} s and "
-                           f"{record.first_token_seconds:.2f} s.")
+        turns = len(record.blocks)
+        self.note = QLabel(f"Both runs decoded {recorded} on this machine, taking turns in {turns} blocks so that a "
+                           f"change in the machine's speed hits both alike; times count each run's own rounds "
+                           f"(reading the prompt left out). First token after {spec.first_token_seconds:.2f} s "
+                           f"and {plain.first_token_seconds:.2f} s.")
         self.note.setWordWrap(True)
+        self.race_again = QPushButton("Race again")
+        self.race_again.setToolTip("Decode both runs again and replace this race")
         self.clock_label = QLabel("0.00 s")
         self.replay_button = QPushButton("Replay")
         self.speed = QComboBox()
@@ -244,28 +276,37 @@ class RacePanel(QDialog):
         controls.addWidget(self.speed)
         controls.addWidget(self.clock_label)
         controls.addStretch(1)
+        controls.addWidget(self.race_again)
         controls.addWidget(close)
         layout = QVBoxLayout(self)
         layout.addWidget(self.summary)
+        layout.addWidget(self.drift)
         layout.addLayout(panes, 1)
         layout.addWidget(self.identity)
         layout.addWidget(self.note)
         layout.addLayout(controls)
 
-        self.replay = RaceReplay([self.spec_timeline, record.timeline], clock, self)
+        self.replay = RaceReplay([self.spec_timeline, plain.timeline], clock, self)
         self.replay.progressed.connect(self._on_progress)
         self.replay.finished.connect(self._on_finished)
         self.replay_button.clicked.connect(self.start)
 
-    def _identity_text(self, spec_text: str) -> str:
-        fork = self.record.fork
-        if fork is None and spec_text == self.record.text:
-            return "Identical text: greedy decoding wrote the same reply with and without speculation."
-        if fork is None:  # pieces agree but the texts do not (should not happen): say so plainly
-            return "The texts differ, though every token's text agrees."
-        before, spec_after, plain_after = fork_context(spec_text, self.record.text, fork)
-        return (f"{fork.describe()[0].upper()}{fork.describe()[1:]}.\n"
-                f"Shared: {before!r}\nSpeculative goes on: {spec_after!r}\nPlain goes on: {plain_after!r}")
+    def _identity_text(self) -> str:
+        record = self.record
+        spec_text, plain_text = record.spec.text, record.plain.text
+        fork = record.fork
+        if fork is None and spec_text == plain_text:
+            line = "Identical text: greedy decoding wrote the same reply with and without speculation."
+        elif fork is None:  # pieces agree but the texts do not (should not happen): say so plainly
+            line = "The texts differ, though every token's text agrees."
+        else:
+            before, spec_after, plain_after = fork_context(spec_text, plain_text, fork)
+            line = (f"{fork.describe()[0].upper()}{fork.describe()[1:]}.\n"
+                    f"Shared: {before!r}\nSpeculative goes on: {spec_after!r}\nPlain goes on: {plain_after!r}")
+        if record.reply_fork is not None:
+            line += (f"\nThe speculative run left the stored reply at token {record.reply_fork} "
+                     "(the reply in the conversation is unchanged).")
+        return line
 
     def start(self) -> None:
         """Replay both streams from the start at the chosen speed."""
@@ -277,12 +318,12 @@ class RacePanel(QDialog):
     def _on_progress(self, side: int, chars: int, tokens: int, seconds: float) -> None:
         pane = self.spec if side == SPECULATIVE else self.plain
         pane.reveal(chars)
-        done = (self.spec_seconds if side == SPECULATIVE else self.record.finish_seconds) <= seconds
+        done = (self.spec_seconds if side == SPECULATIVE else self.record.plain.finish_seconds) <= seconds
         pane.status.setText(f"{'finished in ' if done else ''}{seconds:.2f} s \u00b7 {tokens} tokens")
         self.clock_label.setText(f"{seconds:.2f} s")
 
     def _on_finished(self) -> None:
-        self.clock_label.setText(f"{max(self.spec_seconds, self.record.finish_seconds):.2f} s")
+        self.clock_label.setText(f"{max(self.spec_seconds, self.record.plain.finish_seconds):.2f} s")
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.replay.stop()
@@ -301,8 +342,10 @@ class RaceHost(Protocol):
 class RaceController(QObject):
     """Runs a race on the engine thread (one at a time), stores its record, and says when one is ready to show."""
 
-    started = Signal()
+    started = Signal(int)  # the running race's tokens per run
+    progressed = Signal(object)  # RaceProgress of the running race
     ended = Signal()  # the run ended, with a record or not
+    cancelled = Signal()  # ended by cancel(): nothing stored
     ready = Signal(object, object)  # Message, RaceRecord: show it
     notice = Signal(str)
 
@@ -317,33 +360,44 @@ class RaceController(QObject):
         worker = host.worker
         worker.raced.connect(self._on_raced)  # type: ignore[attr-defined]
         worker.race_failed.connect(self._on_failed)  # type: ignore[attr-defined]
+        worker.race_progress.connect(self._on_progress)  # type: ignore[attr-defined]
 
     @property
     def running(self) -> bool:
         return self._running is not None
 
-    def race(self, message: Message, history: list[dict[str, str]]) -> bool:
-        """Show ``message``'s stored race, or run plain decoding for it; False if refused (a notice says why)."""
+    def race(self, message: Message, history: list[dict[str, str]], *, again: bool = False,
+             baseline_rate: float = 0.0) -> bool:
+        """Show ``message``'s stored race (unless ``again``), or run one; False if refused (a notice says why).
+
+        ``baseline_rate``: the pair's measured plain rate, which the race's is checked against where the reply
+        has no probe of its own.
+        """
         record = RaceRecord.from_dict(message.figures.race if message.figures else None)
-        if record is not None:
+        if record is not None and not again:
             self.ready.emit(message, record)
             return True
         if self._running is not None:
             self.notice.emit("a race is already running")
             return False
         try:
-            request = RaceRequest.for_reply(message, history)
+            request = RaceRequest.for_reply(message, history, baseline_rate)
         except SpecchatError as exc:
             self.notice.emit(str(exc))
             return False
         self._running = (request, message)
         self._token = self.host.race(request)
-        self.started.emit()
+        self.started.emit(request.max_tokens)
         return True
 
     def cancel(self) -> None:
+        """Stop the running race (within one round); nothing is stored and the conversation stays as it was."""
         if self._token is not None:
             self._token.cancel()
+
+    def _on_progress(self, request: RaceRequest, progress: object) -> None:
+        if self._running is not None and self._running[0] is request:
+            self.progressed.emit(progress)
 
     def _on_raced(self, request: RaceRequest, record: RaceRecord) -> None:
         message = self._take(request)
@@ -362,10 +416,14 @@ class RaceController(QObject):
         self.ready.emit(shown[0] if shown else message, record)
 
     def _on_failed(self, request: RaceRequest, text: str) -> None:
+        token = self._token
         if self._take(request) is None:
             return
         self.ended.emit()
-        self.notice.emit(text)
+        if token is not None and token.cancelled:
+            self.cancelled.emit()
+        else:
+            self.notice.emit(text)
 
     def _take(self, request: RaceRequest) -> Message | None:
         """The running race's message if ``request`` is its request (and it is then over)."""

@@ -113,6 +113,7 @@ class EngineWorker(QObject):
     baseline_measured = Signal(object)  # Baseline
     raced = Signal(object, object)  # RaceRequest, RaceRecord: plain decoding's run for a race
     race_failed = Signal(object, str)  # RaceRequest, one line (also when cancelled)
+    race_progress = Signal(object, object)  # RaceRequest, RaceProgress: after every block and a few times a second
     waiting = Signal(bool)  # a reply waits for the engine while a served request decodes (True), got it (False)
 
     def __init__(self) -> None:
@@ -274,13 +275,13 @@ class EngineWorker(QObject):
 
     @Slot(object, object)
     def race(self, request: RaceRequest, cancel: CancelToken) -> None:
-        """Decode a reply's prompt with the target alone, timed per round, for a race; the conversation is untouched."""
+        """Race a reply: its prompt decoded speculatively and plainly, in turns; the conversation is untouched."""
         if self.engine is None:
             self.race_failed.emit(request, "load the pair to race plain decoding")
             return
         try:
             with self.engine_lock:
-                record = run_race(self.engine, request, cancel)
+                record = run_race(self.engine, request, cancel, lambda p: self.race_progress.emit(request, p))
         except SpecchatError as exc:
             self.race_failed.emit(request, f"the race could not run: {exc}")
             return

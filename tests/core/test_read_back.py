@@ -15,7 +15,7 @@ import pytest
 
 from specchat.core.advise import cache as advice_cache
 from specchat.core.chat.lookup_memory import LookupMemory
-from specchat.core.chat.race import RaceRecord
+from specchat.core.chat.race_record import RaceRecord
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import ReplyFigures, TokenDetail, TokenSpan
 from specchat.core.models.library import ModelRoot, scan
@@ -104,10 +104,14 @@ def test_a_parent_loop_ends_the_walk_and_is_broken(tmp_path: Path, caplog: pytes
 
 
 def test_race_records_and_timelines_hold_no_impossible_times() -> None:
-    good = {"v": 1, "text": "x", "timeline": [[0.5, 1, 1]], "first_token_seconds": 0.1, "finish_reason": "eos"}
+    run = {"text": "x", "timeline": [[0.5, 1, 1]], "first_token_seconds": 0.1, "finish_reason": "eos"}
+    good = {"v": 2, "spec": run, "plain": run, "blocks": [["speculative", 1, 0.5], ["plain", 1, 0.5]]}
     assert RaceRecord.from_dict(good) is not None
-    for bad in ({"timeline": [[1e308 * 10, 1, 1]]}, {"timeline": [[float("nan"), 1, 1]]},
-                {"timeline": [[1.0, 1e400, 1]]}, {"recorded_at": 1e308}, {"first_token_seconds": -1}):
+    for bad_run in ({"timeline": [[1e308 * 10, 1, 1]]}, {"timeline": [[float("nan"), 1, 1]]},
+                    {"timeline": [[1.0, 1e400, 1]]}, {"first_token_seconds": -1}):
+        for side in ("spec", "plain"):
+            assert RaceRecord.from_dict({**good, side: {**run, **bad_run}}) is None, (side, bad_run)
+    for bad in ({"recorded_at": 1e308}, {"blocks": [["plain", 1, float("inf")]]}, {"expected_rate": -1.0}):
         assert RaceRecord.from_dict({**good, **bad}) is None, bad
     figures = ReplyFigures.from_dict({"timeline": [[1.0, 1, 1], [float("inf"), 1, 1]], "sampler": {"top_k": 1e400}})
     assert figures.timeline == [(1.0, 1, 1)] and figures.sampler == {}

@@ -26,6 +26,7 @@ class FakeWorker(QObject):
     baseline_measured = Signal(object)
     raced = Signal(object, object)
     race_failed = Signal(object, str)
+    race_progress = Signal(object, object)
     waiting = Signal(bool)  # a reply waits for a served request (True), got the engine (False)
 
 

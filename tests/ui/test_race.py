@@ -10,7 +10,10 @@ import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QTextCursor
 
-from specchat.core.chat.race import Fork, RaceRecord
+from specchat.core.chat.race import RaceProgress
+from specchat.core.chat.race_record import PLAIN as PLAIN_RUN
+from specchat.core.chat.race_record import SPECULATIVE as SPEC_RUN
+from specchat.core.chat.race_record import Block, Fork, RaceRecord, RaceRun
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan
 from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKind, Verified
@@ -70,14 +73,24 @@ def race_message(text: str = "Hello world") -> Message:
     return Message("assistant", spans=spans, figures=figures, finish_reason="eos", id=1)
 
 
+def race_record(plain_text: str, plain_timeline: list[tuple[float, int, int]], *, fork: Fork | None = None,
+                drift: str = "") -> RaceRecord:
+    """A race whose speculative run wrote "Hello world" in one round at 0.5 s (its drafts "Hello")."""
+    spec = RaceRun("Hello world", [(0.5, 2, 11)], 0.3, "eos", [(5, "a"), (6, "t")])
+    plain = RaceRun(plain_text, plain_timeline, 0.1, "eos")
+    blocks = [Block(SPEC_RUN, 2, 0.5), Block(PLAIN_RUN, 2, plain_timeline[-1][0])]
+    return RaceRecord(spec, plain, blocks, "draft", 4, "target.gguf", fork=fork, expected_rate=2.5, drift=drift)
+
+
 def test_the_panel_replays_both_texts_and_gives_times_and_ratio(qtbot) -> None:
     clock = FakeClock()
-    record = RaceRecord("Hello world", [(0.25, 1, 5), (0.8, 1, 6)], 0.1, "eos", "target.gguf")
+    record = race_record("Hello world", [(0.25, 1, 5), (0.8, 1, 6)])
     panel = RacePanel(race_message(), record, clock)
     qtbot.addWidget(panel)
     assert panel.summary.text() == "Speculative finished in 0.50 s, plain in 0.80 s: 1.60\u00d7 faster"
     assert panel.identity.text().startswith("Identical text")
-    assert "target.gguf alone" in panel.plain.title.text()
+    assert "target.gguf alone" in panel.plain.title.text() and "depth 4" in panel.spec.title.text()
+    assert "taking turns in 2 blocks" in panel.note.text() and panel.drift.isHidden()
     panel.start()
     assert panel.spec.shown_text == "" and panel.plain.shown_text == ""
     clock.now = 0.25
@@ -97,7 +110,7 @@ def test_the_panel_replays_both_texts_and_gives_times_and_ratio(qtbot) -> None:
 
 def test_the_panel_shows_the_first_difference(qtbot) -> None:
     fork = Fork(1, 5, " word", " world", ((" word", 0.5), (" world", 0.49)), 0.0204, 30.0)
-    record = RaceRecord("Hello word", [(0.25, 1, 5), (0.5, 1, 5)], 0.1, "eos", fork=fork)
+    record = race_record("Hello word", [(0.25, 1, 5), (0.5, 1, 5)], fork=fork)
     panel = RacePanel(race_message(), record, FakeClock())
     qtbot.addWidget(panel)
     text = panel.identity.text()
@@ -153,7 +166,7 @@ def test_a_race_runs_on_the_host_and_is_stored_with_the_reply(qtbot, settings, s
     assert not race.isEnabled() and race.toolTip() == "a race is already running"
     assert host.requests[-1].conversation_id == window.conversation_id and len(host.requests) == 1  # no new reply
 
-    record = RaceRecord("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)], 0.05, "eos", "t.gguf")
+    record = race_record("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)])
     with qtbot.waitSignal(window.races.ready):
         host.worker.raced.emit(request, record)
     assert window.racing.panel is not None and window.racing.panel.replay.running
@@ -165,6 +178,50 @@ def test_a_race_runs_on_the_host_and_is_stored_with_the_reply(qtbot, settings, s
     assert again.text() == "Replay the race with plain decoding" and again.isEnabled()
     again.trigger()
     assert len(host.races) == 1  # replayed from the record
+
+
+def test_a_running_race_shows_its_progress_and_cancel_stores_nothing(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    stream_reply(window, host)
+    before = store.messages(window.conversation_id)[-1].stats
+    window.racing.race_last()
+    (request,) = host.races
+    dialog = window.racing.progress
+    assert dialog is not None and dialog.isVisible() and dialog.bar.maximum() == 8  # both runs' 4 tokens
+    assert dialog.stage.text().startswith("Starting")
+    host.worker.race_progress.emit(request, RaceProgress(2, 2, PLAIN_RUN, 4, 1, 4, 0.5, 0.25))
+    assert dialog.stage.text() == "Block 2 of 2: plain decoding" and dialog.bar.value() == 5
+    assert dialog.runs.text() == ("Speculative 4/4 tokens (8.0 tokens/s) \u00b7 plain 1/4 tokens (4.0 tokens/s)")
+    errors: list[str] = []
+    window.error_shown.connect(errors.append)
+    dialog.cancel_button.click()
+    assert host.tokens[-1].cancelled and not dialog.cancel_button.isEnabled() and dialog.stage.text() == "Cancelling…"
+    with qtbot.waitSignal(window.races.cancelled):
+        host.worker.race_failed.emit(request, "the race was stopped")
+    assert window.racing.progress is None and window.racing.panel is None and not window.races.running
+    assert errors == []  # cancelling is no error
+    assert store.messages(window.conversation_id)[-1].stats == before and "race" not in before
+    assert [m.content for m in store.messages(window.conversation_id)] == ["hi", "Hello world"]
+    assert window.transcript.messages[-1].figures.race is None and window.menu_actions.race.isEnabled()
+
+
+def test_race_again_runs_a_stored_race_anew_and_replaces_it(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    stream_reply(window, host)
+    window.racing.race_last()
+    drifted = race_record("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)],
+                          drift="The machine's speed changed: plain decoding ran at 10.0 tokens/s ...")
+    with qtbot.waitSignal(window.races.ready):
+        host.worker.raced.emit(host.races[0], drifted)
+    panel = window.racing.panel
+    assert panel is not None and panel.drift.isVisibleTo(panel) and panel.drift.text() == drifted.drift
+    panel.race_again.click()
+    assert len(host.races) == 2 and window.racing.progress is not None  # not replayed: run anew
+    steady = race_record("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)])
+    with qtbot.waitSignal(window.races.ready):
+        host.worker.raced.emit(host.races[1], steady)
+    assert RaceRecord.from_dict(store.messages(window.conversation_id)[-1].stats["race"]) == steady
+    assert window.racing.panel is not None and window.racing.panel.drift.isHidden()
 
 
 def test_a_failed_race_says_so_in_one_line(qtbot, settings, store) -> None:
@@ -235,11 +292,30 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     qtbot.addWidget(menu)
     race = next(a for a in menu.actions() if a.text() == "Race plain decoding")
     assert race.isEnabled()
+    told: list[RaceProgress] = []
+    window.races.progressed.connect(told.append)
+    worker = window.host.worker
+    worker.engine_lock.acquire()  # the engine thread waits: Cancel comes before the race's first round
+    try:
+        race.trigger()
+        dialog = window.racing.progress
+        assert dialog is not None and dialog.isVisible() and dialog.bar.maximum() == 2 * reply.figures.generated
+        dialog.cancel_button.click()
+    finally:
+        with qtbot.waitSignal(window.races.cancelled, timeout=RACE_TIMEOUT):
+            worker.engine_lock.release()
+    assert window.racing.progress is None and window.racing.panel is None and told == []
+    assert "race" not in store.messages(window.conversation_id)[-1].stats  # nothing stored
+    assert [m.content for m in window.transcript.messages][-1] == reply.content
+
     with qtbot.waitSignal(window.races.ready, timeout=RACE_TIMEOUT) as ready:
         race.trigger()
     record = ready.args[1]
-    assert record.text == reply.content and record.fork is None  # greedy: the same text either way
-    assert sum(n for _, n, _ in record.timeline) == reply.figures.generated
+    assert told and told[-1].spec_tokens == told[-1].plain_tokens == reply.figures.generated  # progress came
+    assert window.racing.progress is None  # closed once the race ended
+    assert record.plain.text == record.spec.text == reply.content and record.fork is None  # greedy: the same text
+    assert record.plain.tokens == record.spec.tokens == reply.figures.generated
+    assert (record.drafter, record.depth) == (reply.figures.drafting["drafter"], 4)  # drafted as the reply did
     panel = window.racing.panel
     assert panel is not None and panel.identity.text().startswith("Identical text")
     assert [m.content for m in window.transcript.messages] == ["List the days of the week, one per line.",
@@ -265,7 +341,7 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     assert panel is not None and panel.record == record
     with qtbot.waitSignal(panel.replay.finished, timeout=60_000):
         pass
-    assert panel.spec.shown_text == reply.content and panel.plain.shown_text == record.text
+    assert panel.spec.shown_text == reply.content and panel.plain.shown_text == record.plain.text
     assert host.races == [] and host.requests == [] and host.loads == []  # no engine call
     again.close()
     reopened_store.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt
 
-from specchat.core.chat.race import RaceRecord
+from specchat.core.chat.race_record import RaceRecord, RaceRun
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenDetail, TokenSpan
 from specchat.core.settings import Settings
@@ -77,7 +77,7 @@ def test_the_xray_draws_a_bounded_part_of_a_huge_detail(qtbot, tmp_path: Path) -
 
 def test_a_race_far_in_the_future_replays_without_overflow(qtbot) -> None:
     figures = ReplyFigures(timeline=[(3_000_000.0, 1, 2)])
-    record = RaceRecord("ab", [(1e300, 1, 2)], 0.1, "eos")
+    record = RaceRecord(RaceRun("ab", [(3_000_000.0, 1, 2)], 0.1, "eos"), RaceRun("ab", [(1e300, 1, 2)], 0.1, "eos"))
     panel = RacePanel(Message("assistant", "ab", figures=figures), record)
     qtbot.addWidget(panel)
     panel.start()  # both used to raise OverflowError from QTimer.start

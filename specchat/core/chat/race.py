@@ -1,13 +1,23 @@
-"""Racing plain decoding against a finished greedy reply: the plain run, its record, and the first difference.
+"""Racing speculative against plain decoding on a finished greedy reply, the two runs interleaved in blocks.
 
-A race decodes the reply's prompt again with the target alone (no drafter),
-with the reply's own sampler and its length as the limit, and times every
-round the way the reply's figures do (``ReplyFigures.timeline``: seconds from
-the first round's start to each verdict, on the engine's clock). Both streams
-can then be replayed side by side at their real pace, later too: the record
-is stored with the reply. Times count from each run's first round, so reading
-the prompt is left out of both (the plain run finds the prompt in the cache
-the reply left behind).
+The machine's speed drifts (other processes come and go), so a plain run
+timed minutes after the reply says as much about the load as about
+speculation. A race therefore decodes the reply's prompt twice *now*: a
+fresh speculative run with the drafter and depth the reply used, and a plain
+run (the target alone), both with the reply's sampler and length, taking
+turns in blocks of ``BLOCK_TOKENS`` tokens in the order S P, P S, S P, ...
+(so a steady drift costs both runs alike, and a linear one cancels out over
+each two pairs). Each run's ratio figure is the sum of its own blocks' time.
+
+Why blocks of fresh runs and not two live generators advanced in turn: both
+decode in the target's one context, and a head drafter (MTP, EAGLE-3, DFlash)
+follows the target's state, which the other run's decodes would overwrite.
+So each block is its own :func:`~specchat.core.engine.speculative.generate`
+from that run's prompt and tokens so far, exactly like continuing a reply cut
+at the token limit: its prefill brings the target (a KV cut, since the other
+run stopped on the same tokens) and the drafter there, untimed, and its
+rounds are timed by the engine's clock as a reply's are. The text is
+detokenized across blocks, so a character split between two blocks is whole.
 
 At temperature 0 both runs should write the same text. Where they do not, the
 first differing token is kept with the target's likeliest tokens there as the
@@ -21,140 +31,48 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.detok import Detokenizer
+from specchat.core.engine.registry import default_drafter
+from specchat.core.engine.speculative import generate
 from specchat.core.types import (
+    MAX_DEPTH,
     DrafterKind,
     Finished,
     FinishReason,
     GenerationParams,
     SamplerParams,
     SpecchatError,
-    TokenKind,
     Verified,
 )
 
-from .transcript import Message, ReplyFigures, TokenSpan
+from .race_record import (
+    PLAIN,
+    SPECULATIVE,
+    Block,
+    Fork,
+    RaceRecord,
+    RaceRun,
+    committed_pieces,
+    drift_note,
+    first_difference,
+)
+from .transcript import Message, ReplyFigures
 
 if TYPE_CHECKING:
     from .session import ChatEngine
 
-RECORD_VERSION = 1
-_LATEST_RECORD = 1e11  # seconds since 1970 a stored record may say it was made at (the year 5138)
-TIE_RELATIVE_GAP = 1e-3  # the same bound as the greedy identity tests
-CONTEXT_CHARS = 40  # text shown on either side of a first difference
-Timeline = list[tuple[float, int, int]]  # per round: seconds since the first round started, tokens, characters
-
-
-def committed_pieces(spans: Sequence[TokenSpan]) -> list[str]:
-    """One text piece per committed token of a reply (rejected drafts left out)."""
-    return [s.text for s in spans if s.kind in (TokenKind.ACCEPTED, TokenKind.TARGET)]
-
-
-def verified_pieces(event: Verified) -> list[str]:
-    """One text piece per token a verified round committed."""
-    return list(event.accepted_pieces) + ([event.correction_piece] if event.correction is not None else [])
-
-
-def first_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
-    """The first token index where two replies' pieces differ (one ending early counts); None if identical."""
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
-def finish_seconds(timeline: Timeline) -> float:
-    """When the last round's verdict came, from the first round's start."""
-    return timeline[-1][0] if timeline else 0.0
-
-
-@dataclass(frozen=True)
-class Fork:
-    """Where the plain run first left the speculative reply, and what the target thought there."""
-
-    index: int  # token index in the reply
-    offset: int  # characters of text both share before it
-    plain_piece: str
-    spec_piece: str
-    top: tuple[tuple[str, float], ...] = ()  # the target's likeliest tokens there (text, probability), plain's view
-    gap: float | None = None  # logit gap between plain's choice and the reply's (None: not among ``top``)
-    scale: float | None = None  # the largest |logit| at that position
-
-    @property
-    def tie(self) -> bool:
-        """True when the two choices were within float noise of each other."""
-        return self.gap is not None and self.scale is not None and self.gap < TIE_RELATIVE_GAP * self.scale
-
-    def describe(self) -> str:
-        """One line: tie or divergence, where, and the target's two best choices there."""
-        kind = "a float tie" if self.tie else "a real divergence"
-        if self.gap is None and self.scale is None:
-            kind = "a difference"  # nothing recorded to tell a tie from a divergence
-        best = ", ".join(f"{text!r} {p:.3f}" for text, p in self.top[:2])
-        line = f"first difference at token {self.index}: plain {self.plain_piece!r}, speculative {self.spec_piece!r}"
-        line += f"; {kind}"
-        if best:
-            line += f" (the target's two best there: {best}"
-            line += f"; logit gap {self.gap:.3g} against logits up to {self.scale:.3g})" if (
-                self.gap is not None and self.scale is not None) else ")"
-        return line
-
-
-@dataclass
-class RaceRecord:
-    """The plain run of one race, as stored with the reply (``ReplyFigures.race``)."""
-
-    text: str
-    timeline: Timeline
-    first_token_seconds: float
-    finish_reason: str
-    target: str = ""  # the target model's file name
-    recorded_at: float = field(default_factory=time.time)
-    fork: Fork | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"v": RECORD_VERSION, "text": self.text, "timeline": [list(r) for r in self.timeline],
-                "first_token_seconds": self.first_token_seconds, "finish_reason": self.finish_reason,
-                "target": self.target, "recorded_at": self.recorded_at,
-                "fork": None if self.fork is None else asdict(self.fork)}
-
-    @classmethod
-    def from_dict(cls, data: object) -> RaceRecord | None:
-        """A stored record, or None for anything unreadable (a newer or damaged one)."""
-        if not isinstance(data, dict) or data.get("v") != RECORD_VERSION:
-            return None
-        try:
-            timeline = [(float(t), int(n), int(c)) for t, n, c in data["timeline"]]
-            if not all(math.isfinite(t) and t >= 0 for t, _, _ in timeline):
-                return None
-            fork_data = data.get("fork")
-            fork = None
-            if isinstance(fork_data, dict):
-                top = tuple((str(text), float(p)) for text, p in fork_data.get("top", ()))
-                fork = Fork(int(fork_data["index"]), int(fork_data["offset"]), str(fork_data["plain_piece"]),
-                            str(fork_data["spec_piece"]), top, _float_or_none(fork_data.get("gap")),
-                            _float_or_none(fork_data.get("scale")))
-            record = cls(str(data["text"]), timeline, float(data["first_token_seconds"]), str(data["finish_reason"]),
-                         str(data.get("target", "")), float(data.get("recorded_at", 0.0)), fork)
-        except (KeyError, TypeError, ValueError, OverflowError):
-            return None
-        if not (0 <= record.first_token_seconds < math.inf and 0 <= record.recorded_at <= _LATEST_RECORD):
-            return None  # NaN fails both
-        return record
-
-    @property
-    def finish_seconds(self) -> float:
-        return finish_seconds(self.timeline)
-
-
-def _float_or_none(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None
+BLOCK_TOKENS = 32  # tokens per block: a few seconds of decoding, so the two runs take turns often
+PROGRESS_SECONDS = 0.25  # within a block, progress is told at most this often
+_ENDED = frozenset({FinishReason.EOS, FinishReason.STOP_STRING, FinishReason.CONTEXT_FULL})
 
 
 def reply_sampler(figures: ReplyFigures) -> SamplerParams | None:
@@ -193,60 +111,178 @@ def race_refusal(message: Message) -> str:
 
 @dataclass(frozen=True)
 class RaceRequest:
-    """What the plain run needs: the conversation before the reply, the reply's sampler, length and pieces."""
+    """What a race needs: the conversation before the reply, the reply's sampler, length, drafting and pieces."""
 
     message_id: int
     history: list[dict[str, str]]
     sampler: SamplerParams
     max_tokens: int
     spec_pieces: tuple[str, ...]
+    drafter: str | None = None  # the reply's drafter (a registry name); None: not recorded, the pair's default
+    depth: int | None = None  # the reply's depth; None: auto
+    expected_rate: float = 0.0  # plain tokens/s measured before the race (the reply's probe); 0: none known
 
     @classmethod
-    def for_reply(cls, message: Message, history: list[dict[str, str]]) -> RaceRequest:
-        """The request for a raceable stored ``message`` whose prompt is ``history``."""
+    def for_reply(cls, message: Message, history: list[dict[str, str]], baseline_rate: float = 0.0) -> RaceRequest:
+        """The request for a raceable stored ``message`` whose prompt is ``history``.
+
+        The race's plain rate is later checked against the reply's own probe (plain decoding timed right after
+        it), or where it has none against ``baseline_rate`` (the pair's measured plain rate).
+        """
         refusal = race_refusal(message)
         figures = message.figures
         sampler = reply_sampler(figures) if figures is not None else None
         if refusal or figures is None or sampler is None or message.id is None:
             raise SpecchatError(f"cannot race this reply: {refusal or 'it is not stored yet'}")
-        return cls(message.id, history, sampler, figures.generated, tuple(committed_pieces(message.spans or [])))
+        probe = figures.final.plain_tokens_per_second if figures.final is not None else 0.0
+        drafting = figures.drafting or {}
+        drafter = drafting.get("drafter")
+        depth = drafting.get("depth")
+        return cls(message.id, history, sampler, figures.generated, tuple(committed_pieces(message.spans or [])),
+                   drafter if isinstance(drafter, str) else None,
+                   depth if type(depth) is int and 0 <= depth <= MAX_DEPTH else None,
+                   probe if probe > 0 else max(0.0, baseline_rate))
 
 
-def run_race(engine: ChatEngine, request: RaceRequest, cancel: CancelToken) -> RaceRecord | None:
-    """Decode ``request``'s prompt with the target alone and time it; None if cancelled. Use on the engine's thread."""
-    from .session import ChatSession
+@dataclass(frozen=True)
+class RaceProgress:
+    """How far a race has come: the blocks run, the one running, and each run's tokens and seconds so far."""
 
-    session = ChatSession(engine, request.history)
-    params = GenerationParams(sampler=request.sampler, max_tokens=request.max_tokens, seed=0)
-    figures = ReplyFigures()  # folds the timeline exactly as a reply's figures do
-    pieces: list[str] = []
-    tops: list[tuple[tuple[str, float], ...]] = []
-    finished: Finished | None = None
-    for event in session.reply(None, params, drafter=DrafterKind.NONE, cancel=cancel):
-        figures.fold([event])
-        if isinstance(event, Verified):
-            pieces.extend(verified_pieces(event))
+    block: int  # the block running (from 1)
+    blocks: int  # blocks planned in all (fewer run where a reply ends early)
+    side: str  # the running block's run: SPECULATIVE or PLAIN
+    spec_tokens: int
+    plain_tokens: int
+    total: int  # tokens each run decodes at most
+    spec_seconds: float
+    plain_seconds: float
+
+
+Progress = Callable[[RaceProgress], None]
+
+
+@dataclass
+class RaceSide:
+    """One side of a race, decoded block by block (:meth:`block`) from its own tokens so far."""
+
+    side: str
+    drafter: str
+    depth: int | None
+    tokens: list[int] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)  # one per committed token, detokenized across blocks
+    fates: list[tuple[int, str]] = field(default_factory=list)
+    tops: list[tuple[tuple[str, float], ...]] = field(default_factory=list)  # the target's view, per token
+    timeline: list[tuple[float, int, int]] = field(default_factory=list)
+    seconds: float = 0.0  # decoding time of the blocks run so far
+    first_token_seconds: float = 0.0
+    reason: FinishReason | None = None
+    detok: Detokenizer | None = None
+
+    def done(self, total: int) -> bool:
+        return self.reason in _ENDED or len(self.tokens) >= total
+
+    def block(self, engine: ChatEngine, prompt: list[int], params: GenerationParams, n: int, cancel: CancelToken,
+              told: Callable[[], None]) -> None:
+        """Decode up to ``n`` more tokens from where this run stopped; their rounds join its timeline."""
+        side = engine.target_side
+        if self.detok is None:
+            self.detok = Detokenizer(side.piece)
+        params = GenerationParams(sampler=params.sampler, max_tokens=n, seed=0)
+        stream = generate(side, engine.drafter_for(self.drafter), [*prompt, *self.tokens], params,
+                          depth=DepthControl(self.depth), cancel=cancel, adaptive=engine.adaptive_for(self.drafter))
+        elapsed, first = 0.0, not self.tokens
+        for event in stream:
+            if isinstance(event, Verified):
+                self._round(event, side.eog, self.seconds)
+                elapsed = event.elapsed
+                told()
+            elif isinstance(event, Finished):
+                if event.reason is FinishReason.ERROR:
+                    raise SpecchatError(event.message or f"the {self.side} run failed")
+                if first and self.timeline:
+                    self.first_token_seconds = round(event.stats.prompt_seconds + self.timeline[0][0], 4)
+                self.reason = event.reason
+        self.seconds += elapsed
+
+    def _round(self, event: Verified, eog: frozenset[int], offset: float) -> None:
+        assert self.detok is not None
+        pieces = [self.detok.push(t) if t not in eog else "" for t in event.committed]
+        self.tokens.extend(event.committed)
+        self.pieces.extend(pieces)
+        n_accepted = len(event.accepted)
+        for i, piece in enumerate(pieces):
+            kind = "a" if i < n_accepted else "t"
+            if self.fates and self.fates[-1][1] == kind:
+                self.fates[-1] = (self.fates[-1][0] + len(piece), kind)
+            elif piece:
+                self.fates.append((len(piece), kind))
+        if self.side == PLAIN:
             last = event.target_top[-1] if event.target_top else ()
-            tops.append(tuple((text, p) for _, p, text in last))
-        elif isinstance(event, Finished):
-            finished = event
-    if cancel.cancelled or finished is None or finished.reason is FinishReason.CANCELLED:
-        return None
-    if finished.reason is FinishReason.ERROR:
-        raise SpecchatError(finished.message or "the plain run failed")
-    timeline = [(round(t, 4), n, c) for t, n, c in figures.timeline]  # 0.1 ms: as a reply's figures are stored
-    record = RaceRecord("".join(pieces), timeline, round(figures.first_token_seconds, 4), finished.reason.value,
-                        engine.target_name)
-    index = first_difference(request.spec_pieces, pieces)
-    if index is not None:
-        _, prompt = engine.tokenize_prompt(request.history)
-        record.fork = _fork(engine, prompt, session.last_tokens, index, pieces, request.spec_pieces, tops)
+            self.tops.append(tuple((text, p) for _, p, text in last))
+        self.timeline.append((round(offset + event.elapsed, 4), len(pieces), sum(len(p) for p in pieces)))
+
+    def record(self) -> RaceRun:
+        reason = self.reason.value if self.reason is not None else FinishReason.MAX_TOKENS.value
+        return RaceRun("".join(self.pieces), self.timeline, self.first_token_seconds, reason,
+                       self.fates if self.side == SPECULATIVE else [])
+
+
+def run_race(engine: ChatEngine, request: RaceRequest, cancel: CancelToken, progress: Progress | None = None,
+             block_tokens: int = BLOCK_TOKENS) -> RaceRecord | None:
+    """Race ``request``'s reply: both runs in turns of ``block_tokens`` tokens; None if cancelled.
+
+    Use on the engine's thread. The conversation's own state is not touched (the caches then hold the race's
+    tokens: the next reply finds its prefix and reads the rest again). ``progress`` is told after every block
+    and every ``PROGRESS_SECONDS`` within one.
+    """
+    _, prompt = engine.tokenize_prompt(request.history)
+    drafter = request.drafter or default_drafter(engine.offered).name
+    params = GenerationParams(sampler=request.sampler, max_tokens=request.max_tokens, seed=0)
+    spec = RaceSide(SPECULATIVE, drafter, request.depth)
+    plain = RaceSide(PLAIN, DrafterKind.NONE.value, 0)
+    total = request.max_tokens
+    planned = 2 * math.ceil(total / block_tokens)
+    blocks: list[Block] = []
+    last_told = 0.0
+
+    def tell(side: str, force: bool = False) -> None:
+        nonlocal last_told
+        now = time.monotonic()
+        if progress is not None and (force or now - last_told >= PROGRESS_SECONDS):
+            last_told = now
+            progress(RaceProgress(len(blocks) + (0 if force else 1), max(planned, len(blocks)), side,
+                                  len(spec.tokens), len(plain.tokens), total, spec.seconds, plain.seconds))
+
+    engine.recall(prompt)  # a kept state of this prompt spares reading it again (untimed either way)
+    turn = 0
+    while not (spec.done(total) and plain.done(total)):
+        for run in (spec, plain) if turn % 2 == 0 else (plain, spec):
+            if run.done(total):
+                continue
+            tokens, seconds = len(run.tokens), run.seconds
+            run.block(engine, prompt, params, min(block_tokens, total - tokens), cancel, partial(tell, run.side))
+            if cancel.cancelled or run.reason is FinishReason.CANCELLED:
+                return None
+            blocks.append(Block(run.side, len(run.tokens) - tokens, round(run.seconds - seconds, 4)))
+            tell(run.side, force=True)
+        turn += 1
+    record = RaceRecord(spec.record(), plain.record(), blocks, drafter, request.depth, engine.target_name,
+                        expected_rate=request.expected_rate)
+    record.drift = drift_note(request.expected_rate, record.plain.tokens_per_second)
+    record.reply_fork = first_difference(request.spec_pieces, spec.pieces)
+    record.fork = fork_of(engine, prompt, plain, spec.pieces)
     return record
 
 
-def _fork(engine: ChatEngine, prompt: list[int], tokens: list[int], index: int, pieces: list[str],
-          spec_pieces: Sequence[str], tops: list[tuple[tuple[str, float], ...]]) -> Fork:
-    """The first difference, with the target's view there (its largest logit read again, one token decoded)."""
+def fork_of(engine: ChatEngine, prompt: list[int], plain: RaceSide, spec_pieces: Sequence[str]) -> Fork | None:
+    """Where ``plain`` first leaves ``spec_pieces``, with the target's view there (None: the same text).
+
+    The target's largest logit there is read again (the cache cut back to that position, one token decoded).
+    """
+    index = first_difference(spec_pieces, plain.pieces)
+    if index is None:
+        return None
+    tokens, pieces, tops = plain.tokens, plain.pieces, plain.tops
     plain_piece = pieces[index] if index < len(pieces) else ""
     spec_piece = spec_pieces[index] if index < len(spec_pieces) else ""
     offset = len("".join(pieces[:index]))
@@ -255,27 +291,10 @@ def _fork(engine: ChatEngine, prompt: list[int], tokens: list[int], index: int, 
     scale: float | None = None
     sync = getattr(engine.target_context, "sync", None)  # a local context; a remote target cannot be probed
     if top and index < len(tokens) and index < len(spec_pieces) and sync is not None:
-        # The row plain decoding chose from: the cache the plain run left, cut back to that position.
+        # The row plain decoding chose from: the cache cut back to that position.
         row, _ = sync([*prompt, *tokens[:index]])
         scale = float(np.abs(row).max())
         match = next((p for text, p in top if text == spec_piece), None)
         if match is not None and match > 0:
             gap = math.log(top[0][1] / match)
     return Fork(index, offset, plain_piece, spec_piece, top[:5], gap, scale)
-
-
-def fork_context(spec_text: str, plain_text: str, fork: Fork) -> tuple[str, str, str]:
-    """The shared text before a fork and each side's text from it on, a few words each."""
-    start = max(0, fork.offset - CONTEXT_CHARS)
-    before = ("…" if start else "") + spec_text[start:fork.offset]
-    return (before, spec_text[fork.offset:fork.offset + CONTEXT_CHARS],
-            plain_text[fork.offset:fork.offset + CONTEXT_CHARS])
-
-
-def summary(spec_seconds: float, plain_seconds: float) -> str:
-    """Both finish times and the ratio, in words."""
-    line = f"speculative finished in {spec_seconds:.2f} s, plain in {plain_seconds:.2f} s"
-    if spec_seconds <= 0 or plain_seconds <= 0:
-        return line
-    ratio = plain_seconds / spec_seconds
-    return line + (f": {ratio:.2f}\u00d7 faster" if ratio >= 1 else f": {ratio:.2f}\u00d7, speculation was slower")

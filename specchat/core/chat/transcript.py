@@ -187,7 +187,10 @@ class ReplyFigures:
     # committed tokens and characters of text; a race replays these (core/chat/race.py).
     timeline: list[tuple[float, int, int]] = field(default_factory=list)
     sampler: dict[str, float] | None = None  # the reply's sampler settings (SamplerParams fields), set at its start
-    race: dict[str, Any] | None = None  # plain decoding raced on this reply (core/chat/race.py's RaceRecord)
+    race: dict[str, Any] | None = None  # plain decoding raced on this reply (core/chat/race_record.py's RaceRecord)
+    # The reply's drafting at its start: {"drafter": a registry name, "depth": an int, or None for auto}; a race
+    # drafts the same way (core/chat/race.py). None: not recorded.
+    drafting: dict[str, Any] | None = None
     max_tokens: int = 0  # the token limit the reply (or its last continuation) ran under; 0: not recorded
     started: float = field(default_factory=time.monotonic, repr=False, compare=False)
     # While a continuation streams: the engine's figures of the reply before it, added to the continuation's.
@@ -272,7 +275,8 @@ class ReplyFigures:
                  "by_source": {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(self.by_source.items())},
                  "timeline": [[round(t, 4), n, c] for t, n, c in self.timeline]}
         extra.update({key: value for key, value in (("sampler", self.sampler), ("race", self.race),
-                                                     ("max_tokens", self.max_tokens)) if value})
+                                                     ("max_tokens", self.max_tokens), ("drafting", self.drafting))
+                      if value})
         if self.final is not None:
             return {**self.final.as_dict(), **extra}
         return {
@@ -310,7 +314,8 @@ class ReplyFigures:
         sampler = read.of_type("sampler", dict)
         if sampler is not None:
             figures.sampler = {str(k): float(v) for k, v in sampler.items() if _finite(v)}
-        figures.race = read.of_type("race", dict)  # checked when shown (race.RaceRecord.from_dict)
+        figures.race = read.of_type("race", dict)  # checked when shown (race_record.RaceRecord.from_dict)
+        figures.drafting = read.of_type("drafting", dict)  # checked where a race reads it (race.RaceRequest)
         by_source = read.of_type("by_source", dict) or {}
         figures.by_source = {
             str(name): [c.get("drafted", 0), c.get("accepted", 0)] for name, c in by_source.items()
