@@ -27,12 +27,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Protocol
+from typing import Any, Protocol
 
 import llama_cpp
 import numpy as np
 
 from specchat.core.llama.model import Model, ModelKind
+from specchat.core.llama.threads import ThreadTuner
 from specchat.core.types import MAX_DEPTH, SpecchatError, common_prefix_len
 
 _STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent state without the attention cache
@@ -51,12 +52,6 @@ class ContextFullError(SpecchatError):
     """The tokens to decode do not fit in the context window."""
 
 
-def default_threads() -> int:
-    """Physical-ish core count: llama.cpp is slower with hyper-threads than without."""
-    n = os.cpu_count() or 2
-    return max(1, n // 2) if n > 4 else n
-
-
 def companion_params(target: Context, n_threads: int | None = None) -> llama_cpp.llama_context_params:
     """Context parameters for a context that drafts beside ``target`` and reads its state (MTP heads, a head file):
     the target's size and batch, one sequence."""
@@ -64,9 +59,15 @@ def companion_params(target: Context, n_threads: int | None = None) -> llama_cpp
     params.n_ctx = target.n_ctx
     params.n_batch = params.n_ubatch = target.n_batch
     params.n_seq_max = 1
-    params.n_threads = params.n_threads_batch = n_threads or default_threads()
+    params.n_threads = params.n_threads_batch = n_threads or target.tuner.chosen()
     params.ctx_other = target._ptr
     return params
+
+
+def follow_threads(target: Context, ptr: Any, n_tokens: int) -> None:
+    """Decode with a context tied to ``target`` (MTP heads, a head file) at the thread count the target uses now."""
+    threads = target.tuner.chosen(n_tokens)
+    llama_cpp.llama_set_n_threads(ptr, threads, threads)
 
 
 def can_checkpoint() -> bool:
@@ -154,9 +155,9 @@ class Context:
             params.n_rs_seq = want_rollback
             # The last n_rs_seq + 1 tokens of a batch must share one micro-batch for the snapshots.
             params.n_ubatch = params.n_batch = n_batch = max(n_batch, want_rollback + 1)
-        threads = n_threads or default_threads()
-        params.n_threads = threads
-        params.n_threads_batch = threads
+        # A count given is kept; without one, each decode's count is measured and chosen (ThreadTuner).
+        self.tuner = ThreadTuner((n_threads,) if n_threads else None)
+        self._threads = params.n_threads = params.n_threads_batch = self.tuner.counts[0]
         params.no_perf = False
         self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not self._ptr:
@@ -359,9 +360,15 @@ class Context:
             if last_chunk:
                 self._want[m - 1] = 1
             self._batch.n_tokens = m
+            threads = self.tuner.choose(m)
+            if threads != self._threads:
+                llama_cpp.llama_set_n_threads(self._ptr, threads, threads)
+                self._threads = threads
+            started = time.perf_counter()
             rc = llama_cpp.llama_decode(self._ptr, self._batch)
             if rc != 0:
                 self._decode_failed(rc, m)
+            self.tuner.observe(threads, m, time.perf_counter() - started)
             at = self.n_past
             self.tokens.extend(int(t) for t in chunk)
             self._snapshots = min(m - 1, self.rollback_depth)
@@ -567,6 +574,7 @@ class MtpContext:
 
     def _run(self, m: int) -> None:
         self._batch.n_tokens = m
+        follow_threads(self.target, self._ptr, m)
         rc = llama_cpp.llama_decode(self._ptr, self._batch)
         if rc != 0:
             self._cut(int(self._pos[0]))

@@ -36,7 +36,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from specchat.core.llama.context import _DECODE_CODES, Context, companion_params
+from specchat.core.llama.context import _DECODE_CODES, Context, companion_params, follow_threads
 from specchat.core.llama.model import Model
 from specchat.core.types import SpecchatError
 
@@ -358,6 +358,7 @@ class HeadContext:
         self.api.llama_batch_ext_set_pos(self._batch, idx, p)
 
     def _process(self, kind: int, what: str) -> None:
+        follow_threads(self.target, self._ptr, 1)
         rc = int(self.api.llama_process(self._ptr, kind, self._batch))
         if rc != 0:
             why = _DECODE_CODES.get(rc, f"code {rc}")

@@ -77,7 +77,7 @@ def serve(address: str, port: int, devices: list[int], *, threads: int | None = 
 
     Blocks in llama.cpp; returns only if the server could not start.
     """
-    from specchat.core.llama.context import default_threads
     from specchat.core.llama.rpc.binding import start_server
+    from specchat.core.llama.threads import default_threads
 
     start_server(f"{address}:{port}", devices, threads or default_threads())

@@ -1,0 +1,122 @@
+"""How many threads a context decodes with: chosen by measuring, so that a busy machine does not stall it.
+
+llama.cpp's CPU threads meet at a barrier after every operation of a decode,
+and a waiting thread spins. On an idle machine that is the fastest way to
+decode; on a busy one a thread the scheduler has taken off its core holds
+every other thread at the next barrier, hundreds of times a token. Measured on
+2 cores (docs/benchmarks.md, "Threads on a busy machine"): with one busy
+process beside it, plain decoding ran at 17 tok/s with 2 threads and 49 with
+1; idle, 2 threads were 10% faster. The best count moves with the load, so
+:class:`ThreadTuner` keeps measuring: per batch size it times each decode
+with the count it chose, tries the other counts every :data:`EXPLORE_EVERY`
+decodes, and decodes with whichever was faster lately.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+# Decodes with the count in use before another is tried (the first try comes after FIRST_TRY). Set: a try costs
+# a switch of OpenMP's team, which under load took up to a second (docs/benchmarks.md), so tries are rare.
+EXPLORE_EVERY = 128
+FIRST_TRY = 8
+# Decodes in a row a try lasts; its median decides (the switch's own slow first decode does not). Set: unmeasured.
+TRY_DECODES = 5
+# A try must be this much faster than the count in use to replace it. Set: unmeasured (a margin over noise).
+MARGIN = 0.05
+# Each new timing of the count in use weighs 1 minus this; a timing is clipped at CLIP times the average first,
+# so one stall does not hide the count's speed for long. Set: unmeasured.
+DECAY = 0.8
+CLIP = 3.0
+# Batch sizes timed apart (upper bounds): one token, a short verify, a long verify, prompt reading.
+BUCKETS = (1, 4, 16)
+
+
+def default_threads() -> int:
+    """Physical-ish core count: llama.cpp is slower with hyper-threads than without."""
+    n = os.cpu_count() or 2
+    return max(1, n // 2) if n > 4 else n
+
+
+def bucket(n_tokens: int) -> int:
+    """The index of the batch-size bucket ``n_tokens`` falls in."""
+    for i, top in enumerate(BUCKETS):
+        if n_tokens <= top:
+            return i
+    return len(BUCKETS)
+
+
+class ThreadTuner:
+    """Chooses each decode's thread count among ``counts`` by trying the others now and then.
+
+    ``counts``: the candidates, the first the one to start with (by default the
+    machine's thread count and one fewer). A single candidate is a fixed count.
+    Each decode with the count in use updates that count's time per decode for
+    its batch size; every :data:`EXPLORE_EVERY` decodes another count decodes
+    :data:`TRY_DECODES` in a row, each timed against the count in use's time
+    for the same batch size, so the two are compared at the same moment and on
+    the same work. A try faster by :data:`MARGIN` (its median ratio) takes over.
+    """
+
+    def __init__(self, counts: Sequence[int] | None = None) -> None:
+        if counts is None:
+            n = default_threads()
+            counts = (n, n - 1) if n > 1 else (n,)
+        if not counts or min(counts) < 1:
+            raise ValueError(f"thread counts must be at least 1, got {list(counts)}")
+        self.counts = tuple(dict.fromkeys(counts))
+        self.current = self.counts[0]
+        self._seconds: dict[int, float] = {}  # per batch-size bucket: a decode's seconds with the count in use
+        self._until_try = FIRST_TRY
+        self._next = 1  # index into counts of the next count to try
+        self._trying: int | None = None
+        self._ratios: list[float] = []
+        self.switches = 0  # how often the count in use changed
+        self.tries = 0
+
+    @property
+    def fixed(self) -> bool:
+        return len(self.counts) == 1
+
+    def choose(self, n_tokens: int) -> int:
+        """The thread count for a decode of ``n_tokens``."""
+        if self._trying is None and not self.fixed and self._until_try <= 0 and bucket(n_tokens) in self._seconds:
+            others = [c for c in self.counts if c != self.current]
+            self._trying = others[self._next % len(others)]
+            self._next += 1
+            self._ratios = []
+            self.tries += 1
+        return self._trying if self._trying is not None else self.current
+
+    def observe(self, threads: int, n_tokens: int, seconds: float) -> None:
+        """Record that a decode of ``n_tokens`` with ``threads`` threads took ``seconds``."""
+        if self.fixed or n_tokens <= 0:
+            return
+        b = bucket(n_tokens)
+        usual = self._seconds.get(b)
+        if threads == self._trying:
+            if usual is None:
+                return
+            self._ratios.append(seconds / usual)
+            if len(self._ratios) < TRY_DECODES:
+                return
+            ratio = sorted(self._ratios)[len(self._ratios) // 2]
+            if ratio < 1.0 - MARGIN:
+                self.current = threads
+                self.switches += 1
+                self._seconds = {k: v * ratio for k, v in self._seconds.items()}
+            self._trying = None
+            self._until_try = EXPLORE_EVERY
+            return
+        if threads != self.current:
+            return
+        self._until_try -= 1
+        if usual is None:
+            self._seconds[b] = seconds
+        else:
+            self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
+
+    def chosen(self, n_tokens: int = 1) -> int:
+        """The count in use (between tries of the others)."""
+        return self.current

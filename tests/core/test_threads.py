@@ -1,0 +1,110 @@
+"""The thread count each decode uses: measured and chosen (ThreadTuner), alone and in a real llama.cpp context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+import pytest
+
+from specchat.core.llama import threads
+from specchat.core.llama.context import Context
+from specchat.core.llama.model import Model
+from specchat.core.llama.threads import ThreadTuner
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+def drive(tuner: ThreadTuner, seconds: dict[int, float], decodes: int, n_tokens: int = 1) -> list[int]:
+    """Decode ``decodes`` times, each count taking ``seconds[count]``; the counts used, in order."""
+    used = []
+    for _ in range(decodes):
+        count = tuner.choose(n_tokens)
+        tuner.observe(count, n_tokens, seconds[count])
+        used.append(count)
+    return used
+
+
+def test_a_count_given_is_kept() -> None:
+    tuner = ThreadTuner((2,))
+    assert drive(tuner, {2: 0.01}, 300) == [2] * 300
+    assert tuner.tries == 0
+
+
+def test_a_faster_count_takes_over_after_its_first_try_and_gives_way_when_the_machine_changes() -> None:
+    tuner = ThreadTuner((2, 1))
+    used = drive(tuner, {2: 0.050, 1: 0.020}, threads.FIRST_TRY + threads.TRY_DECODES + 10)
+    assert used[: threads.FIRST_TRY] == [2] * threads.FIRST_TRY
+    assert tuner.current == 1 and used[-10:] == [1] * 10
+    # The machine quietens: two threads are faster again, and the next try finds it.
+    used = drive(tuner, {2: 0.010, 1: 0.020}, threads.EXPLORE_EVERY + threads.TRY_DECODES + 10)
+    assert tuner.current == 2 and used[-10:] == [2] * 10
+    assert tuner.switches == 2
+
+
+def test_a_slower_count_is_only_tried_now_and_then() -> None:
+    tuner = ThreadTuner((2, 1))
+    decodes = threads.FIRST_TRY + 3 * (threads.EXPLORE_EVERY + threads.TRY_DECODES)
+    used = drive(tuner, {2: 0.010, 1: 0.012}, decodes)
+    assert tuner.current == 2 and tuner.switches == 0
+    assert used.count(1) == 3 * threads.TRY_DECODES  # each try, and nothing more
+    assert tuner.tries == 3
+
+
+def test_one_stall_in_a_try_does_not_decide_it() -> None:
+    tuner = ThreadTuner((2, 1))
+    drive(tuner, {2: 0.010, 1: 0.010}, threads.FIRST_TRY)
+    assert tuner.choose(1) == 1
+    for i, seconds in enumerate([0.001, 0.012, 0.011, 0.013, 0.012]):  # one lucky decode, the rest slower
+        tuner.observe(1, 1, seconds)
+        if i < threads.TRY_DECODES - 1:
+            assert tuner.choose(1) == 1
+    assert tuner.current == 2
+
+
+def test_a_stall_of_the_count_in_use_is_clipped() -> None:
+    tuner = ThreadTuner((2, 1))
+    drive(tuner, {2: 0.010, 1: 0.010}, 4)
+    tuner.observe(2, 1, 5.0)  # a neighbour held the core for five seconds
+    # The average moved by at most CLIP times itself, not by the stall.
+    usual = tuner._seconds[threads.bucket(1)]
+    assert usual <= 0.010 * (threads.DECAY + (1 - threads.DECAY) * threads.CLIP) + 1e-12
+
+
+def test_batch_sizes_are_timed_apart() -> None:
+    tuner = ThreadTuner((2, 1))
+    assert [threads.bucket(n) for n in (1, 2, 4, 5, 16, 17, 512)] == [0, 1, 1, 2, 2, 3, 3]
+    drive(tuner, {2: 0.010, 1: 0.010}, threads.FIRST_TRY, n_tokens=1)
+    # A try compares like with like: a batch size the count in use has no time for waits for one.
+    assert tuner.choose(8) == 2
+
+
+def test_bad_counts_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        ThreadTuner((2, 0))
+
+
+@pytest.mark.slow
+def test_a_real_context_switches_its_threads_and_decodes_the_same_logits() -> None:
+    model = Model(MODELS / "llama.gguf")
+    fixed = Context(model, n_ctx=256, n_threads=2)
+    tuned = Context(model, n_ctx=256)
+    tuned.tuner = ThreadTuner((2, 1))
+    prompt = [1, 15, 27, 30, 41]
+    fixed.decode(prompt)
+    tuned.decode(prompt)
+    seen: set[int] = set()
+    token = 7
+    for _ in range(threads.FIRST_TRY + threads.TRY_DECODES + 4):
+        a = fixed.decode([token]).copy()
+        b = tuned.decode([token])
+        seen.add(int(llama_cpp.llama_n_threads(tuned._ptr)))
+        # One thread or two, each row of a product is summed by one thread: the same logits, up to rounding.
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(a).max()))
+        token = int(np.argmax(a))
+    assert seen == {1, 2}  # llama.cpp decoded with both counts
+    assert tuned.tuner.tries >= 1
+    assert fixed.tuner.fixed and int(llama_cpp.llama_n_threads(fixed._ptr)) == 2
+    fixed.close()
+    tuned.close()
