@@ -30,6 +30,7 @@ from specchat.core.engine.costs import STEP_GUESS, unmeasured_verify_costs
 from specchat.core.engine.depth import DEFAULT_AUTO_START, logit, sigmoid
 from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
 from specchat.core.engine.lookup import find_match
+from specchat.core.engine.realised import RealisedRates
 from specchat.core.engine.sampling import Distribution
 from specchat.core.types import DrafterKind, DraftSource
 
@@ -79,6 +80,13 @@ PROBE_EVERY = 8
 PROBE_DEPTH = 3
 # Shortest match (the model's drafts included) a model round hands over to a lookup at. Set: replay of open chat.
 MIN_HANDOVER_MATCH = 4
+
+# What rounds realised (RealisedRates), against the model of costs.
+# Rounds after which an arm not run since (plain, lookup, the model) is tried again. Set: on a busy machine the
+# model of costs kept lookup for six replies (issue 36); a try of each other arm costs a few percent of the rounds.
+RETRY_EVERY = 16
+# A choice is abandoned for an arm that realised this much more lately. Set: unmeasured (a margin over noise).
+REALISED_MARGIN = 0.10
 
 # The model's costs, in units of the target's one-token pass measured at the same time.
 # Each new timing of the model weighs 1 minus this. Set: unmeasured.
@@ -327,13 +335,14 @@ class Candidate:
 
 
 def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: AcceptanceTable, costs: Costs,
-           model_source: DraftSource | None) -> Candidate:
+           model_source: DraftSource | None, *, floor: bool = True) -> Candidate:
     """The candidate with the highest expected tokens per second (ties: the earlier, shorter one).
 
-    ``lookups``: (match length, proposal) pairs; ``model_source``: None when no model can draft.
+    ``lookups``: (match length, proposal) pairs; ``model_source``: None when no model can draft;
+    ``floor=False``: a drafting candidate even where a plain round is expected to be faster.
     A deterministic function of its arguments.
     """
-    best = Candidate((), 0, 0, 1.0 / costs.sat_out(0, 1.0))
+    best = Candidate((), 0, 0, 1.0 / costs.sat_out(0, 1.0) if floor else -1.0)
 
     def consider(lookup: tuple[int, ...], match: int, model: int, expected: float) -> None:
         nonlocal best
@@ -461,6 +470,10 @@ class _Pending:
     match_lengths: list[int]
     probs: list[float]  # the probability each draft had from its source (1 for lookup)
     lookups: list[tuple[int, tuple[int, ...]]]  # every lookup proposal, drafted or not
+    arm: str = "plain"  # the candidate's label: plain, lookup or model
+    number: int = 0  # the composite's round count
+    started: float = 0.0  # time.perf_counter() when the round's draft was asked for
+    read_seconds: float = 0.0  # the model's prompt read in the round (a one-off, priced apart)
 
 
 class CompositeDrafter(Drafter):
@@ -477,6 +490,9 @@ class CompositeDrafter(Drafter):
         self.table = AcceptanceTable({self.model_source: MODEL_PRIOR}, by_position=model.acceptance_by_position)
         self.confidence = Confidence()
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0}
+        self.realised = RealisedRates()
+        self.overrides = 0  # rounds where what the arms realised overruled the model of costs
+        self._round = 0
         # The model's costs in units of the target's one-token pass measured at the same time: a shared
         # machine's load moves both alike, so the ratio stays current while absolute timings go stale.
         self._model_fixed: float | None = None
@@ -556,20 +572,30 @@ class CompositeDrafter(Drafter):
         return Costs(fixed, step, catch_up, verify, plain, drafted, self._behind(request.tokens))
 
     def draft(self, request: DraftRequest) -> Draft:
+        started = time.perf_counter()
         tokens = request.tokens
         self._reply_seen = len(tokens)
-        self._observe(tokens)
+        first_round = self._first_round
+        self._observe(tokens, started)
         k = request.k
         if k <= 0:
             return Draft()
+        self._round += 1
         lookups = self.lookups(tokens, k)
         costs = self.costs(request)
         waiting = self._without_read(request, lookups, costs)
         if waiting is not None:  # this round without the model, which has not read the prompt
             best, plan = waiting, None
-            self.wins[best.label] += 1
+            self._first_round = False
         else:
             best, plan = self.decide(lookups, k, costs)
+        if not first_round:  # a reply's first round is the model of costs' alone: its first token waits for no try
+            overruled = self.realised_choice(best, lookups, k, costs)
+            if overruled is not None:
+                best, plan = overruled
+                self.overrides += 1
+        self.wins[best.label] += 1
+        read_before = self._unread is not None
         out = Draft()
         if best.model:
             self._since_model = 0
@@ -583,9 +609,52 @@ class CompositeDrafter(Drafter):
             self._since_model += 1
             _append_lookup(out, best.lookup, best.match)
             out.step_seconds = 0.0 if best.lookup else None
+        read_seconds = self.model.read[1] if read_before and self._unread is None else 0.0
         self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], out.probs[:],
-                                 lookups)
+                                 lookups, best.label, self._round, started, read_seconds)
         return out
+
+    def realised_choice(self, best: Candidate, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int,
+                        costs: Costs) -> tuple[Candidate, StopPlan | None] | None:
+        """The round the arms' realised rates choose instead of ``best`` (the model of costs' choice), or None.
+
+        An arm that can draft this round and has not run for :data:`RETRY_EVERY`
+        rounds is tried (a short round); otherwise, where another arm realised
+        more than ``best``'s arm by :data:`REALISED_MARGIN` over their recent
+        rounds (timed under the same load), that arm's best round replaces it. A
+        probe or a forced try of the model stands, and so does a lookup long
+        enough that a model round would hand over to it.
+        """
+        if best.rate == 0.0 or (best.lookup and best.match >= MIN_HANDOVER_MATCH):
+            return None
+        arms = ["plain", "model"] + (["lookup"] if lookups else [])
+        for arm in arms:  # an arm not run lately runs now: best's own arm as chosen, another as a short try
+            last = self.realised.last(arm)
+            if self._round - (last if last is not None else 1) >= RETRY_EVERY:
+                return None if arm == best.label else self._arm_round(arm, lookups, min(PROBE_DEPTH, k), costs,
+                                                                      tried=True)
+        rates = self.realised.rates(self._round)
+        mine = rates.get(best.label)
+        rivals = {arm: rate for arm, rate in rates.items() if arm in arms and arm != best.label}
+        if mine is None or not rivals:
+            return None
+        arm = max(rivals, key=lambda a: rivals[a])
+        if rivals[arm] <= mine * (1.0 + REALISED_MARGIN):
+            return None
+        return self._arm_round(arm, lookups, k, costs, tried=False)
+
+    def _arm_round(self, arm: str, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs, *,
+                   tried: bool) -> tuple[Candidate, StopPlan | None]:
+        """``arm``'s best round of up to ``k`` drafts; ``tried``: a short try of it (a zero rate: no stop plan)."""
+        if arm == "plain":
+            return Candidate((), 0, 0, 1.0 / costs.sat_out(0, 1.0)), None
+        if arm == "lookup":
+            return choose(lookups, k, self.table, costs, None, floor=False), None
+        if tried or self._model_fixed is None:
+            return Candidate((), 0, k, 0.0), None
+        plan = self._model_plan(k, costs)
+        tokens, seconds = self._planned_round(costs, plan)
+        return Candidate((), 0, k, tokens / seconds), plan
 
     def _without_read(self, request: DraftRequest, lookups: Sequence[tuple[int, tuple[int, ...]]],
                       costs: Costs) -> Candidate | None:
@@ -653,7 +722,6 @@ class CompositeDrafter(Drafter):
             elif self._since_model >= PROBE_EVERY or (self._first_round and not best.lookup):
                 best = Candidate((), 0, probe, 0.0)
         self._first_round = False
-        self.wins[best.label] += 1
         return best, plan
 
     @staticmethod
@@ -777,12 +845,14 @@ class CompositeDrafter(Drafter):
                         self.table, costs)
         _append_lookup(out, longest[1][:n], longest[0])
 
-    def _observe(self, tokens: Sequence[int]) -> None:
-        """Score the previous round's drafts, and every lookup proposal, against what the target committed."""
+    def _observe(self, tokens: Sequence[int], now: float) -> None:
+        """Score the previous round's drafts, and every lookup proposal, against what the target committed; time
+        its arm's round (from its draft to ``now``, the model's prompt read left out)."""
         pending, self._pending = self._pending, None
         if pending is None or len(tokens) <= pending.base:
             return
         new = tokens[pending.base :]
+        self.realised.record(pending.arm, pending.number, len(new), now - pending.started - pending.read_seconds)
         n_acc = _common_prefix(pending.drafted, new)
         # The drafted tokens, each source's span at its own positions.
         i = 0
