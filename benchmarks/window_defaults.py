@@ -23,10 +23,10 @@ class WindowSetup:
     params: GenerationParams
 
 
-def window_setup(max_tokens: int, n_ctx: int = 2048) -> WindowSetup:
+def window_setup(max_tokens: int, n_ctx: int = 2048, n_threads: int | None = None) -> WindowSetup:
     """The demo pair's engine and the window's defaults (greedy, repeat penalty 1.1, auto depth)."""
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=n_ctx)
+    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=n_ctx, n_threads=n_threads)
     s = Settings()
     sampler = SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, repeat_penalty=s.repeat_penalty)
     return WindowSetup(pair.target, engine, s, sampler, GenerationParams(sampler=sampler, max_tokens=max_tokens))

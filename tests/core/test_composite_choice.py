@@ -29,6 +29,7 @@ from specchat.core.engine.costs import MAX_VERIFY_SLOPE, CostView, unmeasured_ve
 from specchat.core.engine.depth import AdaptiveDepth, expected_tokens, logit, sigmoid
 from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest
 from specchat.core.engine.lookup import find_match
+from specchat.core.engine.realised import RealisedCosts
 from specchat.core.types import DraftSource, SamplerParams
 
 LOOKUP, MODEL, MTP = DraftSource.LOOKUP, DraftSource.MODEL, DraftSource.MTP
@@ -164,6 +165,7 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     drafter = CompositeDrafter.__new__(CompositeDrafter)
     drafter._model_fixed = drafter._model_step = drafter._catch_up = drafter._unread = None
     drafter.model = DraftModelDrafter(SureContext())
+    drafter.realised, drafter._round = RealisedCosts(), 0
     request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
                            costs=adaptive.costs)
     priced = drafter.costs(request)

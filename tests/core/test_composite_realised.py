@@ -13,8 +13,9 @@ import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import RETRY_EVERY, CompositeDrafter
+from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.engine.drafters import DraftModelDrafter, DraftRequest
-from specchat.core.engine.realised import MIN_ROUNDS, RECENT_ROUNDS, RealisedRates
+from specchat.core.engine.realised import FACTOR_RANGE, MIN_ROUNDS, RECENT_ROUNDS, RealisedCosts
 from specchat.core.types import DraftSource, SamplerParams
 
 VOCAB = 50
@@ -57,50 +58,73 @@ class TruthContext:
 
 
 def run(drafter: CompositeDrafter, truth: list[int], prompt: int, rounds: int, *, target_pass: float = 0.002,
-        per_token: float = 0.0002) -> list[str]:
-    """Drive ``rounds`` rounds against a target that commits ``truth``: the drafts it agrees with and one token
-    more, its verify taking ``target_pass`` and ``per_token`` a draft. Returns each round's arm (plain, lookup or
-    model, from the draft's sources)."""
+        per_token: float = 0.0002, front_end: float = 0.0) -> list[str]:
+    """Drive ``rounds`` rounds as the engine's loop does, against a target that commits ``truth`` (the drafts it
+    agrees with and one token more), its verify taking ``target_pass`` and ``per_token`` a draft, and a front end
+    that takes ``front_end`` seconds over every round's drafts (a cost no timing of the model of costs sees).
+    The round costs are measured as the loop measures them. Returns each round's arm (plain, lookup or model)."""
     rng = np.random.default_rng(0)
+    adaptive = AdaptiveDepth()
+    for _ in range(3):  # the loop's first plain rounds, which measure the target's one-token pass
+        adaptive.observe(0, 0, None, target_pass)
     tokens = truth[:prompt]
     drafter.prefill(tokens[:-1])
     arms = []
     for _ in range(rounds):
-        draft = drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), remaining=1000))
+        draft = drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs,
+                                           remaining=1000))
+        if draft.tokens:
+            time.sleep(front_end)
+        started = time.perf_counter()
         time.sleep(target_pass + per_token * len(draft.tokens))
+        verify = time.perf_counter() - started
         kept = 0
         while kept < len(draft.tokens) and draft.tokens[kept] == truth[len(tokens) + kept]:
             kept += 1
+        adaptive.observe(len(draft.tokens), kept, draft.step_seconds, verify, 0.0, draft.sync_seconds,
+                         draft.sample_seconds)
         tokens = truth[: len(tokens) + kept + 1]
         sources = set(draft.sources)
         arms.append("model" if DraftSource.MODEL in sources else "lookup" if sources else "plain")
     return arms
 
 
-def test_rates_count_only_recent_rounds_and_need_a_few() -> None:
-    rates = RealisedRates()
-    rates.record("model", 1, 5, 0.1)
-    assert rates.rate("model", 1) is None  # one round says little
-    rates.record("model", 2, 3, 0.1)
-    assert rates.rate("model", 2) == 40.0
-    assert rates.rate("model", 2 + RECENT_ROUNDS + 1) is None  # too old to compare with anything now
-    assert rates.last("model") == 2 and rates.last("plain") is None
+def test_factors_count_only_recent_rounds_need_a_few_and_are_bounded() -> None:
+    costs = RealisedCosts()
+    costs.record("model", 1, 0.010, 0.030)
+    assert costs.factor("model", 1) is None  # one round says little
+    costs.record("model", 2, 0.010, 0.010)
+    assert costs.factor("model", 2) == 2.0  # 40 ms where 20 were predicted
+    assert costs.factor("model", 2 + RECENT_ROUNDS + 1) is None  # too old to count now
+    assert costs.last("model") == 2 and costs.last("plain") is None
+    costs.record("plain", 3, 0.001, 5.0)
+    costs.record("plain", 4, 0.001, 5.0)  # two stalls
+    assert costs.factor("plain", 4) == FACTOR_RANGE[1]
     assert MIN_ROUNDS == 2
 
 
-def test_a_slow_model_the_costs_call_cheap_is_abandoned_for_plain_rounds_and_retried_within_the_bound() -> None:
+def test_drafting_that_costs_more_than_the_model_of_costs_sees_gives_way_to_plain_rounds_and_is_retried() -> None:
+    """Every draft right and the model quick, but each drafted round holds the front end 40 ms (a busy window
+    drawing the drafts): nine tokens in about 45 ms where a plain round commits one in 2 ms."""
     truth = [int(t) for t in np.random.default_rng(1).integers(0, VOCAB, 4000)]
-    # Every draft right, each decode 30 ms: about 35 tokens a second, where a plain round here takes well under
-    # a millisecond. The model of costs has no target timings and believes the model nearly free.
-    drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, pause=0.03)))
-    arms = run(drafter, truth, prompt=40, rounds=100)
-    assert "model" in arms[:3]  # the model of costs' choice while nothing else was measured
-    assert "plain" in arms[: RETRY_EVERY + 2]  # plain tried within the bound
-    assert drafter.overrides > 0
-    assert arms[-40:].count("model") <= 40 // RETRY_EVERY + 1, arms  # what was realised decides
+    drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, pause=0.0002)))
+    arms = run(drafter, truth, prompt=40, rounds=100, front_end=0.04)
+    assert "model" in arms[:3]  # the model of costs' choice while nothing else was timed
+    factor = drafter.realised.factor("model", drafter._round)
+    assert factor is not None and factor > 4  # its rounds took far longer than predicted
+    assert arms[-40:].count("plain") >= 30, arms  # priced by what they took, plain rounds win
     model_rounds = [n for n, a in enumerate(arms) if a == "model"]
     gaps = [b - a for a, b in zip(model_rounds, model_rounds[1:], strict=False)]
-    assert gaps and max(gaps) <= RETRY_EVERY + 1  # the abandoned model is still tried again within the bound
+    assert gaps and max(gaps) <= RETRY_EVERY + 1  # the model is still tried within the bound
+
+
+def test_without_hidden_costs_the_factors_stay_near_one_and_the_model_keeps_drafting() -> None:
+    truth = [int(t) for t in np.random.default_rng(3).integers(0, VOCAB, 4000)]
+    drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, pause=0.0002)))
+    arms = run(drafter, truth, prompt=40, rounds=60)
+    assert arms[-30:].count("model") >= 24, arms
+    factor = drafter.realised.factor("model", drafter._round)
+    assert factor is not None and factor < 2
 
 
 def test_a_model_kept_out_by_a_read_priced_as_prohibitive_is_tried_and_kept_when_it_realises_more() -> None:

@@ -68,7 +68,7 @@ def test_a_stall_of_the_count_in_use_is_clipped() -> None:
     drive(tuner, {2: 0.010, 1: 0.010}, 4)
     tuner.observe(2, 1, 5.0)  # a neighbour held the core for five seconds
     # The average moved by at most CLIP times itself, not by the stall.
-    usual = tuner._seconds[threads.bucket(1)]
+    usual = tuner._seconds[(0, threads.bucket(1))]
     assert usual <= 0.010 * (threads.DECAY + (1 - threads.DECAY) * threads.CLIP) + 1e-12
 
 
@@ -108,3 +108,24 @@ def test_a_real_context_switches_its_threads_and_decodes_the_same_logits() -> No
     assert fixed.tuner.fixed and int(llama_cpp.llama_n_threads(fixed._ptr)) == 2
     fixed.close()
     tuned.close()
+
+
+def test_a_draft_model_decodes_with_its_target_s_thread_count() -> None:
+    """OpenMP's team is the process's: the draft and the target share one tuner, so the team keeps its size."""
+    from specchat.core.llama.heads import open_draft
+
+    target = Context(Model(MODELS / "llama.gguf"), n_ctx=128)
+    draft, head = open_draft(target, Model(MODELS / "llama-q8.gguf"), n_ctx=128, n_threads=None)
+    assert head is None and draft is not None
+    assert draft.tuner is target.tuner
+    # Each context is timed against its own decodes: a try compares like with like.
+    target.decode([1, 2, 3])
+    draft.decode([1, 2, 3])
+    assert {key for key, _ in target.tuner._seconds} == {id(target), id(draft)}
+    given = Context(Model(MODELS / "llama.gguf"), n_ctx=128, n_threads=1)
+    fixed, _ = open_draft(given, Model(MODELS / "llama-q8.gguf"), n_ctx=128, n_threads=1)
+    assert fixed is not None and fixed.tuner.fixed
+    draft.close()
+    target.close()
+    fixed.close()
+    given.close()

@@ -22,7 +22,7 @@ import bisect
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from specchat.core.engine.costs import STEP_GUESS, unmeasured_verify_costs
 from specchat.core.engine.depth import DEFAULT_AUTO_START, logit, sigmoid
 from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
 from specchat.core.engine.lookup import find_match
-from specchat.core.engine.realised import RealisedRates
+from specchat.core.engine.realised import RealisedCosts
 from specchat.core.engine.sampling import Distribution
 from specchat.core.types import DrafterKind, DraftSource
 
@@ -81,12 +81,10 @@ PROBE_DEPTH = 3
 # Shortest match (the model's drafts included) a model round hands over to a lookup at. Set: replay of open chat.
 MIN_HANDOVER_MATCH = 4
 
-# What rounds realised (RealisedRates), against the model of costs.
+# What rounds took (RealisedCosts), against the model of costs.
 # Rounds after which an arm not run since (plain, lookup, the model) is tried again. Set: on a busy machine the
 # model of costs kept lookup for six replies (issue 36); a try of each other arm costs a few percent of the rounds.
 RETRY_EVERY = 16
-# A choice is abandoned for an arm that realised this much more lately. Set: unmeasured (a margin over noise).
-REALISED_MARGIN = 0.10
 
 # The model's costs, in units of the target's one-token pass measured at the same time.
 # Each new timing of the model weighs 1 minus this. Set: unmeasured.
@@ -293,6 +291,12 @@ class Costs:
     overhead_plain: float
     overhead_drafted: float
     behind: int = 0  # committed tokens the draft model has not decoded yet (after lookup rounds)
+    # Per arm (plain, lookup, model): what its rounds took lately over what this model predicted (RealisedCosts).
+    factors: dict[str, float] = field(default_factory=dict)
+
+    def factor(self, n_tokens: int, model_tokens: int) -> float:
+        """The realised factor of a round of ``n_tokens`` drafts, the first ``model_tokens`` the model's."""
+        return self.factors.get(arm_of(n_tokens, model_tokens), 1.0)
 
     def model(self, n: int) -> float:
         """The model drafting ``n`` tokens (and catching up first)."""
@@ -302,6 +306,10 @@ class Costs:
 
     def round(self, n_tokens: int, model_tokens: int) -> float:
         """Seconds for a round of ``n_tokens`` drafts of which the first ``model_tokens`` are the model's."""
+        return self.predicted(n_tokens, model_tokens) * self.factor(n_tokens, model_tokens)
+
+    def predicted(self, n_tokens: int, model_tokens: int) -> float:
+        """:meth:`round` as the model of costs alone predicts it (no realised factor)."""
         seconds = self.verify[n_tokens + 1] + (self.overhead_drafted if n_tokens else self.overhead_plain)
         return seconds + self.model(model_tokens)
 
@@ -318,6 +326,11 @@ class Costs:
         return self.round(n_tokens, 0) + expected * self.catch_up_token
 
 
+def arm_of(n_tokens: int, model_tokens: int) -> str:
+    """The arm a round of ``n_tokens`` drafts, ``model_tokens`` of them the model's, belongs to."""
+    return "model" if model_tokens else "lookup" if n_tokens else "plain"
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One way to draft a round: ``lookup`` tokens (from a match of ``match`` tokens) or ``model`` model tokens."""
@@ -329,9 +342,7 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        if self.lookup:
-            return "lookup"
-        return "model" if self.model else "plain"
+        return arm_of(len(self.lookup), self.model)
 
 
 def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: AcceptanceTable, costs: Costs,
@@ -474,6 +485,7 @@ class _Pending:
     number: int = 0  # the composite's round count
     started: float = 0.0  # time.perf_counter() when the round's draft was asked for
     read_seconds: float = 0.0  # the model's prompt read in the round (a one-off, priced apart)
+    predicted: float = 0.0  # the round's seconds as the model of costs predicted them for its drafts
 
 
 class CompositeDrafter(Drafter):
@@ -490,8 +502,8 @@ class CompositeDrafter(Drafter):
         self.table = AcceptanceTable({self.model_source: MODEL_PRIOR}, by_position=model.acceptance_by_position)
         self.confidence = Confidence()
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0}
-        self.realised = RealisedRates()
-        self.overrides = 0  # rounds where what the arms realised overruled the model of costs
+        self.realised = RealisedCosts()
+        self.tries = 0  # rounds that tried an arm not run lately
         self._round = 0
         # The model's costs in units of the target's one-token pass measured at the same time: a shared
         # machine's load moves both alike, so the ratio stays current while absolute timings go stale.
@@ -560,8 +572,10 @@ class CompositeDrafter(Drafter):
         """This round's cost estimates: the target's from the round-cost model, the model's from its timings."""
         view = request.costs
         n_max = request.k + 2
+        factors: dict[str, float] = {}
         if view is not None and view.measured_plain():
             verify, plain, drafted = view.verify_costs(n_max), view.overhead(False), view.overhead(True)
+            factors = self.realised.factors(self._round)
         else:  # in units of a one-token pass
             verify, plain, drafted = unmeasured_verify_costs(n_max), 0.0, 0.0
         step = (self._model_step if self._model_step is not None else STEP_GUESS) * verify[1]
@@ -569,13 +583,12 @@ class CompositeDrafter(Drafter):
         catch_up = 0.0  # a model that does not follow the text has nothing to catch up on
         if self.model.follows_text:
             catch_up = self._catch_up * verify[1] if self._catch_up is not None else CATCH_UP_SHARE * step
-        return Costs(fixed, step, catch_up, verify, plain, drafted, self._behind(request.tokens))
+        return Costs(fixed, step, catch_up, verify, plain, drafted, self._behind(request.tokens), factors)
 
     def draft(self, request: DraftRequest) -> Draft:
         started = time.perf_counter()
         tokens = request.tokens
         self._reply_seen = len(tokens)
-        first_round = self._first_round
         self._observe(tokens, started)
         k = request.k
         if k <= 0:
@@ -586,14 +599,13 @@ class CompositeDrafter(Drafter):
         waiting = self._without_read(request, lookups, costs)
         if waiting is not None:  # this round without the model, which has not read the prompt
             best, plan = waiting, None
-            self._first_round = False
         else:
             best, plan = self.decide(lookups, k, costs)
-        if not first_round:  # a reply's first round is the model of costs' alone: its first token waits for no try
-            overruled = self.realised_choice(best, lookups, k, costs)
-            if overruled is not None:
-                best, plan = overruled
-                self.overrides += 1
+        if len(tokens) > (self._reply_from or 0):  # a reply's first round is the model of costs' alone
+            tried = self._retry(best, lookups, k, costs)
+            if tried is not None:
+                best, plan = tried, None
+                self.tries += 1
         self.wins[best.label] += 1
         read_before = self._unread is not None
         out = Draft()
@@ -610,51 +622,37 @@ class CompositeDrafter(Drafter):
             _append_lookup(out, best.lookup, best.match)
             out.step_seconds = 0.0 if best.lookup else None
         read_seconds = self.model.read[1] if read_before and self._unread is None else 0.0
+        timed = request.costs is not None and request.costs.measured_plain()  # seconds, not units: comparable
+        n_model = sum(1 for source in out.sources if source is self.model_source)
         self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], out.probs[:],
-                                 lookups, best.label, self._round, started, read_seconds)
+                                 lookups, arm_of(len(out.tokens), n_model), self._round, started, read_seconds,
+                                 costs.predicted(len(out.tokens), n_model) if timed else 0.0)
         return out
 
-    def realised_choice(self, best: Candidate, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int,
-                        costs: Costs) -> tuple[Candidate, StopPlan | None] | None:
-        """The round the arms' realised rates choose instead of ``best`` (the model of costs' choice), or None.
+    def _retry(self, best: Candidate, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int,
+               costs: Costs) -> Candidate | None:
+        """A short try of an arm that can draft this round and has not run for :data:`RETRY_EVERY` rounds, in
+        place of ``best``; None where none is due (or ``best``'s own arm is, which then runs as chosen).
 
-        An arm that can draft this round and has not run for :data:`RETRY_EVERY`
-        rounds is tried (a short round); otherwise, where another arm realised
-        more than ``best``'s arm by :data:`REALISED_MARGIN` over their recent
-        rounds (timed under the same load), that arm's best round replaces it. A
-        probe or a forced try of the model stands, and so does a lookup long
-        enough that a model round would hand over to it.
+        The tries keep every arm's realised factor current, so that what a busy machine does to an arm the
+        model of costs left out is seen within a bounded number of rounds. A probe or a forced try of the model
+        stands, and so does a lookup long enough that a model round would hand over to it.
         """
         if best.rate == 0.0 or (best.lookup and best.match >= MIN_HANDOVER_MATCH):
             return None
-        arms = ["plain", "model"] + (["lookup"] if lookups else [])
-        for arm in arms:  # an arm not run lately runs now: best's own arm as chosen, another as a short try
+        for arm in ("plain", "model", "lookup") if lookups else ("plain", "model"):
             last = self.realised.last(arm)
-            if self._round - (last if last is not None else 1) >= RETRY_EVERY:
-                return None if arm == best.label else self._arm_round(arm, lookups, min(PROBE_DEPTH, k), costs,
-                                                                      tried=True)
-        rates = self.realised.rates(self._round)
-        mine = rates.get(best.label)
-        rivals = {arm: rate for arm, rate in rates.items() if arm in arms and arm != best.label}
-        if mine is None or not rivals:
-            return None
-        arm = max(rivals, key=lambda a: rivals[a])
-        if rivals[arm] <= mine * (1.0 + REALISED_MARGIN):
-            return None
-        return self._arm_round(arm, lookups, k, costs, tried=False)
-
-    def _arm_round(self, arm: str, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs, *,
-                   tried: bool) -> tuple[Candidate, StopPlan | None]:
-        """``arm``'s best round of up to ``k`` drafts; ``tried``: a short try of it (a zero rate: no stop plan)."""
-        if arm == "plain":
-            return Candidate((), 0, 0, 1.0 / costs.sat_out(0, 1.0)), None
-        if arm == "lookup":
-            return choose(lookups, k, self.table, costs, None, floor=False), None
-        if tried or self._model_fixed is None:
-            return Candidate((), 0, k, 0.0), None
-        plan = self._model_plan(k, costs)
-        tokens, seconds = self._planned_round(costs, plan)
-        return Candidate((), 0, k, tokens / seconds), plan
+            if self._round - (last if last is not None else 1) < RETRY_EVERY:
+                continue
+            if arm == best.label:
+                return None
+            if arm == "plain":
+                return Candidate((), 0, 0, 0.0)
+            if arm == "lookup":
+                return dataclasses.replace(choose(lookups, min(PROBE_DEPTH, k), self.table, costs, None,
+                                                  floor=False), rate=0.0)
+            return Candidate((), 0, min(PROBE_DEPTH, k), 0.0)
+        return None
 
     def _without_read(self, request: DraftRequest, lookups: Sequence[tuple[int, tuple[int, ...]]],
                       costs: Costs) -> Candidate | None:
@@ -728,7 +726,8 @@ class CompositeDrafter(Drafter):
     def _planned_round(costs: Costs, plan: StopPlan) -> tuple[float, float]:
         """The expected tokens and seconds of a round the model drafts under ``plan``."""
         tokens_added, seconds = plan.expected(1.0)
-        return 1.0 + tokens_added, costs.verify[1] + costs.overhead_drafted + seconds
+        seconds = (costs.verify[1] + costs.overhead_drafted + seconds) * costs.factors.get("model", 1.0)
+        return 1.0 + tokens_added, seconds
 
     def _model_plan(self, n: int, costs: Costs) -> StopPlan:
         """The stop plan for up to ``n`` model drafts (see :meth:`StopPlan.for_round`)."""
@@ -852,7 +851,8 @@ class CompositeDrafter(Drafter):
         if pending is None or len(tokens) <= pending.base:
             return
         new = tokens[pending.base :]
-        self.realised.record(pending.arm, pending.number, len(new), now - pending.started - pending.read_seconds)
+        self.realised.record(pending.arm, pending.number, pending.predicted,
+                             now - pending.started - pending.read_seconds)
         n_acc = _common_prefix(pending.drafted, new)
         # The drafted tokens, each source's span at its own positions.
         i = 0

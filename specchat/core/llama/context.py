@@ -139,7 +139,7 @@ class Context:
     """
 
     def __init__(self, model: Model, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512,
-                 rollback: int = 0) -> None:
+                 rollback: int = 0, tuner: ThreadTuner | None = None) -> None:
         self.model = model
         self.kind: ModelKind = model.kind
         if n_ctx < 16:
@@ -155,9 +155,10 @@ class Context:
             params.n_rs_seq = want_rollback
             # The last n_rs_seq + 1 tokens of a batch must share one micro-batch for the snapshots.
             params.n_ubatch = params.n_batch = n_batch = max(n_batch, want_rollback + 1)
-        # A count given is kept; without one, each decode's count is measured and chosen (ThreadTuner).
-        self.tuner = ThreadTuner((n_threads,) if n_threads else None)
-        self._threads = params.n_threads = params.n_threads_batch = self.tuner.counts[0]
+        # A count given is kept; without one, each decode's count is measured and chosen (ThreadTuner), with
+        # the tuner of the context this one decodes in turn with, where it has one.
+        self.tuner = tuner or ThreadTuner((n_threads,) if n_threads else None)
+        self._threads = params.n_threads = params.n_threads_batch = self.tuner.chosen()
         params.no_perf = False
         self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not self._ptr:
@@ -360,7 +361,7 @@ class Context:
             if last_chunk:
                 self._want[m - 1] = 1
             self._batch.n_tokens = m
-            threads = self.tuner.choose(m)
+            threads = self.tuner.choose(m, id(self))
             if threads != self._threads:
                 llama_cpp.llama_set_n_threads(self._ptr, threads, threads)
                 self._threads = threads
@@ -368,7 +369,7 @@ class Context:
             rc = llama_cpp.llama_decode(self._ptr, self._batch)
             if rc != 0:
                 self._decode_failed(rc, m)
-            self.tuner.observe(threads, m, time.perf_counter() - started)
+            self.tuner.observe(threads, m, time.perf_counter() - started, id(self))
             at = self.n_past
             self.tokens.extend(int(t) for t in chunk)
             self._snapshots = min(m - 1, self.rollback_depth)

@@ -575,7 +575,9 @@ def open_draft(target: object, draft: Model | None, *, n_ctx: int, n_threads: in
     if draft is None:
         return None, None
     if not is_head(draft):
-        return Context(draft, n_ctx=n_ctx, n_threads=n_threads), None
+        # It decodes in turn with the target: one thread count for both (see ThreadTuner).
+        shared = target.tuner if isinstance(target, Context) else None
+        return Context(draft, n_ctx=n_ctx, n_threads=n_threads, tuner=shared), None
     if not isinstance(target, Context):
         raise SpecchatError(f"{draft.name} is a drafter head: it needs the target on this machine, not on RPC servers")
     return None, open_head(target, draft, n_threads=n_threads)

@@ -53,10 +53,14 @@ class ThreadTuner:
     ``counts``: the candidates, the first the one to start with (by default the
     machine's thread count and one fewer). A single candidate is a fixed count.
     Each decode with the count in use updates that count's time per decode for
-    its batch size; every :data:`EXPLORE_EVERY` decodes another count decodes
-    :data:`TRY_DECODES` in a row, each timed against the count in use's time
-    for the same batch size, so the two are compared at the same moment and on
-    the same work. A try faster by :data:`MARGIN` (its median ratio) takes over.
+    its context (``key``) and batch size; every :data:`EXPLORE_EVERY` decodes
+    another count decodes :data:`TRY_DECODES` in a row, each timed against the
+    count in use's time for the same context and batch size, so the two are
+    compared at the same moment and on the same work. A try faster by
+    :data:`MARGIN` (its median ratio) takes over. The contexts that decode in
+    turn (the target and its draft) share one tuner: OpenMP's team of threads
+    is the process's, and a team that changes size every decode costs more than
+    either size (measured: docs/benchmarks.md, "A busy machine").
     """
 
     def __init__(self, counts: Sequence[int] | None = None) -> None:
@@ -67,7 +71,7 @@ class ThreadTuner:
             raise ValueError(f"thread counts must be at least 1, got {list(counts)}")
         self.counts = tuple(dict.fromkeys(counts))
         self.current = self.counts[0]
-        self._seconds: dict[int, float] = {}  # per batch-size bucket: a decode's seconds with the count in use
+        self._seconds: dict[tuple[int, int], float] = {}  # per (context, batch-size bucket): a decode's seconds
         self._until_try = FIRST_TRY
         self._next = 1  # index into counts of the next count to try
         self._trying: int | None = None
@@ -79,9 +83,10 @@ class ThreadTuner:
     def fixed(self) -> bool:
         return len(self.counts) == 1
 
-    def choose(self, n_tokens: int) -> int:
-        """The thread count for a decode of ``n_tokens``."""
-        if self._trying is None and not self.fixed and self._until_try <= 0 and bucket(n_tokens) in self._seconds:
+    def choose(self, n_tokens: int, key: int = 0) -> int:
+        """The thread count for a decode of ``n_tokens`` by the context ``key``."""
+        if (self._trying is None and not self.fixed and self._until_try <= 0
+                and (key, bucket(n_tokens)) in self._seconds):
             others = [c for c in self.counts if c != self.current]
             self._trying = others[self._next % len(others)]
             self._next += 1
@@ -89,11 +94,11 @@ class ThreadTuner:
             self.tries += 1
         return self._trying if self._trying is not None else self.current
 
-    def observe(self, threads: int, n_tokens: int, seconds: float) -> None:
-        """Record that a decode of ``n_tokens`` with ``threads`` threads took ``seconds``."""
+    def observe(self, threads: int, n_tokens: int, seconds: float, key: int = 0) -> None:
+        """Record that a decode of ``n_tokens`` by the context ``key`` with ``threads`` threads took ``seconds``."""
         if self.fixed or n_tokens <= 0:
             return
-        b = bucket(n_tokens)
+        b = (key, bucket(n_tokens))
         usual = self._seconds.get(b)
         if threads == self._trying:
             if usual is None:

@@ -1,0 +1,86 @@
+"""The default drafter against its parts and plain decoding, idle and busy: does Automatic keep its speed-up?
+
+The demo pair with the window's reply settings; per background load (0, 1 and
+2 busy processes, ``background_load.py``) and per prompt, four replies take
+turns in a rotating order: Automatic (the composite), the draft model alone,
+lookup alone and plain decoding, each at auto depth, each drafter kept between
+replies as the window keeps it. A reply's rate is its tokens over its decode
+time. Per reply the script prints Automatic over the better of its two parts
+and over plain; per load the same over the summed replies. Goals (issue 36):
+per reply at least 0.95x the better part and 0.98x plain, overall at least the
+better part.
+
+    python benchmarks/busy_default.py [--prompts FILE] [--loads 0 1 2] [--max-tokens 96] [--limit 6] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from background_load import background_load
+from window_defaults import ROOT, window_setup
+
+DRAFTERS = (("auto", "composite"), ("model", "draft"), ("lookup", "ngram"), ("plain", "none"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=Path, default=ROOT / "tests" / "data" / "mixed-prompts.jsonl")
+    parser.add_argument("--loads", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--limit", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="a fixed thread count (default: measured)")
+    args = parser.parse_args()
+
+    from specchat.cli.bench import load_prompts
+    from specchat.core.engine.speculative import generate
+    from specchat.core.types import Finished
+
+    setup = window_setup(args.max_tokens, n_threads=args.threads)
+    engine = setup.engine
+    prompts = load_prompts(args.prompts, args.limit) * args.repeats
+    worst_part = worst_plain = float("inf")
+    print(f"{len(prompts)} prompts, {args.max_tokens} tokens; tok/s per reply; drafters take turns per prompt")
+    for load in args.loads:
+        totals = {name: [0, 0.0] for name, _ in DRAFTERS}
+        print(f"\n## {load} busy process(es)\n")
+        print("| prompt | auto | model | lookup | plain | auto/better part | auto/plain |")
+        print("|---|---|---|---|---|---|---|")
+        with background_load(load):
+            for i, (pid, messages) in enumerate(prompts):
+                _, prompt = engine.tokenize_prompt(messages)
+                order = DRAFTERS[i % len(DRAFTERS):] + DRAFTERS[: i % len(DRAFTERS)]
+                rate = {}
+                for name, drafter_name in order:
+                    engine.forget_contexts()  # each reply reads its prompt, as a new conversation's first does
+                    drafter = engine.drafter_for(drafter_name)
+                    adaptive = engine.adaptive_for(drafter_name)
+                    for event in generate(engine.target_side, drafter, prompt, setup.params, adaptive=adaptive):
+                        if isinstance(event, Finished):
+                            stats = event.stats
+                    rate[name] = stats.generated / stats.generate_seconds
+                    totals[name][0] += stats.generated
+                    totals[name][1] += stats.generate_seconds
+                part = max(rate["model"], rate["lookup"])
+                worst_part = min(worst_part, rate["auto"] / part)
+                worst_plain = min(worst_plain, rate["auto"] / rate["plain"])
+                print(f"| {pid} | {rate['auto']:.1f} | {rate['model']:.1f} | {rate['lookup']:.1f} | "
+                      f"{rate['plain']:.1f} | {rate['auto'] / part:.2f} | {rate['auto'] / rate['plain']:.2f} |",
+                      flush=True)
+        overall = {name: tokens / seconds for name, (tokens, seconds) in totals.items()}
+        part = max(overall["model"], overall["lookup"])
+        auto = overall["auto"]
+        print(f"| **overall** | {auto:.1f} | {overall['model']:.1f} | {overall['lookup']:.1f} | "
+              f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |")
+    print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
+    engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
