@@ -104,15 +104,15 @@ def test_factors_count_only_recent_rounds_need_a_few_and_are_bounded() -> None:
 
 
 def test_drafting_that_costs_more_than_the_model_of_costs_sees_gives_way_to_plain_rounds_and_is_retried() -> None:
-    """Every draft right and the model quick, but each drafted round holds the front end 40 ms (a busy window
-    drawing the drafts): nine tokens in about 45 ms where a plain round commits one in 2 ms."""
+    """Every draft right and the model quick, but each drafted round holds the front end 80 ms (a busy window
+    drawing the drafts): nine tokens in about 85 ms where a plain round commits one in 2 ms."""
     truth = [int(t) for t in np.random.default_rng(1).integers(0, VOCAB, 4000)]
     drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, pause=0.0002)))
-    arms = run(drafter, truth, prompt=40, rounds=100, front_end=0.04)
+    arms = run(drafter, truth, prompt=40, rounds=100, front_end=0.08)
     assert "model" in arms[:3]  # the model of costs' choice while nothing else was timed
     factor = drafter.realised.factor("model", drafter._round)
     assert factor is not None and factor > 4  # its rounds took far longer than predicted
-    assert arms[-40:].count("plain") >= 30, arms  # priced by what they took, plain rounds win
+    assert arms[-40:].count("plain") >= 28, arms  # priced by what they took, plain rounds win
     model_rounds = [n for n, a in enumerate(arms) if a == "model"]
     gaps = [b - a for a, b in zip(model_rounds, model_rounds[1:], strict=False)]
     assert gaps and max(gaps) <= RETRY_EVERY + 1  # the model is still tried within the bound

@@ -43,13 +43,18 @@ def test_a_faster_count_takes_over_after_its_first_try_and_gives_way_when_the_ma
     assert tuner.switches == 2
 
 
-def test_a_slower_count_is_only_tried_now_and_then() -> None:
+def test_a_slower_count_is_tried_ever_more_rarely_and_a_stalling_try_ends_at_once() -> None:
     tuner = ThreadTuner((2, 1))
-    decodes = threads.FIRST_TRY + 3 * (threads.EXPLORE_EVERY + threads.TRY_DECODES)
+    decodes = threads.FIRST_TRY + 7 * threads.EXPLORE_EVERY + 3 * threads.TRY_DECODES
     used = drive(tuner, {2: 0.010, 1: 0.012}, decodes)
     assert tuner.current == 2 and tuner.switches == 0
-    assert used.count(1) == 3 * threads.TRY_DECODES  # each try, and nothing more
-    assert tuner.tries == 3
+    starts = [i for i, c in enumerate(used) if c == 1 and (i == 0 or used[i - 1] == 2)]
+    assert used.count(1) == 3 * threads.TRY_DECODES  # three tries, each its length, nothing more
+    gaps = [b - a - threads.TRY_DECODES for a, b in zip(starts, starts[1:], strict=False)]
+    assert gaps == [threads.EXPLORE_EVERY * 2, threads.EXPLORE_EVERY * 4]  # each lost try doubles the wait
+    stalling = ThreadTuner((2, 1))
+    used = drive(stalling, {2: 0.010, 1: 0.5}, threads.FIRST_TRY + threads.TRY_DECODES)
+    assert used[threads.FIRST_TRY:].count(1) == 2  # the switch's own slow decode, then one more: ended there
 
 
 def test_one_stall_in_a_try_does_not_decide_it() -> None:

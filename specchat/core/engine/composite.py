@@ -84,7 +84,7 @@ MIN_HANDOVER_MATCH = 4
 # What rounds took (RealisedCosts), against the model of costs.
 # Rounds after which an arm not run since (plain, lookup, the model) is tried again. Set: on a busy machine the
 # model of costs kept lookup for six replies (issue 36); a try of each other arm costs a few percent of the rounds.
-RETRY_EVERY = 16
+RETRY_EVERY = 24
 
 # The model's costs, in units of the target's one-token pass measured at the same time.
 # Each new timing of the model weighs 1 minus this. Set: unmeasured.
@@ -483,7 +483,7 @@ class _Pending:
     lookups: list[tuple[int, tuple[int, ...]]]  # every lookup proposal, drafted or not
     arm: str = "plain"  # the candidate's label: plain, lookup or model
     number: int = 0  # the composite's round count
-    started: float = 0.0  # time.perf_counter() when the round's draft was asked for
+    started: float = 0.0  # time.perf_counter() when the round began drafting (its choice made)
     read_seconds: float = 0.0  # the model's prompt read in the round (a one-off, priced apart)
     predicted: float = 0.0  # the round's seconds as the model of costs predicted them for its drafts
 
@@ -586,10 +586,9 @@ class CompositeDrafter(Drafter):
         return Costs(fixed, step, catch_up, verify, plain, drafted, self._behind(request.tokens), factors)
 
     def draft(self, request: DraftRequest) -> Draft:
-        started = time.perf_counter()
         tokens = request.tokens
         self._reply_seen = len(tokens)
-        self._observe(tokens, started)
+        self._observe(tokens, time.perf_counter())
         k = request.k
         if k <= 0:
             return Draft()
@@ -608,6 +607,8 @@ class CompositeDrafter(Drafter):
                 self.tries += 1
         self.wins[best.label] += 1
         read_before = self._unread is not None
+        # The round is timed from here: the choice above costs every arm alike, so it is no arm's.
+        started = time.perf_counter()
         out = Draft()
         if best.model:
             self._since_model = 0

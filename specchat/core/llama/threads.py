@@ -21,6 +21,12 @@ from collections.abc import Sequence
 # a switch of OpenMP's team, which under load took up to a second (docs/benchmarks.md), so tries are rare.
 EXPLORE_EVERY = 128
 FIRST_TRY = 8
+# A lost try doubles the decodes to the next, up to this many times EXPLORE_EVERY: under a heavy load a try of
+# more threads is what costs (a second or more). Set: unmeasured.
+MAX_BACKOFF = 16
+# A try whose decode after the switch's first takes this many times the count in use's ends there, lost.
+# Set: unmeasured (the stalls seen under load were 5-50 times a decode).
+ABORT_RATIO = 2.5
 # Decodes in a row a try lasts; its median decides (the switch's own slow first decode does not). Set: unmeasured.
 TRY_DECODES = 5
 # A try must be this much faster than the count in use to replace it. Set: unmeasured (a margin over noise).
@@ -57,7 +63,9 @@ class ThreadTuner:
     another count decodes :data:`TRY_DECODES` in a row, each timed against the
     count in use's time for the same context and batch size, so the two are
     compared at the same moment and on the same work. A try faster by
-    :data:`MARGIN` (its median ratio) takes over. The contexts that decode in
+    :data:`MARGIN` (its median ratio) takes over; a try that loses waits twice
+    as long for the next (a try of more threads on a busy machine is what
+    costs), and one that stalls ends at once. The contexts that decode in
     turn (the target and its draft) share one tuner: OpenMP's team of threads
     is the process's, and a team that changes size every decode costs more than
     either size (measured: docs/benchmarks.md, "A busy machine").
@@ -73,6 +81,7 @@ class ThreadTuner:
         self.current = self.counts[0]
         self._seconds: dict[tuple[int, int], float] = {}  # per (context, batch-size bucket): a decode's seconds
         self._until_try = FIRST_TRY
+        self._interval = EXPLORE_EVERY
         self._next = 1  # index into counts of the next count to try
         self._trying: int | None = None
         self._ratios: list[float] = []
@@ -104,15 +113,19 @@ class ThreadTuner:
             if usual is None:
                 return
             self._ratios.append(seconds / usual)
-            if len(self._ratios) < TRY_DECODES:
+            hopeless = len(self._ratios) > 1 and self._ratios[-1] > ABORT_RATIO
+            if len(self._ratios) < TRY_DECODES and not hopeless:
                 return
             ratio = sorted(self._ratios)[len(self._ratios) // 2]
-            if ratio < 1.0 - MARGIN:
+            if ratio < 1.0 - MARGIN and not hopeless:
                 self.current = threads
                 self.switches += 1
                 self._seconds = {k: v * ratio for k, v in self._seconds.items()}
+                self._interval = EXPLORE_EVERY
+            else:
+                self._interval = min(2 * self._interval, MAX_BACKOFF * EXPLORE_EVERY)
             self._trying = None
-            self._until_try = EXPLORE_EVERY
+            self._until_try = self._interval
             return
         if threads != self.current:
             return
