@@ -85,6 +85,10 @@ MIN_HANDOVER_MATCH = 4
 # Rounds after which an arm not run since (plain, lookup, the model) is tried again. Set: on a busy machine the
 # model of costs kept lookup for six replies (issue 36); a try of each other arm costs a few percent of the rounds.
 RETRY_EVERY = 24
+# Replies in a row without the model after which a try of it may read the prompt (a read is a reply's one-off
+# cost, so a try that needs one waits for this). Set: tries that read in every reply cost a fifth of the rate
+# under load (benchmarks/busy_default.py); issue 36 saw six replies in a row without the model.
+READ_RETRY_REPLIES = 3
 
 # The model's costs, in units of the target's one-token pass measured at the same time.
 # Each new timing of the model weighs 1 minus this. Set: unmeasured.
@@ -518,6 +522,8 @@ class CompositeDrafter(Drafter):
         self._reply_tokens: float | None = None  # how long replies run here (a moving average)
         self._reuse = 0.0  # the share of a prompt the target held already (a moving average)
         self._reply_from: int | None = None  # where the current reply began
+        self._model_in_reply = False  # whether the model drafted in the current reply
+        self._replies_without_model = 0
         self._reply_seen = 0  # how far it has come
         self._pending: _Pending | None = None
 
@@ -528,6 +534,8 @@ class CompositeDrafter(Drafter):
         (:meth:`_without_read`)."""
         if self._reply_from is not None:  # the previous reply's length, as far as its last round asked
             self._reply_tokens = _ema(self._reply_tokens, float(self._reply_seen - self._reply_from))
+            self._replies_without_model = 0 if self._model_in_reply else self._replies_without_model + 1
+        self._model_in_reply = False
         self._reply_from = self._reply_seen = len(tokens) + 1
         self._pending = None
         self._first_round = True
@@ -612,6 +620,7 @@ class CompositeDrafter(Drafter):
         out = Draft()
         if best.model:
             self._since_model = 0
+            self._model_in_reply = True
             n, keep_going = best.model, None
             if best.rate > 0.0:  # a chosen round (not a probe): the model drafts on while its confidence pays
                 n, keep_going = k, self._stopper(tokens, k, costs, plan, lookups)
@@ -637,11 +646,15 @@ class CompositeDrafter(Drafter):
 
         The tries keep every arm's realised factor current, so that what a busy machine does to an arm the
         model of costs left out is seen within a bounded number of rounds. A probe or a forced try of the model
-        stands, and so does a lookup long enough that a model round would hand over to it.
+        stands, and so does a lookup long enough that a model round would hand over to it. A try of a model
+        that has not read the prompt waits until :data:`READ_RETRY_REPLIES` replies went without it.
         """
         if best.rate == 0.0 or (best.lookup and best.match >= MIN_HANDOVER_MATCH):
             return None
-        for arm in ("plain", "model", "lookup") if lookups else ("plain", "model"):
+        arms = ["plain", "model", "lookup"] if lookups else ["plain", "model"]
+        if self._unread is not None and self._replies_without_model < READ_RETRY_REPLIES:
+            arms.remove("model")
+        for arm in arms:
             last = self.realised.last(arm)
             if self._round - (last if last is not None else 1) < RETRY_EVERY:
                 continue
