@@ -59,15 +59,14 @@ def companion_params(target: Context, n_threads: int | None = None) -> llama_cpp
     params.n_ctx = target.n_ctx
     params.n_batch = params.n_ubatch = target.n_batch
     params.n_seq_max = 1
-    params.n_threads = params.n_threads_batch = n_threads or target.tuner.chosen()
+    params.n_threads = params.n_threads_batch = n_threads or target.tuner.current
     params.ctx_other = target._ptr
     return params
 
 
-def follow_threads(target: Context, ptr: Any, n_tokens: int) -> None:
+def follow_threads(target: Context, ptr: Any) -> None:
     """Decode with a context tied to ``target`` (MTP heads, a head file) at the thread count the target uses now."""
-    threads = target.tuner.chosen(n_tokens)
-    llama_cpp.llama_set_n_threads(ptr, threads, threads)
+    llama_cpp.llama_set_n_threads(ptr, target.tuner.current, target.tuner.current)
 
 
 def can_checkpoint() -> bool:
@@ -158,7 +157,7 @@ class Context:
         # A count given is kept; without one, each decode's count is measured and chosen (ThreadTuner), with
         # the tuner of the context this one decodes in turn with, where it has one.
         self.tuner = tuner or ThreadTuner((n_threads,) if n_threads else None)
-        self._threads = params.n_threads = params.n_threads_batch = self.tuner.chosen()
+        self._threads = params.n_threads = params.n_threads_batch = self.tuner.current
         params.no_perf = False
         self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not self._ptr:
@@ -575,7 +574,7 @@ class MtpContext:
 
     def _run(self, m: int) -> None:
         self._batch.n_tokens = m
-        follow_threads(self.target, self._ptr, m)
+        follow_threads(self.target, self._ptr)
         rc = llama_cpp.llama_decode(self._ptr, self._batch)
         if rc != 0:
             self._cut(int(self._pos[0]))

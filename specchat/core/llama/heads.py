@@ -358,7 +358,7 @@ class HeadContext:
         self.api.llama_batch_ext_set_pos(self._batch, idx, p)
 
     def _process(self, kind: int, what: str) -> None:
-        follow_threads(self.target, self._ptr, 1)
+        follow_threads(self.target, self._ptr)
         rc = int(self.api.llama_process(self._ptr, kind, self._batch))
         if rc != 0:
             why = _DECODE_CODES.get(rc, f"code {rc}")

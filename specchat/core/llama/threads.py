@@ -4,12 +4,12 @@ llama.cpp's CPU threads meet at a barrier after every operation of a decode,
 and a waiting thread spins. On an idle machine that is the fastest way to
 decode; on a busy one a thread the scheduler has taken off its core holds
 every other thread at the next barrier, hundreds of times a token. Measured on
-2 cores (docs/benchmarks.md, "Threads on a busy machine"): with one busy
+2 cores (docs/benchmarks.md, "A busy machine"): with one busy
 process beside it, plain decoding ran at 17 tok/s with 2 threads and 49 with
 1; idle, 2 threads were 10% faster. The best count moves with the load, so
-:class:`ThreadTuner` keeps measuring: per batch size it times each decode
-with the count it chose, tries the other counts every :data:`EXPLORE_EVERY`
-decodes, and decodes with whichever was faster lately.
+:class:`ThreadTuner` keeps measuring: it times each decode with the count in
+use, now and then tries another against it on the same work, and keeps
+whichever was faster.
 """
 
 from __future__ import annotations
@@ -135,6 +135,3 @@ class ThreadTuner:
         else:
             self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
 
-    def chosen(self, n_tokens: int = 1) -> int:
-        """The count in use (between tries of the others)."""
-        return self.current
