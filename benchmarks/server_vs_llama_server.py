@@ -46,7 +46,8 @@ import httpx
 import openai
 
 CACHE = Path.home() / ".cache" / "specchat-llama-tools"
-PROMPTS = Path("/work/shared/prompts/mixed-public.jsonl")
+# The shared prompts sit beside the repository (../shared/prompts), wherever it is checked out.
+PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "prompts" / "mixed-public.jsonl"
 SPECCHAT = {"specchat": [], "specchat-plain": ["--drafter", "none"]}
 LLAMA = {"llama-plain": [], "llama-draft-simple": ["--spec-type", "draft-simple"],
          "llama-ngram-mod": ["--spec-type", "ngram-mod"],

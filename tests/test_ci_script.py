@@ -64,7 +64,22 @@ def test_ci_runs_the_readme_command_as_written(tmp_path: Path) -> None:
     """The block runs as it stands: a chain that fails before pytest fails CI, and pytest never runs."""
     result = _run_ci(_project(tmp_path, _readme("false && pytest"), PASSING))
     assert result.returncode != 0
-    assert "passed" not in result.stdout
+    assert "1 passed" not in result.stdout
+
+
+def test_ci_lints_before_the_tests(tmp_path: Path) -> None:
+    """A lint finding fails CI at once: the README's command (and its tests) never run."""
+    result = _run_ci(_project(tmp_path, _readme("pytest"), "import os\n" + PASSING))
+    assert result.returncode != 0
+    assert "F401" in result.stdout + result.stderr
+    assert "running the README's test command" not in result.stdout
+
+
+def test_ci_checks_the_format_before_the_tests(tmp_path: Path) -> None:
+    """Code that `ruff format` would change fails CI before the tests run."""
+    result = _run_ci(_project(tmp_path, _readme("pytest"), PASSING.replace("1 + 1", "1+1")))
+    assert result.returncode != 0
+    assert "running the README's test command" not in result.stdout
 
 
 def test_ci_fails_when_pytest_collects_nothing(tmp_path: Path) -> None:
