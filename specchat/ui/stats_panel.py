@@ -49,8 +49,9 @@ class StatsPanel(QGroupBox):
         layout = QVBoxLayout(self)
         form = QFormLayout()
         self.tokens_per_second = QLabel(DASH)
+        # Two explicit lines, not word wrap: a wrapped label's height is settled by height-for-width, which
+        # the scrolling side panel did not always redo, and the second line overlapped the next row.
         self.plain = QLabel(DASH)
-        self.plain.setWordWrap(True)
         self.speedup = QLabel(DASH)
         self.acceptance = QLabel(DASH)
         self.mean_accepted = QLabel(DASH)
@@ -297,7 +298,7 @@ class StatsPanel(QGroupBox):
         rate = _probe_rate(final)
         if final is None or rate <= 0:
             return "not timed after this reply", f"Plain decoding was not timed after this reply.{also}"
-        return (f"{rate:.1f} tok/s, right after this reply",
+        return (f"{rate:.1f} tok/s\nright after this reply",
                 f"This reply's speed-up is its tokens/s over this figure: plain decoding timed over "
                 f"{final.plain_tokens} tokens right after it, at its context length, and stored with it.{also}")
 

@@ -18,6 +18,7 @@ from specchat.ui.main_window import MainWindow
 from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.sidebar import ConversationSidebar
 from specchat.ui.stats_panel import StatsPanel
+from specchat.ui.window_layout import SettingsPanel
 from support.events import drafted, verified
 from support.fake_host import FakeHost
 
@@ -254,6 +255,22 @@ def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store
                                          {"role": "assistant", "content": "Hello!"}]
 
 
+def test_the_plain_row_gets_the_height_of_its_two_lines_in_the_side_panel(qtbot) -> None:
+    """After a reply ends, the "Plain decoding" row is two lines tall, so it does not run over the next row."""
+    panel = SettingsPanel(Settings(), offload=False)
+    qtbot.addWidget(panel)
+    panel.resize(290, 500)  # narrow and scrolling, as in a 1400x900 window
+    panel.show()
+    stats = panel.stats
+    stats.follow(ReplyFigures())
+    feed(stats, [verified(0, tuple("abcd"), (), "q")])
+    feed(stats, [Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=4, accepted=4, generated=5,
+                                                            generate_seconds=0.5, plain_tokens_per_second=21.3,
+                                                            plain_tokens=16))])
+    qtbot.waitUntil(lambda: stats.plain.height() >= 2 * stats.fontMetrics().height())
+    assert stats.plain.geometry().bottom() < stats.speedup.geometry().top()
+
+
 def test_a_finished_replys_speedup_is_its_own_probes_stored_and_never_recomputed(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
@@ -268,12 +285,12 @@ def test_a_finished_replys_speedup_is_its_own_probes_stored_and_never_recomputed
     finish(10.0)
     assert panel.speedup.text() == "×3.40 measured"  # 34 tok/s over the 10 timed right after
     assert "right after the reply" in panel.speedup.toolTip() and "16 tokens" in panel.speedup.toolTip()
-    assert panel.plain.text() == "10.0 tok/s, right after this reply"  # the ratio's denominator, beside it
+    assert panel.plain.text() == "10.0 tok/s\nright after this reply"  # the ratio's denominator, beside it
     panel.set_baseline(Baseline("k", 40.0, 48, time.time()))  # a newer plain figure changes nothing
-    assert panel.speedup.text() == "×3.40 measured" and panel.plain.text() == "10.0 tok/s, right after this reply"
+    assert panel.speedup.text() == "×3.40 measured" and panel.plain.text() == "10.0 tok/s\nright after this reply"
     assert "40.0 tok/s, just now" in panel.plain.toolTip()  # the pair's newest is in the tooltip
     panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))
-    assert panel.speedup.text() == "×3.40 measured" and panel.plain.text() == "10.0 tok/s, right after this reply"
+    assert panel.speedup.text() == "×3.40 measured" and panel.plain.text() == "10.0 tok/s\nright after this reply"
     panel.reset()  # no reply shown: the pair's newest figure
     assert panel.plain.text() == "40.0 tok/s, just now"
 
@@ -281,7 +298,7 @@ def test_a_finished_replys_speedup_is_its_own_probes_stored_and_never_recomputed
     live = [w.text() for w in (panel.tokens_per_second, panel.plain, panel.speedup)]
     panel.show_stored(ReplyFigures.from_dict(panel.figures.as_dict()))
     assert [w.text() for w in (panel.tokens_per_second, panel.plain, panel.speedup)] == live
-    assert live == ["34.0", "10.0 tok/s, right after this reply", "×3.40 measured"]  # 34 / 10.01, not 34 / 10.0148
+    assert live == ["34.0", "10.0 tok/s\nright after this reply", "×3.40 measured"]  # 34 / 10.01, not 34 / 10.0148
 
     finish(1.0)  # ×34 from 17 tokens in one pass cannot be: the machine's speed moved
     assert panel.speedup.text() == "not measured" and "more than this reply's rounds allow" in panel.speedup.toolTip()

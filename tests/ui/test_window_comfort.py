@@ -200,7 +200,7 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
         host.worker.events.emit([verified(1, tuple("jklmnopq"), (), "r"), Finished(FinishReason.EOS, stats)])
     assert window.stats.speedup.text() == "×1.50 measured"  # 36 tok/s over the 24 timed right after it
     assert "24.0" in window.stats.speedup.toolTip() and "right after" in window.stats.speedup.toolTip()
-    assert window.stats.plain.text() == "24.0 tok/s, right after this reply"  # the ratio's own denominator
+    assert window.stats.plain.text() == "24.0 tok/s\nright after this reply"  # the ratio's own denominator
     assert "20.0" not in window.stats.plain.toolTip() and "24.0 tok/s, just now" in window.stats.plain.toolTip()
     assert len(host.calibrations) == 1
     # Other settings: the old baseline is not used; it is measured again once a reply ends without a probe.
