@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specchat.core.types import SpecchatError
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 EXIT_CANCELLED = 130
 
 
-def add_parser(msub: argparse._SubParsersAction) -> None:
+def add_parser(msub: argparse._SubParsersAction[Any]) -> None:
     """Register ``advise`` under ``specchat models``."""
     from specchat.core.advise import DEFAULT_BUDGET
 

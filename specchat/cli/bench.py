@@ -11,7 +11,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
 from specchat.core.chat.transcript import ReplyFigures, combined
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from specchat.core.runtime.runtime import Runtime
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("bench", help="benchmark plain vs speculative decoding over a prompt file")
     add_model_arguments(parser, draft_required=True)
     parser.add_argument("--prompts", type=Path, required=True, help="JSONL: one {id, messages} per line")

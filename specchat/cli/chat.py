@@ -108,7 +108,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
     add_rpc_arguments(parser)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("chat", help="one reply in the terminal, drafted tokens coloured by their fate")
     add_model_arguments(parser)
     parser.add_argument("--depth", default="auto" if DEFAULT_DEPTH is None else str(DEFAULT_DEPTH),

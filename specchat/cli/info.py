@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from specchat import __version__
 from specchat.cli.chat import rpc_servers_arg
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("info", help="show the llama.cpp build: GPU offload, devices and their free memory")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("model", nargs="?", help="also say what kind this GGUF is (dense, hybrid, recurrent) "

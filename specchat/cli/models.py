@@ -30,7 +30,7 @@ EXIT_CANCELLED = 130
 SIDECAR_CHOICES = ("mtp", "eagle3", "dflash", "dspark")  # HeadKind values; kept here so --help imports nothing
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("models", help="provision, find, download and check models")
     msub = parser.add_subparsers(dest="models_command", metavar="ACTION", required=True)
 

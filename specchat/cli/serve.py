@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+from typing import Any
 
 from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
 from specchat.core.engine.registry import drafter_entry
@@ -17,7 +18,7 @@ DEFAULT_QUEUE = 8
 DEFAULT_PROBE_TOKENS = 16  # plain tokens timed after each reply: the speed-up's denominator (0: none)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("serve", help="an OpenAI-compatible server on 127.0.0.1 with speculative decoding")
     add_model_arguments(parser, target_required=False)
     parser.add_argument("--demo", action="store_true", help="serve the offline demo pair (no --target needed)")

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
 from specchat.core.remote import DEFAULT_PORT, is_loopback, parse_server
 from specchat.core.types import SpecchatError
@@ -16,7 +17,7 @@ SECURITY_WARNING = (
     "{endpoint} can run code on this machine's devices and read what they hold; use it on a trusted network only")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("serve-rpc", help="lend this machine's devices to specchat on other machines (RPC)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: every network)")

@@ -93,7 +93,8 @@ def _rows_after(rows: np.ndarray) -> Callable[[int], np.ndarray]:
 
     def step(_token: int) -> np.ndarray:
         state["i"] += 1
-        return rows[state["i"]]
+        row: np.ndarray = rows[state["i"]]
+        return row
 
     return step
 

@@ -84,7 +84,7 @@ def apply_repetition_penalty(row: np.ndarray, history: Sequence[int], params: Sa
     if params.repeat_penalty == 1.0 or params.repeat_last_n == 0 or not history:
         return row
     recent = np.unique(np.asarray(history[-params.repeat_last_n :], dtype=np.int64))
-    out = row.copy()
+    out: np.ndarray = row.copy()
     vals = out[recent]
     out[recent] = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
     return out

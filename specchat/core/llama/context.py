@@ -61,7 +61,8 @@ def companion_params(target: Context, n_threads: int | None = None) -> llama_cpp
     params.n_seq_max = 1
     params.n_threads = params.n_threads_batch = n_threads or target.tuner.current
     params.ctx_other = target._ptr
-    return params
+    result: llama_cpp.llama_context_params = params
+    return result
 
 
 def follow_threads(target: Context, ptr: Any) -> None:

@@ -153,7 +153,8 @@ class Model:
     def ptr(self) -> llama_cpp.llama_model_p:
         if not self._ptr:
             raise SpecchatError("model is closed")
-        return self._ptr
+        ptr: llama_cpp.llama_model_p = self._ptr
+        return ptr
 
     # --- description ----------------------------------------------------
     @property
@@ -260,7 +261,7 @@ class Model:
 
     def token_text(self, token: int) -> str:
         """The vocabulary's own spelling of a token (e.g. ``Ġthe``), for fingerprints and tooltips."""
-        return llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
+        return str(llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace"))
 
     def is_eog(self, token: int) -> bool:
         return token in self.eog_tokens

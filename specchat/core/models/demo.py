@@ -99,7 +99,7 @@ def cached_file_is_valid(path: Path) -> bool:
         if sample.get("scheme") == SAMPLE_SCHEME:
             if sampled_sha256(path) != sample["sha256"]:
                 return False
-            return st.st_mtime_ns == meta["mtime_ns"] or sha256_file(path) == meta["sha256"]
+            return bool(st.st_mtime_ns == meta["mtime_ns"] or sha256_file(path) == meta["sha256"])
         if sha256_file(path) != meta["sha256"]:
             return False
         _write_sidecar(path, meta["sha256"], str(meta.get("source", "")))

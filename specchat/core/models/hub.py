@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from specchat.core.models import hfcache
 from specchat.core.models.errors import (
@@ -224,7 +224,7 @@ def call_cancellable(fn: Callable[[], T], cancel: CancelToken | None, what: str,
             raise DownloadCancelledError(f"{what} cancelled")
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    return cast(T, box["value"])
 
 
 def _api(endpoint: str, token: str | None) -> HfApi:

@@ -85,7 +85,8 @@ class _Reader:
         self.f.seek(n, os.SEEK_CUR)
 
     def unpack(self, fmt: str) -> int | float | bool:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+        value: int | float | bool = struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+        return value
 
     def string(self) -> bytes:
         return self.take(self.count())

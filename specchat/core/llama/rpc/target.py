@@ -377,7 +377,7 @@ class RemoteTarget:
     @property
     def dense(self) -> bool:
         """Whether the target is attention only (its cuts, checkpoints and rollbacks need no state saved)."""
-        return self.info.get("kind", "dense") == "dense"
+        return bool(self.info.get("kind", "dense") == "dense")
 
     def checkpoint(self, slot: str) -> None:
         if not self.dense:
