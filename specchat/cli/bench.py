@@ -59,6 +59,9 @@ class RunFigures:
 
 @dataclass
 class PromptResult:
+    """One prompt at one depth. The counters' rates and ``by_source`` are the speculative reply's
+    :class:`~specchat.core.types.ReplyCounts` (``rates_dict``, ``source_dict``), as the window stores them."""
+
     id: str
     depth: str
     baseline_tokens_per_s: float
@@ -77,6 +80,9 @@ class PromptResult:
 
 @dataclass
 class BenchReport:
+    """One depth over all prompts: rates of the summed replies (the rates and ``by_source`` derived from
+    :class:`~specchat.core.types.ReplyCounts` as :class:`PromptResult`'s are), and each prompt's result."""
+
     depth: str
     baseline_tokens_per_s: float = 0.0
     native_tokens_per_s: float = 0.0
@@ -122,8 +128,9 @@ class Totals:
         report.speedup = _ratio(report.speculative_tokens_per_s, report.baseline_tokens_per_s, 3)
         report.speedup_vs_native = _ratio(report.speculative_tokens_per_s, report.native_tokens_per_s, 3)
         report.plain_vs_native = _ratio(report.baseline_tokens_per_s, report.native_tokens_per_s, 3)
-        report.acceptance_rate = _ratio(spec.accepted, spec.drafted, 4)
-        report.mean_accepted_per_round = _ratio(spec.accepted, spec.rounds, 3)
+        rates = spec.rates_dict()
+        report.acceptance_rate = rates["acceptance_rate"]
+        report.mean_accepted_per_round = rates["mean_accepted_per_round"]
         report.predicted_tokens_per_s = _ratio(spec.generated, self.predicted_seconds, 2)
         report.fraction_of_predicted = _ratio(report.speculative_tokens_per_s, report.predicted_tokens_per_s, 3)
 
@@ -203,14 +210,14 @@ def bench(engine: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], para
             if identical is False:
                 identical_all[i] = False
             native = perf.eval_tokens / (perf.eval_ms / 1000) if perf.eval_ms else 0.0
+            rates = spec.figures.rates_dict()
             report.per_prompt.append(PromptResult(
                 id=pid, depth=report.depth, baseline_tokens_per_s=round(base.tokens_per_s, 2),
                 native_tokens_per_s=round(native, 2), speculative_tokens_per_s=round(spec.tokens_per_s, 2),
                 speedup=_ratio(spec.tokens_per_s, base.tokens_per_s, 3),
-                acceptance_rate=_ratio(spec.figures.accepted, spec.figures.drafted, 4),
-                mean_accepted_per_round=_ratio(spec.figures.accepted, spec.figures.rounds, 3),
+                acceptance_rate=rates["acceptance_rate"], mean_accepted_per_round=rates["mean_accepted_per_round"],
                 predicted_tokens_per_s=round(predicted, 2), identical=identical, tokens=spec.generated,
-                by_source=source_counts(spec.figures.by_source), round_kinds=dict(spec.figures.round_kinds),
+                by_source=spec.figures.source_dict(), round_kinds=dict(spec.figures.round_kinds),
             ))
             _add_counts(report, report.per_prompt[-1])
             totals[i].add(base, spec, perf.eval_tokens, perf.eval_ms / 1000, predicted)
@@ -222,11 +229,6 @@ def bench(engine: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], para
         tot.fill(report)
         report.identical = identical
     return reports
-
-
-def source_counts(by_source: dict[str, list[int]]) -> dict[str, dict[str, int]]:
-    """``{source: [drafted, accepted]}`` as JSON-friendly ``{source: {"drafted": d, "accepted": a}}``."""
-    return {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(by_source.items())}
 
 
 def _add_counts(report: BenchReport, result: PromptResult) -> None:

@@ -240,25 +240,18 @@ RATE_DIGITS = 2  # decimals a stored rate keeps (GenerationStats.as_dict): a rep
 
 
 @dataclass
-class GenerationStats:
-    """Counters for one reply."""
+class ReplyCounts:
+    """The counters every record of one reply shares, declared once.
 
-    rounds: int = 0
+    The engine's :class:`GenerationStats`, the window's ``ReplyFigures`` (core/chat/transcript.py) and bench's
+    reports (cli/bench.py) count and derive these the same way; the stored names are these field names.
+    """
+
+    rounds: int = 0  # verify passes that checked at least one drafted token
     drafted: int = 0
     accepted: int = 0
     generated: int = 0
-    prompt_tokens: int = 0
-    reused_prompt_tokens: int = 0
-    prompt_seconds: float = 0.0
-    generate_seconds: float = 0.0
-    depth: int = 0
-    # Plain decoding's rate predicted from this pair's measured verify cost for one
-    # token (measured when some round ran at depth 0, else extrapolated); 0 = unknown.
-    plain_tokens_per_second_estimate: float = 0.0
-    # Plain decoding timed right after the reply at its context length (GenerationParams.plain_probe) over
-    # plain_tokens tokens; 0 = not timed.
-    plain_tokens_per_second: float = 0.0
-    plain_tokens: int = 0
+    depth: int = 0  # the last round's draft depth
     # Per source (DraftSource value): [drafted, accepted].
     by_source: dict[str, list[int]] = field(default_factory=dict)
 
@@ -277,22 +270,46 @@ class GenerationStats:
         return self.accepted / self.drafted if self.drafted else 0.0
 
     @property
+    def mean_accepted_per_round(self) -> float:
+        """Accepted drafts per drafted round (rounds at depth 0 draft nothing and are not counted)."""
+        return self.accepted / self.rounds if self.rounds else 0.0
+
+    def rates_dict(self) -> dict[str, float]:
+        """The two rates as they are stored and reported: acceptance to 4 decimals, accepted per round to 3."""
+        return {"acceptance_rate": round(self.acceptance_rate, 4),
+                "mean_accepted_per_round": round(self.mean_accepted_per_round, 3)}
+
+
+@dataclass
+class GenerationStats(ReplyCounts):
+    """The engine's figures for one reply: the shared counters, the prompt, and the time each part took."""
+
+    prompt_tokens: int = 0
+    reused_prompt_tokens: int = 0
+    prompt_seconds: float = 0.0
+    generate_seconds: float = 0.0
+    # Plain decoding's rate predicted from this pair's measured verify cost for one
+    # token (measured when some round ran at depth 0, else extrapolated); 0 = unknown.
+    plain_tokens_per_second_estimate: float = 0.0
+    # Plain decoding timed right after the reply at its context length (GenerationParams.plain_probe) over
+    # plain_tokens tokens; 0 = not timed.
+    plain_tokens_per_second: float = 0.0
+    plain_tokens: int = 0
+
+    @property
     def tokens_per_second(self) -> float:
         return self.generated / self.generate_seconds if self.generate_seconds > 0 else 0.0
 
-    @property
-    def mean_accepted_per_round(self) -> float:
-        return self.accepted / self.rounds if self.rounds else 0.0
-
     def as_dict(self) -> dict[str, float | int]:
+        rates = self.rates_dict()
         return {
             "rounds": self.rounds,
             "drafted": self.drafted,
             "accepted": self.accepted,
             "generated": self.generated,
-            "acceptance_rate": round(self.acceptance_rate, 4),
+            "acceptance_rate": rates["acceptance_rate"],
             "tokens_per_second": round(self.tokens_per_second, RATE_DIGITS),
-            "mean_accepted_per_round": round(self.mean_accepted_per_round, 3),
+            "mean_accepted_per_round": rates["mean_accepted_per_round"],
             "prompt_tokens": self.prompt_tokens,
             "reused_prompt_tokens": self.reused_prompt_tokens,
             "prompt_seconds": round(self.prompt_seconds, 4),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from specchat.core import filelock
-from specchat.core.chat import store as store_module
+from specchat.core.chat import store_opening
 from specchat.core.chat.store import DB_FILENAME, SCHEMA_VERSION, ConversationStore, NewerSchemaError, StoreError
 from specchat.core.types import SpecchatError
 
@@ -63,7 +63,7 @@ def folder(tmp_path: Path) -> Path:
 def test_aside_copies_from_the_same_second_never_overwrite_each_other(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module.time, "strftime", lambda fmt: "20250101-120000")
+    monkeypatch.setattr(store_opening.time, "strftime", lambda fmt: "20250101-120000")
     db_path = folder / DB_FILENAME
     earlier = folder / f"{DB_FILENAME}.unreadable-20250101-120000"
     earlier.write_bytes(b"an aside copy from an earlier run")
@@ -123,7 +123,7 @@ def test_store_errors_are_one_line_specchat_errors(tmp_path: Path) -> None:
 def test_a_lock_held_elsewhere_leaves_the_file_alone(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db_path = folder / DB_FILENAME
     db_path.write_bytes(GARBAGE)  # would be set aside if we got the lock
-    monkeypatch.setattr(store_module, "LOCK_WAIT_S", 0.2)
+    monkeypatch.setattr(store_opening, "LOCK_WAIT_S", 0.2)
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import sys; from pathlib import Path; from specchat.core import filelock\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.chat import store as store_module
+from specchat.core.chat import store_schema
 from specchat.core.chat.store import SCHEMA_VERSION, ConversationStore, ReplyWriter
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from support.xray import xray_round
@@ -65,8 +65,8 @@ HOSTILE = ['"', '""', 'say "hi', "*", "a*", "NEAR", "NEAR(a b, 2)", "-bakery", "
 def fts5(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     """Each test runs with FTS5 and with the LIKE fallback of a build without it."""
     if not request.param:
-        monkeypatch.setattr(store_module, "_has_fts5", lambda db: False)
-    elif not store_module._has_fts5(sqlite3.connect(":memory:")):
+        monkeypatch.setattr(store_schema, "_has_fts5", lambda db: False)
+    elif not store_schema._has_fts5(sqlite3.connect(":memory:")):
         pytest.skip("this SQLite build has no FTS5")
     return bool(request.param)
 
@@ -149,14 +149,14 @@ def test_a_schema_3_file_upgrades_and_is_searchable(tmp_path: Path, fts5: bool) 
 
 def test_a_file_written_without_fts5_is_indexed_when_reopened_with_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not store_module._has_fts5(sqlite3.connect(":memory:")):
+    if not store_schema._has_fts5(sqlite3.connect(":memory:")):
         pytest.skip("this SQLite build has no FTS5")
     path = tmp_path / "c.sqlite3"
     first = ConversationStore(path)  # with FTS5: index and triggers
     first.create_conversation("before")
     first.close()
     with monkeypatch.context() as m:
-        m.setattr(store_module, "_has_fts5", lambda db: False)
+        m.setattr(store_schema, "_has_fts5", lambda db: False)
         plain = ConversationStore(path)  # a build without FTS5 drops the triggers and still writes
         cid = plain.create_conversation("during")
         plain.add_message(cid, "user", "written without the index")

@@ -19,7 +19,7 @@ from typing import Any
 
 from specchat.core.engine.positions import PositionCounts
 from specchat.core.engine.verify import TOP_N
-from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, TokenKind, Verified
+from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, ReplyCounts, TokenKind, Verified
 
 _PACK_DEFAULTS: tuple[Any, ...] = (1, None, None)  # judged, correction, replaced: left out of a packed detail
 _SOURCES = {None, *(s.value for s in DraftSource)}
@@ -163,22 +163,19 @@ def span_count(verified: Verified) -> int:
 
 
 @dataclass
-class ReplyFigures:
-    """Counters of one reply, updated event by event; ``final`` holds the engine's own at the end."""
+class ReplyFigures(ReplyCounts):
+    """Counters of one reply, updated event by event; ``final`` holds the engine's own at the end.
+
+    The counters shared with the engine's figures (rounds, drafted, accepted, generated, depth, by_source) are
+    :class:`~specchat.core.types.ReplyCounts`'; these are the window's additions.
+    """
 
     passes: int = 0
-    rounds: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    generated: int = 0
-    depth: int = 0
     per_round: list[tuple[int, int, int]] = field(default_factory=list)  # (round, depth, accepted) per pass
     first_token_seconds: float = 0.0  # from the request to the first verified round, as the user waited
     final: GenerationStats | None = None
     finish_reason: str | None = None
     final_message: str = ""  # the Finished event's message (an error's one line)
-    # Per source (a DraftSource value): [drafted, accepted] tokens.
-    by_source: dict[str, list[int]] = field(default_factory=dict)
     # Verify passes by what drafted them: "plain", "lookup", "model", "mtp" or "splice" (two sources in one
     # round: the model's drafts continued by a lookup).
     round_kinds: dict[str, int] = field(default_factory=dict)
@@ -247,9 +244,7 @@ class ReplyFigures:
 
     def _count_sources(self, event: Verified) -> None:
         for i, source in enumerate(event.sources):
-            counts = self.by_source.setdefault(source.value, [0, 0])
-            counts[0] += 1
-            counts[1] += 1 if i < len(event.accepted) else 0
+            self.count_source(source, 1, 1 if i < len(event.accepted) else 0)
         kinds = set(event.sources)
         if not kinds:
             kind = "plain" if not (event.accepted or event.rejected) else "unlabelled"
@@ -259,20 +254,11 @@ class ReplyFigures:
             kind = kinds.pop().value
         self.round_kinds[kind] = self.round_kinds.get(kind, 0) + 1
 
-    @property
-    def acceptance_rate(self) -> float:
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    @property
-    def mean_accepted_per_round(self) -> float:
-        """Accepted drafts per drafted round (rounds at depth 0 draft nothing and are not counted)."""
-        return self.accepted / self.rounds if self.rounds else 0.0
-
     def as_dict(self) -> dict[str, Any]:
         """The engine's figures once finished; until then the counters so far (stored with a streaming reply)."""
         extra = {"passes": self.passes, "first_token_seconds": round(self.first_token_seconds, 3),
                  "per_round": [list(r) for r in self.per_round], "positions": self.positions.as_list(),
-                 "by_source": {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(self.by_source.items())},
+                 "by_source": self.source_dict(),
                  "timeline": [[round(t, 4), n, c] for t, n, c in self.timeline]}
         extra.update({key: value for key, value in (("sampler", self.sampler), ("race", self.race),
                                                      ("max_tokens", self.max_tokens), ("drafting", self.drafting))
@@ -285,8 +271,7 @@ class ReplyFigures:
             "drafted": self.drafted,
             "accepted": self.accepted,
             "generated": self.generated,
-            "acceptance_rate": round(self.acceptance_rate, 4),
-            "mean_accepted_per_round": round(self.mean_accepted_per_round, 3),
+            **self.rates_dict(),
             "depth": self.depth,
         }
 
