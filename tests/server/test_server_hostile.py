@@ -3,10 +3,12 @@ abandoned queue places, foreign Host headers and framing a strict server refuses
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -265,3 +267,19 @@ def test_a_trailing_slash_is_a_404_naming_the_endpoint_not_a_redirect(served) ->
     assert answer.error["message"] == "no such endpoint: /v1/models/ (did you mean /v1/models?)"
     posted = httpx.post(served.url + CHAT + "/", json={"messages": QUESTION}, timeout=120)
     assert posted.status_code == 404 and "did you mean /v1/chat/completions?" in posted.json()["error"]["message"]
+
+
+def test_a_request_cancelled_as_the_server_stops_is_one_log_line(served) -> None:
+    """uvicorn logs a request it cancels at the end of its grace period (a client that does not read) as an
+    "Exception in ASGI application" with a traceback; the server's own filter makes it one line."""
+    errors = logging.getLogger("uvicorn.error")
+    try:
+        raise asyncio.CancelledError("Task cancelled, timeout graceful shutdown exceeded")
+    except asyncio.CancelledError:
+        record = errors.makeRecord(errors.name, logging.ERROR, __file__, 1, "Exception in ASGI application\n", (),
+                                   sys.exc_info())
+    assert all(f.filter(record) for f in errors.filters)
+    assert record.getMessage() == "a request was cut off as the server stopped" and record.exc_info is None
+    other = errors.makeRecord(errors.name, logging.ERROR, __file__, 1, "Exception in ASGI application\n", (),
+                              (ValueError, ValueError("x"), None))
+    assert all(f.filter(other) for f in errors.filters) and other.exc_info is not None  # a real bug keeps it
