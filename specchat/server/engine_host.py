@@ -174,8 +174,8 @@ class EngineHost:
 
     def stop_taking(self) -> None:
         """Refuse new requests (503), cancel the running one and end the waiting ones; the thread stays."""
-        self._closing = True
         with self._lock:
+            self._closing = True
             if self._running is not None:
                 self._running.cancel.cancel()
         while True:
@@ -211,6 +211,8 @@ class EngineHost:
                 return
             with self._lock:
                 self._running = job
+                if self._closing:  # taken off the queue just as stop_taking looked for the running job
+                    job.cancel.cancel()
             started = time.monotonic()
             try:
                 with self.engine_lock:
