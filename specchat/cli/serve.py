@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 from typing import Any
 
 from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
 from specchat.core.engine.registry import drafter_entry
 from specchat.core.runtime.prompt_cache import DEFAULT_BUDGET_MIB
+from specchat.core.settings import check_api_key
 from specchat.core.types import SpecchatError, parse_depth
 
 DEFAULT_PORT = 8080
@@ -59,8 +61,12 @@ def _check(args: argparse.Namespace) -> None:
         raise SpecchatError(f"--probe-tokens must be 0-256, got {args.probe_tokens}")
     if not 0 <= args.prompt_cache_mib <= 1 << 20:
         raise SpecchatError(f"--prompt-cache-mib must be 0-{1 << 20}, got {args.prompt_cache_mib}")
-    if args.api_key is not None and (not args.api_key.strip() or not args.api_key.isprintable()):
-        raise SpecchatError("--api-key must be printable text")
+    if args.api_key is not None:
+        try:
+            check_api_key(args.api_key)
+        except SpecchatError as exc:  # a key no HTTP client can send: non-ASCII, spaces, control characters
+            given = "$SPECCHAT_API_KEY" if args.api_key == os.environ.get("SPECCHAT_API_KEY") else "--api-key"
+            raise SpecchatError(f"{given}: {exc}") from None
 
 
 def chosen_drafter(args: argparse.Namespace) -> str | None:
@@ -75,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from specchat.server.app import ServerConfig, build_app, is_loopback
     from specchat.server.engine_host import EngineHost
     from specchat.server.protocol import Defaults
-    from specchat.server.runner import bind, make_server, url_of
+    from specchat.server.runner import Server, bind, make_server, url_of
 
     _check(args)
     depth = parse_depth(args.depth)
@@ -90,6 +96,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = bind(args.host, args.port)  # before loading: a taken port fails at once
     engine = load_engine(args)
     engine.prompt_cache.budget = args.prompt_cache_mib << 20
+    server: Server | None = None
+
+    def stop(sig: int, frame: object) -> None:  # just before uvicorn's own handlers are in place
+        if server is not None:
+            server.should_exit = True
+
     try:
         host = EngineHost(engine, queue_size=args.queue, drafter=chosen_drafter(args))
         config = ServerConfig(
@@ -102,14 +114,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"specchat: warning: listening on {args.host}: anyone who can reach this machine can use the "
                   "models" + ("" if args.api_key else " (no --api-key set)"), file=sys.stderr)
         info = host.info
+        server = make_server(build_app(host, config), args.log_level)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, stop)
         print(f"specchat serve: {url}/v1 model {info.model_id!r}; target {info.target}"
               + (f", draft {info.draft}" if info.draft else "") + f"; drafter {info.default_drafter}"
               + ("; API key required" if args.api_key else "") + "; Ctrl-C stops", file=sys.stderr, flush=True)
         try:
-            make_server(build_app(host, config), args.log_level).run(sockets=[sock])
+            server.run(sockets=[sock])  # returns once a signal has stopped it, every open request answered
+            # Stopped: a further Ctrl-C (or SIGTERM) would only interrupt the cleanup with a traceback, or kill
+            # the interpreter as it exits; the engine winds down within one round.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)
         finally:
             host.close()
-    except KeyboardInterrupt:  # uvicorn shuts down on Ctrl-C, then raises it again: a clean stop
+        print("specchat serve: stopped", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C before the server ran
         print("specchat serve: stopped", file=sys.stderr)
     finally:
         sock.close()

@@ -34,6 +34,15 @@ if TYPE_CHECKING:
     from specchat.core.chat.session import ChatEngine
 
 
+SHUTTING_DOWN = "the server is shutting down"
+
+
+def shutting_down() -> ApiError:
+    """The answer to a request the stopping server will not run (the connection closes after it)."""
+    return ApiError(503, f"{SHUTTING_DOWN}; send the request again once it is back", code="server_shutting_down",
+                    headers={"Connection": "close"})
+
+
 @dataclass(frozen=True)
 class Started:
     """The request left the queue: its prompt is tokenized and the drafter chosen."""
@@ -91,6 +100,20 @@ def best_drafter(offered: frozenset[str]) -> str:
     return default_drafter(offered).key
 
 
+class _JobQueue(queue.Queue[Job | None]):
+    """The FIFO of waiting requests, from which a request whose client left can be taken out at once."""
+
+    def withdraw(self, job: Job) -> bool:
+        """Take ``job`` out if it still waits; whether it did."""
+        with self.mutex:  # Queue's own lock and conditions, as its subclasses use them
+            for i, waiting in enumerate(self.queue):
+                if waiting is job:  # by identity: jobs compare as dataclasses
+                    del self.queue[i]
+                    self.not_full.notify()
+                    return True
+            return False
+
+
 class EngineHost:
     """Runs requests one after another on ``engine`` from its own thread.
 
@@ -109,7 +132,8 @@ class EngineHost:
         self.default_drafter = drafter or best_drafter(self._offered)
         self._check_drafter(self.default_drafter, status=None)
         self._tools_native = template_uses_tools(engine.template.source)
-        self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=queue_size)
+        self._queue = _JobQueue(maxsize=queue_size)
+        self._closing = False
         self._lock = threading.Lock()
         self._running: Job | None = None
         self._mean_seconds = 5.0  # a request's usual time, for Retry-After (moving average)
@@ -131,8 +155,10 @@ class EngineHost:
             return self._running is not None
 
     def submit(self, job: Job) -> None:
-        """Queue ``job``; a 429 with Retry-After when the queue is full."""
+        """Queue ``job``; a 429 with Retry-After when the queue is full, a 503 once the host is closing."""
         self._check_drafter(job.request.spec.drafter, status=400)
+        if self._closing:
+            raise shutting_down()
         try:
             self._queue.put_nowait(job)
         except queue.Full:
@@ -140,9 +166,16 @@ class EngineHost:
             raise ApiError(429, f"the server is busy: {self._queue.maxsize} requests are waiting; retry later",
                            code="queue_full", headers={"Retry-After": str(wait)}) from None
 
-    def close(self) -> None:
-        """Cancel what runs and waits, stop the thread (the engine stays open: its owner closes it)."""
+    def withdraw(self, job: Job) -> bool:
+        """Give up ``job``'s place in the queue (its client went away); whether it was still waiting.
+
+        A withdrawn job gets no more events: its owner ends the request itself."""
+        return self._queue.withdraw(job)
+
+    def stop_taking(self) -> None:
+        """Refuse new requests (503), cancel the running one and end the waiting ones; the thread stays."""
         with self._lock:
+            self._closing = True
             if self._running is not None:
                 self._running.cancel.cancel()
         while True:
@@ -152,7 +185,11 @@ class EngineHost:
                 break
             if job is not None:
                 job.cancel.cancel()
-                self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "the server is shutting down"))
+                self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), SHUTTING_DOWN))
+
+    def close(self) -> None:
+        """Cancel what runs and waits, stop the thread (the engine stays open: its owner closes it)."""
+        self.stop_taking()
         self._queue.put(None)
         self._thread.join(timeout=30)
 
@@ -174,6 +211,8 @@ class EngineHost:
                 return
             with self._lock:
                 self._running = job
+                if self._closing:  # taken off the queue just as stop_taking looked for the running job
+                    job.cancel.cancel()
             started = time.monotonic()
             try:
                 with self.engine_lock:

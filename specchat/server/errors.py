@@ -30,7 +30,9 @@ _KINDS = {
     413: "invalid_request_error",
     415: "invalid_request_error",
     429: "rate_limit_error",
+    431: "invalid_request_error",
     503: "server_error",
+    505: "invalid_request_error",
 }
 
 

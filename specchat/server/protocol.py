@@ -90,6 +90,7 @@ def parse_json(body: bytes) -> dict[str, Any]:
 def parse_chat(data: dict[str, Any], defaults: Defaults) -> Request:
     """A ``/v1/chat/completions`` body."""
     _refuse_unknown(data, _CHAT_FIELDS)
+    data = _given(data)
     _refuse_common(data)
     if data.get("top_logprobs") not in (None, 0):
         raise invalid("top_logprobs is not supported by this server", "top_logprobs", "unsupported_parameter")
@@ -114,6 +115,7 @@ def parse_chat(data: dict[str, Any], defaults: Defaults) -> Request:
 def parse_completion(data: dict[str, Any], defaults: Defaults) -> Request:
     """A ``/v1/completions`` body: one text prompt, no chat template."""
     _refuse_unknown(data, _COMPLETION_FIELDS)
+    data = _given(data)
     _refuse_common(data)
     for name, allowed in (("echo", (None, False)), ("best_of", (None, 1)), ("suffix", (None, ""))):
         if data.get(name) not in allowed:
@@ -128,6 +130,12 @@ def parse_completion(data: dict[str, Any], defaults: Defaults) -> Request:
     _check_text(prompt, "prompt")
     return Request("completion", _params(data, defaults, data.get("max_tokens"), "max_tokens"), *_stream(data),
                    prompt=prompt, spec=_spec(data.get("speculative"), defaults.depth))
+
+
+def _given(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without its null fields: to OpenAI clients a null means "not given" (``max_completion_tokens:
+    null`` leaves ``max_tokens`` in force)."""
+    return {name: value for name, value in data.items() if value is not None}
 
 
 def _refuse_unknown(data: dict[str, Any], known: frozenset[str]) -> None:
@@ -165,6 +173,7 @@ def _stream(data: dict[str, Any]) -> tuple[bool, bool]:
         return stream, False
     if not isinstance(options, dict) or set(options) - {"include_usage", "include_obfuscation"}:
         raise invalid("stream_options may hold only include_usage", "stream_options")
+    options = _given(options)
     if not stream:
         raise invalid("stream_options is only allowed with stream: true", "stream_options")
     include = options.get("include_usage", False)
@@ -179,8 +188,9 @@ def _number(data: dict[str, Any], name: str, low: float, high: float, *, integer
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
         raise invalid(f"{name} must be {'a whole number' if integer else 'a number'}, got {_short(value)}", name)
-    if not (math.isfinite(value) and low <= value <= high):
-        raise invalid(f"{name} must be between {low:g} and {high:g}, got {value}", name)
+    # An int is compared as it is: JSON allows 10**400, which no float holds (math.isfinite would overflow).
+    if (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
+        raise invalid(f"{name} must be between {low:g} and {high:g}, got {_short(value)}", name)
     return value
 
 
@@ -199,7 +209,8 @@ def _params(data: dict[str, Any], defaults: Defaults, max_tokens: Any, max_param
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise invalid(f"{max_param} must be a whole number, got {_short(max_tokens)}", max_param)
         if not 1 <= max_tokens <= limit:
-            raise invalid(f"{max_param} must be between 1 and {limit} on this server, got {max_tokens}", max_param)
+            raise invalid(f"{max_param} must be between 1 and {limit} on this server, got {_short(max_tokens)}",
+                          max_param)
         n = max_tokens
     try:
         sampler = SamplerParams(
@@ -236,6 +247,7 @@ def _spec(value: Any, default_depth: int | None) -> SpecOptions:
         return SpecOptions(default_depth)
     if not isinstance(value, dict):
         raise invalid("speculative must be an object {\"depth\", \"drafter\", \"fates\"}", "speculative")
+    value = _given(value)
     unknown = sorted(set(value) - {"depth", "drafter", "fates"})
     if unknown:
         raise invalid(f"unsupported speculative option: {unknown[0]}", f"speculative.{unknown[0]}")

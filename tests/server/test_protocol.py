@@ -106,3 +106,29 @@ def test_completions_take_one_text_prompt() -> None:
 def test_a_body_that_is_no_json_object_is_a_400(body: bytes) -> None:
     error = refused(parse_json, body)
     assert error.status == 400 and "JSON" in str(error) or "nested" in str(error) or "UTF-8" in str(error)
+
+
+@pytest.mark.parametrize("name", ["temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "max_tokens",
+                                  "max_completion_tokens"])
+def test_a_number_no_float_holds_is_a_400_naming_it(name: str) -> None:
+    error = refused(chat, **{name: 10**400})
+    assert error.status == 400 and error.param == name
+    assert "between" in str(error) and len(str(error)) < 200  # the number is cut short, not printed whole
+
+
+def test_whole_numbers_far_out_of_range_are_400s_too() -> None:
+    assert refused(chat, n=10**400).param == "n"
+    assert refused(chat, speculative={"depth": 10**400}).param == "speculative.depth"
+    assert refused(chat, top_logprobs=10**400).param == "top_logprobs"
+    assert refused(chat, seed=-(10**400)).param == "seed"
+
+
+def test_a_null_field_is_a_field_not_given() -> None:
+    request = chat(max_completion_tokens=None, max_tokens=3, temperature=None, model=None, stop=None, seed=None,
+                   stream=True, stream_options={"include_usage": None},
+                   speculative={"depth": None, "drafter": None, "fates": None})
+    assert request.params.max_tokens == 3 and request.params.sampler.temperature == 0.0
+    assert request.stream and not request.include_usage
+    assert request.spec.depth is None and request.spec.drafter is None and not request.spec.fates
+    assert chat(max_completion_tokens=5, max_tokens=None).params.max_tokens == 5
+    assert refused(chat, max_completion_tokens=None, max_tokens=0).param == "max_tokens"
