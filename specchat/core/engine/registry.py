@@ -151,20 +151,20 @@ def _ngram(parts: Parts) -> Drafter:
 
 
 def _eagle3(parts: Parts) -> Drafter:
-    from specchat.core.engine.eagle3 import Eagle3Drafter, Eagle3Head
+    from specchat.core.engine.drafters.eagle3 import Eagle3Drafter, Eagle3Head
 
     return Eagle3Drafter(cast("Eagle3Head", parts.head))
 
 
 def _dflash(parts: Parts) -> Drafter:
-    from specchat.core.engine.dflash import BlockHead, DFlashDrafter
+    from specchat.core.engine.drafters.dflash import BlockHead, DFlashDrafter
 
     return DFlashDrafter(cast("BlockHead", parts.head))
 
 
 def _dspark(parts: Parts) -> Drafter:
-    from specchat.core.engine.dflash import BlockHead
-    from specchat.core.engine.dspark import DSparkDrafter
+    from specchat.core.engine.drafters.dflash import BlockHead
+    from specchat.core.engine.drafters.dspark import DSparkDrafter
 
     return DSparkDrafter(cast("BlockHead", parts.head))
 
