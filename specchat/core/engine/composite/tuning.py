@@ -80,18 +80,29 @@ class Constant:
 
 
 def _shown(value: object) -> str:
+    """A value as the table shows it: whole floats without their point, runs of whole numbers as ``1-6``,
+    other tuples by their ends."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, tuple) and value and all(isinstance(v, int) for v in value):
+        runs: list[list[int]] = []
+        for v in value:
+            if runs and v == runs[-1][-1] + 1:
+                runs[-1].append(v)
+            else:
+                runs.append([v])
+        return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+    if isinstance(value, tuple) and len(value) > 2:
+        return f"{_shown(value[0])} ... {_shown(value[-1])}"
     return str(value)
 
 
 CONSTANTS: tuple[Constant, ...] = (
     Constant(("MAX_NGRAM",), "longest n-gram looked up (each shorter one is a candidate too)", "unmeasured"),
     Constant(("MAX_MATCH",), "how far back a match is followed to measure its real length",
-             "lookup priors (docs/benchmarks.md, \"Earlier runs\"): acceptance still grows at 24-32"),
+             "lookup priors (below, \"Earlier runs\"): acceptance still grows at 24-32"),
     Constant(("MATCH_KEYS",), "match lengths whose acceptance is kept apart",
-             "lookup priors: exact where the figures differ, bucketed where they have few tries",
-             shown="1-6, 8, 12, 16, 24, 32"),
+             "lookup priors: exact where the figures differ, bucketed where they have few tries"),
     Constant(("MIN_MEMORY_NGRAM",), "shortest match looked up in the lookup memory (a single token there says "
              "little)", "unmeasured"),
     Constant(("LOOKUP_PRIORS",), "acceptance of a lookup's first and later tokens per match key",
@@ -104,8 +115,7 @@ CONSTANTS: tuple[Constant, ...] = (
     Constant(("TABLE_DECAY",), "per observation, what every reply's table keeps of a cell", "unmeasured"),
     Constant(("MODEL_PRIOR", "MODEL_PRIOR_STRENGTH"), "the model's acceptance before any is counted, and the "
              "observations it weighs", "the depth controller's prior"),
-    Constant(("CONFIDENCE_EDGES",), "lower edges of the buckets of a model draft's probability", "unmeasured",
-             shown="0.3 ... 0.99"),
+    Constant(("CONFIDENCE_EDGES",), "lower edges of the buckets of a model draft's probability", "unmeasured"),
     Constant(("CONFIDENCE_STRENGTH",), "the model's average against a bucket's own counts",
              "replay, 2026-11-30: with 2, open chat's rounds ended at their first hesitant draft; with 8 every "
              "prompt but one (15 tokens) within 5% of the better single drafter"),
