@@ -37,8 +37,7 @@ import numpy as np
 from specchat.cli.bench import load_prompts, run_once
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.session import ChatEngine
-from specchat.core.engine import composite as composite_module
-from specchat.core.engine.composite import CompositeDrafter
+from specchat.core.engine.composite import CompositeDrafter, Confidence, tuning
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.engine.drafters import Draft, Drafter, DraftModelDrafter, DraftRequest, NgramDrafter
 from specchat.core.engine.speculative import _cut_after_end, _label_sources
@@ -66,18 +65,18 @@ def _no_first_probe() -> None:
 # Parts of the composite a replay can switch off, each by what it does.
 ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "probes": ("no probe of the model every PROBE_EVERY rounds without it",
-               lambda: setattr(composite_module, "PROBE_EVERY", 10**9)),
+               lambda: setattr(tuning, "PROBE_EVERY", 10**9)),
     "first-probe": ("no probe in a reply's first round without a lookup", _no_first_probe),
     "unmeasured-tries": ("no forced model rounds before its costs are measured",
-                         lambda: setattr(composite_module, "UNMEASURED_TRIES", 0)),
+                         lambda: setattr(tuning, "UNMEASURED_TRIES", 0)),
     "handover": ("the model never hands a round over to a lookup mid-draft",
-                 lambda: setattr(composite_module, "MIN_HANDOVER_MATCH", 10**9)),
+                 lambda: setattr(tuning, "MIN_HANDOVER_MATCH", 10**9)),
     "lookup-after-model": ("no lookup appended after the model's drafts",
                            lambda: setattr(CompositeDrafter, "_lookup_after_model", lambda *_: None)),
     "confidence": ("a model draft's probability says nothing (its position's rate alone)",
-                   lambda: setattr(composite_module.Confidence, "rate", lambda _self, _p, rate, _avg: rate)),
+                   lambda: setattr(Confidence, "rate", lambda _self, _p, rate, _avg: rate)),
     "positions": ("acceptance not kept apart by draft position",
-                  lambda: setattr(composite_module, "POSITIONS", 1)),
+                  lambda: setattr(tuning, "POSITIONS", 1)),
     "stop-plan": ("the model drafts to the round's depth: no stop after a hesitant draft",
                   lambda: setattr(CompositeDrafter, "_stopper", lambda *_a, **_k: lambda _t, _p: True)),
 }

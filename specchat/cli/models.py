@@ -17,6 +17,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from specchat.core.head_formats import sidecar_keywords, sidecar_kinds  # a table without imports: --help stays light
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
@@ -27,7 +29,11 @@ if TYPE_CHECKING:
 DEFAULT_CONTEXT = 4096  # what the window and `specchat chat` use unless told otherwise
 EXIT_INCOMPATIBLE = 1
 EXIT_CANCELLED = 130
-SIDECAR_CHOICES = ("mtp", "eagle3", "dflash", "dspark")  # HeadKind values; kept here so --help imports nothing
+
+
+def _keywords() -> str:
+    """The sidecar file-name keywords, e.g. ``mtp-, eagle3-, dspark-, dflash-``."""
+    return ", ".join(keyword for keyword, _ in sidecar_keywords())
 
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -64,9 +70,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     dl.add_argument("--quant", help="pick the file of this quantisation, e.g. Q4_K_M")
     dl.add_argument("--local-dir", help="download into this folder instead of the hub cache")
     dl.add_argument("--with-sidecars", action="store_true",
-                    help="also fetch the drafter sidecars beside the model (mtp-, eagle3-, dflash-, dspark- files)")
-    dl.add_argument("--sidecar", action="append", choices=SIDECAR_CHOICES, metavar="KIND",
-                    help=f"also fetch the sidecar of this kind ({', '.join(SIDECAR_CHOICES)}); repeatable")
+                    help=f"also fetch the drafter sidecars beside the model ({_keywords()} files)")
+    dl.add_argument("--sidecar", action="append", choices=sidecar_kinds(), metavar="KIND",
+                    help=f"also fetch the sidecar of this kind ({', '.join(sidecar_kinds())}); repeatable")
     _hub_options(dl)
     dl.set_defaults(func=cmd_download)
 
@@ -81,7 +87,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     pair.add_argument("name", help="catalog pair id (see `specchat models catalog`)")
     pair.add_argument("--local-dir", help="download into this folder instead of the hub cache")
     pair.add_argument("--with-sidecars", action="store_true",
-                      help="also fetch the drafter sidecars beside the target (mtp-, eagle3-, dflash-, dspark- files)")
+                      help=f"also fetch the drafter sidecars beside the target ({_keywords()} files)")
     _hub_options(pair, revision=False)
     pair.set_defaults(func=cmd_pair)
 
@@ -160,12 +166,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_files(args: argparse.Namespace) -> int:
-    from specchat.core.models.heads import HEAD_NAMES, HeadKind, sidecar_kind
+    from specchat.core.head_formats import head_label
+    from specchat.core.models.heads import sidecar_kind
     from specchat.core.models.hub import list_gguf_files
 
     for f in list_gguf_files(args.repo_id, revision=args.revision, endpoint=args.endpoint):
         kind = sidecar_kind(f.filename)
-        what = f"  sidecar: {HEAD_NAMES[HeadKind(kind)]}" if kind is not None else ""
+        what = f"  sidecar: {head_label(kind)}" if kind is not None else ""
         print(f"{f.filename:70} {f.quant or '?':8} {_size(f.size):>10}{what}")
     return 0
 

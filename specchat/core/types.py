@@ -35,7 +35,7 @@ class FinishReason(str, enum.Enum):
 
 
 class DrafterKind(str, enum.Enum):
-    DRAFT_MODEL = "draft"
+    DRAFT_MODEL = "draft"  # the file loaded with --draft: a draft model, or a head (registry.entry_for)
     NGRAM = "ngram"
     MTP = "mtp"  # the target's own multi-token-prediction (NextN) heads
     COMPOSITE = "composite"  # per round: n-gram lookup, the model drafter, or a lookup span continued by it

@@ -35,7 +35,12 @@ _COMPLETION_FIELDS = frozenset({
     "n", "logprobs", "echo", "best_of", "suffix", "frequency_penalty", "presence_penalty", "logit_bias",
     "speculative", "repeat_penalty",
 }) | _NO_EFFECT
-DRAFTER_NAMES: dict[str, str | None] = {name: name for name in drafter_names()} | {"auto": None}
+
+
+def drafter_choices() -> dict[str, str | None]:
+    """The names ``speculative.drafter`` takes, each with the drafter it means: the registry's (read at the
+    call) and ``auto`` (None: the server's default)."""
+    return {name: name for name in drafter_names()} | {"auto": None}
 
 
 @dataclass(frozen=True)
@@ -258,13 +263,14 @@ def _spec(value: Any, default_depth: int | None) -> SpecOptions:
         raise invalid(f"speculative.depth must be 0-{MAX_DEPTH} or \"auto\", got {_short(depth)}",
                       "speculative.depth")
     drafter = value.get("drafter", "auto")
-    if not isinstance(drafter, str) or drafter not in DRAFTER_NAMES:
-        raise invalid(f"speculative.drafter must be one of {', '.join(DRAFTER_NAMES)}, got {_short(drafter)}",
+    choices = drafter_choices()
+    if not isinstance(drafter, str) or drafter not in choices:
+        raise invalid(f"speculative.drafter must be one of {', '.join(choices)}, got {_short(drafter)}",
                       "speculative.drafter")
     fates = value.get("fates", False)
     if not isinstance(fates, bool):
         raise invalid("speculative.fates must be true or false", "speculative.fates")
-    return SpecOptions(depth, DRAFTER_NAMES[drafter], fates)
+    return SpecOptions(depth, choices[drafter], fates)
 
 
 def _tools(value: Any) -> tuple[dict[str, Any], ...]:

@@ -39,7 +39,8 @@ from specchat.core.advise.advisor import Advice, CandidateResult, advise
 from specchat.core.advise.candidates import CandidateKind
 from specchat.core.advise.payoff import Payoff
 from specchat.core.cancel import CancelToken
-from specchat.core.models.heads import HEAD_NAMES, HeadKind, heads_beside
+from specchat.core.head_formats import head_format, head_label
+from specchat.core.models.heads import heads_beside
 from specchat.core.types import SpecchatError
 
 if TYPE_CHECKING:
@@ -88,8 +89,10 @@ def row_texts(result: CandidateResult) -> list[str]:
     c, p, m = result.candidate, result.prediction, result.confirmation
     loaded = c.kind is CandidateKind.DRAFT and c.source == "loaded"
     kind = c.kind.value
-    if c.head and c.head in HeadKind._value2member_map_:
-        kind = HEAD_NAMES[HeadKind(c.head)] if c.kind is not CandidateKind.CATALOG else f"catalog {c.head}"
+    if c.head and head_format(c.head) is not None:
+        kind = head_label(c.head) if c.kind is not CandidateKind.CATALOG else f"catalog {c.head}"
+    elif c.kind is CandidateKind.DRAFTER:
+        kind = c.name
     return [
         f"{c.label} (loaded)" if loaded else c.label, kind,
         f"{p.acceptance:.0%}" if p else "–", f"{p.cost_ratio:.0%}" if p else "–",
@@ -353,7 +356,7 @@ class DraftFinderDialog(QDialog):
         drafter = None if result is None else result.candidate.drafter
         if result is None or result.prediction is None or drafter is None:
             return
-        self.use_requested.emit(self.target, self.draft_for(result), drafter.value, result.prediction.best_depth)
+        self.use_requested.emit(self.target, self.draft_for(result), str.__str__(drafter), result.prediction.best_depth)
         self.accept()
 
     def done(self, result: int) -> None:
@@ -385,5 +388,5 @@ def _heads_beside(target: str) -> list[str]:
     out = []
     for path in paths:
         kind = sidecar_kind(path.name)
-        out.append(f"{path.name} ({HEAD_NAMES[kind].split()[0]})" if kind is not None else path.name)
+        out.append(f"{path.name} ({head_label(kind).split()[0]})" if kind is not None else path.name)
     return out

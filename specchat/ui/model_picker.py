@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.advise import payoff as backend_payoff
+from specchat.core.head_formats import sidecar_keywords
 from specchat.core.models.fit import MachineMemory, fit_files, machine_memory
 from specchat.core.models.heads import HeadCheck, check_head, heads_beside, read_head
 from specchat.core.models.pairs import compatibility_text
@@ -105,8 +106,9 @@ class ModelPickerDialog(QDialog):
         heads_layout = QHBoxLayout(heads_row)
         heads_layout.setContentsMargins(0, 0, 0, 0)
         self.heads_box = QComboBox()
+        keywords = ", ".join(keyword for keyword, _ in sidecar_keywords())
         self.heads_box.setToolTip("Head files found beside the target (its folder or hub snapshot), "
-                                  "as llama-server -hf finds them by name: mtp-, eagle3-, dflash-, dspark-")
+                                  f"as llama-server -hf finds them by name: {keywords}")
         self.use_head_button = QPushButton("Use as draft")
         self.use_head_button.clicked.connect(self._use_head)
         heads_layout.addWidget(self.heads_box, 1)

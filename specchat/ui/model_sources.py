@@ -35,6 +35,8 @@ from superqt.utils import FunctionWorker, create_worker
 
 from specchat.core.advise import cache as advice_cache
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.registry import head_drafters
+from specchat.core.head_formats import sidecar_keywords
 from specchat.core.models.catalog import CatalogPair, expected_speedup, load_catalog
 from specchat.core.models.download import UNVERIFIED_NOTE, DownloadProgress, format_bytes
 from specchat.core.models.fit import MachineMemory, fit_estimate
@@ -144,8 +146,9 @@ class CatalogTab(QWidget):
         self.cancel_button = QPushButton("Cancel download")
         self.cancel_button.hide()
         self.sidecars_box = QCheckBox("with sidecars")
+        keywords = ", ".join(keyword for keyword, _ in sidecar_keywords())
         self.sidecars_box.setToolTip("Also download the drafter files beside the target in its repository "
-                                     "(mtp-, eagle3-, dflash-, dspark- files), as llama-server -hf does")
+                                     f"({keywords} files), as llama-server -hf does")
         row.addWidget(self.status, 1)
         row.addWidget(self.sidecars_box)
         row.addWidget(self.progress)
@@ -332,7 +335,7 @@ def measured_text(target: str, draft: str) -> str:
     if draft:
         found = None
         if Path(draft).expanduser().is_file():  # a draft model, or a head measured under its own kind
-            for kind in ("draft", "eagle3", "dflash", "dspark"):
+            for kind in ("draft", *(entry.key for entry in head_drafters())):
                 if (found := advice_cache.lookup(target, kind, draft)) is not None:
                     break
     else:

@@ -19,6 +19,7 @@ from specchat.core.engine.composite import (
     CompositeDrafter,
     Confidence,
     Costs,
+    ModelTimings,
     StopPlan,
     choose,
     lookup_prior,
@@ -163,7 +164,8 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     adaptive.observe(16, 3, 0.01, 0.9)  # one 17-token batch at a load spike: 900 ms
     assert adaptive.costs.verify_cost(9) > 0.4
     drafter = CompositeDrafter.__new__(CompositeDrafter)
-    drafter._model_fixed = drafter._model_step = drafter._catch_up = drafter._unread = None
+    drafter.timings = ModelTimings()
+    drafter._unread = None
     drafter.model = DraftModelDrafter(SureContext())
     drafter.realised, drafter._round = RealisedCosts(), 0
     request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
@@ -316,7 +318,7 @@ def test_a_reply_that_would_start_with_plain_rounds_probes_the_model_at_once() -
     """Earlier replies priced the model out; a new reply may differ, so its first plain round drafts a little."""
     drafter = CompositeDrafter(DraftModelDrafter(SureContext()))
     history(drafter.table, MODEL, 0, [(4, 0)] * 30)  # earlier replies: the model kept missing
-    drafter._model_fixed = drafter._model_step = 0.3  # its costs are measured (no unmeasured-model rounds)
+    drafter.timings.fixed = drafter.timings.step = 0.3  # its costs are measured (no unmeasured-model rounds)
     rng = np.random.default_rng(0)
 
     def ask(tokens: list[int]) -> list[DraftSource]:
@@ -393,14 +395,15 @@ def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> 
 
 def test_the_composite_learns_the_draft_model_s_catch_up_per_token() -> None:
     drafter = CompositeDrafter(DraftModelDrafter(LaggingContext(lag=12, sync_pause=0.03)))
-    drafter._model_fixed = 0.1  # in units of a one-token verify pass (below: 0.05 s)
+    drafter.timings.fixed = 0.1  # in units of a one-token verify pass (below: 0.05 s)
     out = Draft()
     drafter._draft_model(out, DraftRequest(list(range(40)), 2, SamplerParams(), np.random.default_rng(0),
                                            CancelToken()), 2, 0.05)
-    assert out.tokens and drafter._catch_up is not None
-    assert drafter._catch_up == pytest.approx((0.03 / 0.05 - 0.1) / 11, rel=0.5)  # 0.03 s over 12 tokens
+    assert out.tokens and drafter.timings.catch_up is not None
+    assert drafter.timings.catch_up == pytest.approx((0.03 / 0.05 - 0.1) / 11, rel=0.5)  # 0.03 s over 12 tokens
     request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken())
-    assert drafter.costs(request).catch_up_token == pytest.approx(drafter._catch_up * drafter.costs(request).verify[1])
+    priced = drafter.costs(request)
+    assert priced.catch_up_token == pytest.approx(drafter.timings.catch_up * priced.verify[1])
 
 
 class LaggingContext:
@@ -462,7 +465,7 @@ def test_lookups_that_keep_missing_stay_unpriced_when_the_machine_slows_down() -
             k = sizes[i % len(sizes)]
             adaptive.observe(k, 0, 0.0 if k else None, load * 0.027 * (1 + 0.3 * k), 0.0005 * load)
     drafter = CompositeDrafter(DraftModelDrafter(SureContext()))
-    drafter._model_fixed, drafter._model_step, drafter._catch_up = 0.45, 0.35, 0.15  # units of a one-token pass
+    drafter.timings = ModelTimings(0.45, 0.35, 0.15)  # units of a one-token pass
     for key in (1, 2, 4, 8, 16):  # lookups of every match length keep 1 first token in 20
         history(drafter.table, LOOKUP, key, [(16, 0)] * 19 + [(16, 1)])
     history(drafter.table, MODEL, 0, [(4, 2)] * 10)  # the draft model: about 56%
@@ -524,7 +527,7 @@ def test_the_model_reads_the_prompt_only_when_it_first_drafts() -> None:
     """A reply that starts by copying needs no draft model for its first token: it reads the prompt later."""
     context = ReadingContext()
     drafter = CompositeDrafter(DraftModelDrafter(context))
-    drafter._model_fixed = drafter._model_step = 0.3  # measured: no forced model rounds
+    drafter.timings.fixed = drafter.timings.step = 0.3  # measured: no forced model rounds
     history(drafter.table, LOOKUP, 16, [(16, 16)] * 20)  # long matches have been copies
     history(drafter.table, MODEL, 0, [(4, 4)] * 10)
     quote = list(range(100, 140))
@@ -555,8 +558,8 @@ def reading_composite(n_ctx: int = 256) -> tuple[ReadingContext, CompositeDrafte
     context = ReadingContext()
     context.n_ctx = n_ctx
     drafter = CompositeDrafter(DraftModelDrafter(context))
-    drafter._model_fixed = drafter._model_step = 0.3
-    drafter._catch_up = 0.05
+    drafter.timings.fixed = drafter.timings.step = 0.3
+    drafter.timings.catch_up = 0.05
     history(drafter.table, MODEL, 0, [(4, 4)] * 10)
     return context, drafter
 
@@ -629,8 +632,8 @@ def test_a_timed_read_replaces_the_estimate() -> None:
     context = ReadingContext()
     context.n_ctx = 4096
     drafter = CompositeDrafter(QuickReader(context))
-    drafter._model_fixed = drafter._model_step = 0.3
-    drafter._catch_up = 0.05  # the estimate before a read is timed: twenty passes for 400 tokens
+    drafter.timings.fixed = drafter.timings.step = 0.3
+    drafter.timings.catch_up = 0.05  # the estimate before a read is timed: twenty passes for 400 tokens
     history(drafter.table, MODEL, 0, [(4, 4)] * 10)
     rng = np.random.default_rng(0)
     for n, prompt in enumerate((list(range(10, 410)), list(range(2000, 2400)))):
@@ -642,7 +645,7 @@ def test_a_timed_read_replaces_the_estimate() -> None:
                                                   remaining=left - i)).sources
             tokens.append(1000 + i)
         assert MODEL in sources and context.reads[-1] == prompt[:-1], n
-    assert drafter._read_token is not None and drafter._read_token < 0.01
+    assert drafter.timings.read_token is not None and drafter.timings.read_token < 0.01
 
 
 def test_where_prompts_come_back_a_read_counts_for_the_next_reply_too() -> None:

@@ -134,8 +134,8 @@ def test_a_model_kept_out_by_a_read_priced_as_prohibitive_is_tried_and_kept_when
     truth = [int(t) for t in rng.integers(0, VOCAB, 4000)]
     context = TruthContext(truth, pause=0.0005)
     drafter = CompositeDrafter(DraftModelDrafter(context))
-    drafter._model_fixed = drafter._model_step = 0.3
-    drafter._read_token = 1e6  # a token's read believed to cost a million passes
+    drafter.timings.fixed = drafter.timings.step = 0.3
+    drafter.timings.read_token = 1e6  # a token's read believed to cost a million passes
     replies = [run(drafter, truth, prompt=400 + 100 * i, rounds=40) for i in range(READ_RETRY_REPLIES + 1)]
     for arms in replies[:READ_RETRY_REPLIES]:
         assert "model" not in arms  # a read is a reply's one-off cost: not forced in every reply

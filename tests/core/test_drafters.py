@@ -10,19 +10,17 @@ import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
-from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.drafters import (
     Draft,
     Drafter,
     DraftModelDrafter,
     DraftRequest,
-    MtpDrafter,
     NgramDrafter,
     NoDrafter,
 )
 from specchat.core.engine.lookup import lookup_match
-from specchat.core.engine.registry import DRAFTERS, make_drafter
+from specchat.core.engine.registry import DRAFTERS, head_drafters, make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.types import Drafted, DrafterKind, Finished, GenerationParams, SamplerParams, SpecchatError, Verified
 
@@ -123,23 +121,27 @@ def test_draft_request_limits_depth_p_min_and_greedy() -> None:
     assert len(ask(8, tokens=range(62)).tokens) == 2  # no further than the context holds
 
 
-def test_every_drafter_kind_has_a_label_and_a_drafter() -> None:
-    heads = [DrafterKind.EAGLE3, DrafterKind.DFLASH, DrafterKind.DSPARK]  # on real heads: test_head_drafters.py
-    assert [e.name for e in DRAFTERS] == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM,
-                                          DrafterKind.MTP, *heads, DrafterKind.NONE]
-    assert {e.name for e in DRAFTERS} == set(DrafterKind) and all(e.label_for() for e in DRAFTERS)
+def test_every_entry_makes_a_drafter_of_its_own_kind_or_says_in_one_line_what_it_lacks() -> None:
+    """Read from the registry, not a list: each entry on a pair offering every part (stand-ins) makes a drafter
+    whose kind is its name and that drafts as the entry says; on a pair offering nothing it is one line. The
+    head drafters need real heads (tests/integration/test_head_drafters.py)."""
+    assert len({e.name for e in DRAFTERS}) == len(DRAFTERS) and all(e.label_for() for e in DRAFTERS)
+    heads = [e.key for e in head_drafters()]
     context = SlowContext(0.0, 0.0)
-    made = {kind: make_drafter(kind, context, object()) for kind in DrafterKind  # type: ignore[arg-type]
-            if kind not in heads}
-    assert {kind: type(d) for kind, d in made.items()} == {
-        DrafterKind.DRAFT_MODEL: DraftModelDrafter, DrafterKind.NGRAM: NgramDrafter,
-        DrafterKind.MTP: MtpDrafter, DrafterKind.NONE: NoDrafter, DrafterKind.COMPOSITE: CompositeDrafter,
-    }
-    assert all(d.kind is kind for kind, d in made.items())
-    assert [kind for kind, d in made.items() if not d.can_draft] == [DrafterKind.NONE]
+    for entry in DRAFTERS:
+        if entry.name in heads:
+            continue
+        made = make_drafter(entry.name, context, object())  # type: ignore[arg-type]
+        assert made.kind == entry.name and made.can_draft is entry.drafts, entry.name
+        if entry.parts:
+            with pytest.raises(SpecchatError) as err:
+                make_drafter(entry.name, None, None)
+            assert "\n" not in str(err.value) and (entry.missing or "has no") in str(err.value)
+        else:
+            assert make_drafter(entry.name, None, None).kind == entry.name
     for kind, missing in ((DrafterKind.DRAFT_MODEL, "no draft model"), (DrafterKind.MTP, "no MTP heads"),
                           (DrafterKind.COMPOSITE, "needs a draft model, a drafter head or MTP heads"),
-                          *((kind, f"needs a {kind.value} head file.*no such head is loaded") for kind in heads)):
+                          *((kind, f"needs a {kind} head file.*no such head is loaded") for kind in heads)):
         with pytest.raises(SpecchatError, match=missing) as err:
             make_drafter(kind, None, None)
         assert "\n" not in str(err.value)

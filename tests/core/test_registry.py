@@ -21,36 +21,52 @@ from specchat.core.engine.registry import (
     default_drafter,
     drafter_entry,
     drafter_names,
+    head_part,
     source_name,
 )
 from specchat.core.engine.sampling import Distribution
+from specchat.core.head_formats import head_formats
 from specchat.core.settings import load_settings, save_settings, settings_path
 from specchat.core.types import DrafterKind, DraftSource, Finished, GenerationParams, SpecchatError, Verified
 
 DRAFT, MTP = Part.DRAFT_MODEL.value, Part.MTP_HEADS.value
 
 
-def test_what_each_pair_can_draft_with() -> None:
-    names = lambda offered: [e.name for e in available_drafters(offered)]  # noqa: E731
-    assert names(set()) == [DrafterKind.NGRAM, DrafterKind.NONE]
-    assert names({DRAFT}) == [DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.NONE]
-    assert names({MTP}) == [DrafterKind.COMPOSITE, DrafterKind.NGRAM, DrafterKind.MTP, DrafterKind.NONE]
-    # A pair without the chosen drafter's part drafts with the first drafter it can run.
-    assert default_drafter(set()).name is DrafterKind.NGRAM
-    assert default_drafter({MTP}).name is DrafterKind.COMPOSITE
+PAIRS = [set(), {DRAFT}, {MTP}, {DRAFT, MTP}, *({head_part(f.kind)} for f in head_formats() if f.drafter)]
+
+
+@pytest.mark.parametrize("offered", PAIRS, ids=lambda o: "+".join(sorted(o)) or "target alone")
+def test_what_each_pair_can_draft_with(offered: set[str]) -> None:
+    """Read from the registry: a pair runs each entry that needs nothing or one of its parts, in list order, and
+    defaults to the first that drafts; nothing it lacks is offered."""
+    names = [e.name for e in available_drafters(offered)]
+    assert names == [e.name for e in DRAFTERS if not e.parts or set(e.parts) & offered]
+    assert all(e.name not in names for e in DRAFTERS if e.parts and not set(e.parts) & offered)
+    assert DrafterKind.NONE in names and DrafterKind.NGRAM in names  # the target alone can always do these
+    default = default_drafter(offered)
+    assert default.drafts and default.name == next(n for n in names if drafter_entry(n).drafts)
+    # Whatever the pair offers beside the target, the automatic drafter takes it and is the default.
+    assert (default.name is DrafterKind.COMPOSITE) == bool(offered)
+
+
+def test_the_automatic_drafter_is_named_after_what_it_drafts_with() -> None:
     composite = drafter_entry(DrafterKind.COMPOSITE)
     assert composite.label_for({DRAFT, MTP}) == "Automatic (lookup + draft model)"
     assert composite.label_for({MTP}) == "Automatic (lookup + MTP heads)"
+    for form in head_formats():
+        if form.drafter:
+            assert composite.label_for({head_part(form.kind)}) == f"Automatic (lookup + {form.label})"
     assert composite.lacking() == "draft model or MTP heads or drafter head"
-    assert [e.name for e in DRAFTERS if not e.samples] == [DrafterKind.NGRAM, DrafterKind.NONE]
-    assert [e.name for e in DRAFTERS if e.keep] == [DrafterKind.COMPOSITE]
+    assert not drafter_entry(DrafterKind.NGRAM).samples and not drafter_entry(DrafterKind.NONE).samples
+    assert composite.keep and composite.samples
     assert Parts().offered() == frozenset() and Parts(mtp=object()).offered() == {MTP}  # type: ignore[arg-type]
 
 
 def test_names_look_up_as_text_or_kind_and_an_unknown_one_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert drafter_entry("ngram") is drafter_entry(DrafterKind.NGRAM)
     assert drafter_entry("ngram").name is DrafterKind.NGRAM and type(drafter_entry("ngram").key) is str
-    with pytest.raises(SpecchatError, match="no drafter called 'psychic'; choose one of composite, draft") as err:
+    every = ", ".join(drafter_names())
+    with pytest.raises(SpecchatError, match=f"no drafter called 'psychic'; choose one of {every}$") as err:
         drafter_entry("psychic")
     assert "\n" not in str(err.value)
     with pytest.raises(SystemExit) as exit_:
@@ -78,9 +94,8 @@ ECHO = DrafterEntry("echo", "Echo (the last token again)", lambda parts: EchoDra
 
 @pytest.fixture
 def with_echo(monkeypatch: pytest.MonkeyPatch) -> Iterator[DrafterEntry]:
-    """The registry with one more entry, as a new drafter's own line in it adds one."""
+    """The registry with one more entry, as a new drafter's own line in it adds one (nothing else changes)."""
     monkeypatch.setattr(registry, "DRAFTERS", (*registry.DRAFTERS, ECHO))
-    monkeypatch.setattr(registry, "_BY_NAME", {**registry._BY_NAME, "echo": ECHO})
     yield ECHO
 
 
@@ -127,7 +142,7 @@ def test_the_terminal_lists_drafters_by_their_plain_names() -> None:
     for command in ("chat", "serve"):
         sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
         usage = sub.format_help()
-        assert "{composite,draft,ngram,mtp,eagle3,dflash,dspark,none}" in usage
+        assert "{" + ",".join(drafter_names()) + "}" in usage
         assert "DrafterKind" not in usage
     assert all(type(name) is str for name in drafter_names())
 

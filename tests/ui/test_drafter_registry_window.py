@@ -19,7 +19,6 @@ ECHO = DrafterEntry("echo", "Echo ({model})", lambda parts: NgramDrafter(), need
 @pytest.fixture
 def with_echo(monkeypatch: pytest.MonkeyPatch) -> Iterator[DrafterEntry]:
     monkeypatch.setattr(registry, "DRAFTERS", (*registry.DRAFTERS, ECHO))
-    monkeypatch.setattr(registry, "_BY_NAME", {**registry._BY_NAME, "echo": ECHO})
     yield ECHO
 
 
@@ -56,7 +55,9 @@ def test_a_loaded_head_offers_its_own_drafter_and_automatic_on_it(qtbot, setting
     items = window.controls.drafter.model()
     enabled = {window.controls.drafter.itemData(row) for row in range(window.controls.drafter.count())
                if items.item(row).isEnabled()}
-    assert enabled == {DrafterKind.COMPOSITE, DrafterKind.NGRAM, DrafterKind.EAGLE3, DrafterKind.NONE}
+    offered = {head_part("eagle3")}
+    assert enabled == {e.name for e in registry.DRAFTERS if not e.parts or set(e.parts) & offered}
+    assert DrafterKind.EAGLE3 in enabled and DrafterKind.DRAFT_MODEL not in enabled
     composite = window.controls.drafter.findData(DrafterKind.COMPOSITE)
     assert window.controls.drafter.itemText(composite) == "Automatic (lookup + EAGLE-3 head)"
     assert settings_before is DrafterKind.COMPOSITE and window.controls.drafter_kind is DrafterKind.COMPOSITE

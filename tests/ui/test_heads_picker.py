@@ -51,7 +51,7 @@ def test_the_picker_offers_the_heads_beside_the_target_and_uses_one_as_the_draft
     assert dialog.heads_row.isVisible()
     items = [dialog.heads_box.itemText(i) for i in range(dialog.heads_box.count())]
     assert items == [
-        "✗ DFlash drafter for Test Llama does not fit this target: it reads target layer 99, but the target has "
+        "✗ DFlash head for Test Llama does not fit this target: it reads target layer 99, but the target has "
         "2 layers (trained for a deeper model) (dflash-target-Q8_0.gguf)",
         "✓ EAGLE-3 head for Test Llama: fits this target (eagle3-target-Q8_0.gguf)",
     ]
@@ -134,7 +134,7 @@ def test_a_catalog_download_offers_the_targets_sidecars_and_fetches_them_when_ti
         assert status.endswith("; with dflash sidecar dflash-Tiny-1B-Q8_0.gguf"), status
         assert hub.gets("dflash-Tiny-1B-Q8_0.gguf")
         assert dialog.form.isRowVisible(dialog.heads_row)
-        assert dialog.heads_box.itemText(0) == ("✓ DFlash drafter for LLaMA3.1 8B Instruct: fits this target "
+        assert dialog.heads_box.itemText(0) == ("✓ DFlash head for LLaMA3.1 8B Instruct: fits this target "
                                                 "(dflash-Tiny-1B-Q8_0.gguf)")
     else:
         assert status.endswith('; its repository also holds a dflash sidecar (dflash-Tiny-1B-Q8_0.gguf): '

@@ -65,13 +65,13 @@ def open_head_drafter(engine: ChatEngine, candidate: Candidate) -> Iterator[Draf
         model.close()
 
 
-def _head_openers() -> dict[DrafterKind, HeadOpener]:
+def _head_openers() -> dict[str, HeadOpener]:
     from specchat.core.engine.registry import head_drafters
 
-    return {DrafterKind(entry.name): open_head_drafter for entry in head_drafters()}
+    return {entry.key: open_head_drafter for entry in head_drafters()}
 
 
-HEAD_DRAFTERS: dict[DrafterKind, HeadOpener] = _head_openers()
+HEAD_DRAFTERS: dict[str, HeadOpener] = _head_openers()
 """How the calibration opens a head file's drafter (EAGLE-3, DFlash, DSpark) on the loaded target, by drafter
 kind: every head entry of the drafter registry. A head kind without one is listed with one line saying this
 build cannot measure it."""
@@ -177,7 +177,8 @@ def _remember(advice: Advice) -> None:
         if p is None or c.drafter is None:
             continue
         rows.append(cache.CachedResult(
-            advice.target, c.drafter.value, c.path, p.best_depth, round(p.speedup, 3), round(p.auto_speedup, 3),
+            advice.target, str.__str__(c.drafter), c.path, p.best_depth, round(p.speedup, 3),
+            round(p.auto_speedup, 3),
             None if r.confirmation is None else round(r.confirmation.speedup, 3), round(p.acceptance, 4),
             time.time()))
     if rows:

@@ -1,5 +1,6 @@
 """What could draft for a target: compatible GGUFs, the target's own heads, head files (EAGLE-3, DFlash,
-DSpark) beside it or in the library, n-gram lookup, catalog drafts and heads.
+DSpark) beside it or in the library, n-gram lookup, every other drafter of the registry the target alone
+can run, catalog drafts and heads.
 
 In the window, the draft model loaded with the target is always judged (it may
 live anywhere: the demo's ships inside a Python package), and the automatic
@@ -21,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.core.cancel import CancelToken
+from specchat.core.head_formats import head_format, head_label
 from specchat.core.models.catalog import COMPUTE_SHARE, MTP_GB, load_catalog
 from specchat.core.models.compat import CompatReport, compare
 from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
-from specchat.core.models.heads import HEAD_NAMES, HeadInfo, HeadKind, check_head, heads_beside, read_head
+from specchat.core.models.heads import HeadInfo, check_head, heads_beside, read_head
 from specchat.core.models.library import ModelRoot, default_roots, scan
 from specchat.core.models.shape import read_model_shape
 from specchat.core.paths import not_a_file
@@ -40,7 +42,8 @@ class CandidateKind(str, enum.Enum):
     MTP = "mtp"  # the target's own multi-token-prediction heads
     NGRAM = "ngram"  # n-gram lookup in the conversation
     COMPOSITE = "composite"  # the automatic drafter: lookup, then the draft file (``path``) or the target's heads
-    HEAD = "head"  # a head file trained for the target (``head`` says which kind: eagle3, dflash, dspark, mtp)
+    HEAD = "head"  # a head file trained for the target (``head`` says its format: eagle3, dflash, dspark, mtp ...)
+    DRAFTER = "drafter"  # another drafter of the registry that the target alone can run (``name`` says which)
     CATALOG = "catalog"  # a catalog draft (or head) of the target's family: download to try
     INCOMPATIBLE = "incompatible"  # a file that cannot draft for this target
 
@@ -57,15 +60,18 @@ class Candidate:
     memory_bytes: int = 0  # target and drafter together at the calibration context
     source: str = ""  # where it was found: a library source, "named", "loaded", "beside the target", a pair id
     warnings: tuple[str, ...] = ()
-    head: str = ""  # HEAD (and a catalog head): the HeadKind value
+    head: str = ""  # HEAD (and a catalog head): its head format's kind
     natural_depth: int = 0  # HEAD: the drafts one pass gives (DFlash's block size - 1); 0: no natural depth
+    name: str = ""  # DRAFTER: the registry entry
 
     @property
-    def drafter(self) -> DrafterKind | None:
-        """The engine's drafter for this candidate; None when it cannot run here (a head kind this build's
-        engine has no drafter for: its DrafterKind value is the head's kind, ``eagle3``, ``dflash``, ``dspark``)."""
+    def drafter(self) -> str | None:
+        """The registry's drafter for this candidate; None when it cannot run here (a head format this build's
+        engine has no drafter for)."""
         if self.kind is CandidateKind.HEAD:
             return head_drafter_kind(self.head)
+        if self.kind is CandidateKind.DRAFTER:
+            return self.name or None
         return {CandidateKind.DRAFT: DrafterKind.DRAFT_MODEL, CandidateKind.MTP: DrafterKind.MTP,
                 CandidateKind.NGRAM: DrafterKind.NGRAM, CandidateKind.COMPOSITE: DrafterKind.COMPOSITE}.get(self.kind)
 
@@ -81,26 +87,25 @@ class Candidate:
     def to_json(self) -> dict[str, object]:
         return {"kind": self.kind.value, "label": self.label, "path": self.path, "reason": self.reason,
                 "size_bytes": self.size_bytes, "memory_bytes": self.memory_bytes, "source": self.source,
-                "drafter": None if self.drafter is None else self.drafter.value, "warnings": list(self.warnings),
+                "drafter": None if self.drafter is None else str.__str__(self.drafter), "warnings": list(self.warnings),
                 "head": self.head or None}
 
 
-def head_drafter_kind(head: str) -> DrafterKind | None:
-    """The engine's drafter for a head kind, when this build has one (an MTP sidecar has none: specchat drafts
-    with MTP layers inside the target's own file)."""
+def head_drafter_kind(head: str) -> str | None:
+    """The registry's drafter for a head format, when this build has one (an MTP sidecar has none: specchat
+    drafts with MTP layers inside the target's own file)."""
     from specchat.core.engine.registry import head_drafter_name
 
-    if not head or head == HeadKind.MTP.value:
-        return None
-    name = head_drafter_name(head)
-    return None if name is None else DrafterKind(name)
+    return head_drafter_name(head) if head else None
 
 
 def unmeasurable_reason(head: str) -> str:
     """One line for a head this build cannot measure."""
-    name = HEAD_NAMES.get(HeadKind(head), head) if head in HeadKind._value2member_map_ else head
-    if head == HeadKind.MTP.value:
-        return "MTP layers in a file of their own: this build drafts only with MTP layers inside the target's file"
+    found = head_format(head)
+    if found is not None and not found.arch:
+        return (f"{found.label} in a file of their own: this build drafts only with {found.label} inside the "
+                "target's file")
+    name = head_label(head)
     return f"this build has no {name.split()[0]} drafter, so the {name} cannot be measured here"
 
 
@@ -188,11 +193,11 @@ class _Judge:
         size = head.info.file_size if head.info is not None else 0
         if not check.ok:
             return Candidate(CandidateKind.INCOMPATIBLE, head.label, str(head.path),
-                             f"incompatible: {check.problems[0]}", size, source=source, head=head.kind.value)
-        reason = "" if head_drafter_kind(head.kind.value) is not None else unmeasurable_reason(head.kind.value)
+                             f"incompatible: {check.problems[0]}", size, source=source, head=head.kind)
+        reason = "" if head_drafter_kind(head.kind) is not None else unmeasurable_reason(head.kind)
         memory = memory_needed(self.target.path, None, self.n_ctx) + int((1 + COMPUTE_SHARE) * size)
         return Candidate(CandidateKind.HEAD, head.label, str(head.path), reason, size, memory, source,
-                         head=head.kind.value,
+                         head=head.kind,
                          natural_depth=head.natural_depth or 0)
 
 
@@ -319,10 +324,32 @@ def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, lib
     if lookup:
         result.candidates.append(Candidate(CandidateKind.NGRAM, "n-gram lookup", "", "", 0,
                                            memory_needed(target_path, None, n_ctx), "built in"))
+        result.candidates += _other_drafters(target_path, info, n_ctx)
     if catalog:
         result.candidates += _catalog_drafts(info, n_ctx)
         result.candidates += _catalog_heads(info)
     return result
+
+
+_FOUND_APART = {DrafterKind.DRAFT_MODEL, DrafterKind.MTP, DrafterKind.NGRAM, DrafterKind.COMPOSITE}
+"""Registry drafters the finder lists in ways of their own (draft files, the target's heads, lookup, the
+automatic drafter); head drafters come with their head files."""
+
+
+def _other_drafters(target: Path, info: GgufInfo, n_ctx: int) -> list[Candidate]:
+    """Every other drafter of the registry that the target alone can run (it needs nothing, or the target's own
+    MTP heads where it has them), so that a drafter added to the registry is measured too."""
+    from specchat.core.engine.registry import Part, drafter_entries
+
+    offered = {Part.MTP_HEADS.value} if info.mtp_layers else set()
+    out: list[Candidate] = []
+    for entry in drafter_entries():
+        if entry.name in _FOUND_APART or entry.heads or not entry.drafts or not entry.available(offered):
+            continue
+        mtp = Part.MTP_HEADS.value in entry.parts
+        out.append(Candidate(CandidateKind.DRAFTER, entry.label_for(offered), "", "", 0,
+                             memory_needed(target, None, n_ctx, mtp=mtp), "built in", name=entry.key))
+    return out
 
 
 def _catalog_heads(target: GgufInfo) -> list[Candidate]:

@@ -1,9 +1,11 @@
 """The drafter registry: every drafter's name, label, what it needs from the loaded pair, what it can do, its factory.
 
 Front ends (the window's drafter list, the terminal's ``--drafter``), the
-settings and the runtime read this table and nothing else, so adding a
-drafter is its module, its entry in :data:`DRAFTERS` and its tests
-(docs/architecture.md, "Adding a drafter").
+settings, the server, the draft finder and the runtime read this table when
+they run and keep no copy, so adding a drafter is its module, its entry in
+:data:`DRAFTERS` and its tests (docs/architecture.md, "Adding a drafter").
+Which head files a head drafter drives comes from the table of head formats
+(:data:`specchat.core.head_formats.HEAD_FORMATS`, each naming its drafter).
 
 Names are plain strings; the built-in ones are also
 :class:`~specchat.core.types.DrafterKind` values (a ``str`` enum, so either
@@ -16,8 +18,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
+from specchat.core.head_formats import head_format, head_formats, head_label
 from specchat.core.types import DrafterKind, SpecchatError
 
 if TYPE_CHECKING:
@@ -25,8 +28,8 @@ if TYPE_CHECKING:
 
 
 class DraftHead(Protocol):
-    """A head loaded with ``--draft`` (:class:`specchat.core.llama.heads.HeadContext`); its kind
-    (``eagle3``, ``dflash``, ``dflash2``, ``dspark``) says which entry drives it."""
+    """A head loaded with ``--draft`` (:class:`specchat.core.llama.heads.HeadContext`); its kind (a head
+    format's, e.g. ``eagle3``, ``dflash2``) says which entry drives it."""
 
     @property
     def head_kind(self) -> str: ...
@@ -51,10 +54,11 @@ def head_part(head_kind: str) -> str:
 
 
 def part_label(part: str) -> str:
-    """A part's name for people; a head part is named by the entry that drives it (e.g. "EAGLE-3 head")."""
+    """A part's name for people; a head part by its format's label (e.g. "EAGLE-3 head")."""
     if part in PART_LABELS:
         return PART_LABELS[part]
-    return next((entry.label for entry in _HEAD_DRAFTERS if part in entry.needs), part)
+    prefix = f"{Part.HEAD.value}:"
+    return head_label(part.removeprefix(prefix)) if part.startswith(prefix) else part
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,11 @@ class DrafterEntry:
     build: Callable[[Parts], Drafter]
     """Makes the drafter on the pair's parts (only called when :meth:`available`)."""
     needs: tuple[str, ...] = ()
-    """Parts (:class:`Part` values) it can draft with: any one of them; empty: it needs nothing."""
+    """Parts (:class:`Part` values) it can draft with besides head files: any one of them; with :attr:`heads`
+    empty too, it needs nothing."""
+    heads: Literal["", "own", "any"] = ""
+    """Head files it drafts with: "own", those whose format names this entry as its drafter; "any", every
+    format some drafter drives (the automatic drafter); "": none."""
     drafts: bool = True
     """False for plain decoding: the loop never asks it, Auto depth has nothing to pick."""
     samples: bool = True
@@ -99,27 +107,39 @@ class DrafterEntry:
     """The one-line error when the pair lacks every part it needs (empty: a generic one)."""
 
     @property
+    def parts(self) -> tuple[str, ...]:
+        """Every part it can draft with: :attr:`needs`, then the head parts :attr:`heads` says (read from the
+        table of head formats at the call)."""
+        if not self.heads:
+            return self.needs
+        driven = [f.kind for f in head_formats() if f.drafter and (self.heads == "any" or f.drafter == self.name)]
+        return (*self.needs, *(head_part(kind) for kind in driven))
+
+    @property
     def key(self) -> str:
         """The name as plain text (a built-in's name is a DrafterKind member), for JSON and widgets."""
         return str.__str__(self.name)
 
     def available(self, offered: Collection[str]) -> bool:
         """Whether a pair offering ``offered`` parts can run it."""
-        return not self.needs or any(part in offered for part in self.needs)
+        parts = self.parts
+        return not parts or any(part in offered for part in parts)
 
     def label_for(self, offered: Collection[str] = ()) -> str:
         """The label, naming the first needed part the pair offers (else the first it needs)."""
         if "{model}" not in self.label:
             return self.label
-        part = next((p for p in self.needs if p in offered), self.needs[0] if self.needs else "")
+        parts = self.parts
+        part = next((p for p in parts if p in offered), parts[0] if parts else "")
         return self.label.replace("{model}", part_label(part))
 
     def lacking(self) -> str:
         """What a pair without it lacks, e.g. ``"draft model or MTP heads"``."""
-        heads = {part_label(p) for p in self.needs if p.startswith(f"{Part.HEAD.value}:")}
-        generic = "drafter head" if len(heads) > 1 else None  # the composite drives any head: name them as one
+        parts = self.parts
+        heads = {part_label(p) for p in parts if p.startswith(f"{Part.HEAD.value}:")}
+        generic = "drafter head" if self.heads == "any" else None  # the composite drives any head: one name
         return " or ".join(dict.fromkeys(generic if generic and part_label(p) in heads else part_label(p)
-                                         for p in self.needs))
+                                         for p in parts))
 
     def make(self, parts: Parts) -> Drafter:
         """The drafter on ``parts``; a one-line SpecchatError naming what is missing."""
@@ -151,33 +171,36 @@ def _ngram(parts: Parts) -> Drafter:
 
 
 def _eagle3(parts: Parts) -> Drafter:
-    from specchat.core.engine.eagle3 import Eagle3Drafter, Eagle3Head
+    from specchat.core.engine.drafters.eagle3 import Eagle3Drafter, Eagle3Head
 
     return Eagle3Drafter(cast("Eagle3Head", parts.head))
 
 
 def _dflash(parts: Parts) -> Drafter:
-    from specchat.core.engine.dflash import BlockHead, DFlashDrafter
+    from specchat.core.engine.drafters.dflash import BlockHead, DFlashDrafter
 
     return DFlashDrafter(cast("BlockHead", parts.head))
 
 
 def _dspark(parts: Parts) -> Drafter:
-    from specchat.core.engine.dflash import BlockHead
-    from specchat.core.engine.dspark import DSparkDrafter
+    from specchat.core.engine.drafters.dflash import BlockHead
+    from specchat.core.engine.drafters.dspark import DSparkDrafter
 
     return DSparkDrafter(cast("BlockHead", parts.head))
 
 
 def head_drafters() -> tuple[DrafterEntry, ...]:
-    """The entries that drive head files (EAGLE-3, DFlash, DSpark), in list order."""
-    return _HEAD_DRAFTERS
+    """The entries that drive head files of their own (EAGLE-3, DFlash, DSpark), in list order."""
+    return tuple(entry for entry in DRAFTERS if entry.heads == "own")
 
 
 def head_drafter_name(head_kind: str) -> str | None:
     """The name of the entry that drives a head file of ``head_kind`` (``dflash2``: ``dflash``); None: none does."""
-    part = head_part(head_kind)
-    return next((entry.name for entry in _HEAD_DRAFTERS if part in entry.needs), None)
+    found = head_format(head_kind)
+    if found is None or not found.drafter:
+        return None
+    entry = _by_name().get(found.drafter)
+    return entry.name if entry is not None and entry.heads == "own" else None
 
 
 def head_entry(head: DraftHead) -> DrafterEntry:
@@ -185,7 +208,7 @@ def head_entry(head: DraftHead) -> DrafterEntry:
     name = head_drafter_name(head.head_kind)
     if name is None:
         raise SpecchatError(f"no drafter drives {head.describe()}")
-    return _BY_NAME[name]
+    return _by_name()[name]
 
 
 def _composite(parts: Parts) -> Drafter:
@@ -211,19 +234,16 @@ def _head_missing(kind: str) -> str:
 
 
 _HEAD_DRAFTERS: tuple[DrafterEntry, ...] = (
-    DrafterEntry(DrafterKind.EAGLE3, "EAGLE-3 head", _eagle3, needs=(head_part("eagle3"),),
-                 missing=_head_missing("eagle3")),
-    DrafterEntry(DrafterKind.DFLASH, "DFlash head", _dflash, needs=(head_part("dflash"), head_part("dflash2")),
-                 missing=_head_missing("dflash")),
-    DrafterEntry(DrafterKind.DSPARK, "DSpark head", _dspark, needs=(head_part("dspark"),),
-                 missing=_head_missing("dspark")),
+    DrafterEntry(DrafterKind.EAGLE3, head_label("eagle3"), _eagle3, heads="own", missing=_head_missing("eagle3")),
+    DrafterEntry(DrafterKind.DFLASH, head_label("dflash"), _dflash, heads="own", missing=_head_missing("dflash")),
+    DrafterEntry(DrafterKind.DSPARK, head_label("dspark"), _dspark, heads="own", missing=_head_missing("dspark")),
 )
-"""The drafters of head files loaded with ``--draft``, each needing the head kinds it drives. A head's
+"""The drafters of head files loaded with ``--draft``, each driving the head formats that name it. A head's
 natural block comes from its file (``block`` stays None): the drafter caps each round at it."""
 
 DRAFTERS: tuple[DrafterEntry, ...] = (
     DrafterEntry(DrafterKind.COMPOSITE, "Automatic (lookup + {model})", _composite,
-                 needs=(Part.DRAFT_MODEL, Part.MTP_HEADS, *(p for e in _HEAD_DRAFTERS for p in e.needs)), keep=True,
+                 needs=(Part.DRAFT_MODEL, Part.MTP_HEADS), heads="any", keep=True,
                  missing="automatic drafting needs a draft model, a drafter head or MTP heads; "
                          "choose n-gram lookup or none"),
     DrafterEntry(DrafterKind.DRAFT_MODEL, "Draft model", _draft_model, needs=(Part.DRAFT_MODEL,),
@@ -235,9 +255,12 @@ DRAFTERS: tuple[DrafterEntry, ...] = (
     *_HEAD_DRAFTERS,
     DrafterEntry(DrafterKind.NONE, "None (plain decoding)", _none, drafts=False, samples=False),
 )
-"""Every drafter, in the order front ends list them; the first one a pair can run is its default."""
+"""Every drafter, in the order front ends list them; the first one a pair can run is its default. Everything
+here reads it at the call, so an entry added to it (at test time too) reaches every reader."""
 
-_BY_NAME: dict[str, DrafterEntry] = {entry.name: entry for entry in DRAFTERS}
+
+def _by_name() -> dict[str, DrafterEntry]:
+    return {entry.name: entry for entry in DRAFTERS}
 
 
 _SOURCE_NAMES = {"lookup": "lookup", "model": "draft model", "mtp": "MTP heads"}
@@ -248,7 +271,7 @@ def source_name(source: str) -> str:
     a drafter that is its own source (a head drafter) is named by its entry's label."""
     if source in _SOURCE_NAMES:
         return _SOURCE_NAMES[source]
-    entry = _BY_NAME.get(source)
+    entry = _by_name().get(source)
     return entry.label if entry is not None else str(source)
 
 
@@ -264,10 +287,11 @@ def drafter_names() -> list[str]:
 
 def drafter_entry(name: str) -> DrafterEntry:
     """The entry called ``name``; a one-line SpecchatError listing the names for an unknown one."""
+    by_name = _by_name()
     try:
-        return _BY_NAME[name]
+        return by_name[name]
     except (KeyError, TypeError):
-        raise SpecchatError(f"no drafter called {name!r}; choose one of {', '.join(_BY_NAME)}") from None
+        raise SpecchatError(f"no drafter called {name!r}; choose one of {', '.join(by_name)}") from None
 
 
 def entry_for(name: str, parts: Parts) -> DrafterEntry:

@@ -36,13 +36,19 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from specchat.core.head_formats import (
+    BLOCK,
+    CHAINED,
+    HeadFormat,
+    HeadHeader,
+    head_archs,
+    head_format,
+    marking_tensors,
+    read_format,
+)
 from specchat.core.llama.context import _DECODE_CODES, Context, companion_params, follow_threads
 from specchat.core.llama.model import Model
 from specchat.core.types import SpecchatError
-
-HEAD_ARCHS = ("eagle3", "dflash")
-"""GGUF architectures that are drafter heads for another model, not models of their own."""
-
 
 _ctx_p = llama_cpp.llama_context_p_ctypes
 _model_p = llama_cpp.llama_model_p_ctypes
@@ -134,7 +140,8 @@ def head_api() -> HeadApi:
 
 
 class HeadKind(str, enum.Enum):
-    """Which drafter a head file is, as llama-server tells them apart."""
+    """The head formats this binding has code for (:data:`specchat.core.head_formats.HEAD_FORMATS` says how
+    each is recognised, named and driven)."""
 
     EAGLE3 = "eagle3"
     DFLASH = "dflash"
@@ -158,57 +165,73 @@ class HeadInfo:
     mask_token: int = -1  # DFlash family: the noise token
 
     @property
+    def format(self) -> HeadFormat:
+        """Its entry in the table of head formats."""
+        found = head_format(self.kind.value)
+        assert found is not None, self.kind
+        return found
+
+    @property
     def max_draft(self) -> int:
         """The most tokens one round can draft: DFlash's block minus its anchor (DSpark from the anchor: the block)."""
-        if self.kind is HeadKind.EAGLE3:
+        if not self.format.block:
             return 0  # no limit of its own: one decode per draft
-        if self.kind is HeadKind.DSPARK and self.sample_from_anchor:
+        if self.format.anchor_draft and self.sample_from_anchor:
             return self.block_size
         return max(0, self.block_size - 1)
 
     def describe(self) -> str:
-        names = {HeadKind.EAGLE3: "EAGLE-3 head", HeadKind.DFLASH: "DFlash head", HeadKind.DFLASH2: "DFlash2 head",
-                 HeadKind.DSPARK: "DSpark head"}
-        block = f", block {self.block_size}" if self.kind is not HeadKind.EAGLE3 else ""
+        block = f", block {self.block_size}" if self.format.block else ""
         layers = ", ".join(map(str, self.target_layers))
-        return f"{names[self.kind]} (target layers {layers}{block})"
+        return f"{self.format.label} (target layers {layers}{block})"
 
 
 def is_head(model: Model) -> bool:
-    """Whether ``model`` is a drafter head (EAGLE-3 or DFlash family) rather than a model of its own."""
-    return model.arch in HEAD_ARCHS
+    """Whether ``model`` is a drafter head (a head format's architecture) rather than a model of its own."""
+    return model.arch in head_archs()
 
 
 def head_info(model: Model, api: HeadApi | None = None) -> HeadInfo:
     """The head's kind and metadata; a one-line SpecchatError for a file that is no head."""
     if not is_head(model):
-        raise SpecchatError(f"{model.name} is not an EAGLE-3 or DFlash head (architecture '{model.arch}')")
+        raise SpecchatError(f"{model.name} is not a drafter head (architecture '{model.arch}')")
     api = api or head_api()
     n = int(api.llama_model_target_layer_ids_n(model.ptr))
     ids = api.llama_model_target_layer_ids(model.ptr)
     layers = tuple(int(ids[i]) for i in range(n)) if ids else ()
     n_embd = int(llama_cpp.llama_model_n_embd(model.ptr))
-    if model.arch == "eagle3":
-        if n != 3:
-            raise SpecchatError(f"{model.name} is not an EAGLE-3 head (expected 3 target layers, got {n})")
-        hidden = model.meta("eagle3.target_hidden_size")
-        return HeadInfo(HeadKind.EAGLE3, layers, n_embd, int(hidden) if hidden and hidden.isdigit() else n_embd)
+    first = read_format(HeadHeader(model.arch, model.path.name))  # what the architecture alone says
+    if first is not None and first.context == CHAINED:
+        if first.target_layers and n != first.target_layers:
+            raise SpecchatError(f"{model.name} is not an {first.label} (expected {first.target_layers} target "
+                                f"layers, got {n})")
+        hidden = model.meta(f"{model.arch}.target_hidden_size")
+        return HeadInfo(_binding_kind(model, first), layers, n_embd,
+                        int(hidden) if hidden and hidden.isdigit() else n_embd)
     if n == 0:
         raise SpecchatError(f"{model.name}: a DFlash head without target layers")
     block = model.meta("dflash.block_size")
     top_k = int(api.llama_model_dflash_selector_top_k(model.ptr))
     markov = model.meta("dflash.has_confidence_head")  # written by DSpark exports only
-    dspark = _has_tensor(model, "markov_w1.weight")
-    kind = HeadKind.DSPARK if dspark else HeadKind.DFLASH2 if top_k > 0 else HeadKind.DFLASH
+    tensors = frozenset(name for name in marking_tensors(model.arch) if _has_tensor(model, name))
+    kind = _binding_kind(model, read_format(HeadHeader(model.arch, model.path.name, tensors, top_k)))
     return HeadInfo(
         kind, layers, n_embd, n_embd,
         block_size=int(block) if block and block.isdigit() else 16,
         sample_from_anchor=model.meta("dflash.sample_from_anchor") != "false",
         causal=model.meta("dflash.attention.causal") == "true",
         selector_top_k=top_k,
-        confidence_head=dspark and markov != "false",
+        confidence_head=kind is HeadKind.DSPARK and markov != "false",
         mask_token=int(api.llama_vocab_mask(llama_cpp.llama_model_get_vocab(model.ptr))),
     )
+
+
+def _binding_kind(model: Model, found: HeadFormat | None) -> HeadKind:
+    """The format the header says, as one this binding has code for; one line for a format it has none for."""
+    if found is None or found.kind not in HeadKind._value2member_map_:
+        what = found.label if found is not None else f"'{model.arch}' head"
+        raise SpecchatError(f"{model.name}: this build cannot load a {what}")
+    return HeadKind(found.kind)
 
 
 def _has_tensor(model: Model, name: str) -> bool:
@@ -235,9 +258,9 @@ def check_fits(target: Model, head: Model, info: HeadInfo) -> None:
         problems = head_problems(header, read_gguf_info(target.path), target.n_layers, n_embd)
         if problems:
             raise SpecchatError(f"{head.name} ({info.describe()}) cannot draft for {target.name}: {problems[0]}")
-    if info.kind is not HeadKind.EAGLE3 and not 0 <= info.mask_token < target.n_vocab:
+    if info.format.block and not 0 <= info.mask_token < target.n_vocab:
         raise SpecchatError(f"{head.name}: a DFlash head without a mask token in the target's vocabulary")
-    if info.kind is not HeadKind.EAGLE3 and info.block_size < 2:
+    if info.format.block and info.block_size < 2:
         raise SpecchatError(f"{head.name}: a DFlash block of {info.block_size} cannot draft")
 
 
@@ -559,11 +582,11 @@ class DFlashContext(HeadContext):
 
 
 def open_head(target: Context, head: Model, *, n_threads: int | None = None) -> Eagle3Context | DFlashContext:
-    """The head's context on ``target``, of the kind its file says; one line if it cannot draft for it."""
+    """The head's context on ``target``, of the kind its file says (its format's context); one line if it
+    cannot draft for it."""
     info = head_info(head)
-    if info.kind is HeadKind.EAGLE3:
-        return Eagle3Context(target, head, info, n_threads=n_threads)
-    return DFlashContext(target, head, info, n_threads=n_threads)
+    contexts: dict[str, type[Eagle3Context] | type[DFlashContext]] = {CHAINED: Eagle3Context, BLOCK: DFlashContext}
+    return contexts[info.format.context](target, head, info, n_threads=n_threads)
 
 
 def open_draft(target: object, draft: Model | None, *, n_ctx: int, n_threads: int | None

@@ -217,8 +217,8 @@ class CatalogHead:
     """
 
     id: str
-    kind: str  # a HeadKind value
-    label: str  # "DFlash drafter for Qwen3.6 27B"
+    kind: str  # a head format's kind (specchat.core.head_formats)
+    label: str  # "DFlash head for Qwen3.6 27B"
     target_family: str  # the target's repository or base name, as family() reads it ("Qwen3.6-27B")
     repo: str
     size_gb: float = 0.0
@@ -231,10 +231,17 @@ class CatalogHead:
         return asdict(self)
 
 
+def _head_kind(kind: object) -> str:
+    """``kind`` when a head format has that name; ValueError otherwise."""
+    from specchat.core.head_formats import head_format
+
+    if not isinstance(kind, str) or head_format(kind) is None:
+        raise ValueError(f"no head format called {kind!r}")
+    return kind
+
+
 def parse_heads(text: str) -> tuple[CatalogHead, ...]:
     """The ``heads`` list of catalog JSON (absent: none); SpecchatError naming a malformed entry."""
-    from specchat.core.models.heads import HeadKind
-
     data = json.loads(text)
     out: list[CatalogHead] = []
     for raw in data.get("heads", []):
@@ -243,7 +250,7 @@ def parse_heads(text: str) -> tuple[CatalogHead, ...]:
             if not isinstance(raw, dict):
                 raise TypeError("not an object")
             head = CatalogHead(
-                id=hid, kind=HeadKind(raw["kind"]).value, label=str(raw["label"]),
+                id=hid, kind=_head_kind(raw["kind"]), label=str(raw["label"]),
                 target_family=str(raw["target_family"]), repo=str(raw["repo"]),
                 size_gb=float(raw.get("size_gb", 0.0)), file=str(raw.get("file", "")),
                 format=str(raw.get("format", "gguf")), checked=str(raw.get("checked", "")),

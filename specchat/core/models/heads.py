@@ -17,14 +17,16 @@ from the GGUF header, as llama.cpp decides it, without loading weights:
   must equal the target's hidden size.
 
 Sidecars are found by name, as ``llama-server -hf`` finds them
-(``common/download.cpp``): a ``.gguf`` whose file name contains ``mtp-``,
-``eagle3-``, ``dflash-`` or ``dspark-``, in the model's folder or one above it,
-the deepest folder first, then the quant closest to the model's.
+(``common/download.cpp``): a ``.gguf`` whose file name contains a format's
+keyword (``mtp-``, ``eagle3-``, ``dflash-``, ``dspark-``), in the model's folder
+or one above it, the deepest folder first, then the quant closest to the model's.
+
+The formats themselves (architecture, keyword, name, how the header tells them
+apart) are one table, :data:`specchat.core.head_formats.HEAD_FORMATS`.
 """
 
 from __future__ import annotations
 
-import enum
 import os
 import re
 from collections.abc import Iterable
@@ -32,25 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specchat.core.head_formats import HeadFormat, HeadHeader, head_archs, head_format, read_format, sidecar_keywords
 from specchat.core.models.errors import GgufReadError
 from specchat.core.models.ggufmeta import GgufInfo, read_gguf_info
-
-
-class HeadKind(str, enum.Enum):
-    """What drafts from a head file; the values are the names llama.cpp's sidecar prefixes use."""
-
-    EAGLE3 = "eagle3"
-    DFLASH = "dflash"
-    DSPARK = "dspark"
-    MTP = "mtp"  # a target's MTP (NextN) layers in a file of their own
-
-
-HEAD_NAMES = {HeadKind.EAGLE3: "EAGLE-3 head", HeadKind.DFLASH: "DFlash drafter",
-              HeadKind.DSPARK: "DSpark drafter", HeadKind.MTP: "MTP layers"}
-SIDECAR_KEYWORDS: tuple[tuple[str, HeadKind], ...] = (
-    ("mtp-", HeadKind.MTP), ("eagle3-", HeadKind.EAGLE3), ("dflash-", HeadKind.DFLASH), ("dspark-", HeadKind.DSPARK),
-)
-"""The file-name keywords ``llama-server -hf`` looks for (``find_best_sibling`` in ``common/download.cpp``)."""
 
 _SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _BITS_RE = re.compile(r"(?<![A-Za-z0-9])(?:UD-)?I?Q(\d+)|(?<![A-Za-z0-9])B?F(16|32)(?![A-Za-z0-9])", re.IGNORECASE)
@@ -66,23 +52,28 @@ class HeadInfo:
     """A head file as its header describes it."""
 
     path: Path
-    kind: HeadKind
+    kind: str  # its format's kind (specchat.core.head_formats)
     target_name: str  # the model it was trained for, from its metadata or its name ("" when neither says)
     target_layers: tuple[int, ...] = ()
     target_hidden_size: int | None = None  # the width of the target states it reads
     block_size: int | None = None  # DFlash / DSpark: tokens drafted per pass (llama.cpp's default is 16)
-    selector_top_k: int = 0  # DFlash2's selector; 0 for plain DFlash
+    selector_top_k: int = 0  # DFlash2's selector; 0 for the other formats
     sample_from_anchor: bool | None = None  # DSpark: an anchor-first block drafts block_size tokens
     causal: bool | None = None  # dflash.attention.causal
     has_confidence_head: bool | None = None  # DSpark
     info: GgufInfo | None = None
 
     @property
+    def format(self) -> HeadFormat:
+        """Its entry in the table of head formats."""
+        found = head_format(self.kind)
+        assert found is not None, self.kind
+        return found
+
+    @property
     def name(self) -> str:
-        """``EAGLE-3 head``, ``DFlash2 drafter`` ..."""
-        if self.kind is HeadKind.DFLASH and self.selector_top_k > 0:
-            return "DFlash2 drafter"
-        return HEAD_NAMES[self.kind]
+        """``EAGLE-3 head``, ``DFlash2 head`` ...: its format's label."""
+        return self.format.label
 
     @property
     def label(self) -> str:
@@ -93,19 +84,19 @@ class HeadInfo:
     def natural_depth(self) -> int | None:
         """The drafts one pass gives, as llama.cpp clamps them: DFlash ``block_size - 1`` (the first slot holds
         the last committed token), DSpark sampling from the anchor ``block_size``; None for step-by-step heads."""
-        if self.kind not in (HeadKind.DFLASH, HeadKind.DSPARK):
+        if not self.format.block:
             return None
         block = self.block_size or 16
-        return block if self.kind is HeadKind.DSPARK and self.sample_from_anchor else block - 1
+        return block if self.format.anchor_draft and self.sample_from_anchor else block - 1
 
     def to_json(self) -> dict[str, object]:
-        return {"path": str(self.path), "kind": self.kind.value, "name": self.name, "label": self.label,
+        return {"path": str(self.path), "kind": self.kind, "name": self.name, "label": self.label,
                 "target_name": self.target_name, "target_layers": list(self.target_layers),
                 "target_hidden_size": self.target_hidden_size, "block_size": self.block_size,
                 "selector_top_k": self.selector_top_k, "natural_depth": self.natural_depth}
 
 
-def sidecar_kind(filename: str) -> HeadKind | None:
+def sidecar_kind(filename: str) -> str | None:
     """The sidecar a file name says it is (``eagle3-Llama-3.1-8B-Q8_0.gguf`` -> EAGLE3), else None.
 
     As llama.cpp: the keyword anywhere in the file's name, case as written (``Qwen3.6-27B-MTP-Q4_K_M.gguf``
@@ -114,7 +105,7 @@ def sidecar_kind(filename: str) -> HeadKind | None:
     base = filename.rsplit("/", 1)[-1]
     if not base.lower().endswith(".gguf"):
         return None
-    for keyword, kind in SIDECAR_KEYWORDS:
+    for keyword, kind in sidecar_keywords():
         if keyword in base:
             return kind
     return None
@@ -135,7 +126,7 @@ def _is_first_part(filename: str) -> bool:
     return m is None or int(m.group(1)) == 1
 
 
-def find_sidecars(files: Iterable[str], model: str) -> dict[HeadKind, str]:
+def find_sidecars(files: Iterable[str], model: str) -> dict[str, str]:
     """The best sidecar of each kind for ``model`` among ``files`` (relative POSIX paths in one repository).
 
     llama.cpp's ``find_best_sibling``: a candidate must lie in the model's folder or a folder above it; the
@@ -143,7 +134,7 @@ def find_sidecars(files: Iterable[str], model: str) -> dict[HeadKind, str]:
     """
     model_dirs = model.split("/")[:-1]
     model_bits = quant_bits(model)
-    best: dict[HeadKind, tuple[int, int, str]] = {}
+    best: dict[str, tuple[int, int, str]] = {}
     for name in files:
         kind = sidecar_kind(name)
         if kind is None or name == model or not _is_first_part(name):
@@ -195,24 +186,25 @@ def read_head(path: Path | str, info: GgufInfo | None = None) -> HeadInfo | None
     path = Path(path)
     info = info if info is not None else read_gguf_info(path)
     arch = info.architecture
-    if arch not in ("eagle3", "dflash") and not (info.mtp_layers and sidecar_kind(path.name) is HeadKind.MTP):
-        return None
+    if arch not in head_archs() and read_format(HeadHeader(arch, path.name, mtp_layers=info.mtp_layers)) is None:
+        return None  # a model of its own: no head architecture, nor MTP layers named as a sidecar
     try:
         reader = gguf.GGUFReader(path)
         fields = reader.fields
-        tensors = {t.name for t in reader.tensors}
+        tensors = frozenset(t.name for t in reader.tensors)
         layers = _field(fields, f"{arch}.target_layers")
         base = _field(fields, "general.base_model.0.name")
         top_k = int(_field(fields, f"{arch}.selector_top_k") or 0)
+        found = read_format(HeadHeader(arch, path.name, tensors, top_k, info.mtp_layers))
+        if found is None:
+            return None
         block = _field(fields, f"{arch}.block_size")
         hidden = _field(fields, f"{arch}.target_hidden_size")
-        if arch == "dflash" and hidden is None:
+        if found.block and hidden is None:  # a block head reads target states of its own width
             hidden = _field(fields, f"{arch}.embedding_length")
         head = HeadInfo(
             path=path,
-            kind=(HeadKind.EAGLE3 if arch == "eagle3" else
-                  HeadKind.DSPARK if "markov_w1.weight" in tensors else
-                  HeadKind.DFLASH if arch == "dflash" else HeadKind.MTP),
+            kind=found.kind,
             target_name=target_name_of(info, base if isinstance(base, str) else None),
             target_layers=tuple(int(x) for x in layers) if isinstance(layers, list) else (),
             target_hidden_size=None if hidden is None else int(hidden),
@@ -253,15 +245,16 @@ def head_problems(head: HeadInfo, target: GgufInfo, n_layers: int, n_embd: int) 
     if h is not None and h.vocab_fingerprint and target.vocab_fingerprint \
             and h.vocab_fingerprint != target.vocab_fingerprint:
         problems.append(f"its vocabulary is not the target's ({h.vocab_size} tokens against {target.vocab_size})")
-    if head.kind is not HeadKind.MTP:
+    form = head.format
+    if form.arch:  # a head of its own architecture reads target layers (MTP layers are the target's own)
         if not head.target_layers:
             problems.append("it names no target layers to read (no target_layers in its metadata)")
-        elif head.kind is HeadKind.EAGLE3 and len(head.target_layers) != 3:
-            problems.append(f"an EAGLE-3 head reads 3 target layers, this one names {len(head.target_layers)}")
+        elif form.target_layers and len(head.target_layers) != form.target_layers:
+            problems.append(f"an {form.label} reads {form.target_layers} target layers, this one names "
+                            f"{len(head.target_layers)}")
         if target.architecture not in LAYER_INPUT_ARCHS:
             problems.append(f"llama.cpp cannot hand it the hidden states of a '{target.architecture}' target")
-        last = n_layers if head.kind is not HeadKind.EAGLE3 and target.architecture in FINAL_INPUT_ARCHS \
-            else n_layers - 1
+        last = n_layers if form.block and target.architecture in FINAL_INPUT_ARCHS else n_layers - 1
         beyond = [i for i in head.target_layers if i < 0 or i > last]
         if beyond:
             problems.append(f"it reads target layer {beyond[0]}, but the target has {n_layers} layers "

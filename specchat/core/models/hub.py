@@ -96,12 +96,12 @@ def _side_file(filename: str) -> bool:
 
 def sidecars_for(files: list[HubFile], model: str) -> list[tuple[str, HubFile]]:
     """``(kind, file)`` for each drafter sidecar ``llama-server -hf`` would fetch with ``model`` from this listing:
-    a file named ``mtp-``, ``eagle3-``, ``dflash-`` or ``dspark-`` in the model's folder or above it, the
+    a file named with a head format's keyword (``mtp-``, ``eagle3-`` ...) in the model's folder or above it, the
     best of each kind (see :func:`specchat.core.models.heads.find_sidecars`)."""
     from specchat.core.models.heads import find_sidecars
 
     by_name = {f.filename: f for f in files}
-    return [(kind.value, by_name[name]) for kind, name in find_sidecars(list(by_name), model).items()]
+    return [(kind, by_name[name]) for kind, name in find_sidecars(list(by_name), model).items()]
 
 
 def pick_quant_files(files: list[HubFile], quant: str, repo_id: str = "") -> list[HubFile]:

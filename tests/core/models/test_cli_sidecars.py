@@ -28,7 +28,7 @@ def test_files_marks_sidecars_and_download_offers_then_fetches_them(hub, make_gg
     assert files.returncode == 0, files.stderr
     rows = {line.split()[0]: line for line in files.stdout.splitlines()}
     assert rows["eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf"].endswith("sidecar: EAGLE-3 head")
-    assert rows["dflash-Llama-3.1-8B-Q4_0.gguf"].endswith("sidecar: DFlash drafter")
+    assert rows["dflash-Llama-3.1-8B-Q4_0.gguf"].endswith("sidecar: DFlash head")
     assert "sidecar" not in rows["Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
 
     plain = specchat("download", REPO, "--quant", "Q4_K_M", "--endpoint", hub.url)

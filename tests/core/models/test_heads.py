@@ -7,7 +7,7 @@ import pytest
 
 from specchat.core.models.download import download_quant, download_sidecars
 from specchat.core.models.errors import HubNotFoundError, UnsafePathError
-from specchat.core.models.heads import HeadKind, check_head, find_sidecars, heads_beside, read_head, sidecar_kind
+from specchat.core.models.heads import check_head, find_sidecars, heads_beside, read_head, sidecar_kind
 from specchat.core.models.hfcache import hf_cache_dir
 from specchat.core.models.hub import HubFile, list_gguf_files, pick_quant_files, sidecars_for
 from specchat.core.models.library import ModelRoot, scan
@@ -18,7 +18,7 @@ from support.heads import dflash, eagle3, target
 
 def test_an_eagle3_head_is_described_from_its_header(make_gguf) -> None:
     head = read_head(eagle3(make_gguf))
-    assert head is not None and head.kind is HeadKind.EAGLE3
+    assert head is not None and head.kind == "eagle3"
     assert head.label == "EAGLE-3 head for Llama 3.1 8B Instruct"  # general.base_model.0.name
     assert head.target_layers == (2, 16, 29) and head.target_hidden_size == 64
     assert head.natural_depth is None  # drafts step by step: no block of its own
@@ -26,13 +26,13 @@ def test_an_eagle3_head_is_described_from_its_header(make_gguf) -> None:
 
 def test_dflash_dflash2_and_dspark_are_told_apart_as_llama_cpp_does(make_gguf) -> None:
     plain = read_head(dflash(make_gguf))
-    assert plain is not None and plain.kind is HeadKind.DFLASH and plain.name == "DFlash drafter"
-    assert plain.label == "DFlash drafter for LLaMA3.1 8B Instruct"  # from its name, the head's words left out
+    assert plain is not None and plain.kind == "dflash" and plain.name == "DFlash head"
+    assert plain.label == "DFlash head for LLaMA3.1 8B Instruct"  # from its name, the head's words left out
     assert plain.natural_depth == 7  # block 8, the first slot holds the last committed token
     two = read_head(dflash(make_gguf, "dflash2-x.gguf", top_k=4))
-    assert two is not None and two.kind is HeadKind.DFLASH and two.name == "DFlash2 drafter"
+    assert two is not None and two.kind == "dflash2" and two.name == "DFlash2 head"
     spark = read_head(dflash(make_gguf, "dspark-x.gguf", dspark=True, anchor=True))
-    assert spark is not None and spark.kind is HeadKind.DSPARK and spark.name == "DSpark drafter"
+    assert spark is not None and spark.kind == "dspark" and spark.name == "DSpark head"
     assert spark.natural_depth == 8 and spark.sample_from_anchor is True  # anchor-first: the whole block
 
 
@@ -40,7 +40,7 @@ def test_ordinary_models_are_no_heads_and_an_mtp_sidecar_is(make_gguf) -> None:
     assert read_head(target(make_gguf)) is None
     mtp = make_gguf("mtp-Qwen3.6-27B-Q8_0.gguf", arch="qwen35", model_kv={"{arch}.nextn_predict_layers": 1})
     head = read_head(mtp)
-    assert head is not None and head.kind is HeadKind.MTP and head.label.startswith("MTP layers")
+    assert head is not None and head.kind == "mtp" and head.label.startswith("MTP layers")
     same_name_no_layers = make_gguf("mtp-empty.gguf", arch="qwen35")
     assert read_head(same_name_no_layers) is None
 
@@ -78,9 +78,9 @@ def test_sidecars_are_chosen_by_name_as_llama_server_does() -> None:
     found = find_sidecars(files, "a/model-Q4_K_M.gguf")
     # the deepest folder first, then the closest quant (Q4_0 over Q8_0 for a Q4 model); a folder below the
     # model's is no sibling; a later split part is no sidecar of its own; "DFlash-" is not "dflash-"
-    assert found == {HeadKind.EAGLE3: "a/eagle3-x-Q4_0.gguf", HeadKind.MTP: "mtp-model-Q4_K_M.gguf"}
+    assert found == {"eagle3": "a/eagle3-x-Q4_0.gguf", "mtp": "mtp-model-Q4_K_M.gguf"}
     assert sidecar_kind("Qwen3.6-27B-MTP-Q4_K_M.gguf") is None  # a target with its MTP layers inside
-    assert sidecar_kind("MTP/gemma-4-31B-it-MTP-Q8_0.gguf") is None and sidecar_kind("dspark-a.gguf") is HeadKind.DSPARK
+    assert sidecar_kind("MTP/gemma-4-31B-it-MTP-Q8_0.gguf") is None and sidecar_kind("dspark-a.gguf") == "dspark"
 
 
 def test_choosing_a_quant_never_picks_a_sidecar() -> None:
@@ -130,7 +130,7 @@ def test_hub_sidecars_are_listed_downloaded_and_paired_in_the_library(heads_repo
     assert sorted(p.name for p in pairs.sidecars) == ["dspark-Llama-3.1-8B-Q8_0.gguf",
                                                       "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf"]
     assert entries["eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf"].what == "EAGLE-3 head for Llama 3.1 8B Instruct"
-    assert entries["dspark-Llama-3.1-8B-Q8_0.gguf"].head.kind is HeadKind.DSPARK
+    assert entries["dspark-Llama-3.1-8B-Q8_0.gguf"].head.kind == "dspark"
     assert pairs.to_json()["sidecars"]
     assert entries["dspark-Llama-3.1-8B-Q8_0.gguf"].to_json()["head"]["kind"] == "dspark"
 

@@ -1,20 +1,13 @@
-"""Who proposes the drafts: a small model, the target's own MTP heads, a lookup in the text so far, or nobody.
+"""What every drafter shares: the round's request, the draft it returns, the :class:`Drafter` base class, the
+protocols of the llama.cpp objects drafters drive, and :func:`draft_from` (drawing drafts from logits rows).
 
-A drafter is a :class:`Drafter`: the loop calls :meth:`Drafter.prefill` once
-the target holds the prompt, then :meth:`Drafter.draft` with one
-:class:`DraftRequest` per round. Adding a drafter means its module (a
-subclass of :class:`Drafter`), its entry in
-:data:`specchat.core.engine.registry.DRAFTERS` and its tests.
-
-The llama.cpp objects a drafter drives are described by the protocols
-:class:`DraftContext` and :class:`MtpHeads`, so the engine never imports
-llama.cpp.
+The llama.cpp objects are described by the protocols :class:`DraftContext`,
+:class:`MtpHeads` and :class:`SizedContext`, so the engine never imports llama.cpp.
 """
 
 from __future__ import annotations
 
 import abc
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,10 +16,9 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 from specchat.core.cancel import CancelToken
-from specchat.core.engine.lookup import lookup_match
 from specchat.core.engine.sampling import Distribution, distribution, greedy_token
 from specchat.core.engine.verify import top
-from specchat.core.types import DrafterKind, DraftSource, SamplerParams, SpecchatError
+from specchat.core.types import DraftSource, SamplerParams
 
 if TYPE_CHECKING:
     from specchat.core.engine.costs import CostView
@@ -131,7 +123,9 @@ class DraftContext(Protocol):
     def checkpoint(self, slot: str) -> None: ...
 
 
-class _Sized(Protocol):
+class SizedContext(Protocol):
+    """Anything with a context size: the target context a head follows."""
+
     @property
     def n_ctx(self) -> int: ...
 
@@ -141,7 +135,7 @@ class MtpHeads(Protocol):
     EAGLE-3 head (:class:`specchat.core.llama.heads.Eagle3Context`)."""
 
     @property
-    def target(self) -> _Sized: ...
+    def target(self) -> SizedContext: ...
 
     def begin(self, token: int, pos: int) -> np.ndarray | None: ...
 
@@ -150,122 +144,7 @@ class MtpHeads(Protocol):
     def end(self, pos: int) -> None: ...
 
 
-class NoDrafter(Drafter):
-    """Plain decoding: never drafts."""
-
-    kind = DrafterKind.NONE
-    can_draft = False
-
-    def draft(self, request: DraftRequest) -> Draft:
-        return Draft()
-
-
-class DraftModelDrafter(Drafter):
-    """A small model with its own llama.cpp context, kept in step with the target's sequence."""
-
-    kind = DrafterKind.DRAFT_MODEL
-    follows_text = True
-
-    def __init__(self, context: DraftContext) -> None:
-        self.context = context
-        self._last_k = 0
-
-    def prefill(self, tokens: Sequence[int]) -> None:
-        """Hold what the target holds, reusing the longest prefix the context can; save a recurrent state there."""
-        started = time.perf_counter()
-        reused = self.context.extend_to(tokens)
-        self.context.checkpoint("prompt")
-        self.read = (len(tokens) - reused, time.perf_counter() - started)
-
-    def behind(self, tokens: Sequence[int]) -> int:
-        held = self.context.tokens
-        n = min(len(held), len(tokens))
-        parted = np.flatnonzero(np.asarray(held[:n], dtype=np.int64) != np.asarray(tokens[:n], dtype=np.int64))
-        prefix = int(parted[0]) if len(parted) else n
-        return max(0, len(tokens) - prefix - 2)
-
-    def draft(self, request: DraftRequest) -> Draft:
-        out = Draft()
-        tokens = request.tokens
-        k = min(request.k, self.context.n_ctx - len(tokens))
-        if k <= 0:
-            return out
-        started = time.perf_counter()
-        ctx = self.context
-        row, reused = ctx.sync(tokens)
-        # The drafts decoded below go one token per batch, which no recurrent snapshot can take
-        # back: a hybrid or recurrent draft saves its state here and the next sync restores it.
-        if k > 1:
-            ctx.checkpoint("round")
-        synced = time.perf_counter()
-        # A sync of 1-2 tokens is the normal per-round catch-up (after a restore: the accepted
-        # drafts too); a longer one (after plain rounds) is not what the next round will cost,
-        # so it is not reported.
-        catch_up = len(tokens) - reused
-        steady_sync = catch_up <= 2 or (ctx.restored and catch_up <= self._last_k + 2)
-        self._last_k = k
-        _draft_from(out, row, lambda x: ctx.decode([x])[0], dataclasses.replace(request, k=k), synced)
-        if steady_sync:
-            out.sync_seconds = synced - started
-        else:
-            out.catch_up, out.catch_up_seconds = catch_up, synced - started
-        return out
-
-
-MTP_P_MIN = 0.75
-"""Draft p-min for MTP heads when none is set (0 means no gate, as for every drafter): the cutoff
-published Qwen3.5 MTP runs in llama.cpp use (``--spec-draft-p-min 0.75``, llama.cpp PR #22673): one head
-guessing many tokens ahead is confident for a few and then guesses poorly, and a draft it is unsure of
-costs a verify position for little."""
-
-
-class ChainedHeadsDrafter(Drafter):
-    """Heads chained from the target's state at the last committed token: each draft is fed back with the
-    heads' own hidden state (the target's MTP heads; an EAGLE-3 head).
-
-    The heads follow every decode and cut of the target by themselves, so
-    they need no prefill; each round drafts from the target's state at the
-    last committed token.
-    """
-
-    acceptance_by_position = True  # each chained position guesses further ahead
-    default_p_min: ClassVar[float | None] = None
-    """The draft p-min when the request sets none (None: no gate)."""
-
-    def __init__(self, heads: MtpHeads) -> None:
-        self.heads = heads
-
-    def draft(self, request: DraftRequest) -> Draft:
-        out = Draft()
-        heads = self.heads
-        tokens = request.tokens
-        pos = len(tokens) - 1  # where the last committed token goes; the target holds the rest
-        k = min(request.k, heads.target.n_ctx - len(tokens))
-        if k <= 0:
-            return out
-        started = time.perf_counter()
-        row = heads.begin(tokens[-1], pos)
-        if row is None:
-            return out  # the target's state at the last token is unknown: a plain round
-        synced = time.perf_counter()
-        p_min = self.default_p_min if request.p_min is None else request.p_min
-        try:
-            _draft_from(out, row, heads.step, dataclasses.replace(request, k=k, p_min=p_min), synced)
-        finally:
-            heads.end(pos)
-        out.sync_seconds = synced - started  # the first head pass, paid every round
-        return out
-
-
-class MtpDrafter(ChainedHeadsDrafter):
-    """The target's own MTP (NextN) heads."""
-
-    kind = DrafterKind.MTP
-    source = DraftSource.MTP
-    default_p_min = MTP_P_MIN
-
-
-def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], request: DraftRequest,
+def draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], request: DraftRequest,
                 synced: float) -> None:
     """Draw up to ``request.k`` drafts into ``out``, starting from logits ``row``; ``step(x)`` gives the next row."""
     sampler = request.sampler
@@ -301,34 +180,3 @@ def _draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], 
     if out.tokens:
         # Everything after the catch-up that was not a decode: one distribution (and draw) per token.
         out.sample_seconds = (ended - synced - decode_seconds) / len(out.tokens)
-
-
-class NgramDrafter(Drafter):
-    """Prompt lookup: find the latest earlier occurrence of the last n tokens and propose what followed.
-
-    It looks in the whole committed sequence each round, so it needs no prefill.
-    """
-
-    kind = DrafterKind.NGRAM
-    source = DraftSource.LOOKUP
-
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
-        if not 1 <= min_ngram <= max_ngram:
-            raise SpecchatError(f"bad n-gram range {min_ngram}..{max_ngram}")
-        self.max_ngram = max_ngram
-        self.min_ngram = min_ngram
-
-    def draft(self, request: DraftRequest) -> Draft:
-        out = Draft()
-        if request.k <= 0:
-            return out
-        started = time.perf_counter()
-        seq = np.asarray(request.tokens, dtype=np.int64)
-        proposal, n = lookup_match(seq, request.k, self.max_ngram, self.min_ngram)
-        out.tokens = proposal
-        out.q = [Distribution.one_hot(t) for t in proposal]
-        out.probs = [1.0] * len(proposal)
-        out.sources = [DraftSource.LOOKUP] * len(proposal)
-        out.match_lengths = [n] * len(proposal)
-        out.step_seconds = (time.perf_counter() - started) / max(1, len(proposal))
-        return out

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from specchat.core.engine.dflash import DFlashDrafter, HeadBlock, _rows_after
-from specchat.core.engine.drafters import Draft, DraftRequest, _draft_from
+from specchat.core.engine.drafters.base import Draft, DraftRequest, draft_from
+from specchat.core.engine.drafters.dflash import DFlashDrafter, HeadBlock, _rows_after
 from specchat.core.types import DrafterKind, DraftSource
 
 
@@ -37,4 +37,4 @@ class DSparkDrafter(DFlashDrafter):
             request = dataclasses.replace(request, p_min=0.0)  # the confidence head decided
         if len(rows) == 0:
             return
-        _draft_from(out, rows[0], _rows_after(rows), dataclasses.replace(request, k=len(rows)), synced)
+        draft_from(out, rows[0], _rows_after(rows), dataclasses.replace(request, k=len(rows)), synced)

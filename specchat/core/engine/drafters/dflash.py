@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-from specchat.core.engine.drafters import Draft, Drafter, DraftRequest, _draft_from, _Sized
+from specchat.core.engine.drafters.base import Draft, Drafter, DraftRequest, SizedContext, draft_from
 from specchat.core.engine.sampling import Distribution
 from specchat.core.engine.verify import top
 from specchat.core.types import DrafterKind, DraftSource
@@ -43,7 +43,7 @@ class BlockHead(Protocol):
     """What the DFlash-family drafters drive: a :class:`specchat.core.llama.heads.DFlashContext`."""
 
     @property
-    def target(self) -> _Sized: ...
+    def target(self) -> SizedContext: ...
 
     @property
     def max_draft(self) -> int: ...
@@ -84,11 +84,11 @@ class DFlashDrafter(Drafter):
         rows = block.logits[: request.k]
         if len(rows) == 0:
             return
-        _draft_from(out, rows[0], _rows_after(rows), dataclasses.replace(request, k=len(rows)), synced)
+        draft_from(out, rows[0], _rows_after(rows), dataclasses.replace(request, k=len(rows)), synced)
 
 
 def _rows_after(rows: np.ndarray) -> Callable[[int], np.ndarray]:
-    """``step(x)`` for :func:`_draft_from`: the block's next row, whatever was drawn."""
+    """``step(x)`` for :func:`~.base.draft_from`: the block's next row, whatever was drawn."""
     state = {"i": 0}
 
     def step(_token: int) -> np.ndarray:

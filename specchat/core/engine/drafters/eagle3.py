@@ -10,7 +10,8 @@ take the exact rule, as for every model drafter.
 
 from __future__ import annotations
 
-from specchat.core.engine.drafters import ChainedHeadsDrafter, MtpHeads
+from specchat.core.engine.drafters.base import MtpHeads
+from specchat.core.engine.drafters.mtp import ChainedHeadsDrafter
 from specchat.core.types import DrafterKind, DraftSource
 
 Eagle3Head = MtpHeads

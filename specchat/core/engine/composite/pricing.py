@@ -1,0 +1,214 @@
+"""Pricing: what a round costs and yields, and the choice of the round with the best expected rate.
+
+:class:`Costs` holds one round's cost estimates (the target's verify pass by
+batch size and its overhead, the model's draft steps and catch-up, and the
+realised factor of each arm). :func:`choose` prices every candidate (the model
+drafting 1..k tokens, each lookup proposal cut at each length) as expected
+tokens over expected seconds and keeps the best; :func:`lookup_tail` prices a
+lookup appended after the model's drafts; :class:`StopPlan` values drafting one
+more model token given how sure the drafts so far were. Pure functions of
+their arguments: the composite's state comes in through the acceptance tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specchat.core.engine.composite import tuning
+from specchat.core.engine.composite.acceptance import AcceptanceTable, Confidence, match_key
+from specchat.core.engine.depth import logit
+from specchat.core.types import DraftSource
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What one round costs, in seconds: the model's draft steps, and the target's verify and overhead."""
+
+    model_fixed: float  # the model drafter's first draft in steady state (its 1-2 token catch-up and pass)
+    model_step: float  # each further model draft: a decode plus its distribution and draw
+    catch_up_token: float  # each token the draft model decodes (batched) to catch up before drafting
+    verify: tuple[float, ...]  # verify[n]: a batch of n tokens (index 0 unused)
+    overhead_plain: float
+    overhead_drafted: float
+    behind: int = 0  # committed tokens the draft model has not decoded yet (after lookup rounds)
+    # Per arm (plain, lookup, model): what its rounds took lately over what this model predicted (RealisedCosts).
+    factors: dict[str, float] = field(default_factory=dict)
+
+    def factor(self, n_tokens: int, model_tokens: int) -> float:
+        """The realised factor of a round of ``n_tokens`` drafts, the first ``model_tokens`` the model's."""
+        return self.factors.get(arm_of(n_tokens, model_tokens), 1.0)
+
+    def model(self, n: int) -> float:
+        """The model drafting ``n`` tokens (and catching up first)."""
+        if n == 0:
+            return 0.0
+        return self.model_fixed + (n - 1) * self.model_step + self.behind * self.catch_up_token
+
+    def round(self, n_tokens: int, model_tokens: int) -> float:
+        """Seconds for a round of ``n_tokens`` drafts of which the first ``model_tokens`` are the model's."""
+        return self.predicted(n_tokens, model_tokens) * self.factor(n_tokens, model_tokens)
+
+    def predicted(self, n_tokens: int, model_tokens: int) -> float:
+        """:meth:`round` as the model of costs alone predicts it (no realised factor)."""
+        seconds = self.verify[n_tokens + 1] + (self.overhead_drafted if n_tokens else self.overhead_plain)
+        return seconds + self.model(model_tokens)
+
+    def sat_out(self, n_tokens: int, expected: float) -> float:
+        """Seconds a round of ``n_tokens`` drafts without the model costs, ``expected`` tokens committed.
+
+        A model that follows the text decodes the tokens committed without it
+        when it next drafts, in one batch: cheaper per token than its drafting
+        steps but not free, so each such token is charged to the round that
+        commits it. The model's next round pays the catch-up too
+        (:attr:`behind`): it is paid then, and a reply whose copying runs to its
+        end never pays it.
+        """
+        return self.round(n_tokens, 0) + expected * self.catch_up_token
+
+
+def arm_of(n_tokens: int, model_tokens: int) -> str:
+    """The arm a round of ``n_tokens`` drafts, ``model_tokens`` of them the model's, belongs to."""
+    return "model" if model_tokens else "lookup" if n_tokens else "plain"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to draft a round: ``lookup`` tokens (from a match of ``match`` tokens) or ``model`` model tokens."""
+
+    lookup: tuple[int, ...]
+    match: int
+    model: int
+    rate: float  # expected tokens per second
+
+    @property
+    def label(self) -> str:
+        return arm_of(len(self.lookup), self.model)
+
+
+def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: AcceptanceTable, costs: Costs,
+           model_source: DraftSource | None, *, floor: bool = True) -> Candidate:
+    """The candidate with the highest expected tokens per second (ties: the earlier, shorter one).
+
+    ``lookups``: (match length, proposal) pairs; ``model_source``: None when no model can draft;
+    ``floor=False``: a drafting candidate even where a plain round is expected to be faster.
+    A deterministic function of its arguments.
+    """
+    best = Candidate((), 0, 0, 1.0 / costs.sat_out(0, 1.0) if floor else -1.0)
+
+    def consider(lookup: tuple[int, ...], match: int, model: int, expected: float) -> None:
+        nonlocal best
+        n = len(lookup) + model
+        seconds = costs.round(n, model) if model else costs.sat_out(n, expected)
+        rate = expected / seconds
+        if rate > best.rate * (1.0 + 1e-9):
+            best = Candidate(lookup, match, model, rate)
+
+    if model_source is not None:
+        expected, survive = 1.0, 1.0
+        for j, rate in enumerate(table.rates(model_source, 0, k)):
+            survive *= rate
+            expected += survive
+            consider((), 0, j + 1, expected)
+    for match, proposal in lookups:
+        expected, survive = 1.0, 1.0
+        rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k))
+        for i in range(len(rates)):
+            survive *= rates[i]
+            expected += survive
+            consider(proposal[: i + 1], match, 0, expected)
+    return best
+
+
+def lookup_tail(model_rates: Sequence[float], lookup: tuple[int, tuple[int, ...]] | None, k: int,
+                table: AcceptanceTable, costs: Costs) -> int:
+    """How many tokens of ``lookup`` (match length, proposal) to draft after ``len(model_rates)`` model drafts.
+
+    ``model_rates``: the acceptance estimated for each model draft. The count
+    (possibly 0) with the highest expected tokens per second for the round; the
+    lookup is nearly free, so only the verify cost of its tokens weighs against them.
+    """
+    n_model = len(model_rates)
+    expected, survive = 1.0, 1.0
+    for rate in model_rates:
+        survive *= rate
+        expected += survive
+    best_n, best_rate = 0, expected / costs.round(n_model, n_model)
+    if lookup is None or n_model >= k:
+        return 0
+    match, proposal = lookup
+    rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k - n_model))
+    before = expected
+    for i, rate in enumerate(rates):
+        survive *= rate
+        expected += survive
+        # The tail's tokens are committed without the draft model decoding them: it catches up on them later.
+        round_rate = expected / (costs.round(n_model + i + 1, n_model) + (expected - before) * costs.catch_up_token)
+        if round_rate > best_rate * (1.0 + 1e-9):
+            best_n, best_rate = i + 1, round_rate
+    return best_n
+
+
+class StopPlan:
+    """When a model drafting a round should stop: its drafts' confidence is seen one at a time.
+
+    Drafting on is valued as tokens gained less ``rate`` times the seconds spent
+    (the round's rate, found by re-planning at the rate the plan itself
+    achieves: the ratio of expectations is what a long run of rounds gets),
+    with the option to stop after any later draft. A fixed-depth estimate at
+    the average acceptance misses that option: a pair whose sure drafts are
+    nearly always right and whose hesitant ones often wrong drafts deep
+    when its drafts are sure, and stops at the first hesitant one.
+    ``gains[j]`` holds, over :data:`tuning.STOP_GRID`, the value of drafting the
+    ``j+1``-th token when the round survives ``j`` drafts with that probability.
+    """
+
+    def __init__(self, position_rates: Sequence[float], shifts: np.ndarray, weights: np.ndarray,
+                 step_costs: Sequence[float], rate: float) -> None:
+        self.rate = rate
+        self.gains: list[np.ndarray] = []
+        self._tokens = np.zeros_like(tuning.STOP_GRID)  # expected tokens drafting on adds under the plan
+        self._seconds = np.zeros_like(tuning.STOP_GRID)
+        value = np.zeros_like(tuning.STOP_GRID)
+        for j in range(len(step_costs) - 1, -1, -1):
+            accept = 1.0 / (1.0 + np.exp(-(logit(position_rates[j]) + shifts)))
+            after = tuning.STOP_GRID[:, None] * accept[None, :]  # survival after the next draft, per bucket
+            gain = (after + np.interp(after, tuning.STOP_GRID, value)) @ weights - rate * step_costs[j]
+            go = gain > 0.0
+            tokens = (after + np.interp(after, tuning.STOP_GRID, self._tokens)) @ weights
+            seconds = step_costs[j] + np.interp(after, tuning.STOP_GRID, self._seconds) @ weights
+            self._tokens = np.where(go | (j == 0), tokens, 0.0)
+            self._seconds = np.where(go | (j == 0), seconds, 0.0)
+            value = np.maximum(gain, 0.0)
+            self.gains.append(gain)
+        self.gains.reverse()
+
+    def gain(self, drafted: int, survive: float) -> float:
+        """The value of drafting one more after ``drafted`` drafts the round survives with probability ``survive``."""
+        if drafted >= len(self.gains):
+            return 0.0
+        return float(np.interp(survive, tuning.STOP_GRID, self.gains[drafted]))
+
+    def expected(self, survive: float) -> tuple[float, float]:
+        """Tokens and seconds the model adds to a round under the plan, from its start (it drafts at least one)."""
+        return (float(np.interp(survive, tuning.STOP_GRID, self._tokens)),
+                float(np.interp(survive, tuning.STOP_GRID, self._seconds)))
+
+    @classmethod
+    def for_round(cls, position_rates: Sequence[float], confidence: Confidence, average: float, costs: Costs,
+                  iterations: int = tuning.PLAN_ITERATIONS) -> StopPlan:
+        """The plan for a round of up to ``len(position_rates)`` model drafts."""
+        shifts, weights = confidence.shifts(average)
+        verify = costs.verify
+        step_costs = [(costs.model(1) if j == 0 else costs.model_step) + verify[j + 2] - verify[j + 1]
+                      for j in range(len(position_rates))]
+        base = verify[1] + costs.overhead_drafted
+        rate = 1.0 / base  # the target's own token
+        plan = cls(position_rates, shifts, weights, step_costs, rate)
+        for _ in range(iterations):
+            tokens, seconds = plan.expected(1.0)
+            rate = max(rate, (1.0 + tokens) / (base + seconds))
+            plan = cls(position_rates, shifts, weights, step_costs, rate)
+        return plan

@@ -1,0 +1,75 @@
+"""Timings: what the model drafter's steps cost, learnt as moving averages of its own rounds.
+
+Each figure is kept in units of the target's one-token verify pass measured at
+the same time (a shared machine's load moves both alike, so the ratio stays
+current while absolute timings go stale) and is multiplied back into seconds
+by :meth:`ModelTimings.priced` each round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specchat.core.engine.composite import tuning
+from specchat.core.engine.costs import STEP_GUESS
+from specchat.core.engine.drafters.base import Draft
+
+
+def ema(old: float | None, new: float, decay: float = tuning.TIMING_DECAY) -> float:
+    """A moving average: ``new`` where nothing was kept, else ``decay`` of ``old`` and the rest of ``new``."""
+    return new if old is None else decay * old + (1 - decay) * new
+
+
+@dataclass
+class ModelTimings:
+    """The model drafter's costs in units of a one-token verify pass (None: not timed yet)."""
+
+    fixed: float | None = None  # its first draft of a round in steady state (a 1-2 token catch-up and a pass)
+    step: float | None = None  # each further draft: a decode plus its distribution and draw
+    catch_up: float | None = None  # per token the draft model decodes to catch up after sitting out rounds
+    read_token: float | None = None  # per prompt token the model reads
+
+    @property
+    def measured(self) -> bool:
+        """Whether its first draft has been timed (until then the composite forces a few model rounds)."""
+        return self.fixed is not None
+
+    def priced(self, unit: float, follows_text: bool) -> tuple[float, float, float]:
+        """Seconds now, at ``unit`` seconds a one-token pass: the first draft, each further one, a catch-up token.
+
+        Untimed figures are guessed: a step at :data:`~specchat.core.engine.costs.STEP_GUESS` of a pass, the
+        first draft as a step, a catch-up token at :data:`tuning.CATCH_UP_SHARE` of a step (0 for a model
+        that does not follow the text: it has nothing to catch up on).
+        """
+        step = (self.step if self.step is not None else STEP_GUESS) * unit
+        fixed = self.fixed * unit if self.fixed is not None else step
+        catch_up = 0.0
+        if follows_text:
+            catch_up = self.catch_up * unit if self.catch_up is not None else tuning.CATCH_UP_SHARE * step
+        return fixed, step, catch_up
+
+    def read(self, tokens: int, seconds: float, unit: float) -> None:
+        """Time a read of ``tokens`` prompt tokens that took ``seconds`` (a short read says little)."""
+        if tokens >= tuning.MIN_READ:
+            self.read_token = ema(self.read_token, seconds / unit / tokens)
+
+    def drafted(self, drafted: Draft, seconds: float, unit: float) -> None:
+        """Time one round's model drafts, which took ``seconds`` in all."""
+        if drafted.catch_up >= tuning.MIN_CATCH_UP and drafted.catch_up_seconds is not None and self.fixed is not None:
+            extra = drafted.catch_up_seconds / unit - self.fixed
+            self.catch_up = ema(self.catch_up, max(extra, 0.0) / (drafted.catch_up - 1))
+        if not drafted.tokens:
+            return
+        sample = drafted.sample_seconds or 0.0
+        if drafted.step_seconds is not None:
+            self.step = ema(self.step, (drafted.step_seconds + sample) / unit)
+        # The first draft's cost: the model's catch-up when it was the usual one (a long catch-up after
+        # lookup rounds is paid once and says little about the next round).
+        if drafted.sync_seconds is not None:
+            self.fixed = ema(self.fixed, (drafted.sync_seconds + sample) / unit)
+        elif self.step is not None:
+            # In step, the first draft costs about what a further one does: an estimate that only long
+            # catch-ups followed (probes after plain rounds) would otherwise never be corrected.
+            self.fixed = ema(self.fixed, self.step)
+        elif self.fixed is None and len(drafted.tokens) == 1:
+            self.fixed = seconds / unit

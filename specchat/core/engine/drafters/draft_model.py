@@ -1,0 +1,64 @@
+"""Drafting with a small model of its own: a second llama.cpp context kept in step with the target's text."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from specchat.core.engine.drafters.base import Draft, DraftContext, Drafter, DraftRequest, draft_from
+from specchat.core.types import DrafterKind
+
+
+class DraftModelDrafter(Drafter):
+    """A small model with its own llama.cpp context, kept in step with the target's sequence."""
+
+    kind = DrafterKind.DRAFT_MODEL
+    follows_text = True
+
+    def __init__(self, context: DraftContext) -> None:
+        self.context = context
+        self._last_k = 0
+
+    def prefill(self, tokens: Sequence[int]) -> None:
+        """Hold what the target holds, reusing the longest prefix the context can; save a recurrent state there."""
+        started = time.perf_counter()
+        reused = self.context.extend_to(tokens)
+        self.context.checkpoint("prompt")
+        self.read = (len(tokens) - reused, time.perf_counter() - started)
+
+    def behind(self, tokens: Sequence[int]) -> int:
+        held = self.context.tokens
+        n = min(len(held), len(tokens))
+        parted = np.flatnonzero(np.asarray(held[:n], dtype=np.int64) != np.asarray(tokens[:n], dtype=np.int64))
+        prefix = int(parted[0]) if len(parted) else n
+        return max(0, len(tokens) - prefix - 2)
+
+    def draft(self, request: DraftRequest) -> Draft:
+        out = Draft()
+        tokens = request.tokens
+        k = min(request.k, self.context.n_ctx - len(tokens))
+        if k <= 0:
+            return out
+        started = time.perf_counter()
+        ctx = self.context
+        row, reused = ctx.sync(tokens)
+        # The drafts decoded below go one token per batch, which no recurrent snapshot can take
+        # back: a hybrid or recurrent draft saves its state here and the next sync restores it.
+        if k > 1:
+            ctx.checkpoint("round")
+        synced = time.perf_counter()
+        # A sync of 1-2 tokens is the normal per-round catch-up (after a restore: the accepted
+        # drafts too); a longer one (after plain rounds) is not what the next round will cost,
+        # so it is not reported.
+        catch_up = len(tokens) - reused
+        steady_sync = catch_up <= 2 or (ctx.restored and catch_up <= self._last_k + 2)
+        self._last_k = k
+        draft_from(out, row, lambda x: ctx.decode([x])[0], dataclasses.replace(request, k=k), synced)
+        if steady_sync:
+            out.sync_seconds = synced - started
+        else:
+            out.catch_up, out.catch_up_seconds = catch_up, synced - started
+        return out
