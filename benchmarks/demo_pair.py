@@ -2,7 +2,7 @@
 
 Runs every prompt of the shared benchmark file with plain target decoding and
 with speculation, back to back in one process, and prints the figures the
-project tracks (see docs/benchmarks.md). With --write it also rewrites
+project tracks (see docs/benchmarks.md). With --write it also rewrites its section of
 docs/benchmarks.md.
 
     python benchmarks/demo_pair.py [--prompts FILE] [--max-tokens N] [--write]
@@ -46,7 +46,7 @@ def main() -> int:
     parser.add_argument("--prompts", type=Path, default=default_prompts)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md with the results")
+    parser.add_argument("--write", action="store_true", help="rewrite its section of docs/benchmarks.md")
     args = parser.parse_args()
 
     pair = provision_demo_pair()
@@ -79,8 +79,6 @@ def main() -> int:
 def write_markdown(sections: list[tuple[str, list[BenchReport]]], args: argparse.Namespace) -> None:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        "# Benchmarks",
-        "",
         f"Latest run: {now}, on {machine()}.",
         "",
         f"Command: `python benchmarks/demo_pair.py --max-tokens {args.max_tokens} --write` "
@@ -110,7 +108,9 @@ def write_markdown(sections: list[tuple[str, list[BenchReport]]], args: argparse
               "GUI-thread latency while a reply streams (`QT_QPA_PLATFORM=offscreen python benchmarks/gui_latency.py`;",
               "goal: longest gap between ticks of a 10 ms GUI timer under 50 ms):", "",
               "```", *_gui_latency_lines(), "```", ""]
-    (ROOT / "docs" / "benchmarks.md").write_text("\n".join(lines) + "\n" + _notes())
+    from doc_section import replace_section
+
+    replace_section("demo-pair", "\n".join(lines))
 
 
 def auto_vs_fixed(reports: list[BenchReport]) -> str:
@@ -147,11 +147,6 @@ def _gui_latency_lines() -> list[str]:
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gui_latency.py")], capture_output=True,
                          text=True, env=env, timeout=600)
     return [line for line in out.stdout.splitlines() if line.startswith(("reply:", "GUI timer"))] or [out.stderr[-500:]]
-
-
-def _notes() -> str:
-    notes = ROOT / "benchmarks" / "NOTES.md"
-    return notes.read_text() if notes.exists() else ""
 
 
 if __name__ == "__main__":

@@ -100,14 +100,14 @@ def _shown(value: object) -> str:
 CONSTANTS: tuple[Constant, ...] = (
     Constant(("MAX_NGRAM",), "longest n-gram looked up (each shorter one is a candidate too)", "unmeasured"),
     Constant(("MAX_MATCH",), "how far back a match is followed to measure its real length",
-             "lookup priors (below, \"Earlier runs\"): acceptance still grows at 24-32"),
+             "lookup priors (benchmarks-notebook.md, \"Earlier runs\"): acceptance still grows at 24-32"),
     Constant(("MATCH_KEYS",), "match lengths whose acceptance is kept apart",
              "lookup priors: exact where the figures differ, bucketed where they have few tries"),
     Constant(("MIN_MEMORY_NGRAM",), "shortest match looked up in the lookup memory (a single token there says "
              "little)", "unmeasured"),
     Constant(("LOOKUP_PRIORS",), "acceptance of a lookup's first and later tokens per match key",
              "`benchmarks/composite.py --priors`, about 2,000 candidates, rounded and made to grow with the match "
-             "(table under \"Earlier runs\")", shown="table"),
+             "(table in benchmarks-notebook.md, \"Earlier runs\")", shown="table"),
     Constant(("POSITIONS",), "draft positions kept apart in the acceptance tables (later ones share the last)",
              "unmeasured"),
     Constant(("PRIOR_STRENGTH",), "weight of a lookup prior, ageing with the cell's counts",
