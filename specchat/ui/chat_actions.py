@@ -14,7 +14,8 @@ from PySide6.QtCore import QPoint, QUrl
 from PySide6.QtGui import QAction, QCursor, QDesktopServices, QGuiApplication, QTextDocument
 from PySide6.QtWidgets import QMenu, QTextBrowser, QToolTip
 
-from specchat.core.chat.race import RaceRecord, race_refusal
+from specchat.core.chat.race import race_refusal
+from specchat.core.chat.race_record import RaceRecord
 
 from .chat_hits import format_at, message_index_at
 from .chat_page import Page

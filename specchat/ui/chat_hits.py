@@ -54,7 +54,8 @@ def token_at(browser: QTextBrowser, transcript: Transcript, pos: QPoint) -> Toke
     position, index, round_ = (fmt.property(p) for p in (PROP_POSITION, PROP_MESSAGE, PROP_ROUND))
     if position is None or index is None or round_ is None or not 0 <= index < len(transcript.messages):
         return None
-    for span in transcript.messages[index].spans or []:
+    spans: list[TokenSpan] = transcript.messages[index].spans or []
+    for span in spans:
         if span.round == round_ and span.detail is not None and span.detail.position == position:
             return span
     return None

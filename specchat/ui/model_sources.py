@@ -65,7 +65,7 @@ def _error_line(exc: BaseException) -> str:
 
 
 def _start_worker(func: Callable[[], Any], returned: Callable[[Any], None],
-                  errored: Callable[[Exception], None]) -> FunctionWorker:
+                  errored: Callable[[Exception], None]) -> FunctionWorker[Any]:
     """``func()`` in a superqt worker; its result or exception comes to ``returned`` / ``errored``.
 
     The global pool grows by one thread when it is full: a download must not
@@ -74,10 +74,11 @@ def _start_worker(func: Callable[[], Any], returned: Callable[[Any], None],
     pool = QThreadPool.globalInstance()
     if pool.activeThreadCount() >= pool.maxThreadCount():
         pool.setMaxThreadCount(pool.activeThreadCount() + 1)
-    return create_worker(func, _connect={"returned": returned, "errored": errored})
+    worker: FunctionWorker[Any] = create_worker(func, _connect={"returned": returned, "errored": errored})
+    return worker
 
 
-def _stop_worker(worker: FunctionWorker | None, timeout: float) -> None:
+def _stop_worker(worker: FunctionWorker[Any] | None, timeout: float) -> None:
     """Ask ``worker`` to quit (no result is delivered) and wait up to ``timeout`` s for it to end."""
     if worker is None:
         return
@@ -109,7 +110,7 @@ class CatalogTab(QWidget):
         self.downloaded: dict[str, tuple[str, str]] = {}  # pair id -> (target, draft) paths on disk
         self.verdicts: dict[str, str] = {}  # pair id -> full verdict of the files on disk
         self.downloading: str | None = None  # pair id of the running download
-        self.worker: FunctionWorker | None = None  # the running download
+        self.worker: FunctionWorker[Any] | None = None  # the running download
         self._steps: dict[str, str] = {}  # role -> "target (1 of 2)" ..., for the status line
         self.cancel = CancelToken()
         layout = QVBoxLayout(self)

@@ -17,7 +17,8 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
-from specchat.core.chat.transcript import TOP_N, TokenDetail, TokenSpan
+from specchat.core.chat.transcript import TokenDetail, TokenSpan
+from specchat.core.engine.verify import TOP_N
 from specchat.core.types import TokenKind
 
 from .token_styles import KIND_LABELS, drafted_by, kind_colour

@@ -31,7 +31,7 @@ import enum
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import llama_cpp
 import numpy as np
@@ -123,7 +123,7 @@ def _bind(lib: Any, name: str, exported: Sequence[str], argtypes: list[Any], res
             continue
         func.argtypes = argtypes
         func.restype = restype
-        return func
+        return cast(Callable[..., Any], func)
     raise SpecchatError(f"this llama.cpp build (llama-cpp-python {llama_cpp.__version__}) lacks {name}, which "
                         "EAGLE-3 and DFlash heads need; a newer llama-cpp-python has it")
 
