@@ -14,7 +14,9 @@ specchat's own ``Context``:
   token) and in 64-token pieces, and each reading's last logits are compared
   with the reference's; after each reading (the one-call one too) the same
   reply is decoded one token per call and in verify batches of 2 to 9 tokens,
-  and every reply position's logits are compared with the reference's.
+  and every reply position's logits are compared with the reference's;
+- the same reading and reply in a context at each further ``--threads``
+  count (one-token decodes on a long context depend on it).
 
 Per row of logits, two figures over the reference row's largest |logit|:
 *max |d|*, the largest change of one logit, and *gap shift*, the largest
@@ -32,7 +34,7 @@ library's argparse.py. Last, separately, a degenerate prompt: one token
 repeated up to ``--degenerate`` tokens.
 
     python benchmarks/batch_shape_bound.py [--prompts A.jsonl B.jsonl] [--lengths 1024 2048 3072 4096]
-        [--threads 2] [--reply 16] [--degenerate 4093] [--quick]
+        [--threads 1 2] [--documents README.md ...] [--reply 16] [--degenerate 4093] [--quick]
 """
 
 from __future__ import annotations

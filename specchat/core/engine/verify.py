@@ -46,7 +46,7 @@ two best tokens are closer than that, the argmax follows the batch shape.
 ``benchmarks/batch_shape_bound.py`` measures how far the gap between two
 logits moves on the demo target (docs/benchmarks.md, "Batch shape"): up to
 2.3e-3 of the largest logit on the public prompts; on documents of 1k-4k
-tokens up to 1.7e-2 when the prompt's last token is read alone and 2.9e-2
+tokens up to 2.0e-2 when the prompt's last token is read alone and 2.9e-2
 when one-token decodes run at 2 threads instead of 1; far more only on a
 degenerate prompt of one token repeated. This bound covers the real text
 with room to spare. The race panel and the identity tests tell a tie from a
