@@ -3,9 +3,10 @@
 For each prompt and each depth, the demo pair decodes plainly (one token per
 pass) and speculatively; where the two differ, the target's logit gap at the
 first differing token is computed in a one-token-at-a-time decode
-(tests/support/identity.py): under 1e-3 of the largest logit it is a tie that
-the batched and single-token kernels can order either way, anything more
-would be a real divergence (a bug).
+(tests/support/identity.py): under ``TIE_RELATIVE_GAP`` of the largest logit
+(specchat/core/engine/verify.py; benchmarks/batch_shape_bound.py measures
+it) it is a tie that the batched and single-token kernels can order either
+way, anything more would be a real divergence (a bug).
 
     python benchmarks/tie_rate.py [--prompts ../shared/prompts/public.jsonl] [--max-tokens 128]
 """

@@ -16,7 +16,6 @@ from specchat.core.chat.race_record import (
     DRIFT_FACTOR,
     PLAIN,
     SPECULATIVE,
-    TIE_RELATIVE_GAP,
     Block,
     Fork,
     RaceRecord,
@@ -31,6 +30,7 @@ from specchat.core.chat.session import ChatSession
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, spans_of
 from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.verify import TIE_RELATIVE_GAP
 from specchat.core.types import (
     DrafterKind,
     Finished,
@@ -106,7 +106,7 @@ def test_first_difference_counts_tokens_and_a_reply_ending_early() -> None:
 def test_a_fork_is_a_tie_only_within_float_noise_of_the_largest_logit() -> None:
     scale = 20.0
     tie = Fork(3, 5, " cat", " dog", ((" cat", 0.41), (" dog", 0.409)), gap=scale * TIE_RELATIVE_GAP / 2, scale=scale)
-    real = dataclasses.replace(tie, gap=math.log(0.41 / 0.2))
+    real = dataclasses.replace(tie, gap=math.log(0.41 / 0.02))  # 0.15 of the largest logit
     unknown = dataclasses.replace(tie, top=(), gap=None, scale=None)
     assert tie.tie and not real.tie and not unknown.tie
     assert "a float tie" in tie.describe() and "' cat' 0.410, ' dog' 0.409" in tie.describe()

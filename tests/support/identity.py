@@ -11,14 +11,17 @@ plain decoding chose beats the other by less than ``TIE_RELATIVE_GAP``
 times the largest logit magnitude there, the difference is a tie; anything
 more is a real divergence.
 
-Why relative, and why 1e-3: float error grows with the size of the values
-summed. Measured (largest difference between a verify batch of 2-17 tokens
-and the same positions decoded one by one, over the largest |logit|): 4e-4
-on the demo pair (0.013 with logits up to 33; a flip was seen there at a gap
-of 0.002), 2.6e-4 on the random test models (1.4e-4 with logits up to 0.55).
-An absolute 0.01 would be too tight for the first and far too loose for the
-second. A wrong token from a real bug (a stale recurrent state, a misplaced
-cut) is off by a sizeable fraction of the logit range.
+Why relative: float error grows with the size of the values summed, so the
+gap is weighed against the largest |logit| at that position (logits reach
+about 40 on the demo target, under 1 on the random test models). The bound
+itself is ``specchat.core.engine.verify.TIE_RELATIVE_GAP``, one constant
+shared with the race panel, covering what ``benchmarks/batch_shape_bound.py``
+measures: how far the difference between two logits moves when the same
+tokens are read in one call, in two, or as a verify batch instead of one
+token per call, on the public prompts and on real documents of 1k-4k tokens
+(docs/benchmarks.md, "Batch shape"). A wrong token from a real bug (a stale
+recurrent state, a misplaced cut) is off by a sizeable fraction of the logit
+range, far above it.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from specchat.core.engine.sampling import apply_repetition_penalty
+from specchat.core.engine.verify import TIE_RELATIVE_GAP
 from specchat.core.types import SamplerParams
 
+__all__ = ["TIE_RELATIVE_GAP", "Comparison", "assert_same_or_tie", "compare_greedy", "plain_greedy"]
+
 DEFAULT_SAMPLER = SamplerParams()  # frozen: one shared default is safe
-TIE_RELATIVE_GAP = 1e-3
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
+from specchat.core.engine.verify import TIE_RELATIVE_GAP  # the identity tests' bound too
 from specchat.core.types import TokenKind
 
 from .transcript import TokenSpan
 
 RECORD_VERSION = 2  # 1: the plain run only, timed after the reply (read as no record: the reply can race again)
 _LATEST_RECORD = 1e11  # seconds since 1970 a stored record may say it was made at (the year 5138)
-TIE_RELATIVE_GAP = 1e-3  # the same bound as the greedy identity tests
 CONTEXT_CHARS = 40  # text shown on either side of a first difference
 # How far the race's plain rate may stand from the one measured before it (either way) and still count as the
 # same machine: a 16-token probe on a quiet machine repeats within about 10%, and plain decoding slows a little

@@ -34,6 +34,24 @@ class Verdict:
 
 TOP_N = 5
 """How many alternatives the X-ray shows per position."""
+
+TIE_RELATIVE_GAP = 5e-2
+"""A float tie: the target's two best tokens closer than this times the row's largest |logit|.
+
+llama.cpp's kernels add in an order that depends on the batch, so the same
+tokens read in one call or in several (a prompt cache's prefix, verify
+batches against one token per call, a prompt's last token read alone) or at
+another thread count give logits that differ in the last bits, and where the
+two best tokens are closer than that, the argmax follows the batch shape.
+``benchmarks/batch_shape_bound.py`` measures how far the gap between two
+logits moves on the demo target (docs/benchmarks.md, "Batch shape"): up to
+2.3e-3 of the largest logit on the public prompts; on documents of 1k-4k
+tokens up to 2.0e-2 when the prompt's last token is read alone and 2.9e-2
+when one-token decodes run at 2 threads instead of 1; far more only on a
+degenerate prompt of one token repeated. This bound covers the real text
+with room to spare. The race panel and the identity tests tell a tie from a
+real divergence by it.
+"""
 _STRIDE = 64
 
 
