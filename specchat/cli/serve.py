@@ -7,7 +7,7 @@ import math
 import os
 import sys
 
-from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
+from specchat.cli.chat import add_model_arguments, drafter_from_args, load_runtime, params_from_args
 from specchat.core.engine.registry import drafter_entry
 from specchat.core.runtime.prompt_cache import DEFAULT_BUDGET_MIB
 from specchat.core.types import SpecchatError, parse_depth
@@ -87,10 +87,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     args.max_tokens = limit
     params = params_from_args(args)
     sock = bind(args.host, args.port)  # before loading: a taken port fails at once
-    engine = load_engine(args)
-    engine.prompt_cache.budget = args.prompt_cache_mib << 20
+    runtime = load_runtime(args)
+    runtime.prompt_cache.budget = args.prompt_cache_mib << 20
     try:
-        host = EngineHost(engine, queue_size=args.queue, drafter=chosen_drafter(args))
+        host = EngineHost(runtime, queue_size=args.queue, drafter=chosen_drafter(args))
         config = ServerConfig(
             api_key=args.api_key, max_body_bytes=int(args.max_body_mb * (1 << 20)), time_limit=args.request_timeout,
             defaults=Defaults(sampler=params.sampler, max_tokens_limit=limit, plain_probe=args.probe_tokens,
@@ -112,5 +112,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("specchat serve: stopped", file=sys.stderr)
     finally:
         sock.close()
-        engine.close()
+        runtime.close()
     return 0
