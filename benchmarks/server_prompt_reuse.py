@@ -25,8 +25,8 @@ import openai
 from specchat.core.models.demo import provision_demo_pair
 from specchat.core.runtime.runtime import Runtime
 from specchat.server.app import ServerConfig, build_app
-from specchat.server.engine_host import EngineHost
 from specchat.server.protocol import Defaults
+from specchat.server.request_queue import RequestQueue
 from specchat.server.runner import ServerThread
 
 TOPICS = ["rivers", "bridges", "libraries", "volcanoes", "orchards", "lighthouses", "glaciers", "markets"]
@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     pair = provision_demo_pair()
     runtime = Runtime.load(pair.target, pair.draft, n_ctx=args.ctx)
-    host = EngineHost(runtime)
+    host = RequestQueue(runtime)
     # No time limit worth the name: on a loaded machine reading 3k tokens can take minutes.
     config = ServerConfig(time_limit=7200, defaults=Defaults(max_tokens_limit=args.ctx))
     server = ServerThread(build_app(host, config)).start()

@@ -72,8 +72,8 @@ def chosen_drafter(args: argparse.Namespace) -> str | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from specchat.server.app import ServerConfig, build_app, is_loopback
-    from specchat.server.engine_host import EngineHost
     from specchat.server.protocol import Defaults
+    from specchat.server.request_queue import RequestQueue
     from specchat.server.runner import bind, make_server, url_of
 
     _check(args)
@@ -90,7 +90,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     runtime = load_runtime(args)
     runtime.prompt_cache.budget = args.prompt_cache_mib << 20
     try:
-        host = EngineHost(runtime, queue_size=args.queue, drafter=chosen_drafter(args))
+        host = RequestQueue(runtime, queue_size=args.queue, drafter=chosen_drafter(args))
         config = ServerConfig(
             api_key=args.api_key, max_body_bytes=int(args.max_body_mb * (1 << 20)), time_limit=args.request_timeout,
             defaults=Defaults(sampler=params.sampler, max_tokens_limit=limit, plain_probe=args.probe_tokens,

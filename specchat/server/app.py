@@ -29,9 +29,9 @@ from starlette.types import Receive, Scope, Send
 
 from specchat.core.types import Finished, FinishReason, Verified
 from specchat.server import protocol
-from specchat.server.engine_host import EngineHost, Job, Started
 from specchat.server.errors import ApiError
 from specchat.server.replies import Reply, fates_of
+from specchat.server.request_queue import Job, RequestQueue, Started
 
 log = logging.getLogger("specchat.server")
 
@@ -72,9 +72,9 @@ class EventStream(StreamingResponse):
 
 
 class Api:
-    """The endpoints over one :class:`EngineHost`."""
+    """The endpoints over one :class:`RequestQueue`."""
 
-    def __init__(self, host: EngineHost, config: ServerConfig) -> None:
+    def __init__(self, host: RequestQueue, config: ServerConfig) -> None:
         self.host = host
         self.config = config
 
@@ -244,7 +244,7 @@ def _handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[Response]]
     return {ApiError: api_error, HTTPException: http_error, Exception: internal}
 
 
-def build_app(host: EngineHost, config: ServerConfig) -> Starlette:
+def build_app(host: RequestQueue, config: ServerConfig) -> Starlette:
     """The ASGI application serving ``host``'s pair."""
     api = Api(host, config)
     routes = [

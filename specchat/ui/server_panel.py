@@ -36,10 +36,9 @@ from specchat.core.chat.baseline import reply_speedup
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import Drafted, Finished, FinishReason, SpecchatError, TokenKind, Verified
 from specchat.server.app import ServerConfig, build_app
-from specchat.server.engine_host import EngineHost as ServeHost
-from specchat.server.engine_host import Job, Started
 from specchat.server.errors import ApiError
 from specchat.server.protocol import Defaults
+from specchat.server.request_queue import Job, RequestQueue, Started
 from specchat.server.runner import ServerThread
 
 from .pair_loading import PairLoader
@@ -206,7 +205,7 @@ class LocalServing(QObject):
         super().__init__(window)
         self.window, self.host, self.loader, self.settings = window, host, loader, settings
         self.dialog: ServeDialog | None = None  # open while it asks
-        self.serve_host: ServeHost | None = None
+        self.serve_host: RequestQueue | None = None
         self.server_thread: ServerThread | None = None
         self.url = ""
         self.panel = ServerPanel(window)
@@ -236,7 +235,7 @@ class LocalServing(QObject):
         if runtime is None:
             raise SpecchatError("load a pair before serving it")
         self.stop()
-        serve_host = ServeHost(runtime, owner=self.host.worker.call, listener=self._heard)
+        serve_host = RequestQueue(runtime, owner=self.host.worker.call, listener=self._heard)
         try:
             app = build_app(serve_host, self._config(runtime.n_ctx, api_key))
             thread = ServerThread(app, "127.0.0.1", port).start()

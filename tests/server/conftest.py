@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from specchat.server.app import ServerConfig, build_app
-from specchat.server.engine_host import EngineHost
+from specchat.server.request_queue import RequestQueue
 from specchat.server.runner import ServerThread
 from support.api_clients import close_all
 
@@ -17,7 +17,7 @@ from support.api_clients import close_all
 @dataclass
 class Served:
     url: str
-    host: EngineHost
+    host: RequestQueue
     config: ServerConfig
 
     @property
@@ -28,7 +28,7 @@ class Served:
 @contextmanager
 def serving(runtime: object, config: ServerConfig | None = None, queue_size: int = 8) -> Iterator[Served]:
     config = config or ServerConfig()
-    host = EngineHost(runtime, queue_size=queue_size)  # type: ignore[arg-type]
+    host = RequestQueue(runtime, queue_size=queue_size)  # type: ignore[arg-type]
     thread = ServerThread(build_app(host, config)).start()
     try:
         yield Served(thread.url, host, config)

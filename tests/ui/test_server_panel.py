@@ -18,7 +18,7 @@ from PySide6.QtGui import QGuiApplication
 from specchat.core.chat.store import ConversationStore
 from specchat.core.settings import load_settings, settings_path
 from specchat.core.types import Finished, TokenKind
-from specchat.server.engine_host import Started
+from specchat.server.request_queue import Started
 from specchat.ui.main_window import MainWindow
 from specchat.ui.serve_dialog import ServeDialog
 from specchat.ui.status_progress import WAITING_FOR_SERVER

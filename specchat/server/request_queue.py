@@ -106,7 +106,7 @@ def best_drafter(offered: frozenset[str]) -> str:
     return default_drafter(offered).key
 
 
-class EngineHost:
+class RequestQueue:
     """Runs requests one after another on ``runtime``, in arrival order.
 
     Without ``owner`` this host's own thread runs them and is the only one to
