@@ -60,8 +60,8 @@ def main() -> int:
     from specchat.cli.bench import bench
     from specchat.core.advise.advisor import advise
     from specchat.core.advise.calibrate import PROMPTS
-    from specchat.core.chat.session import ChatEngine
     from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.runtime.runtime import Runtime
     from specchat.core.types import DrafterKind, GenerationParams, SamplerParams
 
     pair = provision_demo_pair()
@@ -76,13 +76,13 @@ def main() -> int:
 
     prompts = [(kind, [{"role": "user", "content": text}]) for kind, text in PROMPTS]
     params = GenerationParams(sampler=SamplerParams(temperature=0.0), max_tokens=args.max_tokens, seed=0)
-    engines = {q: ChatEngine.load(pair.target, path, n_ctx=1024) for q, path in drafts.items()}
+    engines = {q: Runtime.load(pair.target, path, n_ctx=1024) for q, path in drafts.items()}
     sums = {q: [0.0, 0.0, 0.0, 0.0] for q in drafts}  # plain tokens, plain seconds, spec tokens, spec seconds
     for rep, (pid, messages) in itertools.product(range(args.reps), prompts):
-        for quant, engine in engines.items():
+        for quant, runtime in engines.items():
             r = predicted[quant]
             depth = r.prediction.best_depth if r.prediction is not None else 0
-            (report,) = bench(engine, [(pid, messages)], params, DrafterKind.DRAFT_MODEL, [depth])
+            (report,) = bench(runtime, [(pid, messages)], params, DrafterKind.DRAFT_MODEL, [depth])
             p = report.per_prompt[0]
             s = sums[quant]
             s[0] += p.tokens
@@ -125,8 +125,8 @@ def main() -> int:
     print(f"within 15%: {len(within)} of {len(rows)} ({', '.join(within) or 'none'})")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "disagreements": disagreements}, indent=1))
-    for engine in engines.values():
-        engine.close()
+    for runtime in engines.values():
+        runtime.close()
     return 0
 
 

@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.llama.context import RollbackStats
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SamplerParams
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
@@ -43,11 +44,11 @@ class Run:
         return self.tokens / self.seconds if self.seconds else 0.0
 
 
-def one_reply(engine: ChatEngine, prompt: str, params: GenerationParams, drafter: DrafterKind, depth: int) -> Run:
-    engine.target_context.truncate(0)
-    if engine.draft_context is not None:
-        engine.draft_context.truncate(0)
-    session = ChatSession(engine)
+def one_reply(runtime: Runtime, prompt: str, params: GenerationParams, drafter: DrafterKind, depth: int) -> Run:
+    runtime.target_context.truncate(0)
+    if runtime.draft_context is not None:
+        runtime.draft_context.truncate(0)
+    session = Conversation(runtime)
     started = time.perf_counter()
     events = list(session.reply(prompt, params, drafter=drafter, depth=DepthControl(depth)))
     seconds = time.perf_counter() - started
@@ -56,23 +57,23 @@ def one_reply(engine: ChatEngine, prompt: str, params: GenerationParams, drafter
 
 
 def measure(arch: str, draft: str, snapshots: int, args: argparse.Namespace) -> tuple[Run, Run, RollbackStats, str]:
-    engine = ChatEngine.load(MODELS / f"{arch}.gguf", MODELS / f"{arch}-{draft}.gguf", n_ctx=256,
+    runtime = Runtime.load(MODELS / f"{arch}.gguf", MODELS / f"{arch}-{draft}.gguf", n_ctx=256,
                              n_threads=args.threads, target_rollback=snapshots)
     params = GenerationParams(sampler=SamplerParams(repeat_penalty=1.3), max_tokens=args.max_tokens)
     plain, spec = Run(), Run()
     stats = RollbackStats()
     try:
-        one_reply(engine, PROMPTS[0], params, DrafterKind.NONE, 0)  # warm-up
+        one_reply(runtime, PROMPTS[0], params, DrafterKind.NONE, 0)  # warm-up
         for _ in range(args.repeats):
             for prompt in PROMPTS:
                 for run, kind, depth in ((plain, DrafterKind.NONE, 0), (spec, DrafterKind.DRAFT_MODEL, args.depth)):
-                    engine.target_context.stats.reset()
-                    got = one_reply(engine, prompt, params, kind, depth)
+                    runtime.target_context.stats.reset()
+                    got = one_reply(runtime, prompt, params, kind, depth)
                     run.tokens += got.tokens
                     run.seconds += got.seconds
                     run.rounds += got.rounds
                     if kind is DrafterKind.DRAFT_MODEL:
-                        s = engine.target_context.stats
+                        s = runtime.target_context.stats
                         stats.in_place += s.in_place
                         stats.restores += s.restores
                         stats.restarts += s.restarts
@@ -80,12 +81,12 @@ def measure(arch: str, draft: str, snapshots: int, args: argparse.Namespace) -> 
                         stats.checkpoints += s.checkpoints
                         stats.checkpoint_bytes = max(stats.checkpoint_bytes, s.checkpoint_bytes)
                         stats.seconds += s.seconds
-        ctx = engine.target_context
+        ctx = runtime.target_context
         rollback = f"snapshots {ctx.rollback_depth}" if ctx.rollback_depth else "saved states"
         mode = "dense" if ctx.kind.value == "dense" else f"{ctx.kind.value}, {rollback}"
         return plain, spec, stats, mode
     finally:
-        engine.close()
+        runtime.close()
 
 
 def main() -> None:

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from specchat.cli.bench import load_prompts
-from specchat.core.chat.session import ChatEngine
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.speculative import generate
 from specchat.core.models.demo import provision_demo_pair
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind, Finished, GenerationParams, SpecchatError, Verified
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,13 +54,13 @@ class Tally:
         return self.tokens / seconds if seconds else 0.0
 
 
-def decode(engine: ChatEngine, prompt: list[int], params: GenerationParams, depth: int | None,
+def decode(runtime: Runtime, prompt: list[int], params: GenerationParams, depth: int | None,
            adaptive: AdaptiveDepth) -> tuple[list[int], int, float, float]:
     """One greedy reply: (its tokens, tokens generated, generation seconds, CPU seconds of the whole call)."""
     kind = DrafterKind.NONE if depth == 0 else DrafterKind.DRAFT_MODEL
     tokens: list[int] = []
     cpu = time.process_time()
-    for event in generate(engine.target_side, engine.drafter_for(kind), prompt, params,
+    for event in generate(runtime.target_side, runtime.drafter_for(kind), prompt, params,
                           depth=DepthControl(depth), adaptive=adaptive):
         if isinstance(event, Verified):
             tokens.extend(event.committed)
@@ -71,7 +71,7 @@ def decode(engine: ChatEngine, prompt: list[int], params: GenerationParams, dept
     raise SpecchatError("the reply ended without figures")
 
 
-def one_run(engine: ChatEngine, prompts: list[tuple[str, list[int]]], params: GenerationParams,
+def one_run(runtime: Runtime, prompts: list[tuple[str, list[int]]], params: GenerationParams,
             depths: list[int]) -> dict[str, Tally]:
     """Every configuration on every prompt, interleaved; returns the tallies by configuration name."""
     controllers = {AUTO: AdaptiveDepth(), AUTO_IID: AdaptiveDepth(positional=False)}
@@ -81,13 +81,13 @@ def one_run(engine: ChatEngine, prompts: list[tuple[str, list[int]]], params: Ge
     for j, (pid, prompt) in enumerate(prompts):
         order = names[j % len(names):] + names[: j % len(names)]
         outputs: dict[str, list[int]] = {}
-        decode(engine, prompt, dataclasses.replace(params, max_tokens=1), 0, AdaptiveDepth())  # caches the prompt
+        decode(runtime, prompt, dataclasses.replace(params, max_tokens=1), 0, AdaptiveDepth())  # caches the prompt
         for name in order:
             if name in controllers:
                 depth, adaptive = None, controllers[name]
             else:
                 depth, adaptive = (0 if name == "plain" else int(name[1:])), AdaptiveDepth()
-            tokens, n, seconds, cpu_seconds = decode(engine, prompt, params, depth, adaptive)
+            tokens, n, seconds, cpu_seconds = decode(runtime, prompt, params, depth, adaptive)
             outputs[name] = tokens
             tally = tallies[name]
             tally.tokens += n
@@ -180,13 +180,13 @@ def main() -> int:
         depths = checked_depths(args)
         by_id = prompts_by_id(args.prompts, args.ids)
         pair = provision_demo_pair()
-        engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
-        prompts = [(pid, engine.tokenize_prompt(by_id[pid])[1]) for pid in args.ids]
+        runtime = Runtime.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
+        prompts = [(pid, runtime.prompt(by_id[pid]).tokens) for pid in args.ids]
         params = GenerationParams(max_tokens=args.max_tokens)
         wall, cpu = [], []
         for r in range(args.repeats):
             print(f"run {r + 1}/{args.repeats}", flush=True)
-            tallies = one_run(engine, prompts, params, depths)
+            tallies = one_run(runtime, prompts, params, depths)
             wall.append(report(tallies, cpu=False))
             cpu.append(report(tallies, cpu=True))
     except SpecchatError as exc:

@@ -40,9 +40,9 @@ from pathlib import Path
 
 from auto_depth import AUTO, AUTO_IID, checked_depths, decode, prompts_by_id, run_parser  # the script's own folder
 
-from specchat.core.chat.session import ChatEngine
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.models.demo import provision_demo_pair
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import MAX_DEPTH, GenerationParams, SpecchatError
 
 DEFAULT_IDS = ["explain-bicycle", "code-fizzbuzz", "summarize", "story", "email", "json", "m-copy", "m-open"]
@@ -74,9 +74,9 @@ class Costs:
         return self.sync + (k - 1) * self.step + self.verify[k + 1] + self.drafted_overhead
 
 
-def agreement(engine: ChatEngine, prompt: list[int], generated: list[int]) -> list[bool]:
+def agreement(runtime: Runtime, prompt: list[int], generated: list[int]) -> list[bool]:
     """Whether the draft's argmax after the target's prefix equals the target's token, at each reply position."""
-    ctx = engine.draft_context
+    ctx = runtime.draft_context
     assert ctx is not None
     ctx.truncate(0)
     ctx.extend_to(prompt[:-1])
@@ -95,11 +95,11 @@ def _median_seconds(run: Callable[[], None], repeats: int = 7) -> float:
     return statistics.median(times)
 
 
-def measure_costs(engine: ChatEngine, prompt: list[int], generated: list[int], max_n: int) -> Costs:
+def measure_costs(runtime: Runtime, prompt: list[int], generated: list[int], max_n: int) -> Costs:
     """Time the target's verify passes per batch size and the draft's steps at a mid-reply context."""
     context = [*prompt, *generated[: len(generated) // 2]]
     batch = (generated * (max_n // max(len(generated), 1) + 1))[:max_n]
-    target = engine.target_context
+    target = runtime.target_context
     target.truncate(0)
     target.extend_to(context)
 
@@ -109,7 +109,7 @@ def measure_costs(engine: ChatEngine, prompt: list[int], generated: list[int], m
         target.truncate(len(context))
 
     verify_seconds = {n: _median_seconds(functools.partial(verify, n)) for n in range(1, max_n + 1)}
-    draft = engine.draft_context
+    draft = runtime.draft_context
     assert draft is not None
     draft.truncate(0)
     draft.extend_to(context)
@@ -125,9 +125,9 @@ def measure_costs(engine: ChatEngine, prompt: list[int], generated: list[int], m
     # The per-round overheads, as a live controller measures them.
     params = GenerationParams(max_tokens=48)
     live = AdaptiveDepth()
-    decode(engine, prompt, params, 0, live)
+    decode(runtime, prompt, params, 0, live)
     plain_overhead = live.costs.overhead(False)
-    decode(engine, prompt, params, 4, live)
+    decode(runtime, prompt, params, 4, live)
     return Costs(verify_seconds, step, sync, plain_overhead, live.costs.overhead(True))
 
 
@@ -183,15 +183,15 @@ def main() -> int:
         depths = checked_depths(args)
         by_id = prompts_by_id(args.prompts, args.ids)
         pair = provision_demo_pair()
-        engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
+        runtime = Runtime.load(pair.target, pair.draft, n_ctx=4096)
         params = GenerationParams(max_tokens=args.max_tokens)
         traces: dict[str, list[bool]] = {}
         for pid in args.ids:
-            prompt = engine.tokenize_prompt(by_id[pid])[1]
-            generated = decode(engine, prompt, params, 0, AdaptiveDepth())[0]
-            traces[pid] = agreement(engine, prompt, generated)
+            prompt = runtime.prompt(by_id[pid]).tokens
+            generated = decode(runtime, prompt, params, 0, AdaptiveDepth())[0]
+            traces[pid] = agreement(runtime, prompt, generated)
             if costs is None:
-                costs = measure_costs(engine, prompt, generated, MAX_DEPTH + 1)
+                costs = measure_costs(runtime, prompt, generated, MAX_DEPTH + 1)
         assert costs is not None
         if measured and args.costs is not None:
             costs.write(args.costs)

@@ -36,17 +36,17 @@ def main() -> int:
 
     from server_vs_llama_server import EDITS, file_150
 
-    from specchat.core.chat.session import ChatEngine
     from specchat.core.engine.verify import TIE_RELATIVE_GAP
     from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.runtime.runtime import Runtime
 
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, None, n_ctx=4096, n_threads=args.threads)
-    ctx = engine.target_context
+    runtime = Runtime.load(pair.target, None, n_ctx=4096, n_threads=args.threads)
+    ctx = runtime.target_context
     messages = [{"role": "system", "content": "You edit code. Reply with the whole edited file in one code block "
                  "and nothing else."},
                 {"role": "user", "content": f"Here is shop.py:\n```python\n{file_150()}```\n{EDITS[0]}"}]
-    prompt = engine.target.tokenize(engine.template.render(messages), add_special=True, parse_special=True)
+    prompt = runtime.target.tokenize(runtime.template.render(messages), add_special=True, parse_special=True)
 
     # The reference: the prompt in one go, then the greedy reply one token per decode.
     ctx.truncate(0)
@@ -85,7 +85,7 @@ def main() -> int:
             moved = int((batched.argmax(axis=1) != reference.argmax(axis=1)).sum())
             print(f"{label:<22}{size:>6}{diff.max():>12.4f}{relative:>10.2e}{moved:>14}")
     print(f"largest relative difference: {worst:.2e} (the suite's tie bound: {TIE_RELATIVE_GAP:g})")
-    engine.close()
+    runtime.close()
     return 0
 
 

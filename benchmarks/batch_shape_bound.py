@@ -165,12 +165,12 @@ def documents() -> Iterator[tuple[str, str]]:
         yield "argparse.py", Path(module.__file__).read_text(encoding="utf-8")
 
 
-def document_prompt(engine: object, text: str, n_tokens: int) -> list[int] | None:
+def document_prompt(runtime: object, text: str, n_tokens: int) -> list[int] | None:
     """A chat prompt of about ``n_tokens`` (at most) asking for a summary of the start of ``text``."""
 
     def prompt(chars: int) -> list[int]:
         messages = [{"role": "user", "content": f"Summarise this document.\n\n{text[:chars]}"}]
-        return engine.target.tokenize(engine.template.render(messages),  # type: ignore[attr-defined]
+        return runtime.target.tokenize(runtime.template.render(messages),  # type: ignore[attr-defined]
                                       add_special=True, parse_special=True)
 
     if len(prompt(len(text))) < n_tokens:
@@ -203,10 +203,10 @@ def main() -> int:
     args = parser.parse_args()
 
     from specchat.cli.bench import load_prompts
-    from specchat.core.chat.session import ChatEngine
     from specchat.core.engine.verify import TIE_RELATIVE_GAP
     from specchat.core.llama.context import Context
     from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.runtime.runtime import Runtime
     from specchat.core.types import SpecchatError
 
     paths = args.prompts
@@ -227,9 +227,9 @@ def main() -> int:
         return 2
 
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, None, n_ctx=args.n_ctx, n_threads=args.threads[0])
-    ctx = engine.target_context
-    others = [(f"{t} threads", Context(engine.target, n_ctx=args.n_ctx, n_threads=t)) for t in args.threads[1:]]
+    runtime = Runtime.load(pair.target, None, n_ctx=args.n_ctx, n_threads=args.threads[0])
+    ctx = runtime.target_context
+    others = [(f"{t} threads", Context(runtime.target, n_ctx=args.n_ctx, n_threads=t)) for t in args.threads[1:]]
     print(f"demo target {pair.target.name}, {ctx.n_ctx}-token context, n_batch {ctx.n_batch}, "
           f"{args.threads[0]} threads, reply {args.reply} tokens, verify batches "
           f"{VERIFY_SIZES[0]}-{VERIFY_SIZES[-1]}")
@@ -251,14 +251,14 @@ def main() -> int:
                   flush=True)
 
     for pid, messages in prompts:
-        _, tokens = engine.tokenize_prompt(messages)
+        tokens = runtime.prompt(messages).tokens
         report("public prompts", pid, tokens)
     docs = [d for d in documents() if args.documents is None or d[0] in args.documents]
     docs = docs[:1] if args.quick else docs
     lengths = args.lengths[:1] if args.quick else args.lengths
     for name, text in docs:
         for n in lengths:
-            tokens = document_prompt(engine, text, n)
+            tokens = document_prompt(runtime, text, n)
             if tokens is None:
                 print(f"{name:<22}{n:>7}  (shorter than {n} tokens: skipped)")
                 continue
@@ -272,9 +272,9 @@ def main() -> int:
     print(f"real text: largest gap shift {real:.2e}, {verdict} the tie bound TIE_RELATIVE_GAP = {TIE_RELATIVE_GAP:g}")
 
     if args.degenerate:
-        token = engine.target.tokenize(" the")[-1]
+        token = runtime.target.tokenize(" the")[-1]
         tokens = [token] * args.degenerate
-        print(f"\ndegenerate: token {token} ({engine.target.token_text(token)!r}) repeated {args.degenerate} times, "
+        print(f"\ndegenerate: token {token} ({runtime.target.token_text(token)!r}) repeated {args.degenerate} times, "
               "no template")
         print(header)
         for label, last, singles, batches in measure(ctx, tokens, args.reply):
@@ -286,7 +286,7 @@ def main() -> int:
                   flush=True)
     for _, other in others:
         other.close()
-    engine.close()
+    runtime.close()
     return 0 if real < TIE_RELATIVE_GAP else 1
 
 

@@ -42,7 +42,7 @@ def main() -> int:
     from specchat.core.types import Finished
 
     setup = window_setup(args.max_tokens, n_threads=args.threads)
-    engine = setup.engine
+    runtime = setup.runtime
     prompts = load_prompts(args.prompts, args.limit) * args.repeats
     worst_part = worst_plain = float("inf")
     print(f"{len(prompts)} prompts, {args.max_tokens} tokens; tok/s per reply; drafters take turns per prompt")
@@ -53,14 +53,14 @@ def main() -> int:
         print("|---|---|---|---|---|---|---|")
         with background_load(load):
             for i, (pid, messages) in enumerate(prompts):
-                _, prompt = engine.tokenize_prompt(messages)
+                prompt = runtime.prompt(messages).tokens
                 order = DRAFTERS[i % len(DRAFTERS):] + DRAFTERS[: i % len(DRAFTERS)]
                 rate = {}
                 for name, drafter_name in order:
-                    engine.forget_contexts()  # each reply reads its prompt, as a new conversation's first does
-                    drafter = engine.drafter_for(drafter_name)
-                    adaptive = engine.adaptive_for(drafter_name)
-                    for event in generate(engine.target_side, drafter, prompt, setup.params, adaptive=adaptive):
+                    runtime.forget_contexts()  # each reply reads its prompt, as a new conversation's first does
+                    drafter = runtime.drafter_for(drafter_name)
+                    adaptive = runtime.adaptive_for(drafter_name)
+                    for event in generate(runtime.target_side, drafter, prompt, setup.params, adaptive=adaptive):
                         if isinstance(event, Finished):
                             stats = event.stats
                     rate[name] = stats.generated / stats.generate_seconds
@@ -78,7 +78,7 @@ def main() -> int:
         print(f"| **overall** | {auto:.1f} | {overall['model']:.1f} | {overall['lookup']:.1f} | "
               f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |")
     print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
-    engine.close()
+    runtime.close()
     return 0
 
 

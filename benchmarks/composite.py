@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.cli.bench import RunFigures, load_prompts, run_once
-from specchat.core.chat.session import ChatEngine
 from specchat.core.engine.composite import MATCH_KEYS, MAX_NGRAM, CompositeDrafter, match_key
 from specchat.core.models.demo import provision_demo_pair
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind, GenerationParams
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ class Totals:
         return self.tokens[name] / self.seconds[name] if self.seconds.get(name) else 0.0
 
 
-def run_file(engine: ChatEngine, path: Path, params: GenerationParams, repeat: int, min_tokens: int = 0
+def run_file(runtime: Runtime, path: Path, params: GenerationParams, repeat: int, min_tokens: int = 0
              ) -> list[Row]:
     """Each prompt ``repeat`` times in turn: plain, then each drafter, back to back.
 
@@ -110,15 +110,15 @@ def run_file(engine: ChatEngine, path: Path, params: GenerationParams, repeat: i
         runs_done = 0
         while runs_done < repeat or (plain.generated < min_tokens and runs_done < MAX_RUNS):
             runs_done += 1
-            base, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
+            base = run_once(runtime, messages, params, DrafterKind.NONE, 0)
             plain.add(base)
             for name, kind in DRAFTERS.items():
-                run, _ = run_once(engine, messages, params, kind, None)
+                run = run_once(runtime, messages, params, kind, None)
                 runs[name].add(run)
                 if run.tokens != base.tokens:
                     # Batched and one-token kernels round differently: a near-tie can flip (tests/support/identity.py).
-                    _, prompt = engine.tokenize_prompt(messages)
-                    parted = compare_greedy(engine.target_context, prompt, base.tokens, run.tokens, params.sampler)
+                    prompt = runtime.prompt(messages).tokens
+                    parted = compare_greedy(runtime.target_context, prompt, base.tokens, run.tokens, params.sampler)
                     print(f"  {pid} {name}: {parted.describe()}", file=sys.stderr)
                     ties += parted.tie
                     identical &= parted.tie
@@ -176,7 +176,7 @@ def table(title: str, rows: list[Row]) -> tuple[str, dict[str, bool]]:
                               "overall >= 2.0x plain": overall["composite"] >= 2.0}
 
 
-def measure_priors(engine: ChatEngine, paths: list[Path], params: GenerationParams) -> str:
+def measure_priors(runtime: Runtime, paths: list[Path], params: GenerationParams) -> str:
     """Lookup acceptance by match key and position, over plain greedy replies to the prompts in ``paths``.
 
     At every reply position, each lookup candidate there (as the composite finds them, over the
@@ -188,8 +188,8 @@ def measure_priors(engine: ChatEngine, paths: list[Path], params: GenerationPara
     drafter.max_ngram, drafter.memory = MAX_NGRAM, None
     for path in paths:
         for _, messages in load_prompts(path, None):
-            run, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
-            _, prompt = engine.tokenize_prompt(messages)
+            run = run_once(runtime, messages, params, DrafterKind.NONE, 0)
+            prompt = runtime.prompt(messages).tokens
             seq = prompt + run.tokens
             for at in range(len(prompt), len(seq) - 1):
                 for length, proposal in drafter.lookups(seq[:at], 16):
@@ -220,30 +220,30 @@ def main() -> int:
                         help="print lookup acceptance by match length over plain replies (the composite's priors)")
     args = parser.parse_args()
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
+    runtime = Runtime.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
     params = GenerationParams(max_tokens=args.max_tokens)
     if args.priors:
-        print(measure_priors(engine, args.prompts, params))
-        engine.close()
+        print(measure_priors(runtime, args.prompts, params))
+        runtime.close()
         return 0
     # Each drafter's controller measures its costs once, over rounds of several depths: a reply that
     # both writes and copies (16 tokens of "Say hello." left the verify-cost line a guess).
     warm = GenerationParams(max_tokens=48)
     warm_prompt = [{"role": "user", "content": "Say hello, then repeat: the quick brown fox jumps over the lazy dog."}]
     for kind in (DrafterKind.NONE, *DRAFTERS.values()):  # each drafter's controller measures its costs once
-        run_once(engine, warm_prompt, warm, kind, None)
+        run_once(runtime, warm_prompt, warm, kind, None)
     out = []
     for path in args.prompts:
         text, goals = table(f"{path.name} (greedy, auto depth, {args.max_tokens} tokens, {args.repeat} run(s) each; "
                             "speed-ups over plain)",
-                            run_file(engine, path, params, args.repeat, args.min_tokens))
+                            run_file(runtime, path, params, args.repeat, args.min_tokens))
         out.append(text)
         for goal, met in goals.items():
             if path.name.startswith("mixed") or goal != "overall >= 2.0x plain":
                 out.append(f"  goal: {goal}: {'met' if met else 'NOT met'}")
         out.append("")
     print("\n".join(out))
-    engine.close()
+    runtime.close()
     return 0
 
 

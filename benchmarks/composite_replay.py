@@ -36,12 +36,12 @@ import numpy as np
 
 from specchat.cli.bench import load_prompts, run_once
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.session import ChatEngine
 from specchat.core.engine.composite import CompositeDrafter, Confidence, tuning
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.engine.drafters import Draft, Drafter, DraftModelDrafter, DraftRequest, NgramDrafter
 from specchat.core.engine.speculative import _cut_after_end, _label_sources
 from specchat.core.models.demo import provision_demo_pair
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind, GenerationParams
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,16 +275,16 @@ def main() -> int:
         print(f"ablated: {part} ({ABLATIONS[part][0]})")
         ABLATIONS[part][1]()
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
-    assert engine.draft_context is not None
-    context = TimedContext(engine.draft_context)
-    eog = frozenset(engine.target_side.eog)
+    runtime = Runtime.load(pair.target, pair.draft, n_ctx=4096)
+    assert runtime.draft_context is not None
+    context = TimedContext(runtime.draft_context)
+    eog = frozenset(runtime.target_side.eog)
     params = GenerationParams(max_tokens=args.max_tokens)
     recorded: list[tuple[str, list[str], list[int], list[int]]] = []  # id, groups, prompt, the target's reply
     for path in args.prompts:
         for pid, messages in load_prompts(path, None):
-            run, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
-            _, prompt = engine.tokenize_prompt(messages)
+            run = run_once(runtime, messages, params, DrafterKind.NONE, 0)
+            prompt = runtime.prompt(messages).tokens
             recorded.append((pid, ["all", path.stem, *(["open chat"] if is_open_chat(pid) else [])], prompt,
                              list(run.tokens)))
     seeds = range(1, max(args.seeds, 1) + 1)
@@ -311,7 +311,7 @@ def main() -> int:
             seconds: dict[DrafterKind | None, float] = {None: len(reply) * (costs.verify_seconds(1) + costs.overhead)}
             first: dict[DrafterKind | None, float] = {None: costs.verify_seconds(1) + costs.overhead}
             for kind in KINDS:
-                engine.draft_context.truncate(0)
+                runtime.draft_context.truncate(0)
                 trace: list[str] | None = [] if pid in args.trace else None
                 seconds[kind], first[kind] = replay(drafters[kind], adaptive[kind], model, prompt, reply, eog,
                                                     params, costs, trace)
@@ -331,7 +331,7 @@ def main() -> int:
         print(f"{'prompt':<24}{'mean':>7}{'min':>7}{'max':>7}")
         for pid, values in shares.items():
             print(f"{pid[:24]:<24}{np.mean(values):>7.0%}{min(values):>7.0%}{max(values):>7.0%}")
-    engine.close()
+    runtime.close()
     return 0
 
 

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from specchat.cli.bench import BenchReport, bench, format_table, load_prompts
-from specchat.core.chat.session import ChatEngine
 from specchat.core.models.demo import provision_demo_pair
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind, GenerationParams, SamplerParams
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,14 +50,14 @@ def main() -> int:
     args = parser.parse_args()
 
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
+    runtime = Runtime.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
     prompts = load_prompts(args.prompts, None)
     greedy = GenerationParams(max_tokens=args.max_tokens)
     sections: list[tuple[str, list[BenchReport]]] = []
 
     def run(title: str, params: GenerationParams, drafter: DrafterKind, depths: list[int | None]) -> None:
         print(f"== {title}", file=sys.stderr)
-        reports = bench(engine, prompts, params, drafter, depths, progress=True)
+        reports = bench(runtime, prompts, params, drafter, depths, progress=True)
         sections.append((title, reports))
         print(format_table(reports))
 

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def main() -> int:
     import server_vs_llama_server as peer
 
-    from specchat.core.chat.session import ChatEngine
     from specchat.core.engine.speculative import generate
     from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.runtime.runtime import Runtime
     from specchat.core.types import DrafterKind, Finished, GenerationParams, Verified
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -44,18 +44,18 @@ def main() -> int:
     server = peer.start("llama-plain", [str(binary), "-m", str(pair.target), "--port", str(port), "--host",
                                         "127.0.0.1", "-c", "4096", "-np", "1", "-t", str(args.threads), "-ngl", "0",
                                         "--no-webui", "--seed", "0"], port, log)
-    engine = ChatEngine.load(pair.target, pair.draft if args.with_draft else None, n_ctx=4096,
+    runtime = Runtime.load(pair.target, pair.draft if args.with_draft else None, n_ctx=4096,
                              n_threads=args.threads)
-    plain = engine.drafter_for(DrafterKind.NONE)
+    plain = runtime.drafter_for(DrafterKind.NONE)
     totals = {"in-process": [0, 0.0], "llama-server": [0, 0.0]}
     try:
         for _category, _rid, messages in peer.workload(None) * max(1, args.repeats):
             r = peer.run_request(server, messages, args.max_tokens)
             totals["llama-server"][0] += r["tokens"]
             totals["llama-server"][1] += r["seconds"]
-            _, prompt = engine.tokenize_prompt(messages)
+            prompt = runtime.prompt(messages).tokens
             first = last = 0.0
-            for event in generate(engine.target_side, plain, prompt, GenerationParams(max_tokens=args.max_tokens)):
+            for event in generate(runtime.target_side, plain, prompt, GenerationParams(max_tokens=args.max_tokens)):
                 if isinstance(event, Verified) and (event.accepted or event.correction is not None):
                     last = time.perf_counter()
                     first = first or last
@@ -64,7 +64,7 @@ def main() -> int:
             totals["in-process"][1] += last - first
     finally:
         server.proc.terminate()
-        engine.close()
+        runtime.close()
     rates = {name: tokens / seconds for name, (tokens, seconds) in totals.items()}
     print(f"in-process plain {rates['in-process']:.1f} tok/s, llama-server plain {rates['llama-server']:.1f} tok/s: "
           f"{rates['in-process'] / rates['llama-server']:.3f}x")

@@ -30,20 +30,20 @@ def main() -> int:
     from specchat.core.cancel import CancelToken
     from specchat.core.chat.race import RaceRequest, run_race
     from specchat.core.chat.race_record import committed_pieces
-    from specchat.core.chat.session import ChatSession
     from specchat.core.chat.transcript import ReplyFigures, spans_of
     from specchat.core.engine.depth import DepthControl
+    from specchat.core.runtime.conversation import Conversation
     from specchat.core.types import DrafterKind, Verified
 
     w = window_setup(args.max_tokens)
-    engine, s, sampler, params = w.engine, w.settings, w.sampler, w.params
+    runtime, s, sampler, params = w.runtime, w.settings, w.sampler, w.params
     prompts = load_prompts(args.prompts, args.limit)
 
     print(f"demo pair, {len(prompts)} prompts, {args.max_tokens} tokens, auto depth, repeat penalty {s.repeat_penalty}")
     print(f"{'prompt':<18}{'spec s':>8}{'plain s':>9}{'race':>8}{'bench':>8}{'diff':>8}  text")
     race_spec = race_plain = bench_spec = bench_plain = 0.0
     for pid, messages in prompts:
-        session = ChatSession(engine, messages[:-1])
+        session = Conversation(runtime, messages[:-1])
         figures = ReplyFigures()
         spans = []
         for event in session.reply(messages[-1]["content"], params, drafter=DrafterKind.DRAFT_MODEL,
@@ -53,10 +53,10 @@ def main() -> int:
                 spans.extend(spans_of(event))
         pieces = tuple(committed_pieces(spans))
         request = RaceRequest(0, messages, sampler, figures.generated, pieces, DrafterKind.DRAFT_MODEL.value, None)
-        record = run_race(engine, request, CancelToken())
+        record = run_race(runtime, request, CancelToken())
         assert record is not None
         spec_s, plain_s = record.spec.finish_seconds, record.plain.finish_seconds
-        (report,) = bench(engine, [(pid, messages)], params, DrafterKind.DRAFT_MODEL, [None])
+        (report,) = bench(runtime, [(pid, messages)], params, DrafterKind.DRAFT_MODEL, [None])
         ratio = plain_s / spec_s
         text = "identical" if record.fork is None else record.fork.describe()
         print(f"{pid[:17]:<18}{spec_s:>8.2f}{plain_s:>9.2f}{ratio:>7.2f}x{report.speedup:>7.2f}x"
@@ -70,7 +70,7 @@ def main() -> int:
     overall_bench = bench_plain / bench_spec if bench_spec else 0.0
     print(f"{'OVERALL':<18}{race_spec:>8.2f}{race_plain:>9.2f}{overall_race:>7.2f}x{overall_bench:>7.2f}x"
           f"{overall_race / overall_bench - 1 if overall_bench else 0.0:>+8.1%}")
-    engine.close()
+    runtime.close()
     return 0
 
 

@@ -22,11 +22,11 @@ import time
 
 import openai
 
-from specchat.core.chat.session import ChatEngine
 from specchat.core.models.demo import provision_demo_pair
+from specchat.core.runtime.runtime import Runtime
 from specchat.server.app import ServerConfig, build_app
-from specchat.server.engine_host import EngineHost
 from specchat.server.protocol import Defaults
+from specchat.server.request_queue import RequestQueue
 from specchat.server.runner import ServerThread
 
 TOPICS = ["rivers", "bridges", "libraries", "volcanoes", "orchards", "lighthouses", "glaciers", "markets"]
@@ -64,8 +64,8 @@ def main() -> None:
     parser.add_argument("--reply-tokens", type=int, default=32)
     args = parser.parse_args()
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=args.ctx)
-    host = EngineHost(engine)
+    runtime = Runtime.load(pair.target, pair.draft, n_ctx=args.ctx)
+    host = RequestQueue(runtime)
     # No time limit worth the name: on a loaded machine reading 3k tokens can take minutes.
     config = ServerConfig(time_limit=7200, defaults=Defaults(max_tokens_limit=args.ctx))
     server = ServerThread(build_app(host, config)).start()
@@ -78,29 +78,29 @@ def main() -> None:
             print(f"turn {turn + 1} done", flush=True)
             messages.append({"role": "assistant", "content": reply})
         messages.append({"role": "user", "content": user_turn(4)})
-        fifth = engine.target.tokenize(engine.template.render(messages), add_special=True, parse_special=True)
+        fifth = runtime.target.tokenize(runtime.template.render(messages), add_special=True, parse_special=True)
         before = messages[:-1]
         labels = ("with reuse", "after another", "after another, no cache", "without reuse")
         timings: dict[str, list[float]] = {label: [] for label in labels}
         cached_seen: dict[str, list[int]] = {label: [] for label in labels}
-        budget = engine.prompt_cache.budget
+        budget = runtime.prompt_cache.budget
         another = [{"role": "system", "content": "You translate notes into French."},
                    {"role": "user", "content": user_turn(7)}]
         for _ in range(args.repeats):
             for label in labels:
                 # Turn 4's conversation is in the caches (as after turn 4's reply), then turn 5 arrives; nothing
-                # else is kept (the server is idle between requests: its engine thread waits on the queue).
-                engine.empty_caches()
+                # else is kept (the server is idle between requests: its runtime thread waits on the queue).
+                runtime.empty_caches()
                 first_token_seconds(api, before[:-1], args.reply_tokens)  # turn 4 again (greedy: same reply)
-                engine.prompt_cache.budget = 0 if label == "after another, no cache" else budget
+                runtime.prompt_cache.budget = 0 if label == "after another, no cache" else budget
                 if label.startswith("after another"):  # another client's request comes first
                     first_token_seconds(api, another, 4)
                 if label == "without reuse":
-                    engine.empty_caches()
+                    runtime.empty_caches()
                 seconds, _, cached = first_token_seconds(api, messages, 8)
                 timings[label].append(seconds)
                 cached_seen[label].append(cached)
-                engine.prompt_cache.budget = budget
+                runtime.prompt_cache.budget = budget
         print(f"machine: {platform.machine()} {platform.processor() or ''}, demo pair, ctx {args.ctx}; "
               f"turn 5 prompt {len(fifth)} tokens")
         for label, values in timings.items():
@@ -113,7 +113,7 @@ def main() -> None:
     finally:
         server.stop()
         host.close()
-        engine.close()
+        runtime.close()
 
 
 if __name__ == "__main__":

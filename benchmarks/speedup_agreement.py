@@ -37,7 +37,7 @@ def main() -> int:
     from specchat.core.types import DrafterKind
 
     w = window_setup(args.max_tokens)
-    engine, s = w.engine, w.settings
+    runtime, s = w.runtime, w.settings
     plain_params = w.params
     probed = dataclasses.replace(plain_params, plain_probe=PROBE_TOKENS)
     drafter = DrafterKind(args.drafter)
@@ -51,8 +51,8 @@ def main() -> int:
     window_den = bench_den = tokens = 0.0
     for _ in range(args.repeat):
         for pid, messages in prompts:
-            base, _ = run_once(engine, messages, plain_params, DrafterKind.NONE, 0)
-            spec, _ = run_once(engine, messages, probed, drafter, None)
+            base = run_once(runtime, messages, plain_params, DrafterKind.NONE, 0)
+            spec = run_once(runtime, messages, probed, drafter, None)
             final = spec.figures.final
             assert final is not None
             if final.plain_tokens_per_second <= 0:
@@ -74,7 +74,7 @@ def main() -> int:
         spread = sorted(abs(d) for d in diffs)
         print(f"per prompt: median |diff| {statistics.median(spread):.1%}, worst {spread[-1]:.1%}, "
               f"within 10%: {sum(d <= 0.10 for d in spread)}/{len(spread)}")
-    engine.close()
+    runtime.close()
     return 0
 
 

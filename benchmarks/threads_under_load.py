@@ -33,22 +33,22 @@ CONFIGS = (  # (threads, OMP_WAIT_POLICY or None for llama.cpp's default, the th
 
 
 def child(threads: int, max_tokens: int, adaptive: bool) -> dict[str, float]:
-    from specchat.core.chat.session import ChatEngine
     from specchat.core.engine.speculative import generate
     from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.runtime.runtime import Runtime
     from specchat.core.types import DrafterKind, Finished, GenerationParams, Verified
 
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=2048, n_threads=None if adaptive else threads)
-    _, prompt = engine.tokenize_prompt([{"role": "user", "content": PROMPT}])
+    runtime = Runtime.load(pair.target, pair.draft, n_ctx=2048, n_threads=None if adaptive else threads)
+    prompt = runtime.prompt([{"role": "user", "content": PROMPT}]).tokens
     out: dict[str, float] = {}
     for name, kind, depth in (("plain", DrafterKind.NONE, 0), ("spec", DrafterKind.DRAFT_MODEL, 4)):
         from specchat.core.engine.depth import DepthControl
 
-        drafter = engine.drafter_for(kind)
+        drafter = runtime.drafter_for(kind)
         first = last = 0.0
         tokens = 0
-        for event in generate(engine.target_side, drafter, prompt, GenerationParams(max_tokens=max_tokens),
+        for event in generate(runtime.target_side, drafter, prompt, GenerationParams(max_tokens=max_tokens),
                               depth=DepthControl(depth)):
             if isinstance(event, Verified) and (event.accepted or event.correction is not None):
                 last = time.perf_counter()
@@ -56,8 +56,8 @@ def child(threads: int, max_tokens: int, adaptive: bool) -> dict[str, float]:
             elif isinstance(event, Finished):
                 tokens = event.stats.generated
         out[name] = (tokens - 1) / (last - first) if last > first else 0.0
-        engine.forget_contexts()
-    engine.close()
+        runtime.forget_contexts()
+    runtime.close()
     return out
 
 

@@ -31,23 +31,23 @@ def main() -> int:
     args = parser.parse_args()
 
     from specchat.cli.bench import load_prompts, run_once
-    from specchat.core.chat.session import ChatEngine
     from specchat.core.models.demo import provision_demo_pair
+    from specchat.core.runtime.runtime import Runtime
     from specchat.core.types import DrafterKind, GenerationParams, SamplerParams, parse_depth
     from support.identity import compare_greedy
 
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=2048)
+    runtime = Runtime.load(pair.target, pair.draft, n_ctx=2048)
     params = GenerationParams(sampler=SamplerParams(), max_tokens=args.max_tokens)
     prompts = [p for path in args.prompts for p in load_prompts(path, None)]
     counts = {"identical": 0, "tie": 0, "divergence": 0}
     print(f"demo pair, {len(prompts)} prompts x depths {' '.join(args.depths)}, {args.max_tokens} tokens, greedy")
     for pid, messages in prompts:
-        plain, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
-        _, prompt = engine.tokenize_prompt(messages)
+        plain = run_once(runtime, messages, params, DrafterKind.NONE, 0)
+        prompt = runtime.prompt(messages).tokens
         for depth in args.depths:
-            spec, _ = run_once(engine, messages, params, DrafterKind.DRAFT_MODEL, parse_depth(depth))
-            result = compare_greedy(engine.target_context, prompt, plain.tokens, spec.tokens, params.sampler)
+            spec = run_once(runtime, messages, params, DrafterKind.DRAFT_MODEL, parse_depth(depth))
+            result = compare_greedy(runtime.target_context, prompt, plain.tokens, spec.tokens, params.sampler)
             kind = "identical" if result.identical else "tie" if result.tie else "divergence"
             counts[kind] += 1
             if kind != "identical":
@@ -55,7 +55,7 @@ def main() -> int:
     runs = sum(counts.values())
     print(f"runs {runs}: identical {counts['identical']}, ties {counts['tie']} ({counts['tie'] / runs:.1%}), "
           f"real divergences {counts['divergence']}")
-    engine.close()
+    runtime.close()
     return 1 if counts["divergence"] else 0
 
 

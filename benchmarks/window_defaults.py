@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.core.chat.session import ChatEngine
 from specchat.core.models.demo import provision_demo_pair
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.settings import Settings
 from specchat.core.types import GenerationParams, SamplerParams
 
@@ -17,16 +17,16 @@ TEST_PROMPTS = ROOT / "tests" / "data" / "prompts.jsonl"
 @dataclass
 class WindowSetup:
     target: Path
-    engine: ChatEngine
+    runtime: Runtime
     settings: Settings
     sampler: SamplerParams
     params: GenerationParams
 
 
 def window_setup(max_tokens: int, n_ctx: int = 2048, n_threads: int | None = None) -> WindowSetup:
-    """The demo pair's engine and the window's defaults (greedy, repeat penalty 1.1, auto depth)."""
+    """The demo pair's runtime and the window's defaults (greedy, repeat penalty 1.1, auto depth)."""
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=n_ctx, n_threads=n_threads)
+    runtime = Runtime.load(pair.target, pair.draft, n_ctx=n_ctx, n_threads=n_threads)
     s = Settings()
     sampler = SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, repeat_penalty=s.repeat_penalty)
-    return WindowSetup(pair.target, engine, s, sampler, GenerationParams(sampler=sampler, max_tokens=max_tokens))
+    return WindowSetup(pair.target, runtime, s, sampler, GenerationParams(sampler=sampler, max_tokens=max_tokens))

@@ -4,13 +4,13 @@ For each prompt, in a new conversation: the window sends it with its default
 settings (the automatic drafter, auto depth) and draws it live (Markdown,
 fates); its panel's speed-up is read (the reply over plain decoding timed
 right after it). The reply is then raced (plain decoding of the same prompt on
-the window's engine thread) and the race's ratio read. Then bench decodes the
-prompt plainly and speculatively on the same engine with the same drafter and
+the window's runtime thread) and the race's ratio read. Then bench decodes the
+prompt plainly and speculatively on the same runtime with the same drafter and
 depth while the window waits, nothing drawn. Columns:
 
 - ``win tok/s``, ``bench tok/s``: the speculative reply's rate drawn live in
   the window and undrawn in bench; ``draw`` is the first over the second - 1
-  (what drawing costs the engine);
+  (what drawing costs the runtime);
 - ``panel``, ``race``, ``bench``: the three speed-up figures of the prompt.
 
 With ``--load N``, N busy processes (one pure-Python spin loop each) run for
@@ -107,9 +107,9 @@ def main() -> int:
             if window.racing.panel is not None:
                 window.racing.panel.close()
 
-            engine = window.host.worker.engine
-            assert engine is not None
-            (report,) = bench(engine, [(pid, messages[-1:])], window.controls.generation_params(), drafter, [None])
+            runtime = window.host.worker.runtime
+            assert runtime is not None
+            (report,) = bench(runtime, [(pid, messages[-1:])], window.controls.generation_params(), drafter, [None])
             window.host.worker._session = None  # bench moved the caches: the next reply starts a session afresh
             result = report.per_prompt[0]
             rows.append((window_rate, result.speculative_tokens_per_s, panel, race, report.speedup))

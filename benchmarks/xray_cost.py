@@ -25,11 +25,12 @@ import specchat.core.chat.transcript as transcript
 import specchat.core.engine.drafters as drafters
 import specchat.core.engine.speculative as speculative
 import specchat.core.engine.verify as verify
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.sampling import distribution
 from specchat.core.models.demo import provision_demo_pair
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind, Finished, GenerationParams, SamplerParams, Verified
 
 PROMPTS = (
@@ -81,7 +82,7 @@ def main() -> int:
     transcript._details = _timed("details", transcript._details)
 
     pair = provision_demo_pair()
-    engine = ChatEngine.load(pair.target, pair.draft, n_ctx=4096)
+    runtime = Runtime.load(pair.target, pair.draft, n_ctx=4096)
     store = ConversationStore(Path(tempfile.mkdtemp(prefix="specchat-xray-")) / "c.sqlite3")
     try:
         for label, sampler in (("greedy, repeat penalty 1.1", SamplerParams(repeat_penalty=1.1)),
@@ -95,7 +96,7 @@ def main() -> int:
                 store.add_message(cid, "user", prompt)
                 writer = ReplyWriter(store, cid)
                 params = GenerationParams(sampler=sampler, max_tokens=args.max_tokens, seed=1)
-                for event in ChatSession(engine).reply(prompt, params, drafter=DrafterKind.DRAFT_MODEL,
+                for event in Conversation(runtime).reply(prompt, params, drafter=DrafterKind.DRAFT_MODEL,
                                                        depth=DepthControl(None)):
                     writer.feed(event)
                     rounds += isinstance(event, Verified)
@@ -113,10 +114,10 @@ def main() -> int:
             "SELECT json_extract(stats, '$.generated') FROM messages WHERE role = 'assistant'"))
         print(f"stored: {spans} spans with details, {size} bytes: {size / spans:.0f} bytes a span, "
               f"{size / tokens * 500 / 1024:.0f} KiB per 500 generated tokens")
-        top_alone(engine.target.n_vocab)
+        top_alone(runtime.target.n_vocab)
     finally:
         store.close()
-        engine.close()
+        runtime.close()
     return 0
 
 

@@ -16,8 +16,8 @@ from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub, serve
 
 if TYPE_CHECKING:
-    from specchat.core.chat.session import ChatEngine
     from specchat.core.models.demo import DemoPair
+    from specchat.core.runtime.runtime import Runtime
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -92,13 +92,13 @@ def demo_pair(demo_models_dir: Path) -> DemoPair:
 
 
 @pytest.fixture(scope="session")
-def demo_engine(demo_pair: DemoPair) -> Iterator[ChatEngine]:
+def demo_runtime(demo_pair: DemoPair) -> Iterator[Runtime]:
     """The demo pair loaded once per test session (2048-token context)."""
-    from specchat.core.chat.session import ChatEngine
+    from specchat.core.runtime.runtime import Runtime
 
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=2048)
-    yield engine
-    engine.close()
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=2048)
+    yield runtime
+    runtime.close()
 
 
 @pytest.fixture

@@ -6,8 +6,12 @@ name. A rule marked transitive also follows what the imported modules import
 in turn (and the packages' ``__init__`` run on the way), so a route through
 a third module is caught too: ``engine -> X -> llama`` breaks "the engine
 never imports llama" as surely as a direct import. Type-only imports are not
-followed (they load nothing), but a direct one still counts. The same checker
-runs on a deliberately bad tree in :func:`test_each_rule_catches_its_violation`.
+followed (they load nothing), but a direct one still counts. Cycles are
+counted twice: none at all through what runs (:func:`cycles`), and none between
+the modules of one package even through type-only imports (:func:`sibling_cycles`:
+two modules that name each other's types are one module split in two). The
+same checker runs on a deliberately bad tree in
+:func:`test_each_rule_catches_its_violation`.
 """
 
 from __future__ import annotations
@@ -91,19 +95,21 @@ def _inside(name: str, package: str) -> bool:
 
 @dataclass(frozen=True)
 class Rule:
-    """Modules inside ``importer`` (but not inside ``exempt``) never import anything inside ``forbidden``."""
+    """Modules inside ``importer`` (but not inside ``exempt``) never import anything inside ``forbidden``
+    (but not inside ``allowed``)."""
 
     name: str
     importer: str
     forbidden: tuple[str, ...]
     transitive: bool = False
     exempt: tuple[str, ...] = ()
+    allowed: tuple[str, ...] = ()
 
     def applies_to(self, module: str) -> bool:
         return _inside(module, self.importer) and not any(_inside(module, e) for e in self.exempt)
 
     def hits(self, target: str) -> bool:
-        return any(_inside(target, f) for f in self.forbidden)
+        return any(_inside(target, f) for f in self.forbidden) and not any(_inside(target, a) for a in self.allowed)
 
 
 def _loaded(graph: Graph, target: str) -> list[str]:
@@ -138,10 +144,16 @@ def violations(rule: Rule, graph: Graph) -> list[str]:
     return found
 
 
-def cycles(graph: Graph) -> list[list[str]]:
-    """Import cycles between modules (a module importing its own package's ``__init__`` is not one)."""
-    edges = {mod: sorted({t for imp in imps if not imp.typing_only for t in _loaded(graph, imp.target)
-                          if t != mod and not _inside(mod, t)})
+def cycles(graph: Graph, *, typing: bool = False, siblings: bool = False) -> list[list[str]]:
+    """Import cycles between modules (a module importing its own package's ``__init__`` is not one).
+
+    ``typing``: type-only imports count too; ``siblings``: only imports between modules of one package.
+    """
+    def parent(name: str) -> str:
+        return name.rpartition(".")[0]
+
+    edges = {mod: sorted({t for imp in imps if typing or not imp.typing_only for t in _loaded(graph, imp.target)
+                          if t != mod and not _inside(mod, t) and (not siblings or parent(t) == parent(mod))})
              for mod, imps in graph.items()}
     state: dict[str, int] = {}
     found: list[list[str]] = []
@@ -161,7 +173,13 @@ def cycles(graph: Graph) -> list[list[str]]:
     return found
 
 
+def sibling_cycles(graph: Graph) -> list[list[str]]:
+    """Cycles between the modules of one package, counting every import: type-only and inside functions too."""
+    return cycles(graph, typing=True, siblings=True)
+
+
 LLAMA = "specchat.core.llama"
+ENGINE = "specchat.core.engine"
 RULES = (
     Rule("core never imports Qt", "specchat.core", QT, transitive=True),
     Rule("core never imports the window's package", "specchat.core", ("specchat.ui", "specchat.app"),
@@ -178,7 +196,15 @@ RULES = (
          transitive=True),
     Rule("the server never reaches Qt or the window", "specchat.server", (*QT, "specchat.ui", "specchat.app"),
          transitive=True),
-    Rule("the server never imports llama.cpp", "specchat.server", (LLAMA, "llama_cpp")),
+    Rule("the server never reaches llama.cpp", "specchat.server", (LLAMA, "llama_cpp"), transitive=True),
+    Rule("the server never imports the engine's internals", "specchat.server", (ENGINE,),
+         allowed=(f"{ENGINE}.registry", f"{ENGINE}.depth")),
+    Rule("the runtime never reaches core.chat", "specchat.core.runtime", ("specchat.core.chat",), transitive=True),
+    Rule("core.llama never reaches core.models", LLAMA, ("specchat.core.models",), transitive=True),
+    Rule("the engine never reaches the runtime, core.chat, core.models or the registry's consumers", ENGINE,
+         ("specchat.core.runtime", "specchat.core.chat", "specchat.core.models", "specchat.core.advise",
+          "specchat.core.settings", "specchat.ui", "specchat.cli", "specchat.server", "specchat.app"),
+         transitive=True),
 )
 
 GRAPH = build_graph(PACKAGE)
@@ -196,6 +222,10 @@ def test_rule_holds(rule: Rule) -> None:
 
 def test_no_import_cycles() -> None:
     assert cycles(GRAPH) == []
+
+
+def test_no_import_cycles_between_sibling_modules_even_type_only() -> None:
+    assert sibling_cycles(GRAPH) == []
 
 
 BAD_TREE = {
@@ -218,16 +248,25 @@ BAD_TREE = {
     "cli/__init__.py": "",
     "cli/run.py": "from specchat.core.llama.model import Model\nfrom specchat.core import shows\n",
     "server/__init__.py": "",
-    "server/http.py": "import llama_cpp\nfrom specchat.core import qt_user\n",
+    "server/http.py": "import llama_cpp\nfrom specchat.core import qt_user\nfrom specchat.core import remote\n",
+    "server/queue.py": ("from specchat.core.engine.registry import entry\nfrom specchat.core.engine.depth import knob\n"
+                        "from specchat.core.engine.loop import generate\n"),  # the registry and depth knob only
+    "core/runtime/__init__.py": "",
+    "core/runtime/run.py": "from specchat.core.models import shapes\n",  # runtime -> models -> chat: indirect
+    "core/models/__init__.py": "",
+    "core/models/shapes.py": "from specchat.core.chat import talk\n",
+    "core/llama/heads.py": "def check():\n    from specchat.core.models import shapes\n",  # llama never reaches models
+    "core/engine/pick.py": "from specchat.core import helpers\n",  # engine -> helpers -> runtime: indirect
+    "core/helpers.py": "from specchat.core.runtime import run\n",
     "core/a.py": "from . import b\n",  # a cycle, one side inside a function
     "core/b.py": "def f():\n    from specchat.core import a\n",
     "core/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from specchat.core import c\n",
-    "core/c.py": "from specchat.core import typed\n",  # a type-only import does not make a cycle
+    "core/c.py": "from specchat.core import typed\n",  # a type-only cycle: only between siblings it counts
 }
 
 
 def test_each_rule_catches_its_violation(tmp_path: Path) -> None:
-    """The checker run on a bad tree reports each rule's violation (and nothing for the harmless type-only pair)."""
+    """The checker run on a bad tree reports each rule's violation; the type-only pair is a cycle between siblings."""
     root = tmp_path / "specchat"
     for name, text in BAD_TREE.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -247,9 +286,20 @@ def test_each_rule_catches_its_violation(tmp_path: Path) -> None:
             "specchat.cli.run -> specchat.core.shows:2 imports specchat.ui.view",
         "the server never reaches Qt or the window":
             "specchat.server.http -> specchat.core.qt_user:1 imports PySide6.QtCore",
-        "the server never imports llama.cpp": "specchat.server.http:1 imports llama_cpp",
+        "the server never reaches llama.cpp":
+            "specchat.server.http -> specchat.core.remote:1 imports specchat.core.llama",
+        "the server never imports the engine's internals": "specchat.server.queue:3 imports specchat.core.engine.loop",
+        "the runtime never reaches core.chat":
+            "specchat.core.runtime.run -> specchat.core.models.shapes:1 imports specchat.core.chat",
+        "core.llama never reaches core.models": "specchat.core.llama.heads:2 imports specchat.core.models",
+        "the engine never reaches the runtime, core.chat, core.models or the registry's consumers":
+            "specchat.core.engine.pick -> specchat.core.helpers:1 imports specchat.core.runtime",
     }
     assert set(expected) == {rule.name for rule in RULES}  # every rule is tried
     for rule in RULES:
         assert expected[rule.name] in violations(rule, graph), (rule.name, violations(rule, graph))
+    internals = next(rule for rule in RULES if rule.name == "the server never imports the engine's internals")
+    assert not any("registry" in v or "depth" in v for v in violations(internals, graph))  # what the server may use
     assert cycles(graph) == [["specchat.core.a", "specchat.core.b", "specchat.core.a"]]
+    assert sibling_cycles(graph) == [["specchat.core.a", "specchat.core.b", "specchat.core.a"],
+                                     ["specchat.core.c", "specchat.core.typed", "specchat.core.c"]]

@@ -3,7 +3,7 @@
     Xvfb :97 & DISPLAY=:97 python docs/screenshots/draft_finder.py     # any X server, or
     QT_QPA_PLATFORM=offscreen python docs/screenshots/draft_finder.py
 
-The window loads the demo pair (F32 target, Q4_1 draft) on its engine thread as
+The window loads the demo pair (F32 target, Q4_1 draft) on its runtime thread as
 File → Load the offline demo pair does, opens File → Find the best draft…,
 runs it with a 40 s budget and selects the loaded draft's row; the dialog is
 written to docs/screenshots/draft-finder.png with QWidget.grab(). Every folder

@@ -13,12 +13,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
+from specchat.cli.chat import add_model_arguments, drafter_from_args, load_runtime, params_from_args
 from specchat.core.chat.transcript import ReplyFigures, combined
 from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, GenerationStats, SpecchatError, parse_depth
 
 if TYPE_CHECKING:
-    from specchat.core.runtime.conversation import Conversation
     from specchat.core.runtime.runtime import Runtime
 
 
@@ -141,7 +140,7 @@ def _ratio(numerator: float, denominator: float, digits: int) -> float:
 
 
 def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str, str]]]]:
-    from specchat.core.chat.template import validate_messages
+    from specchat.core.runtime.template import validate_messages
 
     if not path.is_file():
         raise SpecchatError(f"prompts file not found: {path}")
@@ -171,21 +170,22 @@ def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str
     return out[:limit] if limit else out
 
 
-def run_once(engine: Runtime, messages: list[dict[str, str]], params: GenerationParams, drafter: str,
-             depth: int | None) -> tuple[RunFigures, Conversation]:
+def run_once(runtime: Runtime, messages: list[dict[str, str]], params: GenerationParams, drafter: str,
+             depth: int | None) -> RunFigures:
     from specchat.core.engine.depth import DepthControl
+    from specchat.core.runtime.conversation import Conversation
 
-    session = engine.conversation(messages[:-1])
+    session = Conversation(runtime, messages[:-1])
     figures = ReplyFigures()
     figures.fold(session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)))
     if figures.final is None:
         raise SpecchatError(figures.final_message or "the reply ended without figures")
     if figures.final_message:
         raise SpecchatError(figures.final_message)
-    return RunFigures(session.last_tokens, figures), session
+    return RunFigures(session.last_tokens, figures)
 
 
-def bench(engine: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
+def bench(runtime: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
           drafter: str, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
     """For each prompt, each depth in turn: the prompt decoded plainly, then speculatively, back to back.
 
@@ -199,12 +199,12 @@ def bench(engine: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], para
     for pid, messages in prompts:
         for i, depth in enumerate(depths):
             report = reports[i]
-            ctx = engine.target_context
+            ctx = runtime.target_context
             ctx.perf_reset()
-            base, _ = run_once(engine, messages, params, DrafterKind.NONE, 0)
+            base = run_once(runtime, messages, params, DrafterKind.NONE, 0)
             perf = ctx.perf()
-            spec, session = run_once(engine, messages, params, drafter, depth)
-            adaptive = session.adaptive
+            spec = run_once(runtime, messages, params, drafter, depth)
+            adaptive = runtime.adaptive_for(drafter)
             predicted = adaptive.predicted_best_rate() if depth is None else adaptive.predicted_rate(depth)
             identical = base.tokens == spec.tokens if params.sampler.greedy else None
             if identical is False:
@@ -245,8 +245,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     drafter = drafter_from_args(args)
     prompts = load_prompts(args.prompts, args.limit)
-    engine = load_engine(args)
-    reports = bench(engine, prompts, params, drafter, depths, progress=not args.json)
+    runtime = load_runtime(args)
+    reports = bench(runtime, prompts, params, drafter, depths, progress=not args.json)
     if args.json:
         if len(reports) == 1:
             print(json.dumps(asdict(reports[0])))

@@ -149,7 +149,7 @@ def drafter_from_args(args: argparse.Namespace) -> str:
     return DrafterKind.NONE
 
 
-def load_engine(args: argparse.Namespace) -> Runtime:
+def load_runtime(args: argparse.Namespace) -> Runtime:
     from specchat.core.runtime.runtime import Runtime  # imported here: it loads llama.cpp
 
     if not math.isfinite(args.rpc_timeout) or args.rpc_timeout <= 0:
@@ -188,7 +188,7 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
 
 def read_messages(args: argparse.Namespace) -> list[dict[str, str]]:
     """The conversation from ``--messages``, the prompt argument or standard input, validated."""
-    from specchat.core.chat.template import validate_messages
+    from specchat.core.runtime.template import validate_messages
 
     if args.messages is not None:
         data = _load_messages_file(args.messages)
@@ -245,9 +245,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     depth = parse_depth(args.depth)
     params = params_from_args(args)
     messages = read_messages(args)
-    engine = load_engine(args)
+    runtime = load_runtime(args)
     ends_with_user = messages[-1]["role"] == "user"
-    session = engine.conversation(messages[:-1] if ends_with_user else messages)
+    from specchat.core.runtime.conversation import Conversation
+
+    session = Conversation(runtime, messages[:-1] if ends_with_user else messages)
     cancel = CancelToken()
     events = session.reply(messages[-1]["content"] if ends_with_user else None,
                            params, drafter=drafter_from_args(args), depth=DepthControl(depth), cancel=cancel)
@@ -263,12 +265,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
             "message": finished.message,
             "stats": finished.stats.as_dict(),
             "by_source": finished.stats.source_dict(),
-            "placement": dict(zip(("target", "draft"), engine.placement(), strict=True)),
+            "placement": dict(zip(("target", "draft"), runtime.placement(), strict=True)),
         }, ensure_ascii=False))
     else:
         finished = stream_to_terminal(events, sys.stdout, hide_rejected=args.hide_rejected,
                                       colour=sys.stdout.isatty())
-        print(summary_line(finished, engine.placement()), file=sys.stderr)
+        print(summary_line(finished, runtime.placement()), file=sys.stderr)
     # A reply ends in an error only through a SpecchatError (a lost server, say): expected, so exit 2.
     return 2 if finished.reason is FinishReason.ERROR else 0
 

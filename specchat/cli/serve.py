@@ -9,7 +9,7 @@ import signal
 import sys
 from typing import Any
 
-from specchat.cli.chat import add_model_arguments, drafter_from_args, load_engine, params_from_args
+from specchat.cli.chat import add_model_arguments, drafter_from_args, load_runtime, params_from_args
 from specchat.core.engine.registry import drafter_entry
 from specchat.core.runtime.prompt_cache import DEFAULT_BUDGET_MIB
 from specchat.core.settings import check_api_key
@@ -79,8 +79,8 @@ def chosen_drafter(args: argparse.Namespace) -> str | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from specchat.server.app import ServerConfig, build_app, is_loopback
-    from specchat.server.engine_host import EngineHost
     from specchat.server.protocol import Defaults
+    from specchat.server.request_queue import RequestQueue
     from specchat.server.runner import Server, bind, make_server, url_of
 
     _check(args)
@@ -94,8 +94,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     args.max_tokens = limit
     params = params_from_args(args)
     sock = bind(args.host, args.port)  # before loading: a taken port fails at once
-    engine = load_engine(args)
-    engine.prompt_cache.budget = args.prompt_cache_mib << 20
+    runtime = load_runtime(args)
+    runtime.prompt_cache.budget = args.prompt_cache_mib << 20
     server: Server | None = None
 
     def stop(sig: int, frame: object) -> None:  # just before uvicorn's own handlers are in place
@@ -103,7 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server.should_exit = True
 
     try:
-        host = EngineHost(engine, queue_size=args.queue, drafter=chosen_drafter(args))
+        host = RequestQueue(runtime, queue_size=args.queue, drafter=chosen_drafter(args))
         config = ServerConfig(
             api_key=args.api_key, max_body_bytes=int(args.max_body_mb * (1 << 20)), time_limit=args.request_timeout,
             defaults=Defaults(sampler=params.sampler, max_tokens_limit=limit, plain_probe=args.probe_tokens,
@@ -133,5 +133,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("specchat serve: stopped", file=sys.stderr)
     finally:
         sock.close()
-        engine.close()
+        runtime.close()
     return 0

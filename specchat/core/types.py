@@ -16,6 +16,14 @@ class SpecchatError(Exception):
     """A problem the user can fix; ``str(error)`` is a one-line message."""
 
 
+class PromptTooLongError(SpecchatError):
+    """A prompt of ``tokens`` tokens (at least, where ``at_least``) that the context of ``n_ctx`` cannot hold."""
+
+    def __init__(self, message: str, *, tokens: int, n_ctx: int, at_least: bool = False) -> None:
+        super().__init__(message)
+        self.tokens, self.n_ctx, self.at_least = tokens, n_ctx, at_least
+
+
 class TokenKind(str, enum.Enum):
     """The fate of one token in a reply."""
 

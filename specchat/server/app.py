@@ -35,9 +35,9 @@ from starlette.types import Receive, Scope, Send
 
 from specchat.core.types import Finished, FinishReason, GenerationStats, Verified
 from specchat.server import protocol
-from specchat.server.engine_host import SHUTTING_DOWN, EngineHost, Job, Started, shutting_down
 from specchat.server.errors import ApiError
 from specchat.server.replies import Reply, fates_of
+from specchat.server.request_queue import SHUTTING_DOWN, Job, RequestQueue, Started, shutting_down
 
 log = logging.getLogger("specchat.server")
 
@@ -83,9 +83,9 @@ class EventStream(StreamingResponse):
 
 
 class Api:
-    """The endpoints over one :class:`EngineHost`."""
+    """The endpoints over one :class:`RequestQueue`."""
 
-    def __init__(self, host: EngineHost, config: ServerConfig) -> None:
+    def __init__(self, host: RequestQueue, config: ServerConfig) -> None:
         self.host = host
         self.config = config
         self.stopping = False
@@ -363,7 +363,7 @@ def framing_refusal(version: str, headers: list[tuple[bytes, bytes]]) -> ApiErro
     return None
 
 
-def build_app(host: EngineHost, config: ServerConfig) -> Starlette:
+def build_app(host: RequestQueue, config: ServerConfig) -> Starlette:
     """The ASGI application serving ``host``'s pair; ``app.state.stop`` ends its open requests (``Api.stop``)."""
     api = Api(host, config)
     routes = [

@@ -14,8 +14,8 @@ from typing import Any
 from specchat.core.chat.baseline import reply_speedup
 from specchat.core.chat.transcript import ReplyFigures
 from specchat.core.types import Finished, FinishReason, Verified
-from specchat.server.engine_host import PairInfo, Started
 from specchat.server.protocol import Request
+from specchat.server.request_queue import PairInfo, Started
 from specchat.server.tool_calls import ToolCall, held_for_stops, parse_tool_calls, releasable
 
 _FINISH = {FinishReason.EOS: "stop", FinishReason.STOP_STRING: "stop", FinishReason.MAX_TOKENS: "length",

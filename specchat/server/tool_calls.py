@@ -8,7 +8,7 @@ Formats read, as the catalog's families write them:
   ``;``), optionally after ``<|python_tag|>``;
 - Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]``.
 
-A template that does not use ``tools`` gets the definitions in the system message in the Hermes form.
+The definitions go into the prompt through the runtime (:meth:`specchat.core.runtime.runtime.Runtime.prompt`).
 """
 
 from __future__ import annotations
@@ -26,15 +26,6 @@ PYTHON_TAG = "<|python_tag|>"
 MISTRAL_TAG = "[TOOL_CALLS]"
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 
-TOOLS_SYSTEM_PROMPT = (
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
-    "For each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": "
-    "<args-json-object>}}\n</tool_call>"
-)
-
-
 @dataclass(frozen=True)
 class ToolCall:
     name: str
@@ -45,22 +36,6 @@ class ToolCall:
         out: dict[str, Any] = {"id": self.id, "type": "function",
                                "function": {"name": self.name, "arguments": self.arguments}}
         return out if index is None else {"index": index, **out}
-
-
-def template_uses_tools(template_source: str) -> bool:
-    """Whether a chat template renders a ``tools`` variable itself."""
-    return re.search(r"\btools\b", template_source) is not None
-
-
-def tools_in_system(messages: Sequence[dict[str, str]], tools: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """``messages`` with the tool definitions written into the system message (one added if there is none)."""
-    text = TOOLS_SYSTEM_PROMPT.format(tools="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
-    out = [dict(m) for m in messages]
-    if out and out[0]["role"] == "system":
-        out[0]["content"] = out[0]["content"] + "\n\n" + text
-    else:
-        out.insert(0, {"role": "system", "content": text})
-    return out
 
 
 def _call(obj: Any, names: frozenset[str] | None) -> ToolCall | None:

@@ -16,7 +16,7 @@ from specchat.core.types import Finished, SamplerParams
 
 from .controls import SpeculationControls
 from .stats_panel import StatsPanel
-from .worker import EngineHost, ModelInfo
+from .worker import ModelInfo, WindowRuntimeHost
 
 BUSY_NOTE_MS = 30_000  # how long the status bar shows that the machine is busy
 
@@ -28,7 +28,7 @@ class BaselineKeeper(QObject):
     measured = Signal(float)  # tokens/s of a measurement just finished
     busy_noted = Signal(str)  # the note just shown: a busy spell started
 
-    def __init__(self, host: EngineHost, settings: Settings, controls: SpeculationControls, stats: StatsPanel,
+    def __init__(self, host: WindowRuntimeHost, settings: Settings, controls: SpeculationControls, stats: StatsPanel,
                  status: QStatusBar, loaded: Callable[[], ModelInfo | None], parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.host, self.settings, self.controls, self.stats, self.status = host, settings, controls, stats, status

@@ -42,7 +42,7 @@ class ReplySettings:
 
 
 class ReplyHost(Protocol):
-    """What the controller needs of the engine host (``worker.EngineHost``, or a fake in tests)."""
+    """What the controller needs of the engine host (``worker.WindowRuntimeHost``, or a fake in tests)."""
 
     def generate(self, request: ReplyRequest) -> CancelToken: ...
 

@@ -40,7 +40,7 @@ from .welcome import WelcomeView
 from .window_dialogs import WindowDialogs
 from .window_layout import ChatPage, SettingsPanel
 from .window_settings import WindowLook
-from .worker import EngineHost, ModelInfo
+from .worker import ModelInfo, WindowRuntimeHost
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,10 @@ class MainWindow(QMainWindow):
     error_shown = Signal(str)
 
     def __init__(self, settings: Settings, store: ConversationStore, parent: QWidget | None = None, *,
-                 host: EngineHost | None = None, build: BuildInfo | None = None) -> None:
+                 host: WindowRuntimeHost | None = None, build: BuildInfo | None = None) -> None:
         super().__init__(parent)
         self.settings, self.store, self.llama_build = settings, store, build
-        self.host = host if host is not None else EngineHost(self)
+        self.host = host if host is not None else WindowRuntimeHost(self)
         self._closing = False
         self._send_after_load = ""  # a message typed before any pair was loaded
         self.last_error = ""
@@ -127,7 +127,7 @@ class MainWindow(QMainWindow):
         w, chat, page = self.host.worker, self.chat, self.page
         w.events.connect(chat.on_events)
         w.prompt_progress.connect(self._on_prompt_progress)
-        w.waiting.connect(self.progress.engine_waiting)  # a served request holds the engine
+        self.host.waiting.connect(self.progress.engine_waiting)  # a served request holds the runtime
         w.failed.connect(chat.on_failed)
         chat.transcript_replaced.connect(self._on_transcript_replaced)
         chat.message_appended.connect(self._on_message_appended)

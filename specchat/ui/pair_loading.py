@@ -13,7 +13,7 @@ from specchat.core.settings import Settings, load_servers
 from .status_progress import StatusProgress
 from .welcome import WelcomeView
 from .window_layout import SettingsPanel
-from .worker import EngineHost, LoadOptions, ModelInfo
+from .worker import LoadOptions, ModelInfo, WindowRuntimeHost
 
 
 class PairLoader(QObject):
@@ -24,7 +24,7 @@ class PairLoader(QObject):
     notice = Signal(str)  # a load refused: one line for the user
     started = Signal()
 
-    def __init__(self, host: EngineHost, settings: Settings, panel: SettingsPanel, welcome: WelcomeView,
+    def __init__(self, host: WindowRuntimeHost, settings: Settings, panel: SettingsPanel, welcome: WelcomeView,
                  progress: StatusProgress, status: QStatusBar, streaming: Callable[[], bool],
                  parent: QObject | None = None) -> None:
         super().__init__(parent)

@@ -331,7 +331,7 @@ class RacePanel(QDialog):
 
 
 class RaceHost(Protocol):
-    """What a race needs of the engine host (``worker.EngineHost``, or the tests' fake)."""
+    """What a race needs of the engine host (``worker.WindowRuntimeHost``, or the tests' fake)."""
 
     @property
     def worker(self) -> QObject: ...

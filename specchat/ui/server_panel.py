@@ -1,10 +1,11 @@
 """Serving the loaded pair on 127.0.0.1 from the window, and the Server panel that shows its requests live.
 
-The server runs on the window's own runtime (one model in memory). The
-window's decodes and the served requests take turns on the worker's
-``engine_lock``: a reply waits while a served request decodes, and the
-other way round. Served requests' events come from the server's engine
-thread through the host's listener and reach the panel as a queued signal.
+The server runs on the window's own runtime (one model in memory), and its
+requests run on the window's one runtime thread (``RuntimeWorker.call``),
+between the window's own replies, races and calibrations: a reply waits while
+a served request decodes, and the other way round. Served requests' events
+come from that thread through the host's listener and reach the panel as a
+queued signal.
 """
 
 from __future__ import annotations
@@ -35,16 +36,15 @@ from specchat.core.chat.baseline import reply_speedup
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import Drafted, Finished, FinishReason, SpecchatError, TokenKind, Verified
 from specchat.server.app import ServerConfig, build_app
-from specchat.server.engine_host import EngineHost as ServeHost
-from specchat.server.engine_host import Job, Started
 from specchat.server.errors import ApiError
 from specchat.server.protocol import Defaults
+from specchat.server.request_queue import Job, RequestQueue, Started
 from specchat.server.runner import ServerThread
 
 from .pair_loading import PairLoader
 from .serve_dialog import ServeDialog
 from .token_styles import kind_format
-from .worker import EngineHost
+from .worker import WindowRuntimeHost
 
 log = logging.getLogger(__name__)
 
@@ -198,14 +198,14 @@ class ServerPanel(QDockWidget):
 class LocalServing(QObject):
     """Starts and stops the OpenAI-compatible server on the window's loaded pair; owns the menu action and panel."""
 
-    heard = Signal(object, object)  # Job, engine event: emitted on the server's engine thread
+    heard = Signal(object, object)  # Job, engine event: emitted on the runtime's thread
     serving_changed = Signal(str)  # the base URL, "" when stopped
 
-    def __init__(self, window: QMainWindow, host: EngineHost, loader: PairLoader, settings: Settings) -> None:
+    def __init__(self, window: QMainWindow, host: WindowRuntimeHost, loader: PairLoader, settings: Settings) -> None:
         super().__init__(window)
         self.window, self.host, self.loader, self.settings = window, host, loader, settings
         self.dialog: ServeDialog | None = None  # open while it asks
-        self.serve_host: ServeHost | None = None
+        self.serve_host: RequestQueue | None = None
         self.server_thread: ServerThread | None = None
         self.url = ""
         self.panel = ServerPanel(window)
@@ -231,12 +231,11 @@ class LocalServing(QObject):
     def start(self, port: int = DEFAULT_PORT, api_key: str | None = None) -> str:
         """Serve the loaded runtime on 127.0.0.1:``port`` (0: a free port), requiring ``api_key`` if given;
         the base URL (``…/v1``)."""
-        runtime = self.host.worker.engine
+        runtime = self.host.worker.runtime
         if runtime is None:
             raise SpecchatError("load a pair before serving it")
         self.stop()
-        worker = self.host.worker
-        serve_host = ServeHost(runtime, engine_lock=worker.engine_lock, listener=self._heard)
+        serve_host = RequestQueue(runtime, owner=self.host.worker.call, listener=self._heard)
         try:
             app = build_app(serve_host, self._config(runtime.n_ctx, api_key))
             thread = ServerThread(app, "127.0.0.1", port).start()
@@ -274,9 +273,7 @@ class LocalServing(QObject):
         return ServerConfig(api_key=api_key, defaults=Defaults(max_tokens_limit=n_ctx, plain_probe=PROBE_TOKENS))
 
     def _heard(self, job: Job, event: object) -> None:
-        """On the server's engine thread, the engine lock held."""
-        if isinstance(event, Started):
-            self.host.worker.forget_session()  # the contexts now hold this request's tokens
+        """On the runtime's thread, while it runs a served request."""
         self.heard.emit(job, event)
 
     def _pair_going(self, *_: object) -> None:

@@ -1,8 +1,10 @@
-"""The engine's own thread: loads models and runs reply generators, emitting batched signals.
+"""The runtime's own thread: loads models and runs replies, races, calibrations and served requests.
 
-``EngineWorker`` lives on a QThread and is the only object that touches the
-runtime (:class:`~specchat.core.runtime.runtime.Runtime`, the loaded pair).
-``EngineHost`` lives on the GUI thread, owns that thread and forwards
+``RuntimeWorker`` lives on a QThread and is the only object that touches the
+runtime (:class:`~specchat.core.runtime.runtime.Runtime`, the loaded pair):
+everything that decodes runs there, one thing at a time, including the
+requests of a server started from the window (:meth:`RuntimeWorker.call`).
+``WindowRuntimeHost`` lives on the GUI thread, owns that thread and forwards
 requests as queued signals. Cancel is a ``CancelToken`` set directly
 from the GUI thread, never a queued slot: the worker's loop is busy while a
 reply streams, so a queued call would only run after it ended.
@@ -13,10 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.baseline import measure_plain
@@ -98,11 +100,23 @@ class ReplyRequest:
     continuation: str = ""  # a reply cut at the token limit, to go on from (user_text is then None)
 
 
-STOP_CHECK_SECONDS = 0.1  # while a reply waits for the engine: how often it looks whether Stop was pressed
+STOP_CHECK_SECONDS = 0.1  # while a call from another thread waits for the runtime's: how often it checks cancel
+WAITED_MESSAGE = "stopped while waiting for a served request"
 
 
-class EngineWorker(QObject):
-    """Owns the runtime on the engine thread."""
+@dataclass(eq=False)
+class Turn:
+    """Something queued for the runtime's thread: it starts there, or is dropped first (cancelled, or closing)."""
+
+    cancel: CancelToken
+    call: Callable[[], None] | None = None  # a call from another thread (a served request); None: a reply
+    state: str = "queued"  # queued -> started | dropped
+    waited: bool = False  # a reply told the window it waits for a served request
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class RuntimeWorker(QObject):
+    """Owns the runtime on its thread: every decode (replies, races, calibrations, served requests) runs here."""
 
     load_progress = Signal(str, float)
     loaded = Signal(object)  # ModelInfo
@@ -114,37 +128,106 @@ class EngineWorker(QObject):
     raced = Signal(object, object)  # RaceRequest, RaceRecord: plain decoding's run for a race
     race_failed = Signal(object, str)  # RaceRequest, one line (also when cancelled)
     race_progress = Signal(object, object)  # RaceRequest, RaceProgress: after every block and a few times a second
-    waiting = Signal(bool)  # a reply waits for the engine while a served request decodes (True), got it (False)
+    waiting = Signal(bool)  # a reply waits while a served request decodes (True), has the runtime now (False)
+    _called = Signal(object)  # a Turn with a call from another thread, queued to this one
 
     def __init__(self) -> None:
         super().__init__()
-        self.engine: Runtime | None = None
+        self.runtime: Runtime | None = None
         self.info: ModelInfo | None = None
         self._session: Conversation | None = None
         self._session_conversation = -1
         self.lookup_texts: list[str] | None = None  # the lookup memory's texts, kept for the next pair too
-        # Held while a reply, a calibration or a race decodes; a local server on the same runtime takes it too,
-        # so the window's decodes and the served requests take turns, never interleave.
-        self.engine_lock = threading.Lock()
+        self._turns_lock = threading.Lock()
+        self._replies: list[Turn] = []  # replies queued for this thread, not started yet
+        self.serving = False  # a call from another thread (a served request) runs on this thread now
+        self._closed = False
+        self._called.connect(self._run_call)  # queued: it is emitted from other threads
 
-    def forget_session(self) -> None:
-        """The contexts were used by someone else (a served request): the next reply starts a fresh session.
+    # --- calls from other threads (the window's server) -------------------------
+    def call(self, call: Callable[[], None], cancel: CancelToken) -> bool:
+        """Run ``call`` on this worker's thread, between its other work, and wait for it (from another thread).
 
-        Called with ``engine_lock`` held."""
-        self._session = None
+        False when it did not run: ``cancel`` was set while it waited, or the worker is closing.
+        """
+        turn = Turn(cancel, call)
+        with self._turns_lock:
+            if self._closed:
+                return False
+        self._called.emit(turn)
+        while not turn.done.wait(STOP_CHECK_SECONDS):
+            if (cancel.cancelled or self._closed) and self._drop(turn):
+                return False
+        return turn.state == "started"
 
+    @Slot(object)
+    def _run_call(self, turn: Turn) -> None:
+        assert turn.call is not None
+        with self._turns_lock:
+            if turn.state != "queued":
+                return
+            turn.state = "started"
+            self.serving = True
+            newly = [t for t in self._replies if not t.waited]
+            for t in newly:
+                t.waited = True
+        if newly:
+            self.waiting.emit(True)
+        try:
+            turn.call()
+        finally:
+            self._session = None  # the contexts now hold the call's tokens
+            with self._turns_lock:
+                self.serving = False
+            turn.done.set()
+
+    def _drop(self, turn: Turn) -> bool:
+        """Drop ``turn`` unless it started; whether it was dropped."""
+        with self._turns_lock:
+            if turn.state == "started":
+                return False
+            turn.state = "dropped"
+            if turn in self._replies:
+                self._replies.remove(turn)
+            turn.done.set()
+            return True
+
+    def queue_reply(self, turn: Turn) -> None:
+        """Called on the GUI thread before a reply is queued: it waits (and says so) while a served request runs."""
+        with self._turns_lock:
+            self._replies.append(turn)
+            if self.serving:
+                turn.waited = True
+        if turn.waited:
+            self.waiting.emit(True)
+
+    def drop_waiting_replies(self) -> None:
+        """Called on the GUI thread while a reply waits for a served request: one whose Stop was pressed ends."""
+        with self._turns_lock:
+            dropped = [t for t in self._replies if t.waited and t.cancel.cancelled]
+        for turn in dropped:
+            if self._drop(turn):
+                self.waiting.emit(False)
+                self.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(), WAITED_MESSAGE)])
+
+    def close_calls(self) -> None:
+        """Calls from other threads no longer run here (the thread is stopping)."""
+        with self._turns_lock:
+            self._closed = True
+
+    # --- the window's own work ---------------------------------------------------
     @Slot(str, str, object, object)
     def load(self, target: str, draft: str, options: LoadOptions, cancel: CancelToken) -> None:
-        self.close_engine()
+        self.close_runtime()
 
         def progress(stage: str, fraction: float) -> bool:
             self.load_progress.emit(stage, float(fraction))
             return not cancel.cancelled
 
         try:
-            engine = Runtime.load(target, draft or None, n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
-                                     draft_gpu_layers=options.draft_gpu_layers, progress=progress,
-                                     rpc_servers=options.rpc_servers)
+            runtime = Runtime.load(target, draft or None, n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
+                                   draft_gpu_layers=options.draft_gpu_layers, progress=progress,
+                                   rpc_servers=options.rpc_servers)
         except SpecchatError as exc:
             self.load_failed.emit(str(exc))
             return
@@ -153,19 +236,19 @@ class EngineWorker(QObject):
             self.load_failed.emit(f"could not load the models: {exc}")
             return
         if cancel.cancelled:
-            engine.close()
+            runtime.close()
             self.load_failed.emit("loading was cancelled")
             return
-        self.engine = engine
-        engine.set_lookup_memory(self.lookup_texts)
-        target_placement, draft_placement = engine.placement()
+        self.runtime = runtime
+        runtime.set_lookup_memory(self.lookup_texts)
+        target_placement, draft_placement = runtime.placement()
         try:
-            gpu_bytes = engine.device_bytes()
+            gpu_bytes = runtime.device_bytes()
         except Exception:
             log.exception("could not estimate the pair's GPU memory")
             gpu_bytes = 0
-        self.info = ModelInfo(target, draft, engine.target_name, engine.draft_name, target_placement,
-                              draft_placement or "", gpu_bytes, engine.n_ctx, engine.offered)
+        self.info = ModelInfo(target, draft, runtime.target_name, runtime.draft_name, target_placement,
+                              draft_placement or "", gpu_bytes, runtime.n_ctx, runtime.offered)
         self.loaded.emit(self.info)
 
     @Slot(object, object)
@@ -186,25 +269,18 @@ class EngineWorker(QObject):
         self.load(str(pair.target), str(pair.draft), options, cancel)
 
     @Slot(object, object)
-    def generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
-        # Only a served request holds the lock from another thread: say so while the reply waits for it,
-        # and let Stop end the wait (the served request goes on).
-        if not self.engine_lock.acquire(blocking=False):
-            self.waiting.emit(True)
-            while not self.engine_lock.acquire(timeout=STOP_CHECK_SECONDS):
-                if cancel.cancelled:
-                    self.waiting.emit(False)
-                    self.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(),
-                                               "stopped while waiting for a served request")])
-                    return
+    def generate(self, request: ReplyRequest, turn: Turn) -> None:
+        with self._turns_lock:
+            if turn.state != "queued":  # Stop ended its wait for a served request: it has been answered
+                return
+            turn.state = "started"
+            self._replies.remove(turn)
+        if turn.waited:
             self.waiting.emit(False)
-        try:
-            self._generate(request, cancel)
-        finally:
-            self.engine_lock.release()
+        self._generate(request, turn.cancel)
 
     def _generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
-        if self.engine is None:
+        if self.runtime is None:
             self.failed.emit("no model is loaded")
             return
         if cancel.cancelled:  # stopped before it started: an ordinary stop, not an error
@@ -244,7 +320,7 @@ class EngineWorker(QObject):
             self.events.emit(batch)
 
     def _session_for(self, request: ReplyRequest) -> Conversation:
-        assert self.engine is not None
+        assert self.runtime is not None
         session = self._session
         if (
             session is not None
@@ -253,18 +329,17 @@ class EngineWorker(QObject):
         ):
             session.truncate_messages(len(request.history))
             return session
-        self._session = self.engine.conversation(request.history)
+        self._session = Conversation(self.runtime, request.history)
         self._session_conversation = request.conversation_id
         return self._session
 
     @Slot(str, object, object)
     def measure_baseline(self, key: str, sampler: SamplerParams, cancel: CancelToken) -> None:
         """Time plain decoding (no drafter) on this pair with the window's sampler, for the speed-up figure."""
-        if self.engine is None:
+        if self.runtime is None:
             return
         try:
-            with self.engine_lock:
-                baseline = measure_plain(self.engine, key, sampler, cancel)
+            baseline = measure_plain(self.runtime, key, sampler, cancel)
         except SpecchatError as exc:
             log.warning("baseline measurement failed: %s", exc)
             return
@@ -276,12 +351,11 @@ class EngineWorker(QObject):
     @Slot(object, object)
     def race(self, request: RaceRequest, cancel: CancelToken) -> None:
         """Race a reply: its prompt decoded speculatively and plainly, in turns; the conversation is untouched."""
-        if self.engine is None:
+        if self.runtime is None:
             self.race_failed.emit(request, "load the pair to race plain decoding")
             return
         try:
-            with self.engine_lock:
-                record = run_race(self.engine, request, cancel, lambda p: self.race_progress.emit(request, p))
+            record = run_race(self.runtime, request, cancel, lambda p: self.race_progress.emit(request, p))
         except SpecchatError as exc:
             self.race_failed.emit(request, f"the race could not run: {exc}")
             return
@@ -296,23 +370,26 @@ class EngineWorker(QObject):
         else:
             self.raced.emit(request, record)
 
-    def close_engine(self) -> None:
+    def close_runtime(self) -> None:
         self._session = None
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        if self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None
             self.info = None
 
     @Slot(object)
     def set_lookup_memory(self, texts: list[str] | None) -> None:
         """Let the composite drafter's lookup also search ``texts`` (None: only the conversation)."""
         self.lookup_texts = texts
-        if self.engine is not None:
-            self.engine.set_lookup_memory(texts)
+        if self.runtime is not None:
+            self.runtime.set_lookup_memory(texts)
 
 
-class EngineHost(QObject):
-    """GUI-side owner of the engine thread; every method is called on the GUI thread."""
+class WindowRuntimeHost(QObject):
+    """GUI-side owner of the runtime's thread; every method is called on the GUI thread."""
+
+    # The worker's ``waiting``, always delivered on the GUI thread (it is emitted from either thread).
+    waiting = Signal(bool)
 
     _load = Signal(str, str, object, object)
     _lookup_memory = Signal(object)
@@ -323,22 +400,31 @@ class EngineHost(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.engine_thread = QThread()
-        self.engine_thread.setObjectName("specchat-engine")
-        self.worker = EngineWorker()
-        self.worker.moveToThread(self.engine_thread)
+        self.runtime_thread = QThread()
+        self.runtime_thread.setObjectName("specchat-runtime")
+        self.worker = RuntimeWorker()
+        self.worker.moveToThread(self.runtime_thread)
         self._load.connect(self.worker.load)
         self._lookup_memory.connect(self.worker.set_lookup_memory)
         self._load_demo.connect(self.worker.load_demo)
         self._generate.connect(self.worker.generate)
         self._baseline.connect(self.worker.measure_baseline)
         self._race.connect(self.worker.race)
+        self.worker.waiting.connect(self.waiting)
+        # While a reply waits for a served request, Stop (its token set) ends the wait within this period.
+        self._stop_check = QTimer(self)
+        self._stop_check.setInterval(int(STOP_CHECK_SECONDS * 1000))
+        self._stop_check.timeout.connect(self._drop_stopped_replies)
+        self.waiting.connect(lambda waits: self._stop_check.start() if waits else self._stop_check.stop())
         self._tokens: list[CancelToken] = []
         self._closed = False
-        self.engine_thread.start()
+        self.runtime_thread.start()
         app = QCoreApplication.instance()
         if app is not None:  # never leave a running QThread behind at exit
             app.aboutToQuit.connect(self.shutdown)
+
+    def _drop_stopped_replies(self) -> None:
+        self.worker.drop_waiting_replies()  # called from here: on the GUI thread, not queued to the busy worker
 
     def load(self, target: str, draft: str = "", options: LoadOptions | None = None) -> None:
         self._load.emit(target, draft, options or LoadOptions(), self._token())
@@ -347,26 +433,28 @@ class EngineHost(QObject):
         self._load_demo.emit(options or LoadOptions(), self._token())
 
     def set_lookup_memory(self, texts: list[str] | None) -> None:
-        """Hand the lookup memory's texts (None: off) to the engine thread; they outlive a reload."""
+        """Hand the lookup memory's texts (None: off) to the runtime's thread; they outlive a reload."""
         self._lookup_memory.emit(texts)
 
     def generate(self, request: ReplyRequest) -> CancelToken:
         token = self._token()
-        self._generate.emit(request, token)
+        turn = Turn(token)
+        self.worker.queue_reply(turn)
+        self._generate.emit(request, turn)
         return token
 
     def measure_baseline(self, key: str, sampler: SamplerParams) -> None:
-        """Calibrate plain decoding for ``key`` (the pair and its settings) on the engine thread."""
+        """Calibrate plain decoding for ``key`` (the pair and its settings) on the runtime's thread."""
         self._baseline.emit(key, sampler, self._token())
 
     def race(self, request: RaceRequest) -> CancelToken:
-        """Run plain decoding for a race on the engine thread (``worker.raced`` or ``worker.race_failed`` answers)."""
+        """Run plain decoding for a race on the runtime's thread (``worker.raced`` or ``worker.race_failed``)."""
         token = self._token()
         self._race.emit(request, token)
         return token
 
     def cancel(self) -> None:
-        """Stop whatever runs or waits on the engine thread (takes effect within one round)."""
+        """Stop whatever runs or waits on the runtime's thread (takes effect within one round)."""
         for token in self._tokens:
             token.cancel()
         self._tokens.clear()
@@ -382,6 +470,7 @@ class EngineHost(QObject):
             return
         self._closed = True
         self.cancel()
-        self.engine_thread.quit()
-        self.engine_thread.wait()
-        self.worker.close_engine()  # the thread has ended: no other thread can touch the engine now
+        self.worker.close_calls()
+        self.runtime_thread.quit()
+        self.runtime_thread.wait()
+        self.worker.close_runtime()  # the thread has ended: no other thread can touch the runtime now

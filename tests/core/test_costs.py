@@ -10,13 +10,13 @@ import pytest
 
 from specchat.core.advise.calibrate import PROMPTS, RoundSample, measure
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.session import ChatEngine
 from specchat.core.engine.costs import (
     MAX_VERIFY_SLOPE,
     PLAIN_TRUSTED,
     RoundCosts,
     unmeasured_verify_costs,
 )
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -112,14 +112,14 @@ def test_fitted_to_rounds_the_means_per_batch_size_make_the_costs() -> None:
 def test_fitted_to_a_real_calibration() -> None:
     """Plain decoding and a draft model calibrated on the small test pair, fitted together as the advisor does:
     the one-token pass is what the plain rounds measured, and the costs a drafter reads rise with the batch."""
-    engine = ChatEngine.load(MODELS / "llama.gguf", MODELS / "llama-q8.gguf", n_ctx=512)
+    runtime = Runtime.load(MODELS / "llama.gguf", MODELS / "llama-q8.gguf", n_ctx=512)
     try:
-        prompt = engine.tokenize_prompt([{"role": "user", "content": PROMPTS[0][1]}])[1]
-        runs = [measure(engine.target_side, engine.drafter_for(kind), [prompt], max_depth=depth, max_tokens=24,
+        prompt = runtime.prompt([{"role": "user", "content": PROMPTS[0][1]}]).tokens
+        runs = [measure(runtime.target_side, runtime.drafter_for(kind), [prompt], max_depth=depth, max_tokens=24,
                         deadline=time.perf_counter() + 3600, cancel=CancelToken())
                 for kind, depth in ((DrafterKind.NONE, 0), (DrafterKind.DRAFT_MODEL, 4))]
     finally:
-        engine.close()
+        runtime.close()
     rounds = [r for run in runs for r in run.rounds]
     costs = RoundCosts.fitted(rounds)
     plain = [r.verify for r in runs[0].rounds]

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specchat.core.chat.session import ChatEngine
 from specchat.core.engine.depth import DepthControl
 from specchat.core.llama.context import Context
 from specchat.core.llama.model import Model
 from specchat.core.runtime.prompt_cache import PromptCache
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind, Finished, GenerationParams, SamplerParams, Verified, common_prefix_len
 from support.identity import assert_same_or_tie, plain_greedy
 
@@ -39,8 +39,8 @@ def target(demo_pair) -> Iterator[Context]:
     model.close()
 
 
-def prompt_of(engine: ChatEngine, messages: list[dict[str, str]]) -> list[int]:
-    return engine.tokenize_prompt(messages)[1]
+def prompt_of(runtime: Runtime, messages: list[dict[str, str]]) -> list[int]:
+    return runtime.prompt(messages).tokens
 
 
 def logits_after(ctx: Context, prompt: list[int]) -> np.ndarray:
@@ -50,8 +50,8 @@ def logits_after(ctx: Context, prompt: list[int]) -> np.ndarray:
     return row.copy()
 
 
-def test_a_dropped_prompt_is_kept_and_loaded_back_bit_for_bit(target: Context, demo_engine: ChatEngine) -> None:
-    a, b = prompt_of(demo_engine, REWRITE), prompt_of(demo_engine, FACTS)
+def test_a_dropped_prompt_is_kept_and_loaded_back_bit_for_bit(target: Context, demo_runtime: Runtime) -> None:
+    a, b = prompt_of(demo_runtime, REWRITE), prompt_of(demo_runtime, FACTS)
     cache = PromptCache()
     target.truncate(0)
     first = logits_after(target, a)
@@ -68,8 +68,8 @@ def test_a_dropped_prompt_is_kept_and_loaded_back_bit_for_bit(target: Context, d
     assert cache.recall("t", target, a) == len(a) and cache.stats.kept == 2 and cache.stats.loaded == 1
 
 
-def test_the_budget_drops_the_least_recently_used_state(target: Context, demo_engine: ChatEngine) -> None:
-    prompts = [prompt_of(demo_engine, m) for m in (REWRITE, FACTS, OTHER)]
+def test_the_budget_drops_the_least_recently_used_state(target: Context, demo_runtime: Runtime) -> None:
+    prompts = [prompt_of(demo_runtime, m) for m in (REWRITE, FACTS, OTHER)]
     target.truncate(0)
     logits_after(target, prompts[0])
     one = target.save_state()
@@ -135,10 +135,10 @@ def test_a_recurrent_state_is_loaded_only_where_the_prompt_extends_it() -> None:
         model.close()
 
 
-def reply_tokens(engine: ChatEngine, messages: list[dict[str, str]]) -> tuple[list[int], Finished]:
+def reply_tokens(runtime: Runtime, messages: list[dict[str, str]]) -> tuple[list[int], Finished]:
     tokens: list[int] = []
     finished = None
-    for event in engine.reply(messages, GenerationParams(max_tokens=24), drafter=DrafterKind.DRAFT_MODEL,
+    for event in runtime.reply(messages, GenerationParams(max_tokens=24), drafter=DrafterKind.DRAFT_MODEL,
                               depth=DepthControl(4)):
         if isinstance(event, Verified):
             tokens += event.committed
@@ -148,33 +148,33 @@ def reply_tokens(engine: ChatEngine, messages: list[dict[str, str]]) -> tuple[li
     return tokens, finished
 
 
-def test_interleaved_conversations_each_find_their_prompt_kept(demo_engine: ChatEngine) -> None:
-    demo_engine.empty_caches()
-    first, before = reply_tokens(demo_engine, REWRITE)
-    _, between = reply_tokens(demo_engine, FACTS)
-    again, after = reply_tokens(demo_engine, REWRITE)
-    shared = common_prefix_len(prompt_of(demo_engine, REWRITE), prompt_of(demo_engine, FACTS))
+def test_interleaved_conversations_each_find_their_prompt_kept(demo_runtime: Runtime) -> None:
+    demo_runtime.empty_caches()
+    first, before = reply_tokens(demo_runtime, REWRITE)
+    _, between = reply_tokens(demo_runtime, FACTS)
+    again, after = reply_tokens(demo_runtime, REWRITE)
+    shared = common_prefix_len(prompt_of(demo_runtime, REWRITE), prompt_of(demo_runtime, FACTS))
     assert before.stats.reused_prompt_tokens == 0 and between.stats.reused_prompt_tokens == shared
     assert after.stats.reused_prompt_tokens >= after.stats.prompt_tokens - 1  # loaded back, not read
-    cache = demo_engine.prompt_cache
-    facts = tuple(prompt_of(demo_engine, FACTS)[:-1])
+    cache = demo_runtime.prompt_cache
+    facts = tuple(prompt_of(demo_runtime, FACTS)[:-1])
     # FACTS's prompt and reply, kept when the last request dropped them, for the target and the draft model
     assert any(s.tokens[: len(facts)] == facts for s in cache.states("target"))
     assert any(s.tokens[: len(facts)] == facts for s in cache.states("draft"))
     if again != first:  # the same tokens, or parted only at a float tie
-        prompt = prompt_of(demo_engine, REWRITE)
-        plain = plain_greedy(demo_engine.target_context, prompt, 24, SamplerParams(), demo_engine.target.eog_tokens)
-        assert_same_or_tie(demo_engine.target_context, prompt, plain, first, label="read")
-        assert_same_or_tie(demo_engine.target_context, prompt, plain, again, label="loaded back")
+        prompt = prompt_of(demo_runtime, REWRITE)
+        plain = plain_greedy(demo_runtime.target_context, prompt, 24, SamplerParams(), demo_runtime.target.eog_tokens)
+        assert_same_or_tie(demo_runtime.target_context, prompt, plain, first, label="read")
+        assert_same_or_tie(demo_runtime.target_context, prompt, plain, again, label="loaded back")
 
 
 def test_no_state_is_kept_where_mtp_heads_follow_the_target() -> None:
-    engine = ChatEngine.load(MODELS / "qwen35-mtp.gguf", n_ctx=256, n_threads=1)
+    runtime = Runtime.load(MODELS / "qwen35-mtp.gguf", n_ctx=256, n_threads=1)
     try:
-        assert engine.has_mtp
+        assert runtime.has_mtp
         params = GenerationParams(max_tokens=6)
         for text in ("Tell me about the sea. " * 6, "Count to ten, please. " * 6):
-            list(engine.reply([{"role": "user", "content": text}], params, drafter=DrafterKind.MTP))
-        assert engine.prompt_cache.stats.kept == 0 and engine.prompt_cache.nbytes == 0
+            list(runtime.reply([{"role": "user", "content": text}], params, drafter=DrafterKind.MTP))
+        assert runtime.prompt_cache.stats.kept == 0 and runtime.prompt_cache.nbytes == 0
     finally:
-        engine.close()
+        runtime.close()

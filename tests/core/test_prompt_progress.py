@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.session import PROMPT_STEP, ChatSession
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import PROMPT_STEP
 from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationParams, SamplerParams, Verified
 
 pytestmark = pytest.mark.slow
@@ -14,9 +15,9 @@ LONG = "Summarise this. " + " ".join(f"Item {i} is a small red box." for i in ra
 PARAMS = GenerationParams(sampler=SamplerParams(temperature=0.0), max_tokens=4)
 
 
-def test_a_long_prompt_reports_each_step_and_the_reply_follows(demo_engine) -> None:
+def test_a_long_prompt_reports_each_step_and_the_reply_follows(demo_runtime) -> None:
     steps: list[tuple[int, int]] = []
-    session = ChatSession(demo_engine)
+    session = Conversation(demo_runtime)
     events = list(session.reply(LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL,
                                 progress=lambda done, total: steps.append((done, total))))
     total = steps[-1][1]
@@ -34,7 +35,7 @@ def test_a_long_prompt_reports_each_step_and_the_reply_follows(demo_engine) -> N
     assert steps == []
 
 
-def test_stop_ends_the_reading_between_steps(demo_engine) -> None:
+def test_stop_ends_the_reading_between_steps(demo_runtime) -> None:
     cancel = CancelToken()
     steps: list[int] = []
 
@@ -43,8 +44,8 @@ def test_stop_ends_the_reading_between_steps(demo_engine) -> None:
         if len(steps) == 2:
             cancel.cancel()
 
-    session = ChatSession(demo_engine)
-    session.engine.empty_caches()
+    session = Conversation(demo_runtime)
+    session.runtime.empty_caches()
     events = list(session.reply(LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL, cancel=cancel, progress=progress))
     assert len(steps) == 2 and [type(e) for e in events] == [Finished]
     assert events[0].reason is FinishReason.CANCELLED and events[0].message == "stopped while reading the prompt"

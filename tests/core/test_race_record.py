@@ -26,11 +26,11 @@ from specchat.core.chat.race_record import (
     fork_context,
     summary,
 )
-from specchat.core.chat.session import ChatSession
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, spans_of
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.verify import TIE_RELATIVE_GAP
+from specchat.core.runtime.conversation import Conversation
 from specchat.core.types import (
     DrafterKind,
     Finished,
@@ -201,9 +201,9 @@ def test_the_request_drafts_as_the_reply_did_and_expects_its_probes_plain_rate_e
 PROMPT = "List the days of the week, one per line."
 
 
-def greedy_reply(engine, sampler: SamplerParams, max_tokens: int, depth: int | None = 4) -> tuple[list[str], int]:
+def greedy_reply(runtime, sampler: SamplerParams, max_tokens: int, depth: int | None = 4) -> tuple[list[str], int]:
     """A greedy reply on the demo pair drafted by the draft model: its committed pieces and token count."""
-    session = ChatSession(engine)
+    session = Conversation(runtime)
     params = GenerationParams(sampler=sampler, max_tokens=max_tokens)
     events = list(session.reply(PROMPT, params, drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(depth)))
     final = events[-1]
@@ -213,16 +213,16 @@ def greedy_reply(engine, sampler: SamplerParams, max_tokens: int, depth: int | N
 
 
 @pytest.mark.slow
-def test_the_race_interleaves_both_runs_in_blocks_and_its_ratio_comes_from_them(demo_engine) -> None:
+def test_the_race_interleaves_both_runs_in_blocks_and_its_ratio_comes_from_them(demo_runtime) -> None:
     sampler = SamplerParams(repeat_penalty=1.1)
-    pieces, generated = greedy_reply(demo_engine, sampler, 40)
+    pieces, generated = greedy_reply(demo_runtime, sampler, 40)
     history = [{"role": "user", "content": PROMPT}]
     request = RaceRequest(1, history, sampler, generated, tuple(pieces), DrafterKind.DRAFT_MODEL.value, 4)
     told: list[RaceProgress] = []
-    record = run_race(demo_engine, request, CancelToken(), told.append, block_tokens=8)
+    record = run_race(demo_runtime, request, CancelToken(), told.append, block_tokens=8)
     assert record is not None and record.fork is None and record.reply_fork is None
     assert record.spec.text == record.plain.text == "".join(pieces)
-    assert (record.drafter, record.depth, record.target) == ("draft", 4, demo_engine.target_name)
+    assert (record.drafter, record.depth, record.target) == ("draft", 4, demo_runtime.target_name)
     # Blocks in turns: S P, P S, S P, ...: each pair holds one block of each run over the same tokens.
     sides = [b.side for b in record.blocks]
     expected = [side for i in range(len(sides) // 2) for side in ((SPECULATIVE, PLAIN), (PLAIN, SPECULATIVE))[i % 2]]
@@ -246,12 +246,12 @@ def test_the_race_interleaves_both_runs_in_blocks_and_its_ratio_comes_from_them(
 
 
 @pytest.mark.slow
-def test_a_race_far_from_the_stored_baseline_is_flagged_and_stored_with_the_flag(demo_engine, tmp_path: Path) -> None:
+def test_a_race_far_from_the_stored_baseline_is_flagged_and_stored_with_the_flag(demo_runtime, tmp_path: Path) -> None:
     sampler = SamplerParams(repeat_penalty=1.1)
-    pieces, generated = greedy_reply(demo_engine, sampler, 16)
+    pieces, generated = greedy_reply(demo_runtime, sampler, 16)
     request = RaceRequest(1, [{"role": "user", "content": PROMPT}], sampler, generated, tuple(pieces), "draft", 4,
                           expected_rate=1e6)  # a baseline no machine reaches: a machine since slowed down
-    drifted = run_race(demo_engine, request, CancelToken())
+    drifted = run_race(demo_runtime, request, CancelToken())
     assert drifted is not None and drifted.expected_rate == 1e6
     assert drifted.drift.startswith("The machine's speed changed")
     assert f"{drifted.plain.tokens_per_second:.1f} tokens/s in this race" in drifted.drift
@@ -259,16 +259,16 @@ def test_a_race_far_from_the_stored_baseline_is_flagged_and_stored_with_the_flag
     assert again is not None and again.drift == drifted.drift
     # Close to the race's own plain rate: within the noise, no flag.
     rate = drifted.plain.tokens_per_second
-    close = run_race(demo_engine, dataclasses.replace(request, expected_rate=rate), CancelToken())
+    close = run_race(demo_runtime, dataclasses.replace(request, expected_rate=rate), CancelToken())
     assert close is not None and close.expected_rate == rate
     assert close.drift == drift_note(rate, close.plain.tokens_per_second)
     assert drift_note(rate, rate) == "" and drift_note(rate * 1.1, rate) == ""
 
 
 @pytest.mark.slow
-def test_a_cancelled_race_gives_nothing(demo_engine) -> None:
+def test_a_cancelled_race_gives_nothing(demo_runtime) -> None:
     sampler = SamplerParams(repeat_penalty=1.1)
-    pieces, generated = greedy_reply(demo_engine, sampler, 24)
+    pieces, generated = greedy_reply(demo_runtime, sampler, 24)
     request = RaceRequest(1, [{"role": "user", "content": PROMPT}], sampler, generated, tuple(pieces), "draft", 4)
     cancel = CancelToken()
     told: list[RaceProgress] = []
@@ -278,11 +278,11 @@ def test_a_cancelled_race_gives_nothing(demo_engine) -> None:
         if progress.block >= 1 and progress.plain_tokens + progress.spec_tokens >= 8:
             cancel.cancel()
 
-    assert run_race(demo_engine, request, cancel, stop_after_the_first_block, block_tokens=8) is None
+    assert run_race(demo_runtime, request, cancel, stop_after_the_first_block, block_tokens=8) is None
     assert told and told[-1].spec_tokens + told[-1].plain_tokens < 2 * generated  # it stopped before the end
     stopped = CancelToken()
     stopped.cancel()
-    assert run_race(demo_engine, request, stopped) is None
+    assert run_race(demo_runtime, request, stopped) is None
 
 
 def request_params(request: RaceRequest) -> GenerationParams:
@@ -290,9 +290,9 @@ def request_params(request: RaceRequest) -> GenerationParams:
 
 
 @pytest.mark.slow
-def test_the_race_on_the_demo_pair_matches_a_greedy_reply_and_tells_a_planted_difference(demo_engine) -> None:
+def test_the_race_on_the_demo_pair_matches_a_greedy_reply_and_tells_a_planted_difference(demo_runtime) -> None:
     sampler = SamplerParams(repeat_penalty=1.1)
-    session = ChatSession(demo_engine)
+    session = Conversation(demo_runtime)
     params = GenerationParams(sampler=sampler, max_tokens=32)
     events = list(session.reply(PROMPT, params, drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(4)))
     rounds = [e for e in events if isinstance(e, Verified)]
@@ -307,23 +307,23 @@ def test_the_race_on_the_demo_pair_matches_a_greedy_reply_and_tells_a_planted_di
     spec_pieces = [s.text for v in rounds for s in spans_of(v) if s.kind is not TokenKind.REJECTED]
     history = [{"role": "user", "content": PROMPT}]
     request = RaceRequest(1, history, sampler, final.stats.generated, tuple(spec_pieces), "draft", 4)
-    record = run_race(demo_engine, request, CancelToken())
+    record = run_race(demo_runtime, request, CancelToken())
     assert record is not None and record.fork is None
-    assert record.plain.text == "".join(spec_pieces) and record.target == demo_engine.target_name
+    assert record.plain.text == "".join(spec_pieces) and record.target == demo_runtime.target_name
     assert record.plain.finish_seconds > 0 and record.plain.first_token_seconds > 0
 
     # A stored reply the speculative run did not write again: told apart from the race's own difference.
     planted = list(spec_pieces)
     planted[3] = "\u2603"  # a token the target would never choose there
-    forked = run_race(demo_engine, dataclasses.replace(request, spec_pieces=tuple(planted)), CancelToken())
+    forked = run_race(demo_runtime, dataclasses.replace(request, spec_pieces=tuple(planted)), CancelToken())
     assert forked is not None and forked.reply_fork == 3 and forked.fork is None
 
     # The fork's rule on the plain run's own view: a planted token, then the target's second choice.
-    _, prompt = demo_engine.tokenize_prompt(history)
+    prompt = demo_runtime.prompt(history).tokens
     plain = RaceSide(PLAIN, DrafterKind.NONE.value, 0)
-    plain.block(demo_engine, prompt, request_params(request), request.max_tokens, CancelToken(), lambda: None)
-    assert plain.pieces == spec_pieces and fork_of(demo_engine, prompt, plain, spec_pieces) is None
-    fork = fork_of(demo_engine, prompt, plain, planted)
+    plain.block(demo_runtime, prompt, request_params(request), request.max_tokens, CancelToken(), lambda: None)
+    assert plain.pieces == spec_pieces and fork_of(demo_runtime, prompt, plain, spec_pieces) is None
+    fork = fork_of(demo_runtime, prompt, plain, planted)
     assert fork is not None
     assert (fork.index, fork.plain_piece, fork.spec_piece) == (3, spec_pieces[3], "\u2603")
     assert fork.offset == len("".join(spec_pieces[:3]))
@@ -333,11 +333,11 @@ def test_the_race_on_the_demo_pair_matches_a_greedy_reply_and_tells_a_planted_di
     if len(fork.top) > 1:  # the target's second choice there: told by the logit gap against the largest logit
         second = list(spec_pieces)
         second[3] = fork.top[1][0]
-        other = fork_of(demo_engine, prompt, plain, second)
+        other = fork_of(demo_runtime, prompt, plain, second)
         assert other is not None and other.gap is not None
         assert other.gap == pytest.approx(math.log(fork.top[0][1] / fork.top[1][1]))
         assert other.tie == (other.gap < TIE_RELATIVE_GAP * (other.scale or 0.0))
 
     cancelled = CancelToken()
     cancelled.cancel()
-    assert run_race(demo_engine, request, cancelled) is None
+    assert run_race(demo_runtime, request, cancelled) is None

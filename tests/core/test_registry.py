@@ -99,7 +99,7 @@ def with_echo(monkeypatch: pytest.MonkeyPatch) -> Iterator[DrafterEntry]:
     yield ECHO
 
 
-def test_a_new_entry_reaches_the_settings_the_terminal_and_the_runtime(with_echo: DrafterEntry, demo_engine) -> None:
+def test_a_new_entry_reaches_the_settings_the_terminal_and_the_runtime(with_echo: DrafterEntry, demo_runtime) -> None:
     assert drafter_names()[-1] == "echo"
     settings_path().parent.mkdir(parents=True, exist_ok=True)
     settings_path().write_text(json.dumps({"drafter": "echo"}), encoding="utf-8")
@@ -110,10 +110,10 @@ def test_a_new_entry_reaches_the_settings_the_terminal_and_the_runtime(with_echo
 
     args = build_parser().parse_args(["chat", "--target", "t.gguf", "--drafter", "echo", "hello"])
     assert drafter_from_args(args) == "echo"
-    assert "echo" in [e.name for e in demo_engine.drafters()]  # it needs nothing the pair lacks
+    assert "echo" in [e.name for e in demo_runtime.drafters()]  # it needs nothing the pair lacks
 
     params = GenerationParams(max_tokens=24)
-    events = list(demo_engine.reply([{"role": "user", "content": "Say 'no no no no no'."}], params,
+    events = list(demo_runtime.reply([{"role": "user", "content": "Say 'no no no no no'."}], params,
                                     drafter="echo"))
     finished = events[-1]
     assert isinstance(finished, Finished) and finished.stats.generated > 0, finished
@@ -122,19 +122,19 @@ def test_a_new_entry_reaches_the_settings_the_terminal_and_the_runtime(with_echo
     assert sources == {DraftSource("echo")} and next(iter(sources)) is EchoDrafter.source
     assert finished.stats.by_source and set(finished.stats.by_source) == {"echo"}
     assert source_name(EchoDrafter.source) == "Echo (the last token again)"  # the stats panel's and X-ray's name
-    assert demo_engine.adaptive_for("echo") is demo_engine.adaptive_for("echo")  # its own auto-depth controller
+    assert demo_runtime.adaptive_for("echo") is demo_runtime.adaptive_for("echo")  # its own auto-depth controller
 
 
-def test_a_reply_without_a_drafter_named_drafts_with_the_best_the_pair_allows(demo_engine) -> None:
-    assert default_drafter(demo_engine.offered).name is DrafterKind.COMPOSITE  # the demo pair has a draft model
-    composite = demo_engine.drafter_for(DrafterKind.COMPOSITE)  # kept between replies, with what it learned
+def test_a_reply_without_a_drafter_named_drafts_with_the_best_the_pair_allows(demo_runtime) -> None:
+    assert default_drafter(demo_runtime.offered).name is DrafterKind.COMPOSITE  # the demo pair has a draft model
+    composite = demo_runtime.drafter_for(DrafterKind.COMPOSITE)  # kept between replies, with what it learned
     assert isinstance(composite, CompositeDrafter)
     rounds = sum(composite.wins.values())
-    events = list(demo_engine.reply([{"role": "user", "content": "Count to five."}], GenerationParams(max_tokens=16)))
+    events = list(demo_runtime.reply([{"role": "user", "content": "Count to five."}], GenerationParams(max_tokens=16)))
     assert isinstance(events[-1], Finished) and events[-1].stats.generated > 0
     assert sum(composite.wins.values()) > rounds  # the composite chose this reply's rounds
     with pytest.raises(SpecchatError, match="no messages"):
-        demo_engine.reply([], GenerationParams())
+        demo_runtime.reply([], GenerationParams())
 
 
 def test_the_terminal_lists_drafters_by_their_plain_names() -> None:

@@ -109,9 +109,9 @@ def test_figures_count_like_the_engine_while_streaming_and_after() -> None:
     events = [verified(0, ("a", "b"), (), "c"), verified(1, (), (), "d"), verified(2, ("e", "f"), (), "g")]
     live = ReplyFigures()
     live.fold(events)
-    engine = GenerationStats(rounds=2, drafted=4, accepted=4, generated=7, generate_seconds=1.0, depth=2)
-    assert live.mean_accepted_per_round == engine.mean_accepted_per_round == 2.0
-    live.fold([Finished(FinishReason.EOS, engine)])
+    runtime = GenerationStats(rounds=2, drafted=4, accepted=4, generated=7, generate_seconds=1.0, depth=2)
+    assert live.mean_accepted_per_round == runtime.mean_accepted_per_round == 2.0
+    live.fold([Finished(FinishReason.EOS, runtime)])
     reopened = ReplyFigures.from_dict(live.as_dict())
     assert reopened.mean_accepted_per_round == live.mean_accepted_per_round
     assert (reopened.generated, reopened.drafted, reopened.accepted) == (7, 4, 4)

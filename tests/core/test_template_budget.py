@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from specchat.core.chat.template import CHATML_TEMPLATE, ChatTemplate, RenderLimits, TemplateBudgetError
+from specchat.core.runtime.template import CHATML_TEMPLATE, ChatTemplate, RenderLimits, TemplateBudgetError
 from specchat.core.types import SpecchatError
 
 HI = [{"role": "user", "content": "hi"}]

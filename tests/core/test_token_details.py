@@ -5,20 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.chat.transcript import ReplyFigures, TokenDetail, spans_of
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.positions import PositionCounts, counts_of, position_acceptance
 from specchat.core.engine.sampling import Distribution
 from specchat.core.engine.verify import top
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind, DraftSource, GenerationParams, SamplerParams, TokenKind, Verified
 from support.xray import xray_round
 
 PROMPT = "Write a short list of three fruits and say one thing about each."
 
 
-def _rounds(engine: ChatEngine, params: GenerationParams, drafter: DrafterKind, depth: int) -> list[Verified]:
-    events = ChatSession(engine).reply(PROMPT, params, drafter=drafter, depth=DepthControl(depth))
+def _rounds(runtime: Runtime, params: GenerationParams, drafter: DrafterKind, depth: int) -> list[Verified]:
+    events = Conversation(runtime).reply(PROMPT, params, drafter=drafter, depth=DepthControl(depth))
     return [e for e in events if isinstance(e, Verified)]
 
 
@@ -29,11 +30,11 @@ def test_top_is_the_likeliest_first_with_ties_by_id() -> None:
     assert top(Distribution.one_hot(42)) == ((42, 1.0),)
 
 
-def test_greedy_rounds_carry_both_top_lists_consistent_with_the_verdict(demo_engine: ChatEngine) -> None:
-    rounds = _rounds(demo_engine, GenerationParams(max_tokens=48), DrafterKind.DRAFT_MODEL, 4)
+def test_greedy_rounds_carry_both_top_lists_consistent_with_the_verdict(demo_runtime: Runtime) -> None:
+    rounds = _rounds(demo_runtime, GenerationParams(max_tokens=48), DrafterKind.DRAFT_MODEL, 4)
     drafted = [v for v in rounds if v.sources]
     assert drafted and any(v.rejected for v in drafted) and any(v.accepted for v in drafted)
-    piece = demo_engine.target.piece
+    piece = demo_runtime.target.piece
     for v in rounds:
         n = len(v.sources)
         judged = n - len(v.rejected)
@@ -55,9 +56,9 @@ def test_greedy_rounds_carry_both_top_lists_consistent_with_the_verdict(demo_eng
             assert v.draft_top[i][0][1] == pytest.approx(v.draft_probs[i])
 
 
-def test_sampled_rounds_show_q_as_the_draft_sampled_it(demo_engine: ChatEngine) -> None:
+def test_sampled_rounds_show_q_as_the_draft_sampled_it(demo_runtime: Runtime) -> None:
     params = GenerationParams(sampler=SamplerParams(temperature=0.9), max_tokens=32, seed=7)
-    rounds = _rounds(demo_engine, params, DrafterKind.DRAFT_MODEL, 3)
+    rounds = _rounds(demo_runtime, params, DrafterKind.DRAFT_MODEL, 3)
     checked = 0
     for v in rounds:
         assert not v.greedy
@@ -69,9 +70,9 @@ def test_sampled_rounds_show_q_as_the_draft_sampled_it(demo_engine: ChatEngine) 
     assert checked > 0
 
 
-def test_a_lookup_draft_lists_its_token_alone_at_one(demo_engine: ChatEngine) -> None:
+def test_a_lookup_draft_lists_its_token_alone_at_one(demo_runtime: Runtime) -> None:
     prompt_params = GenerationParams(max_tokens=40)
-    events = ChatSession(demo_engine).reply("Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat",
+    events = Conversation(demo_runtime).reply("Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat",
                                        prompt_params, drafter=DrafterKind.NGRAM, depth=DepthControl(4))
     rounds = [e for e in events if isinstance(e, Verified) and e.sources]
     assert rounds

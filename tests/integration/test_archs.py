@@ -25,11 +25,12 @@ import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.sampling import distribution
 from specchat.core.llama.context import Context, probe_memory
 from specchat.core.llama.model import Model, ModelKind
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     DrafterKind,
     Finished,
@@ -56,7 +57,7 @@ CONVERSATIONS = [
     [{"role": "user", "content": "Why is the sky blue? Explain it to a child."}],
 ]
 
-EngineFactory = Callable[[str, str | None], ChatEngine]
+EngineFactory = Callable[[str, str | None], Runtime]
 
 
 def model_path(arch: str, draft: str | None = None) -> Path:
@@ -66,38 +67,38 @@ def model_path(arch: str, draft: str | None = None) -> Path:
 @pytest.fixture(scope="module")
 def engines() -> Iterator[EngineFactory]:
     """``engines(arch, draft)`` loads (once per module) the target with the "same" or "other" draft, or none."""
-    loaded: dict[tuple[str, str | None], ChatEngine] = {}
+    loaded: dict[tuple[str, str | None], Runtime] = {}
 
-    def get(arch: str, draft: str | None = None) -> ChatEngine:
+    def get(arch: str, draft: str | None = None) -> Runtime:
         key = (arch, draft)
         if key not in loaded:
-            loaded[key] = ChatEngine.load(model_path(arch), model_path(arch, draft) if draft else None,
+            loaded[key] = Runtime.load(model_path(arch), model_path(arch, draft) if draft else None,
                                           n_ctx=256, n_threads=1)
         return loaded[key]
 
     yield get
-    for engine in loaded.values():
-        engine.close()
+    for runtime in loaded.values():
+        runtime.close()
 
 
-def forget(engine: ChatEngine) -> None:
+def forget(runtime: Runtime) -> None:
     """Empty both caches and the kept prompts, and zero the rollback counters."""
-    engine.empty_caches()
-    for ctx in (engine.target_context, engine.draft_context):
+    runtime.empty_caches()
+    for ctx in (runtime.target_context, runtime.draft_context):
         if ctx is not None:
             ctx.truncate(0)
             ctx.stats.reset()
 
 
-def reply(session: ChatSession, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list:
+def reply(session: Conversation, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list:
     return list(session.reply(text, params, **kwargs))  # type: ignore[arg-type]
 
 
-def check_reply(engine: ChatEngine, conversation: list[dict[str, str]], tokens: list[int], label: str) -> Comparison:
+def check_reply(runtime: Runtime, conversation: list[dict[str, str]], tokens: list[int], label: str) -> Comparison:
     """A reply to ``conversation`` against plain greedy decoding of it (this empties the target's cache)."""
-    _, prompt = engine.tokenize_prompt(conversation)
-    plain = plain_greedy(engine.target_context, prompt, GREEDY.max_tokens, PENALTY, engine.target.eog_tokens)
-    return assert_same_or_tie(engine.target_context, prompt, plain, tokens, PENALTY, label)
+    prompt = runtime.prompt(conversation).tokens
+    plain = plain_greedy(runtime.target_context, prompt, GREEDY.max_tokens, PENALTY, runtime.target.eog_tokens)
+    return assert_same_or_tie(runtime.target_context, prompt, plain, tokens, PENALTY, label)
 
 
 def test_fixtures_are_the_kinds_they_stand_for() -> None:
@@ -123,23 +124,23 @@ def test_fixtures_are_the_kinds_they_stand_for() -> None:
 )
 def test_greedy_speculation_matches_plain_decoding(engines: EngineFactory, arch: str, draft: str,
                                                    depth: int | None) -> None:
-    engine = engines(arch, None if draft == "ngram" else draft)
+    runtime = engines(arch, None if draft == "ngram" else draft)
     drafter = DrafterKind.NGRAM if draft == "ngram" else DrafterKind.DRAFT_MODEL
-    engine._adaptive.clear()  # auto starts from its warm-up in every test
+    runtime._adaptive.clear()  # auto starts from its warm-up in every test
     totals: Counter[str] = Counter()
     ties = 0
     for i, messages in enumerate(CONVERSATIONS):
-        forget(engine)
-        session = ChatSession(engine, messages[:-1])
+        forget(runtime)
+        session = Conversation(runtime, messages[:-1])
         events = reply(session, messages[-1]["content"], drafter=drafter, depth=DepthControl(depth))
         done = events[-1]
         assert isinstance(done, Finished) and done.reason is FinishReason.MAX_TOKENS, done.message
         totals.update(drafted=done.stats.drafted, accepted=done.stats.accepted,
                       rounds=sum(isinstance(e, Verified) and bool(e.accepted + e.rejected) for e in events),
                       cut_rounds=sum(isinstance(e, Verified) and bool(e.rejected) for e in events))
-        stats = engine.target_context.stats
+        stats = runtime.target_context.stats
         totals.update(in_place=stats.in_place, restores=stats.restores, restarts=stats.restarts)
-        ties += check_reply(engine, session.messages[:-1], session.last_tokens,
+        ties += check_reply(runtime, session.messages[:-1], session.last_tokens,
                             f"{arch} {draft} depth {depth} conversation {i}").tie
     assert ties < len(CONVERSATIONS), "every conversation parted from plain decoding"
     if draft != "ngram":
@@ -158,9 +159,9 @@ def test_greedy_speculation_matches_plain_decoding(engines: EngineFactory, arch:
 
 @pytest.mark.parametrize("arch", list(KINDS))
 def test_multi_turn_reuses_the_cache_exactly(engines: EngineFactory, arch: str) -> None:
-    engine = engines(arch, "other")
-    forget(engine)
-    session = ChatSession(engine)
+    runtime = engines(arch, "other")
+    forget(runtime)
+    session = Conversation(runtime)
     first = reply(session, "What is the capital of France?", depth=DepthControl(4))
     turns = [(session.messages[:-1], session.last_tokens)]
     second = reply(session, "And of Italy?", depth=DepthControl(4))
@@ -168,9 +169,9 @@ def test_multi_turn_reuses_the_cache_exactly(engines: EngineFactory, arch: str) 
     # The test tokenizer spells the reply differently when it comes back in the prompt, so the
     # reusable prefix is the first prompt: a recurrent state restores the one saved at its end.
     assert second[-1].stats.reused_prompt_tokens >= first[-1].stats.prompt_tokens - 1, second[-1].stats
-    assert engine.target_context.stats.restarts == 0 and engine.draft_context.stats.restarts == 0
+    assert runtime.target_context.stats.restarts == 0 and runtime.draft_context.stats.restarts == 0
     for i, (conversation, tokens) in enumerate(turns):
-        check_reply(engine, conversation, tokens, f"{arch} turn {i + 1}")
+        check_reply(runtime, conversation, tokens, f"{arch} turn {i + 1}")
 
 
 @pytest.mark.parametrize("arch", list(KINDS))
@@ -178,35 +179,35 @@ def test_a_plain_probe_after_a_reply_leaves_the_reply_and_the_cache_as_they_were
                                                                                  arch: str) -> None:
     """The speed-up's denominator: plain decoding timed after the reply, then cut back (a recurrent target from
     a checkpoint, not by decoding the reply again); the replies and the next turn's reuse are unchanged."""
-    engine = engines(arch, "other")
+    runtime = engines(arch, "other")
     question = "What is the capital of France?"
-    forget(engine)
-    unprobed = reply(ChatSession(engine), question, depth=DepthControl(4))
-    replayed = engine.target_context.stats.replayed_tokens
-    forget(engine)
+    forget(runtime)
+    unprobed = reply(Conversation(runtime), question, depth=DepthControl(4))
+    replayed = runtime.target_context.stats.replayed_tokens
+    forget(runtime)
     probed = dataclasses.replace(GREEDY, plain_probe=12)
-    session = ChatSession(engine)
+    session = Conversation(runtime)
     first = reply(session, question, probed, depth=DepthControl(4))
     stats = first[-1].stats
     assert stats.plain_tokens == 12 and stats.plain_tokens_per_second > 0
     assert unprobed[-1].stats.plain_tokens == 0 and stats.generated == unprobed[-1].stats.generated
-    _, prompt = engine.tokenize_prompt(session.messages[:-1])
-    assert list(engine.target_context.tokens) == prompt + session.last_tokens[:-1]
-    assert engine.target_context.stats.restarts == 0
-    assert engine.target_context.stats.replayed_tokens == replayed  # the probe's cut replayed nothing
+    prompt = runtime.prompt(session.messages[:-1]).tokens
+    assert list(runtime.target_context.tokens) == prompt + session.last_tokens[:-1]
+    assert runtime.target_context.stats.restarts == 0
+    assert runtime.target_context.stats.replayed_tokens == replayed  # the probe's cut replayed nothing
     turns = [(session.messages[:-1], session.last_tokens)]
     second = reply(session, "And of Italy?", probed, depth=DepthControl(4))
     turns.append((session.messages[:-1], session.last_tokens))
     assert second[-1].stats.reused_prompt_tokens >= first[-1].stats.prompt_tokens - 1, second[-1].stats
     for i, (conversation, tokens) in enumerate(turns):
-        check_reply(engine, conversation, tokens, f"{arch} probed turn {i + 1}")
+        check_reply(runtime, conversation, tokens, f"{arch} probed turn {i + 1}")
 
 
 @pytest.mark.parametrize("arch", list(KINDS))
 def test_cancel_then_regenerate_and_continue(engines: EngineFactory, arch: str) -> None:
-    engine = engines(arch, "same")
-    forget(engine)
-    session = ChatSession(engine)
+    runtime = engines(arch, "same")
+    forget(runtime)
+    session = Conversation(runtime)
     cancel = CancelToken()
     events = []
     for event in session.reply("Write a long story about a dragon.", GREEDY, depth=DepthControl(4), cancel=cancel):
@@ -220,24 +221,24 @@ def test_cancel_then_regenerate_and_continue(engines: EngineFactory, arch: str) 
     turns = [(session.messages[:-1], session.last_tokens)]
     reply(session, "Now say goodbye.", depth=DepthControl(16))
     turns.append((session.messages[:-1], session.last_tokens))
-    assert engine.target_context.stats.restarts == 0 and engine.draft_context.stats.restarts == 0
+    assert runtime.target_context.stats.restarts == 0 and runtime.draft_context.stats.restarts == 0
     for label, (conversation, tokens) in zip(("regenerated", "after cancel"), turns, strict=True):
-        check_reply(engine, conversation, tokens, f"{arch} {label}")
+        check_reply(runtime, conversation, tokens, f"{arch} {label}")
 
 
 def test_sampling_follows_the_target_distribution_on_a_hybrid(engines: EngineFactory) -> None:
     """The exact rule on qwen35 with a draft of another seed (most drafts rejected: the residual path)."""
-    engine = engines("qwen35", "other")
+    runtime = engines("qwen35", "other")
     sampler = SamplerParams(temperature=1.0, top_k=6, top_p=1.0, min_p=0.0)
     messages = [{"role": "user", "content": "Name a fruit."}]
-    _, prompt = engine.tokenize_prompt(messages)
-    forget(engine)
-    p1 = distribution(engine.target_context.decode(prompt)[0].copy(), [], sampler)
+    prompt = runtime.prompt(messages).tokens
+    forget(runtime)
+    p1 = distribution(runtime.target_context.decode(prompt)[0].copy(), [], sampler)
     n = 400
     seen: Counter[int] = Counter()
     rejected = 0
     for seed in range(n):
-        session = ChatSession(engine)
+        session = Conversation(runtime)
         events = reply(session, messages[0]["content"], GenerationParams(sampler=sampler, max_tokens=4, seed=seed),
                        depth=DepthControl(3))
         seen[session.last_tokens[0]] += 1
@@ -363,10 +364,10 @@ def test_hybrid_on_bindings_that_cannot_save_state_is_refused_before_loading(mon
     monkeypatch.delattr(llama_cpp, "llama_state_seq_get_size")
     stages: list[str] = []
     with pytest.raises(SpecchatError, match=r"qwen35\.gguf is a hybrid model \(qwen35\) and this llama\.cpp build"):
-        ChatEngine.load(model_path("qwen35"), model_path("qwen35", "same"),
+        Runtime.load(model_path("qwen35"), model_path("qwen35", "same"),
                         progress=lambda stage, f: stages.append(stage) or True)
     assert stages == [], "refused before either model's weights were loaded"
-    ChatEngine.load(model_path("llama"), n_ctx=256).close()  # dense models need no saved state
+    Runtime.load(model_path("llama"), n_ctx=256).close()  # dense models need no saved state
     assert main(["chat", "--target", str(model_path("mamba2")), "--no-spec", "Hi."]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "mamba2.gguf is a recurrent model (mamba2)" in err

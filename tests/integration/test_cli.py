@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.chat.session import ChatSession
 from specchat.core.engine.depth import DepthControl
+from specchat.core.runtime.conversation import Conversation
 from specchat.core.types import GenerationParams
 
 
@@ -22,17 +22,17 @@ def specchat(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
     )
 
 
-def test_chat_json_matches_the_engine(demo_pair, demo_engine) -> None:
+def test_chat_json_matches_the_engine(demo_pair, demo_runtime) -> None:
     out = specchat("chat", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft),
                    "--max-tokens", "32", "--depth", "auto", "--json", "What is a bicycle?")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert set(result) >= {"prompt_text", "tokens", "text", "finish_reason", "stats", "placement"}
-    assert result["placement"] == dict(zip(("target", "draft"), demo_engine.placement(), strict=True))
+    assert result["placement"] == dict(zip(("target", "draft"), demo_runtime.placement(), strict=True))
     assert set(result["stats"]) >= {"rounds", "drafted", "accepted", "acceptance_rate", "tokens_per_second",
                                      "mean_accepted_per_round", "wall_seconds"}
     assert "<|im_start|>user\nWhat is a bicycle?<|im_end|>" in result["prompt_text"]
-    session = ChatSession(demo_engine)
+    session = Conversation(demo_runtime)
     list(session.reply("What is a bicycle?", GenerationParams(max_tokens=32), depth=DepthControl(0)))
     assert result["tokens"] == session.last_tokens
     assert result["text"] == session.messages[-1]["content"]

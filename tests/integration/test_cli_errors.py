@@ -150,7 +150,7 @@ def test_a_hostile_chat_template_is_one_line_and_exit_2(template_model, case: st
 
 
 def test_the_patched_template_model_still_chats_with_a_good_template(template_model) -> None:
-    from specchat.core.chat.template import CHATML_TEMPLATE
+    from specchat.core.runtime.template import CHATML_TEMPLATE
 
     model = template_model(CHATML_TEMPLATE)
     out = specchat("chat", "--target", str(model), "--no-spec", "--max-tokens", "4", "--json", "hi")

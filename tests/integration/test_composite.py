@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.registry import drafter_entry, make_drafter
 from specchat.core.engine.sampling import distribution
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     Drafted,
     DrafterKind,
@@ -46,21 +47,21 @@ def prompts() -> list[tuple[str, list[dict[str, str]]]]:
 
 
 @pytest.fixture(scope="module", params=["q8", "seed2-q8"], ids=["same", "other"])
-def engine(request: pytest.FixtureRequest) -> Iterator[ChatEngine]:
-    loaded = ChatEngine.load(MODELS / "llama.gguf", MODELS / f"llama-{request.param}.gguf", n_ctx=256, n_threads=1)
+def runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
+    loaded = Runtime.load(MODELS / "llama.gguf", MODELS / f"llama-{request.param}.gguf", n_ctx=256, n_threads=1)
     yield loaded
     loaded.close()
 
 
-def test_greedy_composite_is_plain_decoding_over_the_benchmark_prompts(engine: ChatEngine) -> None:
+def test_greedy_composite_is_plain_decoding_over_the_benchmark_prompts(runtime: Runtime) -> None:
     sources: set[DraftSource] = set()
     for pid, messages in prompts():
-        session = ChatSession(engine, messages[:-1])
+        session = Conversation(runtime, messages[:-1])
         events = list(session.reply(messages[-1]["content"], GREEDY, drafter=DrafterKind.COMPOSITE,
                                     depth=DepthControl(None)))
-        _, prompt = engine.tokenize_prompt(messages)
-        plain = plain_greedy(engine.target_context, prompt, GREEDY.max_tokens, PENALTY, engine.target.eog_tokens)
-        assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, PENALTY, pid)
+        prompt = runtime.prompt(messages).tokens
+        plain = plain_greedy(runtime.target_context, prompt, GREEDY.max_tokens, PENALTY, runtime.target.eog_tokens)
+        assert_same_or_tie(runtime.target_context, prompt, plain, session.last_tokens, PENALTY, pid)
         for e in events:
             if isinstance(e, Drafted | Verified):
                 drafted = e.tokens if isinstance(e, Drafted) else e.accepted + e.rejected
@@ -77,12 +78,12 @@ def test_greedy_composite_is_plain_decoding_over_the_benchmark_prompts(engine: C
     assert DraftSource.MODEL in sources  # the model was chosen in some rounds
 
 
-def test_composite_at_temperature_follows_the_target_distribution(engine: ChatEngine) -> None:
+def test_composite_at_temperature_follows_the_target_distribution(runtime: Runtime) -> None:
     """Chi-square test of the first two tokens (one drafted, by lookup or the model) against the target's own."""
     sampler = SamplerParams(temperature=1.0, top_k=4, top_p=1.0, min_p=0.0)
     messages = [{"role": "user", "content": "ab ab ab ab ab"}]
-    _, prompt = engine.tokenize_prompt(messages)
-    ctx = engine.target_context
+    prompt = runtime.prompt(messages).tokens
+    ctx = runtime.target_context
     ctx.truncate(0)
     p1 = distribution(ctx.decode(prompt)[0].copy(), [], sampler)
     n = 400
@@ -91,14 +92,14 @@ def test_composite_at_temperature_follows_the_target_distribution(engine: ChatEn
     top = int(p1.ids[int(np.argmax(p1.probs))])
     memory = np.asarray([*prompt[-2:], top, top], dtype=np.int64)  # lookup proposes the likeliest first token
     for seed in range(n):
-        engine.lookup_memory = memory if seed % 2 else None
-        session = ChatSession(engine, [])
+        runtime.lookup_memory = memory if seed % 2 else None
+        session = Conversation(runtime, [])
         for e in session.reply(messages[0]["content"], GenerationParams(sampler=sampler, max_tokens=2, seed=seed),
                                drafter=DrafterKind.COMPOSITE):
             if isinstance(e, Drafted):
                 sources.update(e.sources)
         pairs[(session.last_tokens[0], session.last_tokens[1])] += 1
-    engine.lookup_memory = None
+    runtime.lookup_memory = None
     # Which source drafts depends on measured costs (timing), so a loaded machine may favour one; the rule
     # must hold whichever drafted (the choice logic itself is tested deterministically elsewhere).
     assert sum(sources.values()) > 0, sources
@@ -118,45 +119,45 @@ def test_make_drafter_builds_the_composite_only_with_a_model() -> None:
         make_drafter(DrafterKind.COMPOSITE, None, None)
 
 
-def test_the_composite_mixes_lookup_and_model_rounds_on_repeated_text(engine: ChatEngine) -> None:
+def test_the_composite_mixes_lookup_and_model_rounds_on_repeated_text(runtime: Runtime) -> None:
     """A prompt the reply copies from makes lookup win rounds; the model drafts the others."""
-    drafter = make_drafter(DrafterKind.COMPOSITE, engine.draft_context)
+    drafter = make_drafter(DrafterKind.COMPOSITE, runtime.draft_context)
     assert isinstance(drafter, CompositeDrafter)
     text = "one two three four five six seven eight nine ten " * 3
-    session = ChatSession(engine, [])
+    session = Conversation(runtime, [])
     events = list(session.reply(f"Repeat: {text}", GREEDY, drafter=DrafterKind.COMPOSITE))
     rounds = [e for e in events if isinstance(e, Verified) and e.sources]
     assert rounds
     assert any(DraftSource.LOOKUP in e.sources for e in rounds) or any(DraftSource.MODEL in e.sources for e in rounds)
 
 
-def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(engine: ChatEngine) -> None:
+def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(runtime: Runtime) -> None:
     """Text the conversation lacks is proposed from the memory; replies stay plain decoding's."""
     messages = [{"role": "user", "content": "Tell me about the sea."}]
-    plain = ChatSession(engine, [])
+    plain = Conversation(runtime, [])
     list(plain.reply(messages[0]["content"], GREEDY, drafter=DrafterKind.NONE))
     reply_text = plain.messages[-1]["content"]
-    engine.set_lookup_memory([reply_text, "more"])
-    assert engine.lookup_memory is not None
-    assert list(engine.lookup_memory) == [t for text in (reply_text, "more")
-                                          for t in engine.target.tokenize(text, parse_special=False)]
-    drafter = engine.drafter_for(DrafterKind.COMPOSITE)
-    assert isinstance(drafter, CompositeDrafter) and drafter.memory is engine.lookup_memory
+    runtime.set_lookup_memory([reply_text, "more"])
+    assert runtime.lookup_memory is not None
+    assert list(runtime.lookup_memory) == [t for text in (reply_text, "more")
+                                          for t in runtime.target.tokenize(text, parse_special=False)]
+    drafter = runtime.drafter_for(DrafterKind.COMPOSITE)
+    assert isinstance(drafter, CompositeDrafter) and drafter.memory is runtime.lookup_memory
     # The test vocabulary does not round-trip text to the same tokens, so the memory is given as tokens here.
     memory = np.asarray([5, 6, 7, *plain.last_tokens], dtype=np.int64)
-    engine.lookup_memory = memory
-    _, prompt = engine.tokenize_prompt(messages)
+    runtime.lookup_memory = memory
+    prompt = runtime.prompt(messages).tokens
     context = [*prompt, 5, 6, 7]
-    assert (3, tuple(plain.last_tokens[:8])) in engine.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)
-    engine.lookup_memory = None
-    assert all(p[1] != tuple(plain.last_tokens[:8]) for p in engine.drafter_for(DrafterKind.COMPOSITE).lookups(
+    assert (3, tuple(plain.last_tokens[:8])) in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)
+    runtime.lookup_memory = None
+    assert all(p[1] != tuple(plain.last_tokens[:8]) for p in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(
         context, 8))
-    engine.lookup_memory = np.asarray(plain.last_tokens, dtype=np.int64)
-    session = ChatSession(engine, [])
+    runtime.lookup_memory = np.asarray(plain.last_tokens, dtype=np.int64)
+    session = Conversation(runtime, [])
     list(session.reply(messages[0]["content"], GREEDY, drafter=DrafterKind.COMPOSITE))
     assert session.last_tokens == plain.last_tokens
-    engine.set_lookup_memory(None)
-    assert engine.lookup_memory is None
+    runtime.set_lookup_memory(None)
+    assert runtime.lookup_memory is None
 
 
 @pytest.mark.slow
@@ -167,22 +168,22 @@ def test_on_the_demo_pair_copies_are_drafted_by_long_lookups_and_replies_stay_pl
             .splitlines() if line.strip()]
     rows = [r for r in rows if r["id"] in {"m-copy", "m-open"}]
     params = GenerationParams(max_tokens=40)
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512)
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512)
     try:
         long_accepted = 0
         for row in rows:
             messages = row["messages"]
-            _, prompt = engine.tokenize_prompt(messages)
-            plain = plain_greedy(engine.target_context, prompt, params.max_tokens, params.sampler,
-                                 engine.target.eog_tokens)
-            session = ChatSession(engine, messages[:-1])
+            prompt = runtime.prompt(messages).tokens
+            plain = plain_greedy(runtime.target_context, prompt, params.max_tokens, params.sampler,
+                                 runtime.target.eog_tokens)
+            session = Conversation(runtime, messages[:-1])
             events = list(session.reply(messages[-1]["content"], params, drafter=DrafterKind.COMPOSITE,
                                         depth=DepthControl(None)))
-            assert_same_or_tie(engine.target_context, prompt, plain, session.last_tokens, params.sampler, row["id"])
+            assert_same_or_tie(runtime.target_context, prompt, plain, session.last_tokens, params.sampler, row["id"])
             for e in events:
                 if isinstance(e, Verified):
                     long_accepted += sum(1 for s, m in zip(e.sources, e.match_lengths[: len(e.accepted)],
                                                            strict=False) if s is DraftSource.LOOKUP and m >= 6)
         assert long_accepted >= 24  # most of the copy's 40 tokens, in spans of matches of 6 tokens or more
     finally:
-        engine.close()
+        runtime.close()

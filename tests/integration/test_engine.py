@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.sampling import distribution
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     Drafted,
     DrafterKind,
@@ -28,29 +29,29 @@ from support.stats import assert_fits
 GREEDY = GenerationParams(max_tokens=40)
 
 
-def reference_greedy(engine: ChatEngine, messages: list[dict[str, str]], n: int) -> list[int]:
+def reference_greedy(runtime: Runtime, messages: list[dict[str, str]], n: int) -> list[int]:
     """The target alone, one token per decode, straight on the llama.cpp context."""
-    _, prompt = engine.tokenize_prompt(messages)
-    ctx = engine.target_context
+    prompt = runtime.prompt(messages).tokens
+    ctx = runtime.target_context
     ctx.truncate(0)
     row = ctx.decode(prompt)[0]
     out: list[int] = []
     while len(out) < n:
         token = int(np.argmax(row))
         out.append(token)
-        if token in engine.target.eog_tokens:
+        if token in runtime.target.eog_tokens:
             break
         row = ctx.decode([token])[0]
     return out
 
 
-def run(session: ChatSession, text: str | None, params: GenerationParams, **kwargs: object) -> list:
+def run(session: Conversation, text: str | None, params: GenerationParams, **kwargs: object) -> list:
     return list(session.reply(text, params, **kwargs))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
-def references(demo_engine: ChatEngine, prompts) -> dict[str, list[int]]:
-    return {pid: reference_greedy(demo_engine, msgs, GREEDY.max_tokens) for pid, msgs in prompts}
+def references(demo_runtime: Runtime, prompts) -> dict[str, list[int]]:
+    return {pid: reference_greedy(demo_runtime, msgs, GREEDY.max_tokens) for pid, msgs in prompts}
 
 
 @pytest.mark.parametrize(
@@ -59,10 +60,11 @@ def references(demo_engine: ChatEngine, prompts) -> dict[str, list[int]]:
      (DrafterKind.DRAFT_MODEL, None), (DrafterKind.NGRAM, 4), (DrafterKind.NONE, 0)],
     ids=["draft-1", "draft-3", "draft-8", "draft-auto", "ngram-4", "plain"],
 )
-def test_greedy_output_is_token_identical_to_the_target_alone(demo_engine, prompts, references, drafter, depth) -> None:
+def test_greedy_output_is_token_identical_to_the_target_alone(demo_runtime, prompts, references, drafter,
+                                                               depth) -> None:
     drafted = 0
     for pid, messages in prompts:
-        session = ChatSession(demo_engine, messages[:-1])
+        session = Conversation(demo_runtime, messages[:-1])
         events = run(session, messages[-1]["content"], GREEDY, drafter=drafter, depth=DepthControl(depth))
         assert session.last_tokens == references[pid], pid
         drafted += events[-1].stats.drafted
@@ -70,14 +72,14 @@ def test_greedy_output_is_token_identical_to_the_target_alone(demo_engine, promp
         assert drafted > 0  # speculation really happened
 
 
-def test_greedy_with_the_apps_repeat_penalty_is_identical_to_plain_decoding(demo_engine, prompts, references) -> None:
+def test_greedy_with_the_apps_repeat_penalty_is_identical_to_plain_decoding(demo_runtime, prompts, references) -> None:
     """The window's default sampler (greedy, repeat penalty 1.1) keeps speculation exact."""
     params = GenerationParams(sampler=SamplerParams(repeat_penalty=1.1), max_tokens=40)
     differs = 0
     for pid, messages in prompts:
         outputs = []
         for drafter, depth in ((DrafterKind.NONE, 0), (DrafterKind.DRAFT_MODEL, None)):
-            session = ChatSession(demo_engine, messages[:-1])
+            session = Conversation(demo_runtime, messages[:-1])
             run(session, messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth))
             outputs.append(session.last_tokens)
         assert outputs[0] == outputs[1], pid
@@ -85,8 +87,8 @@ def test_greedy_with_the_apps_repeat_penalty_is_identical_to_plain_decoding(demo
     assert differs > 0  # the penalty really changed some replies
 
 
-def test_events_are_consistent(demo_engine) -> None:
-    session = ChatSession(demo_engine)
+def test_events_are_consistent(demo_runtime) -> None:
+    session = Conversation(demo_runtime)
     events = run(session, "List three colours.", GenerationParams(max_tokens=48), depth=DepthControl(4))
     assert isinstance(events[-1], Finished) and sum(isinstance(e, Finished) for e in events) == 1
     pending: Drafted | None = None
@@ -111,18 +113,18 @@ def test_events_are_consistent(demo_engine) -> None:
     assert 0.5 < stats.acceptance_rate <= 1.0  # same model at two precisions agrees most of the time
 
 
-def test_sampling_first_tokens_follow_the_target_distribution(demo_engine) -> None:
+def test_sampling_first_tokens_follow_the_target_distribution(demo_runtime) -> None:
     """Chi-square test of the first two tokens against the target's exact probabilities."""
     sampler = SamplerParams(temperature=1.0, top_k=8, top_p=1.0, min_p=0.0)
     messages = [{"role": "user", "content": "Name a fruit."}]
-    _, prompt = demo_engine.tokenize_prompt(messages)
-    ctx = demo_engine.target_context
+    prompt = demo_runtime.prompt(messages).tokens
+    ctx = demo_runtime.target_context
     ctx.truncate(0)
     p1 = distribution(ctx.decode(prompt)[0].copy(), [], sampler)
     n = 300
     pairs: Counter[tuple[int, int]] = Counter()
     for seed in range(n):
-        session = ChatSession(demo_engine, [])
+        session = Conversation(demo_runtime, [])
         run(session, messages[0]["content"], GenerationParams(sampler=sampler, max_tokens=2, seed=seed),
             depth=DepthControl(3))
         pairs[tuple(session.last_tokens[:2])] += 1  # type: ignore[index]
@@ -137,40 +139,40 @@ def test_sampling_first_tokens_follow_the_target_distribution(demo_engine) -> No
     assert_fits(cells, n, min_dof=3, show=pairs.most_common(8))
 
 
-def test_seeded_sampling_is_reproducible_and_seeds_differ(demo_engine) -> None:
+def test_seeded_sampling_is_reproducible_and_seeds_differ(demo_runtime) -> None:
     params = GenerationParams(sampler=SamplerParams(temperature=0.9), max_tokens=24, seed=42)
     runs = []
     for _ in range(2):
-        session = ChatSession(demo_engine)
+        session = Conversation(demo_runtime)
         run(session, "Tell me a fun fact.", params, depth=DepthControl(4))
         runs.append(session.last_tokens)
     assert runs[0] == runs[1]
     others = []
     for seed in (1, 2, 3):
-        session = ChatSession(demo_engine)
+        session = Conversation(demo_runtime)
         run(session, "Tell me a fun fact.", GenerationParams(sampler=params.sampler, max_tokens=24, seed=seed),
             depth=DepthControl(4))
         others.append(session.last_tokens)
     assert any(o != runs[0] for o in others)
 
 
-def test_multi_turn_reuses_the_kv_cache_and_matches_a_fresh_session(demo_engine) -> None:
+def test_multi_turn_reuses_the_kv_cache_and_matches_a_fresh_session(demo_runtime) -> None:
     params = GenerationParams(max_tokens=24)
-    session = ChatSession(demo_engine)
+    session = Conversation(demo_runtime)
     run(session, "What is the capital of France?", params, depth=DepthControl(4))
     second = run(session, "And of Italy?", params, depth=DepthControl(4))
     assert second[-1].stats.reused_prompt_tokens > second[-1].stats.prompt_tokens // 2
 
-    fresh = ChatSession(demo_engine, session.messages[:-2])
-    demo_engine.empty_caches()
+    fresh = Conversation(demo_runtime, session.messages[:-2])
+    demo_runtime.empty_caches()
     again = run(fresh, "And of Italy?", params, depth=DepthControl(4))
     assert again[-1].stats.reused_prompt_tokens == 0
     assert fresh.messages[-1] == session.messages[-1]
 
 
-def test_cancel_stops_within_a_round_and_leaves_the_session_consistent(demo_engine) -> None:
+def test_cancel_stops_within_a_round_and_leaves_the_session_consistent(demo_runtime) -> None:
     params = GenerationParams(max_tokens=200)
-    session = ChatSession(demo_engine)
+    session = Conversation(demo_runtime)
     cancel = CancelToken()
     events = []
     for event in session.reply("Write a long story about a dragon.", params, depth=DepthControl(4), cancel=cancel):
@@ -183,16 +185,16 @@ def test_cancel_stops_within_a_round_and_leaves_the_session_consistent(demo_engi
 
     follow_up = GenerationParams(max_tokens=20)
     run(session, "Now say goodbye.", follow_up, depth=DepthControl(4))
-    fresh = ChatSession(demo_engine, session.messages[:-2])
-    demo_engine.empty_caches()
+    fresh = Conversation(demo_runtime, session.messages[:-2])
+    demo_runtime.empty_caches()
     run(fresh, "Now say goodbye.", follow_up, depth=DepthControl(4))
     assert fresh.last_tokens == session.last_tokens
 
 
-def test_depth_change_takes_effect_on_later_rounds(demo_engine) -> None:
+def test_depth_change_takes_effect_on_later_rounds(demo_runtime) -> None:
     control = DepthControl(2)
     depths = []
-    session = ChatSession(demo_engine)
+    session = Conversation(demo_runtime)
     for event in session.reply("Count from one to thirty in words.", GenerationParams(max_tokens=60), depth=control):
         if isinstance(event, Verified):
             depths.append(event.depth)
@@ -202,9 +204,9 @@ def test_depth_change_takes_effect_on_later_rounds(demo_engine) -> None:
     assert 6 in depths[3:] and all(d <= 6 for d in depths[3:])
 
 
-def test_stop_string_ends_the_reply_before_it(demo_engine) -> None:
-    session = ChatSession(demo_engine)
-    plain = ChatSession(demo_engine)
+def test_stop_string_ends_the_reply_before_it(demo_runtime) -> None:
+    session = Conversation(demo_runtime)
+    plain = Conversation(demo_runtime)
     run(plain, "Count from 1 to 10, separated by commas.", GenerationParams(max_tokens=40))
     full = plain.messages[-1]["content"]
     assert "5" in full
@@ -214,9 +216,9 @@ def test_stop_string_ends_the_reply_before_it(demo_engine) -> None:
     assert session.messages[-1]["content"] == full[: full.index("5")]
 
 
-def test_draft_p_min_ends_drafts_early(demo_engine) -> None:
+def test_draft_p_min_ends_drafts_early(demo_runtime) -> None:
     def drafted(p_min: float) -> tuple[int, int]:
-        session = ChatSession(demo_engine)
+        session = Conversation(demo_runtime)
         events = run(session, "Explain photosynthesis.", GenerationParams(max_tokens=48, draft_p_min=p_min),
                      depth=DepthControl(8))
         rounds = [e for e in events if isinstance(e, Drafted)]
@@ -229,25 +231,25 @@ def test_draft_p_min_ends_drafts_early(demo_engine) -> None:
 
 
 def test_context_full_finishes_with_a_reason_not_a_crash(demo_pair) -> None:
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=256)  # llama.cpp's smallest
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=256)  # llama.cpp's smallest
     try:
-        session = ChatSession(engine)
+        session = Conversation(runtime)
         events = run(session, "Tell me a story.", GenerationParams(max_tokens=1000), depth=DepthControl(4))
         assert events[-1].reason is FinishReason.CONTEXT_FULL
         assert "256-token context is full" in events[-1].message
         stats = events[-1].stats
-        assert stats.prompt_tokens + stats.generated == engine.n_ctx + 1  # every position used
-        # The session is still usable: a new conversation on the same engine works.
-        again = run(ChatSession(engine), "Hi", GenerationParams(max_tokens=4), depth=DepthControl(4))
+        assert stats.prompt_tokens + stats.generated == runtime.n_ctx + 1  # every position used
+        # The session is still usable: a new conversation on the same runtime works.
+        again = run(Conversation(runtime), "Hi", GenerationParams(max_tokens=4), depth=DepthControl(4))
         assert again[-1].reason is FinishReason.MAX_TOKENS
     finally:
-        engine.close()
+        runtime.close()
 
 
 def test_prompt_longer_than_the_context_is_refused_and_nothing_changes(demo_pair) -> None:
-    engine = ChatEngine.load(demo_pair.target, None, n_ctx=256)
+    runtime = Runtime.load(demo_pair.target, None, n_ctx=256)
     try:
-        session = ChatSession(engine, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        session = Conversation(runtime, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
         before = [dict(m) for m in session.messages]
         with pytest.raises(SpecchatError, match="context holds 256"):
             session.reply("word " * 400, GenerationParams())
@@ -255,55 +257,55 @@ def test_prompt_longer_than_the_context_is_refused_and_nothing_changes(demo_pair
         with pytest.raises(SpecchatError, match="no draft model"):
             session.reply("hi", GenerationParams(), drafter=DrafterKind.DRAFT_MODEL)
     finally:
-        engine.close()
+        runtime.close()
 
 
-def test_empty_conversation_is_refused(demo_engine) -> None:
+def test_empty_conversation_is_refused(demo_runtime) -> None:
     with pytest.raises(SpecchatError, match="empty"):
-        ChatSession(demo_engine).reply(None, GenerationParams())
+        Conversation(demo_runtime).reply(None, GenerationParams())
 
 
 def test_foreign_vocabulary_draft_is_refused_naming_the_difference(demo_pair, foreign_draft) -> None:
     stages: list[str] = []
     with pytest.raises(SpecchatError, match=r"token \d+ differs: target 'Ġthe', draft 'Ġteh'"):
-        ChatEngine.load(demo_pair.target, foreign_draft, progress=lambda stage, f: stages.append(stage) or True)
+        Runtime.load(demo_pair.target, foreign_draft, progress=lambda stage, f: stages.append(stage) or True)
     assert stages == [], "refused before either model's weights were loaded"
 
 
 def test_auto_gpu_layers_load_and_report_placement(demo_pair) -> None:
     from specchat.core.llama.devices import offload_supported
 
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=256, n_gpu_layers="auto",
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=256, n_gpu_layers="auto",
                              draft_gpu_layers="auto")
     try:
         if offload_supported():
-            assert engine.target.n_gpu_layers != 0 or engine.draft.n_gpu_layers != 0  # tiny pair fits any GPU
+            assert runtime.target.n_gpu_layers != 0 or runtime.draft.n_gpu_layers != 0  # tiny pair fits any GPU
         else:
-            assert (engine.target.n_gpu_layers, engine.draft.n_gpu_layers) == (0, 0)
-            assert engine.placement() == ("CPU", "CPU")
-        events = run(ChatSession(engine), "Say hi.", GenerationParams(max_tokens=4), depth=DepthControl(2))
+            assert (runtime.target.n_gpu_layers, runtime.draft.n_gpu_layers) == (0, 0)
+            assert runtime.placement() == ("CPU", "CPU")
+        events = run(Conversation(runtime), "Say hi.", GenerationParams(max_tokens=4), depth=DepthControl(2))
         assert isinstance(events[-1], Finished)
     finally:
-        engine.close()
+        runtime.close()
 
 
 def test_load_progress_is_reported_and_can_abort(demo_pair) -> None:
     seen: list[tuple[str, float]] = []
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=256,
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=256,
                              progress=lambda stage, f: seen.append((stage, f)) or True)
-    engine.close()
+    runtime.close()
     assert {s for s, _ in seen} == {"target", "draft"}
     assert max(f for s, f in seen if s == "target") == pytest.approx(1.0)
     with pytest.raises(SpecchatError, match="could not load"):
-        ChatEngine.load(demo_pair.target, progress=lambda stage, f: f < 0.5)
+        Runtime.load(demo_pair.target, progress=lambda stage, f: f < 0.5)
 
 
-def test_engine_runs_on_a_worker_thread(demo_engine) -> None:
-    """The GUI drives the engine from a worker thread; the generator must not care."""
+def test_engine_runs_on_a_worker_thread(demo_runtime) -> None:
+    """The GUI drives the runtime from a worker thread; the generator must not care."""
     result: dict[str, object] = {}
 
     def work() -> None:
-        session = ChatSession(demo_engine)
+        session = Conversation(demo_runtime)
         result["events"] = run(session, "Say hello.", GenerationParams(max_tokens=8), depth=DepthControl(2))
 
     t = threading.Thread(target=work)
@@ -312,9 +314,9 @@ def test_engine_runs_on_a_worker_thread(demo_engine) -> None:
     assert isinstance(result["events"][-1], Finished)  # type: ignore[index]
 
 
-def test_greedy_draft_at_temperature_drafts_the_argmax(demo_engine) -> None:
+def test_greedy_draft_at_temperature_drafts_the_argmax(demo_runtime) -> None:
     def first_draft(params: GenerationParams) -> tuple[int, ...]:
-        session = ChatSession(demo_engine)
+        session = Conversation(demo_runtime)
         for event in session.reply("Name three rivers.", params, depth=DepthControl(4)):
             if isinstance(event, Drafted):
                 return event.tokens
@@ -328,13 +330,13 @@ def test_greedy_draft_at_temperature_drafts_the_argmax(demo_engine) -> None:
     assert len(sampled) > 1  # a sampling draft really samples
 
 
-def test_round_overhead_leaves_out_the_consumers_time(demo_engine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_round_overhead_leaves_out_the_consumers_time(demo_runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     """A slow front end at each Drafted event must not make drafting look expensive to auto depth."""
     from specchat.core.engine.depth import AdaptiveDepth
 
     adaptive = AdaptiveDepth()
-    monkeypatch.setitem(demo_engine._adaptive, DrafterKind.DRAFT_MODEL, adaptive)
-    session = ChatSession(demo_engine)
+    monkeypatch.setitem(demo_runtime._adaptive, DrafterKind.DRAFT_MODEL, adaptive)
+    session = Conversation(demo_runtime)
     pause = 0.1
     drafted_rounds = 0
     for event in session.reply("Count from one to ten.", GenerationParams(max_tokens=12), depth=DepthControl(3)):
@@ -349,15 +351,15 @@ def test_device_bytes_counts_offloaded_layers(demo_pair, monkeypatch: pytest.Mon
     from specchat.core.models.shape import read_model_shape
     from specchat.core.runtime import runtime as session_module
 
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, n_gpu_layers=-1, draft_gpu_layers=0)
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, n_gpu_layers=-1, draft_gpu_layers=0)
     try:
         if not session_module.offload_supported():
-            assert engine.device_bytes() == 0
+            assert runtime.device_bytes() == 0
             monkeypatch.setattr(session_module, "offload_supported", lambda: True)
         # All of the target (weights and a 512-token cache), none of the draft.
-        assert engine.device_bytes() == read_model_shape(demo_pair.target).memory_bytes(512)
+        assert runtime.device_bytes() == read_model_shape(demo_pair.target).memory_bytes(512)
     finally:
-        engine.close()
+        runtime.close()
 
 
 def test_failed_load_with_gpu_layers_mentions_gpu_memory(truncated_gguf, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -374,9 +376,9 @@ def test_failed_load_with_gpu_layers_mentions_gpu_memory(truncated_gguf, monkeyp
     assert "try GPU layers 'auto' or fewer" in str(gpu.value) and "\n" not in str(gpu.value)
 
 
-def test_a_plain_probe_times_plain_decoding_after_the_reply_even_past_its_end(demo_engine) -> None:
+def test_a_plain_probe_times_plain_decoding_after_the_reply_even_past_its_end(demo_runtime) -> None:
     """A reply that ends at EOS still gets its full probe (end tokens do not stop it); a stopped one gets none."""
-    session = ChatSession(demo_engine)
+    session = Conversation(demo_runtime)
     params = GenerationParams(max_tokens=64, plain_probe=16)
     events = run(session, "Say hello in one word.", params, drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(3))
     finished = events[-1]

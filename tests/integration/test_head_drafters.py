@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.registry import drafter_entry
 from specchat.core.engine.sampling import distribution
@@ -31,6 +30,8 @@ from specchat.core.llama.context import Context
 from specchat.core.llama.heads import DFlashContext, Eagle3Context, HeadApi, HeadKind, head_info, open_head
 from specchat.core.llama.model import Model
 from specchat.core.models.heads import check_head, read_head
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     Drafted,
     DrafterKind,
@@ -59,29 +60,29 @@ BROAD = SamplerParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
 
 @pytest.fixture(scope="module", params=[(t, r, h) for t, r in ENGINES for h in HEADS],
                 ids=lambda p: f"{p[0]}{'' if p[1] else '-saved-states'}-{p[2]}")
-def engine(request: pytest.FixtureRequest) -> Iterator[ChatEngine]:
+def runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
     target, rollback, head = request.param
-    loaded = ChatEngine.load(MODELS / f"{target}.gguf", MODELS / f"{head}-llama.gguf", n_ctx=256, n_threads=1,
+    loaded = Runtime.load(MODELS / f"{target}.gguf", MODELS / f"{head}-llama.gguf", n_ctx=256, n_threads=1,
                              target_rollback=rollback)
     yield loaded
     loaded.close()
 
 
-def kind_of(engine: ChatEngine) -> DrafterKind:
-    assert engine.head_context is not None
-    return HEADS[engine.head_context.head_kind]
+def kind_of(runtime: Runtime) -> DrafterKind:
+    assert runtime.head_context is not None
+    return HEADS[runtime.head_context.head_kind]
 
 
-def reply(session: ChatSession, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list:
-    return list(session.reply(text, params, drafter=kind_of(session.engine), **kwargs))  # type: ignore[arg-type]
+def reply(session: Conversation, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list:
+    return list(session.reply(text, params, drafter=kind_of(session.runtime), **kwargs))  # type: ignore[arg-type]
 
 
-def check(engine: ChatEngine, conversation: list[dict[str, str]], tokens: list[int], label: str,
+def check(runtime: Runtime, conversation: list[dict[str, str]], tokens: list[int], label: str,
           params: GenerationParams = GREEDY) -> None:
     """``tokens`` are plain greedy decoding's reply to ``conversation``, or part from it at a tie."""
-    _, prompt = engine.tokenize_prompt(conversation)
-    plain = plain_greedy(engine.target_context, prompt, params.max_tokens, params.sampler, engine.target.eog_tokens)
-    assert_same_or_tie(engine.target_context, prompt, plain, tokens, params.sampler, label)
+    prompt = runtime.prompt(conversation).tokens
+    plain = plain_greedy(runtime.target_context, prompt, params.max_tokens, params.sampler, runtime.target.eog_tokens)
+    assert_same_or_tie(runtime.target_context, prompt, plain, tokens, params.sampler, label)
 
 
 def head_output(head: Eagle3Context | DFlashContext, sequence: list[int]) -> np.ndarray:
@@ -146,15 +147,15 @@ def test_each_head_file_says_what_it_is() -> None:
 
 
 @pytest.mark.parametrize("depth", [1, 4, None], ids=["1", "4", "auto"])
-def test_greedy_head_speculation_matches_plain_decoding(engine: ChatEngine, depth: int | None) -> None:
-    head = engine.head_context
+def test_greedy_head_speculation_matches_plain_decoding(runtime: Runtime, depth: int | None) -> None:
+    head = runtime.head_context
     assert head is not None
     source = DraftSource(head.head_kind.replace("dflash2", "dflash"))
-    engine._adaptive.clear()
+    runtime._adaptive.clear()
     drafted = 0
     for i, text in enumerate(("Tell me about the sea.", "Count to ten, please.")):
-        engine.target_context.truncate(0)
-        session = ChatSession(engine)
+        runtime.target_context.truncate(0)
+        session = Conversation(runtime)
         events = reply(session, text, depth=DepthControl(depth))
         assert events[-1].reason is FinishReason.MAX_TOKENS, events[-1].message
         for event in events:
@@ -162,33 +163,33 @@ def test_greedy_head_speculation_matches_plain_decoding(engine: ChatEngine, dept
                 assert 0 < len(event.tokens) <= min(depth or 16, head.max_draft or 16)
                 assert set(event.sources) == {source}
         drafted += events[-1].stats.drafted
-        check(engine, session.messages[:-1], session.last_tokens, f"depth {depth} reply {i}")
+        check(runtime, session.messages[:-1], session.last_tokens, f"depth {depth} reply {i}")
     assert drafted > 0
 
 
-def test_the_head_follows_the_target_through_turns_accepted_drafts_and_a_cancel(engine: ChatEngine) -> None:
+def test_the_head_follows_the_target_through_turns_accepted_drafts_and_a_cancel(runtime: Runtime) -> None:
     """After sampled turns (many drafts accepted, the rest cut) and a cancel, the head proposes as a fresh pair."""
-    engine.target_context.truncate(0)
-    session = ChatSession(engine)
+    runtime.target_context.truncate(0)
+    session = Conversation(runtime)
     sampled = GenerationParams(sampler=BROAD, max_tokens=40, seed=3)
     first = reply(session, "What is the capital of France?", sampled, depth=DepthControl(4))
     assert first[-1].stats.accepted > 0
     cancel = CancelToken()
-    for event in session.reply("And of Italy?", sampled, drafter=kind_of(engine), depth=DepthControl(6),
+    for event in session.reply("And of Italy?", sampled, drafter=kind_of(runtime), depth=DepthControl(6),
                                cancel=cancel):
         if isinstance(event, Verified) and event.round == 2:
             cancel.cancel()
     reply(session, "Thanks.", GenerationParams(sampler=BROAD, max_tokens=24, seed=4), depth=DepthControl(5))
-    _, prompt = engine.tokenize_prompt(session.messages[:-1])
+    prompt = runtime.prompt(session.messages[:-1]).tokens
     sequence = [*prompt, *session.last_tokens]
-    ctx = engine.target_context
+    ctx = runtime.target_context
     assert isinstance(ctx, Context) and ctx.tokens == sequence[:-1]
     if not ctx.in_place:
         assert ctx.stats.restores > 0  # the head followed cuts made by restoring saved states
-    head = engine.head_context
+    head = runtime.head_context
     assert head is not None
     live = head_output(head, sequence)
-    target, name = engine.target.path.stem, head.head.path.stem.split("-")[0]
+    target, name = runtime.target.path.stem, head.head.path.stem.split("-")[0]
     fresh = fresh_head_output(target, name, sequence)
     # The target's features differ in the last bits between batch shapes (measured: up to 1.3e-3 of the
     # largest logit); a head one position off is off by 0.16-0.8 of it.
@@ -203,16 +204,16 @@ def test_sampling_with_each_head_follows_the_target_distribution(target: str) ->
     sampler = SamplerParams(temperature=1.0, top_k=24, top_p=1.0, min_p=0.0)
     n = 400
     for name in HEADS:
-        engine = ChatEngine.load(MODELS / f"{target}.gguf", MODELS / f"{name}-llama.gguf", n_ctx=128, n_threads=1)
+        runtime = Runtime.load(MODELS / f"{target}.gguf", MODELS / f"{name}-llama.gguf", n_ctx=128, n_threads=1)
         try:
             messages = [{"role": "user", "content": "Tell me a story."}]
-            _, prompt = engine.tokenize_prompt(messages)
-            engine.target_context.truncate(0)
-            p1 = distribution(engine.target_context.decode(prompt)[0].copy(), [], sampler)
+            prompt = runtime.prompt(messages).tokens
+            runtime.target_context.truncate(0)
+            p1 = distribution(runtime.target_context.decode(prompt)[0].copy(), [], sampler)
             seen: Counter[int] = Counter()
             accepted = 0
             for seed in range(n):
-                session = ChatSession(engine)
+                session = Conversation(runtime)
                 events = reply(session, messages[0]["content"],
                                GenerationParams(sampler=sampler, max_tokens=4, seed=seed), depth=DepthControl(3))
                 drafted = [e for e in events if isinstance(e, Drafted)]
@@ -223,61 +224,61 @@ def test_sampling_with_each_head_follows_the_target_distribution(target: str) ->
             assert accepted > 0, name  # the rule was exercised on both sides: some first drafts kept
             assert_follows(seen, p1.ids, p1.probs, n)
         finally:
-            engine.close()
+            runtime.close()
 
 
 def test_the_composite_over_a_head_drafts_from_both_and_matches_plain_decoding() -> None:
     """Automatic drafting with a head as its model: lookup still takes over where it quotes."""
-    engine = ChatEngine.load(MODELS / "llama.gguf", MODELS / "eagle3-llama.gguf", n_ctx=256, n_threads=1)
+    runtime = Runtime.load(MODELS / "llama.gguf", MODELS / "eagle3-llama.gguf", n_ctx=256, n_threads=1)
     try:
         params = GenerationParams(sampler=SamplerParams(repeat_penalty=1.0), max_tokens=48)
         sources: Counter[str] = Counter()
         for i, text in enumerate(("Tell me about the sea.", "Count to ten, please.")):
-            session = ChatSession(engine)
+            session = Conversation(runtime)
             events = list(session.reply(text, params, drafter=DrafterKind.COMPOSITE, depth=DepthControl(None)))
             assert isinstance(events[-1], Finished) and events[-1].reason is FinishReason.MAX_TOKENS
             for event in events:
                 if isinstance(event, Drafted):
                     sources.update(s.value for s in event.sources)
-            check(engine, session.messages[:-1], session.last_tokens, f"composite reply {i}", params)
+            check(runtime, session.messages[:-1], session.last_tokens, f"composite reply {i}", params)
         assert sources["lookup"] > 0 and sources["eagle3"] > 0, sources
     finally:
-        engine.close()
+        runtime.close()
 
 
 def test_draft_model_means_the_loaded_head_and_other_kinds_are_one_line_errors() -> None:
-    engine = ChatEngine.load(MODELS / "llama.gguf", MODELS / "dflash-llama.gguf", n_ctx=128, n_threads=1)
+    runtime = Runtime.load(MODELS / "llama.gguf", MODELS / "dflash-llama.gguf", n_ctx=128, n_threads=1)
     try:
-        assert engine.draft_context is None and engine.head_context is not None
+        assert runtime.draft_context is None and runtime.head_context is not None
         # the registry offers the head's own drafter (and automatic on it), not "Draft model" or the other heads
-        assert [e.name for e in engine.drafters()] == [DrafterKind.COMPOSITE, DrafterKind.NGRAM, DrafterKind.DFLASH,
+        assert [e.name for e in runtime.drafters()] == [DrafterKind.COMPOSITE, DrafterKind.NGRAM, DrafterKind.DFLASH,
                                                    DrafterKind.NONE]
-        assert drafter_entry(DrafterKind.COMPOSITE).label_for(engine.offered) == "Automatic (lookup + DFlash head)"
-        session = ChatSession(engine)
+        assert drafter_entry(DrafterKind.COMPOSITE).label_for(runtime.offered) == "Automatic (lookup + DFlash head)"
+        session = Conversation(runtime)
         events = list(session.reply("Hi.", GenerationParams(max_tokens=4), drafter=DrafterKind.DRAFT_MODEL,
                                     depth=DepthControl(2)))
         assert {s for e in events if isinstance(e, Drafted) for s in e.sources} == {DraftSource("dflash")}
         for kind in (DrafterKind.EAGLE3, DrafterKind.DSPARK, DrafterKind.MTP):
             with pytest.raises(SpecchatError) as refused:
-                ChatSession(engine).reply("Hi.", GenerationParams(max_tokens=4), drafter=kind)
+                Conversation(runtime).reply("Hi.", GenerationParams(max_tokens=4), drafter=kind)
             assert "\n" not in str(refused.value)
         with pytest.raises(SpecchatError, match="needs a eagle3 head file.*DFlash head"):
-            ChatSession(engine).reply("Hi.", GenerationParams(max_tokens=4), drafter=DrafterKind.EAGLE3)
+            Conversation(runtime).reply("Hi.", GenerationParams(max_tokens=4), drafter=DrafterKind.EAGLE3)
     finally:
-        engine.close()
+        runtime.close()
 
 
 def test_a_head_for_another_model_is_refused_in_one_line(tmp_path: Path) -> None:
     # a target whose llama.cpp graph hands out no layer inputs
     with pytest.raises(SpecchatError, match="cannot hand it the hidden states of a 'mamba2' target") as refused:
-        ChatEngine.load(MODELS / "mamba2.gguf", MODELS / "eagle3-llama.gguf", n_ctx=128, n_threads=1)
+        Runtime.load(MODELS / "mamba2.gguf", MODELS / "eagle3-llama.gguf", n_ctx=128, n_threads=1)
     assert "\n" not in str(refused.value)
     # a head reading a layer the target does not have (llama.cpp would abort the process)
     deep = copy_gguf(MODELS / "dflash-llama.gguf", tmp_path / "dflash-deep.gguf",
                      values={"dflash.target_layers": [0, 5]})
     with pytest.raises(SpecchatError, match="cannot draft for .*reads target layer 5, but the target has 2 layers"
                        ) as refused:
-        ChatEngine.load(MODELS / "llama.gguf", deep, n_ctx=128, n_threads=1)
+        Runtime.load(MODELS / "llama.gguf", deep, n_ctx=128, n_threads=1)
     assert "\n" not in str(refused.value)
     # layer id n_layer (the final hidden state): a llama graph does not record it, so llama.cpp would abort;
     # the picker's header check and loading refuse it alike (one rule: core.models.heads.head_problems)
@@ -288,7 +289,7 @@ def test_a_head_for_another_model_is_refused_in_one_line(tmp_path: Path) -> None
     assert not check_head(MODELS / "llama.gguf", header).ok
     assert check_head(MODELS / "llama.gguf", read_head(MODELS / "dflash-llama.gguf")).ok  # type: ignore[arg-type]
     with pytest.raises(SpecchatError, match="reads target layer 2, but the target has 2 layers") as refused:
-        ChatEngine.load(MODELS / "llama.gguf", final, n_ctx=128, n_threads=1)
+        Runtime.load(MODELS / "llama.gguf", final, n_ctx=128, n_threads=1)
     assert "\n" not in str(refused.value)
 
 
@@ -317,15 +318,15 @@ def test_specchat_chat_drafts_with_a_head_given_as_draft(head: str) -> None:
 
 def test_a_head_on_an_mtp_target_takes_the_place_of_its_mtp_heads() -> None:
     """One observer follows the target: with a head loaded, the head drafts and MTP is refused in one line."""
-    engine = ChatEngine.load(MODELS / "qwen35-mtp.gguf", MODELS / "eagle3-llama.gguf", n_ctx=128, n_threads=1)
+    runtime = Runtime.load(MODELS / "qwen35-mtp.gguf", MODELS / "eagle3-llama.gguf", n_ctx=128, n_threads=1)
     try:
-        assert not engine.has_mtp and engine.head_context is not None
-        assert engine.target_context.observer is engine.head_context  # type: ignore[union-attr]
-        session = ChatSession(engine)
+        assert not runtime.has_mtp and runtime.head_context is not None
+        assert runtime.target_context.observer is runtime.head_context  # type: ignore[union-attr]
+        session = Conversation(runtime)
         events = reply(session, "Tell me about the sea.", depth=DepthControl(3))
         assert events[-1].stats.drafted > 0
-        check(engine, session.messages[:-1], session.last_tokens, "eagle3 on an MTP target")
+        check(runtime, session.messages[:-1], session.last_tokens, "eagle3 on an MTP target")
         with pytest.raises(SpecchatError, match="has no MTP heads"):
-            ChatSession(engine).reply("Hi.", GREEDY, drafter=DrafterKind.MTP)
+            Conversation(runtime).reply("Hi.", GREEDY, drafter=DrafterKind.MTP)
     finally:
-        engine.close()
+        runtime.close()

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specchat.core.chat.session import ChatEngine
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import SamplerParams
 from support.identity import assert_same_or_tie
 
@@ -36,13 +36,13 @@ def test_chat_mtp_drafts_with_the_heads_and_matches_plain_decoding() -> None:
     assert mtp["stats"]["drafted"] > 0 and mtp["stats"]["rounds"] > 0
     gated = chat_json("--mtp", "--depth", "3")  # the heads' default cutoff, 0.75: random heads are never that sure
     assert gated["stats"]["drafted"] == 0 and gated["tokens"] == plain["tokens"]
-    engine = ChatEngine.load(MTP_MODEL, n_ctx=256, n_threads=1)
+    runtime = Runtime.load(MTP_MODEL, n_ctx=256, n_threads=1)
     try:
-        _, prompt = engine.tokenize_prompt([{"role": "user", "content": PROMPT}])
-        assert_same_or_tie(engine.target_context, prompt, plain["tokens"], mtp["tokens"],
+        prompt = runtime.prompt([{"role": "user", "content": PROMPT}]).tokens
+        assert_same_or_tie(runtime.target_context, prompt, plain["tokens"], mtp["tokens"],
                            SamplerParams(repeat_penalty=1.3), "chat --mtp")
     finally:
-        engine.close()
+        runtime.close()
 
 
 def test_chat_mtp_without_heads_is_one_line() -> None:

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.session import ChatEngine, ChatSession
 from specchat.core.engine.depth import DepthControl
 from specchat.core.remote import RemoteError
+from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind, Event, Finished, FinishReason, GenerationParams, Verified
 from support.rpc_servers import RpcServer, free_port
 
@@ -49,7 +50,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RpcServe
         server.kill()
 
 
-def reply(session: ChatSession, text: str, drafter: DrafterKind, *, max_tokens: int = 48,
+def reply(session: Conversation, text: str, drafter: DrafterKind, *, max_tokens: int = 48,
           depth: int | None = None) -> tuple[Finished, list[int]]:
     events = list(session.reply(text, GenerationParams(max_tokens=max_tokens), drafter=drafter,
                                 depth=DepthControl(depth)))
@@ -75,9 +76,9 @@ def test_info_lists_each_servers_devices(servers: tuple[RpcServer, RpcServer]) -
 def test_the_targets_weights_land_on_the_servers_and_the_draft_stays_here(
         servers: tuple[RpcServer, RpcServer], demo_pair) -> None:
     endpoints = tuple(s.endpoint for s in servers)
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=endpoints)
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=endpoints)
     try:
-        remote = engine.remote
+        remote = runtime.remote
         assert remote is not None and remote.connected
         assert remote.pid != os.getpid()
         weights = {name: mib for name, what, mib in remote.buffers if what == "model"}
@@ -85,11 +86,11 @@ def test_the_targets_weights_land_on_the_servers_and_the_draft_stays_here(
             assert weights.get(f"RPC0[{server.endpoint}]", 0) > 100, weights
         assert remote.remote_mib() > 400  # of the demo target's 513 MiB; the token embedding stays local
         assert sum(mib for name, mib in weights.items() if not name.startswith("RPC")) < 150
-        target_place, draft_place = engine.placement()
+        target_place, draft_place = runtime.placement()
         assert target_place.startswith("remote 5") and draft_place == "CPU"
-        assert engine.draft is not None and engine.draft_context is not None  # loaded in this process
+        assert runtime.draft is not None and runtime.draft_context is not None  # loaded in this process
     finally:
-        engine.close()  # a server serves one client at a time: free them for the next test
+        runtime.close()  # a server serves one client at a time: free them for the next test
 
 
 def test_greedy_output_is_identical_plain_and_speculative(servers: tuple[RpcServer, RpcServer], demo_pair) -> None:
@@ -110,9 +111,9 @@ def test_greedy_output_is_identical_plain_and_speculative(servers: tuple[RpcServ
 def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reconnects(
         tmp_path: Path, demo_pair) -> None:
     a, b = RpcServer(tmp_path), RpcServer(tmp_path)
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint))
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint))
     try:
-        session = ChatSession(engine)
+        session = Conversation(runtime)
         events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM,
                                depth=DepthControl(2))
         first = next(e for e in events if isinstance(e, Verified))
@@ -121,7 +122,7 @@ def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reco
         finished = rest[-1]
         assert isinstance(finished, Finished) and finished.reason is FinishReason.ERROR
         assert finished.message == f"the remote server at {b.endpoint} went away"
-        assert engine.remote is not None and not engine.remote.connected
+        assert runtime.remote is not None and not runtime.remote.connected
         committed = first.committed + tuple(t for e in rest if isinstance(e, Verified) for t in e.committed)
         assert session.last_tokens == list(committed) and committed
         assert finished.stats.generated == len(committed) and finished.stats.rounds > 0  # the figures so far
@@ -136,9 +137,9 @@ def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reco
         b = RpcServer(tmp_path, port=b.port)  # back: the next reply reconnects and runs
         back, tokens = reply(session, "Thanks.", DrafterKind.NGRAM, max_tokens=8)
         assert back.reason in (FinishReason.EOS, FinishReason.MAX_TOKENS), back.message
-        assert tokens and engine.remote.connected
+        assert tokens and runtime.remote.connected
     finally:
-        engine.close()
+        runtime.close()
         a.kill()
         b.kill()
 
@@ -166,10 +167,10 @@ def test_chat_exits_2_with_one_line_when_a_server_is_lost_mid_reply(tmp_path: Pa
 
 def test_a_stopped_server_fires_the_watchdog(tmp_path: Path, demo_pair) -> None:
     a, b = RpcServer(tmp_path), RpcServer(tmp_path)
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint),
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint),
                              rpc_deadline=2.0)
     try:
-        session = ChatSession(engine)
+        session = Conversation(runtime)
         events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM,
                                depth=DepthControl(2))
         next(e for e in events if isinstance(e, Verified))
@@ -181,17 +182,17 @@ def test_a_stopped_server_fires_the_watchdog(tmp_path: Path, demo_pair) -> None:
         assert time.monotonic() - started < 20
         assert [m["role"] for m in session.messages] == ["user", "assistant"] and session.messages[1]["content"]
     finally:
-        engine.close()
+        runtime.close()
         a.kill()
         b.kill()
 
 
 def test_stop_ends_a_reply_waiting_on_a_stopped_server(tmp_path: Path, demo_pair) -> None:
     server = RpcServer(tmp_path)
-    engine = ChatEngine.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(server.endpoint,))
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(server.endpoint,))
     try:
         cancel = CancelToken()
-        events = ChatSession(engine).reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NONE,
+        events = Conversation(runtime).reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NONE,
                                            cancel=cancel)
         next(e for e in events if isinstance(e, Verified))
         server.pause()
@@ -200,10 +201,10 @@ def test_stop_ends_a_reply_waiting_on_a_stopped_server(tmp_path: Path, demo_pair
         finished = list(events)[-1]
         assert isinstance(finished, Finished) and finished.reason in (FinishReason.ERROR, FinishReason.CANCELLED)
         assert time.monotonic() - started < 10
-        engine.close()  # quitting with the server still stopped: the child is killed, nothing hangs
-        assert engine.remote is not None and not engine.remote.connected
+        runtime.close()  # quitting with the server still stopped: the child is killed, nothing hangs
+        assert runtime.remote is not None and not runtime.remote.connected
     finally:
-        engine.close()
+        runtime.close()
         server.kill()
 
 
@@ -213,7 +214,7 @@ def test_cancelling_a_load_ends_the_wait_on_a_stopped_server(tmp_path: Path, dem
     started = time.monotonic()
     try:
         with pytest.raises(RemoteError, match=f"stopped waiting for the remote server at {server.endpoint}"):
-            ChatEngine.load(demo_pair.target, demo_pair.draft, rpc_servers=(server.endpoint,),
+            Runtime.load(demo_pair.target, demo_pair.draft, rpc_servers=(server.endpoint,),
                             progress=lambda stage, fraction: time.monotonic() - started < 1.0)
         assert time.monotonic() - started < 15  # not the default minute
     finally:
@@ -255,7 +256,7 @@ def test_a_port_that_speaks_something_else_does_not_abort_the_app(demo_pair) -> 
         listener.listen()
         endpoint = f"127.0.0.1:{listener.getsockname()[1]}"
         with pytest.raises(Exception, match=f"{endpoint}"):
-            ChatEngine.load(demo_pair.target, None, rpc_servers=(endpoint,), rpc_deadline=3.0)
+            Runtime.load(demo_pair.target, None, rpc_servers=(endpoint,), rpc_deadline=3.0)
 
 
 def test_serve_rpc_refuses_a_busy_port_and_stops_on_ctrl_c(servers: tuple[RpcServer, RpcServer],
@@ -288,12 +289,12 @@ def test_serve_rpc_off_loopback_warns_that_there_is_no_authentication(tmp_path: 
 def test_a_killed_or_stopped_target_process_is_not_blamed_on_the_server(tmp_path: Path, demo_pair,
                                                                        how: signal.Signals) -> None:
     server = RpcServer(tmp_path)
-    engine = ChatEngine.load(demo_pair.target, None, n_ctx=512, rpc_servers=(server.endpoint,), rpc_deadline=2.0)
+    runtime = Runtime.load(demo_pair.target, None, n_ctx=512, rpc_servers=(server.endpoint,), rpc_deadline=2.0)
     try:
-        events = ChatSession(engine).reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM)
+        events = Conversation(runtime).reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM)
         next(e for e in events if isinstance(e, Verified))
-        assert engine.remote is not None and engine.remote.pid is not None
-        pid = engine.remote.pid
+        assert runtime.remote is not None and runtime.remote.pid is not None
+        pid = runtime.remote.pid
         os.kill(pid, how)
         finished = list(events)[-1]
         assert isinstance(finished, Finished) and finished.reason is FinishReason.ERROR
@@ -301,7 +302,7 @@ def test_a_killed_or_stopped_target_process_is_not_blamed_on_the_server(tmp_path
         assert finished.message == (f"the target's process (pid {pid}) {did}; "
                                     f"the remote server at {server.endpoint} still answers")
     finally:
-        engine.close()
+        runtime.close()
         server.kill()
 
 

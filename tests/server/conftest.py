@@ -1,4 +1,4 @@
-"""A real server on 127.0.0.1 (uvicorn in a thread, a free port) over the session's demo engine."""
+"""A real server on 127.0.0.1 (uvicorn in a thread, a free port) over the session's demo runtime."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from specchat.server.app import ServerConfig, build_app
-from specchat.server.engine_host import EngineHost
+from specchat.server.request_queue import RequestQueue
 from specchat.server.runner import ServerThread
 from support.api_clients import close_all
 
@@ -17,7 +17,7 @@ from support.api_clients import close_all
 @dataclass
 class Served:
     url: str
-    host: EngineHost
+    host: RequestQueue
     config: ServerConfig
 
     @property
@@ -26,9 +26,9 @@ class Served:
 
 
 @contextmanager
-def serving(engine: object, config: ServerConfig | None = None, queue_size: int = 8) -> Iterator[Served]:
+def serving(runtime: object, config: ServerConfig | None = None, queue_size: int = 8) -> Iterator[Served]:
     config = config or ServerConfig()
-    host = EngineHost(engine, queue_size=queue_size)  # type: ignore[arg-type]
+    host = RequestQueue(runtime, queue_size=queue_size)  # type: ignore[arg-type]
     thread = ServerThread(build_app(host, config)).start()
     try:
         yield Served(thread.url, host, config)
@@ -38,15 +38,15 @@ def serving(engine: object, config: ServerConfig | None = None, queue_size: int 
 
 
 @pytest.fixture(scope="module")
-def served(demo_engine) -> Iterator[Served]:
-    with serving(demo_engine) as s:
+def served(demo_runtime) -> Iterator[Served]:
+    with serving(demo_runtime) as s:
         yield s
 
 
 @pytest.fixture
-def serve(demo_engine) -> Callable[..., object]:
+def serve(demo_runtime) -> Callable[..., object]:
     """``with serve(config, queue_size) as s``: a server of the test's own."""
-    return lambda config=None, queue_size=8: serving(demo_engine, config, queue_size)
+    return lambda config=None, queue_size=8: serving(demo_runtime, config, queue_size)
 
 
 @pytest.fixture(autouse=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationParams, GenerationStats, Verified
-from specchat.server.engine_host import PairInfo, Started
 from specchat.server.protocol import Request
 from specchat.server.replies import Reply
+from specchat.server.request_queue import PairInfo, Started
 
 
 def verified(text: str, n: int) -> Verified:

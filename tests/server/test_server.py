@@ -131,6 +131,23 @@ def test_a_prompt_over_the_context_is_a_400(served) -> None:
     assert caught.value.body["code"] == "context_length_exceeded"
 
 
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+def test_a_prompt_far_over_the_context_is_refused_by_the_windows_guard(served, path: str) -> None:
+    """3 MB of text: refused from its size alone ("at least"), before it is tokenized, as the window refuses it."""
+    text = "word " * 600_000
+    body = {"model": "m", "max_tokens": 4, **({"prompt": text} if path == "/v1/completions"
+                                              else {"messages": [{"role": "user", "content": text}]})}
+    answer = httpx.post(served.url + path, json=body, timeout=120)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert error["param"] == ("prompt" if path == "/v1/completions" else "messages")
+    n_ctx = served.host.info.n_ctx
+    assert error["message"].startswith("the prompt is at least ") and error["message"].endswith(
+        f"tokens but the context holds {n_ctx}")
+    assert client(served).completions.create(model="m", prompt="Hi", max_tokens=2).choices[0].text is not None
+
+
 def post(served, body: bytes | str, path: str = "/v1/chat/completions", **headers: str) -> httpx.Response:
     headers = {"content-type": "application/json", **headers}
     return httpx.post(served.url + path, content=body, headers=headers, timeout=120)

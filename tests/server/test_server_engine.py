@@ -1,4 +1,4 @@
-"""What the server does with the engine: greedy output as ``specchat chat`` gives it, prompt reuse across
+"""What the server does with the runtime: greedy output as ``specchat chat`` gives it, prompt reuse across
 requests, tool definitions through the prompt and tool calls out of the reply."""
 
 from __future__ import annotations
@@ -31,24 +31,24 @@ def streamed_tokens(served, messages: list[dict[str, str]], max_tokens: int) -> 
     return [f["token"] for f in fates if f["fate"] != "rejected"], text
 
 
-def test_greedy_output_matches_specchat_chat_json(served, demo_pair, demo_engine) -> None:
+def test_greedy_output_matches_specchat_chat_json(served, demo_pair, demo_runtime) -> None:
     out = subprocess.run([sys.executable, "-m", "specchat", "chat", "--target", str(demo_pair.target),
                           "--draft", str(demo_pair.draft), "--max-tokens", "48", "--json", PROMPT],
                          capture_output=True, text=True, env={**os.environ}, timeout=600)
     assert out.returncode == 0, out.stderr
     chat = json.loads(out.stdout)
     tokens, text = streamed_tokens(served, [{"role": "user", "content": PROMPT}], 48)
-    prompt = demo_engine.target.tokenize(chat["prompt_text"], add_special=True, parse_special=True)
+    prompt = demo_runtime.target.tokenize(chat["prompt_text"], add_special=True, parse_special=True)
     if tokens != chat["tokens"]:  # both must then be plain greedy decoding's, or leave it only at a float tie
-        plain = plain_greedy(demo_engine.target_context, prompt, 48, SamplerParams(),
-                             demo_engine.target.eog_tokens)
-        assert_same_or_tie(demo_engine.target_context, prompt, plain, tokens, label="server")
-        assert_same_or_tie(demo_engine.target_context, prompt, plain, chat["tokens"], label="specchat chat")
+        plain = plain_greedy(demo_runtime.target_context, prompt, 48, SamplerParams(),
+                             demo_runtime.target.eog_tokens)
+        assert_same_or_tie(demo_runtime.target_context, prompt, plain, tokens, label="server")
+        assert_same_or_tie(demo_runtime.target_context, prompt, plain, chat["tokens"], label="specchat chat")
     else:
         assert text == chat["text"]
 
 
-def test_a_growing_conversation_reuses_the_previous_prompt(served, demo_engine) -> None:
+def test_a_growing_conversation_reuses_the_previous_prompt(served, demo_runtime) -> None:
     api = client(served)
     messages = [{"role": "system", "content": "You are a patient teacher."},
                 {"role": "user", "content": "Explain what a prime number is."}]
@@ -65,21 +65,21 @@ def test_a_growing_conversation_reuses_the_previous_prompt(served, demo_engine) 
     assert third.usage.prompt_tokens_details.cached_tokens < cached  # a changed prefix costs what changed
     # Reuse changes nothing in the reply: the same request on emptied caches gives the same tokens.
     reused, _ = streamed_tokens(served, messages, 24)
-    demo_engine.empty_caches()  # the server is idle: its engine thread waits on the queue
+    demo_runtime.empty_caches()  # the server is idle: its runtime thread waits on the queue
     fresh, _ = streamed_tokens(served, messages, 24)
     if reused != fresh:
-        prompt = demo_engine.target.tokenize(demo_engine.template.render(messages), add_special=True,
+        prompt = demo_runtime.target.tokenize(demo_runtime.template.render(messages), add_special=True,
                                              parse_special=True)
-        plain = plain_greedy(demo_engine.target_context, prompt, 24, SamplerParams(), demo_engine.target.eog_tokens)
-        assert_same_or_tie(demo_engine.target_context, prompt, plain, reused, label="reused")
-        assert_same_or_tie(demo_engine.target_context, prompt, plain, fresh, label="fresh")
+        plain = plain_greedy(demo_runtime.target_context, prompt, 24, SamplerParams(), demo_runtime.target.eog_tokens)
+        assert_same_or_tie(demo_runtime.target_context, prompt, plain, reused, label="reused")
+        assert_same_or_tie(demo_runtime.target_context, prompt, plain, fresh, label="fresh")
 
 
-def test_interleaved_agents_each_find_their_conversation_kept(served, demo_engine) -> None:
+def test_interleaved_agents_each_find_their_conversation_kept(served, demo_runtime) -> None:
     """Two clients' conversations in turn: each request's prompt drops the other's from the caches, and the
     prompt cache loads it back, as llama-server's prompt cache does."""
     api = client(served)
-    demo_engine.empty_caches()
+    demo_runtime.empty_caches()
     chats = [[{"role": "system", "content": "You review Python code."},
               {"role": "user", "content": "Review this:\n" + "def add(a, b):\n    return a + b\n" * 12}],
              [{"role": "system", "content": "You translate English to French."},
@@ -90,11 +90,11 @@ def test_interleaved_agents_each_find_their_conversation_kept(served, demo_engin
             chat += [{"role": "assistant", "content": reply.choices[0].message.content},
                      {"role": "user", "content": "Go on."}]
     for chat in chats:  # each conversation's third turn: the whole of its second is kept, only the new turn read
-        before = demo_engine.target.tokenize(demo_engine.template.render(chat[:-2]), add_special=True,
+        before = demo_runtime.target.tokenize(demo_runtime.template.render(chat[:-2]), add_special=True,
                                              parse_special=True)
         reply = api.chat.completions.create(model="m", messages=chat, max_tokens=8, temperature=0)
         assert reply.usage.prompt_tokens_details.cached_tokens >= len(before) - 1, reply.usage
-    assert demo_engine.prompt_cache.stats.loaded >= 2
+    assert demo_runtime.prompt_cache.stats.loaded >= 2
 
 
 def test_tool_definitions_reach_the_prompt_and_calls_come_back_as_tool_calls(served) -> None:

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import json
 
-from specchat.server.tool_calls import (
-    held_for_stops,
-    parse_tool_calls,
-    releasable,
-    template_uses_tools,
-    tools_in_system,
-)
+from specchat.core.runtime.template import template_uses_tools, tools_in_system
+from specchat.server.tool_calls import held_for_stops, parse_tool_calls, releasable
 
 QWEN = ('<tool_call>\n{"name": "get_current_temperature", "arguments": {"location": "San Francisco, CA, USA", '
         '"unit": "celsius"}}\n</tool_call>\n<tool_call>\n{"name": "get_temperature_date", "arguments": '
@@ -74,7 +69,7 @@ def test_definitions_go_to_the_system_message_when_the_template_has_no_tools() -
 
 
 def test_a_template_that_uses_tools_gets_them_as_its_variable() -> None:
-    from specchat.core.chat.template import ChatTemplate
+    from specchat.core.runtime.template import ChatTemplate
 
     source = ("{% if tools %}<tools>{% for t in tools %}{{ t.function.name }};{% endfor %}</tools>{% endif %}"
               "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}")

@@ -1,4 +1,4 @@
-"""A stand-in for the window's engine host: the same signals and calls, no thread and no model.
+"""A stand-in for the window's runtime host: the same signals and calls, no thread and no model.
 
 Tests load a pretend pair with ``loaded()`` and play engine events with
 ``worker.events.emit(batch)``; every request the window sends is kept.
@@ -27,15 +27,18 @@ class FakeWorker(QObject):
     raced = Signal(object, object)
     race_failed = Signal(object, str)
     race_progress = Signal(object, object)
-    waiting = Signal(bool)  # a reply waits for a served request (True), got the engine (False)
+    waiting = Signal(bool)  # a reply waits for a served request (True), got the runtime (False)
 
 
 class FakeHost(QObject):
-    """Records what the window asks of the engine."""
+    """Records what the window asks of the runtime."""
+
+    waiting = Signal(bool)  # as the real host's: the worker's, on the GUI thread
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.worker = FakeWorker(self)
+        self.worker.waiting.connect(self.waiting)
         self.requests: list[ReplyRequest] = []
         self.tokens: list[CancelToken] = []
         self.loads: list[tuple[str, str]] = []

@@ -4,12 +4,14 @@ menu entries are off, a race through the fake host, and a real race on the demo 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QTextCursor
 
+from specchat.core.cancel import CancelToken
 from specchat.core.chat.race import RaceProgress
 from specchat.core.chat.race_record import PLAIN as PLAIN_RUN
 from specchat.core.chat.race_record import SPECULATIVE as SPEC_RUN
@@ -295,7 +297,10 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     told: list[RaceProgress] = []
     window.races.progressed.connect(told.append)
     worker = window.host.worker
-    worker.engine_lock.acquire()  # the engine thread waits: Cancel comes before the race's first round
+    gate = threading.Event()  # the runtime's thread runs a call from elsewhere: Cancel comes before the race starts
+    holder = threading.Thread(target=worker.call, args=(gate.wait, CancelToken()))
+    holder.start()
+    qtbot.waitUntil(lambda: worker.serving, timeout=RACE_TIMEOUT)
     try:
         race.trigger()
         dialog = window.racing.progress
@@ -303,7 +308,8 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
         dialog.cancel_button.click()
     finally:
         with qtbot.waitSignal(window.races.cancelled, timeout=RACE_TIMEOUT):
-            worker.engine_lock.release()
+            gate.set()
+        holder.join()
     assert window.racing.progress is None and window.racing.panel is None and told == []
     assert "race" not in store.messages(window.conversation_id)[-1].stats  # nothing stored
     assert [m.content for m in window.transcript.messages][-1] == reply.content
@@ -326,7 +332,7 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     store.close()
 
     reopened_store = ConversationStore(path)
-    host = FakeHost()  # no model: a replay must not need the engine
+    host = FakeHost()  # no model: a replay must not need the runtime
     again = MainWindow(settings, reopened_store, host=host)
     qtbot.addWidget(again)
     again.show()
@@ -342,7 +348,7 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     with qtbot.waitSignal(panel.replay.finished, timeout=60_000):
         pass
     assert panel.spec.shown_text == reply.content and panel.plain.shown_text == record.plain.text
-    assert host.races == [] and host.requests == [] and host.loads == []  # no engine call
+    assert host.races == [] and host.requests == [] and host.loads == []  # no runtime call
     again.close()
     reopened_store.close()
 

@@ -96,7 +96,7 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
 
 
 def stamp_batches(window: MainWindow) -> list[tuple[float, list[Verified]]]:
-    """Verdicts with the time their batch left the engine thread (a plain callable runs in the emitting thread)."""
+    """Verdicts with the time their batch left the runtime thread (a plain callable runs in the emitting thread)."""
     stamped: list[tuple[float, list[Verified]]] = []
     window.host.worker.events.connect(
         lambda batch: stamped.append((time.monotonic(), [e for e in batch if isinstance(e, Verified)]))
@@ -138,7 +138,7 @@ def test_stop_ends_the_reply_within_a_round(qtbot, settings, store, demo_pair) -
         stopped_at = time.monotonic()
         window.page.stop_button.click()
     assert blocker.args[0].reason is FinishReason.CANCELLED
-    # After Stop the engine finishes the round in flight and no other; that round's verdict
+    # After Stop the runtime finishes the round in flight and no other; that round's verdict
     # may leave together with the one verified just before Stop.
     assert sum(len(verdicts) for t, verdicts in stamped if t > stopped_at) <= 2
     assert not window.page.stop_button.isEnabled() and window.page.send_button.isEnabled()
@@ -187,8 +187,8 @@ def test_closing_during_generation_exits_cleanly(qtbot, settings, store, demo_pa
     qtbot.waitUntil(lambda: len(seen) >= 1, timeout=REPLY_TIMEOUT)
     cid = window.conversation_id
     window.close()
-    assert window.host.engine_thread.isFinished()
-    assert window.host.worker.engine is None
+    assert window.host.runtime_thread.isFinished()
+    assert window.host.worker.runtime is None
     reply = store.messages(cid)[-1]
     assert reply.role == "assistant" and reply.finish_reason == "cancelled"
     assert reply.spans
@@ -266,7 +266,7 @@ def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, 
     assert "Reload models" in window.statusBar().currentMessage()
     with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
         window.menu_actions.reload.trigger()
-    assert window.host.worker.engine.n_ctx == 2048 and settings.n_ctx == 2048
+    assert window.host.worker.runtime.n_ctx == 2048 and settings.n_ctx == 2048
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.send("word " * 400)
     assert blocker.args[0].reason is not FinishReason.ERROR
@@ -279,8 +279,8 @@ def test_closing_while_models_load_exits_cleanly(qtbot, settings, store, demo_pa
     window.load_models(demo_pair.target, demo_pair.draft)
     assert window.progress.isVisibleTo(window) and not window.welcome.demo_button.isEnabled()
     window.close()
-    assert window.host.engine_thread.isFinished()
-    assert window.host.worker.engine is None
+    assert window.host.runtime_thread.isFinished()
+    assert window.host.worker.runtime is None
 
 
 def test_a_failed_load_leaves_nothing_loaded_and_reload_retries(qtbot, settings, store, demo_pair, tmp_path) -> None:
@@ -307,7 +307,7 @@ def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, se
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(PROMPT)
     old = store.messages(window.conversation_id)[-1]
-    # Hold the engine thread so the stop surely comes before its first round (on a busy
+    # Hold the runtime thread so the stop surely comes before its first round (on a busy
     # machine the thread could otherwise run a round between the click and the stop).
     started, release = threading.Event(), threading.Event()
 

@@ -1,5 +1,5 @@
 """Serving the window's loaded pair on 127.0.0.1: a real ``openai`` request shows in the Server panel with its
-fates, the window's reply and a served request take turns on the one engine (the window says when its reply
+fates, the window's reply and a served request take turns on the one runtime (the window says when its reply
 waits), the dialog's port and key are used and remembered, and the server stops with the pair."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from PySide6.QtGui import QGuiApplication
 from specchat.core.chat.store import ConversationStore
 from specchat.core.settings import load_settings, settings_path
 from specchat.core.types import Finished, TokenKind
-from specchat.server.engine_host import Started
+from specchat.server.request_queue import Started
 from specchat.ui.main_window import MainWindow
 from specchat.ui.serve_dialog import ServeDialog
 from specchat.ui.status_progress import WAITING_FOR_SERVER
@@ -100,7 +100,7 @@ def test_a_served_request_shows_in_the_panel_with_its_fates_and_stops(qtbot, win
 @pytest.mark.slow
 def test_the_window_reply_and_a_served_request_never_decode_at_once(qtbot, window: MainWindow) -> None:
     url = window.serving.start(0)
-    spans: dict[str, list[float]] = {"window": [], "served": []}  # when each side's events left the engine
+    spans: dict[str, list[float]] = {"window": [], "served": []}  # when each side's events left the runtime
 
     def window_events(batch: list[object]) -> None:
         spans["window"].append(time.monotonic())
@@ -109,7 +109,7 @@ def test_the_window_reply_and_a_served_request_never_decode_at_once(qtbot, windo
         if isinstance(event, (Started, Finished)):
             spans["served"].append(time.monotonic())
 
-    # Direct: run on the emitting (engine) thread, so the times are when the engine produced them.
+    # Direct: run on the emitting (runtime) thread, so the times are when the runtime produced them.
     window.host.worker.events.connect(window_events, Qt.ConnectionType.DirectConnection)
     window.serving.heard.connect(served_event, Qt.ConnectionType.DirectConnection)
     answers: list[str] = []
@@ -216,11 +216,11 @@ LONG_REQUEST = {"model": "m", "prompt": "1, 2, 3, 4, 5, 6, 7,", "max_tokens": 20
 
 
 def serving_and_listening(window: MainWindow) -> tuple[str, list[bool]]:
-    """Serve on a free port; the base URL and the worker's waiting signals as they come."""
+    """Serve on a free port; the base URL and the host's waiting signals as they come."""
     window.settings.max_tokens = 8
     url = window.serving.start(0)
     said: list[bool] = []
-    window.host.worker.waiting.connect(said.append)
+    window.host.waiting.connect(said.append)
     return url, said
 
 
@@ -231,7 +231,7 @@ def test_a_window_reply_says_it_waits_for_a_served_request_until_it_starts(qtbot
     at_first_batch: list[str] = []  # the status line when the reply's first events are drawn
     window.chat.events_folded.connect(lambda _batch: at_first_batch or at_first_batch.append(status.currentMessage()))
     with httpx.stream("POST", f"{url}/completions", json=LONG_REQUEST, timeout=120) as served:
-        # An answer at all: the request has started, so it holds the engine (for up to 2000 tokens).
+        # An answer at all: the request has started, so it holds the runtime (for up to 2000 tokens).
         assert served.status_code == 200
         assert window.serving.serve_host is not None and window.serving.serve_host.busy
         window.send("Say hello.")
@@ -239,7 +239,7 @@ def test_a_window_reply_says_it_waits_for_a_served_request_until_it_starts(qtbot
         assert not window.progress.isHidden() and said == [True]
         reply = window.transcript.messages[-1]
         assert reply.role == "assistant" and not reply.content  # nothing decoded for the window yet
-    # The client went away: its request ends within a round, the window's reply gets the engine and starts.
+    # The client went away: its request ends within a round, the window's reply gets the runtime and starts.
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         qtbot.waitUntil(lambda: said == [True, False], timeout=REPLY_TIMEOUT)
     assert at_first_batch and at_first_batch[0] != WAITING_FOR_SERVER
@@ -259,7 +259,7 @@ def test_stop_ends_a_window_reply_that_waits_for_a_served_request(qtbot, window:
         window.send("Say hello.")
         qtbot.waitUntil(lambda: status.currentMessage() == WAITING_FOR_SERVER, timeout=REPLY_TIMEOUT)
         assert window.page.stop_button.isEnabled()
-        # Stop ends the wait at once; the served request, still streaming, keeps the engine.
+        # Stop ends the wait at once; the served request, still streaming, keeps the runtime.
         with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
             window.page.stop_button.click()
         assert said == [True, False]

@@ -1,5 +1,5 @@
-"""The window's parts, driven through the real widgets on a fake engine host and real SQLite files:
-one path from the depth slider to the engine, sampler presets per conversation, search snippets with the
+"""The window's parts, driven through the real widgets on a fake runtime host and real SQLite files:
+one path from the depth slider to the runtime, sampler presets per conversation, search snippets with the
 matched words marked, and Continue only on the last reply cut at the limit."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_moving_the_slider_reaches_the_engines_depth_exactly_once(qtbot, setting
     window.controls.depth_slider.setValue(7)
     assert sets == [7] and window.depth_control.requested == 7
     window.send("hello")
-    window.controls.depth_slider.setValue(2)  # mid-reply: the engine reads it at its next round
+    window.controls.depth_slider.setValue(2)  # mid-reply: the runtime reads it at its next round
     request = host.requests[-1]
     assert request.depth is window.depth_control and request.depth.requested == 2
     assert sets == [7, 2]  # starting the reply set nothing again

@@ -28,32 +28,34 @@ from specchat.core.engine.costs import RoundCosts
 from specchat.core.types import GPU_LAYERS_AUTO, DrafterKind, GpuLayers, SpecchatError
 
 if TYPE_CHECKING:
-    from specchat.core.chat.session import ChatEngine
     from specchat.core.engine.drafters import Drafter
     from specchat.core.llama.model import Model
+    from specchat.core.runtime.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, float], None]
-HeadOpener = Callable[["ChatEngine", Candidate], contextlib.AbstractContextManager["Drafter"]]
+HeadOpener = Callable[["Runtime", Candidate], contextlib.AbstractContextManager["Drafter"]]
 
 
 @contextlib.contextmanager
-def open_head_drafter(engine: ChatEngine, candidate: Candidate) -> Iterator[Drafter]:
+def open_head_drafter(runtime: Runtime, candidate: Candidate) -> Iterator[Drafter]:
     """A head file's drafter on the loaded target, for one measurement: the head's context takes the place of
     the target's MTP heads while it is open (one observer follows the target), and gives it back after."""
     from specchat.core.engine.registry import Parts, head_entry
     from specchat.core.llama.context import Context
     from specchat.core.llama.heads import open_head
     from specchat.core.llama.model import Model
+    from specchat.core.runtime.runtime import check_head_fits
 
-    target = engine.target_context
+    target = runtime.target_context
     if not isinstance(target, Context):
         raise SpecchatError("a drafter head needs the target on this machine, not on RPC servers")
     model = Model(candidate.path)
     kept = target.observer
     target.observer = None
     try:
+        check_head_fits(runtime.target, model)
         head = open_head(target, model)
         try:
             yield head_entry(head).build(Parts(head=head))
@@ -259,7 +261,7 @@ class _DraftModels:
 
 
 @contextlib.contextmanager
-def _drafter(engine: ChatEngine, candidate: Candidate, models: _DraftModels) -> Iterator[Drafter]:
+def _drafter(runtime: Runtime, candidate: Candidate, models: _DraftModels) -> Iterator[Drafter]:
     """The candidate's drafter on the loaded target; a draft file's context is made for the block and closed after.
 
     Each draft has its own context on its model; n-gram lookup, the MTP heads and the automatic drafter
@@ -270,11 +272,11 @@ def _drafter(engine: ChatEngine, candidate: Candidate, models: _DraftModels) -> 
         opener = HEAD_DRAFTERS.get(candidate.drafter)
         if opener is None:
             raise SpecchatError(unmeasurable_reason(candidate.head))
-        with opener(engine, candidate) as drafter:
+        with opener(runtime, candidate) as drafter:
             yield drafter
         return
     if not candidate.path:
-        yield engine.drafter_for(candidate.drafter)
+        yield runtime.drafter_for(candidate.drafter)
         return
     from specchat.core.engine.registry import make_drafter
     from specchat.core.llama.context import Context
@@ -287,15 +289,15 @@ def _drafter(engine: ChatEngine, candidate: Candidate, models: _DraftModels) -> 
 
 
 def _load_target(advice: Advice, runnable: list[CandidateResult], with_mtp: bool,
-                 n_gpu_layers: GpuLayers) -> ChatEngine:
-    from specchat.core.chat.session import ChatEngine
+                 n_gpu_layers: GpuLayers) -> Runtime:
     from specchat.core.llama.model import Model
     from specchat.core.models.placement import resolve_gpu_layers
+    from specchat.core.runtime.runtime import Runtime
 
     drafts = [r.candidate.path for r in runnable if r.candidate.path]
     biggest = max(drafts, key=lambda p: Path(p).stat().st_size) if drafts else None
     layers, _ = resolve_gpu_layers(advice.target, biggest, n_gpu_layers, n_gpu_layers, n_ctx=CALIBRATION_CONTEXT)
-    return ChatEngine(Model(advice.target, n_gpu_layers=layers, load_mtp=with_mtp), None, n_ctx=CALIBRATION_CONTEXT)
+    return Runtime(Model(advice.target, n_gpu_layers=layers, load_mtp=with_mtp), None, n_ctx=CALIBRATION_CONTEXT)
 
 
 def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, clock: _Clock,
@@ -305,19 +307,19 @@ def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, 
     Taking turns (rather than one candidate after another) lets a shared machine's drifting speed
     touch every candidate and plain decoding alike; every draft file stays loaded meanwhile.
     """
-    engine = _load_target(advice, runnable, with_mtp, n_gpu_layers)
+    runtime = _load_target(advice, runnable, with_mtp, n_gpu_layers)
     try:
         with contextlib.ExitStack() as stack:
             models = _DraftModels(advice.target, n_gpu_layers)
             stack.callback(models.close)  # after every context on them is closed
-            runs: list[tuple[CandidateResult | None, Drafter]] = [(None, engine.drafter_for(DrafterKind.NONE))]
+            runs: list[tuple[CandidateResult | None, Drafter]] = [(None, runtime.drafter_for(DrafterKind.NONE))]
             for result in runnable:
                 clock.say(f"loading {result.candidate.label}")
                 try:
-                    runs.append((result, stack.enter_context(_drafter(engine, result.candidate, models))))
+                    runs.append((result, stack.enter_context(_drafter(runtime, result.candidate, models))))
                 except SpecchatError as exc:
                     result.reason = f"could not run: {exc}"
-            plain, measured = _take_turns(engine, runs, clock, cancel, max_depth, max_tokens)
+            plain, measured = _take_turns(runtime, runs, clock, cancel, max_depth, max_tokens)
             advice.plain_tokens_per_second = plain.tokens_per_second
             if not plain.rounds:  # cancelled before anything ran
                 return
@@ -332,9 +334,9 @@ def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, 
                     ran.reason = f"not measured: the budget ran out after {m.drafted_rounds} rounds"
                 else:
                     ran.prediction = predict(plain, m, depth_for(ran.candidate, max_depth), costs)
-            _confirm_best(engine, runs, clock, cancel, max_tokens)
+            _confirm_best(runtime, runs, clock, cancel, max_tokens)
     finally:
-        engine.close()
+        runtime.close()
 
 
 def depth_for(candidate: Candidate, max_depth: int) -> int:
@@ -342,16 +344,16 @@ def depth_for(candidate: Candidate, max_depth: int) -> int:
     return min(max_depth, candidate.natural_depth) if candidate.natural_depth > 0 else max_depth
 
 
-def _prompts(engine: ChatEngine) -> list[list[int]]:
-    return [engine.tokenize_prompt([{"role": "user", "content": text}])[1] for _, text in PROMPTS]
+def _prompts(runtime: Runtime) -> list[list[int]]:
+    return [runtime.prompt([{"role": "user", "content": text}]).tokens for _, text in PROMPTS]
 
 
-def _take_turns(engine: ChatEngine, runs: list[tuple[CandidateResult | None, Drafter]], clock: _Clock,
+def _take_turns(runtime: Runtime, runs: list[tuple[CandidateResult | None, Drafter]], clock: _Clock,
                 cancel: CancelToken, max_depth: int, max_tokens: int) -> tuple[Measurement, dict[str, Measurement]]:
     """Each prompt decoded plainly, then by each candidate; a run's share of the budget grows with what
     earlier runs left. Past its deadline a run stops at the next round (after one round on the first prompt;
     later prompts are skipped)."""
-    prompts = _prompts(engine)
+    prompts = _prompts(runtime)
     plain = Measurement()
     measured = {r.candidate.key: Measurement() for r, _ in runs if r is not None}
     weights_left = len(prompts) * (PLAIN_WEIGHT + CANDIDATE_WEIGHT * (len(runs) - 1)) + CONFIRM_WEIGHT
@@ -368,12 +370,12 @@ def _take_turns(engine: ChatEngine, runs: list[tuple[CandidateResult | None, Dra
             clock.say(f"{label}: {PROMPTS[i][0]} prompt")
             into = plain if result is None else measured[result.candidate.key]
             depth = 0 if result is None else depth_for(result.candidate, max_depth)
-            run_prompt(engine.target_side, drafter, prompt, max_depth=depth,
+            run_prompt(runtime.target_side, drafter, prompt, max_depth=depth,
                        max_tokens=max_tokens, deadline=deadline, cancel=cancel, into=into)
     return plain, measured
 
 
-def _confirm_best(engine: ChatEngine, runs: list[tuple[CandidateResult | None, Drafter]], clock: _Clock,
+def _confirm_best(runtime: Runtime, runs: list[tuple[CandidateResult | None, Drafter]], clock: _Clock,
                   cancel: CancelToken, max_tokens: int) -> None:
     """The best predicted candidate against plain decoding, interleaved, with what is left of the budget."""
     scored: list[tuple[CandidateResult, Drafter]] = [(r, d) for r, d in runs
@@ -386,7 +388,7 @@ def _confirm_best(engine: ChatEngine, runs: list[tuple[CandidateResult | None, D
     depth = best.prediction.best_depth
     label = best.candidate.label
     clock.say(f"confirming {label} at depth {depth} against plain decoding")
-    best.confirmation = confirm(engine.target_side, runs[0][1], drafter, _prompts(engine), depth,
+    best.confirmation = confirm(runtime.target_side, runs[0][1], drafter, _prompts(runtime), depth,
                                 max_tokens=max_tokens, deadline=clock.deadline(CONFIRM_WEIGHT, CONFIRM_WEIGHT),
                                 cancel=cancel, on_prompt=lambda i: clock.say(f"confirming {label}: "
                                                                              f"{PROMPTS[i][0]} prompt"))

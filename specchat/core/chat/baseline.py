@@ -17,7 +17,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.types import DrafterKind, Finished, GenerationParams, SamplerParams
 
 if TYPE_CHECKING:
-    from specchat.core.chat.session import ChatEngine
+    from specchat.core.runtime.runtime import Runtime
 
 PROBE_TOKENS = 16  # plain tokens timed after each of the window's replies (GenerationParams.plain_probe)
 CEILING_SLACK = 1.1  # timing noise a ratio may show above its ceiling before it counts as impossible
@@ -93,14 +93,14 @@ def remember(baselines: dict[str, Any], baseline: Baseline, limit: int = MAX_BAS
     return {**dict(newest), baseline.key: baseline.to_json()}
 
 
-def measure_plain(engine: ChatEngine, key: str, sampler: SamplerParams, cancel: CancelToken,
+def measure_plain(runtime: Runtime, key: str, sampler: SamplerParams, cancel: CancelToken,
                   max_tokens: int = CALIBRATION_TOKENS) -> Baseline | None:
     """Decode a fixed prompt with no drafter and time it; None if cancelled or too short to mean anything."""
-    from specchat.core.chat.session import ChatSession
+    from specchat.core.runtime.conversation import Conversation
 
     params = GenerationParams(sampler=sampler, max_tokens=max_tokens, seed=0)
     finished: Finished | None = None
-    for event in ChatSession(engine).reply(CALIBRATION_PROMPT, params, drafter=DrafterKind.NONE, cancel=cancel):
+    for event in Conversation(runtime).reply(CALIBRATION_PROMPT, params, drafter=DrafterKind.NONE, cancel=cancel):
         if isinstance(event, Finished):
             finished = event
     if finished is None or cancel.cancelled or finished.stats.generated < MIN_TOKENS_FOR_RATIO:

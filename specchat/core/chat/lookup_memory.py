@@ -6,7 +6,7 @@ read or written. On, it is one JSON file next to the chats
 characters (the newest text is kept), written atomically, and rebuilt from
 the saved conversations when it is missing or unreadable. No Qt here: a
 front end calls :meth:`LookupMemory.load` off its GUI thread and hands
-:meth:`LookupMemory.texts` to ``ChatEngine.set_lookup_memory``.
+:meth:`LookupMemory.texts` to ``Runtime.set_lookup_memory``.
 """
 
 from __future__ import annotations

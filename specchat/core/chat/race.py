@@ -12,7 +12,7 @@ each two pairs). Each run's ratio figure is the sum of its own blocks' time.
 Why blocks of fresh runs and not two live generators advanced in turn: both
 decode in the target's one context, and a head drafter (MTP, EAGLE-3, DFlash)
 follows the target's state, which the other run's decodes would overwrite.
-So each block is its own :func:`~specchat.core.engine.speculative.generate`
+So each block is its own reply (:meth:`~specchat.core.runtime.runtime.Runtime.stream`)
 from that run's prompt and tokens so far, exactly like continuing a reply cut
 at the token limit: its prefill brings the target (a KV cut, since the other
 run stopped on the same tokens) and the drafter there, untimed, and its
@@ -42,7 +42,6 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.detok import Detokenizer
 from specchat.core.engine.registry import default_drafter
-from specchat.core.engine.speculative import generate
 from specchat.core.types import (
     MAX_DEPTH,
     DrafterKind,
@@ -68,7 +67,7 @@ from .race_record import (
 from .transcript import Message, ReplyFigures
 
 if TYPE_CHECKING:
-    from .session import ChatEngine
+    from specchat.core.runtime.runtime import Runtime
 
 BLOCK_TOKENS = 32  # tokens per block: a few seconds of decoding, so the two runs take turns often
 PROGRESS_SECONDS = 0.25  # within a block, progress is told at most this often
@@ -181,15 +180,16 @@ class RaceSide:
     def done(self, total: int) -> bool:
         return self.reason in _ENDED or len(self.tokens) >= total
 
-    def block(self, engine: ChatEngine, prompt: list[int], params: GenerationParams, n: int, cancel: CancelToken,
+    def block(self, runtime: Runtime, prompt: list[int], params: GenerationParams, n: int, cancel: CancelToken,
               told: Callable[[], None]) -> None:
         """Decode up to ``n`` more tokens from where this run stopped; their rounds join its timeline."""
-        side = engine.target_side
+        side = runtime.target_side
         if self.detok is None:
             self.detok = Detokenizer(side.piece)
         params = GenerationParams(sampler=params.sampler, max_tokens=n, seed=0)
-        stream = generate(side, engine.drafter_for(self.drafter), [*prompt, *self.tokens], params,
-                          depth=DepthControl(self.depth), cancel=cancel, adaptive=engine.adaptive_for(self.drafter))
+        # recalled once for the race (run_race): a kept state per block would crowd the conversation's out
+        stream = runtime.stream([*prompt, *self.tokens], params, drafter=self.drafter, depth=DepthControl(self.depth),
+                                cancel=cancel, recall=False)
         elapsed, first = 0.0, not self.tokens
         for event in stream:
             if isinstance(event, Verified):
@@ -227,16 +227,16 @@ class RaceSide:
                        self.fates if self.side == SPECULATIVE else [])
 
 
-def run_race(engine: ChatEngine, request: RaceRequest, cancel: CancelToken, progress: Progress | None = None,
+def run_race(runtime: Runtime, request: RaceRequest, cancel: CancelToken, progress: Progress | None = None,
              block_tokens: int = BLOCK_TOKENS) -> RaceRecord | None:
     """Race ``request``'s reply: both runs in turns of ``block_tokens`` tokens; None if cancelled.
 
-    Use on the engine's thread. The conversation's own state is not touched (the caches then hold the race's
+    Use on the runtime's thread. The conversation's own state is not touched (the caches then hold the race's
     tokens: the next reply finds its prefix and reads the rest again). ``progress`` is told after every block
     and every ``PROGRESS_SECONDS`` within one.
     """
-    _, prompt = engine.tokenize_prompt(request.history)
-    drafter = request.drafter or default_drafter(engine.offered).name
+    prompt = runtime.prompt(request.history).tokens
+    drafter = request.drafter or default_drafter(runtime.offered).name
     params = GenerationParams(sampler=request.sampler, max_tokens=request.max_tokens, seed=0)
     spec = RaceSide(SPECULATIVE, drafter, request.depth)
     plain = RaceSide(PLAIN, DrafterKind.NONE.value, 0)
@@ -253,28 +253,28 @@ def run_race(engine: ChatEngine, request: RaceRequest, cancel: CancelToken, prog
             progress(RaceProgress(len(blocks) + (0 if force else 1), max(planned, len(blocks)), side,
                                   len(spec.tokens), len(plain.tokens), total, spec.seconds, plain.seconds))
 
-    engine.recall(prompt)  # a kept state of this prompt spares reading it again (untimed either way)
+    runtime.recall(prompt)  # a kept state of this prompt spares reading it again (untimed either way)
     turn = 0
     while not (spec.done(total) and plain.done(total)):
         for run in (spec, plain) if turn % 2 == 0 else (plain, spec):
             if run.done(total):
                 continue
             tokens, seconds = len(run.tokens), run.seconds
-            run.block(engine, prompt, params, min(block_tokens, total - tokens), cancel, partial(tell, run.side))
+            run.block(runtime, prompt, params, min(block_tokens, total - tokens), cancel, partial(tell, run.side))
             if cancel.cancelled or run.reason is FinishReason.CANCELLED:
                 return None
             blocks.append(Block(run.side, len(run.tokens) - tokens, round(run.seconds - seconds, 4)))
             tell(run.side, force=True)
         turn += 1
-    record = RaceRecord(spec.record(), plain.record(), blocks, drafter, request.depth, engine.target_name,
+    record = RaceRecord(spec.record(), plain.record(), blocks, drafter, request.depth, runtime.target_name,
                         expected_rate=request.expected_rate)
     record.drift = drift_note(request.expected_rate, record.plain.tokens_per_second)
     record.reply_fork = first_difference(request.spec_pieces, spec.pieces)
-    record.fork = fork_of(engine, prompt, plain, spec.pieces)
+    record.fork = fork_of(runtime, prompt, plain, spec.pieces)
     return record
 
 
-def fork_of(engine: ChatEngine, prompt: list[int], plain: RaceSide, spec_pieces: Sequence[str]) -> Fork | None:
+def fork_of(runtime: Runtime, prompt: list[int], plain: RaceSide, spec_pieces: Sequence[str]) -> Fork | None:
     """Where ``plain`` first leaves ``spec_pieces``, with the target's view there (None: the same text).
 
     The target's largest logit there is read again (the cache cut back to that position, one token decoded).
@@ -289,7 +289,7 @@ def fork_of(engine: ChatEngine, prompt: list[int], plain: RaceSide, spec_pieces:
     top = tops[index] if index < len(tops) else ()
     gap: float | None = None
     scale: float | None = None
-    sync = getattr(engine.target_context, "sync", None)  # a local context; a remote target cannot be probed
+    sync = getattr(runtime.target_context, "sync", None)  # a local context; a remote target cannot be probed
     if top and index < len(tokens) and index < len(spec_pieces) and sync is not None:
         # The row plain decoding chose from: the cache cut back to that position.
         row, _ = sync([*prompt, *tokens[:index]])

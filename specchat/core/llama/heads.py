@@ -243,21 +243,10 @@ def _has_tensor(model: Model, name: str) -> bool:
 
 
 def check_fits(target: Model, head: Model, info: HeadInfo) -> None:
-    """One line on why ``head`` cannot draft for ``target`` (llama.cpp would abort on most of these).
-
-    The rule on layers, widths, vocabularies and architectures is the picker's
-    (:func:`specchat.core.models.heads.head_problems`, from the two files' headers); the loaded head adds
-    what only llama.cpp reads: its mask token and block.
+    """One line on why ``head`` cannot draft for ``target``, from what only llama.cpp reads: its mask token
+    and block. The rule on layers, widths, vocabularies and architectures, from the two files' headers, is
+    applied before a head is opened, by whoever opens it (the runtime, the draft finder).
     """
-    from specchat.core.models.ggufmeta import read_gguf_info
-    from specchat.core.models.heads import head_problems, read_head
-
-    header = read_head(head.path)
-    if header is not None:
-        n_embd = int(llama_cpp.llama_model_n_embd(target.ptr))
-        problems = head_problems(header, read_gguf_info(target.path), target.n_layers, n_embd)
-        if problems:
-            raise SpecchatError(f"{head.name} ({info.describe()}) cannot draft for {target.name}: {problems[0]}")
     if info.format.block and not 0 <= info.mask_token < target.n_vocab:
         raise SpecchatError(f"{head.name}: a DFlash head without a mask token in the target's vocabulary")
     if info.format.block and info.block_size < 2:

@@ -168,6 +168,11 @@ class Model:
         return int(llama_cpp.llama_model_n_layer(self.ptr))
 
     @property
+    def n_embd(self) -> int:
+        """The width of its hidden states."""
+        return int(llama_cpp.llama_model_n_embd(self.ptr))
+
+    @property
     def arch(self) -> str:
         """The GGUF's ``general.architecture`` (e.g. ``qwen35``)."""
         return self.meta("general.architecture") or "?"

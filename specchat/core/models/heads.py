@@ -235,7 +235,7 @@ def head_problems(head: HeadInfo, target: GgufInfo, n_layers: int, n_embd: int) 
     """Why ``head`` cannot draft for a target with ``n_layers`` layers of width ``n_embd`` ([] when it can).
 
     The one compatibility rule, used by the picker and the finder (headers) and by loading a head
-    (:func:`specchat.core.llama.heads.check_fits`). The vocabulary must be the target's (the converters copy
+    (:func:`specchat.core.runtime.runtime.check_head_fits`). The vocabulary must be the target's (the converters copy
     it); the target's graph must hand out layer inputs; every target layer id must lie in 0..n_layers-1, or
     be n_layers for a DFlash-family head on a target that records its final layer input (llama.cpp aborts
     otherwise); the states it reads must have the target's width; an EAGLE-3 head reads exactly three layers.

@@ -2,52 +2,85 @@
 
 :class:`Runtime` owns the llama.cpp models and contexts (use it from one
 thread): the target, local or in a child process on remote devices, and what
-drafts for it (a draft model, the target's MTP heads, or lookup, which needs
-nothing). It says which drafters it can run (the registry,
-:mod:`specchat.core.engine.registry`), where each model runs, and streams
-replies as engine events: :meth:`Runtime.reply` for a stateless request,
-:meth:`Runtime.conversation` for a conversation kept between turns.
+drafts for it (a draft model, the target's MTP heads, a head, or lookup, which
+needs nothing). It says which drafters it can run (the registry,
+:mod:`specchat.core.engine.registry`) and where each model runs, and it is the
+one way a reply is driven: :meth:`Runtime.prompt` builds a reply's prompt
+(the chat template, the messages checked once, the size guard, tools) and
+:meth:`Runtime.stream` streams the reply to it as engine events (kept prompts
+recalled, a long prompt read in steps, the speculative loop, the caches
+forgotten after an error). A conversation kept between turns is
+:class:`~specchat.core.runtime.conversation.Conversation`, built on these two.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.template import ChatTemplate
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Drafter
 from specchat.core.engine.registry import DrafterEntry, Parts, available_drafters, default_drafter, entry_for
-from specchat.core.engine.speculative import TargetSide
+from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.llama.context import Context, MtpContext, check_memory_support
 from specchat.core.llama.devices import offload_supported
-from specchat.core.llama.heads import DFlashContext, Eagle3Context, open_draft
+from specchat.core.llama.heads import DFlashContext, Eagle3Context, head_info, is_head, open_draft
 from specchat.core.llama.model import Model, vocab_mismatch
 from specchat.core.llama.rpc.binding import local_devices
 from specchat.core.llama.rpc.target import RemoteTarget
+from specchat.core.models.ggufmeta import read_gguf_info
+from specchat.core.models.heads import head_problems, read_head
 from specchat.core.models.placement import describe_placement, layers_bytes, resolve_gpu_layers, resolve_remote_layers
 from specchat.core.models.shape import read_model_shape
 from specchat.core.remote import DEFAULT_DEADLINE
 from specchat.core.runtime.prompt_cache import PromptCache
 from specchat.core.runtime.remote import require_rpc
+from specchat.core.runtime.template import ChatTemplate, tools_in_system, validate_messages
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
     MAX_DEPTH,
     Event,
+    Finished,
+    FinishReason,
     GenerationParams,
+    GenerationStats,
     GpuLayers,
+    PromptTooLongError,
     SpecchatError,
+    common_prefix_len,
 )
 
-if TYPE_CHECKING:
-    from specchat.core.runtime.conversation import Conversation, PromptProgress
-
 LoadProgress = Callable[[str, float], bool]
+PromptProgress = Callable[[int, int], None]  # prompt tokens in the target's cache so far, of how many
+PROMPT_STEP = 256  # a long prompt is read in steps of this many tokens, reporting and checking Stop between them
+
+
+def check_head_fits(target: Model, head: Model) -> None:
+    """One line on why ``head`` cannot draft for ``target``, by the rule the picker applies to the two files'
+    headers (:func:`~specchat.core.models.heads.head_problems`); run before a head is opened, since llama.cpp
+    aborts on most of what it refuses."""
+    header = read_head(head.path)
+    if header is None:
+        return
+    problems = head_problems(header, read_gguf_info(target.path), target.n_layers, target.n_embd)
+    if problems:
+        raise SpecchatError(f"{head.name} ({head_info(head).describe()}) cannot draft for {target.name}: "
+                            f"{problems[0]}")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A reply's prompt: the text (the chat template's, then any continuation) and the target's tokens for it."""
+
+    text: str
+    tokens: list[int]
 
 
 class Runtime:
@@ -73,6 +106,8 @@ class Runtime:
         self.mtp_context: MtpContext | None = None
         self.head_context: Eagle3Context | DFlashContext | None = None  # a head loaded as the draft
         try:
+            if draft is not None and target_context is None and is_head(draft):
+                check_head_fits(target, draft)
             self.draft_context, self.head_context = open_draft(self.target_context, draft, n_ctx=n_ctx,
                                                                n_threads=n_threads)
             # one observer follows the target: a head loaded as the draft takes the place of its MTP heads
@@ -141,7 +176,7 @@ class Runtime:
         """The adaptive depth controller for this pair and drafter (created on first use)."""
         return self._adaptive.setdefault(entry_for(drafter, self.parts).name, AdaptiveDepth())
 
-    # --- replies ------------------------------------------------------------
+    # --- the caches ----------------------------------------------------------
     def forget_contexts(self) -> None:
         """Empty the target's and the draft's contexts (after an error they may be mid-round); kept prompts stay."""
         self.target_context.truncate(0)
@@ -165,29 +200,111 @@ class Runtime:
         if self.draft_context is not None:
             self.prompt_cache.recall("draft", self.draft_context, body)
 
-    def conversation(self, messages: list[dict[str, str]] | None = None) -> Conversation:
-        """A conversation on this pair starting from ``messages`` (KV caches reused between its turns)."""
-        from specchat.core.runtime.conversation import Conversation
+    # --- replies: the one way a reply is driven ---------------------------------
+    def prompt(self, messages: Sequence[dict[str, str]] | str, *, continuation: str = "",
+               tools: Sequence[dict[str, Any]] | None = None, reply_to_user: bool = True) -> Prompt:
+        """The prompt for a reply to ``messages`` (through the model's chat template), or a plain ``str``.
 
-        return Conversation(self, messages)
+        The messages are checked once (and, with ``reply_to_user``, the last must be the user's); ``tools``
+        (OpenAI function definitions) go to a template that renders them, else into the system message.
+        ``continuation`` (a reply cut at the token limit) ends the prompt. A prompt the context cannot hold
+        raises :class:`~specchat.core.types.PromptTooLongError`, before tokenizing where its bytes alone say so.
+        """
+        if isinstance(messages, str):
+            text = messages
+        else:
+            validate_messages(messages)
+            if reply_to_user and messages[-1]["role"] != "user":
+                raise SpecchatError("the last message must be from the user to get a reply")
+            if tools and not self.template.uses_tools:
+                messages, tools = tools_in_system(messages, tools), None
+            text = self.template.render(messages, tools=tools or None, checked=True)
+        text += continuation
+        what = "the prompt" if isinstance(messages, str) else "the conversation"
+        advice = "" if isinstance(messages, str) else "; start a new conversation or raise the context size"
+        # Checked before tokenizing: a prompt of 100 MB took minutes and gigabytes to be refused after it.
+        fewest = self.target.fewest_tokens(len(text.encode("utf-8"))) if len(text) >= self.n_ctx else 0
+        if fewest >= self.n_ctx:
+            raise PromptTooLongError(f"{what} is at least {fewest:,} tokens but the context holds {self.n_ctx}{advice}",
+                                tokens=fewest, n_ctx=self.n_ctx, at_least=True)
+        tokens = self.target.tokenize(text, add_special=True, parse_special=True)
+        if len(tokens) >= self.n_ctx:
+            raise PromptTooLongError(f"{what} is {len(tokens)} tokens but the context holds {self.n_ctx}{advice}",
+                                tokens=len(tokens), n_ctx=self.n_ctx)
+        return Prompt(text, tokens)
+
+    def stream(self, prompt: Prompt | Sequence[int], params: GenerationParams, *, drafter: str | None = None,
+               depth: DepthControl | None = None, cancel: CancelToken | None = None,
+               progress: PromptProgress | None = None, recall: bool = True) -> Iterator[Event]:
+        """The reply to ``prompt`` as engine events: Drafted and Verified per round, then one Finished.
+
+        ``drafter`` None drafts with the best the pair allows (the registry's default). Whatever the caches
+        hold of the prompt is reused, and with ``recall`` a kept earlier prompt sharing more is loaded back
+        (:meth:`recall`). With ``progress``, a prompt with more than two steps to read is read step by step,
+        each reported and ``cancel`` checked between them. A drafter the pair lacks raises SpecchatError
+        here, before the first event; an error once the reply has begun ends it with a Finished of reason
+        ERROR, and the contexts are emptied (they may be mid-round).
+        """
+        tokens = list(prompt.tokens if isinstance(prompt, Prompt) else prompt)
+        kind = default_drafter(self.offered).name if drafter is None else drafter
+        chosen = self.drafter_for(kind)
+        adaptive = self.adaptive_for(kind)
+        return self._stream(tokens, params, chosen, adaptive, depth, cancel, progress, recall)
 
     def reply(self, messages: list[dict[str, str]], params: GenerationParams, *, drafter: str | None = None,
               depth: DepthControl | None = None, cancel: CancelToken | None = None, continuation: str = "",
               progress: PromptProgress | None = None) -> Iterator[Event]:
-        """The reply to ``messages`` (the last one the user's) as engine events, e.g. for one HTTP request.
-
-        ``drafter`` None drafts with the best the pair allows (the registry's default: automatic where a
-        draft model or heads are loaded, lookup otherwise). Whatever both caches share with the previous
-        reply's prompt is reused. Checks run before the first event: a bad message list, a prompt that does
-        not fit or a drafter the pair lacks raise SpecchatError.
-        """
+        """The reply to ``messages`` (the last one the user's): :meth:`prompt`, then :meth:`stream`."""
         if not messages:
             raise SpecchatError("no messages to reply to")
-        chosen = default_drafter(self.offered).name if drafter is None else drafter
-        session = self.conversation(messages[:-1])
-        last = messages[-1]
-        return session.reply(last.get("content") if last.get("role") == "user" else None, params, drafter=chosen,
-                             depth=depth, cancel=cancel, continuation=continuation, progress=progress)
+        return self.stream(self.prompt(messages, continuation=continuation), params, drafter=drafter,
+                           depth=depth, cancel=cancel, progress=progress)
+
+    def _stream(self, prompt: list[int], params: GenerationParams, drafter: Drafter, adaptive: AdaptiveDepth,
+                depth: DepthControl | None, cancel: CancelToken | None, progress: PromptProgress | None,
+                recall: bool) -> Iterator[Event]:
+        if self.remote is not None:  # Stop also ends a wait on a server that does not answer
+            self.remote.keep_waiting = None if cancel is None else (lambda: not cancel.cancelled)
+        try:
+            if recall:
+                self.recall(prompt)
+            read = self._read_prompt(prompt, progress, cancel) if progress is not None else None
+            if read is not None and cancel is not None and cancel.cancelled:
+                stream: Iterable[Event] = [Finished(FinishReason.CANCELLED, GenerationStats(prompt_tokens=len(prompt)),
+                                                    "stopped while reading the prompt")]
+            else:
+                stream = generate(self.target_side, drafter, prompt, params, depth=depth, cancel=cancel,
+                                  adaptive=adaptive)
+            for event in stream:
+                if isinstance(event, Finished):
+                    if read is not None:  # the prompt was read before the loop: its figures are those steps'
+                        event.stats.reused_prompt_tokens = read[0]
+                        event.stats.prompt_seconds += read[1]
+                    if event.reason is FinishReason.ERROR:
+                        self.forget_contexts()
+                yield event
+        except SpecchatError as exc:  # before the reply began: it has no figures yet
+            self.forget_contexts()
+            yield Finished(FinishReason.ERROR, GenerationStats(), str(exc))
+
+    def _read_prompt(self, prompt: list[int], progress: PromptProgress,
+                     cancel: CancelToken | None) -> tuple[int, float] | None:
+        """Bring the target to a long prompt step by step, reporting each; (reused, seconds), None if short.
+
+        The speculative loop's own prefill then finds the prompt in the cache and decodes nothing more.
+        """
+        target = self.target_context
+        body = prompt[:-1]
+        if len(body) - common_prefix_len(target.tokens, body) <= 2 * PROMPT_STEP:
+            return None
+        started = time.perf_counter()
+        reused = done = target.extend_to(body[: common_prefix_len(target.tokens, body)])
+        progress(done, len(body))
+        while done < len(body) and not (cancel is not None and cancel.cancelled):
+            done = min(len(body), done + PROMPT_STEP)
+            target.extend_to(body[:done])
+            progress(done, len(body))
+        return reused, time.perf_counter() - started
 
     @classmethod
     def load(
@@ -337,24 +454,6 @@ class Runtime:
     @property
     def draft_name(self) -> str | None:
         return self.draft.path.name if self.draft is not None else None
-
-    def tokenize_prompt(self, messages: list[dict[str, str]], continuation: str = "") -> tuple[str, list[int]]:
-        """The prompt for a reply to ``messages``; with ``continuation``, the reply so far follows it."""
-        text = self.template.render(messages) + continuation
-        # Checked before tokenizing: a prompt of 100 MB took minutes and gigabytes to be refused after it.
-        fewest = self.target.fewest_tokens(len(text.encode("utf-8"))) if len(text) >= self.n_ctx else 0
-        if fewest >= self.n_ctx:
-            raise SpecchatError(
-                f"the conversation is at least {fewest:,} tokens but the context holds {self.n_ctx}; "
-                "start a new conversation or raise the context size"
-            )
-        tokens = self.target.tokenize(text, add_special=True, parse_special=True)
-        if len(tokens) >= self.n_ctx:
-            raise SpecchatError(
-                f"the conversation is {len(tokens)} tokens but the context holds {self.n_ctx}; "
-                "start a new conversation or raise the context size"
-            )
-        return text, tokens
 
     @property
     def has_mtp(self) -> bool:

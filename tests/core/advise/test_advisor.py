@@ -11,37 +11,37 @@ from specchat.core.advise.advisor import advise
 from specchat.core.advise.calibrate import PROMPTS, measure
 from specchat.core.advise.candidates import CandidateKind
 from specchat.core.cancel import CancelToken
-from specchat.core.chat.session import ChatEngine
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DrafterKind
 from support.advice import advice_measured_at
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
-def engine_prompts(draft: Path | None = None) -> tuple[ChatEngine, list[list[int]]]:
-    engine = ChatEngine.load(MODELS / "llama.gguf", draft, n_ctx=512)
-    prompts = [engine.tokenize_prompt([{"role": "user", "content": text}])[1] for _, text in PROMPTS]
-    return engine, prompts
+def engine_prompts(draft: Path | None = None) -> tuple[Runtime, list[list[int]]]:
+    runtime = Runtime.load(MODELS / "llama.gguf", draft, n_ctx=512)
+    prompts = [runtime.prompt([{"role": "user", "content": text}]).tokens for _, text in PROMPTS]
+    return runtime, prompts
 
 
 def test_a_spent_budget_stops_after_one_round_and_a_cancel_before_any() -> None:
-    engine, prompts = engine_prompts(MODELS / "llama-q8.gguf")
+    runtime, prompts = engine_prompts(MODELS / "llama-q8.gguf")
     try:
-        drafter = engine.drafter_for(DrafterKind.DRAFT_MODEL)
-        late = measure(engine.target_side, drafter, prompts, max_depth=4, max_tokens=32,
+        drafter = runtime.drafter_for(DrafterKind.DRAFT_MODEL)
+        late = measure(runtime.target_side, drafter, prompts, max_depth=4, max_tokens=32,
                        deadline=time.perf_counter() - 1, cancel=CancelToken())
         assert (late.runs, len(late.rounds)) == (1, 1)
-        full = measure(engine.target_side, drafter, prompts, max_depth=4, max_tokens=32,
+        full = measure(runtime.target_side, drafter, prompts, max_depth=4, max_tokens=32,
                        deadline=time.perf_counter() + 3600, cancel=CancelToken())
         assert full.runs == 3 and full.drafted_rounds > 3
         assert {r.depth for r in full.rounds} >= {4, 1, 2, 3}  # the schedule walks every depth
         cancelled = CancelToken()
         cancelled.cancel()
-        none = measure(engine.target_side, drafter, prompts, max_depth=4, max_tokens=32,
+        none = measure(runtime.target_side, drafter, prompts, max_depth=4, max_tokens=32,
                        deadline=time.perf_counter() + 3600, cancel=cancelled)
         assert (none.runs, none.rounds) == (0, [])
     finally:
-        engine.close()
+        runtime.close()
 
 
 def test_the_advisor_ranks_explains_refuses_and_remembers(library: Path) -> None:

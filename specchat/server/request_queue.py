@@ -1,14 +1,19 @@
 """The loaded pair behind the server: one decode at a time, on one thread, in arrival order.
 
-This is the server's only contact with the engine (``ChatEngine`` and the
-speculative loop). Requests wait in a bounded FIFO queue; a full queue is a
-429. Every request runs on the same engine, whose target and draft contexts
-keep the previous request's tokens, and whose prompt cache keeps earlier ones
-(``Runtime.recall``): the next prompt decodes only what differs from its longest
-common prefix with them (the lookup drafter reads the whole sequence each
-round, so it needs no index). A
-cancelled request (its client gone, its time up) stops within one round; the
-caches are resynchronised by common prefix, so it leaves nothing inconsistent.
+This is the server's only contact with the runtime, through the one reply
+path every front end takes (``Runtime.prompt``, ``Runtime.stream``). Requests
+wait in a bounded FIFO queue; a full queue is a 429. Every request runs on the
+same runtime, whose target and draft contexts keep the previous request's
+tokens, and whose prompt cache keeps earlier ones: the next prompt decodes only
+what differs from its longest common prefix with them (the lookup drafter
+reads the whole sequence each round, so it needs no index). A cancelled
+request (its client gone, its time up) stops within one round, or between the
+steps of reading a long prompt; the caches are resynchronised by common prefix,
+so it leaves nothing inconsistent.
+
+One thread owns the runtime. For ``specchat serve`` that is this host's own
+thread; in the window it is the window's runtime thread, and this host hands
+each request to it (``owner``) and waits for it to run there.
 """
 
 from __future__ import annotations
@@ -19,19 +24,26 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.registry import default_drafter, drafter_entry
-from specchat.core.engine.speculative import generate
-from specchat.core.types import Drafted, Finished, FinishReason, GenerationStats, SpecchatError, Verified
+from specchat.core.types import (
+    Drafted,
+    Finished,
+    FinishReason,
+    GenerationStats,
+    PromptTooLongError,
+    SpecchatError,
+    Verified,
+)
 from specchat.server.errors import ApiError
 from specchat.server.protocol import Request
-from specchat.server.tool_calls import template_uses_tools, tools_in_system
 
 if TYPE_CHECKING:
-    from specchat.core.chat.session import ChatEngine
+    from specchat.core.runtime.runtime import Prompt, Runtime
 
 
 SHUTTING_DOWN = "the server is shutting down"
@@ -53,7 +65,10 @@ class Started:
 
 
 Emitted = Started | Verified | Finished | ApiError
-Listener = Callable[["Job", "Emitted | Drafted"], None]  # called on the engine's thread, for every request
+Listener = Callable[["Job", "Emitted | Drafted"], None]  # called on the runtime's thread, for every request
+# Runs a call on the thread that owns the runtime and waits for it; False when it did not run (the token was
+# cancelled while it waited, or the owner is closing).
+RuntimeOwner = Callable[[Callable[[], None], CancelToken], bool]
 
 
 @dataclass
@@ -114,24 +129,24 @@ class _JobQueue(queue.Queue[Job | None]):
             return False
 
 
-class EngineHost:
-    """Runs requests one after another on ``engine`` from its own thread.
+class RequestQueue:
+    """Runs requests one after another on ``runtime``, in arrival order.
 
-    ``engine_lock`` is held while a request uses the engine: pass the lock of
-    whoever else decodes on the same engine (the window) so the two take turns.
-    ``listener`` sees every request's events, drafts included (the window's Server panel).
+    Without ``owner`` this host's own thread runs them and is the only one to
+    touch the runtime; with it (the window) each request runs on the owner's
+    thread, between the owner's own work. ``listener`` sees every request's
+    events, drafts included (the window's Server panel).
     """
 
-    def __init__(self, engine: ChatEngine, *, queue_size: int = 8, drafter: str | None = None,
-                 engine_lock: threading.Lock | None = None, listener: Listener | None = None) -> None:
-        self.engine = engine
-        self.engine_lock = engine_lock if engine_lock is not None else threading.Lock()
+    def __init__(self, runtime: Runtime, *, queue_size: int = 8, drafter: str | None = None,
+                 owner: RuntimeOwner | None = None, listener: Listener | None = None) -> None:
+        self.runtime = runtime
+        self.owner = owner
         self.listener = listener
-        self._has_mtp = engine.has_mtp
-        self._offered = engine.offered
+        self._has_mtp = runtime.has_mtp
+        self._offered = runtime.offered
         self.default_drafter = drafter or best_drafter(self._offered)
         self._check_drafter(self.default_drafter, status=None)
-        self._tools_native = template_uses_tools(engine.template.source)
         self._queue = _JobQueue(maxsize=queue_size)
         self._closing = False
         self._lock = threading.Lock()
@@ -141,9 +156,9 @@ class EngineHost:
         self._thread = threading.Thread(target=self._work, name="specchat-serve-engine", daemon=True)
         self._thread.start()
         self.info = PairInfo(
-            model_id=engine.target.path.stem, target=engine.target_name, draft=engine.draft_name,
-            has_mtp=self._has_mtp, n_ctx=engine.n_ctx, default_drafter=self.default_drafter,
-            placement=engine.placement())
+            model_id=runtime.target.path.stem, target=runtime.target_name, draft=runtime.draft_name,
+            has_mtp=self._has_mtp, n_ctx=runtime.n_ctx, default_drafter=self.default_drafter,
+            placement=runtime.placement())
 
     @property
     def waiting(self) -> int:
@@ -188,7 +203,7 @@ class EngineHost:
                 self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), SHUTTING_DOWN))
 
     def close(self) -> None:
-        """Cancel what runs and waits, stop the thread (the engine stays open: its owner closes it)."""
+        """Cancel what runs and waits, stop the thread (the runtime stays open: its owner closes it)."""
         self.stop_taking()
         self._queue.put(None)
         self._thread.join(timeout=30)
@@ -215,33 +230,43 @@ class EngineHost:
                     job.cancel.cancel()
             started = time.monotonic()
             try:
-                with self.engine_lock:
-                    self._run(job)
-            except Exception as exc:  # noqa: BLE001 - the engine thread outlives any one request
-                with self.engine_lock:
-                    self.engine.forget_contexts()
-                self._tell(job, Finished(FinishReason.ERROR, GenerationStats(), f"{type(exc).__name__}: {exc}"))
+                if self.owner is None:
+                    self._serve(job)
+                elif not self.owner(partial(self._serve, job), job.cancel):
+                    self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
             finally:
                 with self._lock:
                     self._running = None
                 self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * (time.monotonic() - started)
+
+    def _serve(self, job: Job) -> None:
+        """Run ``job`` on the runtime's thread; an unexpected error ends it, never the thread."""
+        try:
+            self._run(job)
+        except Exception as exc:  # noqa: BLE001 - the runtime's thread outlives any one request
+            self.runtime.forget_contexts()
+            self._tell(job, Finished(FinishReason.ERROR, GenerationStats(), f"{type(exc).__name__}: {exc}"))
 
     def _run(self, job: Job) -> None:
         if job.cancel.cancelled:
             self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
             return
         request = job.request
+        param = "messages" if request.kind == "chat" else "prompt"
         try:
             prompt = self._prompt(request)
+        except PromptTooLongError as exc:  # the window's guard, in the API's words
+            size = f"at least {exc.tokens:,}" if exc.at_least else str(exc.tokens)
+            self._tell(job, ApiError(400, f"the prompt is {size} tokens but the context holds {exc.n_ctx}",
+                                     param=param, code="context_length_exceeded"))
+            return
         except SpecchatError as exc:
-            code = "context_length_exceeded" if "context holds" in str(exc) else None
-            self._tell(job, ApiError(400, str(exc), param="messages" if request.kind == "chat" else "prompt",
-                                     code=code))
+            self._tell(job, ApiError(400, str(exc), param=param))
             return
         kind = request.spec.drafter or self.default_drafter
-        engine = self.engine
-        drafter = engine.drafter_for(kind)
-        self._tell(job, Started(len(prompt), kind, time.monotonic() - job.submitted))
+        stream = self.runtime.stream(prompt, request.params, drafter=kind, depth=DepthControl(request.spec.depth),
+                                     cancel=job.cancel, progress=_read_in_steps)
+        self._tell(job, Started(len(prompt.tokens), kind, time.monotonic() - job.submitted))
 
         def time_up() -> None:
             job.timed_out = True
@@ -250,19 +275,12 @@ class EngineHost:
         timer = threading.Timer(job.time_limit, time_up)
         timer.daemon = True
         timer.start()
-        if engine.remote is not None:  # a cancel also ends a wait on a remote server that does not answer
-            engine.remote.keep_waiting = lambda: not job.cancel.cancelled
         try:
-            engine.recall(prompt)
-            for event in generate(engine.target_side, drafter, prompt, request.params,
-                                  depth=DepthControl(request.spec.depth), cancel=job.cancel,
-                                  adaptive=engine.adaptive_for(kind)):
-                if isinstance(event, Finished) and event.reason is FinishReason.ERROR:
-                    self.engine.forget_contexts()
+            for event in stream:
                 if isinstance(event, Finished):
                     s = event.stats
-                    self.served.append(Served(job.client, request.kind, event.reason, s.generated, len(prompt),
-                                              s.reused_prompt_tokens, job.timed_out))
+                    self.served.append(Served(job.client, request.kind, event.reason, s.generated,
+                                              len(prompt.tokens), s.reused_prompt_tokens, job.timed_out))
                 if isinstance(event, (Verified, Finished)):
                     self._tell(job, event)
                 elif isinstance(event, Drafted) and self.listener is not None:
@@ -276,18 +294,14 @@ class EngineHost:
         if self.listener is not None:
             self.listener(job, event)
 
-    def _prompt(self, request: Request) -> list[int]:
-        """The request's prompt as the target's tokens (chat: through the model's own template)."""
-        engine = self.engine
+    def _prompt(self, request: Request) -> Prompt:
+        """The request's prompt (chat: through the model's own template, with its tools), by the runtime's guard."""
         if request.kind == "chat":
-            messages = list(request.messages)
             tools = list(request.tools) if request.tools else None
-            if tools and not self._tools_native:
-                messages, tools = tools_in_system(messages, tools), None
-            text = engine.template.render(messages, tools=tools)
-        else:
-            text = request.prompt
-        tokens = engine.target.tokenize(text, add_special=True, parse_special=True)
-        if len(tokens) >= engine.n_ctx:
-            raise SpecchatError(f"the prompt is {len(tokens)} tokens but the context holds {engine.n_ctx}")
-        return tokens
+            return self.runtime.prompt(list(request.messages), tools=tools, reply_to_user=False)
+        return self.runtime.prompt(request.prompt)
+
+
+def _read_in_steps(done: int, total: int) -> None:
+    """Asks the runtime to read a long prompt in steps, so a cancel (the client gone, the time up) is seen
+    between them; nobody watches the count."""

@@ -46,6 +46,14 @@ CHATML_TEMPLATE = (
 
 ROLES = frozenset({"system", "user", "assistant"})
 
+TOOLS_SYSTEM_PROMPT = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}}\n</tool_call>"
+)
+
 
 @dataclass(frozen=True)
 class RenderLimits:
@@ -408,13 +416,20 @@ class ChatTemplate:
         finally:
             _BUDGET.reset(token)
 
+    @property
+    def uses_tools(self) -> bool:
+        """Whether the template renders a ``tools`` variable itself."""
+        return template_uses_tools(self.source)
+
     def render(self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True,
-               tools: Sequence[dict[str, Any]] | None = None) -> str:
+               tools: Sequence[dict[str, Any]] | None = None, checked: bool = False) -> str:
         """The prompt text for ``messages``; raises a one-line SpecchatError on any failure or overspend.
 
         ``tools`` (OpenAI function definitions) are handed to the template as its ``tools`` variable.
+        ``checked``: the caller ran :func:`validate_messages` on ``messages`` already.
         """
-        validate_messages(messages)
+        if not checked:
+            validate_messages(messages)
         limits = self.limits
         input_chars = sum(len(m["content"]) for m in messages) + (len(json.dumps(list(tools))) if tools else 0)
         budget = _Budget(
@@ -488,3 +503,18 @@ def _short(value: object) -> str:
     text = repr(value)
     return _one_line(text, 60)
 
+
+def template_uses_tools(template_source: str) -> bool:
+    """Whether a chat template renders a ``tools`` variable itself."""
+    return re.search(r"\btools\b", template_source) is not None
+
+
+def tools_in_system(messages: Sequence[dict[str, str]], tools: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """``messages`` with the tool definitions written into the system message (one added if there is none)."""
+    text = TOOLS_SYSTEM_PROMPT.format(tools="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
+    out = [dict(m) for m in messages]
+    if out and out[0]["role"] == "system":
+        out[0]["content"] = out[0]["content"] + "\n\n" + text
+    else:
+        out.insert(0, {"role": "system", "content": text})
+    return out
