@@ -247,7 +247,8 @@ class BudgetedEnvironment(ImmutableSandboxedEnvironment):
             budget = _BUDGET.get()
             if budget is not None:
                 _check_widths(budget, widths)
-            return metered(*args, **kwargs)
+            result: str = metered(*args, **kwargs)
+            return result
 
         return checked
 
