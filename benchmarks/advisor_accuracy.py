@@ -68,9 +68,17 @@ def main() -> int:
     drafts = build_drafts(pair.target, pair.draft)
     by_path = {str(p): q for q, p in drafts.items()}
     started = time.perf_counter()
-    advice = advise(pair.target, list(drafts.values()), budget_seconds=args.budget, library=False, lookup=False,
-                    catalog=False, max_tokens=args.max_tokens, remember=False,
-                    progress=lambda m, f: print(f"  [{f:4.0%}] {m}", file=sys.stderr))
+    advice = advise(
+        pair.target,
+        list(drafts.values()),
+        budget_seconds=args.budget,
+        library=False,
+        lookup=False,
+        catalog=False,
+        max_tokens=args.max_tokens,
+        remember=False,
+        progress=lambda m, f: print(f"  [{f:4.0%}] {m}", file=sys.stderr),
+    )
     advised = time.perf_counter() - started
     predicted = {by_path[r.candidate.path]: r for r in advice.results if r.candidate.path in by_path}
 
@@ -93,24 +101,38 @@ def main() -> int:
     measured = {q: (s[2] / s[3]) / (s[0] / s[1]) if s[1] and s[3] else 0.0 for q, s in sums.items()}
 
     rows = []
-    print(f"advisor: {advised:.0f} s, of which measuring {advice.elapsed_seconds:.0f} s (budget {args.budget:g} s; "
-          f"the rest reads the files' headers and loads them); bench: {args.reps} passes x {len(prompts)} prompts, "
-          f"{args.max_tokens} tokens, greedy")
-    print(f"{'draft':<7}{'accept':>8}{'cost':>7}{'depth':>6}{'predicted':>10}{'measured':>10}{'error':>8}"
-          f"{'confirm':>9}  why")
+    print(
+        f"advisor: {advised:.0f} s, of which measuring {advice.elapsed_seconds:.0f} s (budget {args.budget:g} s; "
+        f"the rest reads the files' headers and loads them); bench: {args.reps} passes x {len(prompts)} prompts, "
+        f"{args.max_tokens} tokens, greedy"
+    )
+    print(
+        f"{'draft':<7}{'accept':>8}{'cost':>7}{'depth':>6}{'predicted':>10}{'measured':>10}{'error':>8}"
+        f"{'confirm':>9}  why"
+    )
     for quant in drafts:
         r = predicted[quant]
         p = r.prediction
         pred = p.speedup if p is not None else 0.0
         error = pred / measured[quant] - 1 if measured[quant] else float("nan")
         confirm = f"{r.confirmation.speedup:.2f}x" if r.confirmation else "-"
-        print(f"{quant:<7}{(p.acceptance if p else 0):>8.0%}{(p.cost_ratio if p else 0):>7.0%}"
-              f"{(p.best_depth if p else 0):>6}{pred:>9.2f}x{measured[quant]:>9.2f}x{error:>+8.1%}{confirm:>9}  "
-              f"{r.reason}")
-        rows.append({"draft": quant, "predicted": round(pred, 3), "measured": round(measured[quant], 3),
-                     "error": round(error, 4), "best_depth": p.best_depth if p else None,
-                     "acceptance": round(p.acceptance, 4) if p else None,
-                     "cost": round(p.cost_ratio, 4) if p else None, "confirmed": r.confirmation is not None})
+        print(
+            f"{quant:<7}{(p.acceptance if p else 0):>8.0%}{(p.cost_ratio if p else 0):>7.0%}"
+            f"{(p.best_depth if p else 0):>6}{pred:>9.2f}x{measured[quant]:>9.2f}x{error:>+8.1%}{confirm:>9}  "
+            f"{r.reason}"
+        )
+        rows.append(
+            {
+                "draft": quant,
+                "predicted": round(pred, 3),
+                "measured": round(measured[quant], 3),
+                "error": round(error, 4),
+                "best_depth": p.best_depth if p else None,
+                "acceptance": round(p.acceptance, 4) if p else None,
+                "cost": round(p.cost_ratio, 4) if p else None,
+                "confirmed": r.confirmation is not None,
+            }
+        )
 
     disagreements = []
     for a, b in itertools.combinations(drafts, 2):
@@ -120,8 +142,10 @@ def main() -> int:
             if (ma > mb) != (pa > pb):
                 disagreements.append(f"{a} vs {b}")
     within = [row["draft"] for row in rows if abs(row["error"]) <= 0.15]
-    print(f"order: {'agrees' if not disagreements else 'differs on ' + ', '.join(disagreements)} "
-          "wherever measured speed-ups differ by more than 10%")
+    print(
+        f"order: {'agrees' if not disagreements else 'differs on ' + ', '.join(disagreements)} "
+        "wherever measured speed-ups differ by more than 10%"
+    )
     print(f"within 15%: {len(within)} of {len(rows)} ({', '.join(within) or 'none'})")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "disagreements": disagreements}, indent=1))

@@ -29,8 +29,12 @@ from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, Sample
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 ARCHS = ("llama", "qwen35", "lfm2", "granitehybrid", "mamba2")
-PROMPTS = ("Tell me about the sea.", "Count to ten, please.", "Why is the sky blue? Explain it to a child.",
-           "Write a short poem about autumn leaves.")
+PROMPTS = (
+    "Tell me about the sea.",
+    "Count to ten, please.",
+    "Why is the sky blue? Explain it to a child.",
+    "Write a short poem about autumn leaves.",
+)
 
 
 @dataclass
@@ -57,8 +61,13 @@ def one_reply(runtime: Runtime, prompt: str, params: GenerationParams, drafter: 
 
 
 def measure(arch: str, draft: str, snapshots: int, args: argparse.Namespace) -> tuple[Run, Run, RollbackStats, str]:
-    runtime = Runtime.load(MODELS / f"{arch}.gguf", MODELS / f"{arch}-{draft}.gguf", n_ctx=256,
-                             n_threads=args.threads, target_rollback=snapshots)
+    runtime = Runtime.load(
+        MODELS / f"{arch}.gguf",
+        MODELS / f"{arch}-{draft}.gguf",
+        n_ctx=256,
+        n_threads=args.threads,
+        target_rollback=snapshots,
+    )
     params = GenerationParams(sampler=SamplerParams(repeat_penalty=1.3), max_tokens=args.max_tokens)
     plain, spec = Run(), Run()
     stats = RollbackStats()
@@ -98,10 +107,14 @@ def main() -> None:
     parser.add_argument("--no-snapshots", action="store_true", help="also run qwen35 and lfm2 without snapshots")
     args = parser.parse_args()
 
-    print(f"depth {args.depth}, {args.max_tokens} tokens x {len(PROMPTS)} prompts x {args.repeats}, "
-          f"{args.threads} thread(s); tok/s of the whole reply (prompt included)")
-    header = (f"{'model':14} {'draft':9} {'memory':26} {'plain':>8} {'spec':>8} {'ratio':>6} "
-              f"{'rounds':>6} {'in place':>8} {'restored':>8} {'replayed':>8} {'state KB':>8} {'ms/round':>8}")
+    print(
+        f"depth {args.depth}, {args.max_tokens} tokens x {len(PROMPTS)} prompts x {args.repeats}, "
+        f"{args.threads} thread(s); tok/s of the whole reply (prompt included)"
+    )
+    header = (
+        f"{'model':14} {'draft':9} {'memory':26} {'plain':>8} {'spec':>8} {'ratio':>6} "
+        f"{'rounds':>6} {'in place':>8} {'restored':>8} {'replayed':>8} {'state KB':>8} {'ms/round':>8}"
+    )
     print(header)
     print("-" * len(header))
     cases = [(arch, draft, MAX_DEPTH) for arch in ARCHS for draft in ("q8", "seed2-q8")]
@@ -110,9 +123,11 @@ def main() -> None:
     for arch, draft, snapshots in cases:
         plain, spec, stats, mode = measure(arch, draft, snapshots, args)
         per_round = 1000 * stats.seconds / max(spec.rounds, 1)
-        print(f"{arch:14} {draft:9} {mode:26} {plain.rate:8.0f} {spec.rate:8.0f} {spec.rate / plain.rate:6.2f} "
-              f"{spec.rounds:6d} {stats.in_place:8d} {stats.restores:8d} {stats.replayed_tokens:8d} "
-              f"{stats.checkpoint_bytes / 1024:8.0f} {per_round:8.3f}")
+        print(
+            f"{arch:14} {draft:9} {mode:26} {plain.rate:8.0f} {spec.rate:8.0f} {spec.rate / plain.rate:6.2f} "
+            f"{spec.rounds:6d} {stats.in_place:8d} {stats.restores:8d} {stats.replayed_tokens:8d} "
+            f"{stats.checkpoint_bytes / 1024:8.0f} {per_round:8.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -54,14 +54,16 @@ class Tally:
         return self.tokens / seconds if seconds else 0.0
 
 
-def decode(runtime: Runtime, prompt: list[int], params: GenerationParams, depth: int | None,
-           adaptive: AdaptiveDepth) -> tuple[list[int], int, float, float]:
+def decode(
+    runtime: Runtime, prompt: list[int], params: GenerationParams, depth: int | None, adaptive: AdaptiveDepth
+) -> tuple[list[int], int, float, float]:
     """One greedy reply: (its tokens, tokens generated, generation seconds, CPU seconds of the whole call)."""
     kind = DrafterKind.NONE if depth == 0 else DrafterKind.DRAFT_MODEL
     tokens: list[int] = []
     cpu = time.process_time()
-    for event in generate(runtime.target_side, runtime.drafter_for(kind), prompt, params,
-                          depth=DepthControl(depth), adaptive=adaptive):
+    for event in generate(
+        runtime.target_side, runtime.drafter_for(kind), prompt, params, depth=DepthControl(depth), adaptive=adaptive
+    ):
         if isinstance(event, Verified):
             tokens.extend(event.committed)
         elif isinstance(event, Finished):
@@ -71,15 +73,16 @@ def decode(runtime: Runtime, prompt: list[int], params: GenerationParams, depth:
     raise SpecchatError("the reply ended without figures")
 
 
-def one_run(runtime: Runtime, prompts: list[tuple[str, list[int]]], params: GenerationParams,
-            depths: list[int]) -> dict[str, Tally]:
+def one_run(
+    runtime: Runtime, prompts: list[tuple[str, list[int]]], params: GenerationParams, depths: list[int]
+) -> dict[str, Tally]:
     """Every configuration on every prompt, interleaved; returns the tallies by configuration name."""
     controllers = {AUTO: AdaptiveDepth(), AUTO_IID: AdaptiveDepth(positional=False)}
     names = ["plain", *(f"d{k}" for k in depths), AUTO, AUTO_IID]
     tallies = {name: Tally() for name in names}
     mismatches: list[str] = []
     for j, (pid, prompt) in enumerate(prompts):
-        order = names[j % len(names):] + names[: j % len(names)]
+        order = names[j % len(names) :] + names[: j % len(names)]
         outputs: dict[str, list[int]] = {}
         decode(runtime, prompt, dataclasses.replace(params, max_tokens=1), 0, AdaptiveDepth())  # caches the prompt
         for name in order:
@@ -130,8 +133,10 @@ def report(tallies: dict[str, Tally], cpu: bool) -> RunResult:
 def summary(results: list[RunResult], label: str) -> None:
     for name in (AUTO, AUTO_IID):
         ratios = [res.auto if name == AUTO else res.auto_iid for res in results]
-        print(f"{label}: {name} / best fixed per run: {' '.join(f'{x:.1%}' for x in ratios)}; "
-              f"mean {statistics.mean(ratios):.1%}, min {min(ratios):.1%}")
+        print(
+            f"{label}: {name} / best fixed per run: {' '.join(f'{x:.1%}' for x in ratios)}; "
+            f"mean {statistics.mean(ratios):.1%}, min {min(ratios):.1%}"
+        )
 
 
 def prompts_by_id(paths: list[Path], ids: list[str]) -> dict[str, list[dict[str, str]]]:

@@ -144,8 +144,14 @@ def replay(bits: list[bool], depth: int | None, ctrl: AdaptiveDepth, costs: Cost
         def jitter(x: float) -> float:
             return x * rng.lognormvariate(0.0, JITTER)
 
-        ctrl.observe(k, accepted, jitter(costs.step) if k > 1 else None, jitter(costs.verify[k + 1]),
-                     jitter(costs.drafted_overhead if k else costs.plain_overhead), jitter(costs.sync) if k else None)
+        ctrl.observe(
+            k,
+            accepted,
+            jitter(costs.step) if k > 1 else None,
+            jitter(costs.verify[k + 1]),
+            jitter(costs.drafted_overhead if k else costs.plain_overhead),
+            jitter(costs.sync) if k else None,
+        )
         seconds += costs.round_seconds(k)
         pos += accepted + 1
     return seconds
@@ -199,12 +205,13 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("verify ms per batch size: " + " ".join(f"{n}:{s * 1000:.1f}" for n, s in costs.verify.items()))
-    print(f"draft step {costs.step * 1000:.1f} ms, catch-up {costs.sync * 1000:.1f} ms, overhead plain "
-          f"{costs.plain_overhead * 1000:.2f} ms, drafted {costs.drafted_overhead * 1000:.2f} ms")
+    print(
+        f"draft step {costs.step * 1000:.1f} ms, catch-up {costs.sync * 1000:.1f} ms, overhead plain "
+        f"{costs.plain_overhead * 1000:.2f} ms, drafted {costs.drafted_overhead * 1000:.2f} ms"
+    )
     agree = sum(sum(b) for b in traces.values()) / sum(len(b) for b in traces.values())
     print(f"draft agrees with the target on {agree:.1%} of {sum(len(b) for b in traces.values())} tokens")
-    print("conditional acceptance per position at depth 8: "
-          + " ".join(f"{a:.3f}" for a in position_curve(traces, 8)))
+    print("conditional acceptance per position at depth 8: " + " ".join(f"{a:.3f}" for a in position_curve(traces, 8)))
     names = ["plain", *(f"d{k}" for k in depths), AUTO, AUTO_IID]
     ratios: dict[str, list[float]] = {AUTO: [], AUTO_IID: []}
     for r in range(args.repeats):
@@ -218,14 +225,19 @@ def main() -> int:
         speedup = {name: seconds["plain"] / s for name, s in seconds.items() if name != "plain"}
         fixed = {name: s for name, s in speedup.items() if name.startswith("d")}
         best = max(fixed, key=lambda name: fixed[name])
-        print(f"run {r + 1}: fixed " + ", ".join(f"{name[1:]}: {s:.3f}x" for name, s in fixed.items())
-              + f"; best {best[1:]}: {fixed[best]:.3f}x")
+        print(
+            f"run {r + 1}: fixed "
+            + ", ".join(f"{name[1:]}: {s:.3f}x" for name, s in fixed.items())
+            + f"; best {best[1:]}: {fixed[best]:.3f}x"
+        )
         for name in (AUTO, AUTO_IID):
             ratios[name].append(speedup[name] / fixed[best])
             print(f"  {name:8s}: {speedup[name]:.3f}x, {ratios[name][-1]:.1%} of the best fixed depth")
     for name, values in ratios.items():
-        print(f"{name} / best fixed per run: {' '.join(f'{x:.1%}' for x in values)}; "
-              f"mean {statistics.mean(values):.1%}, min {min(values):.1%}")
+        print(
+            f"{name} / best fixed per run: {' '.join(f'{x:.1%}' for x in values)}; "
+            f"mean {statistics.mean(values):.1%}, min {min(values):.1%}"
+        )
     return 0
 
 

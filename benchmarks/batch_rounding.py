@@ -43,9 +43,13 @@ def main() -> int:
     pair = provision_demo_pair()
     runtime = Runtime.load(pair.target, None, n_ctx=4096, n_threads=args.threads)
     ctx = runtime.target_context
-    messages = [{"role": "system", "content": "You edit code. Reply with the whole edited file in one code block "
-                 "and nothing else."},
-                {"role": "user", "content": f"Here is shop.py:\n```python\n{file_150()}```\n{EDITS[0]}"}]
+    messages = [
+        {
+            "role": "system",
+            "content": "You edit code. Reply with the whole edited file in one code block and nothing else.",
+        },
+        {"role": "user", "content": f"Here is shop.py:\n```python\n{file_150()}```\n{EDITS[0]}"},
+    ]
     prompt = runtime.target.tokenize(runtime.template.render(messages), add_special=True, parse_special=True)
 
     # The reference: the prompt in one go, then the greedy reply one token per decode.
@@ -61,8 +65,10 @@ def main() -> int:
     scale = float(np.abs(reference).max())
     gaps = np.sort(reference, axis=1)
     margin = (gaps[:, -1] - gaps[:, -2]) / np.abs(reference).max(axis=1)
-    print(f"prompt {len(prompt)} tokens, reply {len(reply)} tokens, {args.threads} threads; largest |logit| "
-          f"{scale:.1f}; smallest top-two gap in the reply {margin.min():.2e} of its row's largest |logit|")
+    print(
+        f"prompt {len(prompt)} tokens, reply {len(reply)} tokens, {args.threads} threads; largest |logit| "
+        f"{scale:.1f}; smallest top-two gap in the reply {margin.min():.2e} of its row's largest |logit|"
+    )
 
     splits = {"prompt in one batch": [len(prompt)], "prompt in two parts": [len(prompt) // 3, len(prompt)]}
     print(f"{'prompt read':<22}{'batch':>6}{'max |diff|':>12}{'relative':>10}{'argmax moved':>14}")

@@ -114,8 +114,9 @@ def reply_rows(ctx: object, reply: Sequence[int], size: int) -> np.ndarray:
     return np.stack(rows)
 
 
-def measure(ctx: object, prompt: Sequence[int], n_reply: int,
-            others: Sequence[tuple[str, object]] = ()) -> list[tuple[str, Diff, Diff, Diff]]:
+def measure(
+    ctx: object, prompt: Sequence[int], n_reply: int, others: Sequence[tuple[str, object]] = ()
+) -> list[tuple[str, Diff, Diff, Diff]]:
     """Per reading: (label, its last logits, the reply one token per call, the reply in verify batches).
 
     ``others`` are contexts on the same model at other thread counts: each
@@ -131,8 +132,11 @@ def measure(ctx: object, prompt: Sequence[int], n_reply: int,
         rows.append(np.array(ctx.decode([reply[-1]])[0]))  # type: ignore[attr-defined]
     reference = np.stack(rows[1:])
     out = []
-    cases = [("one call", ctx, [n]), *((label, ctx, ends) for label, ends in readings(n)),
-             *((f"one call, {label}", other, [n]) for label, other in others)]
+    cases = [
+        ("one call", ctx, [n]),
+        *((label, ctx, ends) for label, ends in readings(n)),
+        *((f"one call, {label}", other, [n]) for label, other in others),
+    ]
     for label, context, ends in cases:
         last, singles, batches = Diff(), Diff(), Diff()
         last.add(read(context, prompt, ends), head)
@@ -170,8 +174,11 @@ def document_prompt(runtime: object, text: str, n_tokens: int) -> list[int] | No
 
     def prompt(chars: int) -> list[int]:
         messages = [{"role": "user", "content": f"Summarise this document.\n\n{text[:chars]}"}]
-        return runtime.target.tokenize(runtime.template.render(messages),  # type: ignore[attr-defined]
-                                      add_special=True, parse_special=True)
+        return runtime.target.tokenize(
+            runtime.template.render(messages),  # type: ignore[attr-defined]
+            add_special=True,
+            parse_special=True,
+        )
 
     if len(prompt(len(text))) < n_tokens:
         return None
@@ -189,13 +196,22 @@ def fmt(x: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     defaults = [SHARED_PROMPTS / "public.jsonl", SHARED_PROMPTS / "mixed-public.jsonl"]
-    parser.add_argument("--prompts", type=Path, nargs="*", default=None,
-                        help="prompt files (JSON lines with messages); default: the shared public sets")
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        nargs="*",
+        default=None,
+        help="prompt files (JSON lines with messages); default: the shared public sets",
+    )
     parser.add_argument("--lengths", type=int, nargs="*", default=[1024, 2048, 3072, 4096])
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
-                        help="the reference's thread count, then others compared with it (one call each)")
-    parser.add_argument("--documents", nargs="*", default=None,
-                        help="which documents (names as printed; default: all)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="the reference's thread count, then others compared with it (one call each)",
+    )
+    parser.add_argument("--documents", nargs="*", default=None, help="which documents (names as printed; default: all)")
     parser.add_argument("--reply", type=int, default=16, help="greedy reply tokens compared after each reading")
     parser.add_argument("--degenerate", type=int, default=4093, help="length of the repeated-token prompt (0: none)")
     parser.add_argument("--n-ctx", type=int, default=8192)
@@ -230,13 +246,19 @@ def main() -> int:
     runtime = Runtime.load(pair.target, None, n_ctx=args.n_ctx, n_threads=args.threads[0])
     ctx = runtime.target_context
     others = [(f"{t} threads", Context(runtime.target, n_ctx=args.n_ctx, n_threads=t)) for t in args.threads[1:]]
-    print(f"demo target {pair.target.name}, {ctx.n_ctx}-token context, n_batch {ctx.n_batch}, "
-          f"{args.threads[0]} threads, reply {args.reply} tokens, verify batches "
-          f"{VERIFY_SIZES[0]}-{VERIFY_SIZES[-1]}")
-    print("figures over the reference row's largest |logit|; max |d|: one logit's change; gap shift: the largest "
-          "change of a difference of two logits")
-    header = (f"{'source':<22}{'tokens':>7}  {'reading':<18}{'last: max|d|':>13}{'gap shift':>10}"
-              f"{'reply 1/call':>13}{'verify 2-9':>11}{'min top-2':>10}{'flips':>6}")
+    print(
+        f"demo target {pair.target.name}, {ctx.n_ctx}-token context, n_batch {ctx.n_batch}, "
+        f"{args.threads[0]} threads, reply {args.reply} tokens, verify batches "
+        f"{VERIFY_SIZES[0]}-{VERIFY_SIZES[-1]}"
+    )
+    print(
+        "figures over the reference row's largest |logit|; max |d|: one logit's change; gap shift: the largest "
+        "change of a difference of two logits"
+    )
+    header = (
+        f"{'source':<22}{'tokens':>7}  {'reading':<18}{'last: max|d|':>13}{'gap shift':>10}"
+        f"{'reply 1/call':>13}{'verify 2-9':>11}{'min top-2':>10}{'flips':>6}"
+    )
     print(header)
     worst: dict[str, Diff] = {"public prompts": Diff(), "documents": Diff(), "other thread counts": Diff()}
 
@@ -246,9 +268,11 @@ def main() -> int:
             for d in (last, singles, batches):
                 every.merge(d)
             worst["other thread counts" if "threads" in label else group].merge(every)
-            print(f"{name:<22}{len(tokens):>7}  {label:<18}{fmt(last.rel):>13}{fmt(last.shift):>10}"
-                  f"{fmt(singles.shift):>13}{fmt(batches.shift):>11}{fmt(every.top2):>10}{every.flips:>6}",
-                  flush=True)
+            print(
+                f"{name:<22}{len(tokens):>7}  {label:<18}{fmt(last.rel):>13}{fmt(last.shift):>10}"
+                f"{fmt(singles.shift):>13}{fmt(batches.shift):>11}{fmt(every.top2):>10}{every.flips:>6}",
+                flush=True,
+            )
 
     for pid, messages in prompts:
         tokens = runtime.prompt(messages).tokens
@@ -274,16 +298,20 @@ def main() -> int:
     if args.degenerate:
         token = runtime.target.tokenize(" the")[-1]
         tokens = [token] * args.degenerate
-        print(f"\ndegenerate: token {token} ({runtime.target.token_text(token)!r}) repeated {args.degenerate} times, "
-              "no template")
+        print(
+            f"\ndegenerate: token {token} ({runtime.target.token_text(token)!r}) repeated {args.degenerate} times, "
+            "no template"
+        )
         print(header)
         for label, last, singles, batches in measure(ctx, tokens, args.reply):
             every = Diff()
             for d in (last, singles, batches):
                 every.merge(d)
-            print(f"{'repeated token':<22}{len(tokens):>7}  {label:<18}{fmt(last.rel):>13}{fmt(last.shift):>10}"
-                  f"{fmt(singles.shift):>13}{fmt(batches.shift):>11}{fmt(every.top2):>10}{every.flips:>6}",
-                  flush=True)
+            print(
+                f"{'repeated token':<22}{len(tokens):>7}  {label:<18}{fmt(last.rel):>13}{fmt(last.shift):>10}"
+                f"{fmt(singles.shift):>13}{fmt(batches.shift):>11}{fmt(every.top2):>10}{every.flips:>6}",
+                flush=True,
+            )
     for _, other in others:
         other.close()
     runtime.close()

@@ -54,7 +54,7 @@ def main() -> int:
         with background_load(load):
             for i, (pid, messages) in enumerate(prompts):
                 prompt = runtime.prompt(messages).tokens
-                order = DRAFTERS[i % len(DRAFTERS):] + DRAFTERS[: i % len(DRAFTERS)]
+                order = DRAFTERS[i % len(DRAFTERS) :] + DRAFTERS[: i % len(DRAFTERS)]
                 rate = {}
                 for name, drafter_name in order:
                     runtime.forget_contexts()  # each reply reads its prompt, as a new conversation's first does
@@ -69,14 +69,18 @@ def main() -> int:
                 part = max(rate["model"], rate["lookup"])
                 worst_part = min(worst_part, rate["auto"] / part)
                 worst_plain = min(worst_plain, rate["auto"] / rate["plain"])
-                print(f"| {pid} | {rate['auto']:.1f} | {rate['model']:.1f} | {rate['lookup']:.1f} | "
-                      f"{rate['plain']:.1f} | {rate['auto'] / part:.2f} | {rate['auto'] / rate['plain']:.2f} |",
-                      flush=True)
+                print(
+                    f"| {pid} | {rate['auto']:.1f} | {rate['model']:.1f} | {rate['lookup']:.1f} | "
+                    f"{rate['plain']:.1f} | {rate['auto'] / part:.2f} | {rate['auto'] / rate['plain']:.2f} |",
+                    flush=True,
+                )
         overall = {name: tokens / seconds for name, (tokens, seconds) in totals.items()}
         part = max(overall["model"], overall["lookup"])
         auto = overall["auto"]
-        print(f"| **overall** | {auto:.1f} | {overall['model']:.1f} | {overall['lookup']:.1f} | "
-              f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |")
+        print(
+            f"| **overall** | {auto:.1f} | {overall['model']:.1f} | {overall['lookup']:.1f} | "
+            f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |"
+        )
     print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
     runtime.close()
     return 0

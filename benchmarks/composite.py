@@ -93,8 +93,7 @@ class Totals:
         return self.tokens[name] / self.seconds[name] if self.seconds.get(name) else 0.0
 
 
-def run_file(runtime: Runtime, path: Path, params: GenerationParams, repeat: int, min_tokens: int = 0
-             ) -> list[Row]:
+def run_file(runtime: Runtime, path: Path, params: GenerationParams, repeat: int, min_tokens: int = 0) -> list[Row]:
     """Each prompt ``repeat`` times in turn: plain, then each drafter, back to back.
 
     A prompt whose replies are short runs again until plain decoding has written
@@ -123,15 +122,18 @@ def run_file(runtime: Runtime, path: Path, params: GenerationParams, repeat: int
                     ties += parted.tie
                     identical &= parted.tie
         rows.append(Row(pid, plain, runs, identical, ties))
-        print(f"  {path.name} {pid}: " + ", ".join(f"{n} {rows[-1].speedup(n):.2f}x" for n in DRAFTERS),
-              file=sys.stderr)
+        print(
+            f"  {path.name} {pid}: " + ", ".join(f"{n} {rows[-1].speedup(n):.2f}x" for n in DRAFTERS), file=sys.stderr
+        )
     return rows
 
 
 def table(title: str, rows: list[Row]) -> tuple[str, dict[str, bool]]:
     """The printed table for one prompt file, and the goals it meets."""
-    head = (f"{'prompt':<18}{'tokens':>7}{'plain':>8}{'lookup':>8}{'model':>8}{'compos.':>8}{'/best':>7}"
-            f"{'ident':>6}  rounds won (lookup/model/splice/plain)")
+    head = (
+        f"{'prompt':<18}{'tokens':>7}{'plain':>8}{'lookup':>8}{'model':>8}{'compos.':>8}{'/best':>7}"
+        f"{'ident':>6}  rounds won (lookup/model/splice/plain)"
+    )
     lines = [title, head, "-" * len(head)]
     totals = Totals()
     per_prompt_ok = True
@@ -152,28 +154,36 @@ def table(title: str, rows: list[Row]) -> tuple[str, dict[str, bool]]:
         for kind, n in kinds.items():
             wins_total[kind] = wins_total.get(kind, 0) + n
         won = "/".join(str(kinds.get(k, 0)) for k in ("lookup", "model", "splice", "plain"))
-        lines.append(f"{r.id[:17]:<18}{r.plain.generated:>7}{r.plain.tokens_per_s:>8.1f}"
-                     f"{r.speedup('lookup'):>7.2f}x{r.speedup('model'):>7.2f}x{r.speedup('composite'):>7.2f}x"
-                     f"{share:>7.0%}{r.identity:>6}  {won}")
+        lines.append(
+            f"{r.id[:17]:<18}{r.plain.generated:>7}{r.plain.tokens_per_s:>8.1f}"
+            f"{r.speedup('lookup'):>7.2f}x{r.speedup('model'):>7.2f}x{r.speedup('composite'):>7.2f}x"
+            f"{share:>7.0%}{r.identity:>6}  {won}"
+        )
     plain = totals.rate("plain")
     overall = {n: totals.rate(n) / plain if plain else 0.0 for n in DRAFTERS}
     best_overall = max(overall["lookup"], overall["model"])
-    lines.append(f"{'OVERALL':<18}{totals.tokens['plain']:>7}{plain:>8.1f}{overall['lookup']:>7.2f}x"
-                 f"{overall['model']:>7.2f}x{overall['composite']:>7.2f}x"
-                 f"{overall['composite'] / best_overall if best_overall else 0.0:>7.0%}"
-                 f"{'yes' if all(r.identical for r in rows) else 'NO':>6}  "
-                 + "/".join(str(wins_total.get(k, 0)) for k in ("lookup", "model", "splice", "plain")))
+    lines.append(
+        f"{'OVERALL':<18}{totals.tokens['plain']:>7}{plain:>8.1f}{overall['lookup']:>7.2f}x"
+        f"{overall['model']:>7.2f}x{overall['composite']:>7.2f}x"
+        f"{overall['composite'] / best_overall if best_overall else 0.0:>7.0%}"
+        f"{'yes' if all(r.identical for r in rows) else 'NO':>6}  "
+        + "/".join(str(wins_total.get(k, 0)) for k in ("lookup", "model", "splice", "plain"))
+    )
     open_ok = True
     if open_chat.seconds:
         open_plain = open_chat.rate("plain")
         model, composite = open_chat.rate("model") / open_plain, open_chat.rate("composite") / open_plain
         open_ok = composite >= 0.97 * model
-        lines.append(f"{'open chat':<18}{open_chat.tokens['plain']:>7}{open_plain:>8.1f}"
-                     f"{open_chat.rate('lookup') / open_plain:>7.2f}x{model:>7.2f}x{composite:>7.2f}x"
-                     f"   ({', '.join(sorted(r.id for r in rows if is_open_chat(r.id)))}: together)")
-    return "\n".join(lines), {"every prompt >= 95% of the better single drafter": per_prompt_ok,
-                              "open chat (together) within 3% of the draft model": open_ok,
-                              "overall >= 2.0x plain": overall["composite"] >= 2.0}
+        lines.append(
+            f"{'open chat':<18}{open_chat.tokens['plain']:>7}{open_plain:>8.1f}"
+            f"{open_chat.rate('lookup') / open_plain:>7.2f}x{model:>7.2f}x{composite:>7.2f}x"
+            f"   ({', '.join(sorted(r.id for r in rows if is_open_chat(r.id)))}: together)"
+        )
+    return "\n".join(lines), {
+        "every prompt >= 95% of the better single drafter": per_prompt_ok,
+        "open chat (together) within 3% of the draft model": open_ok,
+        "overall >= 2.0x plain": overall["composite"] >= 2.0,
+    }
 
 
 def measure_priors(runtime: Runtime, paths: list[Path], params: GenerationParams) -> str:
@@ -203,8 +213,10 @@ def measure_priors(runtime: Runtime, paths: list[Path], params: GenerationParams
     lines = ["match key   first token (hits/tries)   each later one, given those before (hits/tries)"]
     for key in MATCH_KEYS:
         first, later = counts.get((key, 0), [0, 0]), counts.get((key, 1), [0, 0])
-        lines.append(f"{key:>9}   {first[0] / max(first[1], 1):>6.2f} ({first[0]}/{first[1]})"
-                     f"{later[0] / max(later[1], 1):>18.2f} ({later[0]}/{later[1]})")
+        lines.append(
+            f"{key:>9}   {first[0] / max(first[1], 1):>6.2f} ({first[0]}/{first[1]})"
+            f"{later[0] / max(later[1], 1):>18.2f} ({later[0]}/{later[1]})"
+        )
     return "\n".join(lines)
 
 
@@ -214,10 +226,17 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=1, help="runs of each prompt per drafter (summed)")
-    parser.add_argument("--min-tokens", type=int, default=0,
-                        help=f"run a prompt again until plain decoding wrote this many tokens (at most {MAX_RUNS})")
-    parser.add_argument("--priors", action="store_true",
-                        help="print lookup acceptance by match length over plain replies (the composite's priors)")
+    parser.add_argument(
+        "--min-tokens",
+        type=int,
+        default=0,
+        help=f"run a prompt again until plain decoding wrote this many tokens (at most {MAX_RUNS})",
+    )
+    parser.add_argument(
+        "--priors",
+        action="store_true",
+        help="print lookup acceptance by match length over plain replies (the composite's priors)",
+    )
     args = parser.parse_args()
     pair = provision_demo_pair()
     runtime = Runtime.load(pair.target, pair.draft, n_ctx=4096, n_threads=args.threads)
@@ -234,9 +253,11 @@ def main() -> int:
         run_once(runtime, warm_prompt, warm, kind, None)
     out = []
     for path in args.prompts:
-        text, goals = table(f"{path.name} (greedy, auto depth, {args.max_tokens} tokens, {args.repeat} run(s) each; "
-                            "speed-ups over plain)",
-                            run_file(runtime, path, params, args.repeat, args.min_tokens))
+        text, goals = table(
+            f"{path.name} (greedy, auto depth, {args.max_tokens} tokens, {args.repeat} run(s) each; "
+            "speed-ups over plain)",
+            run_file(runtime, path, params, args.repeat, args.min_tokens),
+        )
         out.append(text)
         for goal, met in goals.items():
             if path.name.startswith("mixed") or goal != "overall >= 2.0x plain":

@@ -64,21 +64,32 @@ def _no_first_probe() -> None:
 
 # Parts of the composite a replay can switch off, each by what it does.
 ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
-    "probes": ("no probe of the model every PROBE_EVERY rounds without it",
-               lambda: setattr(tuning, "PROBE_EVERY", 10**9)),
+    "probes": (
+        "no probe of the model every PROBE_EVERY rounds without it",
+        lambda: setattr(tuning, "PROBE_EVERY", 10**9),
+    ),
     "first-probe": ("no probe in a reply's first round without a lookup", _no_first_probe),
-    "unmeasured-tries": ("no forced model rounds before its costs are measured",
-                         lambda: setattr(tuning, "UNMEASURED_TRIES", 0)),
-    "handover": ("the model never hands a round over to a lookup mid-draft",
-                 lambda: setattr(tuning, "MIN_HANDOVER_MATCH", 10**9)),
-    "lookup-after-model": ("no lookup appended after the model's drafts",
-                           lambda: setattr(CompositeDrafter, "_lookup_after_model", lambda *_: None)),
-    "confidence": ("a model draft's probability says nothing (its position's rate alone)",
-                   lambda: setattr(Confidence, "rate", lambda _self, _p, rate, _avg: rate)),
-    "positions": ("acceptance not kept apart by draft position",
-                  lambda: setattr(tuning, "POSITIONS", 1)),
-    "stop-plan": ("the model drafts to the round's depth: no stop after a hesitant draft",
-                  lambda: setattr(CompositeDrafter, "_stopper", lambda *_a, **_k: lambda _t, _p: True)),
+    "unmeasured-tries": (
+        "no forced model rounds before its costs are measured",
+        lambda: setattr(tuning, "UNMEASURED_TRIES", 0),
+    ),
+    "handover": (
+        "the model never hands a round over to a lookup mid-draft",
+        lambda: setattr(tuning, "MIN_HANDOVER_MATCH", 10**9),
+    ),
+    "lookup-after-model": (
+        "no lookup appended after the model's drafts",
+        lambda: setattr(CompositeDrafter, "_lookup_after_model", lambda *_: None),
+    ),
+    "confidence": (
+        "a model draft's probability says nothing (its position's rate alone)",
+        lambda: setattr(Confidence, "rate", lambda _self, _p, rate, _avg: rate),
+    ),
+    "positions": ("acceptance not kept apart by draft position", lambda: setattr(tuning, "POSITIONS", 1)),
+    "stop-plan": (
+        "the model drafts to the round's depth: no stop after a hesitant draft",
+        lambda: setattr(CompositeDrafter, "_stopper", lambda *_a, **_k: lambda _t, _p: True),
+    ),
 }
 
 
@@ -122,9 +133,11 @@ class Group:
 
     def first_line(self) -> str:
         """The mean time to the first token (ms, the target's own prompt read left out) per drafter."""
-        return (f"{'  first token, mean ms':<31}"
-                + "".join(f"{1000 * self.first[k] / self.prompts:>11.1f}" for k in KINDS)
-                + f"   plain {1000 * self.first[None] / self.prompts:.1f}")
+        return (
+            f"{'  first token, mean ms':<31}"
+            + "".join(f"{1000 * self.first[k] / self.prompts:>11.1f}" for k in KINDS)
+            + f"   plain {1000 * self.first[None] / self.prompts:.1f}"
+        )
 
     def speedup(self, kind: DrafterKind) -> float:
         """``kind``'s speed-up over plain decoding."""
@@ -132,13 +145,17 @@ class Group:
 
     def share(self) -> float:
         """The composite's speed as a share of the better single drafter's."""
-        return self.speedup(DrafterKind.COMPOSITE) / max(self.speedup(DrafterKind.NGRAM),
-                                                         self.speedup(DrafterKind.DRAFT_MODEL))
+        return self.speedup(DrafterKind.COMPOSITE) / max(
+            self.speedup(DrafterKind.NGRAM), self.speedup(DrafterKind.DRAFT_MODEL)
+        )
 
     def line(self, label: str, tokens: int | None = None) -> str:
         """Speed-ups over plain decoding, and the composite's share of the better single drafter."""
-        return (f"{label[:24]:<24}{'' if tokens is None else tokens:>7}"
-                + "".join(f"{self.speedup(k):>10.2f}x" for k in KINDS) + f"{self.share():>7.0%}")
+        return (
+            f"{label[:24]:<24}{'' if tokens is None else tokens:>7}"
+            + "".join(f"{self.speedup(k):>10.2f}x" for k in KINDS)
+            + f"{self.share():>7.0%}"
+        )
 
 
 class TimedContext:
@@ -197,9 +214,17 @@ class ModelledDrafter(DraftModelDrafter):
         return seconds
 
 
-def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, prompt: list[int],
-           reply: list[int], eog: frozenset[int], params: GenerationParams, costs: CostModel,
-           trace: list[str] | None = None) -> tuple[float, float]:
+def replay(
+    drafter: Drafter,
+    adaptive: AdaptiveDepth,
+    model: ModelledDrafter,
+    prompt: list[int],
+    reply: list[int],
+    eog: frozenset[int],
+    params: GenerationParams,
+    costs: CostModel,
+    trace: list[str] | None = None,
+) -> tuple[float, float]:
     """Seconds the drafter takes to write ``reply`` after ``prompt`` under ``costs``, and to its first token.
 
     The draft model's read of the prompt counts (``costs.read`` a token) when it happens: before the first
@@ -223,8 +248,11 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
         draft = Draft()
         draft_seconds = 0.0
         if k > 0:
-            draft = drafter.draft(DraftRequest(committed, k, params.sampler, rng, cancel, 0.0, False, adaptive.costs,
-                                               eog=eog, remaining=remaining))
+            draft = drafter.draft(
+                DraftRequest(
+                    committed, k, params.sampler, rng, cancel, 0.0, False, adaptive.costs, eog=eog, remaining=remaining
+                )
+            )
             _label_sources(draft, drafter)
             _cut_after_end(draft, eog)
             if isinstance(drafter, NgramDrafter):
@@ -242,8 +270,15 @@ def replay(drafter: Drafter, adaptive: AdaptiveDepth, model: ModelledDrafter, pr
         first = first or seconds
         if trace is not None:
             trace.append("".join(src.value[0].upper() for src in draft.sources) + f"/{n_acc}")
-        adaptive.observe(len(draft.tokens), n_acc, draft.step_seconds, costs.seen(verify), costs.overhead,
-                         draft.sync_seconds, draft.sample_seconds)
+        adaptive.observe(
+            len(draft.tokens),
+            n_acc,
+            draft.step_seconds,
+            costs.seen(verify),
+            costs.overhead,
+            draft.sync_seconds,
+            draft.sample_seconds,
+        )
     return seconds, first
 
 
@@ -258,18 +293,35 @@ def main() -> int:
     parser.add_argument("--slope", type=float, default=2.3, help="ms: each further token in a verify batch")
     parser.add_argument("--fixed", type=float, default=12.0, help="ms: the draft model's first draft of a round")
     parser.add_argument("--step", type=float, default=9.5, help="ms: each further draft")
-    parser.add_argument("--batch", type=float, default=0.0,
-                        help="ms: what a batch of two or more tokens costs beyond the line from the one-token pass")
+    parser.add_argument(
+        "--batch",
+        type=float,
+        default=0.0,
+        help="ms: what a batch of two or more tokens costs beyond the line from the one-token pass",
+    )
     parser.add_argument("--trace", nargs="*", default=[], help="prompt ids whose rounds to print")
     parser.add_argument("--catch-up", type=float, default=4.5, help="ms: each token the draft model catches up on")
-    parser.add_argument("--read", type=float, default=4.3,
-                        help="ms: each prompt token the draft model reads (0: prompt reads left out, as before)")
-    parser.add_argument("--noise", type=float, default=0.0,
-                        help="log-normal spread of the timings the drafters learn from (0.25: about +-25%%)")
-    parser.add_argument("--seeds", type=int, default=1,
-                        help="with --noise: replay this many times (seeds 1..N) and print each prompt's mean share")
-    parser.add_argument("--ablate", nargs="*", default=[], choices=sorted(ABLATIONS),
-                        help="switch these parts of the composite off")
+    parser.add_argument(
+        "--read",
+        type=float,
+        default=4.3,
+        help="ms: each prompt token the draft model reads (0: prompt reads left out, as before)",
+    )
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=0.0,
+        help="log-normal spread of the timings the drafters learn from (0.25: about +-25%%)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="with --noise: replay this many times (seeds 1..N) and print each prompt's mean share",
+    )
+    parser.add_argument(
+        "--ablate", nargs="*", default=[], choices=sorted(ABLATIONS), help="switch these parts of the composite off"
+    )
     args = parser.parse_args()
     for part in args.ablate:
         print(f"ablated: {part} ({ABLATIONS[part][0]})")
@@ -285,14 +337,23 @@ def main() -> int:
         for pid, messages in load_prompts(path, None):
             run = run_once(runtime, messages, params, DrafterKind.NONE, 0)
             prompt = runtime.prompt(messages).tokens
-            recorded.append((pid, ["all", path.stem, *(["open chat"] if is_open_chat(pid) else [])], prompt,
-                             list(run.tokens)))
+            recorded.append(
+                (pid, ["all", path.stem, *(["open chat"] if is_open_chat(pid) else [])], prompt, list(run.tokens))
+            )
     seeds = range(1, max(args.seeds, 1) + 1)
     shares: dict[str, list[float]] = {}
     for seed in seeds:
-        costs = CostModel(args.verify / 1000, args.slope / 1000, args.fixed / 1000, args.step / 1000,
-                          args.catch_up / 1000, args.batch / 1000, read=args.read / 1000, noise=args.noise,
-                          rng=np.random.default_rng(seed))
+        costs = CostModel(
+            args.verify / 1000,
+            args.slope / 1000,
+            args.fixed / 1000,
+            args.step / 1000,
+            args.catch_up / 1000,
+            args.batch / 1000,
+            read=args.read / 1000,
+            noise=args.noise,
+            rng=np.random.default_rng(seed),
+        )
         model = ModelledDrafter(context, costs)
         drafters: dict[DrafterKind, Drafter] = {
             DrafterKind.NGRAM: NgramDrafter(),
@@ -313,8 +374,9 @@ def main() -> int:
             for kind in KINDS:
                 runtime.draft_context.truncate(0)
                 trace: list[str] | None = [] if pid in args.trace else None
-                seconds[kind], first[kind] = replay(drafters[kind], adaptive[kind], model, prompt, reply, eog,
-                                                    params, costs, trace)
+                seconds[kind], first[kind] = replay(
+                    drafters[kind], adaptive[kind], model, prompt, reply, eog, params, costs, trace
+                )
                 if trace is not None:
                     print(f"  {NAMES[kind]}: " + " ".join(trace))
             row = Group(seconds, first, prompts=1)

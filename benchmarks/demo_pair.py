@@ -65,11 +65,18 @@ def main() -> int:
     print(auto_vs_fixed(sections[0][1]))
     run("Greedy, n-gram lookup", greedy, DrafterKind.NGRAM, [None])
     hot = SamplerParams(temperature=0.8)
-    run("T=0.8, draft samples from q, exact rejection sampling",
-        GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1), DrafterKind.DRAFT_MODEL, [4])
-    run("T=0.8, greedy draft then compare (llama.cpp server's rule)",
+    run(
+        "T=0.8, draft samples from q, exact rejection sampling",
+        GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1),
+        DrafterKind.DRAFT_MODEL,
+        [4],
+    )
+    run(
+        "T=0.8, greedy draft then compare (llama.cpp server's rule)",
         GenerationParams(sampler=hot, max_tokens=args.max_tokens, seed=1, greedy_draft=True),
-        DrafterKind.DRAFT_MODEL, [4])
+        DrafterKind.DRAFT_MODEL,
+        [4],
+    )
 
     if args.write:
         write_markdown(sections, args)
@@ -103,11 +110,22 @@ def write_markdown(sections: list[tuple[str, list[BenchReport]]], args: argparse
                 f"{r.predicted_tokens_per_s:.1f} | {r.fraction_of_predicted:.0%} | {ident} |"
             )
     lines += ["", auto_vs_fixed(sections[0][1])]
-    lines += ["", "Sampler micro-benchmark (`python benchmarks/sampler_micro.py`, 152k-token vocabulary):", "",
-              "```", *_micro_lines(), "```", "",
-              "GUI-thread latency while a reply streams (`QT_QPA_PLATFORM=offscreen python benchmarks/gui_latency.py`;",
-              "goal: longest gap between ticks of a 10 ms GUI timer under 50 ms):", "",
-              "```", *_gui_latency_lines(), "```", ""]
+    lines += [
+        "",
+        "Sampler micro-benchmark (`python benchmarks/sampler_micro.py`, 152k-token vocabulary):",
+        "",
+        "```",
+        *_micro_lines(),
+        "```",
+        "",
+        "GUI-thread latency while a reply streams (`QT_QPA_PLATFORM=offscreen python benchmarks/gui_latency.py`;",
+        "goal: longest gap between ticks of a 10 ms GUI timer under 50 ms):",
+        "",
+        "```",
+        *_gui_latency_lines(),
+        "```",
+        "",
+    ]
     from doc_section import replace_section
 
     replace_section("demo-pair", "\n".join(lines))
@@ -124,8 +142,10 @@ def auto_vs_fixed(reports: list[BenchReport]) -> str:
     if auto is None or not fixed:
         return ""
     best = max(fixed, key=lambda r: r.speedup)
-    return (f"Auto depth against the best fixed depth ({best.depth}): speedup {auto.speedup:.2f}x vs "
-            f"{best.speedup:.2f}x over plain, **{auto.speedup / best.speedup:.0%}** of it.")
+    return (
+        f"Auto depth against the best fixed depth ({best.depth}): speedup {auto.speedup:.2f}x vs "
+        f"{best.speedup:.2f}x over plain, **{auto.speedup / best.speedup:.0%}** of it."
+    )
 
 
 def _micro_lines() -> list[str]:
@@ -144,8 +164,13 @@ def _gui_latency_lines() -> list[str]:
     import subprocess
 
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gui_latency.py")], capture_output=True,
-                         text=True, env=env, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gui_latency.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     return [line for line in out.stdout.splitlines() if line.startswith(("reply:", "GUI timer"))] or [out.stderr[-500:]]
 
 

@@ -75,10 +75,14 @@ def main() -> int:
         timer.stop()
     stats = finished[0].stats  # type: ignore[attr-defined]
     view = "verdict view" if args.verdicts else "Markdown (reading view)"
-    print(f"reply: {stats.generated} tokens at {stats.tokens_per_second:.1f} tok/s, depth {args.depth}, {view}, "
-          f"background load: {args.load} busy process(es) on {os.cpu_count()} cores")
-    print(f"GUI timer (10 ms): {len(gaps)} ticks, longest gap {max(gaps):.1f} ms, "
-          f"median {statistics.median(gaps):.1f} ms, 99th percentile {sorted(gaps)[int(len(gaps) * 0.99)]:.1f} ms")
+    print(
+        f"reply: {stats.generated} tokens at {stats.tokens_per_second:.1f} tok/s, depth {args.depth}, {view}, "
+        f"background load: {args.load} busy process(es) on {os.cpu_count()} cores"
+    )
+    print(
+        f"GUI timer (10 ms): {len(gaps)} ticks, longest gap {max(gaps):.1f} ms, "
+        f"median {statistics.median(gaps):.1f} ms, 99th percentile {sorted(gaps)[int(len(gaps) * 0.99)]:.1f} ms"
+    )
     window.close()
     store.close()
     return 0

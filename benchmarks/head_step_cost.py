@@ -65,6 +65,7 @@ def measure(target_name: str, head_name: str, reps: int, threads: int) -> dict[s
             out.setdefault("target", []).append(one_token_ms(plain, reps // 5))
             out.setdefault("followed", []).append(one_token_ms(followed, reps // 5))
             if isinstance(head, Eagle3Context):
+
                 def seed() -> None:
                     head.begin(last, pos)
                     head.end(pos)
@@ -80,7 +81,8 @@ def measure(target_name: str, head_name: str, reps: int, threads: int) -> dict[s
                 assert isinstance(head, DFlashContext)
                 for k in sorted({4, head.max_draft}):
                     out.setdefault(f"block k={k}", []).append(
-                        median_ms(lambda k=k: head.block(last, pos, k), reps // 5))
+                        median_ms(lambda k=k: head.block(last, pos, k), reps // 5)
+                    )
         result = {name: statistics.median(values) for name, values in out.items()}
         result["follow"] = result.pop("followed") - result["target"]
         if "seed+step" in result:
@@ -101,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", default="llama,qwen35")
     parser.add_argument("--heads", default="eagle3,dflash,dflash2,dspark")
     args = parser.parse_args(argv)
-    print(f"# {platform.machine()} {platform.processor() or ''}, {args.threads} thread(s), "
-          f"{time.strftime('%Y-%m-%d', time.gmtime())}; ratios to one target pass (1 token)")
+    print(
+        f"# {platform.machine()} {platform.processor() or ''}, {args.threads} thread(s), "
+        f"{time.strftime('%Y-%m-%d', time.gmtime())}; ratios to one target pass (1 token)"
+    )
     for target in args.targets.split(","):
         for head in args.heads.split(","):
             r = measure(target, head, args.reps, args.threads)

@@ -28,8 +28,11 @@ from demo_pair import machine
 from doc_section import replace_section
 from window_defaults import ROOT, window_setup
 
-DRAFTERS = (("composite", "Automatic drafter (the window's default)"), ("draft", "Draft model alone"),
-            ("ngram", "Lookup alone"))
+DRAFTERS = (
+    ("composite", "Automatic drafter (the window's default)"),
+    ("draft", "Draft model alone"),
+    ("ngram", "Lookup alone"),
+)
 
 
 @dataclass
@@ -61,10 +64,20 @@ def main() -> int:
                 speedups[name] = report.speedup
                 rows.append(Row(f"{label} over plain decoding, {where}", f"{report.speedup:.2f}x"))
                 if name == "composite" and load == 0:
-                    rows.insert(0, Row("Plain decoding through specchat, of llama.cpp's own decode rate (idle)",
-                                       f"{report.plain_vs_native:.0%}"))
-                    rows.insert(1, Row("Greedy replies identical to plain decoding (float ties aside)",
-                                       "yes" if report.identical else "no"))
+                    rows.insert(
+                        0,
+                        Row(
+                            "Plain decoding through specchat, of llama.cpp's own decode rate (idle)",
+                            f"{report.plain_vs_native:.0%}",
+                        ),
+                    )
+                    rows.insert(
+                        1,
+                        Row(
+                            "Greedy replies identical to plain decoding (float ties aside)",
+                            "yes" if report.identical else "no",
+                        ),
+                    )
         better = max(speedups["draft"], speedups["ngram"])
         ratio = speedups["composite"] / better
         rows.append(Row(f"Automatic over the better of its two parts, {where}", f"{ratio:.2f}"))
@@ -81,18 +94,21 @@ def render(rows: list[Row], args: argparse.Namespace) -> str:
     """The headline table in Markdown, with the machine, the date, the commit and the command."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     prompts = args.prompts.resolve()
     shown = prompts.relative_to(ROOT) if prompts.is_relative_to(ROOT) else prompts.name
     command = f"python benchmarks/headline.py --limit {args.limit} --max-tokens {args.max_tokens} --write"
-    lines = [f"Measured {now} at commit {commit} on {machine()}; command: `{command}`",
-             f"({shown}, {args.limit} prompts, {args.max_tokens} tokens each; demo pair, the window's settings).",
-             "",
-             "| what | figure |",
-             "|---|---|"]
+    lines = [
+        f"Measured {now} at commit {commit} on {machine()}; command: `{command}`",
+        f"({shown}, {args.limit} prompts, {args.max_tokens} tokens each; demo pair, the window's settings).",
+        "",
+        "| what | figure |",
+        "|---|---|",
+    ]
     lines += [f"| {row.what} | {row.figure} |" for row in rows]
     return "\n".join(lines)
 

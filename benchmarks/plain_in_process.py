@@ -41,11 +41,32 @@ def main() -> int:
     port = peer.free_port()
     log = peer.CACHE / "bench-logs" / "plain-in-process.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    server = peer.start("llama-plain", [str(binary), "-m", str(pair.target), "--port", str(port), "--host",
-                                        "127.0.0.1", "-c", "4096", "-np", "1", "-t", str(args.threads), "-ngl", "0",
-                                        "--no-webui", "--seed", "0"], port, log)
-    runtime = Runtime.load(pair.target, pair.draft if args.with_draft else None, n_ctx=4096,
-                             n_threads=args.threads)
+    server = peer.start(
+        "llama-plain",
+        [
+            str(binary),
+            "-m",
+            str(pair.target),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "-c",
+            "4096",
+            "-np",
+            "1",
+            "-t",
+            str(args.threads),
+            "-ngl",
+            "0",
+            "--no-webui",
+            "--seed",
+            "0",
+        ],
+        port,
+        log,
+    )
+    runtime = Runtime.load(pair.target, pair.draft if args.with_draft else None, n_ctx=4096, n_threads=args.threads)
     plain = runtime.drafter_for(DrafterKind.NONE)
     totals = {"in-process": [0, 0.0], "llama-server": [0, 0.0]}
     try:
@@ -66,8 +87,10 @@ def main() -> int:
         server.proc.terminate()
         runtime.close()
     rates = {name: tokens / seconds for name, (tokens, seconds) in totals.items()}
-    print(f"in-process plain {rates['in-process']:.1f} tok/s, llama-server plain {rates['llama-server']:.1f} tok/s: "
-          f"{rates['in-process'] / rates['llama-server']:.3f}x")
+    print(
+        f"in-process plain {rates['in-process']:.1f} tok/s, llama-server plain {rates['llama-server']:.1f} tok/s: "
+        f"{rates['in-process'] / rates['llama-server']:.3f}x"
+    )
     return 0
 
 

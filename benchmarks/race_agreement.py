@@ -46,8 +46,9 @@ def main() -> int:
         session = Conversation(runtime, messages[:-1])
         figures = ReplyFigures()
         spans = []
-        for event in session.reply(messages[-1]["content"], params, drafter=DrafterKind.DRAFT_MODEL,
-                                   depth=DepthControl(None)):
+        for event in session.reply(
+            messages[-1]["content"], params, drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(None)
+        ):
             figures.fold([event])
             if isinstance(event, Verified):
                 spans.extend(spans_of(event))
@@ -59,8 +60,10 @@ def main() -> int:
         (report,) = bench(runtime, [(pid, messages)], params, DrafterKind.DRAFT_MODEL, [None])
         ratio = plain_s / spec_s
         text = "identical" if record.fork is None else record.fork.describe()
-        print(f"{pid[:17]:<18}{spec_s:>8.2f}{plain_s:>9.2f}{ratio:>7.2f}x{report.speedup:>7.2f}x"
-              f"{ratio / report.speedup - 1:>+8.1%}  {text}")
+        print(
+            f"{pid[:17]:<18}{spec_s:>8.2f}{plain_s:>9.2f}{ratio:>7.2f}x{report.speedup:>7.2f}x"
+            f"{ratio / report.speedup - 1:>+8.1%}  {text}"
+        )
         race_spec += spec_s
         race_plain += plain_s
         result = report.per_prompt[0]  # token-weighted overall, as bench's: total time per side
@@ -68,8 +71,10 @@ def main() -> int:
         bench_plain += result.tokens / result.baseline_tokens_per_s
     overall_race = race_plain / race_spec
     overall_bench = bench_plain / bench_spec if bench_spec else 0.0
-    print(f"{'OVERALL':<18}{race_spec:>8.2f}{race_plain:>9.2f}{overall_race:>7.2f}x{overall_bench:>7.2f}x"
-          f"{overall_race / overall_bench - 1 if overall_bench else 0.0:>+8.1%}")
+    print(
+        f"{'OVERALL':<18}{race_spec:>8.2f}{race_plain:>9.2f}{overall_race:>7.2f}x{overall_bench:>7.2f}x"
+        f"{overall_race / overall_bench - 1 if overall_bench else 0.0:>+8.1%}"
+    )
     runtime.close()
     return 0
 

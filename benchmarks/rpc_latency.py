@@ -52,12 +52,12 @@ def boundary(target: Path, rounds: int, depth: int) -> dict[str, float]:
     child = RemoteTarget(())
     child.load(target, n_ctx=1024)
     prompt = model.tokenize("The quick brown fox jumps over the lazy dog. " * 6, add_special=True)
-    batch = prompt[-depth - 1:]
+    batch = prompt[-depth - 1 :]
     times: dict[str, list[float]] = {"in_process": [], "child": []}
     overheads: list[float] = []
     try:
         for ctx in (local, child):
-            ctx.extend_to(prompt[:-depth - 1])
+            ctx.extend_to(prompt[: -depth - 1])
         for _ in range(rounds):
             for name, ctx in (("in_process", local), ("child", child)):
                 n = len(ctx.tokens)
@@ -79,12 +79,17 @@ def boundary(target: Path, rounds: int, depth: int) -> dict[str, float]:
         local.close()
         model.close()
     inner, outer = statistics.median(times["in_process"]), statistics.median(times["child"])
-    return {"rounds": rounds, "depth": depth, "logits_bytes": (depth + 1) * model.n_vocab * 4,
-            "in_process_ms": round(inner * 1000, 2), "child_ms": round(outer * 1000, 2),
-            "difference_ms": round((outer - inner) * 1000, 2),
-            "exchange_overhead_ms": round(statistics.median(overheads) * 1000, 3),
-            "exchange_overhead_p90_ms": round(sorted(overheads)[int(len(overheads) * 0.9)] * 1000, 3),
-            "ping_ms": round(statistics.median(pings) * 1000, 3)}
+    return {
+        "rounds": rounds,
+        "depth": depth,
+        "logits_bytes": (depth + 1) * model.n_vocab * 4,
+        "in_process_ms": round(inner * 1000, 2),
+        "child_ms": round(outer * 1000, 2),
+        "difference_ms": round((outer - inner) * 1000, 2),
+        "exchange_overhead_ms": round(statistics.median(overheads) * 1000, 3),
+        "exchange_overhead_p90_ms": round(sorted(overheads)[int(len(overheads) * 0.9)] * 1000, 3),
+        "ping_ms": round(statistics.median(pings) * 1000, 3),
+    }
 
 
 class DelayProxy:
@@ -131,10 +136,28 @@ class DelayProxy:
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
 
 
-def bench(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int, rpc: str | None,
-          depth: str) -> dict[str, object]:
-    command = [sys.executable, "-m", "specchat", "bench", "--json", "--target", str(target), "--draft", str(draft),
-               "--prompts", str(prompts), "--limit", str(limit), "--max-tokens", str(max_tokens), "--depth", depth]
+def bench(
+    target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int, rpc: str | None, depth: str
+) -> dict[str, object]:
+    command = [
+        sys.executable,
+        "-m",
+        "specchat",
+        "bench",
+        "--json",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--prompts",
+        str(prompts),
+        "--limit",
+        str(limit),
+        "--max-tokens",
+        str(max_tokens),
+        "--depth",
+        depth,
+    ]
     if rpc:
         command += ["--rpc", rpc, "--rpc-timeout", "600"]
     started = time.perf_counter()
@@ -142,17 +165,27 @@ def bench(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int,
     if out.returncode != 0:
         raise SystemExit(f"bench failed: {out.stderr.strip()}")
     data = json.loads(out.stdout)
-    return {"plain_tok_s": data["baseline_tokens_per_s"], "spec_tok_s": data["speculative_tokens_per_s"],
-            "speedup": data["speedup"], "acceptance": data["acceptance_rate"],
-            "accepted_per_round": data["mean_accepted_per_round"], "identical": data["identical"],
-            "wall_s": round(time.perf_counter() - started, 1)}
+    return {
+        "plain_tok_s": data["baseline_tokens_per_s"],
+        "spec_tok_s": data["speculative_tokens_per_s"],
+        "speedup": data["speedup"],
+        "acceptance": data["acceptance_rate"],
+        "accepted_per_round": data["mean_accepted_per_round"],
+        "identical": data["identical"],
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
 
 
-def latency(target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int, delays: list[float],
-            depth: str) -> list[dict[str, object]]:
+def latency(
+    target: Path, draft: Path, prompts: Path, limit: int, max_tokens: int, delays: list[float], depth: str
+) -> list[dict[str, object]]:
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "specchat", "serve-rpc", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "specchat", "serve-rpc", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     try:
         end = time.monotonic() + 60
         while True:
@@ -190,14 +223,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     pair = provision_demo_pair()
-    result: dict[str, object] = {"omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)"),
-                                 "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    result: dict[str, object] = {
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)"),
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     if args.part in ("boundary", "both"):
         result["boundary"] = boundary(pair.target, args.rounds, 4)
         print(json.dumps(result["boundary"]), flush=True)
     if args.part in ("latency", "both"):
-        result["latency"] = latency(pair.target, pair.draft, ROOT / "tests" / "data" / "prompts.jsonl",
-                                    args.limit, args.max_tokens, args.delays, args.depth)
+        result["latency"] = latency(
+            pair.target,
+            pair.draft,
+            ROOT / "tests" / "data" / "prompts.jsonl",
+            args.limit,
+            args.max_tokens,
+            args.delays,
+            args.depth,
+        )
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -38,10 +38,12 @@ def main() -> None:
         row[rng.integers(0, VOCAB, 5)] += rng.uniform(6, 12, 5).astype(np.float32)
         rows.append(row)
     cases = {
-        "temperature + top-k 40 + top-p 0.95 + min-p 0.05 (defaults)":
-            SamplerParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05),
-        "temperature + top-k 40 + top-p 0.95 (no min-p)":
-            SamplerParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.0),
+        "temperature + top-k 40 + top-p 0.95 + min-p 0.05 (defaults)": SamplerParams(
+            temperature=0.8, top_k=40, top_p=0.95, min_p=0.05
+        ),
+        "temperature + top-k 40 + top-p 0.95 (no min-p)": SamplerParams(
+            temperature=0.8, top_k=40, top_p=0.95, min_p=0.0
+        ),
         "temperature only, no truncation (full softmax)": SamplerParams(temperature=0.8, top_k=0, top_p=1.0, min_p=0.0),
     }
     print(f"vocabulary {VOCAB}, median of {len(rows) * 5} calls")
@@ -49,8 +51,10 @@ def main() -> None:
         print(f"  {name:<62} {median_ms(lambda r, p=params: distribution(r, [], p), rows):7.3f} ms")
     greedy = SamplerParams()
     print(f"  {'greedy check (argmax)':<62} {median_ms(lambda r: greedy_token(r, [], greedy), rows):7.3f} ms")
-    print(f"  {'reference: plain numpy full softmax':<62} "
-          f"{median_ms(lambda r: np.exp(r - r.max()) / np.exp(r - r.max()).sum(), rows):7.3f} ms")
+    print(
+        f"  {'reference: plain numpy full softmax':<62} "
+        f"{median_ms(lambda r: np.exp(r - r.max()) / np.exp(r - r.max()).sum(), rows):7.3f} ms"
+    )
 
 
 if __name__ == "__main__":

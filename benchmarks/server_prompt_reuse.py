@@ -35,9 +35,11 @@ TOPICS = ["rivers", "bridges", "libraries", "volcanoes", "orchards", "lighthouse
 def user_turn(n: int, words: int = 420) -> str:
     """A long, varied user message (about 550 tokens) for turn ``n``."""
     topic = TOPICS[n % len(TOPICS)]
-    sentences = [f"Note {i} on {topic}: the {['north', 'south', 'east', 'west'][i % 4]} side had "
-                 f"{(i * 37 + n * 11) % 97} visitors and {(i * 13 + n) % 23} repairs in year {1990 + i % 30}."
-                 for i in range(words // 16)]
+    sentences = [
+        f"Note {i} on {topic}: the {['north', 'south', 'east', 'west'][i % 4]} side had "
+        f"{(i * 37 + n * 11) % 97} visitors and {(i * 13 + n) % 23} repairs in year {1990 + i % 30}."
+        for i in range(words // 16)
+    ]
     return f"Here are my notes about {topic}.\n" + " ".join(sentences) + f"\nSummarise the notes about {topic}."
 
 
@@ -46,8 +48,14 @@ def first_token_seconds(api: openai.OpenAI, messages: list[dict[str, str]], max_
     first = 0.0
     text = []
     cached = 0
-    for chunk in api.chat.completions.create(model="m", messages=messages, max_tokens=max_tokens, temperature=0,
-                                             stream=True, stream_options={"include_usage": True}):
+    for chunk in api.chat.completions.create(
+        model="m",
+        messages=messages,
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    ):
         if chunk.choices and (chunk.choices[0].delta.content or chunk.choices[0].finish_reason) and not first:
             first = time.perf_counter() - started
         if chunk.choices:
@@ -84,8 +92,10 @@ def main() -> None:
         timings: dict[str, list[float]] = {label: [] for label in labels}
         cached_seen: dict[str, list[int]] = {label: [] for label in labels}
         budget = runtime.prompt_cache.budget
-        another = [{"role": "system", "content": "You translate notes into French."},
-                   {"role": "user", "content": user_turn(7)}]
+        another = [
+            {"role": "system", "content": "You translate notes into French."},
+            {"role": "user", "content": user_turn(7)},
+        ]
         for _ in range(args.repeats):
             for label in labels:
                 # Turn 4's conversation is in the caches (as after turn 4's reply), then turn 5 arrives; nothing
@@ -101,11 +111,15 @@ def main() -> None:
                 timings[label].append(seconds)
                 cached_seen[label].append(cached)
                 runtime.prompt_cache.budget = budget
-        print(f"machine: {platform.machine()} {platform.processor() or ''}, demo pair, ctx {args.ctx}; "
-              f"turn 5 prompt {len(fifth)} tokens")
+        print(
+            f"machine: {platform.machine()} {platform.processor() or ''}, demo pair, ctx {args.ctx}; "
+            f"turn 5 prompt {len(fifth)} tokens"
+        )
         for label, values in timings.items():
-            print(f"{label:>24}: time to first token median {statistics.median(values):.3f} s "
-                  f"(runs {', '.join(f'{v:.3f}' for v in values)}); cached prompt tokens {cached_seen[label]}")
+            print(
+                f"{label:>24}: time to first token median {statistics.median(values):.3f} s "
+                f"(runs {', '.join(f'{v:.3f}' for v in values)}); cached prompt tokens {cached_seen[label]}"
+            )
         ratio = statistics.median(timings["without reuse"]) / statistics.median(timings["with reuse"])
         print(f"reuse makes turn 5's first token {ratio:.1f}x sooner")
         kept = statistics.median(timings["after another, no cache"]) / statistics.median(timings["after another"])

@@ -49,9 +49,12 @@ CACHE = Path.home() / ".cache" / "specchat-llama-tools"
 # The shared prompts sit beside the repository (../shared/prompts), wherever it is checked out.
 PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "prompts" / "mixed-public.jsonl"
 SPECCHAT = {"specchat": [], "specchat-plain": ["--drafter", "none"]}
-LLAMA = {"llama-plain": [], "llama-draft-simple": ["--spec-type", "draft-simple"],
-         "llama-ngram-mod": ["--spec-type", "ngram-mod"],
-         "llama-ngram-mod+draft": ["--spec-type", "ngram-mod,draft-simple"]}
+LLAMA = {
+    "llama-plain": [],
+    "llama-draft-simple": ["--spec-type", "draft-simple"],
+    "llama-ngram-mod": ["--spec-type", "ngram-mod"],
+    "llama-ngram-mod+draft": ["--spec-type", "ngram-mod,draft-simple"],
+}
 
 
 def build_llama_server(cache: Path = CACHE) -> Path:
@@ -62,16 +65,31 @@ def build_llama_server(cache: Path = CACHE) -> Path:
     sdist_dir = cache / "sdist"
     sdist_dir.mkdir(parents=True, exist_ok=True)
     wanted = f"llama-cpp-python=={version('llama-cpp-python')}"
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d",
-                    str(sdist_dir), wanted], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(sdist_dir), wanted],
+        check=True,
+    )
     archive = next(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
     with tarfile.open(archive) as tar:
         tar.extractall(sdist_dir, filter="data")
     source = next(sdist_dir.glob("llama_cpp_python-*/vendor/llama.cpp"))
-    subprocess.run(["cmake", "-S", str(source), "-B", str(cache / "build"), "-DCMAKE_BUILD_TYPE=Release",
-                    "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_CURL=OFF"], check=True)
-    subprocess.run(["cmake", "--build", str(cache / "build"), "--target", "llama-server", "-j",
-                    str(os.cpu_count() or 2)], check=True)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(source),
+            "-B",
+            str(cache / "build"),
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DLLAMA_BUILD_SERVER=ON",
+            "-DLLAMA_CURL=OFF",
+        ],
+        check=True,
+    )
+    subprocess.run(
+        ["cmake", "--build", str(cache / "build"), "--target", "llama-server", "-j", str(os.cpu_count() or 2)],
+        check=True,
+    )
     return binary
 
 
@@ -113,9 +131,15 @@ def run_request(server: Server, messages: list[dict[str, str]], max_tokens: int)
     first = last = 0.0
     text: list[str] = []
     usage = None
-    for chunk in server.api.chat.completions.create(model="m", messages=messages, max_tokens=max_tokens,
-                                                    temperature=0, seed=0, stream=True,
-                                                    stream_options={"include_usage": True}):
+    for chunk in server.api.chat.completions.create(
+        model="m",
+        messages=messages,
+        max_tokens=max_tokens,
+        temperature=0,
+        seed=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    ):
         if chunk.choices and chunk.choices[0].delta.content:
             now = time.perf_counter() - started
             first = first or now
@@ -131,18 +155,32 @@ def file_150() -> str:
     """A 150-line Python module to edit."""
     lines = ['"""Inventory bookkeeping for a small shop."""', "", "from dataclasses import dataclass", ""]
     for i in range(12):
-        lines += ["", "@dataclass", f"class Item{i}:", f"    name: str = 'item{i}'", f"    price: float = {i + 1}.5",
-                  f"    stock: int = {i * 3}", "", "    def value(self) -> float:",
-                  "        return self.price * self.stock", "", "    def restock(self, n: int) -> None:",
-                  "        self.stock += n"]
+        lines += [
+            "",
+            "@dataclass",
+            f"class Item{i}:",
+            f"    name: str = 'item{i}'",
+            f"    price: float = {i + 1}.5",
+            f"    stock: int = {i * 3}",
+            "",
+            "    def value(self) -> float:",
+            "        return self.price * self.stock",
+            "",
+            "    def restock(self, n: int) -> None:",
+            "        self.stock += n",
+        ]
     while len(lines) < 150:
         lines.append(f"TOTAL_{len(lines)} = {len(lines) * 7}")
     return "\n".join(lines[:150]) + "\n"
 
 
-EDITS = ["Rename the method restock to refill everywhere.", "Make every price a Decimal instead of a float.",
-         "Add a docstring to every value method.", "Change every stock default to 10.",
-         "Rename the module docstring to 'Stock keeping for a small shop.'"]
+EDITS = [
+    "Rename the method restock to refill everywhere.",
+    "Make every price a Decimal instead of a float.",
+    "Add a docstring to every value method.",
+    "Change every stock default to 10.",
+    "Rename the module docstring to 'Stock keeping for a small shop.'",
+]
 
 
 def workload(ids: list[str] | None) -> list[tuple[str, str, list[dict[str, str]]]]:
@@ -158,8 +196,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--edit-tokens", type=int, default=256, help="tokens per reply in the agent session")
     parser.add_argument("--turns", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="runs of each mixed prompt per configuration (short replies are noisy: take 3 or more)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs of each mixed prompt per configuration (short replies are noisy: take 3 or more)",
+    )
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--json", type=Path, default=None)
@@ -175,16 +217,62 @@ def main() -> None:
     commands: dict[str, tuple[list[str], int]] = {}
     for name, extra in SPECCHAT.items():
         port = free_port()
-        commands[name] = ([sys.executable, "-m", "specchat", "serve", "--target", str(pair.target), "--draft",
-                           str(pair.draft), "--port", str(port), "--ctx", str(args.ctx), "--threads",
-                           str(args.threads), "--probe-tokens", "0", "--n-gpu-layers", "0",
-                           "--draft-gpu-layers", "0", *extra], port)
+        commands[name] = (
+            [
+                sys.executable,
+                "-m",
+                "specchat",
+                "serve",
+                "--target",
+                str(pair.target),
+                "--draft",
+                str(pair.draft),
+                "--port",
+                str(port),
+                "--ctx",
+                str(args.ctx),
+                "--threads",
+                str(args.threads),
+                "--probe-tokens",
+                "0",
+                "--n-gpu-layers",
+                "0",
+                "--draft-gpu-layers",
+                "0",
+                *extra,
+            ],
+            port,
+        )
     for name, extra in LLAMA.items():
         port = free_port()
         draft = ["-md", str(pair.draft)] if "draft" in name else []
-        commands[name] = ([str(binary), "-m", str(pair.target), *draft, "--port", str(port), "--host", "127.0.0.1",
-                           "-c", str(args.ctx), "-np", "1", "-t", str(args.threads), "-ngl", "0", "-ngld", "0",
-                           "--no-webui", "--seed", "0", *extra], port)
+        commands[name] = (
+            [
+                str(binary),
+                "-m",
+                str(pair.target),
+                *draft,
+                "--port",
+                str(port),
+                "--host",
+                "127.0.0.1",
+                "-c",
+                str(args.ctx),
+                "-np",
+                "1",
+                "-t",
+                str(args.threads),
+                "-ngl",
+                "0",
+                "-ngld",
+                "0",
+                "--no-webui",
+                "--seed",
+                "0",
+                *extra,
+            ],
+            port,
+        )
     names = [n for n in commands if not args.configs or n in args.configs]
     servers: dict[str, Server] = {}
     try:
@@ -194,27 +282,38 @@ def main() -> None:
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
         jobs = workload(args.ids) * max(1, args.repeats)
         for n, (category, rid, messages) in enumerate(jobs):
-            order = names[n % len(names):] + names[: n % len(names)]
+            order = names[n % len(names) :] + names[: n % len(names)]
             for name in order:
                 r = run_request(servers[name], messages, args.max_tokens)
                 results[name].append({"category": category, "id": rid, **r})
             print(f"{rid}: " + ", ".join(f"{name} {results[name][-1]['tokens']}t" for name in names), flush=True)
         # The agent session: each configuration keeps its own growing conversation (its own replies), as an agent.
-        conversations = {name: [{"role": "system", "content": "You edit code. Reply with the whole edited file "
-                                 "in one code block and nothing else."}] for name in names}
+        conversations = {
+            name: [
+                {
+                    "role": "system",
+                    "content": "You edit code. Reply with the whole edited file in one code block and nothing else.",
+                }
+            ]
+            for name in names
+        }
         source = file_150()
         for turn in range(args.turns):
-            order = names[turn % len(names):] + names[: turn % len(names)]
+            order = names[turn % len(names) :] + names[: turn % len(names)]
             for name in order:
                 conv = conversations[name]
-                body = (f"Here is shop.py:\n```python\n{source}```\n{EDITS[turn % len(EDITS)]}" if turn == 0
-                        else EDITS[turn % len(EDITS)])
+                body = (
+                    f"Here is shop.py:\n```python\n{source}```\n{EDITS[turn % len(EDITS)]}"
+                    if turn == 0
+                    else EDITS[turn % len(EDITS)]
+                )
                 conv.append({"role": "user", "content": body})
                 r = run_request(servers[name], conv, args.edit_tokens)
                 conv.append({"role": "assistant", "content": r["text"]})
                 results[name].append({"category": "agent-edit", "id": f"edit-{turn + 1}", **r})
-            print(f"edit {turn + 1}: " + ", ".join(f"{name} {results[name][-1]['tokens']}t" for name in names),
-                  flush=True)
+            print(
+                f"edit {turn + 1}: " + ", ".join(f"{name} {results[name][-1]['tokens']}t" for name in names), flush=True
+            )
     finally:
         for server in servers.values():
             server.proc.terminate()
@@ -233,8 +332,10 @@ def report(results: dict[str, list[dict[str, Any]]], names: list[str], args: arg
         seconds = sum(r["seconds"] for r in rows)
         return sum(r["tokens"] for r in rows) / seconds if seconds > 0 else 0.0
 
-    print(f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, threads {args.threads}; demo pair; greedy; "
-          f"max tokens {args.max_tokens} (agent edits {args.edit_tokens}); date {time.strftime('%Y-%m-%d')}")
+    print(
+        f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, threads {args.threads}; demo pair; greedy; "
+        f"max tokens {args.max_tokens} (agent edits {args.edit_tokens}); date {time.strftime('%Y-%m-%d')}"
+    )
     print("tokens/s (completion tokens over first-to-last chunk time); TTFT median in seconds")
     header = "| category | " + " | ".join(names) + " |"
     print(header)
@@ -256,8 +357,10 @@ def report(results: dict[str, list[dict[str, Any]]], names: list[str], args: arg
             best = max(best_llama, key=lambda n: row[n])
             print(f"  {category}: {row['specchat'] / row[best]:.2f}x (best: {best})")
     if "specchat-plain" in names and "llama-plain" in names:
-        print(f"plain: specchat {table['overall']['specchat-plain'] / table['overall']['llama-plain']:.2f}x "
-              "llama-server's plain")
+        print(
+            f"plain: specchat {table['overall']['specchat-plain'] / table['overall']['llama-plain']:.2f}x "
+            "llama-server's plain"
+        )
     # What a client waits for: completion tokens over the whole request, first token included.
     print("\nend to end (completion tokens over the time from sending to the last chunk), tok/s:")
     print(header)
@@ -270,10 +373,18 @@ def report(results: dict[str, list[dict[str, Any]]], names: list[str], args: arg
             whole.setdefault(category, {})[name] = sum(r["tokens"] for r in rows) / seconds if seconds > 0 else 0.0
         print(f"| {category} | " + " | ".join(f"{whole[category][n]:.1f}" for n in names) + " |")
     if "specchat" in names and best_llama:
-        print("end to end, specchat over llama-server's best spec configuration: " + ", ".join(
-            f"{category} {row['specchat'] / max(row[n] for n in best_llama):.2f}x" for category, row in whole.items()))
-    for a, b in (("specchat", "specchat-plain"), ("specchat-plain", "llama-plain"), ("llama-draft-simple",
-                                                                                     "llama-plain")):
+        print(
+            "end to end, specchat over llama-server's best spec configuration: "
+            + ", ".join(
+                f"{category} {row['specchat'] / max(row[n] for n in best_llama):.2f}x"
+                for category, row in whole.items()
+            )
+        )
+    for a, b in (
+        ("specchat", "specchat-plain"),
+        ("specchat-plain", "llama-plain"),
+        ("llama-draft-simple", "llama-plain"),
+    ):
         if a in names and b in names:
             same = sum(x["text"] == y["text"] for x, y in zip(results[a], results[b], strict=True))
             print(f"greedy texts equal, {a} vs {b}: {same}/{len(results[a])}")

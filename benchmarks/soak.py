@@ -114,16 +114,25 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
         gc.collect()
         wal = db.with_name(db.name + "-wal")
         size = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-        record("sample", t=round(time.monotonic() - started, 1), replies=replies, rss_mb=round(_rss_mb(), 1),
-               objects=len(gc.get_objects()), db_kb=round(size / 1024, 1), threads=_threads(),
-               worst_gap_ms=round(max(gaps), 1) if gaps else 0.0, final=final)
+        record(
+            "sample",
+            t=round(time.monotonic() - started, 1),
+            replies=replies,
+            rss_mb=round(_rss_mb(), 1),
+            objects=len(gc.get_objects()),
+            db_kb=round(size / 1024, 1),
+            threads=_threads(),
+            worst_gap_ms=round(max(gaps), 1) if gaps else 0.0,
+            final=final,
+        )
         gaps.clear()
         last_sample = time.monotonic()
 
     def expect_current() -> None:
         if window.conversation_id is not None:
-            record("expect", cid=window.conversation_id,
-                   messages=[[m.role, m.content] for m in window.transcript.messages])
+            record(
+                "expect", cid=window.conversation_id, messages=[[m.role, m.content] for m in window.transcript.messages]
+            )
 
     replies = 0
     reasons: dict[str, int] = {}
@@ -132,8 +141,10 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
         nonlocal replies
         stopper = None
         if stop_early:
+
             def stopper(batch: list[object]) -> None:
                 window.stop()
+
             window.chat.events_folded.connect(stopper)
         action()
         if window.streaming:
@@ -198,20 +209,37 @@ def parent(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     for name in ("CONFIG", "CACHE"):
         env.setdefault(f"SPECCHAT_{name}_DIR", str(workdir / name.lower()))
-    cmd = [sys.executable, __file__, "--child", str(workdir), "--replies", str(args.replies),
-           "--max-tokens", str(args.max_tokens), "--seed", str(args.seed), "--interval", str(args.interval)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        str(workdir),
+        "--replies",
+        str(args.replies),
+        "--max-tokens",
+        str(args.max_tokens),
+        "--seed",
+        str(args.seed),
+        "--interval",
+        str(args.interval),
+    ]
     started = time.monotonic()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
-    stderr = [line for line in proc.stderr.splitlines()
-              if line.strip() and not any(n in line for n in QT_NOISE) and not line.startswith("INFO ")]
+    stderr = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.strip() and not any(n in line for n in QT_NOISE) and not line.startswith("INFO ")
+    ]
     lines = [json.loads(x) for x in (workdir / "soak.jsonl").read_text(encoding="utf-8").splitlines()]
     samples = [x for x in lines if x["kind"] == "sample"]
     print(f"soak: {args.replies} replies, max {args.max_tokens} tokens, seed {args.seed}, {wall:.0f} s wall")
     print(f"{'t (s)':>7} {'replies':>7} {'RSS MB':>7} {'objects':>8} {'DB KB':>7} {'threads':>7} {'worst gap ms':>12}")
     for s in samples:
-        print(f"{s['t']:>7} {s['replies']:>7} {s['rss_mb']:>7} {s['objects']:>8} {s['db_kb']:>7} {s['threads']:>7} "
-              f"{s['worst_gap_ms']:>12}")
+        print(
+            f"{s['t']:>7} {s['replies']:>7} {s['rss_mb']:>7} {s['objects']:>8} {s['db_kb']:>7} {s['threads']:>7} "
+            f"{s['worst_gap_ms']:>12}"
+        )
     reasons = next((x["reasons"] for x in lines if x["kind"] == "reasons"), {})
     print("replies by finish reason:", ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
     print(f"exit code {proc.returncode}; stderr: {len(stderr)} lines" + ("" if not stderr else ":"))
@@ -236,8 +264,10 @@ def parent(args: argparse.Namespace) -> int:
             missing += 1
             print(f"conversation {cid}: shown {msgs!r}\n  stored {stored!r}")
     store.close()
-    print(f"saved messages: {total} in {len(expected)} conversations, "
-          + ("all present" if not missing else f"{missing} conversations differ"))
+    print(
+        f"saved messages: {total} in {len(expected)} conversations, "
+        + ("all present" if not missing else f"{missing} conversations differ")
+    )
     ok = proc.returncode == 0 and not stderr and not missing and len(samples) > 1
     print("soak:", "PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -43,10 +43,13 @@ def main() -> int:
     drafter = DrafterKind(args.drafter)
     prompts = load_prompts(args.prompts, args.limit)
 
-    print(f"demo pair, {len(prompts)} prompts x {args.repeat}, {args.max_tokens} tokens, {drafter.value}, auto depth, "
-          f"repeat penalty {s.repeat_penalty}, plain probe {PROBE_TOKENS} tokens")
-    print(f"{'prompt':<18}{'plain tok/s':>12}{'probe tok/s':>12}{'reply tok/s':>12}{'window':>9}{'bench':>9}"
-          f"{'diff':>8}")
+    print(
+        f"demo pair, {len(prompts)} prompts x {args.repeat}, {args.max_tokens} tokens, {drafter.value}, auto depth, "
+        f"repeat penalty {s.repeat_penalty}, plain probe {PROBE_TOKENS} tokens"
+    )
+    print(
+        f"{'prompt':<18}{'plain tok/s':>12}{'probe tok/s':>12}{'reply tok/s':>12}{'window':>9}{'bench':>9}{'diff':>8}"
+    )
     diffs: list[float] = []
     window_den = bench_den = tokens = 0.0
     for _ in range(args.repeat):
@@ -61,19 +64,25 @@ def main() -> int:
             window = spec.tokens_per_s / final.plain_tokens_per_second
             ratio = spec.tokens_per_s / base.tokens_per_s
             diffs.append(window / ratio - 1)
-            print(f"{pid[:17]:<18}{base.tokens_per_s:>12.1f}{final.plain_tokens_per_second:>12.1f}"
-                  f"{spec.tokens_per_s:>12.1f}{window:>8.2f}x{ratio:>8.2f}x{diffs[-1]:>+8.1%}")
+            print(
+                f"{pid[:17]:<18}{base.tokens_per_s:>12.1f}{final.plain_tokens_per_second:>12.1f}"
+                f"{spec.tokens_per_s:>12.1f}{window:>8.2f}x{ratio:>8.2f}x{diffs[-1]:>+8.1%}"
+            )
             # Token-weighted, as bench's overall figure: total tokens over total time, per side.
             tokens += spec.generated
             window_den += spec.generated / window
             bench_den += spec.generated / ratio
     overall_window, overall_bench = tokens / window_den, tokens / bench_den
-    print(f"{'OVERALL':<18}{'':>36}{overall_window:>8.2f}x{overall_bench:>8.2f}x"
-          f"{overall_window / overall_bench - 1:>+8.1%}")
+    print(
+        f"{'OVERALL':<18}{'':>36}{overall_window:>8.2f}x{overall_bench:>8.2f}x"
+        f"{overall_window / overall_bench - 1:>+8.1%}"
+    )
     if len(diffs) > 1:
         spread = sorted(abs(d) for d in diffs)
-        print(f"per prompt: median |diff| {statistics.median(spread):.1%}, worst {spread[-1]:.1%}, "
-              f"within 10%: {sum(d <= 0.10 for d in spread)}/{len(spread)}")
+        print(
+            f"per prompt: median |diff| {statistics.median(spread):.1%}, worst {spread[-1]:.1%}, "
+            f"within 10%: {sum(d <= 0.10 for d in spread)}/{len(spread)}"
+        )
     runtime.close()
     return 0
 

@@ -28,7 +28,10 @@ from background_load import background_load
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 CONFIGS = (  # (threads, OMP_WAIT_POLICY or None for llama.cpp's default, the thread count measured and chosen)
-    (2, None, False), (1, None, False), (2, "PASSIVE", False), (2, None, True),
+    (2, None, False),
+    (1, None, False),
+    (2, "PASSIVE", False),
+    (2, None, True),
 )
 
 
@@ -48,8 +51,9 @@ def child(threads: int, max_tokens: int, adaptive: bool) -> dict[str, float]:
         drafter = runtime.drafter_for(kind)
         first = last = 0.0
         tokens = 0
-        for event in generate(runtime.target_side, drafter, prompt, GenerationParams(max_tokens=max_tokens),
-                              depth=DepthControl(depth)):
+        for event in generate(
+            runtime.target_side, drafter, prompt, GenerationParams(max_tokens=max_tokens), depth=DepthControl(depth)
+        ):
             if isinstance(event, Verified) and (event.accepted or event.correction is not None):
                 last = time.perf_counter()
                 first = first or last
@@ -78,23 +82,38 @@ def main() -> int:
         rates: dict[tuple[int, str | None, bool], list[dict[str, float]]] = {c: [] for c in CONFIGS}
         with background_load(load):
             for rep in range(args.repeats):
-                order = CONFIGS[rep % len(CONFIGS):] + CONFIGS[: rep % len(CONFIGS)]
+                order = CONFIGS[rep % len(CONFIGS) :] + CONFIGS[: rep % len(CONFIGS)]
                 for threads, policy, adaptive in order:
                     env = dict(os.environ)
                     env.pop("OMP_WAIT_POLICY", None)
                     if policy:
                         env["OMP_WAIT_POLICY"] = policy
-                    done = subprocess.run([sys.executable, __file__, "--child", str(threads), str(int(adaptive)),
-                                           "--max-tokens", str(args.max_tokens)], env=env, capture_output=True,
-                                          text=True, check=True)
+                    done = subprocess.run(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--child",
+                            str(threads),
+                            str(int(adaptive)),
+                            "--max-tokens",
+                            str(args.max_tokens),
+                        ],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
                     rates[(threads, policy, adaptive)].append(json.loads(done.stdout.strip().splitlines()[-1]))
         for (threads, policy, adaptive), runs in rates.items():
             plain = ", ".join(f"{r['plain']:.1f}" for r in runs)
             spec = ", ".join(f"{r['spec']:.1f}" for r in runs)
             label = "adaptive" if adaptive else str(threads)
-            print(f"| {load} | {label} | {policy or 'default (spin)'} | {plain} (median "
-                  f"{statistics.median(r['plain'] for r in runs):.1f}) | {spec} (median "
-                  f"{statistics.median(r['spec'] for r in runs):.1f}) |", flush=True)
+            print(
+                f"| {load} | {label} | {policy or 'default (spin)'} | {plain} (median "
+                f"{statistics.median(r['plain'] for r in runs):.1f}) | {spec} (median "
+                f"{statistics.median(r['spec'] for r in runs):.1f}) |",
+                flush=True,
+            )
     return 0
 
 

@@ -24,8 +24,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = ROOT.parent / "shared" / "prompts" / "public.jsonl"
-    parser.add_argument("--prompts", type=Path, nargs="+",
-                        default=[default if default.exists() else ROOT / "tests" / "data" / "prompts.jsonl"])
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        nargs="+",
+        default=[default if default.exists() else ROOT / "tests" / "data" / "prompts.jsonl"],
+    )
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--depths", nargs="+", default=["1", "4", "8", "auto"])
     args = parser.parse_args()
@@ -53,8 +57,10 @@ def main() -> int:
             if kind != "identical":
                 print(f"  {pid} depth {depth}: {result.describe()}")
     runs = sum(counts.values())
-    print(f"runs {runs}: identical {counts['identical']}, ties {counts['tie']} ({counts['tie'] / runs:.1%}), "
-          f"real divergences {counts['divergence']}")
+    print(
+        f"runs {runs}: identical {counts['identical']}, ties {counts['tie']} ({counts['tie'] / runs:.1%}), "
+        f"real divergences {counts['divergence']}"
+    )
     runtime.close()
     return 1 if counts["divergence"] else 0
 

@@ -81,10 +81,14 @@ def main() -> int:
         wait_for(window.baselines.measured)
     drafter = window.controls.drafter_kind
     prompts = load_prompts(args.prompts, args.limit)
-    print(f"demo pair in the window, {drafter.value} drafter, auto depth, {args.max_tokens} tokens, "
-          f"background load: {args.load} busy process(es) on {os.cpu_count()} cores")
-    print(f"{'prompt':<16}{'win tok/s':>10}{'bench tok/s':>12}{'draw':>8}{'panel':>9}{'race':>8}{'bench':>8}"
-          f"  panel figure")
+    print(
+        f"demo pair in the window, {drafter.value} drafter, auto depth, {args.max_tokens} tokens, "
+        f"background load: {args.load} busy process(es) on {os.cpu_count()} cores"
+    )
+    print(
+        f"{'prompt':<16}{'win tok/s':>10}{'bench tok/s':>12}{'draw':>8}{'panel':>9}{'race':>8}{'bench':>8}"
+        f"  panel figure"
+    )
     rows: list[tuple[float, float, float | None, float, float]] = []
     with background_load(args.load):
         for pid, messages in prompts:
@@ -114,16 +118,21 @@ def main() -> int:
             result = report.per_prompt[0]
             rows.append((window_rate, result.speculative_tokens_per_s, panel, race, report.speedup))
             shown = f"{panel:>8.2f}x" if panel is not None else f"{'-':>9}"
-            print(f"{pid[:15]:<16}{window_rate:>10.1f}{result.speculative_tokens_per_s:>12.1f}"
-                  f"{window_rate / result.speculative_tokens_per_s - 1:>+8.1%}{shown}{race:>7.2f}x"
-                  f"{report.speedup:>7.2f}x  {panel_text}", flush=True)
+            print(
+                f"{pid[:15]:<16}{window_rate:>10.1f}{result.speculative_tokens_per_s:>12.1f}"
+                f"{window_rate / result.speculative_tokens_per_s - 1:>+8.1%}{shown}{race:>7.2f}x"
+                f"{report.speedup:>7.2f}x  {panel_text}",
+                flush=True,
+            )
     draw = [w / b - 1 for w, b, _, _, _ in rows]
     panel_vs_race = [p / r - 1 for _, _, p, r, _ in rows if p is not None]
     panel_vs_bench = [p / b - 1 for _, _, p, _, b in rows if p is not None]
-    print(f"median draw cost {statistics.median(draw):+.1%}; panel against race: median "
-          f"{statistics.median(panel_vs_race):+.1%}, worst {max(panel_vs_race, key=abs):+.1%}; "
-          f"panel against bench: median {statistics.median(panel_vs_bench):+.1%}, "
-          f"worst {max(panel_vs_bench, key=abs):+.1%}; panel figures shown {len(panel_vs_race)}/{len(rows)}")
+    print(
+        f"median draw cost {statistics.median(draw):+.1%}; panel against race: median "
+        f"{statistics.median(panel_vs_race):+.1%}, worst {max(panel_vs_race, key=abs):+.1%}; "
+        f"panel against bench: median {statistics.median(panel_vs_bench):+.1%}, "
+        f"worst {max(panel_vs_bench, key=abs):+.1%}; panel figures shown {len(panel_vs_race)}/{len(rows)}"
+    )
     window.close()
     store.close()
     return 0

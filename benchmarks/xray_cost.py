@@ -48,13 +48,16 @@ def _timed(key: str, f: Callable[..., Any]) -> Callable[..., Any]:
             return f(*args, **kwargs)
         finally:
             SPENT[key] += time.perf_counter() - started
+
     return timed
 
 
 def top_alone(n_vocab: int) -> None:
     rows = [np.random.default_rng(i).standard_normal(n_vocab).astype(np.float32) * 3 for i in range(9)]
-    for label, sampler in (("default sampler", SamplerParams()),
-                           ("untruncated (top-k 0, min-p 0, top-p 1)", SamplerParams(top_k=0, min_p=0.0, top_p=1.0))):
+    for label, sampler in (
+        ("default sampler", SamplerParams()),
+        ("untruncated (top-k 0, min-p 0, top-p 1)", SamplerParams(top_k=0, min_p=0.0, top_p=1.0)),
+    ):
         dists = [distribution(r, [], sampler) for r in rows]
         n = 200
         started = time.perf_counter()
@@ -67,8 +70,10 @@ def top_alone(n_vocab: int) -> None:
             for r in rows:
                 distribution(r, [], sampler)
         dist_s = (time.perf_counter() - started) / n
-        print(f"top-5 alone, {label} (support {len(dists[0].ids)}): {top_s * 1e3:.3f} ms for the 9 lists of a "
-              f"depth-4 round; the 9 distributions themselves {dist_s * 1e3:.3f} ms")
+        print(
+            f"top-5 alone, {label} (support {len(dists[0].ids)}): {top_s * 1e3:.3f} ms for the 9 lists of a "
+            f"depth-4 round; the 9 distributions themselves {dist_s * 1e3:.3f} ms"
+        )
 
 
 def main() -> int:
@@ -85,8 +90,10 @@ def main() -> int:
     runtime = Runtime.load(pair.target, pair.draft, n_ctx=4096)
     store = ConversationStore(Path(tempfile.mkdtemp(prefix="specchat-xray-")) / "c.sqlite3")
     try:
-        for label, sampler in (("greedy, repeat penalty 1.1", SamplerParams(repeat_penalty=1.1)),
-                               ("T=0.8", SamplerParams(temperature=0.8))):
+        for label, sampler in (
+            ("greedy, repeat penalty 1.1", SamplerParams(repeat_penalty=1.1)),
+            ("T=0.8", SamplerParams(temperature=0.8)),
+        ):
             for key in SPENT:
                 SPENT[key] = 0.0
             rounds = generated = 0
@@ -96,24 +103,34 @@ def main() -> int:
                 store.add_message(cid, "user", prompt)
                 writer = ReplyWriter(store, cid)
                 params = GenerationParams(sampler=sampler, max_tokens=args.max_tokens, seed=1)
-                for event in Conversation(runtime).reply(prompt, params, drafter=DrafterKind.DRAFT_MODEL,
-                                                       depth=DepthControl(None)):
+                for event in Conversation(runtime).reply(
+                    prompt, params, drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(None)
+                ):
                     writer.feed(event)
                     rounds += isinstance(event, Verified)
                     if isinstance(event, Finished):
                         generated += event.stats.generated
                         seconds += event.stats.generate_seconds
             extra = sum(SPENT.values())
-            print(f"{label}: {rounds} rounds, {generated} tokens in {seconds:.2f} s; X-ray data "
-                  f"{extra / rounds * 1e3:.3f} ms a round (top {SPENT['top'] * 1e3:.1f} ms, texts "
-                  f"{SPENT['texts'] * 1e3:.1f} ms, details {SPENT['details'] * 1e3:.1f} ms in all) = "
-                  f"{extra / seconds:.2%} of the generation time")
+            print(
+                f"{label}: {rounds} rounds, {generated} tokens in {seconds:.2f} s; X-ray data "
+                f"{extra / rounds * 1e3:.3f} ms a round (top {SPENT['top'] * 1e3:.1f} ms, texts "
+                f"{SPENT['texts'] * 1e3:.1f} ms, details {SPENT['details'] * 1e3:.1f} ms in all) = "
+                f"{extra / seconds:.2%} of the generation time"
+            )
         spans, size = store._db.execute(
-            "SELECT count(*), sum(length(CAST(detail AS BLOB))) FROM spans WHERE detail IS NOT NULL").fetchone()
-        tokens = sum(int(r[0]) for r in store._db.execute(
-            "SELECT json_extract(stats, '$.generated') FROM messages WHERE role = 'assistant'"))
-        print(f"stored: {spans} spans with details, {size} bytes: {size / spans:.0f} bytes a span, "
-              f"{size / tokens * 500 / 1024:.0f} KiB per 500 generated tokens")
+            "SELECT count(*), sum(length(CAST(detail AS BLOB))) FROM spans WHERE detail IS NOT NULL"
+        ).fetchone()
+        tokens = sum(
+            int(r[0])
+            for r in store._db.execute(
+                "SELECT json_extract(stats, '$.generated') FROM messages WHERE role = 'assistant'"
+            )
+        )
+        print(
+            f"stored: {spans} spans with details, {size} bytes: {size / spans:.0f} bytes a span, "
+            f"{size / tokens * 500 / 1024:.0f} KiB per 500 generated tokens"
+        )
         top_alone(runtime.target.n_vocab)
     finally:
         store.close()

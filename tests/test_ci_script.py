@@ -39,7 +39,11 @@ def _run_ci(project: Path) -> subprocess.CompletedProcess[str]:
         pytest.fail("these tests run in a virtual environment (the README's command installs into one)")
     env = {**os.environ, "SPECCHAT_CI_VENV": sys.prefix}
     return subprocess.run(
-        ["bash", str(project / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=300,
+        ["bash", str(project / ".ci" / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
 
 

@@ -139,8 +139,11 @@ def violations(rule: Rule, graph: Graph) -> list[str]:
                         continue
                     route[nxt] = route[module] + [nxt]
                     queue.append(nxt)
-                    found += [f"{' -> '.join(route[nxt])}:{i.line} imports {i.target}"
-                              for i in graph[nxt] if not i.typing_only and rule.hits(i.target)]
+                    found += [
+                        f"{' -> '.join(route[nxt])}:{i.line} imports {i.target}"
+                        for i in graph[nxt]
+                        if not i.typing_only and rule.hits(i.target)
+                    ]
     return found
 
 
@@ -149,12 +152,22 @@ def cycles(graph: Graph, *, typing: bool = False, siblings: bool = False) -> lis
 
     ``typing``: type-only imports count too; ``siblings``: only imports between modules of one package.
     """
+
     def parent(name: str) -> str:
         return name.rpartition(".")[0]
 
-    edges = {mod: sorted({t for imp in imps if typing or not imp.typing_only for t in _loaded(graph, imp.target)
-                          if t != mod and not _inside(mod, t) and (not siblings or parent(t) == parent(mod))})
-             for mod, imps in graph.items()}
+    edges = {
+        mod: sorted(
+            {
+                t
+                for imp in imps
+                if typing or not imp.typing_only
+                for t in _loaded(graph, imp.target)
+                if t != mod and not _inside(mod, t) and (not siblings or parent(t) == parent(mod))
+            }
+        )
+        for mod, imps in graph.items()
+    }
     state: dict[str, int] = {}
     found: list[list[str]] = []
 
@@ -162,7 +175,7 @@ def cycles(graph: Graph, *, typing: bool = False, siblings: bool = False) -> lis
         state[node] = 1
         for nxt in edges[node]:
             if state.get(nxt) == 1:
-                found.append(path[path.index(nxt):] + [nxt])
+                found.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = 2
@@ -182,37 +195,76 @@ LLAMA = "specchat.core.llama"
 ENGINE = "specchat.core.engine"
 RULES = (
     Rule("core never imports Qt", "specchat.core", QT, transitive=True),
-    Rule("core never imports the window's package", "specchat.core", ("specchat.ui", "specchat.app"),
-         transitive=True),
+    Rule("core never imports the window's package", "specchat.core", ("specchat.ui", "specchat.app"), transitive=True),
     Rule("only core.llama imports llama_cpp", "specchat", ("llama_cpp",), exempt=(LLAMA,)),
     Rule("the engine never reaches llama.cpp", "specchat.core.engine", (LLAMA, "llama_cpp"), transitive=True),
-    Rule("core.llama never imports what is built on it", LLAMA,
-         ("specchat.core.engine", "specchat.core.chat", "specchat.core.runtime", "specchat.core.advise",
-          "specchat.ui", "specchat.cli", "specchat.server"), transitive=True),
+    Rule(
+        "core.llama never imports what is built on it",
+        LLAMA,
+        (
+            "specchat.core.engine",
+            "specchat.core.chat",
+            "specchat.core.runtime",
+            "specchat.core.advise",
+            "specchat.ui",
+            "specchat.cli",
+            "specchat.server",
+        ),
+        transitive=True,
+    ),
     Rule("the window's package never imports core.llama", "specchat.ui", (LLAMA,)),
     Rule("conversations never import core.llama", "specchat.core.chat", (LLAMA,)),
     Rule("the terminal never imports core.llama", "specchat.cli", (LLAMA,)),
-    Rule("the terminal never reaches Qt or the window", "specchat.cli", (*QT, "specchat.ui", "specchat.app"),
-         transitive=True),
-    Rule("the server never reaches Qt or the window", "specchat.server", (*QT, "specchat.ui", "specchat.app"),
-         transitive=True),
+    Rule(
+        "the terminal never reaches Qt or the window",
+        "specchat.cli",
+        (*QT, "specchat.ui", "specchat.app"),
+        transitive=True,
+    ),
+    Rule(
+        "the server never reaches Qt or the window",
+        "specchat.server",
+        (*QT, "specchat.ui", "specchat.app"),
+        transitive=True,
+    ),
     Rule("the server never reaches llama.cpp", "specchat.server", (LLAMA, "llama_cpp"), transitive=True),
-    Rule("the server never imports the engine's internals", "specchat.server", (ENGINE,),
-         allowed=(f"{ENGINE}.registry", f"{ENGINE}.depth")),
+    Rule(
+        "the server never imports the engine's internals",
+        "specchat.server",
+        (ENGINE,),
+        allowed=(f"{ENGINE}.registry", f"{ENGINE}.depth"),
+    ),
     Rule("the runtime never reaches core.chat", "specchat.core.runtime", ("specchat.core.chat",), transitive=True),
     Rule("core.llama never reaches core.models", LLAMA, ("specchat.core.models",), transitive=True),
-    Rule("the engine never reaches the runtime, core.chat, core.models or the registry's consumers", ENGINE,
-         ("specchat.core.runtime", "specchat.core.chat", "specchat.core.models", "specchat.core.advise",
-          "specchat.core.settings", "specchat.ui", "specchat.cli", "specchat.server", "specchat.app"),
-         transitive=True),
+    Rule(
+        "the engine never reaches the runtime, core.chat, core.models or the registry's consumers",
+        ENGINE,
+        (
+            "specchat.core.runtime",
+            "specchat.core.chat",
+            "specchat.core.models",
+            "specchat.core.advise",
+            "specchat.core.settings",
+            "specchat.ui",
+            "specchat.cli",
+            "specchat.server",
+            "specchat.app",
+        ),
+        transitive=True,
+    ),
 )
 
 GRAPH = build_graph(PACKAGE)
 
 
 def test_the_graph_covers_the_package() -> None:
-    assert {"specchat.core.engine.speculative", "specchat.ui.main_window", "specchat.cli.chat",
-            "specchat.core.runtime.runtime", "specchat.core.llama.rpc.target"} <= set(GRAPH)
+    assert {
+        "specchat.core.engine.speculative",
+        "specchat.ui.main_window",
+        "specchat.cli.chat",
+        "specchat.core.runtime.runtime",
+        "specchat.core.llama.rpc.target",
+    } <= set(GRAPH)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
@@ -249,8 +301,10 @@ BAD_TREE = {
     "cli/run.py": "from specchat.core.llama.model import Model\nfrom specchat.core import shows\n",
     "server/__init__.py": "",
     "server/http.py": "import llama_cpp\nfrom specchat.core import qt_user\nfrom specchat.core import remote\n",
-    "server/queue.py": ("from specchat.core.engine.registry import entry\nfrom specchat.core.engine.depth import knob\n"
-                        "from specchat.core.engine.loop import generate\n"),  # the registry and depth knob only
+    "server/queue.py": (
+        "from specchat.core.engine.registry import entry\nfrom specchat.core.engine.depth import knob\n"
+        "from specchat.core.engine.loop import generate\n"
+    ),  # the registry and depth knob only
     "core/runtime/__init__.py": "",
     "core/runtime/run.py": "from specchat.core.models import shapes\n",  # runtime -> models -> chat: indirect
     "core/models/__init__.py": "",
@@ -276,24 +330,18 @@ def test_each_rule_catches_its_violation(tmp_path: Path) -> None:
         "core never imports Qt": "specchat.core.qt_user:1 imports PySide6.QtCore",
         "core never imports the window's package": "specchat.core.shows:2 imports specchat.ui.view",
         "only core.llama imports llama_cpp": "specchat.core.binding_here:1 imports llama_cpp",
-        "the engine never reaches llama.cpp":
-            "specchat.core.engine.loop -> specchat.core.remote:1 imports specchat.core.llama",
+        "the engine never reaches llama.cpp": "specchat.core.engine.loop -> specchat.core.remote:1 imports specchat.core.llama",  # noqa: E501
         "core.llama never imports what is built on it": "specchat.core.llama.observer:1 imports specchat.core.engine",
         "the window's package never imports core.llama": "specchat.ui.view:1 imports specchat.core.llama",
         "conversations never import core.llama": "specchat.core.chat.talk:2 imports specchat.core.llama.model",
         "the terminal never imports core.llama": "specchat.cli.run:1 imports specchat.core.llama.model",
-        "the terminal never reaches Qt or the window":
-            "specchat.cli.run -> specchat.core.shows:2 imports specchat.ui.view",
-        "the server never reaches Qt or the window":
-            "specchat.server.http -> specchat.core.qt_user:1 imports PySide6.QtCore",
-        "the server never reaches llama.cpp":
-            "specchat.server.http -> specchat.core.remote:1 imports specchat.core.llama",
+        "the terminal never reaches Qt or the window": "specchat.cli.run -> specchat.core.shows:2 imports specchat.ui.view",  # noqa: E501
+        "the server never reaches Qt or the window": "specchat.server.http -> specchat.core.qt_user:1 imports PySide6.QtCore",  # noqa: E501
+        "the server never reaches llama.cpp": "specchat.server.http -> specchat.core.remote:1 imports specchat.core.llama",  # noqa: E501
         "the server never imports the engine's internals": "specchat.server.queue:3 imports specchat.core.engine.loop",
-        "the runtime never reaches core.chat":
-            "specchat.core.runtime.run -> specchat.core.models.shapes:1 imports specchat.core.chat",
+        "the runtime never reaches core.chat": "specchat.core.runtime.run -> specchat.core.models.shapes:1 imports specchat.core.chat",  # noqa: E501
         "core.llama never reaches core.models": "specchat.core.llama.heads:2 imports specchat.core.models",
-        "the engine never reaches the runtime, core.chat, core.models or the registry's consumers":
-            "specchat.core.engine.pick -> specchat.core.helpers:1 imports specchat.core.runtime",
+        "the engine never reaches the runtime, core.chat, core.models or the registry's consumers": "specchat.core.engine.pick -> specchat.core.helpers:1 imports specchat.core.runtime",  # noqa: E501
     }
     assert set(expected) == {rule.name for rule in RULES}  # every rule is tried
     for rule in RULES:
@@ -301,5 +349,7 @@ def test_each_rule_catches_its_violation(tmp_path: Path) -> None:
     internals = next(rule for rule in RULES if rule.name == "the server never imports the engine's internals")
     assert not any("registry" in v or "depth" in v for v in violations(internals, graph))  # what the server may use
     assert cycles(graph) == [["specchat.core.a", "specchat.core.b", "specchat.core.a"]]
-    assert sibling_cycles(graph) == [["specchat.core.a", "specchat.core.b", "specchat.core.a"],
-                                     ["specchat.core.c", "specchat.core.typed", "specchat.core.c"]]
+    assert sibling_cycles(graph) == [
+        ["specchat.core.a", "specchat.core.b", "specchat.core.a"],
+        ["specchat.core.c", "specchat.core.typed", "specchat.core.c"],
+    ]

@@ -15,10 +15,12 @@ def _python_files() -> list[Path]:
 
 
 def test_no_python_file_holds_a_machine_path() -> None:
-    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-             for path in _python_files()
-             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             if MACHINE_PATH.search(line) and path.name != Path(__file__).name]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in _python_files()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if MACHINE_PATH.search(line) and path.name != Path(__file__).name
+    ]
     assert found == []
 
 

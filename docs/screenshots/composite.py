@@ -16,10 +16,12 @@ from typing import Any
 import shots
 from shots import wait
 
-PROMPTS = ("Say hello in five words.",
-           "Proofread this note and return it in full:\n\nDear team,\n\nThe office will be closed on Friday for "
-           "maintenance. Please take your laptops home on Thursday evening and make sure all files are saved to "
-           "the shared drive.\n\nThanks,\nFacilities")
+PROMPTS = (
+    "Say hello in five words.",
+    "Proofread this note and return it in full:\n\nDear team,\n\nThe office will be closed on Friday for "
+    "maintenance. Please take your laptops home on Thursday evening and make sure all files are saved to "
+    "the shared drive.\n\nThanks,\nFacilities",
+)
 
 
 def main() -> int:

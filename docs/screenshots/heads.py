@@ -47,10 +47,14 @@ def main() -> int:
     folder.mkdir()
     target = folder / "Llama-3.1-8B-Instruct-Q4_K_M.gguf"
     shutil.copy(ROOT / "tests" / "models" / "llama.gguf", target)
-    write_head(folder / "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf", target, "eagle3",
-               base_model="Llama 3.1 8B Instruct")
-    write_head(folder / "dflash-Llama-3.1-70B-Q8_0.gguf", target, "dflash", layers=[1, 40, 79],
-               base_model="Llama 3.1 70B Instruct")
+    write_head(folder / "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf", target, "eagle3", base_model="Llama 3.1 8B Instruct")
+    write_head(
+        folder / "dflash-Llama-3.1-70B-Q8_0.gguf",
+        target,
+        "dflash",
+        layers=[1, 40, 79],
+        base_model="Llama 3.1 70B Instruct",
+    )
 
     def settle(ms: int = 300) -> None:
         loop = QEventLoop()

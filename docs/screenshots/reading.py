@@ -61,7 +61,7 @@ def rounds(text: str, seed: int = 7) -> list[tuple[tuple[str, ...], tuple[str, .
         accepted = 0
         while accepted < depth and i + accepted < len(tokens) - 1 and rng.random() < 0.78:
             accepted += 1
-        acc = tuple(tokens[i:i + accepted])
+        acc = tuple(tokens[i : i + accepted])
         i += accepted
         rejected = (rng.choice(OTHER_WORDS),) if accepted < depth and i < len(tokens) else ()
         out.append((acc, rejected, tokens[i] if i < len(tokens) else ""))
@@ -85,11 +85,17 @@ def main() -> int:
 
         app.setStyle("Fusion")
         dark = QPalette()
-        for role, colour in ((QPalette.ColorRole.Window, "#2b2b2b"), (QPalette.ColorRole.Base, "#1e1e1e"),
-                             (QPalette.ColorRole.Text, "#e6e6e6"), (QPalette.ColorRole.WindowText, "#e6e6e6"),
-                             (QPalette.ColorRole.PlaceholderText, "#9a9a9a"), (QPalette.ColorRole.Link, "#58a6ff"),
-                             (QPalette.ColorRole.Mid, "#555555"), (QPalette.ColorRole.ToolTipBase, "#333333"),
-                             (QPalette.ColorRole.ToolTipText, "#e6e6e6")):
+        for role, colour in (
+            (QPalette.ColorRole.Window, "#2b2b2b"),
+            (QPalette.ColorRole.Base, "#1e1e1e"),
+            (QPalette.ColorRole.Text, "#e6e6e6"),
+            (QPalette.ColorRole.WindowText, "#e6e6e6"),
+            (QPalette.ColorRole.PlaceholderText, "#9a9a9a"),
+            (QPalette.ColorRole.Link, "#58a6ff"),
+            (QPalette.ColorRole.Mid, "#555555"),
+            (QPalette.ColorRole.ToolTipBase, "#333333"),
+            (QPalette.ColorRole.ToolTipText, "#e6e6e6"),
+        ):
             dark.setColor(role, QColor(colour))
         app.setPalette(dark)
     window = QWidget()
@@ -108,8 +114,19 @@ def main() -> int:
     view.append_message()
     for n, (acc, rej, corr) in enumerate(rounds(REPLY)):
         k = len(acc) + len(rej)
-        event = Verified(n, k, tuple(range(len(acc))), tuple(range(len(rej))), 1, acc, rej, corr,
-                         tuple(0.9 - 0.1 * j for j in range(k)), tuple(0.8 for _ in range(k)), 0.6)
+        event = Verified(
+            n,
+            k,
+            tuple(range(len(acc))),
+            tuple(range(len(rej))),
+            1,
+            acc,
+            rej,
+            corr,
+            tuple(0.9 - 0.1 * j for j in range(k)),
+            tuple(0.8 for _ in range(k)),
+            0.6,
+        )
         view.transcript.fold(event)
         view.feed([event])
         view.flush()

@@ -33,8 +33,14 @@ def main() -> int:
     for name in ("data", "config", "cache"):
         os.environ[f"SPECCHAT_{name.upper()}_DIR"] = str(tmp / name)
     ports = [free_port(), free_port()]
-    servers = [subprocess.Popen([sys.executable, "-m", "specchat", "serve-rpc", "--port", str(p), "--threads", "1"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for p in ports]
+    servers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "specchat", "serve-rpc", "--port", str(p), "--threads", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for p in ports
+    ]
     try:
         for port in ports:
             for _ in range(300):
@@ -72,8 +78,21 @@ def main() -> int:
         # No window manager under Xvfb draws the dialog's frame: keep the dialog alone, with a thin border.
         subprocess.run(["import", "-window", "root", str(OUT)], check=True)
         g = dialog.frameGeometry()
-        subprocess.run(["convert", str(OUT), "-crop", f"{g.width()}x{g.height()}+{g.x()}+{g.y()}", "+repage",
-                        "-bordercolor", "#888888", "-border", "1", str(OUT)], check=True)
+        subprocess.run(
+            [
+                "convert",
+                str(OUT),
+                "-crop",
+                f"{g.width()}x{g.height()}+{g.x()}+{g.y()}",
+                "+repage",
+                "-bordercolor",
+                "#888888",
+                "-border",
+                "1",
+                str(OUT),
+            ],
+            check=True,
+        )
         print(OUT)
         window.close()
         store.close()

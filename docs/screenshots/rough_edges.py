@@ -38,8 +38,10 @@ def main() -> int:
     window.continue_reply()
     wait(window.reply_finished)
     window.look.set_theme("dark")
-    window.show_error("the conversation is 5,210 tokens but the context holds 4096; start a new conversation "
-                      "or raise the context size")
+    window.show_error(
+        "the conversation is 5,210 tokens but the context holds 4096; start a new conversation "
+        "or raise the context size"
+    )
     settle()
     window.grab().save(str(HERE / "limit-continued-dark.png"))
 

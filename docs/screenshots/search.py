@@ -21,11 +21,13 @@ def main() -> int:
 
     (tmp / "data").mkdir(parents=True, exist_ok=True)
     store = ConversationStore(tmp / "data" / "conversations.sqlite3")
-    for title, text in [("Lisbon trip", "Where can I eat pastel de nata near the river?"),
-                        ("Sorting in Python", "How do I sort a list of dicts by a key?"),
-                        ("Sourdough", "My starter smells of acetone; is the bakery method wrong?"),
-                        ("Bakery names", "Ideas for naming a small bakery"),
-                        ("Rust lifetimes", "Why does the borrow checker reject this?")]:
+    for title, text in [
+        ("Lisbon trip", "Where can I eat pastel de nata near the river?"),
+        ("Sorting in Python", "How do I sort a list of dicts by a key?"),
+        ("Sourdough", "My starter smells of acetone; is the bakery method wrong?"),
+        ("Bakery names", "Ideas for naming a small bakery"),
+        ("Rust lifetimes", "Why does the borrow checker reject this?"),
+    ]:
         cid = store.create_conversation(title)
         store.add_message(cid, "user", text)
     window = MainWindow(load_settings(), store)

@@ -52,8 +52,14 @@ def main() -> int:
         print(f"not serving: {window.statusBar().currentMessage()}", file=sys.stderr)
         return 1
     api = openai.OpenAI(base_url=window.serving.url, api_key=key, max_retries=0)
-    requests = threading.Thread(target=lambda: [api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": p}], max_tokens=64, temperature=0) for p in PROMPTS])
+    requests = threading.Thread(
+        target=lambda: [
+            api.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": p}], max_tokens=64, temperature=0
+            )
+            for p in PROMPTS
+        ]
+    )
     requests.start()
     panel = window.serving.panel
     while requests.is_alive() or len(panel.requests) < len(PROMPTS) or not panel.requests[-1].done:

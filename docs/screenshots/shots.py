@@ -52,8 +52,9 @@ def settle(ms: int = 400) -> None:
     loop.exec()
 
 
-def demo_window(tmp: Path, width: int, height: int, configure: Callable[[Any], None] = lambda s: None,
-                *, load: bool = True) -> tuple[Any, Any]:
+def demo_window(
+    tmp: Path, width: int, height: int, configure: Callable[[Any], None] = lambda s: None, *, load: bool = True
+) -> tuple[Any, Any]:
     """The main window on its own store in ``tmp``, shown at ``width`` x ``height``, with the demo
     pair loaded (unless ``load`` is False); ``configure`` adjusts the settings first. Returns
     ``(window, store)``."""

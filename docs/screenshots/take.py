@@ -66,8 +66,10 @@ def main() -> int:
 
         from specchat.core.models.download import download_quant
 
-        for repo, quant in (("HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF", "Q4_K_M"),
-                            ("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "Q8_0")):
+        for repo, quant in (
+            ("HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF", "Q4_K_M"),
+            ("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "Q8_0"),
+        ):
             download_quant(repo, quant)
         hub.throttle = 0.01  # per 8 KiB: the Qwen3 target (4 MiB, read in 1 MiB chunks) takes about five seconds
 

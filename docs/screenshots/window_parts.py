@@ -19,8 +19,10 @@ import shots
 from shots import settle, wait
 
 PROMPT = "List the days of the week, one per line, each with one thing people often do that day."
-EARLIER = [("Week plans", "What should I cook each day of the week?"),
-           ("Sourdough", "My starter smells of acetone; is that normal?")]
+EARLIER = [
+    ("Week plans", "What should I cook each day of the week?"),
+    ("Sourdough", "My starter smells of acetone; is that normal?"),
+]
 
 
 def main() -> int:

@@ -54,8 +54,9 @@ def main() -> int:
     for prompt in PROMPTS:
         store.add_message(cid, "user", prompt)
         writer = ReplyWriter(store, cid)
-        for event in session.reply(prompt, GenerationParams(max_tokens=96), drafter=DrafterKind.COMPOSITE,
-                                   depth=DepthControl(None)):
+        for event in session.reply(
+            prompt, GenerationParams(max_tokens=96), drafter=DrafterKind.COMPOSITE, depth=DepthControl(None)
+        ):
             writer.feed(event)
     runtime.close()
 
@@ -75,8 +76,12 @@ def main() -> int:
     window.look.verdicts_action.setChecked(True)
     settle()
     view = window.chat_view
-    wanted = next(s for m in window.transcript.messages for s in m.spans or []
-                  if s.detail is not None and s.detail.correction and s.text.strip() and s.detail.position > 1)
+    wanted = next(
+        s
+        for m in window.transcript.messages
+        for s in m.spans or []
+        if s.detail is not None and s.detail.correction and s.text.strip() and s.detail.position > 1
+    )
     point = None
     block = view.document().begin()
     while block.isValid() and point is None:
@@ -84,8 +89,11 @@ def main() -> int:
         while not it.atEnd():
             frag = it.fragment()
             fmt = frag.charFormat()
-            if (fmt.property(PROP_ROUND) == wanted.round and wanted.detail is not None
-                    and fmt.property(PROP_POSITION) == wanted.detail.position):
+            if (
+                fmt.property(PROP_ROUND) == wanted.round
+                and wanted.detail is not None
+                and fmt.property(PROP_POSITION) == wanted.detail.position
+            ):
                 cursor = view.textCursor()
                 cursor.setPosition(frag.position() + 1)
                 point = view.cursorRect(cursor).center() - QPoint(3, 0)

@@ -26,10 +26,20 @@ def add_parser(msub: argparse._SubParsersAction[Any]) -> None:
 
     p = msub.add_parser("advise", help="find and measure the best drafter for TARGET on this machine")
     p.add_argument("target", help="the target model (.gguf)")
-    p.add_argument("--candidates", nargs="+", default=[], metavar="PATH",
-                   help="also judge these draft files (folders are searched)")
-    p.add_argument("--budget-seconds", type=float, default=DEFAULT_BUDGET, metavar="N",
-                   help=f"time to spend measuring (default {DEFAULT_BUDGET:g})")
+    p.add_argument(
+        "--candidates",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="also judge these draft files (folders are searched)",
+    )
+    p.add_argument(
+        "--budget-seconds",
+        type=float,
+        default=DEFAULT_BUDGET,
+        metavar="N",
+        help=f"time to spend measuring (default {DEFAULT_BUDGET:g})",
+    )
     p.add_argument("--no-library", action="store_true", help="judge only --candidates, not the local library")
     p.add_argument("--no-lookup", action="store_true", help="leave n-gram lookup out")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -46,8 +56,10 @@ def _gb(n: int) -> str:
 
 def format_table(advice: Advice) -> str:
     """The ranked candidates, one line each, then a line on the winner."""
-    head = (f"{'#':>2}  {'candidate':<34}{'kind':<13}{'accept':>7}{'cost':>6}{'depth':>6}{'predicted':>10}"
-            f"{'auto':>7}{'measured':>9}{'memory':>10}  why")
+    head = (
+        f"{'#':>2}  {'candidate':<34}{'kind':<13}{'accept':>7}{'cost':>6}{'depth':>6}{'predicted':>10}"
+        f"{'auto':>7}{'measured':>9}{'memory':>10}  why"
+    )
     lines = [head, "-" * len(head)]
     for i, r in enumerate(advice.results, 1):
         c, p, m = r.candidate, r.prediction, r.confirmation
@@ -70,8 +82,10 @@ def format_table(advice: Advice) -> str:
         p = winner.prediction
         assert p is not None
         measured = f", measured {winner.confirmation.speedup:.2f}x" if winner.confirmation else ""
-        lines.append(f"use {winner.candidate.label} at depth {p.best_depth}: predicted {p.speedup:.2f}x{measured} "
-                     f"over plain decoding ({advice.plain_tokens_per_second:.1f} tok/s)")
+        lines.append(
+            f"use {winner.candidate.label} at depth {p.best_depth}: predicted {p.speedup:.2f}x{measured} "
+            f"over plain decoding ({advice.plain_tokens_per_second:.1f} tok/s)"
+        )
     return "\n".join(lines)
 
 
@@ -88,8 +102,15 @@ def cmd_advise(args: argparse.Namespace) -> int:
     def progress(message: str, fraction: float) -> None:
         print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
-    advice = advise(Path(args.target), [Path(p) for p in args.candidates], budget_seconds=args.budget_seconds,
-                    cancel=cancel, progress=progress, library=not args.no_library, lookup=not args.no_lookup)
+    advice = advise(
+        Path(args.target),
+        [Path(p) for p in args.candidates],
+        budget_seconds=args.budget_seconds,
+        cancel=cancel,
+        progress=progress,
+        library=not args.no_library,
+        lookup=not args.no_lookup,
+    )
     if advice.cancelled:
         print("specchat: advise cancelled", file=sys.stderr)
         return EXIT_CANCELLED

@@ -110,8 +110,9 @@ class Totals:
     native_seconds: float = 0.0
     predicted_seconds: float = 0.0  # what the spec tokens would take at each prompt's predicted rate
 
-    def add(self, base: RunFigures, spec: RunFigures, native_tokens: int, native_seconds: float,
-            predicted_rate: float) -> None:
+    def add(
+        self, base: RunFigures, spec: RunFigures, native_tokens: int, native_seconds: float, predicted_rate: float
+    ) -> None:
         self.base = combined(self.base, base.stats)
         self.spec = combined(self.spec, spec.stats)
         self.native_tokens += native_tokens
@@ -158,7 +159,7 @@ def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str
             obj = json.loads(line)
             out.append((str(obj.get("id", n)), list(obj["messages"])))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            raise SpecchatError(f"{path}:{n}: expected {{\"id\": ..., \"messages\": [...]}}") from None
+            raise SpecchatError(f'{path}:{n}: expected {{"id": ..., "messages": [...]}}') from None
         try:
             validate_messages(out[-1][1])
         except SpecchatError as exc:
@@ -170,8 +171,9 @@ def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str
     return out[:limit] if limit else out
 
 
-def run_once(runtime: Runtime, messages: list[dict[str, str]], params: GenerationParams, drafter: str,
-             depth: int | None) -> RunFigures:
+def run_once(
+    runtime: Runtime, messages: list[dict[str, str]], params: GenerationParams, drafter: str, depth: int | None
+) -> RunFigures:
     from specchat.core.engine.depth import DepthControl
     from specchat.core.runtime.conversation import Conversation
 
@@ -185,8 +187,14 @@ def run_once(runtime: Runtime, messages: list[dict[str, str]], params: Generatio
     return RunFigures(session.last_tokens, figures)
 
 
-def bench(runtime: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], params: GenerationParams,
-          drafter: str, depths: list[int | None], progress: bool = False) -> list[BenchReport]:
+def bench(
+    runtime: Runtime,
+    prompts: list[tuple[str, list[dict[str, str]]]],
+    params: GenerationParams,
+    drafter: str,
+    depths: list[int | None],
+    progress: bool = False,
+) -> list[BenchReport]:
     """For each prompt, each depth in turn: the prompt decoded plainly, then speculatively, back to back.
 
     Depths take turns prompt by prompt rather than running one after another, so
@@ -211,20 +219,31 @@ def bench(runtime: Runtime, prompts: list[tuple[str, list[dict[str, str]]]], par
                 identical_all[i] = False
             native = perf.eval_tokens / (perf.eval_ms / 1000) if perf.eval_ms else 0.0
             rates = spec.figures.rates_dict()
-            report.per_prompt.append(PromptResult(
-                id=pid, depth=report.depth, baseline_tokens_per_s=round(base.tokens_per_s, 2),
-                native_tokens_per_s=round(native, 2), speculative_tokens_per_s=round(spec.tokens_per_s, 2),
-                speedup=_ratio(spec.tokens_per_s, base.tokens_per_s, 3),
-                acceptance_rate=rates["acceptance_rate"], mean_accepted_per_round=rates["mean_accepted_per_round"],
-                predicted_tokens_per_s=round(predicted, 2), identical=identical, tokens=spec.generated,
-                by_source=spec.figures.source_dict(), round_kinds=dict(spec.figures.round_kinds),
-            ))
+            report.per_prompt.append(
+                PromptResult(
+                    id=pid,
+                    depth=report.depth,
+                    baseline_tokens_per_s=round(base.tokens_per_s, 2),
+                    native_tokens_per_s=round(native, 2),
+                    speculative_tokens_per_s=round(spec.tokens_per_s, 2),
+                    speedup=_ratio(spec.tokens_per_s, base.tokens_per_s, 3),
+                    acceptance_rate=rates["acceptance_rate"],
+                    mean_accepted_per_round=rates["mean_accepted_per_round"],
+                    predicted_tokens_per_s=round(predicted, 2),
+                    identical=identical,
+                    tokens=spec.generated,
+                    by_source=spec.figures.source_dict(),
+                    round_kinds=dict(spec.figures.round_kinds),
+                )
+            )
             _add_counts(report, report.per_prompt[-1])
             totals[i].add(base, spec, perf.eval_tokens, perf.eval_ms / 1000, predicted)
             if progress:
                 p = report.per_prompt[-1]
-                print(f"  {pid}: depth {p.depth} {p.speculative_tokens_per_s} vs {p.baseline_tokens_per_s} tok/s",
-                      file=sys.stderr)
+                print(
+                    f"  {pid}: depth {p.depth} {p.speculative_tokens_per_s} vs {p.baseline_tokens_per_s} tok/s",
+                    file=sys.stderr,
+                )
     for report, tot, identical in zip(reports, totals, identical_all, strict=True):
         tot.fill(report)
         report.identical = identical
@@ -258,8 +277,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def format_table(reports: list[BenchReport]) -> str:
-    head = (f"{'prompt':<16}{'depth':>6}{'plain':>9}{'native':>9}{'spec':>9}{'speedup':>9}"
-            f"{'accept':>8}{'acc/rnd':>8}{'ident':>7}")
+    head = (
+        f"{'prompt':<16}{'depth':>6}{'plain':>9}{'native':>9}{'spec':>9}{'speedup':>9}"
+        f"{'accept':>8}{'acc/rnd':>8}{'ident':>7}"
+    )
     lines = [head, "-" * len(head)]
     for r in reports:
         for p in r.per_prompt:

@@ -65,28 +65,49 @@ def add_rpc_arguments(parser: argparse.ArgumentParser) -> None:
     """``--rpc`` and its deadline: the target's layers on other machines' devices (``specchat serve-rpc``)."""
     from specchat.core.remote import DEFAULT_DEADLINE
 
-    parser.add_argument("--rpc", type=rpc_servers_arg, default=(), metavar="HOST:PORT[,HOST:PORT...]",
-                        help="put the target's layers on these 'specchat serve-rpc' servers (the draft stays here)")
-    parser.add_argument("--rpc-timeout", type=float, default=DEFAULT_DEADLINE, metavar="SECONDS",
-                        help=f"a remote server silent this long counts as stopped (default {DEFAULT_DEADLINE:g})")
+    parser.add_argument(
+        "--rpc",
+        type=rpc_servers_arg,
+        default=(),
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="put the target's layers on these 'specchat serve-rpc' servers (the draft stays here)",
+    )
+    parser.add_argument(
+        "--rpc-timeout",
+        type=float,
+        default=DEFAULT_DEADLINE,
+        metavar="SECONDS",
+        help=f"a remote server silent this long counts as stopped (default {DEFAULT_DEADLINE:g})",
+    )
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool = False,
-                        target_required: bool = True) -> None:
+def add_model_arguments(
+    parser: argparse.ArgumentParser, *, draft_required: bool = False, target_required: bool = True
+) -> None:
     """Options shared by ``chat``, ``bench`` and ``serve``: the pair, sampler and limits."""
     parser.add_argument("--target", required=target_required, help="target GGUF file")
     # Not required even for bench: --ngram, outside the group, can be the drafter (see drafter_from_args).
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")
-    parser.add_argument("--ngram", action="store_true",
-                        help="draft by n-gram lookup in the conversation (no second model); with --draft or --mtp: "
-                             "automatic, each round lookup, the model or both, whichever is expected to be fastest")
-    group.add_argument("--mtp", action="store_true",
-                       help="draft with the target's own multi-token-prediction (MTP/NextN) heads (no second model)")
+    parser.add_argument(
+        "--ngram",
+        action="store_true",
+        help="draft by n-gram lookup in the conversation (no second model); with --draft or --mtp: "
+        "automatic, each round lookup, the model or both, whichever is expected to be fastest",
+    )
+    group.add_argument(
+        "--mtp",
+        action="store_true",
+        help="draft with the target's own multi-token-prediction (MTP/NextN) heads (no second model)",
+    )
     if not draft_required:
         group.add_argument("--no-spec", action="store_true", help="plain decoding with the target alone")
-    parser.add_argument("--drafter", choices=drafter_names(), default=None,
-                        help="the drafter by name, instead of the flags above (the pair must offer what it needs)")
+    parser.add_argument(
+        "--drafter",
+        choices=drafter_names(),
+        default=None,
+        help="the drafter by name, instead of the flags above (the pair must offer what it needs)",
+    )
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     parser.add_argument("--top-k", type=int, default=40)
     parser.add_argument("--top-p", type=float, default=0.95)
@@ -96,23 +117,41 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, draft_required: bool
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--n-gpu-layers", type=gpu_layers_arg, default=GPU_LAYERS_AUTO,
-                        help="target layers on the GPU: auto (fit free memory; the default), all, or a number")
-    parser.add_argument("--draft-gpu-layers", type=gpu_layers_arg, default=GPU_LAYERS_AUTO,
-                        help="draft layers on the GPU: auto (the default), all, or a number")
-    parser.add_argument("--draft-p-min", type=float, default=None,
-                        help="stop drafting below this draft confidence (0: no gate, for every drafter; "
-                             "default: none, 0.75 for MTP heads)")
-    parser.add_argument("--greedy-draft", action="store_true",
-                        help="at temperature > 0, draft the draft's argmax instead of sampling (for comparison)")
+    parser.add_argument(
+        "--n-gpu-layers",
+        type=gpu_layers_arg,
+        default=GPU_LAYERS_AUTO,
+        help="target layers on the GPU: auto (fit free memory; the default), all, or a number",
+    )
+    parser.add_argument(
+        "--draft-gpu-layers",
+        type=gpu_layers_arg,
+        default=GPU_LAYERS_AUTO,
+        help="draft layers on the GPU: auto (the default), all, or a number",
+    )
+    parser.add_argument(
+        "--draft-p-min",
+        type=float,
+        default=None,
+        help="stop drafting below this draft confidence (0: no gate, for every drafter; "
+        "default: none, 0.75 for MTP heads)",
+    )
+    parser.add_argument(
+        "--greedy-draft",
+        action="store_true",
+        help="at temperature > 0, draft the draft's argmax instead of sampling (for comparison)",
+    )
     add_rpc_arguments(parser)
 
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("chat", help="one reply in the terminal, drafted tokens coloured by their fate")
     add_model_arguments(parser)
-    parser.add_argument("--depth", default="auto" if DEFAULT_DEPTH is None else str(DEFAULT_DEPTH),
-                        help=f"draft depth 0-{MAX_DEPTH} or 'auto' (default: auto)")
+    parser.add_argument(
+        "--depth",
+        default="auto" if DEFAULT_DEPTH is None else str(DEFAULT_DEPTH),
+        help=f"draft depth 0-{MAX_DEPTH} or 'auto' (default: auto)",
+    )
     parser.add_argument("--messages", type=Path, help="JSON file with a list of {role, content} messages")
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument("--hide-rejected", action="store_true", help="do not show rejected drafts")
@@ -123,7 +162,10 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
 def sampler_from_args(args: argparse.Namespace) -> SamplerParams:
     return SamplerParams(
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
         repeat_penalty=args.repeat_penalty,
     )
 
@@ -155,9 +197,14 @@ def load_runtime(args: argparse.Namespace) -> Runtime:
     if not math.isfinite(args.rpc_timeout) or args.rpc_timeout <= 0:
         raise SpecchatError(f"--rpc-timeout must be a positive number of seconds, got {args.rpc_timeout}")
     return Runtime.load(
-        args.target, args.draft, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers,
-        draft_gpu_layers=args.draft_gpu_layers, n_threads=args.threads,
-        rpc_servers=args.rpc, rpc_deadline=args.rpc_timeout,
+        args.target,
+        args.draft,
+        n_ctx=args.ctx,
+        n_gpu_layers=args.n_gpu_layers,
+        draft_gpu_layers=args.draft_gpu_layers,
+        n_threads=args.threads,
+        rpc_servers=args.rpc,
+        rpc_deadline=args.rpc_timeout,
     )
 
 
@@ -176,8 +223,12 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
         if isinstance(value, float) and not math.isfinite(value):
             raise SpecchatError(f"{limit.label} must be a finite number, got {value}")
     params = GenerationParams(
-        sampler=sampler_from_args(args), max_tokens=args.max_tokens, stop_strings=tuple(getattr(args, "stop", ())),
-        seed=args.seed, draft_p_min=args.draft_p_min, greedy_draft=args.greedy_draft,
+        sampler=sampler_from_args(args),
+        max_tokens=args.max_tokens,
+        stop_strings=tuple(getattr(args, "stop", ())),
+        seed=args.seed,
+        draft_p_min=args.draft_p_min,
+        greedy_draft=args.greedy_draft,
     )
     for name, limit in FLAG_LIMITS.items():
         value = getattr(args, name, None)
@@ -251,25 +302,34 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     session = Conversation(runtime, messages[:-1] if ends_with_user else messages)
     cancel = CancelToken()
-    events = session.reply(messages[-1]["content"] if ends_with_user else None,
-                           params, drafter=drafter_from_args(args), depth=DepthControl(depth), cancel=cancel)
+    events = session.reply(
+        messages[-1]["content"] if ends_with_user else None,
+        params,
+        drafter=drafter_from_args(args),
+        depth=DepthControl(depth),
+        cancel=cancel,
+    )
     # Only now: until the prompt is rendered, Ctrl-C interrupts at once; from here it ends the reply cleanly.
     cancel_on_sigint(cancel)
     if args.json:
         finished = _drain(events)
-        print(json.dumps({
-            "prompt_text": session.last_prompt_text,
-            "tokens": session.last_tokens,
-            "text": session.messages[-1]["content"],
-            "finish_reason": finished.reason.value,
-            "message": finished.message,
-            "stats": finished.stats.as_dict(),
-            "by_source": finished.stats.source_dict(),
-            "placement": dict(zip(("target", "draft"), runtime.placement(), strict=True)),
-        }, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "prompt_text": session.last_prompt_text,
+                    "tokens": session.last_tokens,
+                    "text": session.messages[-1]["content"],
+                    "finish_reason": finished.reason.value,
+                    "message": finished.message,
+                    "stats": finished.stats.as_dict(),
+                    "by_source": finished.stats.source_dict(),
+                    "placement": dict(zip(("target", "draft"), runtime.placement(), strict=True)),
+                },
+                ensure_ascii=False,
+            )
+        )
     else:
-        finished = stream_to_terminal(events, sys.stdout, hide_rejected=args.hide_rejected,
-                                      colour=sys.stdout.isatty())
+        finished = stream_to_terminal(events, sys.stdout, hide_rejected=args.hide_rejected, colour=sys.stdout.isatty())
         print(summary_line(finished, runtime.placement()), file=sys.stderr)
     # A reply ends in an error only through a SpecchatError (a lost server, say): expected, so exit 2.
     return 2 if finished.reason is FinishReason.ERROR else 0

@@ -14,10 +14,19 @@ from specchat.cli.chat import rpc_servers_arg
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("info", help="show the llama.cpp build: GPU offload, devices and their free memory")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("model", nargs="?", help="also say what kind this GGUF is (dense, hybrid, recurrent) "
-                        "and whether it rolls back rejected drafts in place")
-    parser.add_argument("--rpc", type=rpc_servers_arg, default=(), metavar="HOST:PORT[,HOST:PORT...]",
-                        help="also connect to these 'specchat serve-rpc' servers and list their devices")
+    parser.add_argument(
+        "model",
+        nargs="?",
+        help="also say what kind this GGUF is (dense, hybrid, recurrent) "
+        "and whether it rolls back rejected drafts in place",
+    )
+    parser.add_argument(
+        "--rpc",
+        type=rpc_servers_arg,
+        default=(),
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="also connect to these 'specchat serve-rpc' servers and list their devices",
+    )
     parser.set_defaults(func=cmd_info)
 
 
@@ -35,8 +44,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         extra: dict[str, object] = {"model": memory.to_json()} if memory else {}
         if args.rpc:
-            extra["remote"] = [{"server": r.server, "error": r.error, "devices": [d.to_json() for d in r.devices]}
-                               for r in reports]
+            extra["remote"] = [
+                {"server": r.server, "error": r.error, "devices": [d.to_json() for d in r.devices]} for r in reports
+            ]
         print(json.dumps({"specchat": __version__, **info.to_json(), "rpc": rpc, **extra}))
     else:
         print(f"specchat {__version__}")

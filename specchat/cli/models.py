@@ -63,16 +63,26 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     _hub_options(files)
     files.set_defaults(func=cmd_files)
 
-    dl = msub.add_parser("download", help="download a GGUF file (resumable); prints its local path last "
-                         "(after any sidecars fetched with it)")
+    dl = msub.add_parser(
+        "download",
+        help="download a GGUF file (resumable); prints its local path last (after any sidecars fetched with it)",
+    )
     dl.add_argument("repo_id")
     dl.add_argument("filename", nargs="?", help="file in the repo (or give --quant)")
     dl.add_argument("--quant", help="pick the file of this quantisation, e.g. Q4_K_M")
     dl.add_argument("--local-dir", help="download into this folder instead of the hub cache")
-    dl.add_argument("--with-sidecars", action="store_true",
-                    help=f"also fetch the drafter sidecars beside the model ({_keywords()} files)")
-    dl.add_argument("--sidecar", action="append", choices=sidecar_kinds(), metavar="KIND",
-                    help=f"also fetch the sidecar of this kind ({', '.join(sidecar_kinds())}); repeatable")
+    dl.add_argument(
+        "--with-sidecars",
+        action="store_true",
+        help=f"also fetch the drafter sidecars beside the model ({_keywords()} files)",
+    )
+    dl.add_argument(
+        "--sidecar",
+        action="append",
+        choices=sidecar_kinds(),
+        metavar="KIND",
+        help=f"also fetch the sidecar of this kind ({', '.join(sidecar_kinds())}); repeatable",
+    )
     _hub_options(dl)
     dl.set_defaults(func=cmd_download)
 
@@ -86,8 +96,11 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     pair = msub.add_parser("pair", help="download both halves of a catalog pair; print their paths as JSON")
     pair.add_argument("name", help="catalog pair id (see `specchat models catalog`)")
     pair.add_argument("--local-dir", help="download into this folder instead of the hub cache")
-    pair.add_argument("--with-sidecars", action="store_true",
-                      help=f"also fetch the drafter sidecars beside the target ({_keywords()} files)")
+    pair.add_argument(
+        "--with-sidecars",
+        action="store_true",
+        help=f"also fetch the drafter sidecars beside the target ({_keywords()} files)",
+    )
     _hub_options(pair, revision=False)
     pair.set_defaults(func=cmd_pair)
 
@@ -127,8 +140,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         for e in result.entries:
             i = e.info
             params = f"{i.parameter_count / 1e9:.2f}B" if i.parameter_count else "?"
-            print(f"{i.name[:40]:40} {i.quant or '?':8} {params:>8} ctx {i.context_length or '?':>7} "
-                  f"{_size(i.file_size):>9}  {e.source:9} {'unverified ' if e.unverified else ''}{i.path}")
+            print(
+                f"{i.name[:40]:40} {i.quant or '?':8} {params:>8} ctx {i.context_length or '?':>7} "
+                f"{_size(i.file_size):>9}  {e.source:9} {'unverified ' if e.unverified else ''}{i.path}"
+            )
         print(f"{len(result.entries)} models ({result.read} read, {result.cached} from the index)", file=sys.stderr)
         for e in result.entries:
             if e.unverified:
@@ -250,8 +265,14 @@ def _run_with_bar(job: Callable[..., R], **kwargs: object) -> R | None:
         bar = bars.get(event.filename)
         if bar is None:
             bar = bars[event.filename] = tqdm(
-                total=event.total, initial=event.resumed_from, unit="B", unit_scale=True, unit_divisor=1024,
-                desc=event.filename.rsplit("/", 1)[-1][-40:], file=sys.stderr, leave=True,
+                total=event.total,
+                initial=event.resumed_from,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=event.filename.rsplit("/", 1)[-1][-40:],
+                file=sys.stderr,
+                leave=True,
             )
         bar.update(event.done - bar.n)
 
@@ -299,8 +320,11 @@ def cmd_download(args: argparse.Namespace) -> int:
 
     if bool(args.filename) == bool(args.quant):
         raise SpecchatError("give either a FILENAME or --quant, not both or neither")
-    common = {"revision": args.revision, "endpoint": args.endpoint,
-              "local_dir": Path(args.local_dir) if args.local_dir else None}
+    common = {
+        "revision": args.revision,
+        "endpoint": args.endpoint,
+        "local_dir": Path(args.local_dir) if args.local_dir else None,
+    }
     kinds = None if args.with_sidecars else args.sidecar  # None: every sidecar there; [] or absent: none
 
     def job(**kw: Any) -> tuple[list[DownloadedFile], list[tuple[str, DownloadedFile]], list[tuple[str, str]]]:
@@ -320,8 +344,11 @@ def cmd_download(args: argparse.Namespace) -> int:
     files, sidecars, offered = got
     _note_unverified([*files, *(f for _, f in sidecars)])
     for kind, name in offered:
-        print(f"specchat: note: {args.repo_id} also holds a {kind} sidecar for this model: {name}; "
-              f"add --sidecar {kind} (or --with-sidecars) to fetch it", file=sys.stderr)
+        print(
+            f"specchat: note: {args.repo_id} also holds a {kind} sidecar for this model: {name}; "
+            f"add --sidecar {kind} (or --with-sidecars) to fetch it",
+            file=sys.stderr,
+        )
     for _, f in sidecars:
         print(f.path)
     for f in files:
@@ -342,16 +369,20 @@ def cmd_pair(args: argparse.Namespace) -> int:
     local_dir = Path(args.local_dir) if args.local_dir else None
 
     def job(on_progress: Callable[[DownloadProgress], None], **kw: Any) -> DownloadedPair:
-        return download_pair(pair, on_progress=lambda _role, event: on_progress(event), sidecars=args.with_sidecars,
-                             **kw)
+        return download_pair(
+            pair, on_progress=lambda _role, event: on_progress(event), sidecars=args.with_sidecars, **kw
+        )
 
     got = _run_with_bar(job, endpoint=args.endpoint, local_dir=local_dir)
     if got is None:
         return EXIT_CANCELLED
     _note_unverified(got.files)
     for kind, name in got.offered:
-        print(f"specchat: note: {pair.target.repo} also holds a {kind} sidecar for the target: {name}; "
-              "add --with-sidecars to fetch it", file=sys.stderr)
+        print(
+            f"specchat: note: {pair.target.repo} also holds a {kind} sidecar for the target: {name}; "
+            "add --with-sidecars to fetch it",
+            file=sys.stderr,
+        )
     target, draft = got.paths
     print(json.dumps({"target": target, "draft": draft, "sidecars": {kind: str(f.path) for kind, f in got.sidecars}}))
     return 0

@@ -25,21 +25,38 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     add_model_arguments(parser, target_required=False)
     parser.add_argument("--demo", action="store_true", help="serve the offline demo pair (no --target needed)")
     parser.add_argument("--depth", default="auto", help="default draft depth 0-16 or 'auto'")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
+    )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)")
-    parser.add_argument("--api-key", default=os.environ.get("SPECCHAT_API_KEY"),
-                        help="require 'Authorization: Bearer KEY' (default: $SPECCHAT_API_KEY, else none)")
-    parser.add_argument("--queue", type=int, default=DEFAULT_QUEUE,
-                        help=f"requests that may wait for the one running (default {DEFAULT_QUEUE}; more get 429)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("SPECCHAT_API_KEY"),
+        help="require 'Authorization: Bearer KEY' (default: $SPECCHAT_API_KEY, else none)",
+    )
+    parser.add_argument(
+        "--queue",
+        type=int,
+        default=DEFAULT_QUEUE,
+        help=f"requests that may wait for the one running (default {DEFAULT_QUEUE}; more get 429)",
+    )
     parser.add_argument("--max-body-mb", type=float, default=4.0, help="largest request body in MiB (default 4)")
-    parser.add_argument("--request-timeout", type=float, default=300.0,
-                        help="seconds of decoding a request may take (default 300)")
-    parser.add_argument("--probe-tokens", type=int, default=DEFAULT_PROBE_TOKENS,
-                        help="plain tokens timed after each reply for its measured speed-up (0: none)")
-    parser.add_argument("--prompt-cache-mib", type=int, default=DEFAULT_BUDGET_MIB,
-                        help="memory for earlier prompts' caches, so a prompt seen before is not read again "
-                             f"(default {DEFAULT_BUDGET_MIB}; 0: only the previous request's)")
+    parser.add_argument(
+        "--request-timeout", type=float, default=300.0, help="seconds of decoding a request may take (default 300)"
+    )
+    parser.add_argument(
+        "--probe-tokens",
+        type=int,
+        default=DEFAULT_PROBE_TOKENS,
+        help="plain tokens timed after each reply for its measured speed-up (0: none)",
+    )
+    parser.add_argument(
+        "--prompt-cache-mib",
+        type=int,
+        default=DEFAULT_BUDGET_MIB,
+        help="memory for earlier prompts' caches, so a prompt seen before is not read again "
+        f"(default {DEFAULT_BUDGET_MIB}; 0: only the previous request's)",
+    )
     parser.add_argument("--log-level", choices=("warning", "info", "debug"), default="warning")
     parser.set_defaults(func=cmd_serve, max_tokens=None)
 
@@ -105,21 +122,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         host = RequestQueue(runtime, queue_size=args.queue, drafter=chosen_drafter(args))
         config = ServerConfig(
-            api_key=args.api_key, max_body_bytes=int(args.max_body_mb * (1 << 20)), time_limit=args.request_timeout,
-            defaults=Defaults(sampler=params.sampler, max_tokens_limit=limit, plain_probe=args.probe_tokens,
-                              draft_p_min=params.draft_p_min, depth=depth),
-            loopback_only_hosts=is_loopback(args.host))
+            api_key=args.api_key,
+            max_body_bytes=int(args.max_body_mb * (1 << 20)),
+            time_limit=args.request_timeout,
+            defaults=Defaults(
+                sampler=params.sampler,
+                max_tokens_limit=limit,
+                plain_probe=args.probe_tokens,
+                draft_p_min=params.draft_p_min,
+                depth=depth,
+            ),
+            loopback_only_hosts=is_loopback(args.host),
+        )
         url = url_of(sock)
         if not is_loopback(args.host):
-            print(f"specchat: warning: listening on {args.host}: anyone who can reach this machine can use the "
-                  "models" + ("" if args.api_key else " (no --api-key set)"), file=sys.stderr)
+            print(
+                f"specchat: warning: listening on {args.host}: anyone who can reach this machine can use the "
+                "models" + ("" if args.api_key else " (no --api-key set)"),
+                file=sys.stderr,
+            )
         info = host.info
         server = make_server(build_app(host, config), args.log_level)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop)
-        print(f"specchat serve: {url}/v1 model {info.model_id!r}; target {info.target}"
-              + (f", draft {info.draft}" if info.draft else "") + f"; drafter {info.default_drafter}"
-              + ("; API key required" if args.api_key else "") + "; Ctrl-C stops", file=sys.stderr, flush=True)
+        print(
+            f"specchat serve: {url}/v1 model {info.model_id!r}; target {info.target}"
+            + (f", draft {info.draft}" if info.draft else "")
+            + f"; drafter {info.default_drafter}"
+            + ("; API key required" if args.api_key else "")
+            + "; Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             server.run(sockets=[sock])  # returns once a signal has stopped it, every open request answered
             # Stopped: a further Ctrl-C (or SIGTERM) would only interrupt the cleanup with a traceback, or kill

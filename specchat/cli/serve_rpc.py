@@ -14,18 +14,26 @@ from specchat.core.types import SpecchatError
 
 SECURITY_WARNING = (
     "specchat: warning: the RPC protocol has no authentication and no encryption: anyone who can reach "
-    "{endpoint} can run code on this machine's devices and read what they hold; use it on a trusted network only")
+    "{endpoint} can run code on this machine's devices and read what they hold; use it on a trusted network only"
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("serve-rpc", help="lend this machine's devices to specchat on other machines (RPC)")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: every network)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: every network)",
+    )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for a CPU device")
-    parser.add_argument("--device", action="append", default=None,
-                        help="device to expose, by name as 'specchat info' lists it (repeatable; default: "
-                             "the GPUs, or the CPU without one)")
+    parser.add_argument(
+        "--device",
+        action="append",
+        default=None,
+        help="device to expose, by name as 'specchat info' lists it (repeatable; default: "
+        "the GPUs, or the CPU without one)",
+    )
     parser.set_defaults(func=cmd_serve_rpc)
 
 

@@ -61,7 +61,6 @@ class BackendDevice:
         return f"{self.name} ({self.type.name}{desc}){mem}"
 
 
-
 @dataclass(frozen=True)
 class BuildInfo:
     """What this llama.cpp build can do: for `specchat info`, the About box and bug reports."""
@@ -75,8 +74,12 @@ class BuildInfo:
         """Human-readable lines, one fact each."""
         out = [
             f"llama-cpp-python {self.llama_cpp_python}",
-            "GPU offload: " + ("yes" if self.offload else
-                               "no (a CPU-only build; see the README's GPU section to build with CUDA or Metal)"),
+            "GPU offload: "
+            + (
+                "yes"
+                if self.offload
+                else "no (a CPU-only build; see the README's GPU section to build with CUDA or Metal)"
+            ),
         ]
         out += [f"device: {d.summary()}" for d in self.devices] or ["device: none reported"]
         out.append(f"features: {self.system_info}")
@@ -87,8 +90,13 @@ class BuildInfo:
             "llama_cpp_python": self.llama_cpp_python,
             "offload": self.offload,
             "devices": [
-                {"name": d.name, "description": d.description, "type": d.type.name,
-                 "free_bytes": d.free_bytes, "total_bytes": d.total_bytes}
+                {
+                    "name": d.name,
+                    "description": d.description,
+                    "type": d.type.name,
+                    "free_bytes": d.free_bytes,
+                    "total_bytes": d.total_bytes,
+                }
                 for d in self.devices
             ],
             "system_info": self.system_info,

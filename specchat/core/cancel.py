@@ -20,4 +20,3 @@ class CancelToken:
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
-

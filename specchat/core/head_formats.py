@@ -80,10 +80,19 @@ HEAD_FORMATS: tuple[HeadFormat, ...] = (
     HeadFormat("eagle3", "EAGLE-3 head", "eagle3", "eagle3-", drafter="eagle3", context=CHAINED, target_layers=3),
     # DSpark and DFlash2 refine DFlash: llama.cpp's common_speculative_types_from_gguf tells them apart by the
     # Markov head's tensor and the selector.
-    HeadFormat("dspark", "DSpark head", "dflash", "dspark-", tensor="markov_w1.weight", drafter="dspark",
-               context=BLOCK, anchor_draft=True),
-    HeadFormat("dflash2", "DFlash2 head", "dflash", "", lambda h: h.selector_top_k > 0, drafter="dflash",
-               context=BLOCK),
+    HeadFormat(
+        "dspark",
+        "DSpark head",
+        "dflash",
+        "dspark-",
+        tensor="markov_w1.weight",
+        drafter="dspark",
+        context=BLOCK,
+        anchor_draft=True,
+    ),
+    HeadFormat(
+        "dflash2", "DFlash2 head", "dflash", "", lambda h: h.selector_top_k > 0, drafter="dflash", context=BLOCK
+    ),
     HeadFormat("dflash", "DFlash head", "dflash", "dflash-", drafter="dflash", context=BLOCK),
 )
 """Every head format, most specific first within an architecture; sidecar keywords are tried in this order."""
@@ -126,8 +135,7 @@ def read_format(header: HeadHeader) -> HeadFormat | None:
     if header.arch in head_archs():
         return next((f for f in HEAD_FORMATS if f.arch == header.arch and f.matches(header)), None)
     name = header.filename.rsplit("/", 1)[-1]
-    return next((f for f in HEAD_FORMATS if not f.arch and f.sidecar and f.sidecar in name and f.matches(header)),
-                None)
+    return next((f for f in HEAD_FORMATS if not f.arch and f.sidecar and f.sidecar in name and f.matches(header)), None)
 
 
 def marking_tensors(arch: str) -> tuple[str, ...]:

@@ -26,7 +26,8 @@ DEFAULT_DEADLINE = 60.0
 
 RPC_BUILD_HINT = (
     'reinstall llama-cpp-python with RPC: CMAKE_ARGS="-DGGML_RPC=on" pip install --no-cache-dir '
-    "--force-reinstall llama-cpp-python (see the README)")
+    "--force-reinstall llama-cpp-python (see the README)"
+)
 """How to get a build with the RPC backend, for the one-line error without it."""
 
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
@@ -84,8 +85,12 @@ class RemoteDevice:
         return f"{self.name} at {self.server}: {self.free_bytes / GIB:.1f}/{self.total_bytes / GIB:.1f} GiB free"
 
     def to_json(self) -> dict[str, object]:
-        return {"server": self.server, "name": self.name, "free_bytes": self.free_bytes,
-                "total_bytes": self.total_bytes}
+        return {
+            "server": self.server,
+            "name": self.name,
+            "free_bytes": self.free_bytes,
+            "total_bytes": self.total_bytes,
+        }
 
 
 @dataclass(frozen=True)

@@ -190,8 +190,14 @@ def _check(name: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise TypeError("expected a string")
         return check_api_key(value) if value else value
-    if name in ("hide_rejected", "show_verdicts", "sidebar_visible", "panel_visible", "lookup_memory",
-                "serve_require_key"):
+    if name in (
+        "hide_rejected",
+        "show_verdicts",
+        "sidebar_visible",
+        "panel_visible",
+        "lookup_memory",
+        "serve_require_key",
+    ):
         if not isinstance(value, bool):
             raise TypeError("expected true or false")
         return value

@@ -284,8 +284,10 @@ class ReplyCounts:
 
     def rates_dict(self) -> dict[str, float]:
         """The two rates as they are stored and reported: acceptance to 4 decimals, accepted per round to 3."""
-        return {"acceptance_rate": round(self.acceptance_rate, 4),
-                "mean_accepted_per_round": round(self.mean_accepted_per_round, 3)}
+        return {
+            "acceptance_rate": round(self.acceptance_rate, 4),
+            "mean_accepted_per_round": round(self.mean_accepted_per_round, 3),
+        }
 
 
 @dataclass

@@ -75,8 +75,9 @@ class EventStream(StreamingResponse):
     """Server-sent events; not listening for the disconnect itself: the request's own watcher does."""
 
     def __init__(self, events: AsyncIterator[bytes]) -> None:
-        super().__init__(events, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        super().__init__(
+            events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.stream_response(send)
@@ -100,34 +101,47 @@ class Api:
             header = request.headers.get("host", "")
             name = host_of(header)
             if header and (name is None or not is_loopback(name)):
-                raise ApiError(403, f"this server answers only to localhost, not to Host {_short(header)!r}",
-                               kind="permission_error", code="host_not_allowed")
+                raise ApiError(
+                    403,
+                    f"this server answers only to localhost, not to Host {_short(header)!r}",
+                    kind="permission_error",
+                    code="host_not_allowed",
+                )
         key = self.config.api_key
         if key is None:
             return
         given = request.headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
-            raise ApiError(401, "invalid or missing API key: send Authorization: Bearer <key>",
-                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "invalid or missing API key: send Authorization: Bearer <key>",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     async def _body(self, request: Request) -> bytes:
         limit = self.config.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise ApiError(413, f"the request body is {int(declared):,} bytes; this server takes at most {limit:,}",
-                           code="body_too_large")
+            raise ApiError(
+                413,
+                f"the request body is {int(declared):,} bytes; this server takes at most {limit:,}",
+                code="body_too_large",
+            )
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
-            raise ApiError(415, "send the request body as JSON with Content-Type: application/json",
-                           code="unsupported_media_type")
+            raise ApiError(
+                415, "send the request body as JSON with Content-Type: application/json", code="unsupported_media_type"
+            )
         chunks = bytearray()
         try:
             async for chunk in request.stream():
                 chunks += chunk
                 if len(chunks) > limit:
-                    raise ApiError(413, f"the request body is over {limit:,} bytes, this server's limit",
-                                   code="body_too_large")
+                    raise ApiError(
+                        413, f"the request body is over {limit:,} bytes, this server's limit", code="body_too_large"
+                    )
         except ClientDisconnect:
             raise ApiError(400, "the client closed the connection before sending the whole body") from None
         return bytes(chunks)
@@ -162,16 +176,32 @@ class Api:
     async def models(self, request: Request) -> Response:
         self._check_access(request)
         info = self.host.info
-        return JSONResponse({"object": "list", "data": [{
-            "id": info.model_id, "object": "model", "created": 0, "owned_by": "specchat",
-            "specchat": {"target": info.target, "draft": info.draft, "mtp": info.has_mtp, "context": info.n_ctx,
-                         "default_drafter": info.default_drafter,
-                         "placement": {"target": info.placement[0], "draft": info.placement[1]}},
-        }]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": info.model_id,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": "specchat",
+                        "specchat": {
+                            "target": info.target,
+                            "draft": info.draft,
+                            "mtp": info.has_mtp,
+                            "context": info.n_ctx,
+                            "default_drafter": info.default_drafter,
+                            "placement": {"target": info.placement[0], "draft": info.placement[1]},
+                        },
+                    }
+                ],
+            }
+        )
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse({"status": "stopping" if self.stopping else "ok", "busy": self.host.busy,
-                             "waiting": self.host.waiting})
+        return JSONResponse(
+            {"status": "stopping" if self.stopping else "ok", "busy": self.host.busy, "waiting": self.host.waiting}
+        )
 
     async def chat(self, request: Request) -> Response:
         return await self._generate(request, protocol.parse_chat)
@@ -179,8 +209,9 @@ class Api:
     async def completions(self, request: Request) -> Response:
         return await self._generate(request, protocol.parse_completion)
 
-    async def _generate(self, request: Request,
-                        parse: Callable[[dict[str, Any], protocol.Defaults], protocol.Request]) -> Response:
+    async def _generate(
+        self, request: Request, parse: Callable[[dict[str, Any], protocol.Defaults], protocol.Request]
+    ) -> Response:
         self._check_access(request)
         if self.stopping:
             raise shutting_down()
@@ -232,8 +263,9 @@ class Api:
                 watcher.cancel()
                 self._closed(events)
 
-    async def _stream(self, reply: Reply, events: asyncio.Queue[object], job: Job,
-                      watcher: asyncio.Task[None]) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, reply: Reply, events: asyncio.Queue[object], job: Job, watcher: asyncio.Task[None]
+    ) -> AsyncIterator[bytes]:
         request = reply.request
         try:
             if request.kind == "chat":
@@ -241,8 +273,11 @@ class Api:
             while True:
                 event = await events.get()
                 if event is _STOPPING:
-                    cut = ApiError(503, f"{SHUTTING_DOWN}: the reply was cut off after {reply.figures.generated} "
-                                        "tokens", code="server_shutting_down")
+                    cut = ApiError(
+                        503,
+                        f"{SHUTTING_DOWN}: the reply was cut off after {reply.figures.generated} tokens",
+                        code="server_shutting_down",
+                    )
                     yield _sse(cut.body())
                     yield _sse("[DONE]")
                     return
@@ -287,8 +322,9 @@ class Api:
                     log.info("client %s went away; its request is cancelled", job.client)
                 job.cancel.cancel()
                 if self.host.withdraw(job):
-                    events.put_nowait(Finished(FinishReason.CANCELLED, GenerationStats(),
-                                               "the client went away while waiting"))
+                    events.put_nowait(
+                        Finished(FinishReason.CANCELLED, GenerationStats(), "the client went away while waiting")
+                    )
                 return
 
 
@@ -317,15 +353,20 @@ def _handlers(paths: frozenset[str]) -> dict[Any, Callable[[Request, Exception],
         assert isinstance(exc, HTTPException)
         path = request.url.path
         near = path.rstrip("/")
-        message = {404: f"no such endpoint: {path}" + (f" (did you mean {near}?)" if near in paths else ""),
-                   405: f"{request.method} is not allowed on {path}"}.get(exc.status_code, str(exc.detail))
+        message = {
+            404: f"no such endpoint: {path}" + (f" (did you mean {near}?)" if near in paths else ""),
+            405: f"{request.method} is not allowed on {path}",
+        }.get(exc.status_code, str(exc.detail))
         return error_response(ApiError(exc.status_code, message, headers=dict(exc.headers or {})))
 
     async def internal(request: Request, exc: Exception) -> Response:
         # Only outside the endpoints (they answer their own failures): uvicorn logs the traceback and closes
         # the connection after this answer, so the answer says so.
-        return error_response(ApiError(500, f"internal error: {type(exc).__name__}", code="internal_error",
-                                       headers={"Connection": "close"}))
+        return error_response(
+            ApiError(
+                500, f"internal error: {type(exc).__name__}", code="internal_error", headers={"Connection": "close"}
+            )
+        )
 
     return {ApiError: api_error, HTTPException: http_error, Exception: internal}
 
@@ -351,15 +392,27 @@ def framing_refusal(version: str, headers: list[tuple[bytes, bytes]]) -> ApiErro
     """The error for a request of HTTP ``version`` with ``headers``, or None when both are fine."""
     close = {"Connection": "close"}
     if version not in HTTP_VERSIONS:
-        return ApiError(505, f"HTTP/{_short(version)} is not supported: this server speaks HTTP/1.1",
-                        code="http_version_not_supported", headers=close)
+        return ApiError(
+            505,
+            f"HTTP/{_short(version)} is not supported: this server speaks HTTP/1.1",
+            code="http_version_not_supported",
+            headers=close,
+        )
     if len(headers) > MAX_HEADER_FIELDS:
-        return ApiError(431, f"the request has {len(headers)} header fields; this server takes at most "
-                             f"{MAX_HEADER_FIELDS}", code="header_fields_too_large", headers=close)
+        return ApiError(
+            431,
+            f"the request has {len(headers)} header fields; this server takes at most {MAX_HEADER_FIELDS}",
+            code="header_fields_too_large",
+            headers=close,
+        )
     size = sum(len(name) + len(value) for name, value in headers)
     if size > MAX_HEADER_BYTES:
-        return ApiError(431, f"the request's header fields hold {size:,} bytes; this server takes at most "
-                             f"{MAX_HEADER_BYTES:,}", code="header_fields_too_large", headers=close)
+        return ApiError(
+            431,
+            f"the request's header fields hold {size:,} bytes; this server takes at most {MAX_HEADER_BYTES:,}",
+            code="header_fields_too_large",
+            headers=close,
+        )
     return None
 
 

@@ -23,18 +23,74 @@ MAX_STOP_CHARS = 256
 MAX_TOOLS = 128
 
 # Fields that change nothing a local pair can honour differently: accepted and not used.
-_NO_EFFECT = frozenset({"model", "user", "metadata", "store", "service_tier", "safety_identifier",
-                        "prompt_cache_key", "parallel_tool_calls"})
-_CHAT_FIELDS = frozenset({
-    "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
-    "stream", "stream_options", "tools", "tool_choice", "n", "logprobs", "top_logprobs", "frequency_penalty",
-    "presence_penalty", "logit_bias", "response_format", "speculative", "repeat_penalty",
-}) | _NO_EFFECT
-_COMPLETION_FIELDS = frozenset({
-    "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream", "stream_options",
-    "n", "logprobs", "echo", "best_of", "suffix", "frequency_penalty", "presence_penalty", "logit_bias",
-    "speculative", "repeat_penalty",
-}) | _NO_EFFECT
+_NO_EFFECT = frozenset(
+    {
+        "model",
+        "user",
+        "metadata",
+        "store",
+        "service_tier",
+        "safety_identifier",
+        "prompt_cache_key",
+        "parallel_tool_calls",
+    }
+)
+_CHAT_FIELDS = (
+    frozenset(
+        {
+            "messages",
+            "max_tokens",
+            "max_completion_tokens",
+            "temperature",
+            "top_p",
+            "top_k",
+            "min_p",
+            "seed",
+            "stop",
+            "stream",
+            "stream_options",
+            "tools",
+            "tool_choice",
+            "n",
+            "logprobs",
+            "top_logprobs",
+            "frequency_penalty",
+            "presence_penalty",
+            "logit_bias",
+            "response_format",
+            "speculative",
+            "repeat_penalty",
+        }
+    )
+    | _NO_EFFECT
+)
+_COMPLETION_FIELDS = (
+    frozenset(
+        {
+            "prompt",
+            "max_tokens",
+            "temperature",
+            "top_p",
+            "top_k",
+            "min_p",
+            "seed",
+            "stop",
+            "stream",
+            "stream_options",
+            "n",
+            "logprobs",
+            "echo",
+            "best_of",
+            "suffix",
+            "frequency_penalty",
+            "presence_penalty",
+            "logit_bias",
+            "speculative",
+            "repeat_penalty",
+        }
+    )
+    | _NO_EFFECT
+)
 
 
 def drafter_choices() -> dict[str, str | None]:
@@ -101,20 +157,28 @@ def parse_chat(data: dict[str, Any], defaults: Defaults) -> Request:
         raise invalid("top_logprobs is not supported by this server", "top_logprobs", "unsupported_parameter")
     response_format = data.get("response_format")
     if response_format is not None and response_format != {"type": "text"}:
-        raise invalid("only response_format {\"type\": \"text\"} is supported", "response_format",
-                      "unsupported_parameter")
+        raise invalid('only response_format {"type": "text"} is supported', "response_format", "unsupported_parameter")
     tools = _tools(data.get("tools"))
     choice = data.get("tool_choice")
     if choice not in (None, "auto", "none"):
-        raise invalid("tool_choice may be \"auto\" or \"none\"; forcing a tool is not supported", "tool_choice",
-                      "unsupported_parameter")
+        raise invalid(
+            'tool_choice may be "auto" or "none"; forcing a tool is not supported',
+            "tool_choice",
+            "unsupported_parameter",
+        )
     if choice == "none":
         tools = ()
     max_tokens = data.get("max_completion_tokens", data.get("max_tokens"))
     param = "max_completion_tokens" if "max_completion_tokens" in data else "max_tokens"
     messages = _messages(data.get("messages"))
-    return Request("chat", _params(data, defaults, max_tokens, param), *_stream(data), messages=messages,
-                   tools=tools, spec=_spec(data.get("speculative"), defaults.depth))
+    return Request(
+        "chat",
+        _params(data, defaults, max_tokens, param),
+        *_stream(data),
+        messages=messages,
+        tools=tools,
+        spec=_spec(data.get("speculative"), defaults.depth),
+    )
 
 
 def parse_completion(data: dict[str, Any], defaults: Defaults) -> Request:
@@ -133,8 +197,13 @@ def parse_completion(data: dict[str, Any], defaults: Defaults) -> Request:
     if not prompt:
         raise invalid("prompt is empty", "prompt")
     _check_text(prompt, "prompt")
-    return Request("completion", _params(data, defaults, data.get("max_tokens"), "max_tokens"), *_stream(data),
-                   prompt=prompt, spec=_spec(data.get("speculative"), defaults.depth))
+    return Request(
+        "completion",
+        _params(data, defaults, data.get("max_tokens"), "max_tokens"),
+        *_stream(data),
+        prompt=prompt,
+        spec=_spec(data.get("speculative"), defaults.depth),
+    )
 
 
 def _given(data: dict[str, Any]) -> dict[str, Any]:
@@ -146,9 +215,11 @@ def _given(data: dict[str, Any]) -> dict[str, Any]:
 def _refuse_unknown(data: dict[str, Any], known: frozenset[str]) -> None:
     unknown = sorted(k for k in data if k not in known)
     if unknown:
-        raise invalid(f"unsupported parameter: {unknown[0]}" + (f" (and {len(unknown) - 1} more)"
-                                                                  if len(unknown) > 1 else ""),
-                      unknown[0], "unsupported_parameter")
+        raise invalid(
+            f"unsupported parameter: {unknown[0]}" + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""),
+            unknown[0],
+            "unsupported_parameter",
+        )
 
 
 def _refuse_common(data: dict[str, Any]) -> None:
@@ -159,8 +230,7 @@ def _refuse_common(data: dict[str, Any]) -> None:
         raise invalid("logprobs is not supported by this server", "logprobs", "unsupported_parameter")
     for name in ("frequency_penalty", "presence_penalty"):
         if data.get(name) not in (None, 0, 0.0):
-            raise invalid(f"{name} is not supported by this server (use repeat_penalty)", name,
-                          "unsupported_parameter")
+            raise invalid(f"{name} is not supported by this server (use repeat_penalty)", name, "unsupported_parameter")
     if data.get("logit_bias") not in (None, {}):
         raise invalid("logit_bias is not supported by this server", "logit_bias", "unsupported_parameter")
     if not isinstance(data.get("model", ""), str):
@@ -214,8 +284,9 @@ def _params(data: dict[str, Any], defaults: Defaults, max_tokens: Any, max_param
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise invalid(f"{max_param} must be a whole number, got {_short(max_tokens)}", max_param)
         if not 1 <= max_tokens <= limit:
-            raise invalid(f"{max_param} must be between 1 and {limit} on this server, got {_short(max_tokens)}",
-                          max_param)
+            raise invalid(
+                f"{max_param} must be between 1 and {limit} on this server, got {_short(max_tokens)}", max_param
+            )
         n = max_tokens
     try:
         sampler = SamplerParams(
@@ -227,9 +298,14 @@ def _params(data: dict[str, Any], defaults: Defaults, max_tokens: Any, max_param
             repeat_penalty=s.repeat_penalty if repeat_penalty is None else float(repeat_penalty),
             repeat_last_n=s.repeat_last_n,
         )
-        return GenerationParams(sampler=sampler, max_tokens=n, stop_strings=_stops(data.get("stop")),
-                                seed=None if seed is None else int(seed) % 2**32,
-                                draft_p_min=defaults.draft_p_min, plain_probe=defaults.plain_probe)
+        return GenerationParams(
+            sampler=sampler,
+            max_tokens=n,
+            stop_strings=_stops(data.get("stop")),
+            seed=None if seed is None else int(seed) % 2**32,
+            draft_p_min=defaults.draft_p_min,
+            plain_probe=defaults.plain_probe,
+        )
     except SpecchatError as exc:
         raise invalid(str(exc)) from None
 
@@ -251,7 +327,7 @@ def _spec(value: Any, default_depth: int | None) -> SpecOptions:
     if value is None:
         return SpecOptions(default_depth)
     if not isinstance(value, dict):
-        raise invalid("speculative must be an object {\"depth\", \"drafter\", \"fates\"}", "speculative")
+        raise invalid('speculative must be an object {"depth", "drafter", "fates"}', "speculative")
     value = _given(value)
     unknown = sorted(set(value) - {"depth", "drafter", "fates"})
     if unknown:
@@ -260,13 +336,13 @@ def _spec(value: Any, default_depth: int | None) -> SpecOptions:
     if depth == "auto" or depth is None:
         depth = None
     elif isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH:
-        raise invalid(f"speculative.depth must be 0-{MAX_DEPTH} or \"auto\", got {_short(depth)}",
-                      "speculative.depth")
+        raise invalid(f'speculative.depth must be 0-{MAX_DEPTH} or "auto", got {_short(depth)}', "speculative.depth")
     drafter = value.get("drafter", "auto")
     choices = drafter_choices()
     if not isinstance(drafter, str) or drafter not in choices:
-        raise invalid(f"speculative.drafter must be one of {', '.join(choices)}, got {_short(drafter)}",
-                      "speculative.drafter")
+        raise invalid(
+            f"speculative.drafter must be one of {', '.join(choices)}, got {_short(drafter)}", "speculative.drafter"
+        )
     fates = value.get("fates", False)
     if not isinstance(fates, bool):
         raise invalid("speculative.fates must be true or false", "speculative.fates")
@@ -282,19 +358,21 @@ def _tools(value: Any) -> tuple[dict[str, Any], ...]:
     for i, tool in enumerate(value):
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
-            raise invalid(f"tools[{i}] must be {{\"type\": \"function\", \"function\": {{...}}}}", f"tools[{i}]")
+            raise invalid(f'tools[{i}] must be {{"type": "function", "function": {{...}}}}', f"tools[{i}]")
         name = function.get("name")
         if not isinstance(name, str) or not name:
             raise invalid(f"tools[{i}].function.name must be a non-empty string", f"tools[{i}].function.name")
         parameters = function.get("parameters", {})
         if not isinstance(parameters, dict):
-            raise invalid(f"tools[{i}].function.parameters must be a JSON Schema object",
-                          f"tools[{i}].function.parameters")
+            raise invalid(
+                f"tools[{i}].function.parameters must be a JSON Schema object", f"tools[{i}].function.parameters"
+            )
         description = function.get("description", "")
         if not isinstance(description, str):
             raise invalid(f"tools[{i}].function.description must be a string", f"tools[{i}].function.description")
-        out.append({"type": "function", "function": {"name": name, "description": description,
-                                                     "parameters": parameters}})
+        out.append(
+            {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+        )
     return tuple(out)
 
 
@@ -315,8 +393,11 @@ def _messages(value: Any) -> tuple[dict[str, str], ...]:
             out.append({"role": "user", "content": content})
         elif role == "assistant":
             calls = message.get("tool_calls") or []
-            written = [_written_call(call, f"{param}.tool_calls[{j}]") for j, call in enumerate(calls)] \
-                if isinstance(calls, list) else None
+            written = (
+                [_written_call(call, f"{param}.tool_calls[{j}]") for j, call in enumerate(calls)]
+                if isinstance(calls, list)
+                else None
+            )
             if written is None:
                 raise invalid(f"{param}.tool_calls must be a list", f"{param}.tool_calls")
             out.append({"role": "assistant", "content": "\n".join(([content] if content else []) + written)})
@@ -327,8 +408,9 @@ def _messages(value: Any) -> tuple[dict[str, str], ...]:
             else:
                 out.append({"role": "user", "content": response})
         else:
-            raise invalid(f"{param}.role must be system, developer, user, assistant or tool, got {_short(role)}",
-                          f"{param}.role")
+            raise invalid(
+                f"{param}.role must be system, developer, user, assistant or tool, got {_short(role)}", f"{param}.role"
+            )
     if out[-1]["role"] != "user":
         raise invalid("the last message must be from the user or a tool", f"messages[{len(value) - 1}].role")
     return tuple(out)
@@ -348,10 +430,13 @@ def _content(value: Any, param: str, *, allow_none: bool) -> str:
                 _check_text(part["text"], f"{param}[{j}].text")
                 texts.append(part["text"])
             elif kind in ("image_url", "input_image", "input_audio", "file", "image"):
-                raise invalid(f"{param}[{j}]: {kind} content is not supported (this server reads text only)",
-                              f"{param}[{j}]", "unsupported_content")
+                raise invalid(
+                    f"{param}[{j}]: {kind} content is not supported (this server reads text only)",
+                    f"{param}[{j}]",
+                    "unsupported_content",
+                )
             else:
-                raise invalid(f"{param}[{j}] must be {{\"type\": \"text\", \"text\": ...}}", f"{param}[{j}]")
+                raise invalid(f'{param}[{j}] must be {{"type": "text", "text": ...}}', f"{param}[{j}]")
         return "".join(texts)
     raise invalid(f"{param} must be a string or a list of text parts, got {_short(value)}", param)
 
@@ -359,14 +444,17 @@ def _content(value: Any, param: str, *, allow_none: bool) -> str:
 def _written_call(call: Any, param: str) -> str:
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        raise invalid(f"{param} must be {{\"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}", param)
+        raise invalid(f'{param} must be {{"type": "function", "function": {{"name", "arguments"}}}}', param)
     arguments = function.get("arguments", "{}")
     try:
         parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
     except ValueError:
         parsed = arguments  # written back as the client sent it
-    return "<tool_call>\n" + json.dumps({"name": function["name"], "arguments": parsed}, ensure_ascii=False) \
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": function["name"], "arguments": parsed}, ensure_ascii=False)
         + "\n</tool_call>"
+    )
 
 
 def _check_text(text: str, param: str) -> None:

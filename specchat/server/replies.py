@@ -18,8 +18,14 @@ from specchat.server.protocol import Request
 from specchat.server.request_queue import PairInfo, Started
 from specchat.server.tool_calls import ToolCall, held_for_stops, parse_tool_calls, releasable
 
-_FINISH = {FinishReason.EOS: "stop", FinishReason.STOP_STRING: "stop", FinishReason.MAX_TOKENS: "length",
-           FinishReason.CONTEXT_FULL: "length", FinishReason.CANCELLED: "stop", FinishReason.ERROR: "stop"}
+_FINISH = {
+    FinishReason.EOS: "stop",
+    FinishReason.STOP_STRING: "stop",
+    FinishReason.MAX_TOKENS: "length",
+    FinishReason.CONTEXT_FULL: "length",
+    FinishReason.CANCELLED: "stop",
+    FinishReason.ERROR: "stop",
+}
 
 
 def fates_of(event: Verified) -> list[dict[str, Any]]:
@@ -71,7 +77,7 @@ class Reply:
             end = min(end, releasable(full))
         if end <= len(self.released):
             return ""
-        delta = full[len(self.released):end]
+        delta = full[len(self.released) : end]
         self.released = full[:end]
         return delta
 
@@ -88,7 +94,7 @@ class Reply:
         self.content, self.tool_calls = parse_tool_calls(full, self.tool_names) if self.tool_names else (full, [])
         if not self.content.startswith(self.released):
             return ""
-        return self.content[len(self.released):]
+        return self.content[len(self.released) :]
 
     def finish_reason(self, timed_out: bool) -> str:
         if self.tool_calls:
@@ -102,8 +108,12 @@ class Reply:
         completion = stats.generated if stats is not None else self.figures.generated
         reused = stats.reused_prompt_tokens if stats is not None else 0
         prompt = self.started.prompt_tokens
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": reused}}
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": reused},
+        }
 
     def speculative(self, timed_out: bool) -> dict[str, Any]:
         """The speculative figures: drafted, accepted, rounds, by source, and the measured speed-up."""
@@ -115,7 +125,10 @@ class Reply:
         out: dict[str, Any] = {
             "drafter": self.started.drafter,
             "depth": "auto" if self.request.spec.depth is None else self.request.spec.depth,
-            "drafted": f.drafted, "accepted": f.accepted, "rounds": f.rounds, "passes": f.passes,
+            "drafted": f.drafted,
+            "accepted": f.accepted,
+            "rounds": f.rounds,
+            "passes": f.passes,
             "acceptance_rate": round(f.acceptance_rate, 4),
             "mean_accepted_per_round": round(f.mean_accepted_per_round, 3),
             "by_source": {name: {"drafted": d, "accepted": a} for name, (d, a) in sorted(f.by_source.items())},
@@ -135,8 +148,10 @@ class Reply:
         """The whole non-streaming response."""
         reason = self.finish_reason(timed_out)
         if self.request.kind == "chat":
-            message: dict[str, Any] = {"role": "assistant", "content": self.content or None if self.tool_calls
-                                       else self.content}
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": self.content or None if self.tool_calls else self.content,
+            }
             if self.tool_calls:
                 message["tool_calls"] = [c.as_dict() for c in self.tool_calls]
             choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
@@ -144,12 +159,26 @@ class Reply:
         else:
             choice = {"index": 0, "text": self.content, "logprobs": None, "finish_reason": reason}
             kind = "text_completion"
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.info.model_id,
-                "system_fingerprint": None, "choices": [choice], "usage": self.usage(),
-                "speculative": self.speculative(timed_out)}
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.info.model_id,
+            "system_fingerprint": None,
+            "choices": [choice],
+            "usage": self.usage(),
+            "speculative": self.speculative(timed_out),
+        }
 
-    def chunk(self, *, text: str = "", role: bool = False, fates: list[dict[str, Any]] | None = None,
-              finish_reason: str | None = None, tool_calls: list[ToolCall] | None = None) -> dict[str, Any]:
+    def chunk(
+        self,
+        *,
+        text: str = "",
+        role: bool = False,
+        fates: list[dict[str, Any]] | None = None,
+        finish_reason: str | None = None,
+        tool_calls: list[ToolCall] | None = None,
+    ) -> dict[str, Any]:
         """One stream chunk (``fates``: the extension field, per token of the round)."""
         if self.request.kind == "chat":
             delta: dict[str, Any] = {}
@@ -166,12 +195,25 @@ class Reply:
             kind = "text_completion"
         if fates is not None:
             choice["specchat_fates"] = fates
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.info.model_id,
-                "system_fingerprint": None, "choices": [choice]}
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.info.model_id,
+            "system_fingerprint": None,
+            "choices": [choice],
+        }
 
     def usage_chunk(self, timed_out: bool) -> dict[str, Any]:
         """The last chunk with ``stream_options.include_usage``: no choices, the usage and speculative figures."""
         kind = "chat.completion.chunk" if self.request.kind == "chat" else "text_completion"
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.info.model_id,
-                "system_fingerprint": None, "choices": [], "usage": self.usage(),
-                "speculative": self.speculative(timed_out)}
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.info.model_id,
+            "system_fingerprint": None,
+            "choices": [],
+            "usage": self.usage(),
+            "speculative": self.speculative(timed_out),
+        }

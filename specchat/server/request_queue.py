@@ -51,8 +51,12 @@ SHUTTING_DOWN = "the server is shutting down"
 
 def shutting_down() -> ApiError:
     """The answer to a request the stopping server will not run (the connection closes after it)."""
-    return ApiError(503, f"{SHUTTING_DOWN}; send the request again once it is back", code="server_shutting_down",
-                    headers={"Connection": "close"})
+    return ApiError(
+        503,
+        f"{SHUTTING_DOWN}; send the request again once it is back",
+        code="server_shutting_down",
+        headers={"Connection": "close"},
+    )
 
 
 @dataclass(frozen=True)
@@ -138,8 +142,15 @@ class RequestQueue:
     events, drafts included (the window's Server panel).
     """
 
-    def __init__(self, runtime: Runtime, *, queue_size: int = 8, drafter: str | None = None,
-                 owner: RuntimeOwner | None = None, listener: Listener | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        queue_size: int = 8,
+        drafter: str | None = None,
+        owner: RuntimeOwner | None = None,
+        listener: Listener | None = None,
+    ) -> None:
         self.runtime = runtime
         self.owner = owner
         self.listener = listener
@@ -156,9 +167,14 @@ class RequestQueue:
         self._thread = threading.Thread(target=self._work, name="specchat-serve-engine", daemon=True)
         self._thread.start()
         self.info = PairInfo(
-            model_id=runtime.target.path.stem, target=runtime.target_name, draft=runtime.draft_name,
-            has_mtp=self._has_mtp, n_ctx=runtime.n_ctx, default_drafter=self.default_drafter,
-            placement=runtime.placement())
+            model_id=runtime.target.path.stem,
+            target=runtime.target_name,
+            draft=runtime.draft_name,
+            has_mtp=self._has_mtp,
+            n_ctx=runtime.n_ctx,
+            default_drafter=self.default_drafter,
+            placement=runtime.placement(),
+        )
 
     @property
     def waiting(self) -> int:
@@ -178,8 +194,12 @@ class RequestQueue:
             self._queue.put_nowait(job)
         except queue.Full:
             wait = max(1, round(self._mean_seconds * (self._queue.qsize() + 1)))
-            raise ApiError(429, f"the server is busy: {self._queue.maxsize} requests are waiting; retry later",
-                           code="queue_full", headers={"Retry-After": str(wait)}) from None
+            raise ApiError(
+                429,
+                f"the server is busy: {self._queue.maxsize} requests are waiting; retry later",
+                code="queue_full",
+                headers={"Retry-After": str(wait)},
+            ) from None
 
     def withdraw(self, job: Job) -> bool:
         """Give up ``job``'s place in the queue (its client went away); whether it was still waiting.
@@ -257,15 +277,28 @@ class RequestQueue:
             prompt = self._prompt(request)
         except PromptTooLongError as exc:  # the window's guard, in the API's words
             size = f"at least {exc.tokens:,}" if exc.at_least else str(exc.tokens)
-            self._tell(job, ApiError(400, f"the prompt is {size} tokens but the context holds {exc.n_ctx}",
-                                     param=param, code="context_length_exceeded"))
+            self._tell(
+                job,
+                ApiError(
+                    400,
+                    f"the prompt is {size} tokens but the context holds {exc.n_ctx}",
+                    param=param,
+                    code="context_length_exceeded",
+                ),
+            )
             return
         except SpecchatError as exc:
             self._tell(job, ApiError(400, str(exc), param=param))
             return
         kind = request.spec.drafter or self.default_drafter
-        stream = self.runtime.stream(prompt, request.params, drafter=kind, depth=DepthControl(request.spec.depth),
-                                     cancel=job.cancel, progress=_read_in_steps)
+        stream = self.runtime.stream(
+            prompt,
+            request.params,
+            drafter=kind,
+            depth=DepthControl(request.spec.depth),
+            cancel=job.cancel,
+            progress=_read_in_steps,
+        )
         self._tell(job, Started(len(prompt.tokens), kind, time.monotonic() - job.submitted))
 
         def time_up() -> None:
@@ -279,8 +312,17 @@ class RequestQueue:
             for event in stream:
                 if isinstance(event, Finished):
                     s = event.stats
-                    self.served.append(Served(job.client, request.kind, event.reason, s.generated,
-                                              len(prompt.tokens), s.reused_prompt_tokens, job.timed_out))
+                    self.served.append(
+                        Served(
+                            job.client,
+                            request.kind,
+                            event.reason,
+                            s.generated,
+                            len(prompt.tokens),
+                            s.reused_prompt_tokens,
+                            job.timed_out,
+                        )
+                    )
                 if isinstance(event, (Verified, Finished)):
                     self._tell(job, event)
                 elif isinstance(event, Drafted) and self.listener is not None:

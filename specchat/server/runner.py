@@ -85,8 +85,15 @@ class _CutOff(logging.Filter):
 
 def make_server(app: Starlette, log_level: str = "warning") -> Server:
     # h11, not httptools: one pure-Python HTTP stack everywhere; no access log unless asked for.
-    config = uvicorn.Config(app, http="h11", lifespan="off", log_level=log_level, access_log=log_level == "info",
-                            timeout_graceful_shutdown=int(GRACE_SECONDS), h11_max_incomplete_event_size=HEAD_LIMIT)
+    config = uvicorn.Config(
+        app,
+        http="h11",
+        lifespan="off",
+        log_level=log_level,
+        access_log=log_level == "info",
+        timeout_graceful_shutdown=int(GRACE_SECONDS),
+        h11_max_incomplete_event_size=HEAD_LIMIT,
+    )
     errors = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, _CutOff) for f in errors.filters):
         errors.addFilter(_CutOff())
@@ -100,8 +107,9 @@ class ServerThread:
         self.sock = bind(host, port)
         self.url = url_of(self.sock)
         self.server = make_server(app, log_level)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       name="specchat-serve-http", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, name="specchat-serve-http", daemon=True
+        )
 
     def start(self, timeout: float = 30.0) -> ServerThread:
         self.thread.start()

@@ -26,6 +26,7 @@ PYTHON_TAG = "<|python_tag|>"
 MISTRAL_TAG = "[TOOL_CALLS]"
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 
+
 @dataclass(frozen=True)
 class ToolCall:
     name: str
@@ -33,8 +34,11 @@ class ToolCall:
     id: str = ""
 
     def as_dict(self, index: int | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "type": "function",
-                               "function": {"name": self.name, "arguments": self.arguments}}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
         return out if index is None else {"index": index, **out}
 
 
@@ -77,14 +81,14 @@ def parse_tool_calls(text: str, tool_names: Sequence[str] | None = None) -> tupl
         return text, []
     body = text.strip()
     if body.startswith(MISTRAL_TAG):
-        parsed = _loads(body[len(MISTRAL_TAG):].strip())
+        parsed = _loads(body[len(MISTRAL_TAG) :].strip())
         items = parsed if isinstance(parsed, list) else [parsed]
         calls = [_call(item, None) for item in items]
         if calls and all(c is not None for c in calls):
             return "", [c for c in calls if c is not None]
         return text, []
     if body.startswith(PYTHON_TAG):
-        body = body[len(PYTHON_TAG):].strip()
+        body = body[len(PYTHON_TAG) :].strip()
     if body.startswith("{"):
         parsed = _loads(body)
         parts = [parsed] if parsed is not None else [_loads(p) for p in body.split(";") if p.strip()]

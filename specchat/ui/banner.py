@@ -16,8 +16,11 @@ ERROR_TINT = QColor("#d1242f")
 
 def mix(a: QColor, b: QColor, amount: float) -> QColor:
     """``a`` moved ``amount`` (0..1) of the way towards ``b``."""
-    return QColor.fromRgbF(a.redF() + (b.redF() - a.redF()) * amount, a.greenF() + (b.greenF() - a.greenF()) * amount,
-                           a.blueF() + (b.blueF() - a.blueF()) * amount)
+    return QColor.fromRgbF(
+        a.redF() + (b.redF() - a.redF()) * amount,
+        a.greenF() + (b.greenF() - a.greenF()) * amount,
+        a.blueF() + (b.blueF() - a.blueF()) * amount,
+    )
 
 
 class ErrorBanner(QLabel):

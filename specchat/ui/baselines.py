@@ -28,8 +28,16 @@ class BaselineKeeper(QObject):
     measured = Signal(float)  # tokens/s of a measurement just finished
     busy_noted = Signal(str)  # the note just shown: a busy spell started
 
-    def __init__(self, host: WindowRuntimeHost, settings: Settings, controls: SpeculationControls, stats: StatsPanel,
-                 status: QStatusBar, loaded: Callable[[], ModelInfo | None], parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        host: WindowRuntimeHost,
+        settings: Settings,
+        controls: SpeculationControls,
+        stats: StatsPanel,
+        status: QStatusBar,
+        loaded: Callable[[], ModelInfo | None],
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.host, self.settings, self.controls, self.stats, self.status = host, settings, controls, stats, status
         self.loaded = loaded

@@ -37,7 +37,7 @@ def clean_text(document: QTextDocument, start: int, end: int) -> str:
             if frag.charFormat().property(PROP_CHROME):
                 chrome_only = chrome_only or not parts
             elif a < b:
-                parts.append(frag.text()[a - frag.position():b - frag.position()])
+                parts.append(frag.text()[a - frag.position() : b - frag.position()])
                 chrome_only = False
             it += 1
         if not (chrome_only and not parts):
@@ -158,8 +158,14 @@ class MessageActions:
         refusal = "wait for the reply to finish" if self._busy else race_refusal(msg)
         action.setObjectName("race")
         action.setEnabled(not refusal)
-        action.setToolTip(refusal or ("Replay both streams at their recorded pace" if stored else
-                                      "Decode the same prompt with the target alone and replay both side by side"))
+        action.setToolTip(
+            refusal
+            or (
+                "Replay both streams at their recorded pace"
+                if stored
+                else "Decode the same prompt with the target alone and replay both side by side"
+            )
+        )
         action.triggered.connect(lambda *_: self._requests.race(index))
         return action
 

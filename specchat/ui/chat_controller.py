@@ -50,10 +50,19 @@ class ReplyHost(Protocol):
 def transcript_of(stored: list[StoredMessage], system_prompt: str = "") -> Transcript:
     """A stored conversation as a transcript (token fates, figures and versions included)."""
     return Transcript(
-        (Message(m.role, m.content, list(m.spans) if m.spans else None, finish_reason=m.finish_reason,
-                 figures=ReplyFigures.from_dict(m.stats) if m.role == "assistant" else None,
-                 id=m.id, version=m.version, versions=m.versions)
-         for m in stored),
+        (
+            Message(
+                m.role,
+                m.content,
+                list(m.spans) if m.spans else None,
+                finish_reason=m.finish_reason,
+                figures=ReplyFigures.from_dict(m.stats) if m.role == "assistant" else None,
+                id=m.id,
+                version=m.version,
+                versions=m.versions,
+            )
+            for m in stored
+        ),
         system_prompt,
     )
 
@@ -71,8 +80,14 @@ class ChatController(QObject):
     status = Signal(str)  # a passing status-bar message
     composer_text = Signal(str, bool)  # text for the composer; True: replace what is typed there
 
-    def __init__(self, store: ConversationStore, host: ReplyHost, reply_settings: Callable[[], ReplySettings],
-                 depth_control: DepthControl, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        store: ConversationStore,
+        host: ReplyHost,
+        reply_settings: Callable[[], ReplySettings],
+        depth_control: DepthControl,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.store = store
         self.host = host
@@ -250,8 +265,13 @@ class ChatController(QObject):
     def can_continue(self) -> bool:
         """The last reply was cut at the token limit and can go on (stored, with its token fates)."""
         reply = self.transcript.reply
-        return (not self.streaming and self.conversation_id is not None and self.transcript.can_continue()
-                and reply is not None and reply.id is not None)
+        return (
+            not self.streaming
+            and self.conversation_id is not None
+            and self.transcript.can_continue()
+            and reply is not None
+            and reply.id is not None
+        )
 
     def continue_reply(self) -> bool:
         """Go on with the last reply where the token limit cut it: speculatively, into the same message."""
@@ -274,8 +294,9 @@ class ChatController(QObject):
         self._save_failed = False
         self.transcript_replaced.emit()  # the reply is drawn again, streaming
         self.reply_started.emit()
-        request = ReplyRequest(self.conversation_id, history, None, settings.params, drafter, self.depth_control,
-                               continuation=text)
+        request = ReplyRequest(
+            self.conversation_id, history, None, settings.params, drafter, self.depth_control, continuation=text
+        )
         self._token = self.host.generate(request)
         return True
 
@@ -331,8 +352,14 @@ class ChatController(QObject):
             self.composer_text.emit("", True)
             self.reload()
 
-    def _start_reply(self, history: list[dict[str, str]], user_text: str, *, keep: int | None = None,
-                     user_text_to_store: str | None = None) -> None:
+    def _start_reply(
+        self,
+        history: list[dict[str, str]],
+        user_text: str,
+        *,
+        keep: int | None = None,
+        user_text_to_store: str | None = None,
+    ) -> None:
         assert self.conversation_id is not None
         try:
             settings = self.reply_settings()
@@ -346,8 +373,9 @@ class ChatController(QObject):
         reply.figures.sampler = dataclasses.asdict(settings.params.sampler)  # a race needs it (core/chat/race.py)
         reply.figures.max_tokens = settings.params.max_tokens  # "stopped at the 512-token limit"
         reply.figures.drafting = {"drafter": drafter, "depth": self.depth_control.requested}  # a race drafts so too
-        self._writer = ReplyWriter(self.store, self.conversation_id, keep=keep, user_text=user_text_to_store,
-                                   figures=reply.figures)
+        self._writer = ReplyWriter(
+            self.store, self.conversation_id, keep=keep, user_text=user_text_to_store, figures=reply.figures
+        )
         self._save_failed = False
         self.message_appended.emit()
         self.reply_started.emit()

@@ -103,8 +103,9 @@ class Page:
             arrow.setAnchor(True)
             arrow.setAnchorHref(f"specchat:version/{index}/{step}")
             arrow.setForeground(self.palette().color(QPalette.ColorRole.Link))
-            arrow.setToolTip(f"{'Previous' if step < 0 else 'Next'} version "
-                             f"({'Alt+Left' if step < 0 else 'Alt+Right'})")
+            arrow.setToolTip(
+                f"{'Previous' if step < 0 else 'Next'} version ({'Alt+Left' if step < 0 else 'Alt+Right'})"
+            )
         cursor.insertText("‹" if step < 0 else "›", arrow)
 
     def insert_note(self, cursor: QTextCursor, index: int, own_line: bool = False) -> None:

@@ -85,7 +85,7 @@ class ReadingRenderer(Renderer):
     def _render_tail(self, cursor: QTextCursor, msg: Message, index: int, final: bool) -> None:
         """Draw the streaming reply again from its tail (see ``markdown_render.Tail``) on; ``final`` at its end."""
         self._fates.update(msg.spans or [])
-        blocks = parse_blocks(msg.content[self._tail.src:], self._tail.src)
+        blocks = parse_blocks(msg.content[self._tail.src :], self._tail.src)
         writer = self._writer(index, self._fates)
         self._tail = writer.write_tail(cursor, blocks, self._tail, final)
         self._text_end = writer.text_end

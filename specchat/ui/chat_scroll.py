@@ -86,5 +86,6 @@ class FollowScroll:
     def place_jump(self) -> None:
         area = self._browser.viewport().geometry()
         size = self.jump_button.sizeHint()
-        self.jump_button.setGeometry(area.right() - size.width() - 12, area.bottom() - size.height() - 12,
-                                     size.width(), size.height())
+        self.jump_button.setGeometry(
+            area.right() - size.width() - 12, area.bottom() - size.height() - 12, size.width(), size.height()
+        )

@@ -88,7 +88,7 @@ class VerdictRenderer(Renderer):
                 self._remove_pending(cursor)
                 page.pending = None
                 page.seen += span_count(event)
-                for span in spans[page.drawn:page.seen]:
+                for span in spans[page.drawn : page.seen]:
                     self._insert_segment(cursor, _Segment(span.text, span), index)
                 page.drawn = max(page.drawn, page.seen)
             elif isinstance(event, Finished):

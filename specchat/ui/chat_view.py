@@ -79,9 +79,17 @@ class ChatView(QTextBrowser):
         self._reading = ReadingRenderer(self._page)
         self._verdict_look = VerdictRenderer(self._page)
         self._queue = EventQueue(self, self.flush)
-        self._actions = MessageActions(self, self._page, Requests(
-            regenerate=self.regenerate_requested.emit, edit=self.edit_requested.emit,
-            version=self.version_requested.emit, race=self.race_requested.emit, go_on=self.continue_requested.emit))
+        self._actions = MessageActions(
+            self,
+            self._page,
+            Requests(
+                regenerate=self.regenerate_requested.emit,
+                edit=self.edit_requested.emit,
+                version=self.version_requested.emit,
+                race=self.race_requested.emit,
+                go_on=self.continue_requested.emit,
+            ),
+        )
         self.anchorClicked.connect(self._actions.on_anchor)
         self.xray: TokenXray | None = None  # the token X-ray popup, made on the first click on a token
 
@@ -292,8 +300,9 @@ class ChatView(QTextBrowser):
             move = cast(QMouseEvent, event)
             if move.buttons() == Qt.MouseButton.NoButton:
                 self.hover_at(move.position().toPoint())
-        elif (event.type() == QEvent.Type.Leave
-                and not self.hover_bar.geometry().contains(self.viewport().mapFromGlobal(QCursor.pos()))):
+        elif event.type() == QEvent.Type.Leave and not self.hover_bar.geometry().contains(
+            self.viewport().mapFromGlobal(QCursor.pos())
+        ):
             self.hide_hover()
         return super().viewportEvent(event)
 
@@ -305,8 +314,11 @@ class ChatView(QTextBrowser):
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
         super().mouseReleaseEvent(event)
         pos = event.position().toPoint()
-        if (event.button() is Qt.MouseButton.LeftButton and not self.textCursor().hasSelection()
-                and not self.anchorAt(pos)):
+        if (
+            event.button() is Qt.MouseButton.LeftButton
+            and not self.textCursor().hasSelection()
+            and not self.anchorAt(pos)
+        ):
             span = self.token_at(pos)
             if span is not None:  # opened once the click is done: a popup shown inside it takes the release
                 event.accept()

@@ -247,8 +247,9 @@ class SpeculationControls(QGroupBox):
 
     def set_available_drafters(self, draft_model: bool, mtp: bool) -> None:
         """:meth:`set_offered` for a pair with (or without) a draft model and MTP heads."""
-        self.set_offered({part.value for part, present in ((Part.DRAFT_MODEL, draft_model), (Part.MTP_HEADS, mtp))
-                          if present})
+        self.set_offered(
+            {part.value for part, present in ((Part.DRAFT_MODEL, draft_model), (Part.MTP_HEADS, mtp)) if present}
+        )
 
     def set_offered(self, offered: Collection[str]) -> None:
         """Grey out drafters needing parts the loaded pair lacks; label each after the part it drafts with.

@@ -1,4 +1,4 @@
-""""Find the best draft…": the advisor on a worker thread, with progress, Cancel and a ranked table.
+""" "Find the best draft…": the advisor on a worker thread, with progress, Cancel and a ranked table.
 
 The advisor loads its own copy of the target (and each draft in turn), so it
 runs beside a loaded pair without touching the engine thread. The draft model
@@ -56,8 +56,16 @@ class AdvisorWorker(QObject):
     finished = Signal(object)  # Advice
     failed = Signal(str)
 
-    def __init__(self, target: str, budget: float, cancel: CancelToken, named: tuple[str, ...] = (),
-                 library: bool = True, loaded_draft: str = "", composite: bool = False) -> None:
+    def __init__(
+        self,
+        target: str,
+        budget: float,
+        cancel: CancelToken,
+        named: tuple[str, ...] = (),
+        library: bool = True,
+        loaded_draft: str = "",
+        composite: bool = False,
+    ) -> None:
         super().__init__()
         self.target, self.budget, self.cancel, self.named, self.library = target, budget, cancel, named, library
         self.loaded_draft, self.composite = loaded_draft, composite
@@ -65,9 +73,16 @@ class AdvisorWorker(QObject):
     @Slot()
     def run(self) -> None:
         try:
-            advice = advise(self.target, self.named, budget_seconds=self.budget, cancel=self.cancel,
-                            progress=self.progress.emit, library=self.library,
-                            loaded_draft=self.loaded_draft or None, composite=self.composite)
+            advice = advise(
+                self.target,
+                self.named,
+                budget_seconds=self.budget,
+                cancel=self.cancel,
+                progress=self.progress.emit,
+                library=self.library,
+                loaded_draft=self.loaded_draft or None,
+                composite=self.composite,
+            )
         except SpecchatError as exc:
             self.failed.emit(str(exc))
         except Exception as exc:  # noqa: BLE001 - the dialog reports any failure in one line
@@ -94,11 +109,16 @@ def row_texts(result: CandidateResult) -> list[str]:
     elif c.kind is CandidateKind.DRAFTER:
         kind = c.name
     return [
-        f"{c.label} (loaded)" if loaded else c.label, kind,
-        f"{p.acceptance:.0%}" if p else "–", f"{p.cost_ratio:.0%}" if p else "–",
-        str(p.best_depth) if p else "–", f"{p.speedup:.2f}×" if p else "–",
-        f"{p.auto_speedup:.2f}×" if p else "–", f"{m.speedup:.2f}×" if m else "–",
-        f"{c.memory_bytes / 1e9:.2f} GB" if c.memory_bytes else "–", result.reason,
+        f"{c.label} (loaded)" if loaded else c.label,
+        kind,
+        f"{p.acceptance:.0%}" if p else "–",
+        f"{p.cost_ratio:.0%}" if p else "–",
+        str(p.best_depth) if p else "–",
+        f"{p.speedup:.2f}×" if p else "–",
+        f"{p.auto_speedup:.2f}×" if p else "–",
+        f"{m.speedup:.2f}×" if m else "–",
+        f"{c.memory_bytes / 1e9:.2f} GB" if c.memory_bytes else "–",
+        result.reason,
     ]
 
 
@@ -120,8 +140,13 @@ class DrafterSetup:
 
     @classmethod
     def of(cls, controls: SpeculationControls, target: str, draft: str | None) -> DrafterSetup:
-        return cls(target, draft or "", controls.drafter_kind, int(controls.depth_slider.value()),
-                   controls.auto_depth.isChecked())
+        return cls(
+            target,
+            draft or "",
+            controls.drafter_kind,
+            int(controls.depth_slider.value()),
+            controls.auto_depth.isChecked(),
+        )
 
     def apply(self, controls: SpeculationControls) -> None:
         """Set the drafter (where the loaded pair offers it), the depth and Auto."""
@@ -164,9 +189,17 @@ class DraftFinderDialog(QDialog):
 
     use_requested = Signal(str, str, str, int)
 
-    def __init__(self, target: str, parent: QWidget | None = None, *, budget: float = DEFAULT_BUDGET,
-                 named: tuple[str, ...] = (), library: bool = True, loaded_draft: str = "",
-                 composite: bool = False) -> None:
+    def __init__(
+        self,
+        target: str,
+        parent: QWidget | None = None,
+        *,
+        budget: float = DEFAULT_BUDGET,
+        named: tuple[str, ...] = (),
+        library: bool = True,
+        loaded_draft: str = "",
+        composite: bool = False,
+    ) -> None:
         super().__init__(parent)
         self.target = target
         self.named, self.library = named, library
@@ -179,8 +212,10 @@ class DraftFinderDialog(QDialog):
         self.resize(980, 420)
         layout = QVBoxLayout(self)
         with_draft = f" (with <b>{Path(loaded_draft).name}</b>, measured too)" if loaded_draft else ""
-        intro = QLabel(f"Measures every drafter that can work with <b>{Path(target).name}</b>{with_draft} on this "
-                       "machine: short greedy runs, then the winner against plain decoding.")
+        intro = QLabel(
+            f"Measures every drafter that can work with <b>{Path(target).name}</b>{with_draft} on this "
+            "machine: short greedy runs, then the winner against plain decoding."
+        )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         beside = _heads_beside(target)
@@ -190,8 +225,10 @@ class DraftFinderDialog(QDialog):
         layout.addWidget(self.heads_note)
         self.backend = QLabel("")
         self.backend.setWordWrap(True)
-        self.backend.setToolTip("From the verify cost by batch size that the calibration measures: "
-                                "speculation pays only when a batch costs much less than its tokens one by one")
+        self.backend.setToolTip(
+            "From the verify cost by batch size that the calibration measures: "
+            "speculation pays only when a batch costs much less than its tokens one by one"
+        )
         layout.addWidget(self.backend)
         self.show_payoff(backend_payoff.known(target) if Path(target).is_file() else None)
 
@@ -249,8 +286,15 @@ class DraftFinderDialog(QDialog):
         self.progress_bar.setValue(0)
         self.status.setText("Looking for candidates…")
         thread = QThread(self)
-        worker = AdvisorWorker(self.target, float(self.budget.value()), self._cancel, self.named, self.library,
-                               self.loaded_draft, self.composite)
+        worker = AdvisorWorker(
+            self.target,
+            float(self.budget.value()),
+            self._cancel,
+            self.named,
+            self.library,
+            self.loaded_draft,
+            self.composite,
+        )
         worker.moveToThread(thread)
         thread.started.connect(worker.run)
         worker.progress.connect(self._on_progress)
@@ -312,16 +356,26 @@ class DraftFinderDialog(QDialog):
             self.status.setText("Cancelled: the table shows what was measured before.")
         elif winner is not None and winner.prediction is not None:
             measured = f", measured {winner.confirmation.speedup:.2f}×" if winner.confirmation else ""
-            self.status.setText(f"Best here: {winner.candidate.label} at depth {winner.prediction.best_depth}, "
-                                f"predicted {winner.prediction.speedup:.2f}×{measured} over plain decoding.")
+            self.status.setText(
+                f"Best here: {winner.candidate.label} at depth {winner.prediction.best_depth}, "
+                f"predicted {winner.prediction.speedup:.2f}×{measured} over plain decoding."
+            )
             self.table.selectRow(0)
         else:
             first = advice.results[0] if advice.results else None
-            lost = (f" ({first.candidate.label} was predicted {first.speedup:.2f}× but measured "
-                    f"{first.confirmation.speedup:.2f}×)") if first is not None and first.confirmation else ""
+            lost = (
+                (
+                    f" ({first.candidate.label} was predicted {first.speedup:.2f}× but measured "
+                    f"{first.confirmation.speedup:.2f}×)"
+                )
+                if first is not None and first.confirmation
+                else ""
+            )
             why = (" " + advice.payoff.line()) if advice.payoff is not None and not advice.payoff.pays else ""
-            self.status.setText(f"None of the candidates beats plain decoding on this machine{lost}: "
-                                f"plain decoding is the fastest here.{why}")
+            self.status.setText(
+                f"None of the candidates beats plain decoding on this machine{lost}: "
+                f"plain decoding is the fastest here.{why}"
+            )
 
     def selected(self) -> CandidateResult | None:
         rows = self.table.selectionModel().selectedRows()
@@ -347,8 +401,10 @@ class DraftFinderDialog(QDialog):
         gone = self.unloads(result) if result is not None and usable else ""
         self.use_button.setText(f"Use this (unloads {gone})" if gone else "Use this")
         self.use_button.setToolTip(
-            f"Loads {Path(self.draft_for(result)).name} in place of the loaded {gone}" if result is not None and gone
-            else "Sets this drafter and its best depth for this pair; Undo in the status bar brings back yours")
+            f"Loads {Path(self.draft_for(result)).name} in place of the loaded {gone}"
+            if result is not None and gone
+            else "Sets this drafter and its best depth for this pair; Undo in the status bar brings back yours"
+        )
 
     def use_selected(self) -> None:
         """Emit the selected candidate with its best depth and the draft to load with it, and close."""

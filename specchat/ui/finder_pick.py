@@ -17,10 +17,17 @@ from .worker import ModelInfo
 
 
 class FinderPick(QObject):
-    """"Use this" from the draft finder or the picker, its Undo button, and what the saved settings keep."""
+    """ "Use this" from the draft finder or the picker, its Undo button, and what the saved settings keep."""
 
-    def __init__(self, loader: PairLoader, controls: SpeculationControls, status: QStatusBar,
-                 streaming: Callable[[], bool], notice: Callable[[str], None], parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        loader: PairLoader,
+        controls: SpeculationControls,
+        status: QStatusBar,
+        streaming: Callable[[], bool],
+        notice: Callable[[str], None],
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.loader, self.controls, self.status = loader, controls, status
         self.streaming, self.notice = streaming, notice
@@ -88,5 +95,6 @@ class FinderPick(QObject):
         if choice.applied.same_settings(self._setup()):  # not changed by hand since
             choice.before.apply(self.controls)
             self.controls.set_offered(info.offered)
-            self.status.showMessage(f"The draft finder's choice was for another pair: back to "
-                                    f"{choice.before.describe(self.controls)}", 8000)
+            self.status.showMessage(
+                f"The draft finder's choice was for another pair: back to {choice.before.describe(self.controls)}", 8000
+            )

@@ -27,8 +27,9 @@ class LookupMemoryKeeper(QObject):
     ready = Signal(object)  # list[str] | None
     _done = Signal(object)  # emitted on the background thread; delivered queued as ``ready``
 
-    def __init__(self, store_path: Path | str | None, parent: QObject | None = None, *,
-                 memory_path: Path | None = None) -> None:
+    def __init__(
+        self, store_path: Path | str | None, parent: QObject | None = None, *, memory_path: Path | None = None
+    ) -> None:
         super().__init__(parent)
         self.store_path = store_path
         self.memory = LookupMemory(memory_path if memory_path is not None else memory_beside(store_path))

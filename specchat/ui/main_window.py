@@ -52,8 +52,15 @@ class MainWindow(QMainWindow):
     reply_finished = Signal(object)  # Finished
     error_shown = Signal(str)
 
-    def __init__(self, settings: Settings, store: ConversationStore, parent: QWidget | None = None, *,
-                 host: WindowRuntimeHost | None = None, build: BuildInfo | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ConversationStore,
+        parent: QWidget | None = None,
+        *,
+        host: WindowRuntimeHost | None = None,
+        build: BuildInfo | None = None,
+    ) -> None:
         super().__init__(parent)
         self.settings, self.store, self.llama_build = settings, store, build
         self.host = host if host is not None else WindowRuntimeHost(self)
@@ -104,19 +111,37 @@ class MainWindow(QMainWindow):
         self.progress = StatusProgress(self.statusBar())
 
         streaming = lambda: self.streaming  # noqa: E731 - read when asked
-        self.loader = PairLoader(self.host, self.settings, self.panel, self.welcome, self.progress, self.statusBar(),
-                                 streaming, self)
-        self.baselines = BaselineKeeper(self.host, self.settings, self.controls, self.stats, self.statusBar(),
-                                        lambda: self.loader.info, self)
+        self.loader = PairLoader(
+            self.host, self.settings, self.panel, self.welcome, self.progress, self.statusBar(), streaming, self
+        )
+        self.baselines = BaselineKeeper(
+            self.host, self.settings, self.controls, self.stats, self.statusBar(), lambda: self.loader.info, self
+        )
         self.pick = FinderPick(self.loader, self.controls, self.statusBar(), streaming, self.show_error, self)
         self.presets = PresetKeeper(self.panel.presets, self.controls, self.store, self.settings, self)
-        self.dialogs = WindowDialogs(self, self.settings, self.store, self.chat, self.loader, self.pick,
-                                     self.page.system_prompt_chip, self.llama_build, self.show_error)
+        self.dialogs = WindowDialogs(
+            self,
+            self.settings,
+            self.store,
+            self.chat,
+            self.loader,
+            self.pick,
+            self.page.system_prompt_chip,
+            self.llama_build,
+            self.show_error,
+        )
         self.races = RaceController(self.store, self.host, lambda: self.chat.transcript, self)
-        self.racing = ReplyRaces(self.races, self.chat, lambda: self.loader.info is not None, self.show_error, self,
-                                 lambda: b.tokens_per_second if (b := self.baselines.current()) else 0.0)
-        self.look = WindowLook(self, self.settings, self.splitter, self.sidebar, self.panel, self.chat_view,
-                               self.composer)
+        self.racing = ReplyRaces(
+            self.races,
+            self.chat,
+            lambda: self.loader.info is not None,
+            self.show_error,
+            self,
+            lambda: b.tokens_per_second if (b := self.baselines.current()) else 0.0,
+        )
+        self.look = WindowLook(
+            self, self.settings, self.splitter, self.sidebar, self.panel, self.chat_view, self.composer
+        )
         self.serving = LocalServing(self, self.host, self.loader, self.settings)
         self.menu_actions = build_menus(self, self, self.presets.save_current)
         self.esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
@@ -164,8 +189,11 @@ class MainWindow(QMainWindow):
         self.stats.measure_requested.connect(self.baselines.measure)
         self.lookup_memory.ready.connect(self.host.set_lookup_memory)
         self.controls.lookup_memory_changed.connect(self.lookup_memory.set_enabled)
-        self.reply_finished.connect(lambda _finished: self.lookup_memory.remember(
-            [m.content for m in chat.transcript.messages[-2:] if m.content]))
+        self.reply_finished.connect(
+            lambda _finished: self.lookup_memory.remember(
+                [m.content for m in chat.transcript.messages[-2:] if m.content]
+            )
+        )
         self.lookup_memory.set_enabled(self.settings.lookup_memory)
         self.welcome.demo_requested.connect(self.loader.load_demo)
         self.welcome.picker_requested.connect(self.dialogs.model_picker)
@@ -303,8 +331,9 @@ class MainWindow(QMainWindow):
     def _follow_reply(self, figures: ReplyFigures) -> None:
         """The panel follows a streaming reply; until its first round, "Reading the prompt…"."""
         self.stats.set_baseline(self.baselines.current())
-        self.stats.set_auto_drafting(self.controls.drafter_kind != DrafterKind.NONE
-                                     and self.controls.chosen_depth is None)
+        self.stats.set_auto_drafting(
+            self.controls.drafter_kind != DrafterKind.NONE and self.controls.chosen_depth is None
+        )
         self.stats.follow(figures)
         carried = figures.carried  # a continuation: the rounds before it were the reply's first part
         if figures.generated == (carried.generated if carried is not None else 0):
@@ -362,8 +391,11 @@ class MainWindow(QMainWindow):
         a.continue_reply.setEnabled(ready and self.chat.can_continue())
         why = self.racing.refusal(self.racing.last_reply())
         a.race.setEnabled(not why)
-        a.race.setToolTip(why or "Decode the last reply's prompt with the target alone and "
-                          "replay both streams side by side (or replay the stored race)")
+        a.race.setToolTip(
+            why
+            or "Decode the last reply's prompt with the target alone and "
+            "replay both streams side by side (or replay the stored race)"
+        )
 
     def show_error(self, message: str) -> None:
         self.last_error = message

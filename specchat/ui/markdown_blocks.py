@@ -137,8 +137,9 @@ class _Walker:
 
         def add(text: str, code: bool = False) -> None:
             if text:
-                runs.append(Run(text, self.align(text, end), bold > 0, italic > 0, strike > 0, code,
-                                hrefs[-1] if hrefs else ""))
+                runs.append(
+                    Run(text, self.align(text, end), bold > 0, italic > 0, strike > 0, code, hrefs[-1] if hrefs else "")
+                )
 
         for child in token.children or []:
             kind = child.type
@@ -243,8 +244,14 @@ def parse_blocks(source: str, base: int = 0) -> list[TopBlock]:
             end = walker.line(token.map[1])
             code = token.content.removesuffix("\n")
             lang = token.info.strip().split(" ")[0] if kind == "fence" else ""
-            leaf = walker.leaf("code", walker.line(token.map[0]), lang=lang, code=code, fenced=kind == "fence",
-                               code_offsets=walker.align(code, end))
+            leaf = walker.leaf(
+                "code",
+                walker.line(token.map[0]),
+                lang=lang,
+                code=code,
+                fenced=kind == "fence",
+                code_offsets=walker.align(code, end),
+            )
             walker.item_pending = False
             leaves.append(leaf)
         elif kind == "hr":
@@ -298,8 +305,12 @@ class FateIndex:
             span = spans[i]
             if span.kind is TokenKind.REJECTED:
                 last = self.rejections[-1] if self.rejections else None
-                if (last is not None and last.offset == self.length and last.spans[-1].round == span.round
-                        and last.first_span + len(last.spans) == i):
+                if (
+                    last is not None
+                    and last.offset == self.length
+                    and last.spans[-1].round == span.round
+                    and last.first_span + len(last.spans) == i
+                ):
                     last.spans.append(span)
                 else:
                     self.rejections.append(Rejection(self.length, [span], i))

@@ -136,11 +136,14 @@ def _appended(drawn: list[Run], runs: list[Run]) -> list[Run] | None:
     old, new = drawn[last], runs[last]
     n = len(old.text)
     style = (new.bold, new.italic, new.strike, new.code, new.href)
-    if new.text[:n] != old.text or new.offsets[:n] != old.offsets or (old.bold, old.italic, old.strike, old.code,
-                                                                      old.href) != style:
+    if (
+        new.text[:n] != old.text
+        or new.offsets[:n] != old.offsets
+        or (old.bold, old.italic, old.strike, old.code, old.href) != style
+    ):
         return None
     rest = [Run(new.text[n:], new.offsets[n:], *style)] if new.text[n:] else []
-    return rest + runs[last + 1:]
+    return rest + runs[last + 1 :]
 
 
 def _per_char(runs: list[tuple[str, Look]]) -> list[Look]:
@@ -152,7 +155,7 @@ def _runs_from(runs: list[tuple[str, Look]], start: int) -> list[tuple[str, Look
     out, at = [], 0
     for text, look in runs:
         if at + len(text) > start:
-            out.append((text[max(0, start - at):], look))
+            out.append((text[max(0, start - at) :], look))
         at += len(text)
     return out
 
@@ -195,8 +198,9 @@ def _step_out(cursor: QTextCursor, last_position: int) -> None:
 class BodyWriter:
     """Writes one message's Markdown blocks; the fates come from ``fates`` (rejections shown when ``markers``)."""
 
-    def __init__(self, palette: QPalette, mono: QFont, message_index: int, fates: FateIndex, markers: bool,
-                 body_start: int) -> None:
+    def __init__(
+        self, palette: QPalette, mono: QFont, message_index: int, fates: FateIndex, markers: bool, body_start: int
+    ) -> None:
         self.palette = palette
         self.body_start = body_start  # where the message's body begins (the end of its header line)
         self.mono_families = mono.families()
@@ -268,20 +272,26 @@ class BodyWriter:
         only = blocks[0].leaves[0] if len(blocks) == 1 and len(blocks[0].leaves) == 1 else None
         if tail.text is not None and only is not None and _shape(only) == tail.text.shape:
             more = _appended(tail.text.runs, only.runs)
-            drawn = self.fates.rejections[:tail.text.rejections]
+            drawn = self.fates.rejections[: tail.text.rejections]
             # a marker after the last character would have to merge with new ones or move: draw it all again
             if more is not None and (not drawn or drawn[-1].offset <= tail.text.runs[-1].offsets[-1]):
                 return self._append_text(cursor, only, more, tail, tail.text)
         code = tail.code
         first = blocks[0].leaves[0] if blocks and len(blocks[0].leaves) == 1 else None
-        if (code is not None and first is not None and first.kind == "code" and first.source == code.source
-                and first.code.startswith(code.fixed)):
+        if (
+            code is not None
+            and first is not None
+            and first.kind == "code"
+            and first.source == code.source
+            and first.code.startswith(code.fixed)
+        ):
             return self._resume_code(cursor, blocks, first, tail, code, final or len(blocks) > 1)
         remove_range(cursor, tail.doc)
         return self.write(cursor, blocks, tail.src, tail.join)
 
-    def _resume_code(self, cursor: QTextCursor, blocks: list[TopBlock], leaf: Leaf, tail: Tail, code: CodeTail,
-                     complete: bool) -> Tail:
+    def _resume_code(
+        self, cursor: QTextCursor, blocks: list[TopBlock], leaf: Leaf, tail: Tail, code: CodeTail, complete: bool
+    ) -> Tail:
         k, whole = len(code.fixed), None
         if complete:
             whole = highlight(leaf.code, leaf.lang, self.dark)
@@ -313,7 +323,7 @@ class BodyWriter:
         cursor.setPosition(text.end)
         self.text_end = text.end
         if self.markers:
-            self._queue = deque(self.fates.rejections[text.rejections:])
+            self._queue = deque(self.fates.rejections[text.rejections :])
         self._runs(cursor, more, _Style(heading=leaf.heading, quote=leaf.quote, bold=leaf.heading > 0))
         self._markers_at_end(cursor, None, tail.doc)
         grown = TextTail(leaf.runs, text.shape, self.text_end, len(self.fates.rejections))
@@ -404,8 +414,9 @@ class BodyWriter:
         self._last_frame = frame
         _step_out(cursor, frame.lastPosition())
 
-    def _code_text(self, cursor: QTextCursor, leaf: Leaf, start: int,
-                   whole: list[tuple[str, Look]] | None = None) -> list[Look]:
+    def _code_text(
+        self, cursor: QTextCursor, leaf: Leaf, start: int, whole: list[tuple[str, Look]] | None = None
+    ) -> list[Look]:
         """Draw the code from character ``start`` on; the look of each character drawn.
 
         Its colours come from ``whole`` (the whole block lexed) or else from lexing that part on its own.
@@ -413,7 +424,7 @@ class BodyWriter:
         runs = highlight(leaf.code[start:], leaf.lang, self.dark) if whole is None else _runs_from(whole, start)
         at = start
         for text, look in runs:
-            run = Run(text, leaf.code_offsets[at:at + len(text)])
+            run = Run(text, leaf.code_offsets[at : at + len(text)])
             at += len(text)
             self._run(cursor, run, _Style(block_code=leaf.source, look=look))
         self.text_end = cursor.position()
@@ -447,8 +458,17 @@ class BodyWriter:
 
     def _runs(self, cursor: QTextCursor, runs: list[Run], base: _Style) -> None:
         for run in runs:
-            style = _Style(base.bold or run.bold, base.italic or run.italic, run.strike, run.code, run.href,
-                           base.heading, base.quote, base.block_code, base.look)
+            style = _Style(
+                base.bold or run.bold,
+                base.italic or run.italic,
+                run.strike,
+                run.code,
+                run.href,
+                base.heading,
+                base.quote,
+                base.block_code,
+                base.look,
+            )
             self._run(cursor, run, style)
 
     def _run(self, cursor: QTextCursor, run: Run, style: _Style) -> None:
@@ -566,6 +586,13 @@ class BodyWriter:
 
 
 __all__ = [
-    "BodyWriter", "CodeTail", "Tail", "TextTail", "code_background", "copy_href", "new_block", "rejection_href",
+    "BodyWriter",
+    "CodeTail",
+    "Tail",
+    "TextTail",
+    "code_background",
+    "copy_href",
+    "new_block",
+    "rejection_href",
     "remove_range",
 ]

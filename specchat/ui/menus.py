@@ -76,10 +76,12 @@ def build_menus(window: QMainWindow, target: MenuTarget, save_preset: Callable[[
     chat_menu.addAction("&Default system prompt for new conversations…", dialogs.default_system_prompt)
     saving = chat_menu.addAction("Save the sampler settings as a &preset…", save_preset)
     chat_menu.addSeparator()
-    previous = chat_menu.addAction("&Previous version of the last reply", QKeySequence("Alt+Left"),
-                                   lambda: switch_version(target.chat, -1))
-    following = chat_menu.addAction("&Next version of the last reply", QKeySequence("Alt+Right"),
-                                    lambda: switch_version(target.chat, +1))
+    previous = chat_menu.addAction(
+        "&Previous version of the last reply", QKeySequence("Alt+Left"), lambda: switch_version(target.chat, -1)
+    )
+    following = chat_menu.addAction(
+        "&Next version of the last reply", QKeySequence("Alt+Right"), lambda: switch_version(target.chat, +1)
+    )
     chat_menu.addSeparator()
     go_on = chat_menu.addAction("&Continue the last reply", target.continue_reply)
     go_on.setToolTip("Go on from where the token limit cut the last reply")

@@ -75,8 +75,15 @@ class ModelPickerDialog(QDialog):
     demo_requested = Signal()
     advice_chosen = Signal(str, str, str, int)  # target, draft, drafter, depth: the draft finder's pick
 
-    def __init__(self, target: str = "", draft: str = "", parent: QWidget | None = None, *, n_ctx: int = 4096,
-                 memory: MachineMemory | None = None) -> None:
+    def __init__(
+        self,
+        target: str = "",
+        draft: str = "",
+        parent: QWidget | None = None,
+        *,
+        n_ctx: int = 4096,
+        memory: MachineMemory | None = None,
+    ) -> None:
         super().__init__(parent)
         self.n_ctx = n_ctx
         self.memory = memory if memory is not None else machine_memory()
@@ -99,16 +106,20 @@ class ModelPickerDialog(QDialog):
         form.addRow("Compatibility", self.verdict)
         self.fit = QLabel("")
         self.fit.setWordWrap(True)
-        self.fit.setToolTip(f"Weights plus the KV cache for a {n_ctx}-token context, against this machine's "
-                            "free memory (GPU layers as \"auto\" would place them)")
+        self.fit.setToolTip(
+            f"Weights plus the KV cache for a {n_ctx}-token context, against this machine's "
+            'free memory (GPU layers as "auto" would place them)'
+        )
         form.addRow("Memory", self.fit)
         heads_row = QWidget()
         heads_layout = QHBoxLayout(heads_row)
         heads_layout.setContentsMargins(0, 0, 0, 0)
         self.heads_box = QComboBox()
         keywords = ", ".join(keyword for keyword, _ in sidecar_keywords())
-        self.heads_box.setToolTip("Head files found beside the target (its folder or hub snapshot), "
-                                  f"as llama-server -hf finds them by name: {keywords}")
+        self.heads_box.setToolTip(
+            "Head files found beside the target (its folder or hub snapshot), "
+            f"as llama-server -hf finds them by name: {keywords}"
+        )
         self.use_head_button = QPushButton("Use as draft")
         self.use_head_button.clicked.connect(self._use_head)
         heads_layout.addWidget(self.heads_box, 1)
@@ -118,8 +129,9 @@ class ModelPickerDialog(QDialog):
         self.heads_row = heads_row
         self.backend = QLabel("")
         self.backend.setWordWrap(True)
-        self.backend.setToolTip("From the draft finder's last calibration of this target on this machine: "
-                                "the verify cost by batch size")
+        self.backend.setToolTip(
+            "From the draft finder's last calibration of this target on this machine: the verify cost by batch size"
+        )
         form.addRow("This machine", self.backend)
         self.finder_button = QPushButton("Find the best draft…")
         self.finder_button.setToolTip("Measure every drafter that can work with this target on this machine")
@@ -222,13 +234,15 @@ class ModelPickerDialog(QDialog):
         self.backend.setStyleSheet("color: #b35900; font-weight: bold;" if cannot else "")
         self.form.setRowVisible(self.backend, known is not None)
 
-
     def open_draft_finder(self) -> DraftFinderDialog:
         """The draft finder for the chosen pair, as the File menu opens it for the loaded one: the chosen draft
         (the loaded one, unless changed here) is measured; "Use this" loads the winner through ``advice_chosen``."""
         draft = Path(self.draft_field.path).expanduser() if self.draft_field.path else None
-        dialog = open_finder(str(Path(self.target_field.path).expanduser()),
-                             str(draft) if draft is not None and draft.is_file() else "", self)
+        dialog = open_finder(
+            str(Path(self.target_field.path).expanduser()),
+            str(draft) if draft is not None and draft.is_file() else "",
+            self,
+        )
         dialog.use_requested.connect(self._use_advice)
         return dialog
 

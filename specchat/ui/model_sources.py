@@ -64,8 +64,9 @@ def _error_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _start_worker(func: Callable[[], Any], returned: Callable[[Any], None],
-                  errored: Callable[[Exception], None]) -> FunctionWorker[Any]:
+def _start_worker(
+    func: Callable[[], Any], returned: Callable[[Any], None], errored: Callable[[Exception], None]
+) -> FunctionWorker[Any]:
     """``func()`` in a superqt worker; its result or exception comes to ``returned`` / ``errored``.
 
     The global pool grows by one thread when it is full: a download must not
@@ -148,8 +149,10 @@ class CatalogTab(QWidget):
         self.cancel_button.hide()
         self.sidecars_box = QCheckBox("with sidecars")
         keywords = ", ".join(keyword for keyword, _ in sidecar_keywords())
-        self.sidecars_box.setToolTip("Also download the drafter files beside the target in its repository "
-                                     f"({keywords} files), as llama-server -hf does")
+        self.sidecars_box.setToolTip(
+            "Also download the drafter files beside the target in its repository "
+            f"({keywords} files), as llama-server -hf does"
+        )
         row.addWidget(self.status, 1)
         row.addWidget(self.sidecars_box)
         row.addWidget(self.progress)
@@ -176,8 +179,12 @@ class CatalogTab(QWidget):
         item = QTreeWidgetItem([pair.name, drafter, size, need, speedup, state, pair.good_for])
         item.setToolTip(CatalogTab.MEMORY_COLUMN, fits.text)
         item.setToolTip(0, "\n".join(f"{role}: {model.repo} {model.quant}" for role, model in downloads(pair)))
-        item.setToolTip(CatalogTab.DRAFTER_COLUMN, "the target drafts with its own multi-token-prediction heads: "
-                        "nothing else to download" if pair.builtin_heads else "a small model of the same family drafts")
+        item.setToolTip(
+            CatalogTab.DRAFTER_COLUMN,
+            "the target drafts with its own multi-token-prediction heads: nothing else to download"
+            if pair.builtin_heads
+            else "a small model of the same family drafts",
+        )
         item.setToolTip(CatalogTab.SPEEDUP_COLUMN, how)
         item.setToolTip(CatalogTab.GOOD_FOR_COLUMN, f"{pair.why or pair.good_for}\nlicence: {pair.license}")
         item.setData(0, Qt.ItemDataRole.UserRole, pair.id)
@@ -217,8 +224,9 @@ class CatalogTab(QWidget):
         if item is not None:
             measured = measured_text(files.target, files.draft)
             item.setText(self.STATE_COLUMN, short_verdict(files.verdict) + (f" · {measured}" if measured else ""))
-            item.setToolTip(self.STATE_COLUMN,
-                            f"{self.verdicts[pair_id]}\ntarget: {files.target}\ndraft: {files.draft}")
+            item.setToolTip(
+                self.STATE_COLUMN, f"{self.verdicts[pair_id]}\ntarget: {files.target}\ndraft: {files.draft}"
+            )
 
     def selected_pair(self) -> CatalogPair | None:
         item = self.tree.currentItem()
@@ -363,8 +371,11 @@ class WrappingDelegate(QStyledItemDelegate):
         self.tree = tree
         self.columns = columns
 
-    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802 - a Qt override
-                 index: QModelIndex | QPersistentModelIndex) -> QSize:
+    def sizeHint(  # noqa: N802 - a Qt override
+        self,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> QSize:
         if index.column() not in self.columns:
             return super().sizeHint(option, index)
         sized = QStyleOptionViewItem(option)
@@ -416,8 +427,9 @@ class LibraryTab(QWidget):
                 name += f" · {len(e.sidecars)} head{'s' if len(e.sidecars) > 1 else ''} beside it"
             item = QTreeWidgetItem([name, e.info.quant or "", f"{e.info.file_size / 1e9:.2f} GB", source, str(e.path)])
             if e.head is not None or e.sidecars:
-                item.setToolTip(0, e.what if e.head is None else
-                                f"{e.head.label}: choose a target, then use it as the draft")
+                item.setToolTip(
+                    0, e.what if e.head is None else f"{e.head.label}: choose a target, then use it as the draft"
+                )
             if e.unverified:
                 item.setToolTip(self.SOURCE_COLUMN, f"unverified: {UNVERIFIED_NOTE}")
             item.setData(0, Qt.ItemDataRole.UserRole, str(e.path))

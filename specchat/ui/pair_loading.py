@@ -24,9 +24,17 @@ class PairLoader(QObject):
     notice = Signal(str)  # a load refused: one line for the user
     started = Signal()
 
-    def __init__(self, host: WindowRuntimeHost, settings: Settings, panel: SettingsPanel, welcome: WelcomeView,
-                 progress: StatusProgress, status: QStatusBar, streaming: Callable[[], bool],
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        host: WindowRuntimeHost,
+        settings: Settings,
+        panel: SettingsPanel,
+        welcome: WelcomeView,
+        progress: StatusProgress,
+        status: QStatusBar,
+        streaming: Callable[[], bool],
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.host, self.settings, self.panel, self.welcome = host, settings, panel, welcome
         self.progress, self.status, self.streaming = progress, status, streaming
@@ -85,8 +93,9 @@ class PairLoader(QObject):
 
     def _load_setting_changed(self) -> None:
         if self.info is not None and not self.loading:
-            self.status.showMessage("Context size and GPU layers apply on the next load (File → Reload models, "
-                                    "Ctrl+R)", 8000)
+            self.status.showMessage(
+                "Context size and GPU layers apply on the next load (File → Reload models, Ctrl+R)", 8000
+            )
 
     def _on_loaded(self, info: ModelInfo) -> None:
         if self.closing:

@@ -20,15 +20,16 @@ log = logging.getLogger(__name__)
 
 
 class PresetBar(QWidget):
-    """"Preset [Balanced ▾] [Save…]": the presets, and "Custom" while the values match none."""
+    """ "Preset [Balanced ▾] [Save…]": the presets, and "Custom" while the values match none."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.combo = QComboBox()
-        self.combo.setToolTip("Sampler presets: temperature, top-k, top-p and repeat penalty together; "
-                              "each conversation keeps its own")
+        self.combo.setToolTip(
+            "Sampler presets: temperature, top-k, top-p and repeat penalty together; each conversation keeps its own"
+        )
         self.save_button = QToolButton()
         self.save_button.setText("Save…")
         self.save_button.setToolTip("Save the current sampler settings as a preset")
@@ -46,8 +47,14 @@ def _values(controls: SpeculationControls, name: str = CUSTOM) -> SamplerPreset:
 class PresetKeeper(QObject):
     """Applies presets to the sampler controls and keeps the open conversation's sampler in the store."""
 
-    def __init__(self, bar: PresetBar, controls: SpeculationControls, store: ConversationStore, settings: Settings,
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        bar: PresetBar,
+        controls: SpeculationControls,
+        store: ConversationStore,
+        settings: Settings,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.bar, self.controls, self.store, self.settings = bar, controls, store, settings
         self.conversation_id: int | None = None
@@ -154,5 +161,7 @@ class PresetKeeper(QObject):
 
 
 def _describe(p: SamplerPreset) -> str:
-    return (f"temperature {p.temperature:g}, top-k {p.top_k or 'off'}, top-p {p.top_p:g}, "
-            f"repeat penalty {p.repeat_penalty:g}")
+    return (
+        f"temperature {p.temperature:g}, top-k {p.top_k or 'off'}, top-p {p.top_p:g}, "
+        f"repeat penalty {p.repeat_penalty:g}"
+    )

@@ -58,8 +58,9 @@ class RaceReplay(QObject):
     progressed = Signal(int, int, int, float)  # side, characters shown, tokens shown, the round's recorded seconds
     finished = Signal()
 
-    def __init__(self, timelines: Sequence[Timeline], clock: Callable[[], float] = time.monotonic,
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self, timelines: Sequence[Timeline], clock: Callable[[], float] = time.monotonic, parent: QObject | None = None
+    ) -> None:
         super().__init__(parent)
         self.clock = clock
         self.speed = 1.0
@@ -163,7 +164,7 @@ class RacePane(QWidget):
             end = start + len(text)
             a, b = max(start, self._shown), min(end, chars)
             if a < b:
-                cursor.insertText(text[a - start:b - start], fmt)
+                cursor.insertText(text[a - start : b - start], fmt)
             start = end
             if start >= chars:
                 break
@@ -188,8 +189,9 @@ def marked(segments: list[tuple[str, QTextCharFormat]], start: int, end: int) ->
             part = QTextCharFormat(fmt)
             if start < at + b and at + a < end:
                 palette = QApplication.palette()
-                part.setBackground(blend(palette.color(QPalette.ColorRole.Base),
-                                         kind_colour(TokenKind.REJECTED, palette), 0.3))
+                part.setBackground(
+                    blend(palette.color(QPalette.ColorRole.Base), kind_colour(TokenKind.REJECTED, palette), 0.3)
+                )
                 part.setProperty(PROP_DIFFERENCE, True)
             out.append((text[a:b], part))
         at += len(text)
@@ -203,7 +205,7 @@ def fated_segments(text: str, fates: list[tuple[int, str]], palette: QPalette) -
     out: list[tuple[str, QTextCharFormat]] = []
     at = 0
     for n, kind in fates:
-        piece = text[at:at + n]
+        piece = text[at : at + n]
         span = TokenSpan(TokenKind.ACCEPTED if kind == "a" else TokenKind.TARGET, piece)
         out.append((piece, reading_format(span, palette, 0)))
         at += n
@@ -222,8 +224,13 @@ def drafting_label(record: RaceRecord) -> str:
 class RacePanel(QDialog):
     """Both streams side by side, replayed at their recorded timings, with the finish times and the ratio."""
 
-    def __init__(self, message: Message, record: RaceRecord, clock: Callable[[], float] = time.monotonic,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        message: Message,
+        record: RaceRecord,
+        clock: Callable[[], float] = time.monotonic,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Race: speculative against plain decoding")
         self.resize(900, 560)
@@ -251,10 +258,12 @@ class RacePanel(QDialog):
         self.identity.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         recorded = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.recorded_at))
         turns = len(record.blocks)
-        self.note = QLabel(f"Both runs decoded {recorded} on this machine, taking turns in {turns} blocks so that a "
-                           f"change in the machine's speed hits both alike; times count each run's own rounds "
-                           f"(reading the prompt left out). First token after {spec.first_token_seconds:.2f} s "
-                           f"and {plain.first_token_seconds:.2f} s.")
+        self.note = QLabel(
+            f"Both runs decoded {recorded} on this machine, taking turns in {turns} blocks so that a "
+            f"change in the machine's speed hits both alike; times count each run's own rounds "
+            f"(reading the prompt left out). First token after {spec.first_token_seconds:.2f} s "
+            f"and {plain.first_token_seconds:.2f} s."
+        )
         self.note.setWordWrap(True)
         self.race_again = QPushButton("Race again")
         self.race_again.setToolTip("Decode both runs again and replace this race")
@@ -301,11 +310,15 @@ class RacePanel(QDialog):
             line = "The texts differ, though every token's text agrees."
         else:
             before, spec_after, plain_after = fork_context(spec_text, plain_text, fork)
-            line = (f"{fork.describe()[0].upper()}{fork.describe()[1:]}.\n"
-                    f"Shared: {before!r}\nSpeculative goes on: {spec_after!r}\nPlain goes on: {plain_after!r}")
+            line = (
+                f"{fork.describe()[0].upper()}{fork.describe()[1:]}.\n"
+                f"Shared: {before!r}\nSpeculative goes on: {spec_after!r}\nPlain goes on: {plain_after!r}"
+            )
         if record.reply_fork is not None:
-            line += (f"\nThe speculative run left the stored reply at token {record.reply_fork} "
-                     "(the reply in the conversation is unchanged).")
+            line += (
+                f"\nThe speculative run left the stored reply at token {record.reply_fork} "
+                "(the reply in the conversation is unchanged)."
+            )
         return line
 
     def start(self) -> None:
@@ -349,8 +362,13 @@ class RaceController(QObject):
     ready = Signal(object, object)  # Message, RaceRecord: show it
     notice = Signal(str)
 
-    def __init__(self, store: ConversationStore, host: RaceHost, transcript: Callable[[], Transcript],
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        store: ConversationStore,
+        host: RaceHost,
+        transcript: Callable[[], Transcript],
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.store = store
         self.host = host
@@ -366,8 +384,9 @@ class RaceController(QObject):
     def running(self) -> bool:
         return self._running is not None
 
-    def race(self, message: Message, history: list[dict[str, str]], *, again: bool = False,
-             baseline_rate: float = 0.0) -> bool:
+    def race(
+        self, message: Message, history: list[dict[str, str]], *, again: bool = False, baseline_rate: float = 0.0
+    ) -> bool:
         """Show ``message``'s stored race (unless ``again``), or run one; False if refused (a notice says why).
 
         ``baseline_rate``: the pair's measured plain rate, which the race's is checked against where the reply

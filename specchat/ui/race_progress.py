@@ -28,8 +28,9 @@ class RaceProgressDialog(QDialog):
         self.bar.setRange(0, 2 * self.total)  # both runs decode the reply's length
         self.bar.setValue(0)
         self.runs = QLabel("")
-        self.explain = QLabel("The two runs take turns in short blocks, so a change in this machine's speed "
-                              "slows both alike.")
+        self.explain = QLabel(
+            "The two runs take turns in short blocks, so a change in this machine's speed slows both alike."
+        )
         self.explain.setWordWrap(True)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Stop the race: nothing is stored and the conversation stays as it is")
@@ -50,10 +51,12 @@ class RaceProgressDialog(QDialog):
         side = "speculative" if progress.side == SPECULATIVE else "plain"
         self.stage.setText(f"Block {progress.block} of {progress.blocks}: {side} decoding")
         self.bar.setValue(min(2 * self.total, progress.spec_tokens + progress.plain_tokens))
-        self.runs.setText(f"Speculative {progress.spec_tokens}/{progress.total} tokens "
-                          f"({rate(progress.spec_tokens, progress.spec_seconds)}) · "
-                          f"plain {progress.plain_tokens}/{progress.total} tokens "
-                          f"({rate(progress.plain_tokens, progress.plain_seconds)})")
+        self.runs.setText(
+            f"Speculative {progress.spec_tokens}/{progress.total} tokens "
+            f"({rate(progress.spec_tokens, progress.spec_seconds)}) · "
+            f"plain {progress.plain_tokens}/{progress.total} tokens "
+            f"({rate(progress.plain_tokens, progress.plain_seconds)})"
+        )
 
     def cancel(self) -> None:
         """Ask for the race to stop; the dialog closes once it has."""

@@ -26,7 +26,8 @@ Probe = Callable[[Sequence[str]], list[ServerReport]]
 EXPLANATION = (
     "The target's layers go to these machines, each running <code>specchat serve-rpc</code>; the draft "
     "stays on this one. A remote CPU server lends its RAM. The protocol has no authentication: "
-    "use servers on a trusted network only. Loading a pair uses the list; empty: this machine alone.")
+    "use servers on a trusted network only. Loading a pair uses the list; empty: this machine alone."
+)
 
 
 class _Relay(QObject):
@@ -38,8 +39,9 @@ class _Relay(QObject):
 class RemoteDevicesDialog(QDialog):
     """Edit the server list; ``accepted`` means ``servers()`` is the new one."""
 
-    def __init__(self, servers: Sequence[str], probe: Probe, *, available: bool = True,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, servers: Sequence[str], probe: Probe, *, available: bool = True, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Remote devices")
         self._probe = probe
@@ -69,8 +71,9 @@ class RemoteDevicesDialog(QDialog):
         self.remove_button = QPushButton("Remove")
         self.remove_button.clicked.connect(self.remove_selected)
         self.test_button = QPushButton("Test")
-        self.test_button.setToolTip("Connect to each server (and the one typed, without adding it) and list its "
-                                    "devices with their free memory")
+        self.test_button.setToolTip(
+            "Connect to each server (and the one typed, without adding it) and list its devices with their free memory"
+        )
         self.test_button.clicked.connect(self.test)
         self.test_button.setEnabled(available)
         for widget in (self.entry, self.add_button, self.remove_button, self.test_button):
@@ -162,6 +165,9 @@ class RemoteDevicesDialog(QDialog):
         self.free.update({r.server: sum(d.free_bytes for d in r.devices) for r in reports if not r.error})
         failed = sum(1 for r in reports if r.error)
         total = sum(d.free_bytes for r in reports for d in r.devices)
-        self.status.setText(f"{failed} of {len(reports)} servers failed" if failed else
-                            f"{len(reports)} server{'s' if len(reports) != 1 else ''} answered: "
-                            f"{total / (1 << 30):.1f} GiB free in all for the target's layers")
+        self.status.setText(
+            f"{failed} of {len(reports)} servers failed"
+            if failed
+            else f"{len(reports)} server{'s' if len(reports) != 1 else ''} answered: "
+            f"{total / (1 << 30):.1f} GiB free in all for the target's layers"
+        )

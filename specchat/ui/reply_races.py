@@ -20,9 +20,15 @@ class ReplyRaces(QObject):
     """Races replies of the open conversation (one at a time), shows each running race's progress with a Cancel,
     and each finished race in a :class:`RacePanel` (whose *Race again* runs it anew)."""
 
-    def __init__(self, races: RaceController, chat: ChatController, loaded: Callable[[], bool],
-                 notice: Callable[[str], None], parent: QWidget,
-                 baseline_rate: Callable[[], float] = lambda: 0.0) -> None:
+    def __init__(
+        self,
+        races: RaceController,
+        chat: ChatController,
+        loaded: Callable[[], bool],
+        notice: Callable[[str], None],
+        parent: QWidget,
+        baseline_rate: Callable[[], float] = lambda: 0.0,
+    ) -> None:
         super().__init__(parent)
         self.races, self.chat, self.loaded, self.notice, self.parent_widget = races, chat, loaded, notice, parent
         self.baseline_rate = baseline_rate  # the pair's measured plain rate (0: none), for the drift check
@@ -58,8 +64,12 @@ class ReplyRaces(QObject):
         if refusal:
             self.notice(refusal)
             return False
-        return self.races.race(self.chat.transcript.messages[index], self.chat.transcript.history(index),
-                               again=again, baseline_rate=self.baseline_rate())
+        return self.races.race(
+            self.chat.transcript.messages[index],
+            self.chat.transcript.history(index),
+            again=again,
+            baseline_rate=self.baseline_rate(),
+        )
 
     def race_last(self) -> None:
         index = self.last_reply()
@@ -69,8 +79,7 @@ class ReplyRaces(QObject):
     def race_again(self, message: Message) -> bool:
         """Run the race on ``message`` anew (its stored race is replaced once the new one finishes)."""
         msgs = self.chat.transcript.messages
-        index = next((i for i, m in enumerate(msgs) if m is message or (m.id is not None and m.id == message.id)),
-                     None)
+        index = next((i for i, m in enumerate(msgs) if m is message or (m.id is not None and m.id == message.id)), None)
         if index is None:
             self.notice("the raced reply is no longer shown")
             return False

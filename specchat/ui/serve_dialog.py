@@ -46,8 +46,10 @@ class ServeDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Serve on localhost")
         self.setObjectName("serve-dialog")
-        intro = QLabel("Serve the loaded pair over the OpenAI API on 127.0.0.1: editors and agents on this "
-                       "computer can use it; other machines cannot reach it.")
+        intro = QLabel(
+            "Serve the loaded pair over the OpenAI API on 127.0.0.1: editors and agents on this "
+            "computer can use it; other machines cannot reach it."
+        )
         intro.setWordWrap(True)
         self.port = QSpinBox()
         self.port.setRange(1, 65535)
@@ -72,8 +74,10 @@ class ServeDialog(QDialog):
         self.problem.setStyleSheet("color: #c0392b")
         self.problem.setWordWrap(True)
         self.problem.hide()
-        note = QLabel("Clients send the key as their API key (Authorization: Bearer …). It is kept in "
-                      "settings.json, so a client set up once keeps working.")
+        note = QLabel(
+            "Clients send the key as their API key (Authorization: Bearer …). It is kept in "
+            "settings.json, so a client set up once keeps working."
+        )
         note.setWordWrap(True)
         note.setEnabled(False)
         form = QFormLayout()

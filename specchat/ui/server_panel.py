@@ -91,8 +91,7 @@ class ServedRequest:
             s = event.stats
             self.generated = s.generated or self.generated
             self.tokens_per_second = s.tokens_per_second or self.tokens_per_second
-            shown = reply_speedup(s.generated, s.rounds, s.tokens_per_second, s.plain_tokens_per_second,
-                                  s.plain_tokens)
+            shown = reply_speedup(s.generated, s.rounds, s.tokens_per_second, s.plain_tokens_per_second, s.plain_tokens)
             self.speedup = "—" if shown.ratio is None else f"×{shown.ratio:.2f}"
             self.speedup_note = shown.why
             self.done = True
@@ -151,8 +150,9 @@ class ServerPanel(QDockWidget):
         if not url:
             self.address.setText("Not serving")
         else:
-            self.address.setText(f"Serving {html.escape(target)}<br><b>{url}</b>"
-                                 + (" · key required" if api_key else " · no key"))
+            self.address.setText(
+                f"Serving {html.escape(target)}<br><b>{url}</b>" + (" · key required" if api_key else " · no key")
+            )
         self.copy_url.setVisible(bool(url))
         self.copy_key.setVisible(bool(url and api_key))
 
@@ -165,8 +165,14 @@ class ServerPanel(QDockWidget):
             self.table.insertRow(row)
         served = self.requests[row]
         served.fold(event)
-        cells = (served.client, served.endpoint, str(served.generated), f"{served.tokens_per_second:.1f}",
-                 served.speedup, served.status)
+        cells = (
+            served.client,
+            served.endpoint,
+            str(served.generated),
+            f"{served.tokens_per_second:.1f}",
+            served.speedup,
+            served.status,
+        )
         for column, value in enumerate(cells):
             item = QTableWidgetItem(value)
             if column == COLUMNS.index("Speed-up"):

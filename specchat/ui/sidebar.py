@@ -59,8 +59,9 @@ class SnippetDelegate(QStyledItemDelegate):
         doc.setHtml(f"<span style='color: {color}'>{index.data(SNIPPET_ROLE)}</span>")
         return doc
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem,
-              index: QModelIndex | QPersistentModelIndex) -> None:
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
         if not index.data(SNIPPET_ROLE):
             super().paint(painter, option, index)
             return
@@ -80,8 +81,11 @@ class SnippetDelegate(QStyledItemDelegate):
         self._document(option, index).drawContents(painter)
         painter.restore()
 
-    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802 - a Qt override
-                 index: QModelIndex | QPersistentModelIndex) -> QSize:
+    def sizeHint(  # noqa: N802 - a Qt override
+        self,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> QSize:
         size = super().sizeHint(option, index)
         if index.data(SNIPPET_ROLE):
             snippet = int(self._document(option, index).size().height())
@@ -93,8 +97,12 @@ class SearchField(QLineEdit):
     """The search text; Esc clears it (before the window's Esc shortcut, which stops a reply, sees the key)."""
 
     def event(self, event: QEvent) -> bool:
-        if (event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent)
-                and event.key() == Qt.Key.Key_Escape and self.text()):
+        if (
+            event.type() == QEvent.Type.ShortcutOverride
+            and isinstance(event, QKeyEvent)
+            and event.key() == Qt.Key.Key_Escape
+            and self.text()
+        ):
             event.accept()  # the key comes to keyPressEvent rather than to a shortcut
             return True
         return super().event(event)

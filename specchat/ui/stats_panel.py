@@ -68,13 +68,20 @@ class StatsPanel(QGroupBox):
         self.runs_on = QLabel(DASH)
         self.runs_on.setWordWrap(True)
         self.runs_on.setToolTip("Where each model's layers run (set GPU layers in the Speculation panel)")
-        for label, widget in (("Tokens/s", self.tokens_per_second), ("Plain decoding", self.plain),
-                              ("Speed-up", self.speedup), ("Acceptance", self.acceptance),
-                              ("Accepted/round", self.mean_accepted), ("By source", self.by_source),
-                              ("Depth", self.depth_value),
-                              ("First token", self.first_token), ("Tokens", self.token_counts),
-                              ("Context", self.context_used), ("Conversation", self.conversation),
-                              ("Runs on", self.runs_on)):
+        for label, widget in (
+            ("Tokens/s", self.tokens_per_second),
+            ("Plain decoding", self.plain),
+            ("Speed-up", self.speedup),
+            ("Acceptance", self.acceptance),
+            ("Accepted/round", self.mean_accepted),
+            ("By source", self.by_source),
+            ("Depth", self.depth_value),
+            ("First token", self.first_token),
+            ("Tokens", self.token_counts),
+            ("Context", self.context_used),
+            ("Conversation", self.conversation),
+            ("Runs on", self.runs_on),
+        ):
             form.addRow(label, widget)
         layout.addLayout(form)
         self._form = form
@@ -189,7 +196,9 @@ class StatsPanel(QGroupBox):
         self.curve_view.setToolTip(
             "How often draft position i is accepted, of the rounds that reached it (every earlier draft accepted):\n"
             + "\n".join(f"position {i + 1}: {rate:.0%} of {n}" for i, (rate, n) in enumerate(curve))
-            if curve else "No drafts yet in this conversation")
+            if curve
+            else "No drafts yet in this conversation"
+        )
 
     # -- what the window tells it ------------------------------------------------------
 
@@ -273,10 +282,12 @@ class StatsPanel(QGroupBox):
         b = self.baseline
         if b is None or tps / b.tokens_per_second > speedup_ceiling(f.generated, f.passes) * CEILING_SLACK:
             return DASH, "This reply's speed-up is measured when it ends: plain decoding is timed right after it."
-        return (f"≈×{tps / b.tokens_per_second:.2f} so far",
-                f"Against plain decoding's {b.tokens_per_second:.1f} tokens/s timed {b.age()} ({b.tokens} tokens). "
-                "When the reply ends, plain decoding is timed right after it, at its context length, and that "
-                "figure replaces this one.")
+        return (
+            f"≈×{tps / b.tokens_per_second:.2f} so far",
+            f"Against plain decoding's {b.tokens_per_second:.1f} tokens/s timed {b.age()} ({b.tokens} tokens). "
+            "When the reply ends, plain decoding is timed right after it, at its context length, and that "
+            "figure replaces this one.",
+        )
 
     @property
     def _ended(self) -> bool:
@@ -291,16 +302,22 @@ class StatsPanel(QGroupBox):
         b = self.baseline
         newest = f"{b.tokens_per_second:.1f} tok/s, {b.age()}" if b else "not measured"
         if not self._ended:
-            return newest, ("Plain decoding on this pair under the current settings, the newest figure (the last "
-                            "reply's probe, or the calibration after loading)" if b else "")
+            return newest, (
+                "Plain decoding on this pair under the current settings, the newest figure (the last "
+                "reply's probe, or the calibration after loading)"
+                if b
+                else ""
+            )
         final = self.figures.final
         also = f" The newest on this pair under the current settings: {newest}." if b else ""
         rate = _probe_rate(final)
         if final is None or rate <= 0:
             return "not timed after this reply", f"Plain decoding was not timed after this reply.{also}"
-        return (f"{rate:.1f} tok/s\nright after this reply",
-                f"This reply's speed-up is its tokens/s over this figure: plain decoding timed over "
-                f"{final.plain_tokens} tokens right after it, at its context length, and stored with it.{also}")
+        return (
+            f"{rate:.1f} tok/s\nright after this reply",
+            f"This reply's speed-up is its tokens/s over this figure: plain decoding timed over "
+            f"{final.plain_tokens} tokens right after it, at its context length, and stored with it.{also}",
+        )
 
     def _show(self) -> None:
         f = self.figures
@@ -311,8 +328,16 @@ class StatsPanel(QGroupBox):
         replies = f"{totals[0]} repl{'y' if totals[0] == 1 else 'ies'}"
         self.conversation.setText(f"{replies}, {totals[1]} tokens" if totals[0] else DASH)
         if f.generated == 0:
-            for label in (self.tokens_per_second, self.speedup, self.acceptance, self.mean_accepted,
-                          self.depth_value, self.first_token, self.token_counts, self.context_used):
+            for label in (
+                self.tokens_per_second,
+                self.speedup,
+                self.acceptance,
+                self.mean_accepted,
+                self.depth_value,
+                self.first_token,
+                self.token_counts,
+                self.context_used,
+            ):
                 label.setText(DASH)
             self.speedup.setToolTip("")
             self._show_sources(f)
@@ -338,7 +363,10 @@ class StatsPanel(QGroupBox):
         fallen_back = self._live and self.auto_drafting and len(recent) == FALLBACK_ROUNDS and not any(recent)
         self.depth_value.setToolTip(
             "Auto measured plain decoding faster than drafting on this machine right now, so these rounds decode "
-            "plainly; it tries drafting again now and then." if fallen_back else "")
+            "plainly; it tries drafting again now and then."
+            if fallen_back
+            else ""
+        )
         return "0: plain decoding, speculation is not paying here right now" if fallen_back else str(f.depth)
 
     def set_auto_drafting(self, on: bool) -> None:
@@ -351,9 +379,11 @@ class StatsPanel(QGroupBox):
         drafted = {name: counts for name, counts in f.by_source.items() if counts[0] > 0}
         shown = len(drafted) > 1
         self._form.setRowVisible(self.by_source, shown)
-        self.by_source.setText(" · ".join(
-            f"{source_name(name)} {a / d:.0%} of {d}" for name, (d, a) in sorted(drafted.items())
-        ) if shown else DASH)
+        self.by_source.setText(
+            " · ".join(f"{source_name(name)} {a / d:.0%} of {d}" for name, (d, a) in sorted(drafted.items()))
+            if shown
+            else DASH
+        )
 
 
 def _probe_rate(final: GenerationStats | None) -> float:

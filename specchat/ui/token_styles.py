@@ -137,8 +137,9 @@ def span_format(span: TokenSpan, palette: QPalette, message_index: int) -> QText
     return annotate(kind_format(span.kind, palette), span, message_index)
 
 
-def reading_format(span: TokenSpan | None, palette: QPalette, message_index: int,
-                   background: QColor | None = None) -> QTextCharFormat:
+def reading_format(
+    span: TokenSpan | None, palette: QPalette, message_index: int, background: QColor | None = None
+) -> QTextCharFormat:
     """The reading view's format of rendered text from ``span`` (None: text with no fate, like a user's)."""
     fmt = QTextCharFormat()
     fmt.setForeground(palette.color(QPalette.ColorRole.Text))

@@ -73,11 +73,14 @@ def top_title(whose: str, entries: tuple[tuple[str, float], ...], symbol: str) -
 
 def top_table(title: str, entries: tuple[tuple[str, float], ...], mark: str) -> str:
     """One top list (at most ``TOP_N``) as an HTML table, ``mark`` (the token itself) in bold."""
-    rows = "".join(
-        f"<tr><td>{'<b>' if text == mark else ''}{_quoted(text)}{'</b>' if text == mark else ''}</td>"
-        f"<td align='right'>&nbsp;{p:.3f}</td></tr>"
-        for text, p in entries[:TOP_N]
-    ) or "<tr><td>–</td></tr>"
+    rows = (
+        "".join(
+            f"<tr><td>{'<b>' if text == mark else ''}{_quoted(text)}{'</b>' if text == mark else ''}</td>"
+            f"<td align='right'>&nbsp;{p:.3f}</td></tr>"
+            for text, p in entries[:TOP_N]
+        )
+        or "<tr><td>–</td></tr>"
+    )
     return f"<table cellspacing='0' cellpadding='1'><tr><th align='left' colspan='2'>{title}</th></tr>{rows}</table>"
 
 
@@ -117,8 +120,10 @@ class TokenXray(QFrame):
             return False
         self.span = span
         colour = kind_colour(span.kind, self.palette()).name()
-        self.heading.setText(f"<b style='font-size: large'>{_quoted(span.text)}</b> &nbsp;"
-                             f"<span style='color: {colour}'>{KIND_LABELS[span.kind]}</span>")
+        self.heading.setText(
+            f"<b style='font-size: large'>{_quoted(span.text)}</b> &nbsp;"
+            f"<span style='color: {colour}'>{KIND_LABELS[span.kind]}</span>"
+        )
         self.where.setText(where(span, detail))
         self.source.setText(html.escape(drafted_by(detail), quote=False))
         if detail.position == 0:

@@ -35,9 +35,18 @@ from .window_layout import SystemPromptChip
 class WindowDialogs(QObject):
     """Opens the window's dialogs and carries out what they ask."""
 
-    def __init__(self, window: QMainWindow, settings: Settings, store: ConversationStore, chat: ChatController,
-                 loader: PairLoader, pick: FinderPick, chip: SystemPromptChip, build: BuildInfo | None,
-                 notice: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        window: QMainWindow,
+        settings: Settings,
+        store: ConversationStore,
+        chat: ChatController,
+        loader: PairLoader,
+        pick: FinderPick,
+        chip: SystemPromptChip,
+        build: BuildInfo | None,
+        notice: Callable[[str], None],
+    ) -> None:
         super().__init__(window)
         self.window, self.settings, self.store, self.chat, self.chip = window, settings, store, chat, chip
         self.loader, self.pick, self.build, self.notice = loader, pick, build, notice
@@ -55,8 +64,13 @@ class WindowDialogs(QObject):
         if self.loader.remote_servers:  # the target's layers go there: as much as the latest Test found free
             free = saved_free()
             memory = dataclasses.replace(memory, remote_free=sum(free.get(s, 0) for s in self.loader.remote_servers))
-        dialog = ModelPickerDialog(self.settings.last_target, self.settings.last_draft, self.window,
-                                   n_ctx=self.loader.panel.controls.context_size.value(), memory=memory)
+        dialog = ModelPickerDialog(
+            self.settings.last_target,
+            self.settings.last_draft,
+            self.window,
+            n_ctx=self.loader.panel.controls.context_size.value(),
+            memory=memory,
+        )
         dialog.load_requested.connect(self.loader.load)
         dialog.advice_chosen.connect(self.pick.use)
         dialog.demo_requested.connect(self.loader.load_demo)
@@ -95,8 +109,9 @@ class WindowDialogs(QObject):
         """Edit the servers that hold the target's layers."""
         from specchat.core.runtime.remote import probe_servers, rpc_available
 
-        dialog = RemoteDevicesDialog(self.loader.remote_servers, probe_servers, available=rpc_available(),
-                                     parent=self.window)
+        dialog = RemoteDevicesDialog(
+            self.loader.remote_servers, probe_servers, available=rpc_available(), parent=self.window
+        )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.accepted.connect(lambda: self.set_remote_servers(dialog.servers(), dialog.free))
         dialog.open()
@@ -118,8 +133,11 @@ class WindowDialogs(QObject):
     def system_prompt(self) -> SystemPromptDialog:
         """Edit the open conversation's system prompt."""
         dialog = SystemPromptDialog(
-            "System prompt", "Sent before the conversation with every reply from now on; stored with this "
-            "conversation.", self.chat.transcript.system_prompt, self.window)
+            "System prompt",
+            "Sent before the conversation with every reply from now on; stored with this conversation.",
+            self.chat.transcript.system_prompt,
+            self.window,
+        )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
 
         def save() -> None:
@@ -133,8 +151,11 @@ class WindowDialogs(QObject):
     def default_system_prompt(self) -> SystemPromptDialog:
         """Edit the system prompt new conversations start with."""
         dialog = SystemPromptDialog(
-            "Default system prompt", "New conversations start with this system prompt (empty: none).",
-            self.settings.system_prompt, self.window)
+            "Default system prompt",
+            "New conversations start with this system prompt (empty: none).",
+            self.settings.system_prompt,
+            self.window,
+        )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
 
         def apply() -> None:
@@ -150,9 +171,13 @@ class WindowDialogs(QObject):
             title = self.store.conversation(conversation_id).title
         except (sqlite3.Error, SpecchatError):
             title = "this conversation"
-        box = QMessageBox(QMessageBox.Icon.Question, "Delete conversation",
-                          f"Delete \u201c{title}\u201d and all its messages? This cannot be undone.",
-                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self.window)
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
+            "Delete conversation",
+            f"Delete \u201c{title}\u201d and all its messages? This cannot be undone.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            self.window,
+        )
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         box.accepted.connect(lambda: self.chat.delete_conversation(conversation_id))
@@ -169,8 +194,9 @@ class WindowDialogs(QObject):
                 title = self.store.conversation(cid).title
                 suggested = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "conversation"
                 pattern = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
-                path, _ = QFileDialog.getSaveFileName(self.window, "Export conversation", f"{suggested}.{kind}",
-                                                      pattern)
+                path, _ = QFileDialog.getSaveFileName(
+                    self.window, "Export conversation", f"{suggested}.{kind}", pattern
+                )
                 if not path:
                     return
             text = self.store.export_markdown(cid) if kind == "md" else self.store.export_json(cid)

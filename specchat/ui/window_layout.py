@@ -25,7 +25,7 @@ from .stats_panel import StatsPanel
 
 
 class SystemPromptChip(QLabel):
-    """"System prompt: <first words>…" above the chat while the open conversation has one; a click edits it.
+    """ "System prompt: <first words>…" above the chat while the open conversation has one; a click edits it.
 
     A label, not a flat button with a style sheet: a style sheet fixes its colours when it is applied, and the
     dark theme then drew the light theme's dark text on dark grey.

@@ -24,20 +24,32 @@ THEMES = ("system", "light", "dark")
 class WindowLook(QObject):
     """Theme, zoom, verdicts, hidden rejections, side panels and geometry, each kept in ``settings``."""
 
-    def __init__(self, window: QMainWindow, settings: Settings, splitter: QSplitter, sidebar: QWidget,
-                 panel: QWidget, chat_view: ChatView, composer: Composer) -> None:
+    def __init__(
+        self,
+        window: QMainWindow,
+        settings: Settings,
+        splitter: QSplitter,
+        sidebar: QWidget,
+        panel: QWidget,
+        chat_view: ChatView,
+        composer: Composer,
+    ) -> None:
         super().__init__(window)
         self.window, self.settings, self.splitter = window, settings, splitter
         self.sidebar, self.panel, self.chat_view, self.composer = sidebar, panel, chat_view, composer
-        self.sidebar_action = self._toggle("&Conversations", "Ctrl+Shift+C", settings.sidebar_visible,
-                                           self.set_sidebar_visible)
-        self.panel_action = self._toggle("&Settings panel", "Ctrl+Shift+P", settings.panel_visible,
-                                         self.set_panel_visible)
-        self.verdicts_action = self._toggle("Show &verdicts inline", "Ctrl+Shift+V", settings.show_verdicts,
-                                            self.set_show_verdicts)
+        self.sidebar_action = self._toggle(
+            "&Conversations", "Ctrl+Shift+C", settings.sidebar_visible, self.set_sidebar_visible
+        )
+        self.panel_action = self._toggle(
+            "&Settings panel", "Ctrl+Shift+P", settings.panel_visible, self.set_panel_visible
+        )
+        self.verdicts_action = self._toggle(
+            "Show &verdicts inline", "Ctrl+Shift+V", settings.show_verdicts, self.set_show_verdicts
+        )
         self.verdicts_action.setToolTip("The raw text with every token's fate inline, rejected drafts struck through")
-        self.hide_rejected_action = self._toggle("&Hide rejected tokens", "", settings.hide_rejected,
-                                                 self.set_hide_rejected)
+        self.hide_rejected_action = self._toggle(
+            "&Hide rejected tokens", "", settings.hide_rejected, self.set_hide_rejected
+        )
         self.theme_actions = QActionGroup(self)
         for theme in THEMES:
             action = QAction(theme.capitalize(), self, checkable=True)

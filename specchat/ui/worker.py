@@ -44,6 +44,8 @@ from specchat.core.types import (
 log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 0.03
+
+
 @dataclass(frozen=True)
 class LoadOptions:
     """How to load a pair: context size and GPU layers for each model ("auto", -1 all, 0 none, n)."""
@@ -225,9 +227,15 @@ class RuntimeWorker(QObject):
             return not cancel.cancelled
 
         try:
-            runtime = Runtime.load(target, draft or None, n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
-                                   draft_gpu_layers=options.draft_gpu_layers, progress=progress,
-                                   rpc_servers=options.rpc_servers)
+            runtime = Runtime.load(
+                target,
+                draft or None,
+                n_ctx=options.n_ctx,
+                n_gpu_layers=options.n_gpu_layers,
+                draft_gpu_layers=options.draft_gpu_layers,
+                progress=progress,
+                rpc_servers=options.rpc_servers,
+            )
         except SpecchatError as exc:
             self.load_failed.emit(str(exc))
             return
@@ -247,8 +255,17 @@ class RuntimeWorker(QObject):
         except Exception:
             log.exception("could not estimate the pair's GPU memory")
             gpu_bytes = 0
-        self.info = ModelInfo(target, draft, runtime.target_name, runtime.draft_name, target_placement,
-                              draft_placement or "", gpu_bytes, runtime.n_ctx, runtime.offered)
+        self.info = ModelInfo(
+            target,
+            draft,
+            runtime.target_name,
+            runtime.draft_name,
+            target_placement,
+            draft_placement or "",
+            gpu_bytes,
+            runtime.n_ctx,
+            runtime.offered,
+        )
         self.loaded.emit(self.info)
 
     @Slot(object, object)
@@ -289,8 +306,13 @@ class RuntimeWorker(QObject):
         try:
             session = self._session_for(request)
             stream = session.reply(
-                request.user_text, request.params, drafter=request.drafter, depth=request.depth, cancel=cancel,
-                continuation=request.continuation, progress=self.prompt_progress.emit,
+                request.user_text,
+                request.params,
+                drafter=request.drafter,
+                depth=request.depth,
+                cancel=cancel,
+                continuation=request.continuation,
+                progress=self.prompt_progress.emit,
             )
             self._pump(stream)
         except SpecchatError as exc:

@@ -10,8 +10,10 @@ def test_a_busy_spell_is_said_once_when_it_starts_and_again_only_after_it_ended(
     watch = BusyWatch()
     assert watch.see(7.0, 10.0) is None and not watch.busy  # 70%: not busy enough to say
     note = watch.see(3.0, 10.0)
-    assert note == ("The machine is busy: this pair decodes at 30% of its quiet speed (3.0 of 10.0 tokens/s "
-                    "plain), so replies are slower than they would be")
+    assert note == (
+        "The machine is busy: this pair decodes at 30% of its quiet speed (3.0 of 10.0 tokens/s "
+        "plain), so replies are slower than they would be"
+    )
     assert watch.see(2.0, 10.0) is None  # the same spell
     assert watch.see(7.0, 10.0) is None and watch.busy  # between the two shares: still the same spell
     assert watch.see(3.0, 10.0) is None

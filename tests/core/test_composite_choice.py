@@ -39,9 +39,14 @@ SPAN = tuple(range(100, 116))  # a 16-token lookup proposal
 
 def costs(model_step: float = 0.01, verify_slope: float = 0.005, n: int = 18) -> Costs:
     """Seconds: a 50 ms one-token verify growing by ``verify_slope`` a token; a draft model step of ``model_step``."""
-    return Costs(model_fixed=model_step, model_step=model_step, catch_up_token=model_step / 2,
-                 verify=tuple(0.05 + verify_slope * (i - 1) for i in range(n)), overhead_plain=0.001,
-                 overhead_drafted=0.001)
+    return Costs(
+        model_fixed=model_step,
+        model_step=model_step,
+        catch_up_token=model_step / 2,
+        verify=tuple(0.05 + verify_slope * (i - 1) for i in range(n)),
+        overhead_plain=0.001,
+        overhead_drafted=0.001,
+    )
 
 
 def history(table: AcceptanceTable, source: DraftSource, key: int, spans: list[tuple[int, int]]) -> None:
@@ -168,8 +173,9 @@ def test_a_stale_verify_cost_fit_cannot_price_drafting_out() -> None:
     drafter._unread = None
     drafter.model = DraftModelDrafter(SureContext())
     drafter.realised, drafter._round = RealisedCosts(), 0
-    request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
-                           costs=adaptive.costs)
+    request = DraftRequest(
+        [1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=adaptive.costs
+    )
     priced = drafter.costs(request)
     assert priced.verify[1] == adaptive.costs.verify_cost(1)
     assert priced.verify[9] <= priced.verify[1] * (1 + MAX_VERIFY_SLOPE * 8) + 1e-12
@@ -267,8 +273,9 @@ def test_the_model_hands_over_to_a_lookup_once_its_drafts_reach_quoted_text() ->
     renamed = drafter._stopper(ahead, 16, costs(model_step=0.004, verify_slope=0.002))
     assert renamed(quote[:7], [0.99] * 7)
     assert renamed([*quote[:7], 999], [0.99] * 8)  # the model parts from the passage (a rename): it goes on
-    short = drafter._stopper([*range(500, 520), 42, 43, 44, *range(600, 610)], 16,
-                             costs(model_step=0.004, verify_slope=0.002))
+    short = drafter._stopper(
+        [*range(500, 520), 42, 43, 44, *range(600, 610)], 16, costs(model_step=0.004, verify_slope=0.002)
+    )
     assert short([900, 42], [0.99] * 2) and short([900, 42, 43], [0.99] * 3)  # two tokens seen before: no quote
 
 
@@ -397,8 +404,9 @@ def test_the_composite_learns_the_draft_model_s_catch_up_per_token() -> None:
     drafter = CompositeDrafter(DraftModelDrafter(LaggingContext(lag=12, sync_pause=0.03)))
     drafter.timings.fixed = 0.1  # in units of a one-token verify pass (below: 0.05 s)
     out = Draft()
-    drafter._draft_model(out, DraftRequest(list(range(40)), 2, SamplerParams(), np.random.default_rng(0),
-                                           CancelToken()), 2, 0.05)
+    drafter._draft_model(
+        out, DraftRequest(list(range(40)), 2, SamplerParams(), np.random.default_rng(0), CancelToken()), 2, 0.05
+    )
     assert out.tokens and drafter.timings.catch_up is not None
     assert drafter.timings.catch_up == pytest.approx((0.03 / 0.05 - 0.1) / 11, rel=0.5)  # 0.03 s over 12 tokens
     request = DraftRequest([1, 2, 3], 16, SamplerParams(), np.random.default_rng(0), CancelToken())
@@ -469,8 +477,9 @@ def test_lookups_that_keep_missing_stay_unpriced_when_the_machine_slows_down() -
     for key in (1, 2, 4, 8, 16):  # lookups of every match length keep 1 first token in 20
         history(drafter.table, LOOKUP, key, [(16, 0)] * 19 + [(16, 1)])
     history(drafter.table, MODEL, 0, [(4, 2)] * 10)  # the draft model: about 56%
-    request = DraftRequest(list(range(40)), 16, SamplerParams(), np.random.default_rng(0), CancelToken(),
-                           costs=adaptive.costs)
+    request = DraftRequest(
+        list(range(40)), 16, SamplerParams(), np.random.default_rng(0), CancelToken(), costs=adaptive.costs
+    )
     priced = drafter.costs(request)
     assert priced.verify[2] - priced.verify[1] > 0.2 * priced.verify[1]  # an extra token is not free to verify
     for key in (1, 4, 8, 16):
@@ -485,9 +494,14 @@ def test_a_long_match_s_prior_ages_with_the_counts_that_contradict_it() -> None:
     for _ in range(3):
         history(t, LOOKUP, 16, [(16, 0)] * 19 + [(16, 1)])
     assert t.rate(LOOKUP, 16, 0) < 0.1
-    cpu = Costs(model_fixed=0.45 * 0.027, model_step=0.35 * 0.027, catch_up_token=0.15 * 0.027,
-                verify=tuple(0.027 * (1 + 0.3 * (n - 1)) for n in range(18)), overhead_plain=0.0005,
-                overhead_drafted=0.0005)
+    cpu = Costs(
+        model_fixed=0.45 * 0.027,
+        model_step=0.35 * 0.027,
+        catch_up_token=0.15 * 0.027,
+        verify=tuple(0.027 * (1 + 0.3 * (n - 1)) for n in range(18)),
+        overhead_plain=0.0005,
+        overhead_drafted=0.0005,
+    )
     assert choose([(16, SPAN)], 16, t, cpu, None).label == "plain"
     fresh = table()  # before any count the prior stands
     assert fresh.rate(LOOKUP, 16, 0) == lookup_prior(16)
@@ -641,8 +655,9 @@ def test_a_timed_read_replaces_the_estimate() -> None:
         tokens, sources = list(prompt), []
         for i in range(3):
             left = 2000 if n == 0 else 24  # the first reply is long enough to pay the estimate; the second not
-            sources += drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(),
-                                                  remaining=left - i)).sources
+            sources += drafter.draft(
+                DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), remaining=left - i)
+            ).sources
             tokens.append(1000 + i)
         assert MODEL in sources and context.reads[-1] == prompt[:-1], n
     assert drafter.timings.read_token is not None and drafter.timings.read_token < 0.01
@@ -660,7 +675,8 @@ def test_where_prompts_come_back_a_read_counts_for_the_next_reply_too() -> None:
         drafter.prefill(prompt[:-1])
         tokens, sources = list(prompt), []
         for i in range(4):
-            sources += drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(),
-                                                  remaining=40 - i)).sources
+            sources += drafter.draft(
+                DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), remaining=40 - i)
+            ).sources
             tokens.append(1000 + i)
         assert (MODEL in sources) is reads and (context.reads == [prompt[:-1]]) is reads

@@ -57,8 +57,16 @@ class TruthContext:
         pass
 
 
-def run(drafter: CompositeDrafter, truth: list[int], prompt: int, rounds: int, *, target_pass: float = 0.002,
-        per_token: float = 0.0002, front_end: float = 0.0) -> list[str]:
+def run(
+    drafter: CompositeDrafter,
+    truth: list[int],
+    prompt: int,
+    rounds: int,
+    *,
+    target_pass: float = 0.002,
+    per_token: float = 0.0002,
+    front_end: float = 0.0,
+) -> list[str]:
     """Drive ``rounds`` rounds as the engine's loop does, against a target that commits ``truth`` (the drafts it
     agrees with and one token more), its verify taking ``target_pass`` and ``per_token`` a draft, and a front end
     that takes ``front_end`` seconds over every round's drafts (a cost no timing of the model of costs sees).
@@ -71,8 +79,9 @@ def run(drafter: CompositeDrafter, truth: list[int], prompt: int, rounds: int, *
     drafter.prefill(tokens[:-1])
     arms = []
     for _ in range(rounds):
-        draft = drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs,
-                                           remaining=1000))
+        draft = drafter.draft(
+            DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs, remaining=1000)
+        )
         if draft.tokens:
             time.sleep(front_end)
         started = time.perf_counter()
@@ -81,8 +90,9 @@ def run(drafter: CompositeDrafter, truth: list[int], prompt: int, rounds: int, *
         kept = 0
         while kept < len(draft.tokens) and draft.tokens[kept] == truth[len(tokens) + kept]:
             kept += 1
-        adaptive.observe(len(draft.tokens), kept, draft.step_seconds, verify, 0.0, draft.sync_seconds,
-                         draft.sample_seconds)
+        adaptive.observe(
+            len(draft.tokens), kept, draft.step_seconds, verify, 0.0, draft.sync_seconds, draft.sample_seconds
+        )
         tokens = truth[: len(tokens) + kept + 1]
         sources = set(draft.sources)
         arms.append("model" if DraftSource.MODEL in sources else "lookup" if sources else "plain")

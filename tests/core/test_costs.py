@@ -54,8 +54,9 @@ def test_a_batch_never_costs_less_than_the_one_token_pass_plus_the_slope() -> No
 
 def test_the_verify_costs_a_drafter_reads_are_monotone_and_capped() -> None:
     # Size 6 measured often and cheap, the sizes about it on a line: its own bump dips below size 5's cost.
-    costs = learned([(0, 0.020)] * PLAIN_TRUSTED
-                    + [(k, 0.026 if k == 5 else 0.020 + 0.004 * (k + 1)) for k in range(1, 9)] * 30)
+    costs = learned(
+        [(0, 0.020)] * PLAIN_TRUSTED + [(k, 0.026 if k == 5 else 0.020 + 0.004 * (k + 1)) for k in range(1, 9)] * 30
+    )
     assert costs.verify_cost(6) < costs.verify_cost(5)
     verify = costs.verify_costs(10)
     assert len(verify) == 10
@@ -95,8 +96,11 @@ def test_draft_timings_are_learned_and_priced_per_round() -> None:
 
 def test_fitted_to_rounds_the_means_per_batch_size_make_the_costs() -> None:
     """Synthetic calibration rounds: a fast and a slow round per size average onto a line."""
-    rounds = [RoundSample(k, k, 0, 0.010 + 0.002 * (k + 1) + d, overhead=0.002, step=0.003, sync=0.005, sample=0.001)
-              for k in range(1, 5) for d in (0.004, -0.004)]
+    rounds = [
+        RoundSample(k, k, 0, 0.010 + 0.002 * (k + 1) + d, overhead=0.002, step=0.003, sync=0.005, sample=0.001)
+        for k in range(1, 5)
+        for d in (0.004, -0.004)
+    ]
     rounds += [RoundSample(0, 0, 0, 0.012, overhead=0.001)] * 4
     costs = RoundCosts.fitted(rounds)
     assert costs.load == 1.0 and costs.measured_plain()
@@ -115,9 +119,18 @@ def test_fitted_to_a_real_calibration() -> None:
     runtime = Runtime.load(MODELS / "llama.gguf", MODELS / "llama-q8.gguf", n_ctx=512)
     try:
         prompt = runtime.prompt([{"role": "user", "content": PROMPTS[0][1]}]).tokens
-        runs = [measure(runtime.target_side, runtime.drafter_for(kind), [prompt], max_depth=depth, max_tokens=24,
-                        deadline=time.perf_counter() + 3600, cancel=CancelToken())
-                for kind, depth in ((DrafterKind.NONE, 0), (DrafterKind.DRAFT_MODEL, 4))]
+        runs = [
+            measure(
+                runtime.target_side,
+                runtime.drafter_for(kind),
+                [prompt],
+                max_depth=depth,
+                max_tokens=24,
+                deadline=time.perf_counter() + 3600,
+                cancel=CancelToken(),
+            )
+            for kind, depth in ((DrafterKind.NONE, 0), (DrafterKind.DRAFT_MODEL, 4))
+        ]
     finally:
         runtime.close()
     rounds = [r for run in runs for r in run.rounds]
@@ -125,8 +138,9 @@ def test_fitted_to_a_real_calibration() -> None:
     plain = [r.verify for r in runs[0].rounds]
     assert len(plain) >= PLAIN_TRUSTED and {r.drafted for r in runs[1].rounds} >= {1, 4}
     assert costs.verify_cost(1) == pytest.approx(statistics.fmean(plain))
-    assert costs.overhead(False) == pytest.approx(statistics.fmean(r.overhead for r in runs[0].rounds
-                                                                   if r.overhead is not None))
+    assert costs.overhead(False) == pytest.approx(
+        statistics.fmean(r.overhead for r in runs[0].rounds if r.overhead is not None)
+    )
     verify = costs.verify_costs(6)
     assert verify[1] == costs.verify_cost(1)
     assert all(b >= a for a, b in zip(verify[1:], verify[2:], strict=False))

@@ -54,7 +54,7 @@ def test_damaged_cache_is_rebuilt_not_loaded(tmp_path: Path, damage: str) -> Non
 
 def test_truncated_gguf_is_refused_with_a_message(tmp_path: Path, demo_pair) -> None:
     bad = tmp_path / "half.gguf"
-    bad.write_bytes(demo_pair.draft.read_bytes()[: 5_000_000])
+    bad.write_bytes(demo_pair.draft.read_bytes()[:5_000_000])
     with pytest.raises(SpecchatError, match="truncated or corrupt"):
         Model(bad)
 
@@ -70,7 +70,10 @@ def test_missing_and_non_gguf_files_are_refused(tmp_path: Path) -> None:
 
 def test_cli_models_demo_prints_two_existing_paths(app_dirs) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "specchat", "models", "demo"], capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "specchat", "models", "demo"],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ},
     )
     paths = json.loads(out.stdout)

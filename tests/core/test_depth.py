@@ -192,8 +192,9 @@ def _true_rate(curve: list[float], k: int, costs: tuple[float, float, float]) ->
     return expected_tokens_curve(curve, k) / (verify1 + per_token * k + step * k)
 
 
-def _trained_pair(curve: list[float], costs: tuple[float, float, float], seed: int, depth: int = 8,
-                  rounds: int = 60) -> tuple[AdaptiveDepth, AdaptiveDepth]:
+def _trained_pair(
+    curve: list[float], costs: tuple[float, float, float], seed: int, depth: int = 8, rounds: int = 60
+) -> tuple[AdaptiveDepth, AdaptiveDepth]:
     """A positional and an i.i.d. controller that saw the same history of depth-``depth`` rounds."""
     positional, iid = AdaptiveDepth(), AdaptiveDepth(positional=False)
     rng = random.Random(seed)
@@ -235,8 +236,9 @@ def test_falling_acceptance_makes_the_controller_draft_shallower_than_the_iid_mo
     assert _true_rate(FALLING, k_pos, GPU_LIKE) > _true_rate(FALLING, k_iid, GPU_LIKE)
 
 
-def _realized(ctrl: AdaptiveDepth, curve: list[float], costs: tuple[float, float, float], seed: int,
-              rounds: int = 200) -> float:
+def _realized(
+    ctrl: AdaptiveDepth, curve: list[float], costs: tuple[float, float, float], seed: int, rounds: int = 200
+) -> float:
     """Mean true tokens per second of the depths ``ctrl`` chooses, driving, after 20 rounds of learning.
 
     Round r draws its outcome from its own seeded generator, so two controllers
@@ -336,7 +338,7 @@ def test_a_rise_in_acceptance_is_followed_after_the_next_probe(seed: int) -> Non
     chosen = _switch(ctrl, 0.2, 0.97, seed)
     assert max(chosen[40:60]) <= 2  # plain decoding with an occasional probe
     # A probe comes within 12 rounds; from there a few rounds of good guesses take it deep.
-    assert min(chosen[60 + 12 + 10:]) >= 6
+    assert min(chosen[60 + 12 + 10 :]) >= 6
 
 
 # --- Verify costs and probing ----------------------------------------------------------------
@@ -422,8 +424,14 @@ def _cpu_costs(ctrl: AdaptiveDepth, load: float, rounds: int, depths: list[int])
     verify1, per_token = QUIET
     for i in range(rounds):
         k = depths[i % len(depths)]
-        ctrl.observe(k, 0, 0.0095 * load if k > 1 else None, load * (verify1 + per_token * k), 0.0005 * load,
-                     0.012 * load if k else None)
+        ctrl.observe(
+            k,
+            0,
+            0.0095 * load if k > 1 else None,
+            load * (verify1 + per_token * k),
+            0.0005 * load,
+            0.012 * load if k else None,
+        )
 
 
 def test_a_machine_that_slows_down_moves_the_cost_of_every_batch_size() -> None:
@@ -462,8 +470,14 @@ def test_auto_falls_back_to_plain_decoding_when_the_load_makes_drafting_lose_and
         chosen = []
         for _ in range(rounds):
             k = ctrl.choose()
-            ctrl.observe(k, _outcome(rng, [0.9], k), 0.0095 * draft_load if k > 1 else None,
-                         load * (verify1 + per_token * k), 0.0005 * load, 0.012 * draft_load if k else None)
+            ctrl.observe(
+                k,
+                _outcome(rng, [0.9], k),
+                0.0095 * draft_load if k > 1 else None,
+                load * (verify1 + per_token * k),
+                0.0005 * load,
+                0.012 * draft_load if k else None,
+            )
             chosen.append(k)
         return chosen
 

@@ -139,9 +139,12 @@ def test_every_entry_makes_a_drafter_of_its_own_kind_or_says_in_one_line_what_it
             assert "\n" not in str(err.value) and (entry.missing or "has no") in str(err.value)
         else:
             assert make_drafter(entry.name, None, None).kind == entry.name
-    for kind, missing in ((DrafterKind.DRAFT_MODEL, "no draft model"), (DrafterKind.MTP, "no MTP heads"),
-                          (DrafterKind.COMPOSITE, "needs a draft model, a drafter head or MTP heads"),
-                          *((kind, f"needs a {kind} head file.*no such head is loaded") for kind in heads)):
+    for kind, missing in (
+        (DrafterKind.DRAFT_MODEL, "no draft model"),
+        (DrafterKind.MTP, "no MTP heads"),
+        (DrafterKind.COMPOSITE, "needs a draft model, a drafter head or MTP heads"),
+        *((kind, f"needs a {kind} head file.*no such head is loaded") for kind in heads),
+    ):
         with pytest.raises(SpecchatError, match=missing) as err:
             make_drafter(kind, None, None)
         assert "\n" not in str(err.value)

@@ -45,8 +45,13 @@ def test_a_corrupt_file_is_rebuilt_from_the_saved_conversations(tmp_path: Path) 
     store.add_message(cid, "user", "Write a letter.")
     store.add_message(cid, "assistant", "Dear Sir or Madam, I am writing to")
     path = tmp_path / MEMORY_FILENAME
-    for junk in (b"{not json", b"\xff\xfe\x00", json.dumps({"version": 1, "texts": [1, 2]}).encode(),
-                 json.dumps([1, 2]).encode(), json.dumps({"version": 99, "texts": []}).encode()):
+    for junk in (
+        b"{not json",
+        b"\xff\xfe\x00",
+        json.dumps({"version": 1, "texts": [1, 2]}).encode(),
+        json.dumps([1, 2]).encode(),
+        json.dumps({"version": 99, "texts": []}).encode(),
+    ):
         path.write_bytes(junk)
         memory = LookupMemory(path, enabled=True)
         assert memory.load(lambda: saved_texts(store)) is True

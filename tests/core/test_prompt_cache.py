@@ -23,10 +23,19 @@ from support.identity import assert_same_or_tie, plain_greedy
 pytestmark = pytest.mark.slow
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
-REWRITE = [{"role": "user", "content": "Rewrite this more formally: "
-            + "the cat sat on the mat and it was happy about it, really happy. " * 8}]
-FACTS = [{"role": "user", "content": "List five facts about the moon, one a line, with numbers. "
-          + "Please be careful and precise. " * 6}]
+REWRITE = [
+    {
+        "role": "user",
+        "content": "Rewrite this more formally: "
+        + "the cat sat on the mat and it was happy about it, really happy. " * 8,
+    }
+]
+FACTS = [
+    {
+        "role": "user",
+        "content": "List five facts about the moon, one a line, with numbers. " + "Please be careful and precise. " * 6,
+    }
+]
 OTHER = [{"role": "user", "content": "Name the planets in order, then say which has the most moons. " * 4}]
 
 
@@ -138,8 +147,9 @@ def test_a_recurrent_state_is_loaded_only_where_the_prompt_extends_it() -> None:
 def reply_tokens(runtime: Runtime, messages: list[dict[str, str]]) -> tuple[list[int], Finished]:
     tokens: list[int] = []
     finished = None
-    for event in runtime.reply(messages, GenerationParams(max_tokens=24), drafter=DrafterKind.DRAFT_MODEL,
-                              depth=DepthControl(4)):
+    for event in runtime.reply(
+        messages, GenerationParams(max_tokens=24), drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(4)
+    ):
         if isinstance(event, Verified):
             tokens += event.committed
         elif isinstance(event, Finished):

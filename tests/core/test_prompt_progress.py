@@ -18,8 +18,11 @@ PARAMS = GenerationParams(sampler=SamplerParams(temperature=0.0), max_tokens=4)
 def test_a_long_prompt_reports_each_step_and_the_reply_follows(demo_runtime) -> None:
     steps: list[tuple[int, int]] = []
     session = Conversation(demo_runtime)
-    events = list(session.reply(LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL,
-                                progress=lambda done, total: steps.append((done, total))))
+    events = list(
+        session.reply(
+            LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL, progress=lambda done, total: steps.append((done, total))
+        )
+    )
     total = steps[-1][1]
     assert total > 2 * PROMPT_STEP and steps[-1][0] == total and steps[0][0] < PROMPT_STEP
     assert all(b[0] - a[0] <= PROMPT_STEP and b[0] > a[0] for a, b in zip(steps, steps[1:], strict=False))
@@ -30,8 +33,11 @@ def test_a_long_prompt_reports_each_step_and_the_reply_follows(demo_runtime) -> 
     # The same prompt again: in the cache already, nothing to read in steps.
     steps.clear()
     session.truncate_messages(0)
-    list(session.reply(LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL,
-                       progress=lambda done, total: steps.append((done, total))))
+    list(
+        session.reply(
+            LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL, progress=lambda done, total: steps.append((done, total))
+        )
+    )
     assert steps == []
 
 

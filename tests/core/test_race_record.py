@@ -119,8 +119,19 @@ def test_a_fork_is_a_tie_only_within_float_noise_of_the_largest_logit() -> None:
 def record(fork: Fork | None = None) -> RaceRecord:
     spec = RaceRun("Hello", [(0.05, 2, 5)], 0.04, "eos", [(3, "a"), (2, "t")])
     plain = RaceRun("Hello", [(0.1, 1, 3), (0.2, 1, 2)], 0.05, "eos")
-    return RaceRecord(spec, plain, [Block(SPECULATIVE, 2, 0.05), Block(PLAIN, 2, 0.2)], "draft", None, "t.gguf",
-                      1.5e9, fork, None, 12.5, "")
+    return RaceRecord(
+        spec,
+        plain,
+        [Block(SPECULATIVE, 2, 0.05), Block(PLAIN, 2, 0.2)],
+        "draft",
+        None,
+        "t.gguf",
+        1.5e9,
+        fork,
+        None,
+        12.5,
+        "",
+    )
 
 
 def test_the_record_round_trips_and_damaged_or_older_ones_are_none() -> None:
@@ -130,9 +141,17 @@ def test_the_record_round_trips_and_damaged_or_older_ones_are_none() -> None:
     assert again.ratio == pytest.approx(4.0) and again.plain.tokens_per_second == pytest.approx(10.0)
     data = stored.as_dict()
     older = {"v": 1, "text": "x", "timeline": [[0.5, 1, 1]], "first_token_seconds": 0.1, "finish_reason": "eos"}
-    for damaged in (None, [], {"v": 3}, {"v": 2}, older, {**data, "spec": {**data["spec"], "timeline": [[1, 2]]}},
-                    {**data, "blocks": [["sideways", 1, 0.1]]}, {**data, "expected_rate": float("nan")},
-                    {**data, "spec": {**data["spec"], "fates": [[2, "x"]]}}):
+    for damaged in (
+        None,
+        [],
+        {"v": 3},
+        {"v": 2},
+        older,
+        {**data, "spec": {**data["spec"], "timeline": [[1, 2]]}},
+        {**data, "blocks": [["sideways", 1, 0.1]]},
+        {**data, "expected_rate": float("nan")},
+        {**data, "spec": {**data["spec"], "fates": [[2, "x"]]}},
+    ):
         assert RaceRecord.from_dict(damaged) is None
 
 
@@ -149,16 +168,30 @@ def test_the_summary_gives_both_times_and_the_ratio() -> None:
     assert summary(2.0, 1.0).endswith(": 0.50\u00d7, speculation was slower")
 
 
-def reply(temperature: float | None = 0.0, *, finished: bool = True, reason: str | None = "eos",
-          timeline: bool = True, drafting: dict | None = None, probe: float = 0.0) -> Message:
-    figures = ReplyFigures(generated=3, timeline=[(0.1, 3, 5)] if timeline else [],
-                           sampler=None if temperature is None else {**GREEDY, "temperature": temperature},
-                           drafting=drafting)
+def reply(
+    temperature: float | None = 0.0,
+    *,
+    finished: bool = True,
+    reason: str | None = "eos",
+    timeline: bool = True,
+    drafting: dict | None = None,
+    probe: float = 0.0,
+) -> Message:
+    figures = ReplyFigures(
+        generated=3,
+        timeline=[(0.1, 3, 5)] if timeline else [],
+        sampler=None if temperature is None else {**GREEDY, "temperature": temperature},
+        drafting=drafting,
+    )
     if probe:
-        figures.final = GenerationStats(generated=3, generate_seconds=0.1, plain_tokens_per_second=probe,
-                                        plain_tokens=16)
-    spans = [TokenSpan(TokenKind.ACCEPTED, "Hel"), TokenSpan(TokenKind.REJECTED, "x"),
-             TokenSpan(TokenKind.TARGET, "lo")]
+        figures.final = GenerationStats(
+            generated=3, generate_seconds=0.1, plain_tokens_per_second=probe, plain_tokens=16
+        )
+    spans = [
+        TokenSpan(TokenKind.ACCEPTED, "Hel"),
+        TokenSpan(TokenKind.REJECTED, "x"),
+        TokenSpan(TokenKind.TARGET, "lo"),
+    ]
     return Message("assistant", spans=spans, finished=finished, finish_reason=reason, figures=figures, id=7)
 
 
@@ -179,8 +212,12 @@ def test_the_request_takes_the_replys_sampler_length_and_pieces() -> None:
     history = [{"role": "user", "content": "hi"}]
     request = RaceRequest.for_reply(reply(), history)
     assert request.sampler == SamplerParams(**{**GREEDY, "top_k": 40, "repeat_last_n": 64})
-    assert (request.message_id, request.max_tokens, request.spec_pieces, request.history) == (7, 3, ("Hel", "lo"),
-                                                                                          history)
+    assert (request.message_id, request.max_tokens, request.spec_pieces, request.history) == (
+        7,
+        3,
+        ("Hel", "lo"),
+        history,
+    )
     assert (request.drafter, request.depth, request.expected_rate) == (None, None, 0.0)  # not recorded: defaults
     with pytest.raises(SpecchatError, match="greedy"):
         RaceRequest.for_reply(reply(0.7), history)
@@ -249,8 +286,9 @@ def test_the_race_interleaves_both_runs_in_blocks_and_its_ratio_comes_from_them(
 def test_a_race_far_from_the_stored_baseline_is_flagged_and_stored_with_the_flag(demo_runtime, tmp_path: Path) -> None:
     sampler = SamplerParams(repeat_penalty=1.1)
     pieces, generated = greedy_reply(demo_runtime, sampler, 16)
-    request = RaceRequest(1, [{"role": "user", "content": PROMPT}], sampler, generated, tuple(pieces), "draft", 4,
-                          expected_rate=1e6)  # a baseline no machine reaches: a machine since slowed down
+    request = RaceRequest(
+        1, [{"role": "user", "content": PROMPT}], sampler, generated, tuple(pieces), "draft", 4, expected_rate=1e6
+    )  # a baseline no machine reaches: a machine since slowed down
     drifted = run_race(demo_runtime, request, CancelToken())
     assert drifted is not None and drifted.expected_rate == 1e6
     assert drifted.drift.startswith("The machine's speed changed")

@@ -43,17 +43,26 @@ def _reply(path: Path, cid: int) -> tuple[list[str], list[TokenSpan], dict[str, 
     return [m.content for m in messages], messages[-1].spans, messages[-1].stats
 
 
-@pytest.mark.parametrize(("sql", "said"), [
-    ("UPDATE messages SET stats = 'garbage{' WHERE role = 'assistant'", "the figures column is not JSON"),
-    ("UPDATE messages SET stats = '[1,2,3]' WHERE role = 'assistant'", "the figures column is not an object"),
-    ("UPDATE messages SET stats = '" + DEEP + "' WHERE role = 'assistant'", "nested too deeply"),
-    ("""UPDATE messages SET stats = '{"passes":"abc","tokens_per_second":12}' WHERE role = 'assistant'""",
-     "figures passes of the wrong type"),
-    ("""UPDATE messages SET stats = '{"passes":1e400,"timeline":[[1e400,1,1]]}' WHERE role = 'assistant'""",
-     "figures passes, timeline of the wrong type"),
-], ids=["not-json", "a-list", "deep", "text-count", "infinite"])
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        ("UPDATE messages SET stats = 'garbage{' WHERE role = 'assistant'", "the figures column is not JSON"),
+        ("UPDATE messages SET stats = '[1,2,3]' WHERE role = 'assistant'", "the figures column is not an object"),
+        ("UPDATE messages SET stats = '" + DEEP + "' WHERE role = 'assistant'", "nested too deeply"),
+        (
+            """UPDATE messages SET stats = '{"passes":"abc","tokens_per_second":12}' WHERE role = 'assistant'""",
+            "figures passes of the wrong type",
+        ),
+        (
+            """UPDATE messages SET stats = '{"passes":1e400,"timeline":[[1e400,1,1]]}' WHERE role = 'assistant'""",
+            "figures passes, timeline of the wrong type",
+        ),
+    ],
+    ids=["not-json", "a-list", "deep", "text-count", "infinite"],
+)
 def test_bad_figures_are_left_out_with_a_line_and_the_reply_loads(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture, sql: str, said: str) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, sql: str, said: str
+) -> None:
     path = tmp_path / "chats.sqlite3"
     cid = _conversation(path)
     poke(path, sql)
@@ -74,7 +83,10 @@ def test_bad_spans_are_repaired_or_set_aside(tmp_path: Path, caplog: pytest.LogC
     with caplog.at_level(logging.WARNING):
         _, spans, _ = _reply(path, cid)
     assert [(s.text, s.round, s.target_prob, s.draft_prob) for s in spans] == [
-        ("w0 ", -1, None, 0.5), ("w1 ", 1, 0.5, 0.5), ("w2 ", 1, 0.5, 0.5)]
+        ("w0 ", -1, None, 0.5),
+        ("w1 ", 1, 0.5, 0.5),
+        ("w2 ", 1, 0.5, 0.5),
+    ]
     assert [s.detail for s in spans] == [DETAIL, None, None]
     assert "unreadable target_prob" in caplog.text and "2 tokens with an unreadable detail" in caplog.text
 
@@ -107,8 +119,12 @@ def test_race_records_and_timelines_hold_no_impossible_times() -> None:
     run = {"text": "x", "timeline": [[0.5, 1, 1]], "first_token_seconds": 0.1, "finish_reason": "eos"}
     good = {"v": 2, "spec": run, "plain": run, "blocks": [["speculative", 1, 0.5], ["plain", 1, 0.5]]}
     assert RaceRecord.from_dict(good) is not None
-    for bad_run in ({"timeline": [[1e308 * 10, 1, 1]]}, {"timeline": [[float("nan"), 1, 1]]},
-                    {"timeline": [[1.0, 1e400, 1]]}, {"first_token_seconds": -1}):
+    for bad_run in (
+        {"timeline": [[1e308 * 10, 1, 1]]},
+        {"timeline": [[float("nan"), 1, 1]]},
+        {"timeline": [[1.0, 1e400, 1]]},
+        {"first_token_seconds": -1},
+    ):
         for side in ("spec", "plain"):
             assert RaceRecord.from_dict({**good, side: {**run, **bad_run}}) is None, (side, bad_run)
     for bad in ({"recorded_at": 1e308}, {"blocks": [["plain", 1, float("inf")]]}, {"expected_rate": -1.0}):
@@ -158,8 +174,9 @@ def _cache_file(entries: dict[str, object]) -> Path:
     return path
 
 
-def test_the_advisor_cache_is_rebuilt_and_checked_per_entry(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_advisor_cache_is_rebuilt_and_checked_per_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(advice_cache, "machine_identity", lambda: "this machine")
     target = tmp_path / "t.gguf"
     target.write_bytes(b"target")
@@ -177,18 +194,27 @@ def test_the_advisor_cache_is_rebuilt_and_checked_per_entry(tmp_path: Path, capl
     assert advice_cache.lookup(target, "ngram") is None
 
 
-@pytest.mark.parametrize("index", [
-    DEEP, "[1, 2]", '{"version": 1, "files": {"%s": {"size": "big", "mtime_ns": []}}}',
-    '{"version": 1, "files": {"%s": {"size": %d, "mtime_ns": %d, "info": {"path": 5}}}}',
-    '{"version": 1, "files": {"%s": {"size": %d, "mtime_ns": %d, "info": "broken"}}}',
-], ids=["deep", "a-list", "wrong-types", "broken-info", "info-not-object"])
-def test_a_corrupt_model_index_is_rebuilt(make_gguf: GgufMaker, tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                          index: str) -> None:
+@pytest.mark.parametrize(
+    "index",
+    [
+        DEEP,
+        "[1, 2]",
+        '{"version": 1, "files": {"%s": {"size": "big", "mtime_ns": []}}}',
+        '{"version": 1, "files": {"%s": {"size": %d, "mtime_ns": %d, "info": {"path": 5}}}}',
+        '{"version": 1, "files": {"%s": {"size": %d, "mtime_ns": %d, "info": "broken"}}}',
+    ],
+    ids=["deep", "a-list", "wrong-types", "broken-info", "info-not-object"],
+)
+def test_a_corrupt_model_index_is_rebuilt(
+    make_gguf: GgufMaker, tmp_path: Path, caplog: pytest.LogCaptureFixture, index: str
+) -> None:
     model = make_gguf("model.gguf")
     st = model.stat()
     path = tmp_path / "gguf-index.json"
-    path.write_text(index.replace("%s", str(model)).replace("%d", str(st.st_size), 1)
-                    .replace("%d", str(st.st_mtime_ns), 1), encoding="utf-8")
+    path.write_text(
+        index.replace("%s", str(model)).replace("%d", str(st.st_size), 1).replace("%d", str(st.st_mtime_ns), 1),
+        encoding="utf-8",
+    )
     with caplog.at_level(logging.WARNING):
         found = scan([ModelRoot(model.parent, "user")], index=path)
     assert [e.path for e in found.entries] == [model] and found.read == 1 and str(path) in caplog.text

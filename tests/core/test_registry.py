@@ -113,8 +113,7 @@ def test_a_new_entry_reaches_the_settings_the_terminal_and_the_runtime(with_echo
     assert "echo" in [e.name for e in demo_runtime.drafters()]  # it needs nothing the pair lacks
 
     params = GenerationParams(max_tokens=24)
-    events = list(demo_runtime.reply([{"role": "user", "content": "Say 'no no no no no'."}], params,
-                                    drafter="echo"))
+    events = list(demo_runtime.reply([{"role": "user", "content": "Say 'no no no no no'."}], params, drafter="echo"))
     finished = events[-1]
     assert isinstance(finished, Finished) and finished.stats.generated > 0, finished
     assert finished.stats.drafted > 0 and any(isinstance(e, Verified) and e.accepted + e.rejected for e in events)

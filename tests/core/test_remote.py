@@ -23,21 +23,26 @@ from specchat.core.types import SpecchatError
 
 def test_servers_are_normalised_and_deduplicated() -> None:
     assert parse_servers(" 127.0.0.1:50052, gpu-box.lan:0050053,127.0.0.1:50052") == (
-        "127.0.0.1:50052", "gpu-box.lan:50053")
+        "127.0.0.1:50052",
+        "gpu-box.lan:50053",
+    )
     assert parse_servers(["a:1", "b:2"]) == ("a:1", "b:2")
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("", "is not HOST:PORT"),
-    ("host", "is not HOST:PORT"),
-    (":50052", "is not HOST:PORT"),
-    ("host:", "is not HOST:PORT"),
-    ("host:http", "from 1 to 65535"),
-    ("host:65536", "from 1 to 65535"),
-    ("::1:50052", "IPv6"),
-    ("bad host:1", "not a host name"),
-    ("a:1,,b:2", "is not HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "is not HOST:PORT"),
+        ("host", "is not HOST:PORT"),
+        (":50052", "is not HOST:PORT"),
+        ("host:", "is not HOST:PORT"),
+        ("host:http", "from 1 to 65535"),
+        ("host:65536", "from 1 to 65535"),
+        ("::1:50052", "IPv6"),
+        ("bad host:1", "not a host name"),
+        ("a:1,,b:2", "is not HOST:PORT"),
+    ],
+)
 def test_bad_servers_are_one_line(text: str, expected: str) -> None:
     with pytest.raises(SpecchatError, match=expected) as info:
         parse_servers(text)

@@ -34,19 +34,41 @@ def test_a_reply_stored_by_an_earlier_version_reads_back_whole() -> None:
     figures = ReplyFigures.from_dict(STORED, problems)
     assert problems == []
     assert figures.as_dict() == STORED
-    assert figures.final is not None and figures.final.rates_dict() == {"acceptance_rate": 0.75,
-                                                                          "mean_accepted_per_round": 2.25}
+    assert figures.final is not None and figures.final.rates_dict() == {
+        "acceptance_rate": 0.75,
+        "mean_accepted_per_round": 2.25,
+    }
 
 
 def test_the_window_and_the_engine_count_a_reply_alike() -> None:
     """Folding the events gives the engine's own counters; bench reports the same rates and sources."""
     events = [
-        Verified(round=0, depth=3, accepted=(1, 2), rejected=(3,), correction=4, accepted_pieces=("a", "b"),
-                 rejected_pieces=("c",), correction_piece="d", target_probs=(0.9,) * 3, draft_probs=(0.8,) * 3,
-                 sources=(DraftSource.MODEL,) * 3),
-        Verified(round=1, depth=2, accepted=(5,), rejected=(6,), correction=7, accepted_pieces=("e",),
-                 rejected_pieces=("f",), correction_piece="g", target_probs=(0.9,) * 2, draft_probs=(1.0,) * 2,
-                 sources=(DraftSource.LOOKUP,) * 2),
+        Verified(
+            round=0,
+            depth=3,
+            accepted=(1, 2),
+            rejected=(3,),
+            correction=4,
+            accepted_pieces=("a", "b"),
+            rejected_pieces=("c",),
+            correction_piece="d",
+            target_probs=(0.9,) * 3,
+            draft_probs=(0.8,) * 3,
+            sources=(DraftSource.MODEL,) * 3,
+        ),
+        Verified(
+            round=1,
+            depth=2,
+            accepted=(5,),
+            rejected=(6,),
+            correction=7,
+            accepted_pieces=("e",),
+            rejected_pieces=("f",),
+            correction_piece="g",
+            target_probs=(0.9,) * 2,
+            draft_probs=(1.0,) * 2,
+            sources=(DraftSource.LOOKUP,) * 2,
+        ),
     ]
     engine = GenerationStats(depth=2, generated=5, generate_seconds=1.0)
     for event in events:
@@ -60,12 +82,20 @@ def test_the_window_and_the_engine_count_a_reply_alike() -> None:
     shared = [f.name for f in fields(ReplyCounts)]
     assert [getattr(figures, name) for name in shared] == [getattr(engine, name) for name in shared]
     figures.fold([Finished(FinishReason.EOS, engine)])
-    assert figures.as_dict()["by_source"] == engine.source_dict() == {
-        "lookup": {"drafted": 2, "accepted": 1}, "model": {"drafted": 3, "accepted": 2}}
+    assert (
+        figures.as_dict()["by_source"]
+        == engine.source_dict()
+        == {"lookup": {"drafted": 2, "accepted": 1}, "model": {"drafted": 3, "accepted": 2}}
+    )
     report = BenchReport(depth="auto")
     totals = Totals()
-    totals.add(RunFigures([], ReplyFigures(generated=5, final=GenerationStats(generated=5, generate_seconds=2.0))),
-               RunFigures([], figures), native_tokens=0, native_seconds=0.0, predicted_rate=0.0)
+    totals.add(
+        RunFigures([], ReplyFigures(generated=5, final=GenerationStats(generated=5, generate_seconds=2.0))),
+        RunFigures([], figures),
+        native_tokens=0,
+        native_seconds=0.0,
+        predicted_rate=0.0,
+    )
     totals.fill(report)
     assert (report.acceptance_rate, report.mean_accepted_per_round) == (0.6, 1.5)
     assert engine.rates_dict() == {"acceptance_rate": 0.6, "mean_accepted_per_round": 1.5}

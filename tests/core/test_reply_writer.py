@@ -142,8 +142,13 @@ def test_a_process_killed_mid_reply_loses_nothing_that_was_shown(tmp_path: Path,
     store.close()
     tests = str(Path(__file__).resolve().parents[1])
     script = _KILLED_MID_REPLY.format(tests=tests, db=str(path), cid=cid, keep=1, rounds=rounds)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": tests})
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": tests},
+    )
     assert proc.returncode == -9, proc.stderr
     after = _contents(path, cid)
     if rounds == 0:  # killed before the new reply's first round: the old one is still there, finished

@@ -123,8 +123,14 @@ def test_distribution_lookup_and_sampling() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(temperature=-0.1), dict(top_p=0.0), dict(top_p=1.5), dict(min_p=1.0), dict(top_k=-1),
-     dict(repeat_penalty=0.0)],
+    [
+        dict(temperature=-0.1),
+        dict(top_p=0.0),
+        dict(top_p=1.5),
+        dict(min_p=1.0),
+        dict(top_k=-1),
+        dict(repeat_penalty=0.0),
+    ],
 )
 def test_odd_sampler_settings_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(SpecchatError):

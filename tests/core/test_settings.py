@@ -69,7 +69,11 @@ def test_bad_values_fall_back_field_by_field(caplog: pytest.LogCaptureFixture) -
         s = load_settings()
     d = Settings()
     assert (s.temperature, s.top_k, s.max_tokens, s.depth, s.drafter) == (
-        d.temperature, d.top_k, d.max_tokens, d.depth, d.drafter,
+        d.temperature,
+        d.top_k,
+        d.max_tokens,
+        d.depth,
+        d.drafter,
     )
     assert s.hide_rejected is False and s.last_target == "" and s.baselines == {}
     assert s.top_p == 0.5 and s.theme == "dark"
@@ -92,8 +96,20 @@ def test_gpu_layers_are_kept_and_odd_values_fall_back(caplog: pytest.LogCaptureF
 
 @pytest.mark.parametrize(
     ("saved", "loaded"),
-    [("auto", "auto"), ("AUTO", "auto"), ("all", -1), (-1, -1), (0, 0), (33, 33), (33.0, 33),
-     ("many", "auto"), (True, "auto"), (2.5, "auto"), (None, "auto"), (10_001, "auto")],
+    [
+        ("auto", "auto"),
+        ("AUTO", "auto"),
+        ("all", -1),
+        (-1, -1),
+        (0, 0),
+        (33, 33),
+        (33.0, 33),
+        ("many", "auto"),
+        (True, "auto"),
+        (2.5, "auto"),
+        (None, "auto"),
+        (10_001, "auto"),
+    ],
 )
 def test_gpu_layer_values(saved: object, loaded: object) -> None:
     settings_path().write_text(json.dumps({"target_gpu_layers": saved}), encoding="utf-8")
@@ -113,18 +129,33 @@ def test_the_serving_settings_round_trip() -> None:
     save_settings(s)
     stored = json.loads(settings_path().read_text(encoding="utf-8"))
     assert (stored["serve_port"], stored["serve_require_key"], stored["serve_api_key"]) == (
-        1234, True, "sk-local-abc_DEF-123")
+        1234,
+        True,
+        "sk-local-abc_DEF-123",
+    )
     assert load_settings() == s
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("serve_port", 0), ("serve_port", 70000), ("serve_port", "8080"), ("serve_port", 80.5), ("serve_port", True),
-    ("serve_require_key", "yes"), ("serve_require_key", 1),
-    ("serve_api_key", 42), ("serve_api_key", "two words"), ("serve_api_key", "line\nbreak"),
-    ("serve_api_key", "clé"), ("serve_api_key", "k" * 257),
-])
-def test_odd_serving_values_fall_back_with_a_logged_line(caplog: pytest.LogCaptureFixture, name: str,
-                                                         value: object) -> None:
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("serve_port", 0),
+        ("serve_port", 70000),
+        ("serve_port", "8080"),
+        ("serve_port", 80.5),
+        ("serve_port", True),
+        ("serve_require_key", "yes"),
+        ("serve_require_key", 1),
+        ("serve_api_key", 42),
+        ("serve_api_key", "two words"),
+        ("serve_api_key", "line\nbreak"),
+        ("serve_api_key", "clé"),
+        ("serve_api_key", "k" * 257),
+    ],
+)
+def test_odd_serving_values_fall_back_with_a_logged_line(
+    caplog: pytest.LogCaptureFixture, name: str, value: object
+) -> None:
     settings_path().write_text(json.dumps({name: value, "theme": "dark"}), encoding="utf-8")
     with caplog.at_level(logging.WARNING):
         s = load_settings()

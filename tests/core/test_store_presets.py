@@ -47,14 +47,27 @@ def test_a_schema_4_file_upgrades_and_keeps_a_sampler_per_conversation(tmp_path:
     again.close()
 
 
-@pytest.mark.parametrize("row", [
-    "not json", "[]", "null", "3", '{"name": "x"}', json.dumps({**BALANCED.as_dict(), "temperature": "hot"}),
-    json.dumps({**BALANCED.as_dict(), "temperature": 99}), json.dumps({**BALANCED.as_dict(), "top_k": 2.5}),
-    json.dumps({**BALANCED.as_dict(), "top_p": 0}), json.dumps({**BALANCED.as_dict(), "repeat_penalty": True}),
-    json.dumps({**BALANCED.as_dict(), "name": ""}), json.dumps({**BALANCED.as_dict(), "name": 7}),
-    '{"name": "\\ud800", "temperature": 0, "top_k": 1, "top_p": 1, "repeat_penalty": 1e999}',
-    b"\x00\xff", 42,
-], ids=lambda r: repr(r)[:24])
+@pytest.mark.parametrize(
+    "row",
+    [
+        "not json",
+        "[]",
+        "null",
+        "3",
+        '{"name": "x"}',
+        json.dumps({**BALANCED.as_dict(), "temperature": "hot"}),
+        json.dumps({**BALANCED.as_dict(), "temperature": 99}),
+        json.dumps({**BALANCED.as_dict(), "top_k": 2.5}),
+        json.dumps({**BALANCED.as_dict(), "top_p": 0}),
+        json.dumps({**BALANCED.as_dict(), "repeat_penalty": True}),
+        json.dumps({**BALANCED.as_dict(), "name": ""}),
+        json.dumps({**BALANCED.as_dict(), "name": 7}),
+        '{"name": "\\ud800", "temperature": 0, "top_k": 1, "top_p": 1, "repeat_penalty": 1e999}',
+        b"\x00\xff",
+        42,
+    ],
+    ids=lambda r: repr(r)[:24],
+)
 def test_a_bad_sampler_row_reads_back_as_none(tmp_path: Path, row: object, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "c.sqlite3"
     store = ConversationStore(path)
@@ -73,10 +86,13 @@ def test_preset_values_are_checked_and_user_presets_never_shadow_built_in_ones()
     assert preset_of({**BALANCED.as_dict(), "top_k": 40.0}) == BALANCED  # a whole number written as a float
     assert preset_of({**BALANCED.as_dict(), "name": "  Mine  "}) == BALANCED.named("Mine")
     assert preset_of({**BALANCED.as_dict(), "name": "x" * 81}) is None
-    saved = {"Mine": {"temperature": 0.2, "top_k": 5, "top_p": 0.8, "repeat_penalty": 1.0},
-             "Precise": {"temperature": 1.5, "top_k": 5, "top_p": 0.8, "repeat_penalty": 1.0},
-             CUSTOM: {"temperature": 0.2, "top_k": 5, "top_p": 0.8, "repeat_penalty": 1.0},
-             "Broken": {"temperature": -1}, "Odd": "text"}
+    saved = {
+        "Mine": {"temperature": 0.2, "top_k": 5, "top_p": 0.8, "repeat_penalty": 1.0},
+        "Precise": {"temperature": 1.5, "top_k": 5, "top_p": 0.8, "repeat_penalty": 1.0},
+        CUSTOM: {"temperature": 0.2, "top_k": 5, "top_p": 0.8, "repeat_penalty": 1.0},
+        "Broken": {"temperature": -1},
+        "Odd": "text",
+    }
     assert user_presets(saved) == [SamplerPreset("Mine", 0.2, 5, 0.8, 1.0)]
     assert user_presets([1, 2]) == []
     assert BALANCED.same_values(BALANCED.named("Other")) and not BALANCED.same_values(BUILT_IN[0])

@@ -125,12 +125,17 @@ def test_a_lock_held_elsewhere_leaves_the_file_alone(folder: Path, monkeypatch: 
     db_path.write_bytes(GARBAGE)  # would be set aside if we got the lock
     monkeypatch.setattr(store_opening, "LOCK_WAIT_S", 0.2)
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys; from pathlib import Path; from specchat.core import filelock\n"
-         "with filelock.held(Path(sys.argv[1])):\n"
-         "    print('held', flush=True); sys.stdin.readline()",
-         str(db_path.with_name(DB_FILENAME + ".lock"))],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from specchat.core import filelock\n"
+            "with filelock.held(Path(sys.argv[1])):\n"
+            "    print('held', flush=True); sys.stdin.readline()",
+            str(db_path.with_name(DB_FILENAME + ".lock")),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

@@ -69,13 +69,18 @@ def test_a_schema_2_file_migrates_keeping_every_message_branch_and_span(tmp_path
     assert (info.title, info.system_prompt) == ("old chat", "Be brief.")
     shown = store.messages(1)
     assert [(m.role, m.content, m.version, m.versions) for m in shown] == [
-        ("user", "hi", 1, 1), ("assistant", "hey", 2, 2), ("user", "and?", 1, 1)]
+        ("user", "hi", 1, 1),
+        ("assistant", "hey", 2, 2),
+        ("user", "and?", 1, 1),
+    ]
     assert store.switch_version(1, shown[1].id, -1)
     old = store.messages(1)[1]
     assert old.content == "hello there" and old.stats == {"generated": 3, "rounds": 1}
     assert [(s.kind, s.text, s.round, s.target_prob, s.draft_prob, s.detail) for s in old.spans] == [
-        (TokenKind.ACCEPTED, "hello", 0, 0.9, 0.8, None), (TokenKind.REJECTED, " you", 0, 0.1, 0.7, None),
-        (TokenKind.TARGET, " there", 0, 0.6, None, None)]
+        (TokenKind.ACCEPTED, "hello", 0, 0.9, 0.8, None),
+        (TokenKind.REJECTED, " you", 0, 0.1, 0.7, None),
+        (TokenKind.TARGET, " there", 0, 0.6, None, None),
+    ]
     # The migrated file takes replies with details like a new one.
     writer = ReplyWriter(store, 1)
     writer.feed(xray_round(1, 1, correction=51))
@@ -106,7 +111,10 @@ def test_details_survive_a_reopen_exactly(tmp_path: Path) -> None:
     assert [s.detail for s in reply.spans] == expected
     first = reply.spans[0].detail
     assert first is not None and (first.source, first.match_length, first.target_top) == (
-        DraftSource.LOOKUP, 4, (("t0", 0.6), ("d0", 0.3)))
+        DraftSource.LOOKUP,
+        4,
+        (("t0", 0.6), ("d0", 0.3)),
+    )
     assert reply.stats is not None and reply.stats["positions"] == [[2, 2], [2, 1]]
 
 
@@ -130,11 +138,21 @@ def _round_of(n_drafts: int, number: int) -> Verified:
     """A round with full 5-entry lists on both sides, of typical token texts."""
     top = tuple((i, 0.123456, f" w{i:03d}") for i in range(5))
     return Verified(
-        round=number, depth=n_drafts, accepted=tuple(range(n_drafts)), rejected=(), correction=7,
-        accepted_pieces=tuple(" tok" for _ in range(n_drafts)), rejected_pieces=(), correction_piece=" end",
-        target_probs=(0.5,) * n_drafts, draft_probs=(0.5,) * n_drafts,
-        sources=(DraftSource.MODEL,) * n_drafts, match_lengths=(0,) * n_drafts,
-        target_top=(top,) * (n_drafts + 1), draft_top=(top,) * n_drafts, greedy=True,
+        round=number,
+        depth=n_drafts,
+        accepted=tuple(range(n_drafts)),
+        rejected=(),
+        correction=7,
+        accepted_pieces=tuple(" tok" for _ in range(n_drafts)),
+        rejected_pieces=(),
+        correction_piece=" end",
+        target_probs=(0.5,) * n_drafts,
+        draft_probs=(0.5,) * n_drafts,
+        sources=(DraftSource.MODEL,) * n_drafts,
+        match_lengths=(0,) * n_drafts,
+        target_top=(top,) * (n_drafts + 1),
+        draft_top=(top,) * n_drafts,
+        greedy=True,
     )
 
 
@@ -177,14 +195,25 @@ _KILLED = textwrap.dedent(
 def test_a_process_killed_mid_reply_keeps_the_details_of_every_stored_round(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
     tests = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.run([sys.executable, "-c", _KILLED.format(tests=tests, db=str(path))], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": tests})
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED.format(tests=tests, db=str(path))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": tests},
+    )
     assert proc.returncode == -9, proc.stderr
     store = ConversationStore(path)
     reply = store.messages(1)[-1]
     store.close()
     assert [(s.text, s.detail.position if s.detail else None) for s in reply.spans] == [
-        ("d0", 1), ("d1", 2), ("t1", 0), ("d0", 1), ("d1", 2), ("t2", 0)]
+        ("d0", 1),
+        ("d1", 2),
+        ("t1", 0),
+        ("d0", 1),
+        ("d1", 2),
+        ("t2", 0),
+    ]
     assert reply.finish_reason is None  # cut short, as the window shows it
 
 

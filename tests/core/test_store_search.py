@@ -56,9 +56,36 @@ INSERT INTO messages VALUES (3, 2, NULL, 0, 'user', 'sort a list in python', NUL
 INSERT INTO messages VALUES (4, 2, 3, 1, 'assistant', 'use sorted() on the bakery list', 'eos', NULL, 1.1);
 """
 
-HOSTILE = ['"', '""', 'say "hi', "*", "a*", "NEAR", "NEAR(a b, 2)", "-bakery", "bakery -python", "(", ")",
-           "a) OR (b", "((", "AND", "OR NOT", "^start", "text:bakery", "col:", "'", "%", "_", "\\", "a\"b*c",
-           "   ", "", "\x00", "🙂", "NOT bakery"]
+HOSTILE = [
+    '"',
+    '""',
+    'say "hi',
+    "*",
+    "a*",
+    "NEAR",
+    "NEAR(a b, 2)",
+    "-bakery",
+    "bakery -python",
+    "(",
+    ")",
+    "a) OR (b",
+    "((",
+    "AND",
+    "OR NOT",
+    "^start",
+    "text:bakery",
+    "col:",
+    "'",
+    "%",
+    "_",
+    "\\",
+    'a"b*c',
+    "   ",
+    "",
+    "\x00",
+    "🙂",
+    "NOT bakery",
+]
 
 
 @pytest.fixture(params=[True, False], ids=["fts5", "like"])
@@ -82,7 +109,7 @@ def test_search_finds_by_title_and_by_text_newest_first(tmp_path: Path, fts5: bo
     new = store.create_conversation("Python help")
     store.add_message(new, "user", "which bakery sells rye bread")
     assert store.search("lisbon") == [(old, "Lisbon trip", "Lisbon trip")]
-    (cid, title, snippet), = store.search("rye")
+    ((cid, title, snippet),) = store.search("rye")
     assert (cid, title) == (new, "Python help") and "rye bread" in snippet
     assert _ids(store, "bakery") == [new, old]  # the most recently updated first, each once
     assert _ids(store, "BAKERY") == [new, old]
@@ -148,7 +175,8 @@ def test_a_schema_3_file_upgrades_and_is_searchable(tmp_path: Path, fts5: bool) 
 
 
 def test_a_file_written_without_fts5_is_indexed_when_reopened_with_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not store_schema._has_fts5(sqlite3.connect(":memory:")):
         pytest.skip("this SQLite build has no FTS5")
     path = tmp_path / "c.sqlite3"
@@ -171,10 +199,10 @@ def test_the_snippet_marks_each_matched_word(tmp_path: Path, fts5: bool) -> None
     store = ConversationStore(tmp_path / "c.sqlite3")
     cid = store.create_conversation("Recipes")
     store.add_message(cid, "user", "a long message about sourdough bread that rises slowly overnight in the fridge")
-    (found, title, snippet), = store.search("sourdough", mark=("[", "]"))
+    ((found, title, snippet),) = store.search("sourdough", mark=("[", "]"))
     assert (found, title) == (cid, "Recipes") and "[sourdough]" in snippet
     assert snippet.replace("[", "").replace("]", "") == store.search("sourdough")[0][2]  # no marks: the same text
     if fts5:  # every term is marked, by prefix too
-        (_, _, both), = store.search("sourd fridge", mark=("<", ">"))
+        ((_, _, both),) = store.search("sourd fridge", mark=("<", ">"))
         assert "<sourdough>" in both and "<fridge>" in both
     store.close()

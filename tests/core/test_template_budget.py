@@ -14,11 +14,15 @@ HI = [{"role": "user", "content": "hi"}]
 
 HOSTILE = {
     "nested range(99999) loops": (
-        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}", "looped more than"),
+        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+        "looped more than",
+    ),
     "range(10**9)": ("{% for i in range(10**9) %}{% endfor %}", "over its budget"),
     "range(10**9)|length": ("{{ range(10**9)|length }}", "over its budget"),
     "loops over a long string": (
-        "{% set s = 'x' * 99999 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}", "looped more than"),
+        "{% set s = 'x' * 99999 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}",
+        "looped more than",
+    ),
     "a recursive macro": ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested calls more than"),
     "a recursive loop": ("{% for m in messages recursive %}{{ loop([m]) }}{% endfor %}", "nested calls more than"),
     "1/0": ("{{ 1/0 }}", "ZeroDivisionError: division by zero"),
@@ -28,7 +32,8 @@ HOSTILE = {
     "renders only spaces": ("{{ '   ' }}\n", "rendered an empty prompt"),
     "a string doubled in a namespace": (
         "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
-        "over its budget"),
+        "over its budget",
+    ),
     "'x' * 10**9": ("{{ 'x' * 10**9 }}", "over its budget"),
     "center(10**9) filter": ("{{ 'x'|center(10**9) }}", "over its budget"),
     "center(999999999) folded at compile time": ("{{ 'x'|center(999999999) }}", "over its budget"),
@@ -52,10 +57,12 @@ HOSTILE = {
     "a '*' width of 10**9": ("{{ '%*d' % (10**9, 1) }}", "asked for a size of 1,000,000,000"),
     "a list nested 5000 deep": (
         "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
-        "nested over 200 deep"),
+        "nested over 200 deep",
+    ),
     "a sandbox escape": ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "the chat template failed"),
     "raise_exception": (
-        "{{ raise_exception('roles must alternate') }}", "refused the conversation: roles must alternate"
+        "{{ raise_exception('roles must alternate') }}",
+        "refused the conversation: roles must alternate",
     ),
 }
 
@@ -74,8 +81,10 @@ def test_a_hostile_template_fails_quickly_with_one_line(case: str) -> None:
 
 
 def test_the_deadline_stops_a_render_the_loop_budget_would_allow() -> None:
-    slow = ChatTemplate("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
-                        limits=RenderLimits(seconds=0.3, iterations=10**12))
+    slow = ChatTemplate(
+        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+        limits=RenderLimits(seconds=0.3, iterations=10**12),
+    )
     start = time.monotonic()
     with pytest.raises(TemplateBudgetError, match=r"took longer than 0\.3 s"):
         slow.render(HI)
@@ -86,8 +95,10 @@ def test_the_output_budget_grows_with_the_conversation() -> None:
     template = ChatTemplate(CHATML_TEMPLATE, limits=RenderLimits(base_chars=1000, chars_per_input_char=2))
     long_message = [{"role": "user", "content": "y" * 5000}]
     assert "y" * 5000 in template.render(long_message)  # 5000 chars of input buy 10000 of output
-    noisy = ChatTemplate("{% for m in messages %}{{ m.content * 3 }}{% endfor %}",
-                         limits=RenderLimits(base_chars=1000, chars_per_input_char=2))
+    noisy = ChatTemplate(
+        "{% for m in messages %}{{ m.content * 3 }}{% endfor %}",
+        limits=RenderLimits(base_chars=1000, chars_per_input_char=2),
+    )
     with pytest.raises(TemplateBudgetError):
         noisy.render(long_message)
 
@@ -115,16 +126,21 @@ def test_normal_template_features_still_work() -> None:
     assert out == '1/2SYSTEM:be brief|2/2USER:hi0,1,2 1.50  ab[1, 2, 3]1024system+user{"a": 1}'
 
 
-@pytest.mark.parametrize(("messages", "expected"), [
-    ([], "the conversation is empty"),
-    ([1, 2, 3], "message 1 must be an object"),
-    ([{"role": "user"}], 'message 1 (user) has no "content"'),
-    ([{"content": "hi"}], "message 1 has no role"),
-    ([{"role": "bot", "content": "hi"}], "message 1 has role 'bot'"),
-    ([{"role": "user", "content": ["a"]}], "message 1 (user) has content ['a']"),
-    ([{"role": "user", "content": "ok"}, {"role": "user", "content": "bad \ud800 text"}],
-     "message 2 (user) holds text that is not valid Unicode (a lone surrogate at character 4)"),
-])
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        ([], "the conversation is empty"),
+        ([1, 2, 3], "message 1 must be an object"),
+        ([{"role": "user"}], 'message 1 (user) has no "content"'),
+        ([{"content": "hi"}], "message 1 has no role"),
+        ([{"role": "bot", "content": "hi"}], "message 1 has role 'bot'"),
+        ([{"role": "user", "content": ["a"]}], "message 1 (user) has content ['a']"),
+        (
+            [{"role": "user", "content": "ok"}, {"role": "user", "content": "bad \ud800 text"}],
+            "message 2 (user) holds text that is not valid Unicode (a lone surrogate at character 4)",
+        ),
+    ],
+)
 def test_malformed_messages_say_what_is_wrong(messages: list, expected: str) -> None:
     with pytest.raises(SpecchatError) as info:
         ChatTemplate(None).render(messages)

@@ -54,7 +54,7 @@ def test_a_slower_count_is_tried_ever_more_rarely_and_a_stalling_try_ends_at_onc
     assert gaps == [threads.EXPLORE_EVERY * 2, threads.EXPLORE_EVERY * 4]  # each lost try doubles the wait
     stalling = ThreadTuner((2, 1))
     used = drive(stalling, {2: 0.010, 1: 0.5}, threads.FIRST_TRY + threads.TRY_DECODES)
-    assert used[threads.FIRST_TRY:].count(1) == 2  # the switch's own slow decode, then one more: ended there
+    assert used[threads.FIRST_TRY :].count(1) == 2  # the switch's own slow decode, then one more: ended there
 
 
 def test_one_stall_in_a_try_does_not_decide_it() -> None:

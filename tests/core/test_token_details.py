@@ -72,8 +72,12 @@ def test_sampled_rounds_show_q_as_the_draft_sampled_it(demo_runtime: Runtime) ->
 
 def test_a_lookup_draft_lists_its_token_alone_at_one(demo_runtime: Runtime) -> None:
     prompt_params = GenerationParams(max_tokens=40)
-    events = Conversation(demo_runtime).reply("Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat",
-                                       prompt_params, drafter=DrafterKind.NGRAM, depth=DepthControl(4))
+    events = Conversation(demo_runtime).reply(
+        "Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat",
+        prompt_params,
+        drafter=DrafterKind.NGRAM,
+        depth=DepthControl(4),
+    )
     rounds = [e for e in events if isinstance(e, Verified) and e.sources]
     assert rounds
     for v in rounds:
@@ -90,8 +94,12 @@ def test_spans_carry_position_source_alternatives_and_the_correction() -> None:
     first, rejected, unjudged, own = (d for d in details if d is not None)
     assert (first.position, first.source, first.match_length) == (1, DraftSource.LOOKUP, 4)
     assert first.target_top == (("t0", 0.6), ("d0", 0.3)) and first.draft_top == (("d0", 0.8),)
-    assert (rejected.position, rejected.source, rejected.judged, rejected.correction) == (2, DraftSource.MODEL, True,
-                                                                                         "t1")
+    assert (rejected.position, rejected.source, rejected.judged, rejected.correction) == (
+        2,
+        DraftSource.MODEL,
+        True,
+        "t1",
+    )
     assert (unjudged.position, unjudged.judged, unjudged.correction) == (3, False, None)
     assert (own.position, own.source, own.replaced, own.target_top[0]) == (0, None, "d1", ("t1", 0.6))
 
@@ -105,13 +113,15 @@ def test_a_bonus_token_replaces_nothing_and_old_events_have_no_detail() -> None:
 
 
 def test_a_detail_packs_to_compact_json_and_back() -> None:
-    detail = TokenDetail(2, DraftSource.LOOKUP, 5, True, (("a b", 0.123456), ("\n", 0.2)), (("x", 1.0),), True,
-                         "y", None)
+    detail = TokenDetail(
+        2, DraftSource.LOOKUP, 5, True, (("a b", 0.123456), ("\n", 0.2)), (("x", 1.0),), True, "y", None
+    )
     packed = detail.pack()
     assert packed == [2, "lookup", 5, 1, ["a b", 0.123, "\n", 0.2], ["x", 1.0], 1, "y"]  # the default tail left out
     back = TokenDetail.unpack(packed)
-    assert back == TokenDetail(2, DraftSource.LOOKUP, 5, True, (("a b", 0.123), ("\n", 0.2)), (("x", 1.0),), True,
-                               "y", None)
+    assert back == TokenDetail(
+        2, DraftSource.LOOKUP, 5, True, (("a b", 0.123), ("\n", 0.2)), (("x", 1.0),), True, "y", None
+    )
     plain = TokenDetail(1, DraftSource.MODEL, 0, False, (("a", 0.5),), (("a", 0.75),))
     assert len(plain.pack()) == 6 and TokenDetail.unpack(plain.pack()) == plain
     for junk in (None, [], [1, 2], "text", [0, "nobody", 0, 0, [], [], 1, None, None], [0] * 10):

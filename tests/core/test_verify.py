@@ -25,12 +25,15 @@ def test_accept_greedy_prefix_and_correction() -> None:
 
 
 # Logits rows over 5 tokens: the target prefers 2, then 3, then 4, then 0 after each position.
-ROWS = np.array([
-    [0.0, -1.0, 4.0, 1.0, 0.5],
-    [0.0, -1.0, 1.0, 4.0, 0.5],
-    [0.0, -1.0, 1.0, 0.5, 4.0],
-    [4.0, -1.0, 1.0, 0.5, 0.0],
-], dtype=np.float32)
+ROWS = np.array(
+    [
+        [0.0, -1.0, 4.0, 1.0, 0.5],
+        [0.0, -1.0, 1.0, 4.0, 0.5],
+        [0.0, -1.0, 1.0, 0.5, 4.0],
+        [4.0, -1.0, 1.0, 0.5, 0.0],
+    ],
+    dtype=np.float32,
+)
 PLAIN = SamplerParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
 
 
@@ -38,12 +41,15 @@ def _untouched(rng: np.random.Generator) -> bool:
     return rng.bit_generator.state == np.random.default_rng(9).bit_generator.state
 
 
-@pytest.mark.parametrize(("drafts", "n_accepted", "token"), [
-    ([2, 3, 4], 3, 0),  # all kept, and the bonus after them
-    ([2, 3, 1], 2, 4),  # the correction replaces the first miss
-    ([1, 3, 4], 0, 2),
-    ([], 0, 2),  # depth 0: a plain round
-])
+@pytest.mark.parametrize(
+    ("drafts", "n_accepted", "token"),
+    [
+        ([2, 3, 4], 3, 0),  # all kept, and the bonus after them
+        ([2, 3, 1], 2, 4),  # the correction replaces the first miss
+        ([1, 3, 4], 0, 2),
+        ([], 0, 2),  # depth 0: a plain round
+    ],
+)
 def test_greedy_verdict_keeps_drafts_while_they_match_the_argmax(drafts, n_accepted, token) -> None:
     rng = np.random.default_rng(9)
     verdict = judge(ROWS[: len(drafts) + 1], [7, 8], drafts, [Distribution.one_hot(t) for t in drafts], PLAIN, rng)
@@ -74,8 +80,9 @@ def test_sampled_verdict_is_the_exact_rule_on_the_targets_distributions() -> Non
     for seed in range(200):
         verdict = judge(ROWS, committed, drafts, q, sampler, np.random.default_rng(seed))
         n, token = accept_rejection(drafts, p, q, np.random.default_rng(seed))
-        assert verdict == Verdict(n, token, tuple(p[i].prob(t) for i, t in enumerate(drafts)), p[n].prob(token),
-                                  tuple(top(d) for d in p))
+        assert verdict == Verdict(
+            n, token, tuple(p[i].prob(t) for i, t in enumerate(drafts)), p[n].prob(token), tuple(top(d) for d in p)
+        )
         outcomes.add(n)
     assert outcomes == {0, 1, 2, 3}  # every length of accepted prefix happened
 
@@ -95,8 +102,9 @@ def _dist(row: np.ndarray) -> Distribution:
     return Distribution(np.flatnonzero(keep).astype(np.int64), row[keep] / row[keep].sum())
 
 
-def _speculate(p_table: np.ndarray, q_table: np.ndarray, length: int, depth: int,
-               rng: np.random.Generator) -> tuple[int, ...]:
+def _speculate(
+    p_table: np.ndarray, q_table: np.ndarray, length: int, depth: int, rng: np.random.Generator
+) -> tuple[int, ...]:
     out = [0]
     while len(out) - 1 < length:
         drafts, qs = [], []

@@ -45,8 +45,13 @@ from support.identity import TIE_RELATIVE_GAP, Comparison, assert_same_or_tie, p
 from support.stats import assert_follows
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
-KINDS = {"llama": ModelKind.DENSE, "qwen35": ModelKind.HYBRID, "lfm2": ModelKind.HYBRID,
-         "granitehybrid": ModelKind.HYBRID, "mamba2": ModelKind.RECURRENT}
+KINDS = {
+    "llama": ModelKind.DENSE,
+    "qwen35": ModelKind.HYBRID,
+    "lfm2": ModelKind.HYBRID,
+    "granitehybrid": ModelKind.HYBRID,
+    "mamba2": ModelKind.RECURRENT,
+}
 IN_PLACE = {"llama", "qwen35", "lfm2"}  # architectures whose cuts need no saved state (at depth <= 16)
 DRAFTS = {"same": "q8", "other": "seed2-q8"}
 PENALTY = SamplerParams(repeat_penalty=1.3)
@@ -72,8 +77,9 @@ def engines() -> Iterator[EngineFactory]:
     def get(arch: str, draft: str | None = None) -> Runtime:
         key = (arch, draft)
         if key not in loaded:
-            loaded[key] = Runtime.load(model_path(arch), model_path(arch, draft) if draft else None,
-                                          n_ctx=256, n_threads=1)
+            loaded[key] = Runtime.load(
+                model_path(arch), model_path(arch, draft) if draft else None, n_ctx=256, n_threads=1
+            )
         return loaded[key]
 
     yield get
@@ -117,13 +123,34 @@ def test_fixtures_are_the_kinds_they_stand_for() -> None:
 @pytest.mark.parametrize("arch", list(KINDS))
 @pytest.mark.parametrize(
     ("draft", "depth"),
-    [("same", 1), ("same", 4), ("same", 16), ("same", None), ("other", 1), ("other", 4), ("other", 16),
-     ("other", None), ("ngram", 4), ("ngram", None)],
-    ids=["same-1", "same-4", "same-16", "same-auto", "other-1", "other-4", "other-16", "other-auto",
-         "ngram-4", "ngram-auto"],
+    [
+        ("same", 1),
+        ("same", 4),
+        ("same", 16),
+        ("same", None),
+        ("other", 1),
+        ("other", 4),
+        ("other", 16),
+        ("other", None),
+        ("ngram", 4),
+        ("ngram", None),
+    ],
+    ids=[
+        "same-1",
+        "same-4",
+        "same-16",
+        "same-auto",
+        "other-1",
+        "other-4",
+        "other-16",
+        "other-auto",
+        "ngram-4",
+        "ngram-auto",
+    ],
 )
-def test_greedy_speculation_matches_plain_decoding(engines: EngineFactory, arch: str, draft: str,
-                                                   depth: int | None) -> None:
+def test_greedy_speculation_matches_plain_decoding(
+    engines: EngineFactory, arch: str, draft: str, depth: int | None
+) -> None:
     runtime = engines(arch, None if draft == "ngram" else draft)
     drafter = DrafterKind.NGRAM if draft == "ngram" else DrafterKind.DRAFT_MODEL
     runtime._adaptive.clear()  # auto starts from its warm-up in every test
@@ -135,13 +162,17 @@ def test_greedy_speculation_matches_plain_decoding(engines: EngineFactory, arch:
         events = reply(session, messages[-1]["content"], drafter=drafter, depth=DepthControl(depth))
         done = events[-1]
         assert isinstance(done, Finished) and done.reason is FinishReason.MAX_TOKENS, done.message
-        totals.update(drafted=done.stats.drafted, accepted=done.stats.accepted,
-                      rounds=sum(isinstance(e, Verified) and bool(e.accepted + e.rejected) for e in events),
-                      cut_rounds=sum(isinstance(e, Verified) and bool(e.rejected) for e in events))
+        totals.update(
+            drafted=done.stats.drafted,
+            accepted=done.stats.accepted,
+            rounds=sum(isinstance(e, Verified) and bool(e.accepted + e.rejected) for e in events),
+            cut_rounds=sum(isinstance(e, Verified) and bool(e.rejected) for e in events),
+        )
         stats = runtime.target_context.stats
         totals.update(in_place=stats.in_place, restores=stats.restores, restarts=stats.restarts)
-        ties += check_reply(runtime, session.messages[:-1], session.last_tokens,
-                            f"{arch} {draft} depth {depth} conversation {i}").tie
+        ties += check_reply(
+            runtime, session.messages[:-1], session.last_tokens, f"{arch} {draft} depth {depth} conversation {i}"
+        ).tie
     assert ties < len(CONVERSATIONS), "every conversation parted from plain decoding"
     if draft != "ngram":
         assert totals["drafted"] > 0
@@ -175,8 +206,9 @@ def test_multi_turn_reuses_the_cache_exactly(engines: EngineFactory, arch: str) 
 
 
 @pytest.mark.parametrize("arch", list(KINDS))
-def test_a_plain_probe_after_a_reply_leaves_the_reply_and_the_cache_as_they_were(engines: EngineFactory,
-                                                                                 arch: str) -> None:
+def test_a_plain_probe_after_a_reply_leaves_the_reply_and_the_cache_as_they_were(
+    engines: EngineFactory, arch: str
+) -> None:
     """The speed-up's denominator: plain decoding timed after the reply, then cut back (a recurrent target from
     a checkpoint, not by decoding the reply again); the replies and the next turn's reuse are unchanged."""
     runtime = engines(arch, "other")
@@ -239,8 +271,12 @@ def test_sampling_follows_the_target_distribution_on_a_hybrid(engines: EngineFac
     rejected = 0
     for seed in range(n):
         session = Conversation(runtime)
-        events = reply(session, messages[0]["content"], GenerationParams(sampler=sampler, max_tokens=4, seed=seed),
-                       depth=DepthControl(3))
+        events = reply(
+            session,
+            messages[0]["content"],
+            GenerationParams(sampler=sampler, max_tokens=4, seed=seed),
+            depth=DepthControl(3),
+        )
         seen[session.last_tokens[0]] += 1
         rejected += bool(next(e for e in events if isinstance(e, Verified)).rejected)
     assert rejected > n // 3, rejected  # the residual distribution did much of the work
@@ -248,8 +284,7 @@ def test_sampling_follows_the_target_distribution_on_a_hybrid(engines: EngineFac
 
 
 @pytest.mark.parametrize("arch", list(KINDS))
-def test_batched_and_single_token_logits_differ_well_below_the_tie_threshold(engines: EngineFactory,
-                                                                             arch: str) -> None:
+def test_batched_and_single_token_logits_differ_well_below_the_tie_threshold(engines: EngineFactory, arch: str) -> None:
     """What TIE_RELATIVE_GAP is measured against: verify batches and the same positions decoded one by one."""
     ctx = engines(arch, None).target_context
     rng = np.random.default_rng(7)
@@ -327,8 +362,9 @@ def test_memory_probe_says_kind_and_rollback() -> None:
 
 
 def specchat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True, text=True,
-                          env={**os.environ}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", *args], capture_output=True, text=True, env={**os.environ}, timeout=300
+    )
 
 
 def test_info_and_models_check_say_the_kind() -> None:
@@ -341,8 +377,21 @@ def test_info_and_models_check_say_the_kind() -> None:
 
 
 def test_greedy_chat_on_a_recurrent_target_in_the_terminal() -> None:
-    out = specchat("chat", "--target", str(model_path("mamba2")), "--draft", str(model_path("mamba2", "other")),
-                   "--repeat-penalty", "1.3", "--max-tokens", "24", "--depth", "4", "--json", "Hello there.")
+    out = specchat(
+        "chat",
+        "--target",
+        str(model_path("mamba2")),
+        "--draft",
+        str(model_path("mamba2", "other")),
+        "--repeat-penalty",
+        "1.3",
+        "--max-tokens",
+        "24",
+        "--depth",
+        "4",
+        "--json",
+        "Hello there.",
+    )
     assert out.returncode == 0, out.stderr
     assert '"finish_reason": "max_tokens"' in out.stdout
 
@@ -355,8 +404,9 @@ def test_unknown_architecture_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "does not know the model architecture 'llama99'" in out.stderr
 
 
-def test_hybrid_on_bindings_that_cannot_save_state_is_refused_before_loading(monkeypatch: pytest.MonkeyPatch,
-                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_hybrid_on_bindings_that_cannot_save_state_is_refused_before_loading(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import llama_cpp
 
     from specchat.__main__ import main
@@ -364,8 +414,9 @@ def test_hybrid_on_bindings_that_cannot_save_state_is_refused_before_loading(mon
     monkeypatch.delattr(llama_cpp, "llama_state_seq_get_size")
     stages: list[str] = []
     with pytest.raises(SpecchatError, match=r"qwen35\.gguf is a hybrid model \(qwen35\) and this llama\.cpp build"):
-        Runtime.load(model_path("qwen35"), model_path("qwen35", "same"),
-                        progress=lambda stage, f: stages.append(stage) or True)
+        Runtime.load(
+            model_path("qwen35"), model_path("qwen35", "same"), progress=lambda stage, f: stages.append(stage) or True
+        )
     assert stages == [], "refused before either model's weights were loaded"
     Runtime.load(model_path("llama"), n_ctx=256).close()  # dense models need no saved state
     assert main(["chat", "--target", str(model_path("mamba2")), "--no-spec", "Hi."]) == 2

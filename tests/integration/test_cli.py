@@ -17,20 +17,42 @@ from specchat.core.types import GenerationParams
 
 def specchat(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "specchat", *args], capture_output=True, text=True, input=stdin,
-        env={**os.environ}, timeout=600,
+        [sys.executable, "-m", "specchat", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env={**os.environ},
+        timeout=600,
     )
 
 
 def test_chat_json_matches_the_engine(demo_pair, demo_runtime) -> None:
-    out = specchat("chat", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft),
-                   "--max-tokens", "32", "--depth", "auto", "--json", "What is a bicycle?")
+    out = specchat(
+        "chat",
+        "--target",
+        str(demo_pair.target),
+        "--draft",
+        str(demo_pair.draft),
+        "--max-tokens",
+        "32",
+        "--depth",
+        "auto",
+        "--json",
+        "What is a bicycle?",
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert set(result) >= {"prompt_text", "tokens", "text", "finish_reason", "stats", "placement"}
     assert result["placement"] == dict(zip(("target", "draft"), demo_runtime.placement(), strict=True))
-    assert set(result["stats"]) >= {"rounds", "drafted", "accepted", "acceptance_rate", "tokens_per_second",
-                                     "mean_accepted_per_round", "wall_seconds"}
+    assert set(result["stats"]) >= {
+        "rounds",
+        "drafted",
+        "accepted",
+        "acceptance_rate",
+        "tokens_per_second",
+        "mean_accepted_per_round",
+        "wall_seconds",
+    }
     assert "<|im_start|>user\nWhat is a bicycle?<|im_end|>" in result["prompt_text"]
     session = Conversation(demo_runtime)
     list(session.reply("What is a bicycle?", GenerationParams(max_tokens=32), depth=DepthControl(0)))
@@ -40,12 +62,17 @@ def test_chat_json_matches_the_engine(demo_pair, demo_runtime) -> None:
 
 def test_chat_streams_coloured_verdicts_with_a_summary(demo_pair, tmp_path: Path) -> None:
     messages = tmp_path / "conv.json"
-    messages.write_text(json.dumps([
-        {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "Name a colour."},
-    ]))
-    out = specchat("chat", "--target", str(demo_pair.target), "--ngram", "--max-tokens", "12",
-                   "--messages", str(messages))
+    messages.write_text(
+        json.dumps(
+            [
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "Name a colour."},
+            ]
+        )
+    )
+    out = specchat(
+        "chat", "--target", str(demo_pair.target), "--ngram", "--max-tokens", "12", "--messages", str(messages)
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
     assert "tok/s" in out.stderr and "acceptance" in out.stderr and "target on " in out.stderr
@@ -54,15 +81,37 @@ def test_chat_streams_coloured_verdicts_with_a_summary(demo_pair, tmp_path: Path
 def test_bench_json_reports_both_rates_and_identity(demo_pair, tmp_path: Path) -> None:
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(
-        json.dumps({"id": "a", "messages": [{"role": "user", "content": "Say hi."}]}) + "\n"
-        + json.dumps({"id": "b", "messages": [{"role": "user", "content": "Count to five."}]}) + "\n"
+        json.dumps({"id": "a", "messages": [{"role": "user", "content": "Say hi."}]})
+        + "\n"
+        + json.dumps({"id": "b", "messages": [{"role": "user", "content": "Count to five."}]})
+        + "\n"
     )
-    out = specchat("bench", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft),
-                   "--prompts", str(prompts), "--depth", "3", "--max-tokens", "16", "--json")
+    out = specchat(
+        "bench",
+        "--target",
+        str(demo_pair.target),
+        "--draft",
+        str(demo_pair.draft),
+        "--prompts",
+        str(prompts),
+        "--depth",
+        "3",
+        "--max-tokens",
+        "16",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    for key in ("baseline_tokens_per_s", "speculative_tokens_per_s", "speedup", "acceptance_rate", "identical",
-                "per_prompt", "native_tokens_per_s", "predicted_tokens_per_s"):
+    for key in (
+        "baseline_tokens_per_s",
+        "speculative_tokens_per_s",
+        "speedup",
+        "acceptance_rate",
+        "identical",
+        "per_prompt",
+        "native_tokens_per_s",
+        "predicted_tokens_per_s",
+    ):
         assert key in report
     assert report["identical"] is True
     assert [p["id"] for p in report["per_prompt"]] == ["a", "b"]
@@ -93,9 +142,24 @@ def bad_inputs(demo_pair, foreign_draft, truncated_gguf, tmp_path: Path) -> dict
     }
 
 
-@pytest.mark.parametrize("case", ["missing file", "not gguf", "truncated", "foreign vocab", "prompt too long",
-                                  "depth 99", "depth word", "negative temperature", "empty messages",
-                                  "zero max tokens", "gpu layers word", "top-k word", "no target"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing file",
+        "not gguf",
+        "truncated",
+        "foreign vocab",
+        "prompt too long",
+        "depth 99",
+        "depth word",
+        "negative temperature",
+        "empty messages",
+        "zero max tokens",
+        "gpu layers word",
+        "top-k word",
+        "no target",
+    ],
+)
 def test_bad_input_gives_one_line_and_exit_2(bad_inputs, case: str) -> None:
     args, expected = bad_inputs[case]
     out = specchat("chat", *args)
@@ -107,8 +171,19 @@ def test_bad_input_gives_one_line_and_exit_2(bad_inputs, case: str) -> None:
 
 
 def test_depth_zero_is_plain_decoding(demo_pair) -> None:
-    out = specchat("chat", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft),
-                   "--depth", "0", "--max-tokens", "8", "--json", "hi")
+    out = specchat(
+        "chat",
+        "--target",
+        str(demo_pair.target),
+        "--draft",
+        str(demo_pair.draft),
+        "--depth",
+        "0",
+        "--max-tokens",
+        "8",
+        "--json",
+        "hi",
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["stats"]["drafted"] == 0
 
@@ -128,10 +203,27 @@ def test_info_reports_the_build() -> None:
 
 def test_bench_takes_depths_in_turn_and_reports_each(demo_pair, tmp_path: Path) -> None:
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(json.dumps({"id": i, "messages": [{"role": "user", "content": text}]}) + "\n"
-                               for i, text in (("a", "Say hi."), ("b", "Name a fruit."))))
-    out = specchat("bench", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft),
-                   "--prompts", str(prompts), "--depth", "2", "auto", "--max-tokens", "8", "--json")
+    prompts.write_text(
+        "".join(
+            json.dumps({"id": i, "messages": [{"role": "user", "content": text}]}) + "\n"
+            for i, text in (("a", "Say hi."), ("b", "Name a fruit."))
+        )
+    )
+    out = specchat(
+        "bench",
+        "--target",
+        str(demo_pair.target),
+        "--draft",
+        str(demo_pair.draft),
+        "--prompts",
+        str(prompts),
+        "--depth",
+        "2",
+        "auto",
+        "--max-tokens",
+        "8",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     runs = json.loads(out.stdout)["runs"]
     assert [r["depth"] for r in runs] == ["2", "auto"]

@@ -21,8 +21,14 @@ def env() -> dict[str, str]:
 
 
 def advise(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", "models", "advise", *map(str, args)],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env(), timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", "models", "advise", *map(str, args)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env(),
+        timeout=600,
+    )
 
 
 def one_error_line(out: subprocess.CompletedProcess[str], expected: str) -> None:
@@ -36,8 +42,16 @@ def one_error_line(out: subprocess.CompletedProcess[str], expected: str) -> None
 def test_the_table_ranks_the_candidates_with_progress_on_stderr(tmp_path: Path, demo_pair) -> None:
     target = tmp_path / "target.gguf"
     shutil.copy(MODELS / "llama.gguf", target)
-    out = advise(target, "--candidates", MODELS / "llama-q8.gguf", MODELS / "llama-seed2-q8.gguf", demo_pair.draft,
-                 "--no-library", "--budget-seconds", "60")
+    out = advise(
+        target,
+        "--candidates",
+        MODELS / "llama-q8.gguf",
+        MODELS / "llama-seed2-q8.gguf",
+        demo_pair.draft,
+        "--no-library",
+        "--budget-seconds",
+        "60",
+    )
     assert out.returncode == 0, out.stderr
     assert "plain decoding: chat prompt" in out.stderr and "[" in out.stderr.splitlines()[0]
     lines = out.stdout.splitlines()
@@ -73,8 +87,17 @@ def test_json_on_the_demo_target_ranks_explains_and_refuses(demo_pair, tmp_path:
     at = data.find(len(old).to_bytes(8, "little") + old)
     data[at + 8 : at + 8 + len(old)] = "Ġteh".encode()
     foreign.write_bytes(bytes(data))
-    out = advise(demo_pair.target, "--candidates", demo_pair.draft, q8, foreign, "--no-library",
-                 "--budget-seconds", "60", "--json")
+    out = advise(
+        demo_pair.target,
+        "--candidates",
+        demo_pair.draft,
+        q8,
+        foreign,
+        "--no-library",
+        "--budget-seconds",
+        "60",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     advice = json.loads(out.stdout)
     by_label = {c["label"]: c for c in advice["candidates"]}
@@ -89,7 +112,7 @@ def test_json_on_the_demo_target_ranks_explains_and_refuses(demo_pair, tmp_path:
     measured = [c for c in advice["candidates"] if c["prediction"] is not None]
     speedups = [c["prediction"]["speedup"] for c in measured]
     assert speedups == sorted(speedups, reverse=True)
-    assert [c["kind"] for c in advice["candidates"][len(measured):]] == ["catalog", "incompatible"]
+    assert [c["kind"] for c in advice["candidates"][len(measured) :]] == ["catalog", "incompatible"]
     assert by_label["foreign.gguf"]["kind"] == "incompatible"
     assert by_label["foreign.gguf"]["why"].startswith("incompatible: token ")
     assert by_label["foreign.gguf"]["why"].endswith(" differs")
@@ -109,15 +132,33 @@ def test_bad_input_is_one_line(tmp_path: Path, demo_pair) -> None:
     alone = tmp_path / "alone" / "llama.gguf"  # tests/models also holds drafter heads that fit llama.gguf
     alone.parent.mkdir()
     shutil.copy(MODELS / "llama.gguf", alone)
-    one_error_line(advise(alone, "--candidates", demo_pair.draft, "--no-library", "--no-lookup"),
-                   "no candidate drafter can run for llama.gguf (SmolLM2-135M-Instruct.Q4_1.gguf: incompatible")
+    one_error_line(
+        advise(alone, "--candidates", demo_pair.draft, "--no-library", "--no-lookup"),
+        "no candidate drafter can run for llama.gguf (SmolLM2-135M-Instruct.Q4_1.gguf: incompatible",
+    )
     one_error_line(advise(MODELS / "llama.gguf", "--budget-seconds", "-3"), "--budget-seconds must be a positive")
 
 
 def test_ctrl_c_cancels_cleanly() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "specchat", "models", "advise", str(MODELS / "llama.gguf"),
-                             "--candidates", str(MODELS / "llama-q8.gguf"), "--no-library", "--budget-seconds", "600"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specchat",
+            "models",
+            "advise",
+            str(MODELS / "llama.gguf"),
+            "--candidates",
+            str(MODELS / "llama-q8.gguf"),
+            "--no-library",
+            "--budget-seconds",
+            "600",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
     assert proc.stderr is not None
     seen = []
     for line in proc.stderr:
@@ -148,21 +189,47 @@ def test_special_files_are_never_opened_as_models(special_files: dict[str, Path]
         one_error_line(advise(MODELS / "llama.gguf", "--candidates", path), f"candidate is not a file but {kind}")
     fifo = special_files["a FIFO (named pipe)"]
     one_error_line(advise(fifo), "target model is not a file but a FIFO")
-    listed = subprocess.run([sys.executable, "-m", "specchat", "models", "list", "--dir", str(fifo.parent)],
-                            capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env(), timeout=120)
+    listed = subprocess.run(
+        [sys.executable, "-m", "specchat", "models", "list", "--dir", str(fifo.parent)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env(),
+        timeout=120,
+    )
     assert listed.returncode == 0, listed.stderr
     assert f"specchat: skipped: cannot read {fifo}: it is a FIFO (named pipe), not a file" in listed.stderr
     (fifo.parent / "twin.gguf").symlink_to(fifo.parent / "twin.gguf")  # a symlink loop in a listed folder
-    looped = subprocess.run([sys.executable, "-m", "specchat", "models", "list", "--dir", str(fifo.parent)],
-                            capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env(), timeout=120)
+    looped = subprocess.run(
+        [sys.executable, "-m", "specchat", "models", "list", "--dir", str(fifo.parent)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env(),
+        timeout=120,
+    )
     assert looped.returncode == 0 and "internal error" not in looped.stderr, looped.stderr
 
 
 def test_ctrl_c_ends_a_search_of_the_whole_disk() -> None:
     """``--candidates /`` walks every folder: Ctrl-C stops the walk, before anything is measured."""
-    proc = subprocess.Popen([sys.executable, "-m", "specchat", "models", "advise", str(MODELS / "llama.gguf"),
-                             "--candidates", "/", "--no-library"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specchat",
+            "models",
+            "advise",
+            str(MODELS / "llama.gguf"),
+            "--candidates",
+            "/",
+            "--no-library",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
     assert proc.stderr is not None
     first = proc.stderr.readline()
     assert "searching the named folders" in first, first

@@ -20,8 +20,15 @@ TEMPLATE_KEY = b"tokenizer.chat_template"
 
 def specchat(*args: str | bytes, code: str | None = None) -> subprocess.CompletedProcess[str]:
     command: list[str | bytes] = [sys.executable, "-c", code] if code else [sys.executable, "-m", "specchat"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, errors="backslashreplace",
-                          stdin=subprocess.DEVNULL, env={**os.environ}, timeout=300)
+    return subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        errors="backslashreplace",
+        stdin=subprocess.DEVNULL,
+        env={**os.environ},
+        timeout=300,
+    )
 
 
 def assert_one_line(out: subprocess.CompletedProcess[str], expected: str, code: int = 2) -> str:
@@ -84,40 +91,63 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 CHAT_CASES: dict[str, tuple[Callable[[Path, dict[str, Path]], list[str | bytes]], str]] = {
     "a folder as the model": (lambda t, f: ["--target", str(f["folder"]), "hi"], "model path is not a file"),
-    "a FIFO as the model": (lambda t, f: ["--target", str(f["fifo"]), "hi"],
-                            "model path is not a file but a FIFO (named pipe)"),
+    "a FIFO as the model": (
+        lambda t, f: ["--target", str(f["fifo"]), "hi"],
+        "model path is not a file but a FIFO (named pipe)",
+    ),
     "/proc/self/mem as the model": (lambda t, f: ["--target", "/proc/self/mem", "hi"], "/proc/self/mem"),
-    "--messages is a folder": (lambda t, f: ["--target", str(t), "--messages", str(f["folder"])],
-                               "cannot read messages file"),
-    "--messages is unreadable": (lambda t, f: ["--target", str(t), "--messages", "/proc/self/mem"],
-                                 "cannot read messages file /proc/self/mem"),
-    "messages [1,2,3]": (lambda t, f: ["--target", str(t), "--messages", str(f["numbers"])],
-                         "message 1 must be an object"),
-    "a lone surrogate in content": (lambda t, f: ["--target", str(t), "--messages", str(f["surrogate"])],
-                                    "not valid Unicode (a lone surrogate"),
+    "--messages is a folder": (
+        lambda t, f: ["--target", str(t), "--messages", str(f["folder"])],
+        "cannot read messages file",
+    ),
+    "--messages is unreadable": (
+        lambda t, f: ["--target", str(t), "--messages", "/proc/self/mem"],
+        "cannot read messages file /proc/self/mem",
+    ),
+    "messages [1,2,3]": (
+        lambda t, f: ["--target", str(t), "--messages", str(f["numbers"])],
+        "message 1 must be an object",
+    ),
+    "a lone surrogate in content": (
+        lambda t, f: ["--target", str(t), "--messages", str(f["surrogate"])],
+        "not valid Unicode (a lone surrogate",
+    ),
     "a non-UTF-8 byte in the prompt": (lambda t, f: ["--target", str(t), b"caf\xe9"], "not valid Unicode"),
     "deeply nested JSON": (lambda t, f: ["--target", str(t), "--messages", str(f["nested"])], "nested too deeply"),
-    "a messages file in Latin-1": (lambda t, f: ["--target", str(t), "--messages", str(f["latin1"])],
-                                   "not UTF-8 text"),
-    "a message without content": (lambda t, f: ["--target", str(t), "--messages", str(f["no content"])],
-                                  'message 1 (user) has no "content"'),
+    "a messages file in Latin-1": (lambda t, f: ["--target", str(t), "--messages", str(f["latin1"])], "not UTF-8 text"),
+    "a message without content": (
+        lambda t, f: ["--target", str(t), "--messages", str(f["no content"])],
+        'message 1 (user) has no "content"',
+    ),
     "--seed -1": (lambda t, f: ["--target", str(t), "--seed", "-1", "hi"], "seed must be between 0 and 4294967295"),
     "--seed 2**40": (lambda t, f: ["--target", str(t), "--seed", str(2**40), "hi"], "seed must be between"),
-    "--temperature inf": (lambda t, f: ["--target", str(t), "--temperature", "inf", "hi"],
-                          "temperature must be a finite number"),
-    "--temperature nan": (lambda t, f: ["--target", str(t), "--temperature", "nan", "hi"],
-                          "temperature must be a finite number"),
-    "--temperature 50": (lambda t, f: ["--target", str(t), "--temperature", "50", "hi"],
-                         "temperature must be between 0 and 5"),
+    "--temperature inf": (
+        lambda t, f: ["--target", str(t), "--temperature", "inf", "hi"],
+        "temperature must be a finite number",
+    ),
+    "--temperature nan": (
+        lambda t, f: ["--target", str(t), "--temperature", "nan", "hi"],
+        "temperature must be a finite number",
+    ),
+    "--temperature 50": (
+        lambda t, f: ["--target", str(t), "--temperature", "50", "hi"],
+        "temperature must be between 0 and 5",
+    ),
     "--threads -3": (lambda t, f: ["--target", str(t), "--threads", "-3", "hi"], "threads must be between 1 and"),
-    "--threads 1000": (lambda t, f: ["--target", str(t), "--threads", "1000", "hi"],
-                       f"threads must be between 1 and {os.cpu_count()} (this machine's CPUs), got 1000"),
+    "--threads 1000": (
+        lambda t, f: ["--target", str(t), "--threads", "1000", "hi"],
+        f"threads must be between 1 and {os.cpu_count()} (this machine's CPUs), got 1000",
+    ),
     "--top-k 10**9": (lambda t, f: ["--target", str(t), "--top-k", str(10**9), "hi"], "top-k must be between"),
-    "--repeat-penalty inf": (lambda t, f: ["--target", str(t), "--repeat-penalty", "inf", "hi"],
-                             "repeat penalty must be a finite number"),
+    "--repeat-penalty inf": (
+        lambda t, f: ["--target", str(t), "--repeat-penalty", "inf", "hi"],
+        "repeat penalty must be a finite number",
+    ),
     "--ctx 10**9": (lambda t, f: ["--target", str(t), "--ctx", str(10**9), "hi"], "context size must be between"),
-    "--max-tokens 10**12": (lambda t, f: ["--target", str(t), "--max-tokens", str(10**12), "hi"],
-                            "max tokens must be between"),
+    "--max-tokens 10**12": (
+        lambda t, f: ["--target", str(t), "--max-tokens", str(10**12), "hi"],
+        "max tokens must be between",
+    ),
 }
 
 
@@ -134,7 +164,9 @@ HOSTILE_TEMPLATES = {
     "1/0": ("{{ 1/0 }}", "ZeroDivisionError: division by zero"),
     "range(10**9)": ("{% for i in range(10**9) %}{% endfor %}", "over its budget"),
     "nested range(99999) loops": (
-        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}", "looped more than"),
+        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+        "looped more than",
+    ),
     "a recursive macro": ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested calls more than"),
     "renders nothing": ("{% if false %}x{% endif %}", "rendered an empty prompt"),
     "does not compile": ("{% for m in messages %}", "does not compile"),
@@ -184,8 +216,13 @@ except KeyboardInterrupt:
 
 def test_ctrl_c_interrupts_tokenizing_a_long_text(demo_pair) -> None:
     """A long text is tokenized on a helper thread: the caller's wait, and so Ctrl-C, is not stuck in llama.cpp."""
-    with subprocess.Popen([sys.executable, "-c", TOKENIZE_LONG, str(demo_pair.target)], stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-c", TOKENIZE_LONG, str(demo_pair.target)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
         assert proc.stdout is not None and proc.stdout.readline() == "tokenizing\n"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130  # tokenizing the whole text takes over a minute here
@@ -194,12 +231,17 @@ def test_ctrl_c_interrupts_tokenizing_a_long_text(demo_pair) -> None:
 
 def test_bench_bad_input_is_one_line_and_exit_2(demo_pair, files: dict[str, Path]) -> None:
     t, d = str(demo_pair.target), str(demo_pair.draft)
-    assert_one_line(specchat("bench", "--target", t, "--draft", d, "--prompts", str(files["bad prompts"])),
-                    "bad.jsonl:1: message 1 (user) has content 5")
-    assert_one_line(specchat("bench", "--target", t, "--draft", d, "--prompts", str(files["prompts"]),
-                             "--seed", "-1"), "seed must be between")
-    assert_one_line(specchat("bench", "--target", t, "--draft", d, "--prompts", str(files["folder"])),
-                    "prompts file not found")
+    assert_one_line(
+        specchat("bench", "--target", t, "--draft", d, "--prompts", str(files["bad prompts"])),
+        "bad.jsonl:1: message 1 (user) has content 5",
+    )
+    assert_one_line(
+        specchat("bench", "--target", t, "--draft", d, "--prompts", str(files["prompts"]), "--seed", "-1"),
+        "seed must be between",
+    )
+    assert_one_line(
+        specchat("bench", "--target", t, "--draft", d, "--prompts", str(files["folder"])), "prompts file not found"
+    )
 
 
 def test_models_check_bad_input_is_one_line_and_exit_2(demo_pair, files: dict[str, Path]) -> None:
@@ -209,8 +251,10 @@ def test_models_check_bad_input_is_one_line_and_exit_2(demo_pair, files: dict[st
     assert_one_line(specchat("models", "check", t, "/proc/self/mem"), "could not verify the pair")
 
 
-CRASH = "import sys, specchat.cli.info as info; info.cmd_info = lambda args: 1 / 0; " \
-        "from specchat.__main__ import main; sys.exit(main(sys.argv[1:]))"
+CRASH = (
+    "import sys, specchat.cli.info as info; info.cmd_info = lambda args: 1 / 0; "
+    "from specchat.__main__ import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def test_an_unexpected_failure_is_one_line_with_a_log_holding_the_traceback(app_dirs: dict[str, Path]) -> None:
@@ -227,8 +271,11 @@ def test_the_crash_log_falls_back_to_the_temp_dir(tmp_path: Path) -> None:
     blocked.write_text("a file where the cache dir should be")
     temp = tmp_path / "tmp"
     temp.mkdir()
-    env_code = CRASH.replace("import sys,", f"import os; os.environ['SPECCHAT_CACHE_DIR'] = {str(blocked / 'cache')!r};"
-                             f" os.environ['TMPDIR'] = {str(temp)!r}; import sys,")
+    env_code = CRASH.replace(
+        "import sys,",
+        f"import os; os.environ['SPECCHAT_CACHE_DIR'] = {str(blocked / 'cache')!r};"
+        f" os.environ['TMPDIR'] = {str(temp)!r}; import sys,",
+    )
     out = specchat("info", code=env_code)
     assert_one_line(out, f"the details are in {temp / 'specchat-crash.log'}", code=1)
     assert "ZeroDivisionError" in (temp / "specchat-crash.log").read_text(encoding="utf-8")

@@ -12,8 +12,13 @@ COPY = "Please repeat exactly: the quick brown fox jumps over the lazy dog, and 
 
 
 def specchat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True, text=True,
-                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+        timeout=600,
+    )
 
 
 def test_chat_json_counts_drafts_per_source(demo_pair) -> None:
@@ -36,8 +41,19 @@ def test_chat_json_counts_drafts_per_source(demo_pair) -> None:
 def test_bench_json_counts_drafts_and_rounds_per_source(demo_pair, tmp_path: Path) -> None:
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"id": "copy", "messages": [{"role": "user", "content": COPY}]}) + "\n")
-    out = specchat("bench", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft), "--ngram",
-                   "--prompts", str(prompts), "--max-tokens", "32", "--json")
+    out = specchat(
+        "bench",
+        "--target",
+        str(demo_pair.target),
+        "--draft",
+        str(demo_pair.draft),
+        "--ngram",
+        "--prompts",
+        str(prompts),
+        "--max-tokens",
+        "32",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["identical"] is True

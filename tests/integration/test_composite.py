@@ -57,8 +57,9 @@ def test_greedy_composite_is_plain_decoding_over_the_benchmark_prompts(runtime: 
     sources: set[DraftSource] = set()
     for pid, messages in prompts():
         session = Conversation(runtime, messages[:-1])
-        events = list(session.reply(messages[-1]["content"], GREEDY, drafter=DrafterKind.COMPOSITE,
-                                    depth=DepthControl(None)))
+        events = list(
+            session.reply(messages[-1]["content"], GREEDY, drafter=DrafterKind.COMPOSITE, depth=DepthControl(None))
+        )
         prompt = runtime.prompt(messages).tokens
         plain = plain_greedy(runtime.target_context, prompt, GREEDY.max_tokens, PENALTY, runtime.target.eog_tokens)
         assert_same_or_tie(runtime.target_context, prompt, plain, session.last_tokens, PENALTY, pid)
@@ -94,8 +95,11 @@ def test_composite_at_temperature_follows_the_target_distribution(runtime: Runti
     for seed in range(n):
         runtime.lookup_memory = memory if seed % 2 else None
         session = Conversation(runtime, [])
-        for e in session.reply(messages[0]["content"], GenerationParams(sampler=sampler, max_tokens=2, seed=seed),
-                               drafter=DrafterKind.COMPOSITE):
+        for e in session.reply(
+            messages[0]["content"],
+            GenerationParams(sampler=sampler, max_tokens=2, seed=seed),
+            drafter=DrafterKind.COMPOSITE,
+        ):
             if isinstance(e, Drafted):
                 sources.update(e.sources)
         pairs[(session.last_tokens[0], session.last_tokens[1])] += 1
@@ -108,8 +112,10 @@ def test_composite_at_temperature_follows_the_target_distribution(runtime: Runti
         ctx.truncate(0)
         ctx.decode(prompt)
         p2 = distribution(ctx.decode([int(x1)])[0].copy(), [int(x1)], sampler)
-        cells += [(n * p1.prob(int(x1)) * float(prob2), pairs.get((int(x1), int(x2)), 0))
-                  for x2, prob2 in zip(p2.ids, p2.probs, strict=True)]
+        cells += [
+            (n * p1.prob(int(x1)) * float(prob2), pairs.get((int(x1), int(x2)), 0))
+            for x2, prob2 in zip(p2.ids, p2.probs, strict=True)
+        ]
     assert_fits(cells, n, min_dof=3, show=pairs.most_common(8))
 
 
@@ -139,8 +145,9 @@ def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(runti
     reply_text = plain.messages[-1]["content"]
     runtime.set_lookup_memory([reply_text, "more"])
     assert runtime.lookup_memory is not None
-    assert list(runtime.lookup_memory) == [t for text in (reply_text, "more")
-                                          for t in runtime.target.tokenize(text, parse_special=False)]
+    assert list(runtime.lookup_memory) == [
+        t for text in (reply_text, "more") for t in runtime.target.tokenize(text, parse_special=False)
+    ]
     drafter = runtime.drafter_for(DrafterKind.COMPOSITE)
     assert isinstance(drafter, CompositeDrafter) and drafter.memory is runtime.lookup_memory
     # The test vocabulary does not round-trip text to the same tokens, so the memory is given as tokens here.
@@ -150,8 +157,9 @@ def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(runti
     context = [*prompt, 5, 6, 7]
     assert (3, tuple(plain.last_tokens[:8])) in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)
     runtime.lookup_memory = None
-    assert all(p[1] != tuple(plain.last_tokens[:8]) for p in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(
-        context, 8))
+    assert all(
+        p[1] != tuple(plain.last_tokens[:8]) for p in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)
+    )
     runtime.lookup_memory = np.asarray(plain.last_tokens, dtype=np.int64)
     session = Conversation(runtime, [])
     list(session.reply(messages[0]["content"], GREEDY, drafter=DrafterKind.COMPOSITE))
@@ -164,8 +172,11 @@ def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(runti
 def test_on_the_demo_pair_copies_are_drafted_by_long_lookups_and_replies_stay_plain_decoding_s(demo_pair) -> None:
     """Two of the mixed prompts (a copy, an open question) on the real demo pair: greedy identity, and the
     copying reply drafted mostly by lookup spans of long matches (the benchmark runs all of them)."""
-    rows = [json.loads(line) for line in (PROMPTS.parent / "mixed-prompts.jsonl").read_text(encoding="utf-8")
-            .splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (PROMPTS.parent / "mixed-prompts.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     rows = [r for r in rows if r["id"] in {"m-copy", "m-open"}]
     params = GenerationParams(max_tokens=40)
     runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512)
@@ -174,16 +185,21 @@ def test_on_the_demo_pair_copies_are_drafted_by_long_lookups_and_replies_stay_pl
         for row in rows:
             messages = row["messages"]
             prompt = runtime.prompt(messages).tokens
-            plain = plain_greedy(runtime.target_context, prompt, params.max_tokens, params.sampler,
-                                 runtime.target.eog_tokens)
+            plain = plain_greedy(
+                runtime.target_context, prompt, params.max_tokens, params.sampler, runtime.target.eog_tokens
+            )
             session = Conversation(runtime, messages[:-1])
-            events = list(session.reply(messages[-1]["content"], params, drafter=DrafterKind.COMPOSITE,
-                                        depth=DepthControl(None)))
+            events = list(
+                session.reply(messages[-1]["content"], params, drafter=DrafterKind.COMPOSITE, depth=DepthControl(None))
+            )
             assert_same_or_tie(runtime.target_context, prompt, plain, session.last_tokens, params.sampler, row["id"])
             for e in events:
                 if isinstance(e, Verified):
-                    long_accepted += sum(1 for s, m in zip(e.sources, e.match_lengths[: len(e.accepted)],
-                                                           strict=False) if s is DraftSource.LOOKUP and m >= 6)
+                    long_accepted += sum(
+                        1
+                        for s, m in zip(e.sources, e.match_lengths[: len(e.accepted)], strict=False)
+                        if s is DraftSource.LOOKUP and m >= 6
+                    )
         assert long_accepted >= 24  # most of the copy's 40 tokens, in spans of matches of 6 tokens or more
     finally:
         runtime.close()

@@ -56,12 +56,19 @@ def references(demo_runtime: Runtime, prompts) -> dict[str, list[int]]:
 
 @pytest.mark.parametrize(
     ("drafter", "depth"),
-    [(DrafterKind.DRAFT_MODEL, 1), (DrafterKind.DRAFT_MODEL, 3), (DrafterKind.DRAFT_MODEL, 8),
-     (DrafterKind.DRAFT_MODEL, None), (DrafterKind.NGRAM, 4), (DrafterKind.NONE, 0)],
+    [
+        (DrafterKind.DRAFT_MODEL, 1),
+        (DrafterKind.DRAFT_MODEL, 3),
+        (DrafterKind.DRAFT_MODEL, 8),
+        (DrafterKind.DRAFT_MODEL, None),
+        (DrafterKind.NGRAM, 4),
+        (DrafterKind.NONE, 0),
+    ],
     ids=["draft-1", "draft-3", "draft-8", "draft-auto", "ngram-4", "plain"],
 )
-def test_greedy_output_is_token_identical_to_the_target_alone(demo_runtime, prompts, references, drafter,
-                                                               depth) -> None:
+def test_greedy_output_is_token_identical_to_the_target_alone(
+    demo_runtime, prompts, references, drafter, depth
+) -> None:
     drafted = 0
     for pid, messages in prompts:
         session = Conversation(demo_runtime, messages[:-1])
@@ -125,8 +132,12 @@ def test_sampling_first_tokens_follow_the_target_distribution(demo_runtime) -> N
     pairs: Counter[tuple[int, int]] = Counter()
     for seed in range(n):
         session = Conversation(demo_runtime, [])
-        run(session, messages[0]["content"], GenerationParams(sampler=sampler, max_tokens=2, seed=seed),
-            depth=DepthControl(3))
+        run(
+            session,
+            messages[0]["content"],
+            GenerationParams(sampler=sampler, max_tokens=2, seed=seed),
+            depth=DepthControl(3),
+        )
         pairs[tuple(session.last_tokens[:2])] += 1  # type: ignore[index]
     # Exact joint probabilities p(x1) p(x2 | x1) from the target alone; small cells pooled into one.
     cells = []
@@ -134,8 +145,10 @@ def test_sampling_first_tokens_follow_the_target_distribution(demo_runtime) -> N
         ctx.truncate(0)
         ctx.decode(prompt)
         p2 = distribution(ctx.decode([int(x1)])[0].copy(), [], sampler)
-        cells += [(n * p1.prob(int(x1)) * float(prob2), pairs.get((int(x1), int(x2)), 0))
-                  for x2, prob2 in zip(p2.ids, p2.probs, strict=True)]
+        cells += [
+            (n * p1.prob(int(x1)) * float(prob2), pairs.get((int(x1), int(x2)), 0))
+            for x2, prob2 in zip(p2.ids, p2.probs, strict=True)
+        ]
     assert_fits(cells, n, min_dof=3, show=pairs.most_common(8))
 
 
@@ -150,8 +163,12 @@ def test_seeded_sampling_is_reproducible_and_seeds_differ(demo_runtime) -> None:
     others = []
     for seed in (1, 2, 3):
         session = Conversation(demo_runtime)
-        run(session, "Tell me a fun fact.", GenerationParams(sampler=params.sampler, max_tokens=24, seed=seed),
-            depth=DepthControl(4))
+        run(
+            session,
+            "Tell me a fun fact.",
+            GenerationParams(sampler=params.sampler, max_tokens=24, seed=seed),
+            depth=DepthControl(4),
+        )
         others.append(session.last_tokens)
     assert any(o != runs[0] for o in others)
 
@@ -210,8 +227,12 @@ def test_stop_string_ends_the_reply_before_it(demo_runtime) -> None:
     run(plain, "Count from 1 to 10, separated by commas.", GenerationParams(max_tokens=40))
     full = plain.messages[-1]["content"]
     assert "5" in full
-    events = run(session, "Count from 1 to 10, separated by commas.",
-                 GenerationParams(max_tokens=40, stop_strings=("5",)), depth=DepthControl(4))
+    events = run(
+        session,
+        "Count from 1 to 10, separated by commas.",
+        GenerationParams(max_tokens=40, stop_strings=("5",)),
+        depth=DepthControl(4),
+    )
     assert events[-1].reason is FinishReason.STOP_STRING
     assert session.messages[-1]["content"] == full[: full.index("5")]
 
@@ -219,8 +240,12 @@ def test_stop_string_ends_the_reply_before_it(demo_runtime) -> None:
 def test_draft_p_min_ends_drafts_early(demo_runtime) -> None:
     def drafted(p_min: float) -> tuple[int, int]:
         session = Conversation(demo_runtime)
-        events = run(session, "Explain photosynthesis.", GenerationParams(max_tokens=48, draft_p_min=p_min),
-                     depth=DepthControl(8))
+        events = run(
+            session,
+            "Explain photosynthesis.",
+            GenerationParams(max_tokens=48, draft_p_min=p_min),
+            depth=DepthControl(8),
+        )
         rounds = [e for e in events if isinstance(e, Drafted)]
         return sum(len(e.tokens) for e in rounds), len(rounds)
 
@@ -275,8 +300,7 @@ def test_foreign_vocabulary_draft_is_refused_naming_the_difference(demo_pair, fo
 def test_auto_gpu_layers_load_and_report_placement(demo_pair) -> None:
     from specchat.core.llama.devices import offload_supported
 
-    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=256, n_gpu_layers="auto",
-                             draft_gpu_layers="auto")
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=256, n_gpu_layers="auto", draft_gpu_layers="auto")
     try:
         if offload_supported():
             assert runtime.target.n_gpu_layers != 0 or runtime.draft.n_gpu_layers != 0  # tiny pair fits any GPU
@@ -291,8 +315,9 @@ def test_auto_gpu_layers_load_and_report_placement(demo_pair) -> None:
 
 def test_load_progress_is_reported_and_can_abort(demo_pair) -> None:
     seen: list[tuple[str, float]] = []
-    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=256,
-                             progress=lambda stage, f: seen.append((stage, f)) or True)
+    runtime = Runtime.load(
+        demo_pair.target, demo_pair.draft, n_ctx=256, progress=lambda stage, f: seen.append((stage, f)) or True
+    )
     runtime.close()
     assert {s for s, _ in seen} == {"target", "draft"}
     assert max(f for s, f in seen if s == "target") == pytest.approx(1.0)
@@ -324,8 +349,9 @@ def test_greedy_draft_at_temperature_drafts_the_argmax(demo_runtime) -> None:
 
     greedy = first_draft(GenerationParams(max_tokens=8))
     hot = SamplerParams(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0)
-    assert all(first_draft(GenerationParams(sampler=hot, max_tokens=8, seed=s, greedy_draft=True)) == greedy
-               for s in range(3))
+    assert all(
+        first_draft(GenerationParams(sampler=hot, max_tokens=8, seed=s, greedy_draft=True)) == greedy for s in range(3)
+    )
     sampled = {first_draft(GenerationParams(sampler=hot, max_tokens=8, seed=s)) for s in range(6)}
     assert len(sampled) > 1  # a sampling draft really samples
 

@@ -48,8 +48,12 @@ from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_follows
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
-HEADS = {"eagle3": DrafterKind.EAGLE3, "dflash": DrafterKind.DFLASH, "dflash2": DrafterKind.DFLASH,
-         "dspark": DrafterKind.DSPARK}
+HEADS = {
+    "eagle3": DrafterKind.EAGLE3,
+    "dflash": DrafterKind.DFLASH,
+    "dflash2": DrafterKind.DFLASH,
+    "dspark": DrafterKind.DSPARK,
+}
 TARGETS = ["llama", "qwen35"]  # dense, hybrid (Gated DeltaNet)
 # the engines: dense; hybrid rolling back in place (recurrent snapshots); hybrid restoring saved states
 ENGINES = [("llama", 16), ("qwen35", 16), ("qwen35", 0)]
@@ -58,12 +62,16 @@ GREEDY = GenerationParams(sampler=PENALTY, max_tokens=32)
 BROAD = SamplerParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
 
 
-@pytest.fixture(scope="module", params=[(t, r, h) for t, r in ENGINES for h in HEADS],
-                ids=lambda p: f"{p[0]}{'' if p[1] else '-saved-states'}-{p[2]}")
+@pytest.fixture(
+    scope="module",
+    params=[(t, r, h) for t, r in ENGINES for h in HEADS],
+    ids=lambda p: f"{p[0]}{'' if p[1] else '-saved-states'}-{p[2]}",
+)
 def runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
     target, rollback, head = request.param
-    loaded = Runtime.load(MODELS / f"{target}.gguf", MODELS / f"{head}-llama.gguf", n_ctx=256, n_threads=1,
-                             target_rollback=rollback)
+    loaded = Runtime.load(
+        MODELS / f"{target}.gguf", MODELS / f"{head}-llama.gguf", n_ctx=256, n_threads=1, target_rollback=rollback
+    )
     yield loaded
     loaded.close()
 
@@ -77,8 +85,13 @@ def reply(session: Conversation, text: str | None, params: GenerationParams = GR
     return list(session.reply(text, params, drafter=kind_of(session.runtime), **kwargs))  # type: ignore[arg-type]
 
 
-def check(runtime: Runtime, conversation: list[dict[str, str]], tokens: list[int], label: str,
-          params: GenerationParams = GREEDY) -> None:
+def check(
+    runtime: Runtime,
+    conversation: list[dict[str, str]],
+    tokens: list[int],
+    label: str,
+    params: GenerationParams = GREEDY,
+) -> None:
     """``tokens`` are plain greedy decoding's reply to ``conversation``, or part from it at a tie."""
     prompt = runtime.prompt(conversation).tokens
     plain = plain_greedy(runtime.target_context, prompt, params.max_tokens, params.sampler, runtime.target.eog_tokens)
@@ -175,8 +188,9 @@ def test_the_head_follows_the_target_through_turns_accepted_drafts_and_a_cancel(
     first = reply(session, "What is the capital of France?", sampled, depth=DepthControl(4))
     assert first[-1].stats.accepted > 0
     cancel = CancelToken()
-    for event in session.reply("And of Italy?", sampled, drafter=kind_of(runtime), depth=DepthControl(6),
-                               cancel=cancel):
+    for event in session.reply(
+        "And of Italy?", sampled, drafter=kind_of(runtime), depth=DepthControl(6), cancel=cancel
+    ):
         if isinstance(event, Verified) and event.round == 2:
             cancel.cancel()
     reply(session, "Thanks.", GenerationParams(sampler=BROAD, max_tokens=24, seed=4), depth=DepthControl(5))
@@ -214,8 +228,12 @@ def test_sampling_with_each_head_follows_the_target_distribution(target: str) ->
             accepted = 0
             for seed in range(n):
                 session = Conversation(runtime)
-                events = reply(session, messages[0]["content"],
-                               GenerationParams(sampler=sampler, max_tokens=4, seed=seed), depth=DepthControl(3))
+                events = reply(
+                    session,
+                    messages[0]["content"],
+                    GenerationParams(sampler=sampler, max_tokens=4, seed=seed),
+                    depth=DepthControl(3),
+                )
                 drafted = [e for e in events if isinstance(e, Drafted)]
                 assert drafted, name
                 verified = next(e for e in events if isinstance(e, Verified))
@@ -251,12 +269,17 @@ def test_draft_model_means_the_loaded_head_and_other_kinds_are_one_line_errors()
     try:
         assert runtime.draft_context is None and runtime.head_context is not None
         # the registry offers the head's own drafter (and automatic on it), not "Draft model" or the other heads
-        assert [e.name for e in runtime.drafters()] == [DrafterKind.COMPOSITE, DrafterKind.NGRAM, DrafterKind.DFLASH,
-                                                   DrafterKind.NONE]
+        assert [e.name for e in runtime.drafters()] == [
+            DrafterKind.COMPOSITE,
+            DrafterKind.NGRAM,
+            DrafterKind.DFLASH,
+            DrafterKind.NONE,
+        ]
         assert drafter_entry(DrafterKind.COMPOSITE).label_for(runtime.offered) == "Automatic (lookup + DFlash head)"
         session = Conversation(runtime)
-        events = list(session.reply("Hi.", GenerationParams(max_tokens=4), drafter=DrafterKind.DRAFT_MODEL,
-                                    depth=DepthControl(2)))
+        events = list(
+            session.reply("Hi.", GenerationParams(max_tokens=4), drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(2))
+        )
         assert {s for e in events if isinstance(e, Drafted) for s in e.sources} == {DraftSource("dflash")}
         for kind in (DrafterKind.EAGLE3, DrafterKind.DSPARK, DrafterKind.MTP):
             with pytest.raises(SpecchatError) as refused:
@@ -274,16 +297,19 @@ def test_a_head_for_another_model_is_refused_in_one_line(tmp_path: Path) -> None
         Runtime.load(MODELS / "mamba2.gguf", MODELS / "eagle3-llama.gguf", n_ctx=128, n_threads=1)
     assert "\n" not in str(refused.value)
     # a head reading a layer the target does not have (llama.cpp would abort the process)
-    deep = copy_gguf(MODELS / "dflash-llama.gguf", tmp_path / "dflash-deep.gguf",
-                     values={"dflash.target_layers": [0, 5]})
-    with pytest.raises(SpecchatError, match="cannot draft for .*reads target layer 5, but the target has 2 layers"
-                       ) as refused:
+    deep = copy_gguf(
+        MODELS / "dflash-llama.gguf", tmp_path / "dflash-deep.gguf", values={"dflash.target_layers": [0, 5]}
+    )
+    with pytest.raises(
+        SpecchatError, match="cannot draft for .*reads target layer 5, but the target has 2 layers"
+    ) as refused:
         Runtime.load(MODELS / "llama.gguf", deep, n_ctx=128, n_threads=1)
     assert "\n" not in str(refused.value)
     # layer id n_layer (the final hidden state): a llama graph does not record it, so llama.cpp would abort;
     # the picker's header check and loading refuse it alike (one rule: core.models.heads.head_problems)
-    final = copy_gguf(MODELS / "dflash-llama.gguf", tmp_path / "dflash-final.gguf",
-                      values={"dflash.target_layers": [0, 2]})
+    final = copy_gguf(
+        MODELS / "dflash-llama.gguf", tmp_path / "dflash-final.gguf", values={"dflash.target_layers": [0, 2]}
+    )
     header = read_head(final)
     assert header is not None
     assert not check_head(MODELS / "llama.gguf", header).ok
@@ -305,9 +331,26 @@ def test_a_library_without_the_head_calls_names_the_missing_one() -> None:
 @pytest.mark.parametrize("head", list(HEADS))
 def test_specchat_chat_drafts_with_a_head_given_as_draft(head: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "specchat", "chat", "--target", str(MODELS / "qwen35.gguf"), "--draft",
-         str(MODELS / f"{head}-llama.gguf"), "--max-tokens", "12", "--depth", "3", "--json", "Hi there"],
-        capture_output=True, text=True, timeout=600, env={**os.environ},
+        [
+            sys.executable,
+            "-m",
+            "specchat",
+            "chat",
+            "--target",
+            str(MODELS / "qwen35.gguf"),
+            "--draft",
+            str(MODELS / f"{head}-llama.gguf"),
+            "--max-tokens",
+            "12",
+            "--depth",
+            "3",
+            "--json",
+            "Hi there",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
     )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)

@@ -55,8 +55,13 @@ def reply(session: Conversation, text: str | None, params: GenerationParams = GR
     return list(session.reply(text, params, drafter=MTP, **kwargs))  # type: ignore[arg-type]
 
 
-def check(runtime: Runtime, conversation: list[dict[str, str]], tokens: list[int], label: str,
-          params: GenerationParams = GREEDY) -> None:
+def check(
+    runtime: Runtime,
+    conversation: list[dict[str, str]],
+    tokens: list[int],
+    label: str,
+    params: GenerationParams = GREEDY,
+) -> None:
     """``tokens`` are plain greedy decoding's reply to ``conversation`` under ``params``, or part from it at a tie."""
     prompt = runtime.prompt(conversation).tokens
     sampler = params.sampler
@@ -135,8 +140,12 @@ def test_the_heads_follow_the_target_through_turns_cuts_and_a_cancel(runtime: Ru
 
 def test_mtp_p_min_defaults_to_the_published_cutoff(runtime: Runtime) -> None:
     runtime.target_context.truncate(0)
-    default = reply(Conversation(runtime), "Tell me about the sea.", GenerationParams(sampler=PENALTY, max_tokens=12),
-                    depth=DepthControl(4))
+    default = reply(
+        Conversation(runtime),
+        "Tell me about the sea.",
+        GenerationParams(sampler=PENALTY, max_tokens=12),
+        depth=DepthControl(4),
+    )
     assert default[-1].stats.drafted == 0  # random heads are never 75% sure
     ungated = GenerationParams(sampler=PENALTY, max_tokens=12, draft_p_min=0.0)  # 0 means no gate, as asked
     assert reply(Conversation(runtime), "Tell me about the sea.", ungated, depth=DepthControl(4))[-1].stats.drafted > 0
@@ -153,9 +162,12 @@ def test_sampling_with_mtp_follows_the_target_distribution(runtime: Runtime) -> 
     seen: Counter[int] = Counter()
     for seed in range(n):
         session = Conversation(runtime)
-        events = reply(session, messages[0]["content"],
-                       GenerationParams(sampler=sampler, max_tokens=4, seed=seed, draft_p_min=0.0),
-                       depth=DepthControl(3))
+        events = reply(
+            session,
+            messages[0]["content"],
+            GenerationParams(sampler=sampler, max_tokens=4, seed=seed, draft_p_min=0.0),
+            depth=DepthControl(3),
+        )
         assert any(isinstance(e, Drafted) for e in events)
         seen[session.last_tokens[0]] += 1
     assert_follows(seen, p1.ids, p1.probs, n)
@@ -188,8 +200,9 @@ def test_the_composite_drafts_by_lookup_while_unsure_heads_draft_nothing(runtime
     runtime._composite = None  # a fresh composite, which has never seen the heads draft
     session = Conversation(runtime)
     params = GenerationParams(sampler=sampler, max_tokens=48)
-    events = list(session.reply("Tell me about the sea.", params, drafter=DrafterKind.COMPOSITE,
-                                depth=DepthControl(None)))
+    events = list(
+        session.reply("Tell me about the sea.", params, drafter=DrafterKind.COMPOSITE, depth=DepthControl(None))
+    )
     stats = events[-1].stats
     assert stats.by_source.get("lookup", [0, 0])[1] > 0 and stats.by_source.get("mtp", [0, 0])[0] == 0, stats
     check(runtime, session.messages[:-1], session.last_tokens, "lookup with unsure heads", params)

@@ -19,13 +19,30 @@ PROMPT = "Name a fruit."
 
 
 def specchat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True, text=True,
-                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+        timeout=300,
+    )
 
 
 def chat_json(*flags: str) -> dict:
-    out = specchat("chat", "--target", str(MTP_MODEL), "--max-tokens", "40", "--repeat-penalty", "1.3",
-                   "--threads", "1", "--json", *flags, PROMPT)
+    out = specchat(
+        "chat",
+        "--target",
+        str(MTP_MODEL),
+        "--max-tokens",
+        "40",
+        "--repeat-penalty",
+        "1.3",
+        "--threads",
+        "1",
+        "--json",
+        *flags,
+        PROMPT,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -39,8 +56,14 @@ def test_chat_mtp_drafts_with_the_heads_and_matches_plain_decoding() -> None:
     runtime = Runtime.load(MTP_MODEL, n_ctx=256, n_threads=1)
     try:
         prompt = runtime.prompt([{"role": "user", "content": PROMPT}]).tokens
-        assert_same_or_tie(runtime.target_context, prompt, plain["tokens"], mtp["tokens"],
-                           SamplerParams(repeat_penalty=1.3), "chat --mtp")
+        assert_same_or_tie(
+            runtime.target_context,
+            prompt,
+            plain["tokens"],
+            mtp["tokens"],
+            SamplerParams(repeat_penalty=1.3),
+            "chat --mtp",
+        )
     finally:
         runtime.close()
 

@@ -30,8 +30,14 @@ PROMPT = "List the planets of the solar system, one per line, with one fact abou
 
 
 def specchat(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=timeout, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+    )
 
 
 def assert_one_line(out: subprocess.CompletedProcess[str], expected: str) -> None:
@@ -50,10 +56,12 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RpcServe
         server.kill()
 
 
-def reply(session: Conversation, text: str, drafter: DrafterKind, *, max_tokens: int = 48,
-          depth: int | None = None) -> tuple[Finished, list[int]]:
-    events = list(session.reply(text, GenerationParams(max_tokens=max_tokens), drafter=drafter,
-                                depth=DepthControl(depth)))
+def reply(
+    session: Conversation, text: str, drafter: DrafterKind, *, max_tokens: int = 48, depth: int | None = None
+) -> tuple[Finished, list[int]]:
+    events = list(
+        session.reply(text, GenerationParams(max_tokens=max_tokens), drafter=drafter, depth=DepthControl(depth))
+    )
     finished = events[-1]
     assert isinstance(finished, Finished)
     return finished, [t for e in events if isinstance(e, Verified) for t in e.committed]
@@ -74,7 +82,8 @@ def test_info_lists_each_servers_devices(servers: tuple[RpcServer, RpcServer]) -
 
 
 def test_the_targets_weights_land_on_the_servers_and_the_draft_stays_here(
-        servers: tuple[RpcServer, RpcServer], demo_pair) -> None:
+    servers: tuple[RpcServer, RpcServer], demo_pair
+) -> None:
     endpoints = tuple(s.endpoint for s in servers)
     runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=endpoints)
     try:
@@ -94,8 +103,17 @@ def test_the_targets_weights_land_on_the_servers_and_the_draft_stays_here(
 
 
 def test_greedy_output_is_identical_plain_and_speculative(servers: tuple[RpcServer, RpcServer], demo_pair) -> None:
-    common = ["chat", "--json", "--target", str(demo_pair.target), "--max-tokens", "48",
-              "--rpc", ",".join(s.endpoint for s in servers), PROMPT]
+    common = [
+        "chat",
+        "--json",
+        "--target",
+        str(demo_pair.target),
+        "--max-tokens",
+        "48",
+        "--rpc",
+        ",".join(s.endpoint for s in servers),
+        PROMPT,
+    ]
     runs = []
     for extra in (["--no-spec"], ["--draft", str(demo_pair.draft), "--depth", "4"]):
         out = specchat(*common[:-1], *extra, common[-1])
@@ -109,13 +127,15 @@ def test_greedy_output_is_identical_plain_and_speculative(servers: tuple[RpcServ
 
 
 def test_a_server_killed_mid_reply_ends_it_with_one_line_and_the_next_reply_reconnects(
-        tmp_path: Path, demo_pair) -> None:
+    tmp_path: Path, demo_pair
+) -> None:
     a, b = RpcServer(tmp_path), RpcServer(tmp_path)
     runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint))
     try:
         session = Conversation(runtime)
-        events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM,
-                               depth=DepthControl(2))
+        events = session.reply(
+            PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM, depth=DepthControl(2)
+        )
         first = next(e for e in events if isinstance(e, Verified))
         b.kill()
         rest: list[Event] = list(events)
@@ -148,10 +168,26 @@ def test_chat_exits_2_with_one_line_when_a_server_is_lost_mid_reply(tmp_path: Pa
     """A lost server is an expected failure: the terminal says which and exits 2, like every other one."""
     a, b = RpcServer(tmp_path), RpcServer(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specchat", "chat", "--target", str(demo_pair.target), "--no-spec",
-         "--max-tokens", "300", "--rpc", f"{a.endpoint},{b.endpoint}", PROMPT],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+        [
+            sys.executable,
+            "-m",
+            "specchat",
+            "chat",
+            "--target",
+            str(demo_pair.target),
+            "--no-spec",
+            "--max-tokens",
+            "300",
+            "--rpc",
+            f"{a.endpoint},{b.endpoint}",
+            PROMPT,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+    )
     try:
         assert proc.stdout is not None and proc.stdout.read(1), "the reply never started"
         b.kill()
@@ -167,12 +203,14 @@ def test_chat_exits_2_with_one_line_when_a_server_is_lost_mid_reply(tmp_path: Pa
 
 def test_a_stopped_server_fires_the_watchdog(tmp_path: Path, demo_pair) -> None:
     a, b = RpcServer(tmp_path), RpcServer(tmp_path)
-    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint),
-                             rpc_deadline=2.0)
+    runtime = Runtime.load(
+        demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(a.endpoint, b.endpoint), rpc_deadline=2.0
+    )
     try:
         session = Conversation(runtime)
-        events = session.reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM,
-                               depth=DepthControl(2))
+        events = session.reply(
+            PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NGRAM, depth=DepthControl(2)
+        )
         next(e for e in events if isinstance(e, Verified))
         a.pause()
         started = time.monotonic()
@@ -192,8 +230,9 @@ def test_stop_ends_a_reply_waiting_on_a_stopped_server(tmp_path: Path, demo_pair
     runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, rpc_servers=(server.endpoint,))
     try:
         cancel = CancelToken()
-        events = Conversation(runtime).reply(PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NONE,
-                                           cancel=cancel)
+        events = Conversation(runtime).reply(
+            PROMPT, GenerationParams(max_tokens=200), drafter=DrafterKind.NONE, cancel=cancel
+        )
         next(e for e in events if isinstance(e, Verified))
         server.pause()
         started = time.monotonic()
@@ -214,8 +253,12 @@ def test_cancelling_a_load_ends_the_wait_on_a_stopped_server(tmp_path: Path, dem
     started = time.monotonic()
     try:
         with pytest.raises(RemoteError, match=f"stopped waiting for the remote server at {server.endpoint}"):
-            Runtime.load(demo_pair.target, demo_pair.draft, rpc_servers=(server.endpoint,),
-                            progress=lambda stage, fraction: time.monotonic() - started < 1.0)
+            Runtime.load(
+                demo_pair.target,
+                demo_pair.draft,
+                rpc_servers=(server.endpoint,),
+                progress=lambda stage, fraction: time.monotonic() - started < 1.0,
+            )
         assert time.monotonic() - started < 15  # not the default minute
     finally:
         server.kill()
@@ -225,8 +268,12 @@ def test_the_packaged_apps_entry_point_starts_the_target_worker() -> None:
     """A frozen app has no ``python -m``: its executable becomes the worker on a flag of its own."""
     from specchat.core.llama.rpc.pipe import read_message, write_message
 
-    with subprocess.Popen([sys.executable, "-m", "specchat", "--specchat-target-worker"],
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "specchat", "--specchat-target-worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         write_message(proc.stdin, ("ping", None))  # type: ignore[arg-type]
         reply = read_message(proc.stdout)  # type: ignore[arg-type]
@@ -243,8 +290,9 @@ def test_bad_rpc_syntax_is_one_line(demo_pair) -> None:
 
 def test_an_unreachable_server_is_one_line(demo_pair) -> None:
     port = free_port()
-    out = specchat("chat", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft),
-                   "--rpc", f"127.0.0.1:{port}", "hi")
+    out = specchat(
+        "chat", "--target", str(demo_pair.target), "--draft", str(demo_pair.draft), "--rpc", f"127.0.0.1:{port}", "hi"
+    )
     assert_one_line(out, f"cannot reach the remote server at 127.0.0.1:{port}")
     assert_one_line(specchat("info", "--rpc", f"127.0.0.1:{port}"), f"127.0.0.1:{port}")
 
@@ -259,8 +307,9 @@ def test_a_port_that_speaks_something_else_does_not_abort_the_app(demo_pair) -> 
             Runtime.load(demo_pair.target, None, rpc_servers=(endpoint,), rpc_deadline=3.0)
 
 
-def test_serve_rpc_refuses_a_busy_port_and_stops_on_ctrl_c(servers: tuple[RpcServer, RpcServer],
-                                                          tmp_path: Path) -> None:
+def test_serve_rpc_refuses_a_busy_port_and_stops_on_ctrl_c(
+    servers: tuple[RpcServer, RpcServer], tmp_path: Path
+) -> None:
     assert_one_line(specchat("serve-rpc", "--port", str(servers[0].port)), "cannot listen at 127.0.0.1:")
     server = RpcServer(tmp_path)
     server.proc.send_signal(signal.SIGINT)
@@ -272,8 +321,11 @@ def test_serve_rpc_off_loopback_warns_that_there_is_no_authentication(tmp_path: 
     port = free_port()
     log = tmp_path / "open.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "specchat", "serve-rpc", "--host", "0.0.0.0", "--port",
-                                 str(port), "--threads", "1"], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specchat", "serve-rpc", "--host", "0.0.0.0", "--port", str(port), "--threads", "1"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         end = time.monotonic() + 60
         while "serving at" not in log.read_text() and time.monotonic() < end:
@@ -286,8 +338,9 @@ def test_serve_rpc_off_loopback_warns_that_there_is_no_authentication(tmp_path: 
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
-def test_a_killed_or_stopped_target_process_is_not_blamed_on_the_server(tmp_path: Path, demo_pair,
-                                                                       how: signal.Signals) -> None:
+def test_a_killed_or_stopped_target_process_is_not_blamed_on_the_server(
+    tmp_path: Path, demo_pair, how: signal.Signals
+) -> None:
     server = RpcServer(tmp_path)
     runtime = Runtime.load(demo_pair.target, None, n_ctx=512, rpc_servers=(server.endpoint,), rpc_deadline=2.0)
     try:
@@ -299,8 +352,9 @@ def test_a_killed_or_stopped_target_process_is_not_blamed_on_the_server(tmp_path
         finished = list(events)[-1]
         assert isinstance(finished, Finished) and finished.reason is FinishReason.ERROR
         did = "died (killed by SIGKILL)" if how == signal.SIGKILL else "stopped answering (no reply within 2 s)"
-        assert finished.message == (f"the target's process (pid {pid}) {did}; "
-                                    f"the remote server at {server.endpoint} still answers")
+        assert finished.message == (
+            f"the target's process (pid {pid}) {did}; the remote server at {server.endpoint} still answers"
+        )
     finally:
         runtime.close()
         server.kill()
@@ -326,8 +380,17 @@ def test_each_bad_peer_gets_its_own_line(servers: tuple[RpcServer, RpcServer], d
 
         threading.Thread(target=talk_nonsense, daemon=True).start()
         bad, quiet = (f"127.0.0.1:{s.getsockname()[1]}" for s in (garbage, silent))
-        out = specchat("chat", "--target", str(demo_pair.target), "--no-spec", "--rpc-timeout", "3",
-                       "--rpc", f"{servers[0].endpoint},{bad},{quiet}", "hi")
+        out = specchat(
+            "chat",
+            "--target",
+            str(demo_pair.target),
+            "--no-spec",
+            "--rpc-timeout",
+            "3",
+            "--rpc",
+            f"{servers[0].endpoint},{bad},{quiet}",
+            "hi",
+        )
     assert_one_line(out, f"the remote server at {bad} is not a llama.cpp RPC server")
     assert f"the remote server at {quiet} did not answer within 3 s" in out.stderr
     assert servers[0].endpoint not in out.stderr
@@ -338,9 +401,13 @@ def test_serve_rpc_checks_the_host_threads_and_devices_before_serving(tmp_path: 
     assert_one_line(specchat("serve-rpc", "--threads", "1000"), "threads must be between 1 and")
     assert_one_line(specchat("serve-rpc", "--port", str(free_port()), "--device", "bogus"), "no device named bogus")
     port = free_port()
-    with subprocess.Popen([sys.executable, "-m", "specchat", "serve-rpc", "--host", "localhost", "--port", str(port),
-                           "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          stdin=subprocess.DEVNULL) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "specchat", "serve-rpc", "--host", "localhost", "--port", str(port), "--threads", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ) as proc:
         try:
             assert proc.stderr is not None
             line = proc.stderr.readline()

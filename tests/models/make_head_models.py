@@ -170,8 +170,12 @@ def dflash(w: Weights, *, dspark: bool = False, selector: bool = False) -> tuple
         }
     if selector:  # DFlash2: grouped dynamic convolutions around attention and FFN, and the selector lattice
         groups = N_EMBD // CONV_GROUP
-        keys |= {"conv_kernel_size": CONV_KERNEL, "conv_group_size": CONV_GROUP, "selector_rank": SELECTOR_RANK,
-                 "selector_top_k": SELECTOR_TOP_K}
+        keys |= {
+            "conv_kernel_size": CONV_KERNEL,
+            "conv_group_size": CONV_GROUP,
+            "selector_rank": SELECTOR_RANK,
+            "selector_top_k": SELECTOR_TOP_K,
+        }
         for i in range(n_layer):
             tensors |= {
                 f"blk.{i}.attn_conv_base": (w.rng.standard_normal((2, CONV_KERNEL, N_EMBD)) * 0.1).astype(np.float32),

@@ -43,20 +43,20 @@ FTYPE_Q8_0 = 7
 
 # (anchor, replacement) pairs applied to tests/test-llama-archs.cpp; each anchor must occur exactly once.
 PATCH = [
-    ('#include <cinttypes>\n', '#include <cinttypes>\n#include <cstdlib>\n'),
+    ("#include <cinttypes>\n", "#include <cinttypes>\n#include <cstdlib>\n"),
     (
-        '    ms.add_kv(LLM_KV_BLOCK_COUNT,               n_layer);\n',
-        '    // specchat: SPECCHAT_NEXTN_LAYERS=n appends n MTP (NextN) blocks after the trunk\n'
+        "    ms.add_kv(LLM_KV_BLOCK_COUNT,               n_layer);\n",
+        "    // specchat: SPECCHAT_NEXTN_LAYERS=n appends n MTP (NextN) blocks after the trunk\n"
         '    const uint32_t n_nextn = getenv("SPECCHAT_NEXTN_LAYERS") ? '
         '(uint32_t) atoi(getenv("SPECCHAT_NEXTN_LAYERS")) : 0;\n'
-        '    ms.add_kv(LLM_KV_BLOCK_COUNT,               n_layer + n_nextn);\n'
-        '    if (n_nextn > 0) {\n'
-        '        ms.add_kv(LLM_KV_NEXTN_PREDICT_LAYERS, n_nextn);\n'
-        '    }\n',
+        "    ms.add_kv(LLM_KV_BLOCK_COUNT,               n_layer + n_nextn);\n"
+        "    if (n_nextn > 0) {\n"
+        "        ms.add_kv(LLM_KV_NEXTN_PREDICT_LAYERS, n_nextn);\n"
+        "    }\n",
     ),
     (
-        '    model_params.split_mode = split_mode;\n',
-        '    model_params.split_mode = split_mode;\n'
+        "    model_params.split_mode = split_mode;\n",
+        "    model_params.split_mode = split_mode;\n"
         '    model_params.load_mtp = getenv("SPECCHAT_NEXTN_LAYERS") != nullptr; // specchat: keep the MTP tensors\n',
     ),
 ]
@@ -78,8 +78,20 @@ def fetch_source(version: str, work: Path) -> Path:
     root = work / f"llama_cpp_python-{version}"
     if root.exists():
         return root
-    run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
-         f"llama-cpp-python=={version}", "-d", str(work)])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            f"llama-cpp-python=={version}",
+            "-d",
+            str(work),
+        ]
+    )
     sdist = work / f"llama_cpp_python-{version}.tar.gz"
     with tarfile.open(sdist) as tar:
         tar.extractall(work, filter="data")
@@ -102,10 +114,27 @@ def build_tool(llama_cpp_dir: Path, build: Path, jobs: int) -> Path:
     patch_tool(llama_cpp_dir)
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     if not (build / "CMakeCache.txt").exists():
-        run(["cmake", "-S", str(llama_cpp_dir), "-B", str(build), *generator, "-DCMAKE_BUILD_TYPE=Release",
-             "-DLLAMA_BUILD_TESTS=ON", "-DLLAMA_BUILD_COMMON=ON", "-DLLAMA_BUILD_TOOLS=OFF",
-             "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF",
-             "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF", "-DBUILD_SHARED_LIBS=OFF"])
+        run(
+            [
+                "cmake",
+                "-S",
+                str(llama_cpp_dir),
+                "-B",
+                str(build),
+                *generator,
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DLLAMA_BUILD_TESTS=ON",
+                "-DLLAMA_BUILD_COMMON=ON",
+                "-DLLAMA_BUILD_TOOLS=OFF",
+                "-DLLAMA_BUILD_EXAMPLES=OFF",
+                "-DLLAMA_BUILD_SERVER=OFF",
+                "-DLLAMA_BUILD_APP=OFF",
+                "-DLLAMA_OPENSSL=OFF",
+                "-DLLAMA_CURL=OFF",
+                "-DGGML_NATIVE=OFF",
+                "-DBUILD_SHARED_LIBS=OFF",
+            ]
+        )
     run(["nice", "-n", "10", "cmake", "--build", str(build), "--target", TOOL, f"-j{jobs}"])
     return build / "bin" / TOOL
 

@@ -16,8 +16,13 @@ import pytest
 
 
 def start(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "specchat", "serve", *args], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, env={**os.environ})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specchat", "serve", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ},
+    )
     assert proc.stderr is not None
     lines = []
     for line in proc.stderr:
@@ -39,8 +44,18 @@ def stop(proc: subprocess.Popen[str]) -> int:
 
 
 def test_serve_prints_its_address_serves_and_stops_on_ctrl_c(demo_pair) -> None:
-    proc, said = start("--target", str(demo_pair.target), "--draft", str(demo_pair.draft), "--port", "0",
-                       "--ctx", "1024", "--api-key", "k")
+    proc, said = start(
+        "--target",
+        str(demo_pair.target),
+        "--draft",
+        str(demo_pair.draft),
+        "--port",
+        "0",
+        "--ctx",
+        "1024",
+        "--api-key",
+        "k",
+    )
     try:
         url = re.search(r"(http://127\.0\.0\.1:\d+)/v1", said)
         assert url is not None and "drafter composite" in said and "API key required" in said, said
@@ -62,43 +77,62 @@ def test_serve_warns_when_bound_beyond_this_machine(demo_pair) -> None:
         assert stop(proc) == 0
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    ([], "give --target MODEL.gguf"),
-    (["--demo", "--target", "x.gguf"], "not both"),
-    (["--target", "x.gguf", "--port", "70000"], "--port must be 0-65535"),
-    (["--target", "x.gguf", "--queue", "0"], "--queue must be 1-1024"),
-    (["--target", "x.gguf", "--prompt-cache-mib", "-1"], "--prompt-cache-mib must be 0-"),
-    (["--target", "x.gguf", "--drafter", "oracle"], "invalid choice"),
-    (["--target", "missing.gguf", "--port", "0"], "model file not found"),
-    (["--target", "x.gguf", "--api-key", "clé-secrète"], "--api-key: the API key may hold only printable ASCII"),
-    (["--target", "x.gguf", "--api-key", "two words"], "--api-key: the API key may hold only printable ASCII"),
-    (["--target", "x.gguf", "--api-key", ""], "--api-key: the API key is empty"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], "give --target MODEL.gguf"),
+        (["--demo", "--target", "x.gguf"], "not both"),
+        (["--target", "x.gguf", "--port", "70000"], "--port must be 0-65535"),
+        (["--target", "x.gguf", "--queue", "0"], "--queue must be 1-1024"),
+        (["--target", "x.gguf", "--prompt-cache-mib", "-1"], "--prompt-cache-mib must be 0-"),
+        (["--target", "x.gguf", "--drafter", "oracle"], "invalid choice"),
+        (["--target", "missing.gguf", "--port", "0"], "model file not found"),
+        (["--target", "x.gguf", "--api-key", "clé-secrète"], "--api-key: the API key may hold only printable ASCII"),
+        (["--target", "x.gguf", "--api-key", "two words"], "--api-key: the API key may hold only printable ASCII"),
+        (["--target", "x.gguf", "--api-key", ""], "--api-key: the API key is empty"),
+    ],
+)
 def test_bad_flags_give_one_line_and_exit_2(args: list[str], expected: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "specchat", "serve", *args], capture_output=True, text=True,
-                         env={**os.environ}, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "specchat", "serve", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("specchat: error: ") and expected in lines[0], out.stderr
 
 
 def test_a_key_from_the_environment_no_client_can_send_is_named_as_such() -> None:
-    out = subprocess.run([sys.executable, "-m", "specchat", "serve", "--target", "x.gguf"], capture_output=True,
-                         text=True, env={**os.environ, "SPECCHAT_API_KEY": "ключ"}, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "specchat", "serve", "--target", "x.gguf"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SPECCHAT_API_KEY": "ключ"},
+        timeout=300,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr.strip() == ("specchat: error: $SPECCHAT_API_KEY: the API key may hold only printable ASCII "
-                                  "characters, no spaces")
+    assert out.stderr.strip() == (
+        "specchat: error: $SPECCHAT_API_KEY: the API key may hold only printable ASCII characters, no spaces"
+    )
 
 
-CHAT_BODY = {"model": "m", "messages": [{"role": "user", "content": "Tell me a long story about a bicycle."}],
-             "max_tokens": 900, "stream": True, "speculative": {"depth": 0}}
+CHAT_BODY = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "Tell me a long story about a bicycle."}],
+    "max_tokens": 900,
+    "stream": True,
+    "speculative": {"depth": 0},
+}
 
 
-def stream_to_its_end(url: str, results: dict[int, tuple[int, list[str]]], index: int,
-                      reading: threading.Event) -> None:
+def stream_to_its_end(
+    url: str, results: dict[int, tuple[int, list[str]]], index: int, reading: threading.Event
+) -> None:
     """One streamed request: its status and its events (or its error body), kept in ``results``."""
-    with httpx.Client(timeout=120) as http, http.stream("POST", url + "/v1/chat/completions",
-                                                      json=CHAT_BODY) as answer:
+    with httpx.Client(timeout=120) as http, http.stream("POST", url + "/v1/chat/completions", json=CHAT_BODY) as answer:
         if answer.status_code != 200:
             results[index] = (answer.status_code, [answer.read().decode()])
             return
@@ -113,14 +147,23 @@ def stream_to_its_end(url: str, results: dict[int, tuple[int, list[str]]], index
 
 @pytest.mark.parametrize("signals", [("SIGINT",), ("SIGTERM",), ("SIGINT", "SIGINT")])
 def test_a_signal_ends_eight_streams_cleanly_and_exits_0(demo_pair, signals: tuple[str, ...]) -> None:
-    proc, said = start("--target", str(demo_pair.target), "--draft", str(demo_pair.draft), "--port", "0",
-                       "--ctx", "1024", "--queue", "8")
+    proc, said = start(
+        "--target",
+        str(demo_pair.target),
+        "--draft",
+        str(demo_pair.draft),
+        "--port",
+        "0",
+        "--ctx",
+        "1024",
+        "--queue",
+        "8",
+    )
     url = re.search(r"(http://127\.0\.0\.1:\d+)/v1", said)
     assert url is not None, said
     results: dict[int, tuple[int, list[str]]] = {}
     reading = threading.Event()
-    clients = [threading.Thread(target=stream_to_its_end, args=(url.group(1), results, i, reading))
-               for i in range(8)]
+    clients = [threading.Thread(target=stream_to_its_end, args=(url.group(1), results, i, reading)) for i in range(8)]
     try:
         for client in clients:
             client.start()
@@ -147,6 +190,7 @@ def test_a_signal_ends_eight_streams_cleanly_and_exits_0(demo_pair, signals: tup
     assert len(streamed) == 1 and len(refused) == 7, results
     events = streamed[0]
     assert events[-1] == "[DONE]" and json.loads(events[-2])["error"]["code"] == "server_shutting_down", events
-    assert any(json.loads(e).get("choices") and json.loads(e)["choices"][0]["delta"].get("content")
-               for e in events[:-2])
+    assert any(
+        json.loads(e).get("choices") and json.loads(e)["choices"][0]["delta"].get("content") for e in events[:-2]
+    )
     assert all(error["code"] == "server_shutting_down" and error["type"] == "server_error" for error in refused)

@@ -9,8 +9,18 @@ from specchat.server.request_queue import PairInfo, Started
 
 
 def verified(text: str, n: int) -> Verified:
-    return Verified(round=n, depth=0, accepted=(), rejected=(), correction=n, accepted_pieces=(),
-                    rejected_pieces=(), correction_piece=text, target_probs=(), draft_probs=())
+    return Verified(
+        round=n,
+        depth=0,
+        accepted=(),
+        rejected=(),
+        correction=n,
+        accepted_pieces=(),
+        rejected_pieces=(),
+        correction_piece=text,
+        target_probs=(),
+        draft_probs=(),
+    )
 
 
 def test_a_stop_string_begun_in_an_earlier_round_is_cut_from_the_reply_and_never_streamed() -> None:

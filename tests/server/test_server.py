@@ -17,8 +17,6 @@ from support.api_clients import client
 QUESTION = [{"role": "user", "content": "What is a bicycle?"}]
 
 
-
-
 def wait_until(check, what: str, seconds: float = 120.0) -> None:
     """Poll ``check`` until it holds (a liveness wait, not a speed claim)."""
     deadline = time.monotonic() + seconds
@@ -54,9 +52,17 @@ def test_a_chat_completion_has_usage_and_speculative_figures(served) -> None:
 def test_streaming_gives_the_same_text_usage_and_token_fates(served) -> None:
     api = client(served)
     whole = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=32, temperature=0)
-    chunks = list(api.chat.completions.create(
-        model="m", messages=QUESTION, max_tokens=32, temperature=0, stream=True,
-        stream_options={"include_usage": True}, extra_body={"speculative": {"fates": True}}))
+    chunks = list(
+        api.chat.completions.create(
+            model="m",
+            messages=QUESTION,
+            max_tokens=32,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"speculative": {"fates": True}},
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == whole.choices[0].message.content
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -75,22 +81,30 @@ def test_completions_take_a_raw_prompt(served) -> None:
     api = client(served)
     whole = api.completions.create(model="m", prompt="The capital of France is", max_tokens=8, temperature=0)
     assert whole.object == "text_completion" and whole.choices[0].text and whole.usage.completion_tokens <= 8
-    streamed = "".join(c.choices[0].text for c in api.completions.create(
-        model="m", prompt="The capital of France is", max_tokens=8, temperature=0, stream=True) if c.choices)
+    streamed = "".join(
+        c.choices[0].text
+        for c in api.completions.create(
+            model="m", prompt="The capital of France is", max_tokens=8, temperature=0, stream=True
+        )
+        if c.choices
+    )
     assert streamed == whole.choices[0].text
 
 
 def test_a_request_may_choose_its_drafter_and_depth(served) -> None:
     api = client(served)
-    plain = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=12,
-                                        extra_body={"speculative": {"depth": 0}})
+    plain = api.chat.completions.create(
+        model="m", messages=QUESTION, max_tokens=12, extra_body={"speculative": {"depth": 0}}
+    )
     assert plain.model_extra["speculative"]["drafted"] == 0 and plain.model_extra["speculative"]["depth"] == 0
-    lookup = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=12,
-                                         extra_body={"speculative": {"drafter": "ngram"}})
+    lookup = api.chat.completions.create(
+        model="m", messages=QUESTION, max_tokens=12, extra_body={"speculative": {"drafter": "ngram"}}
+    )
     assert lookup.model_extra["speculative"]["drafter"] == "ngram"
     assert set(lookup.model_extra["speculative"]["by_source"]) <= {"lookup"}
-    model = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=12,
-                                        extra_body={"speculative": {"drafter": "draft", "depth": 3}})
+    model = api.chat.completions.create(
+        model="m", messages=QUESTION, max_tokens=12, extra_body={"speculative": {"drafter": "draft", "depth": 3}}
+    )
     assert set(model.model_extra["speculative"]["by_source"]) <= {"model"}
     with pytest.raises(openai.BadRequestError) as caught:
         api.chat.completions.create(model="m", messages=QUESTION, extra_body={"speculative": {"drafter": "mtp"}})
@@ -105,18 +119,32 @@ def test_stop_strings_end_the_reply_before_them(served) -> None:
     cut = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=40, temperature=0, stop=[stop])
     assert cut.choices[0].message.content == text[: text.find(stop)]
     assert cut.choices[0].finish_reason == "stop"
-    streamed = "".join(c.choices[0].delta.content or "" for c in api.chat.completions.create(
-        model="m", messages=QUESTION, max_tokens=40, temperature=0, stop=[stop], stream=True) if c.choices)
+    streamed = "".join(
+        c.choices[0].delta.content or ""
+        for c in api.chat.completions.create(
+            model="m", messages=QUESTION, max_tokens=40, temperature=0, stop=[stop], stream=True
+        )
+        if c.choices
+    )
     assert streamed == text[: text.find(stop)]
 
 
-@pytest.mark.parametrize(("fields", "param"), [
-    ({"n": 2}, "n"),
-    ({"logprobs": True}, "logprobs"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]}]},
-     "messages[0].content[0]"),
-    ({"max_tokens": 10**9}, "max_tokens"),
-])
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"n": 2}, "n"),
+        ({"logprobs": True}, "logprobs"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]}
+                ]
+            },
+            "messages[0].content[0]",
+        ),
+        ({"max_tokens": 10**9}, "max_tokens"),
+    ],
+)
 def test_unsupported_requests_are_openai_shaped_400s(served, fields: dict[str, object], param: str) -> None:
     request = {"model": "m", "messages": QUESTION, **fields}
     with pytest.raises(openai.BadRequestError) as caught:
@@ -135,8 +163,11 @@ def test_a_prompt_over_the_context_is_a_400(served) -> None:
 def test_a_prompt_far_over_the_context_is_refused_by_the_windows_guard(served, path: str) -> None:
     """3 MB of text: refused from its size alone ("at least"), before it is tokenized, as the window refuses it."""
     text = "word " * 600_000
-    body = {"model": "m", "max_tokens": 4, **({"prompt": text} if path == "/v1/completions"
-                                              else {"messages": [{"role": "user", "content": text}]})}
+    body = {
+        "model": "m",
+        "max_tokens": 4,
+        **({"prompt": text} if path == "/v1/completions" else {"messages": [{"role": "user", "content": text}]}),
+    }
     answer = httpx.post(served.url + path, json=body, timeout=120)
     assert answer.status_code == 400
     error = answer.json()["error"]
@@ -144,7 +175,8 @@ def test_a_prompt_far_over_the_context_is_refused_by_the_windows_guard(served, p
     assert error["param"] == ("prompt" if path == "/v1/completions" else "messages")
     n_ctx = served.host.info.n_ctx
     assert error["message"].startswith("the prompt is at least ") and error["message"].endswith(
-        f"tokens but the context holds {n_ctx}")
+        f"tokens but the context holds {n_ctx}"
+    )
     assert client(served).completions.create(model="m", prompt="Hi", max_tokens=2).choices[0].text is not None
 
 
@@ -153,13 +185,16 @@ def post(served, body: bytes | str, path: str = "/v1/chat/completions", **header
     return httpx.post(served.url + path, content=body, headers=headers, timeout=120)
 
 
-@pytest.mark.parametrize(("body", "status"), [
-    (b"{\"model\": \"m\", \"messages\": [", 400),
-    (b"[]", 400),
-    (b"\xff\xfe\x00", 400),
-    (b"{\"messages\": " + b"[" * 200_000 + b"]" * 200_000 + b"}", 400),
-    (b"{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"" + b"x" * (10 << 20) + b"\"}]}", 413),
-])
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (b'{"model": "m", "messages": [', 400),
+        (b"[]", 400),
+        (b"\xff\xfe\x00", 400),
+        (b'{"messages": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", 400),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "' + b"x" * (10 << 20) + b'"}]}', 413),
+    ],
+)
 def test_malformed_and_oversized_bodies_get_errors_and_the_server_goes_on(served, body: bytes, status: int) -> None:
     answer = post(served, body)
     assert answer.status_code == status
@@ -189,10 +224,11 @@ def test_a_wrong_or_missing_key_is_a_401(serve) -> None:
 
 def test_a_client_that_disconnects_mid_stream_stops_its_decode(served) -> None:
     before = len(served.host.served)
-    body = {"model": "m", "messages": QUESTION, "max_tokens": 1500, "stream": True,
-            "speculative": {"depth": 0}}
-    with httpx.Client(timeout=120) as http, http.stream("POST", served.url + "/v1/chat/completions",
-                                                      json=body) as answer:
+    body = {"model": "m", "messages": QUESTION, "max_tokens": 1500, "stream": True, "speculative": {"depth": 0}}
+    with (
+        httpx.Client(timeout=120) as http,
+        http.stream("POST", served.url + "/v1/chat/completions", json=body) as answer,
+    ):
         lines = answer.iter_lines()
         seen = [line for line, _ in zip(lines, range(6), strict=False) if line.startswith("data:")]
         assert len(seen) >= 3
@@ -207,16 +243,19 @@ def test_a_full_queue_answers_429_with_retry_after(serve) -> None:
     with serve(queue_size=1) as s:
         long = {"model": "m", "messages": QUESTION, "max_tokens": 1500, "stream": True, "speculative": {"depth": 0}}
         results: dict[str, int] = {}
-        with httpx.Client(timeout=120) as running, running.stream("POST", s.url + "/v1/chat/completions",
-                                                                   json=long) as first:
+        with (
+            httpx.Client(timeout=120) as running,
+            running.stream("POST", s.url + "/v1/chat/completions", json=long) as first,
+        ):
             assert first.status_code == 200
             lines = first.iter_lines()  # kept: dropping the iterator closes the connection
             next(lines)  # running: the engine is busy
 
             def wait() -> None:
                 with httpx.Client(timeout=120) as http:
-                    results["queued"] = http.post(s.url + "/v1/chat/completions",
-                                                  json={**long, "stream": False, "max_tokens": 2}).status_code
+                    results["queued"] = http.post(
+                        s.url + "/v1/chat/completions", json={**long, "stream": False, "max_tokens": 2}
+                    ).status_code
 
             waiting = threading.Thread(target=wait)
             waiting.start()
@@ -231,8 +270,9 @@ def test_a_full_queue_answers_429_with_retry_after(serve) -> None:
 
 def test_the_time_limit_ends_a_long_reply_with_length(serve) -> None:
     with serve(ServerConfig(time_limit=0.5)) as s:
-        reply = client(s).chat.completions.create(model="m", messages=QUESTION, max_tokens=1500,
-                                                  extra_body={"speculative": {"depth": 0}})
+        reply = client(s).chat.completions.create(
+            model="m", messages=QUESTION, max_tokens=1500, extra_body={"speculative": {"depth": 0}}
+        )
         assert reply.choices[0].finish_reason == "length"
         assert reply.model_extra["speculative"]["stopped"] == "time_limit"
         assert reply.usage.completion_tokens < 1500

@@ -13,35 +13,63 @@ from support.api_clients import client
 from support.identity import assert_same_or_tie, plain_greedy
 
 PROMPT = "Write two sentences about rivers."
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Get the current weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
-
-
 
 
 def streamed_tokens(served, messages: list[dict[str, str]], max_tokens: int) -> tuple[list[int], str]:
     """The reply's token ids (from the fates extension) and its text, greedy."""
-    chunks = list(client(served).chat.completions.create(
-        model="m", messages=messages, max_tokens=max_tokens, temperature=0, stream=True,
-        extra_body={"speculative": {"fates": True}}))
+    chunks = list(
+        client(served).chat.completions.create(
+            model="m",
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=0,
+            stream=True,
+            extra_body={"speculative": {"fates": True}},
+        )
+    )
     fates = [f for c in chunks if c.choices for f in c.choices[0].model_extra.get("specchat_fates") or []]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     return [f["token"] for f in fates if f["fate"] != "rejected"], text
 
 
 def test_greedy_output_matches_specchat_chat_json(served, demo_pair, demo_runtime) -> None:
-    out = subprocess.run([sys.executable, "-m", "specchat", "chat", "--target", str(demo_pair.target),
-                          "--draft", str(demo_pair.draft), "--max-tokens", "48", "--json", PROMPT],
-                         capture_output=True, text=True, env={**os.environ}, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specchat",
+            "chat",
+            "--target",
+            str(demo_pair.target),
+            "--draft",
+            str(demo_pair.draft),
+            "--max-tokens",
+            "48",
+            "--json",
+            PROMPT,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     chat = json.loads(out.stdout)
     tokens, text = streamed_tokens(served, [{"role": "user", "content": PROMPT}], 48)
     prompt = demo_runtime.target.tokenize(chat["prompt_text"], add_special=True, parse_special=True)
     if tokens != chat["tokens"]:  # both must then be plain greedy decoding's, or leave it only at a float tie
-        plain = plain_greedy(demo_runtime.target_context, prompt, 48, SamplerParams(),
-                             demo_runtime.target.eog_tokens)
+        plain = plain_greedy(demo_runtime.target_context, prompt, 48, SamplerParams(), demo_runtime.target.eog_tokens)
         assert_same_or_tie(demo_runtime.target_context, prompt, plain, tokens, label="server")
         assert_same_or_tie(demo_runtime.target_context, prompt, plain, chat["tokens"], label="specchat chat")
     else:
@@ -50,11 +78,15 @@ def test_greedy_output_matches_specchat_chat_json(served, demo_pair, demo_runtim
 
 def test_a_growing_conversation_reuses_the_previous_prompt(served, demo_runtime) -> None:
     api = client(served)
-    messages = [{"role": "system", "content": "You are a patient teacher."},
-                {"role": "user", "content": "Explain what a prime number is."}]
+    messages = [
+        {"role": "system", "content": "You are a patient teacher."},
+        {"role": "user", "content": "Explain what a prime number is."},
+    ]
     first = api.chat.completions.create(model="m", messages=messages, max_tokens=24, temperature=0)
-    messages += [{"role": "assistant", "content": first.choices[0].message.content},
-                 {"role": "user", "content": "Give three examples."}]
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "Give three examples."},
+    ]
     second = api.chat.completions.create(model="m", messages=messages, max_tokens=24, temperature=0)
     cached = second.usage.prompt_tokens_details.cached_tokens
     # The whole first prompt is kept (its last token too, once the reply followed it); only the new turn is read.
@@ -68,8 +100,9 @@ def test_a_growing_conversation_reuses_the_previous_prompt(served, demo_runtime)
     demo_runtime.empty_caches()  # the server is idle: its runtime thread waits on the queue
     fresh, _ = streamed_tokens(served, messages, 24)
     if reused != fresh:
-        prompt = demo_runtime.target.tokenize(demo_runtime.template.render(messages), add_special=True,
-                                             parse_special=True)
+        prompt = demo_runtime.target.tokenize(
+            demo_runtime.template.render(messages), add_special=True, parse_special=True
+        )
         plain = plain_greedy(demo_runtime.target_context, prompt, 24, SamplerParams(), demo_runtime.target.eog_tokens)
         assert_same_or_tie(demo_runtime.target_context, prompt, plain, reused, label="reused")
         assert_same_or_tie(demo_runtime.target_context, prompt, plain, fresh, label="fresh")
@@ -80,18 +113,27 @@ def test_interleaved_agents_each_find_their_conversation_kept(served, demo_runti
     prompt cache loads it back, as llama-server's prompt cache does."""
     api = client(served)
     demo_runtime.empty_caches()
-    chats = [[{"role": "system", "content": "You review Python code."},
-              {"role": "user", "content": "Review this:\n" + "def add(a, b):\n    return a + b\n" * 12}],
-             [{"role": "system", "content": "You translate English to French."},
-              {"role": "user", "content": "Translate: " + "The weather is lovely today and the sea is calm. " * 6}]]
+    chats = [
+        [
+            {"role": "system", "content": "You review Python code."},
+            {"role": "user", "content": "Review this:\n" + "def add(a, b):\n    return a + b\n" * 12},
+        ],
+        [
+            {"role": "system", "content": "You translate English to French."},
+            {"role": "user", "content": "Translate: " + "The weather is lovely today and the sea is calm. " * 6},
+        ],
+    ]
     for _ in range(2):
         for chat in chats:
             reply = api.chat.completions.create(model="m", messages=chat, max_tokens=8, temperature=0)
-            chat += [{"role": "assistant", "content": reply.choices[0].message.content},
-                     {"role": "user", "content": "Go on."}]
+            chat += [
+                {"role": "assistant", "content": reply.choices[0].message.content},
+                {"role": "user", "content": "Go on."},
+            ]
     for chat in chats:  # each conversation's third turn: the whole of its second is kept, only the new turn read
-        before = demo_runtime.target.tokenize(demo_runtime.template.render(chat[:-2]), add_special=True,
-                                             parse_special=True)
+        before = demo_runtime.target.tokenize(
+            demo_runtime.template.render(chat[:-2]), add_special=True, parse_special=True
+        )
         reply = api.chat.completions.create(model="m", messages=chat, max_tokens=8, temperature=0)
         assert reply.usage.prompt_tokens_details.cached_tokens >= len(before) - 1, reply.usage
     assert demo_runtime.prompt_cache.stats.loaded >= 2
@@ -109,17 +151,22 @@ def test_tool_definitions_reach_the_prompt_and_calls_come_back_as_tool_calls(ser
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content is None
     assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [
-        ("get_weather", {"city": "Oslo"})]
-    chunks = list(api.chat.completions.create(model="m", messages=ask, tools=TOOLS, max_tokens=40, temperature=0,
-                                              stream=True))
+        ("get_weather", {"city": "Oslo"})
+    ]
+    chunks = list(
+        api.chat.completions.create(model="m", messages=ask, tools=TOOLS, max_tokens=40, temperature=0, stream=True)
+    )
     assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     calls = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or []]
     assert [(t.index, t.function.name, json.loads(t.function.arguments)) for t in calls] == [
-        (0, "get_weather", {"city": "Oslo"})]
+        (0, "get_weather", {"city": "Oslo"})
+    ]
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     # The call and its result sent back: rendered through the template, answered.
-    history = [*ask, {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in
-                                                                           choice.message.tool_calls]},
-               {"role": "tool", "tool_call_id": choice.message.tool_calls[0].id, "content": "-3 C, snow"}]
+    history = [
+        *ask,
+        {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in choice.message.tool_calls]},
+        {"role": "tool", "tool_call_id": choice.message.tool_calls[0].id, "content": "-3 C, snow"},
+    ]
     answer = api.chat.completions.create(model="m", messages=history, tools=TOOLS, max_tokens=8)
     assert answer.usage.prompt_tokens > reply.usage.prompt_tokens

@@ -76,8 +76,21 @@ def chat_body(**fields: object) -> str:
 # ---- numbers no float holds, and a 500 that keeps the connection
 
 
-@pytest.mark.parametrize("name", ["temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "max_tokens",
-                                  "max_completion_tokens", "n", "top_logprobs"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "repeat_penalty",
+        "seed",
+        "max_tokens",
+        "max_completion_tokens",
+        "n",
+        "top_logprobs",
+    ],
+)
 def test_a_huge_number_is_a_400_and_the_kept_alive_connection_serves_the_next_request(served, name: str) -> None:
     http_conn = http.client.HTTPConnection(*address(served), timeout=120)
     try:
@@ -97,7 +110,8 @@ def test_a_huge_number_is_a_400_and_the_kept_alive_connection_serves_the_next_re
 
 
 def test_an_unexpected_failure_is_one_logged_500_and_the_connection_stays_usable(
-        serve, caplog: pytest.LogCaptureFixture) -> None:
+    serve, caplog: pytest.LogCaptureFixture
+) -> None:
     with serve() as s:
         s.host.info = None  # type: ignore[assignment]  # /v1/models now fails inside the endpoint
         http_conn = http.client.HTTPConnection(*address(s), timeout=120)
@@ -122,9 +136,16 @@ def test_an_unexpected_failure_is_one_logged_500_and_the_connection_stays_usable
 
 
 def test_a_null_max_completion_tokens_leaves_max_tokens_in_force(served) -> None:
-    body = {"model": None, "messages": QUESTION, "max_completion_tokens": None, "max_tokens": 3, "stream": True,
-            "temperature": None, "stream_options": {"include_usage": True},
-            "speculative": {"depth": 0, "drafter": None}}
+    body = {
+        "model": None,
+        "messages": QUESTION,
+        "max_completion_tokens": None,
+        "max_tokens": 3,
+        "stream": True,
+        "temperature": None,
+        "stream_options": {"include_usage": True},
+        "speculative": {"depth": 0, "drafter": None},
+    }
     chunks = []
     with httpx.stream("POST", served.url + CHAT, json=body, timeout=120) as answer:
         assert answer.status_code == 200
@@ -145,8 +166,10 @@ def test_abandoned_queued_requests_give_up_their_places_at_once(serve) -> None:
     with serve(queue_size=2) as s:
         long = {"model": "m", "messages": QUESTION, "max_tokens": 1500, "stream": True, "speculative": {"depth": 0}}
         short = json.dumps({"model": "m", "messages": QUESTION, "max_tokens": 2}).encode()
-        head = (f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(short)}\r\n\r\n").encode() + short
+        head = (
+            f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(short)}\r\n\r\n"
+        ).encode() + short
         results: list[int] = []
         with httpx.Client(timeout=120) as running, running.stream("POST", s.url + CHAT, json=long) as first:
             lines = first.iter_lines()
@@ -162,15 +185,15 @@ def test_abandoned_queued_requests_give_up_their_places_at_once(serve) -> None:
 
             def ask() -> None:
                 with httpx.Client(timeout=120) as http:
-                    results.append(http.post(s.url + CHAT, content=short,
-                                             headers={"content-type": "application/json"}).status_code)
+                    results.append(
+                        http.post(s.url + CHAT, content=short, headers={"content-type": "application/json"}).status_code
+                    )
 
             live = [threading.Thread(target=ask) for _ in range(2)]
             for thread in live:
                 thread.start()
             wait_until(lambda: s.host.waiting == 2, "the two live requests to wait")
-            full = httpx.post(s.url + CHAT, content=short, headers={"content-type": "application/json"},
-                              timeout=120)
+            full = httpx.post(s.url + CHAT, content=short, headers={"content-type": "application/json"}, timeout=120)
             assert full.status_code == 429  # the two places are really taken now
         for thread in live:
             thread.join(timeout=300)
@@ -180,14 +203,30 @@ def test_abandoned_queued_requests_give_up_their_places_at_once(serve) -> None:
 # ---- Host headers
 
 
-@pytest.mark.parametrize(("header", "host"), [
-    ("localhost", "localhost"), ("LocalHost:8080", "localhost"), ("localhost.", "localhost"),
-    ("localhost.:80", "localhost"), ("127.0.0.1", "127.0.0.1"), ("127.0.0.1:65535", "127.0.0.1"),
-    ("[::1]", "::1"), ("[::1]:8080", "::1"), ("[0:0:0:0:0:0:0:1]:1", "::1"), ("evil.example:80", "evil.example"),
-    ("[::1].evil.example", None), ("[::1]evil.example:80", None), ("[::1", None), ("localhost:80:80", None),
-    ("user@localhost", None), ("localhost/x", None), ("[evil.example]", None), ("localhost:8o", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    ("header", "host"),
+    [
+        ("localhost", "localhost"),
+        ("LocalHost:8080", "localhost"),
+        ("localhost.", "localhost"),
+        ("localhost.:80", "localhost"),
+        ("127.0.0.1", "127.0.0.1"),
+        ("127.0.0.1:65535", "127.0.0.1"),
+        ("[::1]", "::1"),
+        ("[::1]:8080", "::1"),
+        ("[0:0:0:0:0:0:0:1]:1", "::1"),
+        ("evil.example:80", "evil.example"),
+        ("[::1].evil.example", None),
+        ("[::1]evil.example:80", None),
+        ("[::1", None),
+        ("localhost:80:80", None),
+        ("user@localhost", None),
+        ("localhost/x", None),
+        ("[evil.example]", None),
+        ("localhost:8o", None),
+        ("", None),
+    ],
+)
 def test_host_headers_are_read_as_a_host_and_a_port(header: str, host: str | None) -> None:
     assert host_of(header) == host
 
@@ -197,12 +236,22 @@ def test_loopback_names_and_addresses() -> None:
     assert not any(is_loopback(h) for h in ("localhost.evil.example", "10.0.0.1", "::", "evil.example", "0.0.0.0"))
 
 
-@pytest.mark.parametrize(("header", "status"), [
-    ("[::1].evil.example", 403), ("[::1]evil.example:80", 403), ("localhost.evil.example", 403),
-    ("127.0.0.1.nip.io", 403), ("evil.example", 403),
-    ("localhost.", 200), ("localhost.:1234", 200), ("localhost", 200), ("127.0.0.1:1", 200), ("[::1]", 200),
-    ("[::1]:8080", 200),
-])
+@pytest.mark.parametrize(
+    ("header", "status"),
+    [
+        ("[::1].evil.example", 403),
+        ("[::1]evil.example:80", 403),
+        ("localhost.evil.example", 403),
+        ("127.0.0.1.nip.io", 403),
+        ("evil.example", 403),
+        ("localhost.", 200),
+        ("localhost.:1234", 200),
+        ("localhost", 200),
+        ("127.0.0.1:1", 200),
+        ("[::1]", 200),
+        ("[::1]:8080", 200),
+    ],
+)
 def test_only_loopback_hosts_are_served(served, header: str, status: int) -> None:
     answer, sock = exchange(served, f"GET /v1/models HTTP/1.1\r\nHost: {header}\r\n\r\n".encode())
     sock.close()
@@ -215,8 +264,11 @@ def test_only_loopback_hosts_are_served(served, header: str, status: int) -> Non
 
 
 def test_http_versions_other_than_1_0_and_1_1_get_505_and_a_close(served) -> None:
-    for head in (b"GET /v1/models HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n", b"GET /health HTTP/2.0\r\n\r\n",
-                 b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"):
+    for head in (
+        b"GET /v1/models HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n",
+        b"GET /health HTTP/2.0\r\n\r\n",
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    ):
         answer, sock = exchange(served, head)
         assert answer.status == 505 and answer.error["code"] == "http_version_not_supported", (head, answer)
         assert answer.headers["connection"] == "close" and closed_by_server(sock)
@@ -227,15 +279,21 @@ def test_http_versions_other_than_1_0_and_1_1_get_505_and_a_close(served) -> Non
 
 def test_too_many_or_too_large_header_fields_get_431_and_a_close(served) -> None:
     big = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 8192 + b"\r\n\r\n"
-    many = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
-        f"X-H{i}: {i}\r\n".encode() for i in range(300)) + b"\r\n"
+    many = (
+        b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + b"".join(f"X-H{i}: {i}\r\n".encode() for i in range(300))
+        + b"\r\n"
+    )
     for head, said in ((big, "bytes"), (many, "301 header fields")):
         answer, sock = exchange(served, head)
         assert answer.status == 431 and answer.error["code"] == "header_fields_too_large", answer
         assert said in str(answer.error["message"])
         assert answer.headers["connection"] == "close" and closed_by_server(sock)
-    at_limit = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
-        f"X-H{i}: {i}\r\n".encode() for i in range(MAX_HEADER_FIELDS - 1)) + b"\r\n"
+    at_limit = (
+        b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + b"".join(f"X-H{i}: {i}\r\n".encode() for i in range(MAX_HEADER_FIELDS - 1))
+        + b"\r\n"
+    )
     answer, sock = exchange(served, at_limit)
     sock.close()
     assert answer.status == 200
@@ -276,10 +334,18 @@ def test_a_request_cancelled_as_the_server_stops_is_one_log_line(served) -> None
     try:
         raise asyncio.CancelledError("Task cancelled, timeout graceful shutdown exceeded")
     except asyncio.CancelledError:
-        record = errors.makeRecord(errors.name, logging.ERROR, __file__, 1, "Exception in ASGI application\n", (),
-                                   sys.exc_info())
+        record = errors.makeRecord(
+            errors.name, logging.ERROR, __file__, 1, "Exception in ASGI application\n", (), sys.exc_info()
+        )
     assert all(f.filter(record) for f in errors.filters)
     assert record.getMessage() == "a request was cut off as the server stopped" and record.exc_info is None
-    other = errors.makeRecord(errors.name, logging.ERROR, __file__, 1, "Exception in ASGI application\n", (),
-                              (ValueError, ValueError("x"), None))
+    other = errors.makeRecord(
+        errors.name,
+        logging.ERROR,
+        __file__,
+        1,
+        "Exception in ASGI application\n",
+        (),
+        (ValueError, ValueError("x"), None),
+    )
     assert all(f.filter(other) for f in errors.filters) and other.exc_info is not None  # a real bug keeps it

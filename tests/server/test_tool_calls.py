@@ -7,9 +7,11 @@ import json
 from specchat.core.runtime.template import template_uses_tools, tools_in_system
 from specchat.server.tool_calls import held_for_stops, parse_tool_calls, releasable
 
-QWEN = ('<tool_call>\n{"name": "get_current_temperature", "arguments": {"location": "San Francisco, CA, USA", '
-        '"unit": "celsius"}}\n</tool_call>\n<tool_call>\n{"name": "get_temperature_date", "arguments": '
-        '{"location": "San Francisco, CA, USA", "date": "2024-10-01", "unit": "celsius"}}\n</tool_call>')
+QWEN = (
+    '<tool_call>\n{"name": "get_current_temperature", "arguments": {"location": "San Francisco, CA, USA", '
+    '"unit": "celsius"}}\n</tool_call>\n<tool_call>\n{"name": "get_temperature_date", "arguments": '
+    '{"location": "San Francisco, CA, USA", "date": "2024-10-01", "unit": "celsius"}}\n</tool_call>'
+)
 LLAMA = '{"name": "get_current_conditions", "parameters": {"location": "San Francisco, CA", "unit": "Fahrenheit"}}'
 
 
@@ -17,16 +19,22 @@ def test_qwen_hermes_calls_are_read_in_order() -> None:
     content, calls = parse_tool_calls(QWEN, ["get_current_temperature", "get_temperature_date"])
     assert content == ""
     assert [c.name for c in calls] == ["get_current_temperature", "get_temperature_date"]
-    assert json.loads(calls[1].arguments) == {"location": "San Francisco, CA, USA", "date": "2024-10-01",
-                                              "unit": "celsius"}
+    assert json.loads(calls[1].arguments) == {
+        "location": "San Francisco, CA, USA",
+        "date": "2024-10-01",
+        "unit": "celsius",
+    }
     assert calls[0].id.startswith("call_") and calls[0].id != calls[1].id
 
 
 def test_text_around_a_hermes_call_is_the_content_and_an_unclosed_call_is_read() -> None:
     text = 'Let me check.\n<tool_call>\n{"name": "search", "arguments": {"q": "llama.cpp"}}'
     content, calls = parse_tool_calls(text, ["search"])
-    assert content == "Let me check." and calls[0].name == "search" and json.loads(calls[0].arguments) == {
-        "q": "llama.cpp"}
+    assert (
+        content == "Let me check."
+        and calls[0].name == "search"
+        and json.loads(calls[0].arguments) == {"q": "llama.cpp"}
+    )
 
 
 def test_llama3_json_calls_with_parameters_and_python_tag() -> None:
@@ -43,8 +51,12 @@ def test_mistral_calls() -> None:
 
 
 def test_what_is_not_a_call_stays_text() -> None:
-    for text in ('{"answer": 42}', '{"name": "unknown_tool", "parameters": {}}', "<tool_call>\nnot json\n</tool_call>",
-                 "Plain words."):
+    for text in (
+        '{"answer": 42}',
+        '{"name": "unknown_tool", "parameters": {}}',
+        "<tool_call>\nnot json\n</tool_call>",
+        "Plain words.",
+    ):
         content, calls = parse_tool_calls(text, ["get_current_conditions"])
         assert calls == [] and content == text
 
@@ -71,8 +83,10 @@ def test_definitions_go_to_the_system_message_when_the_template_has_no_tools() -
 def test_a_template_that_uses_tools_gets_them_as_its_variable() -> None:
     from specchat.core.runtime.template import ChatTemplate
 
-    source = ("{% if tools %}<tools>{% for t in tools %}{{ t.function.name }};{% endfor %}</tools>{% endif %}"
-              "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}")
+    source = (
+        "{% if tools %}<tools>{% for t in tools %}{{ t.function.name }};{% endfor %}</tools>{% endif %}"
+        "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+    )
     template = ChatTemplate(source)
     tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
     messages = [{"role": "user", "content": "hi"}]

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QWidget
 def _luminance(c: QColor) -> float:
     def lin(v: float) -> float:
         return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
     return 0.2126 * lin(c.redF()) + 0.7152 * lin(c.greenF()) + 0.0722 * lin(c.blueF())
 
 

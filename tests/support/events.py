@@ -12,7 +12,15 @@ def drafted(n: int, pieces: tuple[str, ...]) -> Drafted:
 def verified(n: int, acc: tuple[str, ...], rej: tuple[str, ...], corr: str) -> Verified:
     k = len(acc) + len(rej)
     return Verified(
-        round=n, depth=k, accepted=tuple(range(len(acc))), rejected=tuple(range(len(rej))), correction=7,
-        accepted_pieces=acc, rejected_pieces=rej, correction_piece=corr,
-        target_probs=tuple(0.25 for _ in range(k)), draft_probs=tuple(0.75 for _ in range(k)), correction_prob=0.5,
+        round=n,
+        depth=k,
+        accepted=tuple(range(len(acc))),
+        rejected=tuple(range(len(rej))),
+        correction=7,
+        accepted_pieces=acc,
+        rejected_pieces=rej,
+        correction_piece=corr,
+        target_probs=tuple(0.25 for _ in range(k)),
+        draft_probs=tuple(0.75 for _ in range(k)),
+        correction_prob=0.5,
     )

@@ -50,8 +50,14 @@ class FakeHost(QObject):
 
     def loaded(self, draft: bool = True, parts: frozenset[str] | None = None) -> ModelInfo:
         """Say a pair finished loading (``parts``: what it offers drafters, if not a draft model or nothing)."""
-        info = ModelInfo("/models/target.gguf", "/models/draft.gguf" if draft else "", "target.gguf",
-                         "draft.gguf" if draft else None, n_ctx=4096, parts=parts)
+        info = ModelInfo(
+            "/models/target.gguf",
+            "/models/draft.gguf" if draft else "",
+            "target.gguf",
+            "draft.gguf" if draft else None,
+            n_ctx=4096,
+            parts=parts,
+        )
         self.worker.loaded.emit(info)
         return info
 

@@ -10,8 +10,14 @@ Edit = Callable[[str, Any], Any]
 """Given a key and its value, return the value to write (the same one to keep it)."""
 
 
-def copy_gguf(src: Path, dst: Path, *, values: dict[str, Any] | None = None, edit: Edit | None = None,
-              keep_tensor: Callable[[str], bool] | None = None) -> Path:
+def copy_gguf(
+    src: Path,
+    dst: Path,
+    *,
+    values: dict[str, Any] | None = None,
+    edit: Edit | None = None,
+    keep_tensor: Callable[[str], bool] | None = None,
+) -> Path:
     """Write ``src`` to ``dst`` with ``values`` replaced (or added), every value passed through ``edit``,
     and only the tensors ``keep_tensor`` keeps (all by default).
 

@@ -65,8 +65,13 @@ class Comparison:
         return f"{kind} at reply token {self.index}: plain {self.expected}, got {self.got}, logit gap {gap}"
 
 
-def plain_greedy(context: object, prompt: Sequence[int], n: int, sampler: SamplerParams = DEFAULT_SAMPLER,
-                 eog: frozenset[int] = frozenset()) -> list[int]:
+def plain_greedy(
+    context: object,
+    prompt: Sequence[int],
+    n: int,
+    sampler: SamplerParams = DEFAULT_SAMPLER,
+    eog: frozenset[int] = frozenset(),
+) -> list[int]:
     """The target alone: the prompt in one batch, then one token per decode, straight on a llama.cpp context."""
     ctx = context
     ctx.truncate(0)  # type: ignore[attr-defined]
@@ -84,8 +89,13 @@ def plain_greedy(context: object, prompt: Sequence[int], n: int, sampler: Sample
     return out
 
 
-def compare_greedy(context: object, prompt: Sequence[int], plain: Sequence[int], got: Sequence[int],
-                   sampler: SamplerParams = DEFAULT_SAMPLER) -> Comparison:
+def compare_greedy(
+    context: object,
+    prompt: Sequence[int],
+    plain: Sequence[int],
+    got: Sequence[int],
+    sampler: SamplerParams = DEFAULT_SAMPLER,
+) -> Comparison:
     """Compare ``got`` with the plain greedy reply ``plain`` to ``prompt`` on the target's ``context``."""
     if list(plain) == list(got):
         return Comparison(True)
@@ -106,8 +116,14 @@ def compare_greedy(context: object, prompt: Sequence[int], plain: Sequence[int],
     return Comparison(False, i, expected, other, float(row[expected] - row[other]), scale)
 
 
-def assert_same_or_tie(context: object, prompt: Sequence[int], plain: Sequence[int], got: Sequence[int],
-                       sampler: SamplerParams = DEFAULT_SAMPLER, label: str = "") -> Comparison:
+def assert_same_or_tie(
+    context: object,
+    prompt: Sequence[int],
+    plain: Sequence[int],
+    got: Sequence[int],
+    sampler: SamplerParams = DEFAULT_SAMPLER,
+    label: str = "",
+) -> Comparison:
     """Fail unless ``got`` equals ``plain`` or first leaves it at a tie; return the comparison."""
     result = compare_greedy(context, prompt, plain, got, sampler)
     assert result.identical or result.tie, f"{label}: {result.describe()}"

@@ -27,8 +27,11 @@ class RpcServer:
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "specchat", "serve-rpc", "--port", str(self.port), "--threads", "1"],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+            )
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:

@@ -35,5 +35,6 @@ def assert_fits(cells: Iterable[tuple[float, int]], n: int, *, min_dof: int = 2,
 def assert_follows(seen: Counter[int], ids: np.ndarray, probs: np.ndarray, n: int) -> None:
     """Fail unless ``seen`` (``n`` draws of one token) fits the distribution ``ids``/``probs``."""
     assert set(seen) <= {int(t) for t in ids}
-    assert_fits(((n * float(p), seen.get(int(t), 0)) for t, p in zip(ids, probs, strict=True)), n,
-                show=seen.most_common())
+    assert_fits(
+        ((n * float(p), seen.get(int(t), 0)) for t, p in zip(ids, probs, strict=True)), n, show=seen.most_common()
+    )

@@ -44,8 +44,9 @@ class RepeatDrafter(Drafter):
 
 
 REPEAT = DrafterEntry("repeat", "Repeat (the last token again)", lambda parts: RepeatDrafter(), samples=False)
-MEDUSA = HeadFormat("medusa", "Medusa head", "medusa", "medusa-", drafter=DrafterKind.EAGLE3, context=CHAINED,
-                    target_layers=3)
+MEDUSA = HeadFormat(
+    "medusa", "Medusa head", "medusa", "medusa-", drafter=DrafterKind.EAGLE3, context=CHAINED, target_layers=3
+)
 """A made-up head format, driven by an existing drafter (as a new file format of a known kind of head is)."""
 
 
@@ -67,40 +68,57 @@ def target(tmp_path: Path) -> Path:
     info, shape = read_gguf_info(target, with_vocab=True), read_model_shape(target)
     assert info.vocab is not None
     kv: dict[str, int | bool | str | list[int]] = {
-        "{arch}.block_count": 1, "{arch}.attention.head_count": shape.n_head, "{arch}.embedding_length": shape.n_embd,
+        "{arch}.block_count": 1,
+        "{arch}.attention.head_count": shape.n_head,
+        "{arch}.embedding_length": shape.n_embd,
         "{arch}.target_layers": [0, shape.n_layers // 2, shape.n_layers - 1],
-        "{arch}.target_hidden_size": shape.n_embd, "general.base_model.0.name": "Test Llama",
+        "{arch}.target_hidden_size": shape.n_embd,
+        "general.base_model.0.name": "Test Llama",
     }
-    write_gguf(folder / "medusa-target-Q8_0.gguf", arch="medusa", tokens=info.vocab.tokens,
-               token_types=info.vocab.types, tokenizer_model=info.tokenizer_model or "gpt2", bos=info.bos_id,
-               eos=info.eos_id, eot=info.eot_id, add_bos=info.add_bos, model_kv=kv)
+    write_gguf(
+        folder / "medusa-target-Q8_0.gguf",
+        arch="medusa",
+        tokens=info.vocab.tokens,
+        token_types=info.vocab.types,
+        tokenizer_model=info.tokenizer_model or "gpt2",
+        bos=info.bos_id,
+        eos=info.eos_id,
+        eot=info.eot_id,
+        add_bos=info.add_bos,
+        model_kv=kv,
+    )
     return target
 
 
 def test_a_new_drafter_reaches_the_terminal_the_server_and_the_finder(added: None, target: Path) -> None:
     args = build_parser().parse_args(["chat", "--target", "t.gguf", "--drafter", "repeat", "hello"])
     assert drafter_from_args(args) == "repeat"
-    request = parse_chat({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                          "speculative": {"drafter": "repeat"}}, Defaults(max_tokens_limit=64))
+    request = parse_chat(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "speculative": {"drafter": "repeat"}},
+        Defaults(max_tokens_limit=64),
+    )
     assert request.spec.drafter == "repeat"
     found = find_candidates(target, library=False, catalog=False)
     mine = [c for c in found.candidates if c.kind is CandidateKind.DRAFTER]
     assert [(c.label, c.drafter, c.measurable) for c in mine] == [("Repeat (the last token again)", "repeat", True)]
 
 
-def test_a_new_head_format_reaches_the_terminal_the_finder_and_the_picker(added: None, target: Path,
-                                                                           qtbot: QtBot) -> None:
+def test_a_new_head_format_reaches_the_terminal_the_finder_and_the_picker(
+    added: None, target: Path, qtbot: QtBot
+) -> None:
     args = build_parser().parse_args(["models", "download", "acme/Target-GGUF", "--sidecar", "medusa"])
     assert args.sidecar == ["medusa"]
     found = find_candidates(target, library=False, catalog=False)
     heads = [c for c in found.candidates if c.head == "medusa"]
     assert [(c.kind, c.label, c.drafter, c.reason) for c in heads] == [
-        (CandidateKind.HEAD, "Medusa head for Test Llama", DrafterKind.EAGLE3, "")]  # measurable by its drafter
+        (CandidateKind.HEAD, "Medusa head for Test Llama", DrafterKind.EAGLE3, "")
+    ]  # measurable by its drafter
 
     dialog = ModelPickerDialog(str(target), "")
     qtbot.addWidget(dialog)
     assert [dialog.heads_box.itemText(i) for i in range(dialog.heads_box.count())] == [
-        "✓ Medusa head for Test Llama: fits this target (medusa-target-Q8_0.gguf)"]
+        "✓ Medusa head for Test Llama: fits this target (medusa-target-Q8_0.gguf)"
+    ]
 
 
 def test_both_reach_the_windows_drafter_list(added: None, qtbot: QtBot, settings) -> None:

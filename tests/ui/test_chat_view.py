@@ -43,7 +43,7 @@ def kinds(view: ChatView) -> dict[str, list[str]]:
 
 
 def make_view(qtbot, verdicts: bool = False) -> ChatView:
-    return streaming_view(qtbot, 'Say hello', verdicts=verdicts)
+    return streaming_view(qtbot, "Say hello", verdicts=verdicts)
 
 
 def test_pending_then_verified_formats(qtbot) -> None:
@@ -146,13 +146,19 @@ def test_show_transcript_restores_spans_and_plain_text(qtbot, verdicts: bool) ->
     view = ChatView()
     qtbot.addWidget(view)
     view.set_show_verdicts(verdicts)
-    view.show_transcript(Transcript(
-        [
-            Message("user", "hi"),
-            Message("assistant", "", [TokenSpan(TokenKind.ACCEPTED, "he", 0, 0.9, 0.8),
-                                      TokenSpan(TokenKind.TARGET, "y", 0, 0.5, None)], finish_reason="eos"),
-        ]
-    ))
+    view.show_transcript(
+        Transcript(
+            [
+                Message("user", "hi"),
+                Message(
+                    "assistant",
+                    "",
+                    [TokenSpan(TokenKind.ACCEPTED, "he", 0, 0.9, 0.8), TokenSpan(TokenKind.TARGET, "y", 0, 0.5, None)],
+                    finish_reason="eos",
+                ),
+            ]
+        )
+    )
     assert kinds(view) == {"accepted": ["he"], "target": ["y"]}
     assert "hi" in view.toPlainText()
 

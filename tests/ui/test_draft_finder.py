@@ -137,8 +137,11 @@ def loaded_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
     package: no library scan finds it), and another compatible draft the user names."""
     (tmp_path / "models").mkdir()
     (tmp_path / "package").mkdir()
-    target, draft, other = tmp_path / "models" / "target.gguf", tmp_path / "package" / "draft.gguf", \
-        tmp_path / "other.gguf"
+    target, draft, other = (
+        tmp_path / "models" / "target.gguf",
+        tmp_path / "package" / "draft.gguf",
+        tmp_path / "other.gguf",
+    )
     shutil.copy(MODELS / "llama.gguf", target)
     shutil.copy(MODELS / "llama-q8.gguf", draft)
     shutil.copy(MODELS / "llama-q8.gguf", other)
@@ -249,7 +252,8 @@ def test_the_finder_says_plain_decoding_wins_when_the_best_prediction_measured_s
 
 @pytest.mark.slow
 def test_the_finder_opened_from_the_picker_measures_the_pairs_draft_as_the_file_menus_does(
-        qtbot, settings, store, demo_pair, tmp_path: Path) -> None:
+    qtbot, settings, store, demo_pair, tmp_path: Path
+) -> None:
     """The picker's "Find the best draft…" lists the draft loaded with the target (the demo's ships inside a
     Python package, where no library scan finds it) and the automatic drafter on it, as File → Find the best
     draft… does; a draft chosen in the picker instead is the one it measures."""
@@ -264,9 +268,11 @@ def test_the_finder_opened_from_the_picker_measures_the_pairs_draft_as_the_file_
     assert picker.draft_field.path == str(demo_pair.draft)  # the loaded pair, as the picker opens on it
     picker.finder_button.click()
     (finder,) = picker.findChildren(DraftFinderDialog)
-    assert (finder.target, finder.loaded_draft, finder.composite) == \
-        (from_menu.target, from_menu.loaded_draft, from_menu.composite) == \
-        (str(demo_pair.target), str(demo_pair.draft), True)
+    assert (
+        (finder.target, finder.loaded_draft, finder.composite)
+        == (from_menu.target, from_menu.loaded_draft, from_menu.composite)
+        == (str(demo_pair.target), str(demo_pair.draft), True)
+    )
     finder.library = False  # this machine's folders would add files, never the package's draft
     finder.start()
     qtbot.waitUntil(lambda: "loading" in finder.status.text() or not finder.running, timeout=120_000)

@@ -53,8 +53,11 @@ def test_a_loaded_head_offers_its_own_drafter_and_automatic_on_it(qtbot, setting
     settings_before = window.controls.drafter_kind
     host.loaded(draft=True, parts=frozenset({head_part("eagle3")}))  # --draft eagle3-….gguf: a head, no model
     items = window.controls.drafter.model()
-    enabled = {window.controls.drafter.itemData(row) for row in range(window.controls.drafter.count())
-               if items.item(row).isEnabled()}
+    enabled = {
+        window.controls.drafter.itemData(row)
+        for row in range(window.controls.drafter.count())
+        if items.item(row).isEnabled()
+    }
     offered = {head_part("eagle3")}
     assert enabled == {e.name for e in registry.DRAFTERS if not e.parts or set(e.parts) & offered}
     assert DrafterKind.EAGLE3 in enabled and DrafterKind.DRAFT_MODEL not in enabled

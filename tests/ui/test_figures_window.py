@@ -50,7 +50,8 @@ def assert_adds_up(shown: tuple[str, str, str]) -> None:
 
 
 def test_the_plain_figure_shown_is_the_speedups_own_live_after_a_measurement_and_reopened(
-        qtbot, settings, store, demo_pair) -> None:
+    qtbot, settings, store, demo_pair
+) -> None:
     window = open_window(qtbot, settings, store, demo_pair)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.send(PROMPT)
@@ -76,7 +77,8 @@ def test_the_plain_figure_shown_is_the_speedups_own_live_after_a_measurement_and
 
 
 def test_a_reply_slower_than_the_pairs_quiet_rate_says_the_machine_is_busy_once(
-        qtbot, settings, store, demo_pair) -> None:
+    qtbot, settings, store, demo_pair
+) -> None:
     """The stored baseline stands for a quiet machine far faster than this one (1000 tokens/s: the demo's F32
     target reads its 540 MB of weights per token, which no CPU here does 600 times a second): the first
     reply's probe starts a busy spell and the status bar says so; the next reply, as slow, says nothing more."""

@@ -44,7 +44,8 @@ def target_with_heads(tmp_path: Path) -> Path:
 
 
 def test_the_picker_offers_the_heads_beside_the_target_and_uses_one_as_the_draft(
-        qtbot: QtBot, target_with_heads: Path, tmp_path: Path) -> None:
+    qtbot: QtBot, target_with_heads: Path, tmp_path: Path
+) -> None:
     dialog = ModelPickerDialog(str(target_with_heads), "")
     qtbot.addWidget(dialog)
     dialog.show()
@@ -75,7 +76,8 @@ def test_the_picker_says_speculation_cannot_pay_on_this_backend(qtbot: QtBot, ta
     dialog.show()
     assert dialog.backend.isVisible()
     assert dialog.backend.text().startswith(
-        "Speculation cannot pay on this backend: a batch of 8 tokens costs 6.5x one token here")
+        "Speculation cannot pay on this backend: a batch of 8 tokens costs 6.5x one token here"
+    )
     assert "font-weight: bold" in dialog.backend.styleSheet()
     payoff.remember(target_with_heads, metal_like(2.4))
     dialog.target_field.edit.setText(str(target_with_heads) + " ")  # asks again, as a keystroke does
@@ -89,14 +91,19 @@ def test_the_finder_names_the_heads_and_the_backend_verdict(qtbot: QtBot, target
     qtbot.addWidget(dialog)
     dialog.show()
     assert dialog.heads_note.isVisible()
-    assert dialog.heads_note.text() == ("Heads beside it (candidates in the table): dflash-target-Q8_0.gguf (DFlash), "
-                                        "eagle3-target-Q8_0.gguf (EAGLE-3)")
+    assert dialog.heads_note.text() == (
+        "Heads beside it (candidates in the table): dflash-target-Q8_0.gguf (DFlash), eagle3-target-Q8_0.gguf (EAGLE-3)"
+    )
     assert dialog.backend.isVisible() and "costs 6.5x one token" in dialog.backend.text()
 
-    head = Candidate(CandidateKind.HEAD, "EAGLE-3 head for Test Llama", str(target_with_heads), head="eagle3",
-                     reason="this build has no EAGLE-3 drafter, so the EAGLE-3 head cannot be measured here")
-    advice = Advice(str(target_with_heads), [CandidateResult(head, reason=head.reason)],
-                    payoff=metal_like(6.8))
+    head = Candidate(
+        CandidateKind.HEAD,
+        "EAGLE-3 head for Test Llama",
+        str(target_with_heads),
+        head="eagle3",
+        reason="this build has no EAGLE-3 drafter, so the EAGLE-3 head cannot be measured here",
+    )
+    advice = Advice(str(target_with_heads), [CandidateResult(head, reason=head.reason)], payoff=metal_like(6.8))
     dialog.show_advice(advice)
     assert dialog.table.item(0, 1).text() == "EAGLE-3 head"
     assert dialog.table.item(0, 9).text() == head.reason
@@ -115,7 +122,8 @@ FAKE_CATALOG = """{"pairs": [
 
 @pytest.mark.parametrize("ticked", [False, True])
 def test_a_catalog_download_offers_the_targets_sidecars_and_fetches_them_when_ticked(
-        qtbot: QtBot, hub: FakeHub, make_gguf: GgufMaker, monkeypatch: pytest.MonkeyPatch, ticked: bool) -> None:
+    qtbot: QtBot, hub: FakeHub, make_gguf: GgufMaker, monkeypatch: pytest.MonkeyPatch, ticked: bool
+) -> None:
     from specchat.core.models import catalog
     from specchat.ui import model_sources
 
@@ -134,11 +142,13 @@ def test_a_catalog_download_offers_the_targets_sidecars_and_fetches_them_when_ti
         assert status.endswith("; with dflash sidecar dflash-Tiny-1B-Q8_0.gguf"), status
         assert hub.gets("dflash-Tiny-1B-Q8_0.gguf")
         assert dialog.form.isRowVisible(dialog.heads_row)
-        assert dialog.heads_box.itemText(0) == ("✓ DFlash head for LLaMA3.1 8B Instruct: fits this target "
-                                                "(dflash-Tiny-1B-Q8_0.gguf)")
+        assert dialog.heads_box.itemText(0) == (
+            "✓ DFlash head for LLaMA3.1 8B Instruct: fits this target (dflash-Tiny-1B-Q8_0.gguf)"
+        )
     else:
-        assert status.endswith('; its repository also holds a dflash sidecar (dflash-Tiny-1B-Q8_0.gguf): '
-                               'tick "with sidecars" to fetch it'), status
+        assert status.endswith(
+            '; its repository also holds a dflash sidecar (dflash-Tiny-1B-Q8_0.gguf): tick "with sidecars" to fetch it'
+        ), status
         assert not hub.gets("dflash-Tiny-1B-Q8_0.gguf")
 
 
@@ -150,6 +160,5 @@ def test_a_heads_finder_result_shows_beside_the_pair(target_with_heads: Path) ->
 
     head = target_with_heads.parent / "eagle3-target-Q8_0.gguf"
     assert measured_text(str(target_with_heads), str(head)) == ""
-    cache.store([cache.CachedResult(str(target_with_heads), "eagle3", str(head), 3, 1.4, 1.3, None, 0.7,
-                                    time.time())])
+    cache.store([cache.CachedResult(str(target_with_heads), "eagle3", str(head), 3, 1.4, 1.3, None, 0.7, time.time())])
     assert measured_text(str(target_with_heads), str(head)) == "predicted here: 1.40x at depth 3"

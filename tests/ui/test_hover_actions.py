@@ -18,13 +18,20 @@ def hover(view: ChatView, text: str) -> None:
     """Move the mouse (no button held) over the first character of ``text`` in the view."""
     at = view.document().find(text).selectionStart()
     point = QPointF(char_point(view, at))
-    move = QMouseEvent(QEvent.Type.MouseMove, point, view.viewport().mapToGlobal(point),
-                       Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    move = QMouseEvent(
+        QEvent.Type.MouseMove,
+        point,
+        view.viewport().mapToGlobal(point),
+        Qt.MouseButton.NoButton,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
     QApplication.sendEvent(view.viewport(), move)
 
 
 def test_system_prompt_indicator_shows_updates_follows_conversations_and_opens_the_dialog(
-        qtbot, settings, store) -> None:
+    qtbot, settings, store
+) -> None:
     window, _ = window_with(qtbot, settings, store)
     window.show()
     qtbot.waitExposed(window)

@@ -92,8 +92,7 @@ def test_off_writes_no_file_and_turning_it_off_deletes_the_memory_but_no_convers
     window.lookup_memory.wait(10)
     assert not list(tmp_path.glob("lookup-memory*")) and host.lookup_memory_calls == 0  # off: nothing at all
     window.controls.lookup_memory.setChecked(True)
-    qtbot.waitUntil(lambda: host.lookup_memory is not None and "Remember this?" in host.lookup_memory,
-                    timeout=15_000)
+    qtbot.waitUntil(lambda: host.lookup_memory is not None and "Remember this?" in host.lookup_memory, timeout=15_000)
     assert (tmp_path / MEMORY_FILENAME).exists()
     conversations = [(c.id, [m.content for m in store.messages(c.id)]) for c in store.conversations()]
     with qtbot.waitSignal(window.lookup_memory.ready, timeout=15_000) as blocker:

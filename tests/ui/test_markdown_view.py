@@ -75,7 +75,7 @@ After a hard break.
 
 
 def make_view(qtbot, verdicts: bool = False) -> ChatView:
-    return streaming_view(qtbot, 'Tell me about **vegetables**', verdicts=verdicts)
+    return streaming_view(qtbot, "Tell me about **vegetables**", verdicts=verdicts)
 
 
 def play(view: ChatView, rounds=ROUNDS, finish: bool = True) -> None:
@@ -168,8 +168,13 @@ def test_rejected_drafts_are_markers_in_reading_and_inline_in_verdicts(qtbot) ->
     for guess in (" some", "three", " + 2", "()", "!"):
         assert guess not in text
     # a marker where each rejection happened: in prose, at the end of a list item, inside code, at the end
-    for where in ("Here are" + REJECTION_MARKER + " Carrots", "one" + REJECTION_MARKER, "x = 1" + REJECTION_MARKER,
-                  "print" + REJECTION_MARKER + "(x)", "Done" + REJECTION_MARKER + "."):
+    for where in (
+        "Here are" + REJECTION_MARKER + " Carrots",
+        "one" + REJECTION_MARKER,
+        "x = 1" + REJECTION_MARKER,
+        "print" + REJECTION_MARKER + "(x)",
+        "Done" + REJECTION_MARKER + ".",
+    ):
         assert where in text, where
     marker = format_of(view, REJECTION_MARKER)
     assert marker.property(PROP_KIND) == "rejected" and marker.property(PROP_CHROME)
@@ -315,7 +320,7 @@ def _random_rounds(text: str, seed: int) -> list[tuple[tuple[str, ...], tuple[st
     rounds, i = [], 0
     while i < len(text):
         n = rng.randint(1, 7)
-        chunk, i = text[i:i + n], i + n
+        chunk, i = text[i : i + n], i + n
         cut = rng.randint(0, len(chunk))
         acc = (chunk[:cut],) if cut else ()
         rej = ("R" * rng.randint(1, 3),) if rng.random() < 0.3 else ()
@@ -361,16 +366,30 @@ def _look(view: ChatView, colours: bool) -> list[tuple[object, ...]]:
     block = view.document().begin()
     while block.isValid():
         listed = block.textList()
-        out.append(("block", lists.setdefault(listed.objectIndex(), len(lists)) if listed else None,
-                    listed.itemNumber(block) if listed else None, block.blockFormat().indent()))
+        out.append(
+            (
+                "block",
+                lists.setdefault(listed.objectIndex(), len(lists)) if listed else None,
+                listed.itemNumber(block) if listed else None,
+                block.blockFormat().indent(),
+            )
+        )
         it = block.begin()
         while not it.atEnd():
             fmt = it.fragment().charFormat()
             code = fmt.property(PROP_CODE)
             styled = colours or code is None
-            out.extend((ch, fmt.property(PROP_KIND), code, fmt.background().color().name(),
-                        fmt.fontWeight() if styled else 0, fmt.foreground().color().name() if styled else "")
-                       for ch in it.fragment().text())
+            out.extend(
+                (
+                    ch,
+                    fmt.property(PROP_KIND),
+                    code,
+                    fmt.background().color().name(),
+                    fmt.fontWeight() if styled else 0,
+                    fmt.foreground().color().name() if styled else "",
+                )
+                for ch in it.fragment().text()
+            )
             it += 1
         block = block.next()
     return out
@@ -511,15 +530,22 @@ def test_dark_palette_changes_the_tint_code_box_and_syntax_colours(qtbot) -> Non
 
     view = make_view(qtbot)
     play(view)
-    light = (format_of(view, "Here").background().color().name(), format_of(view, "def").foreground().color().name()
-             if "def" in view.toPlainText() else format_of(view, "print").foreground().color().name(),
-             view.document().rootFrame().childFrames()[0].frameFormat().background().color().name())
+    light = (
+        format_of(view, "Here").background().color().name(),
+        format_of(view, "def").foreground().color().name()
+        if "def" in view.toPlainText()
+        else format_of(view, "print").foreground().color().name(),
+        view.document().rootFrame().childFrames()[0].frameFormat().background().color().name(),
+    )
     dark = QPalette(view.palette())
     dark.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
     dark.setColor(QPalette.ColorRole.Text, QColor("#e6e6e6"))
     view.setPalette(dark)
-    now = (format_of(view, "Here").background().color().name(), format_of(view, "print").foreground().color().name(),
-           view.document().rootFrame().childFrames()[0].frameFormat().background().color().name())
+    now = (
+        format_of(view, "Here").background().color().name(),
+        format_of(view, "print").foreground().color().name(),
+        view.document().rootFrame().childFrames()[0].frameFormat().background().color().name(),
+    )
     assert all(a != b for a, b in zip(light, now, strict=True)), (light, now)
     assert QColor(now[0]).lightness() < 128 and QColor(now[2]).lightness() < 128
     assert format_of(view, "Carrots").foreground().color().name() == "#e6e6e6"
@@ -544,7 +570,7 @@ def test_parse_keeps_source_offsets_of_rendered_characters() -> None:
         assert all(source[o] == ch for ch, o in zip(run.text, run.offsets, strict=True)), run
     assert [r.text for r in runs if r.bold] == ["bold"] and [r.text for r in runs if r.code] == ["x"]
     code = blocks[2].leaves[0]
-    assert code.code == "code" and source[code.code_offsets[0]:code.code_offsets[-1] + 1] == "code"
+    assert code.code == "code" and source[code.code_offsets[0] : code.code_offsets[-1] + 1] == "code"
 
 
 def test_follow_the_stream_and_jump_to_latest(qtbot) -> None:

@@ -207,12 +207,17 @@ def test_files_tab_says_whether_the_pair_fits(qtbot: QtBot, demo_pair: DemoPair,
     from specchat.core.models.shape import read_model_shape
 
     need = read_model_shape(demo_pair.target).memory_bytes(2048) + read_model_shape(demo_pair.draft).memory_bytes(2048)
-    roomy = ModelPickerDialog(str(demo_pair.target), str(demo_pair.draft), n_ctx=2048,
-                              memory=MachineMemory(ram_free=16 * 10**9, gpu_free=0))
+    roomy = ModelPickerDialog(
+        str(demo_pair.target), str(demo_pair.draft), n_ctx=2048, memory=MachineMemory(ram_free=16 * 10**9, gpu_free=0)
+    )
     qtbot.addWidget(roomy)
     assert roomy.fit.text() == f"✓ the pair needs about {need / GB:.1f} GB of RAM; 16.0 GB is free"
-    cramped = ModelPickerDialog(str(demo_pair.target), str(demo_pair.draft), n_ctx=2048,
-                                memory=MachineMemory(ram_free=int(need) // 2, gpu_free=0))
+    cramped = ModelPickerDialog(
+        str(demo_pair.target),
+        str(demo_pair.draft),
+        n_ctx=2048,
+        memory=MachineMemory(ram_free=int(need) // 2, gpu_free=0),
+    )
     qtbot.addWidget(cramped)
     assert cramped.fit.text().startswith("✗ the pair needs about")
     # Editing the fields updates the line; a broken file gets a one-line reason, no file gets nothing.
@@ -230,8 +235,10 @@ def test_catalog_marks_pairs_too_big_for_this_machine(qtbot: QtBot) -> None:
     dialog = ModelPickerDialog(memory=MachineMemory(ram_free=4 * 10**9, gpu_free=0))
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
-    rows = {tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
-            for i in range(tab.tree.topLevelItemCount())}
+    rows = {
+        tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
+        for i in range(tab.tree.topLevelItemCount())
+    }
     memory = tab.MEMORY_COLUMN
     assert rows["demo"].text(memory) == "1 GB ✓" and rows["demo"].toolTip(memory).startswith("✓ this pair needs")
     big = rows["qwen2.5-coder-32b"]
@@ -259,8 +266,9 @@ def test_library_says_which_downloads_are_unverified(
     qtbot.addWidget(dialog)
     tab = dialog.library_tab
     qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() == 2, timeout=30_000)
-    rows = {Path(tab.tree.topLevelItem(i).text(LibraryTab.PATH_COLUMN)).name: tab.tree.topLevelItem(i)
-            for i in range(2)}
+    rows = {
+        Path(tab.tree.topLevelItem(i).text(LibraryTab.PATH_COLUMN)).name: tab.tree.topLevelItem(i) for i in range(2)
+    }
     flagged, plain = rows["Tiny-1B-Q4_K_M.gguf"], rows["Tiny-100M-Q8_0.gguf"]
     assert flagged.text(LibraryTab.SOURCE_COLUMN) == "hf-cache, unverified"
     tip = flagged.toolTip(LibraryTab.SOURCE_COLUMN)
@@ -282,8 +290,10 @@ def test_catalog_shows_the_drafter_an_expected_speedup_and_the_full_reason(qtbot
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
-    rows = {tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
-            for i in range(tab.tree.topLevelItemCount())}
+    rows = {
+        tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
+        for i in range(tab.tree.topLevelItemCount())
+    }
     by_id = {p.id: p for p in load_catalog()}
     mtp = next(p for p in by_id.values() if p.builtin_heads)
     assert rows[mtp.id].text(tab.DRAFTER_COLUMN) == "own MTP heads"
@@ -291,8 +301,11 @@ def test_catalog_shows_the_drafter_an_expected_speedup_and_the_full_reason(qtbot
     assert rows["qwen2.5-coder-32b"].text(tab.DRAFTER_COLUMN) == "draft model"
     for pid, row in rows.items():
         assert row.text(tab.SPEEDUP_COLUMN), pid  # every pair says what to expect, and how it knows
-        assert ("published" in row.toolTip(tab.SPEEDUP_COLUMN) or "measured" in row.toolTip(tab.SPEEDUP_COLUMN)
-                or "estimate" in row.toolTip(tab.SPEEDUP_COLUMN)), pid
+        assert (
+            "published" in row.toolTip(tab.SPEEDUP_COLUMN)
+            or "measured" in row.toolTip(tab.SPEEDUP_COLUMN)
+            or "estimate" in row.toolTip(tab.SPEEDUP_COLUMN)
+        ), pid
         assert row.text(tab.GOOD_FOR_COLUMN) == by_id[pid].good_for  # the whole text, wrapped, never cut
     assert tab.tree.wordWrap()
 
@@ -306,6 +319,8 @@ def test_the_library_lists_a_loaded_model_outside_the_scanned_folders(
     qtbot.addWidget(dialog)
     tab = dialog.library_tab
     qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() >= 2, timeout=60_000)
-    listed = {tab.tree.topLevelItem(i).text(tab.PATH_COLUMN): tab.tree.topLevelItem(i).text(tab.SOURCE_COLUMN)
-              for i in range(tab.tree.topLevelItemCount())}
+    listed = {
+        tab.tree.topLevelItem(i).text(tab.PATH_COLUMN): tab.tree.topLevelItem(i).text(tab.SOURCE_COLUMN)
+        for i in range(tab.tree.topLevelItemCount())
+    }
     assert listed[str(demo_pair.draft)] == "in use"

@@ -46,8 +46,12 @@ def test_the_replay_shows_each_round_at_its_recorded_time_in_order(qtbot) -> Non
 
     replay.start()
     assert seen == [] and replay.running and replay.timer.interval() == 125  # aimed at the first recorded round
-    steps = [(0.125, (PLAIN, 4, 1, 0.125), 125), (0.25, (SPECULATIVE, 10, 3, 0.25), 250),
-             (0.5, (PLAIN, 6, 2, 0.5), 250), (0.75, (SPECULATIVE, 16, 5, 0.75), 250)]
+    steps = [
+        (0.125, (PLAIN, 4, 1, 0.125), 125),
+        (0.25, (SPECULATIVE, 10, 3, 0.25), 250),
+        (0.5, (PLAIN, 6, 2, 0.5), 250),
+        (0.75, (SPECULATIVE, 16, 5, 0.75), 250),
+    ]
     for now, shown, next_ms in steps:
         clock.now = now
         replay.tick()  # what the timer's timeout runs
@@ -69,14 +73,18 @@ def test_the_replay_shows_each_round_at_its_recorded_time_in_order(qtbot) -> Non
 
 
 def race_message(text: str = "Hello world") -> Message:
-    spans = [TokenSpan(TokenKind.ACCEPTED, "Hello"), TokenSpan(TokenKind.REJECTED, " there"),
-             TokenSpan(TokenKind.TARGET, " world")]
+    spans = [
+        TokenSpan(TokenKind.ACCEPTED, "Hello"),
+        TokenSpan(TokenKind.REJECTED, " there"),
+        TokenSpan(TokenKind.TARGET, " world"),
+    ]
     figures = ReplyFigures(generated=2, timeline=[(0.5, 2, len(text))], first_token_seconds=0.25)
     return Message("assistant", spans=spans, figures=figures, finish_reason="eos", id=1)
 
 
-def race_record(plain_text: str, plain_timeline: list[tuple[float, int, int]], *, fork: Fork | None = None,
-                drift: str = "") -> RaceRecord:
+def race_record(
+    plain_text: str, plain_timeline: list[tuple[float, int, int]], *, fork: Fork | None = None, drift: str = ""
+) -> RaceRecord:
     """A race whose speculative run wrote "Hello world" in one round at 0.5 s (its drafts "Hello")."""
     spec = RaceRun("Hello world", [(0.5, 2, 11)], 0.3, "eos", [(5, "a"), (6, "t")])
     plain = RaceRun(plain_text, plain_timeline, 0.1, "eos")
@@ -144,11 +152,12 @@ def fragments(pane) -> list[tuple[str, bool]]:
 # -- in the window, through the fake host ------------------------------------------------
 
 
-
 def stream_reply(window: MainWindow, host: FakeHost, *, finish: bool = True) -> None:
     window.send("hi")
-    rounds = [dataclasses.replace(verified(0, ("Hel",), ("x",), "lo"), elapsed=0.2),
-              dataclasses.replace(verified(1, (" wor",), (), "ld"), elapsed=0.35)]
+    rounds = [
+        dataclasses.replace(verified(0, ("Hel",), ("x",), "lo"), elapsed=0.2),
+        dataclasses.replace(verified(1, (" wor",), (), "ld"), elapsed=0.35),
+    ]
     host.worker.events.emit(rounds)
     if finish:
         host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(generated=4, generate_seconds=0.35))])
@@ -211,8 +220,11 @@ def test_race_again_runs_a_stored_race_anew_and_replaces_it(qtbot, settings, sto
     window, host = window_with(qtbot, settings, store)
     stream_reply(window, host)
     window.racing.race_last()
-    drifted = race_record("Hello world", [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)],
-                          drift="The machine's speed changed: plain decoding ran at 10.0 tokens/s ...")
+    drifted = race_record(
+        "Hello world",
+        [(0.1, 1, 3), (0.2, 1, 2), (0.3, 1, 4), (0.4, 1, 2)],
+        drift="The machine's speed changed: plain decoding ran at 10.0 tokens/s ...",
+    )
     with qtbot.waitSignal(window.races.ready):
         host.worker.raced.emit(host.races[0], drifted)
     panel = window.racing.panel
@@ -324,8 +336,10 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     assert (record.drafter, record.depth) == (reply.figures.drafting["drafter"], 4)  # drafted as the reply did
     panel = window.racing.panel
     assert panel is not None and panel.identity.text().startswith("Identical text")
-    assert [m.content for m in window.transcript.messages] == ["List the days of the week, one per line.",
-                                                               reply.content]
+    assert [m.content for m in window.transcript.messages] == [
+        "List the days of the week, one per line.",
+        reply.content,
+    ]
     stats = store.messages(window.conversation_id)[-1].stats
     assert stats["timeline"] and RaceRecord.from_dict(stats["race"]) == record
     window.close()
@@ -356,4 +370,5 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
 def test_verified_events_carry_no_time_by_default() -> None:
     assert verified(0, ("a",), (), "b").elapsed == 0.0
     assert Verified(0, 0, (), (), 1, (), (), "b", (), ()) == dataclasses.replace(
-        Verified(0, 0, (), (), 1, (), (), "b", (), ()), elapsed=1.0)  # a time never makes two verdicts differ
+        Verified(0, 0, (), (), 1, (), (), "b", (), ()), elapsed=1.0
+    )  # a time never makes two verdicts differ

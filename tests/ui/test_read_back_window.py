@@ -105,16 +105,19 @@ def _poisoned_folders(root: Path) -> dict[str, str]:
     data, config, cache = root / "data", root / "config", root / "cache"
     for folder in (data, config, cache):
         folder.mkdir(parents=True)
-    cid = stored_reply(data / "conversations.sqlite3",
-                        [TokenSpan(TokenKind.ACCEPTED, f"w{i} ", 1, 0.5, 0.5, DETAIL) for i in range(3)])
-    for sql in ("UPDATE messages SET stats = 'garbage{' WHERE role = 'assistant'",
-                "UPDATE spans SET target_prob = 'abc', detail = '" + "[" * 100_000 + "' WHERE seq = 0",
-                "UPDATE spans SET kind = 'bogus' WHERE seq = 2",
-                "UPDATE messages SET parent_id = (SELECT max(id) FROM messages) WHERE parent_id IS NULL"):
+    cid = stored_reply(
+        data / "conversations.sqlite3", [TokenSpan(TokenKind.ACCEPTED, f"w{i} ", 1, 0.5, 0.5, DETAIL) for i in range(3)]
+    )
+    for sql in (
+        "UPDATE messages SET stats = 'garbage{' WHERE role = 'assistant'",
+        "UPDATE spans SET target_prob = 'abc', detail = '" + "[" * 100_000 + "' WHERE seq = 0",
+        "UPDATE spans SET kind = 'bogus' WHERE seq = 2",
+        "UPDATE messages SET parent_id = (SELECT max(id) FROM messages) WHERE parent_id IS NULL",
+    ):
         poke(data / "conversations.sqlite3", sql)
     (config / "settings.json").write_text(
-        '{"window_geometry": "\\ud800", "last_conversation": ' + str(cid) + ', "lookup_memory": true}',
-        encoding="utf-8")
+        '{"window_geometry": "\\ud800", "last_conversation": ' + str(cid) + ', "lookup_memory": true}', encoding="utf-8"
+    )
     (config / "remote-devices.json").write_text("[" * 100_000, encoding="utf-8")
     (data / "lookup-memory.json").write_text('{"version": 1, "texts": "' + "[" * 1000 + '"}', encoding="utf-8")
     (data / "advisor-results.json").write_text("{" * 100_000, encoding="utf-8")

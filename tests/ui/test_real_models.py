@@ -324,7 +324,8 @@ def test_regenerate_stopped_before_its_first_round_keeps_the_old_reply(qtbot, se
     assert blocker.args[0].reason is FinishReason.CANCELLED
     after = store.messages(window.conversation_id)
     assert [(m.role, m.content, m.spans) for m in after] == [
-        ("user", PROMPT, []), ("assistant", old.content, old.spans)
+        ("user", PROMPT, []),
+        ("assistant", old.content, old.spans),
     ]
     assert [m.content for m in window.transcript.messages] == [PROMPT, old.content]
     assert not window.last_error

@@ -41,8 +41,11 @@ def test_test_lists_each_servers_devices_and_a_dead_one_in_one_line(qtbot, serve
 def test_a_bad_entry_is_refused_in_one_line(qtbot) -> None:
     dialog = RemoteDevicesDialog([], probe_servers)
     qtbot.addWidget(dialog)
-    for text, expected in (("example.org", "is not HOST:PORT"), ("10.0.0.1:0", "from 1 to 65535"),
-                           ("[::1]:50052", "IPv6")):
+    for text, expected in (
+        ("example.org", "is not HOST:PORT"),
+        ("10.0.0.1:0", "from 1 to 65535"),
+        ("[::1]:50052", "IPv6"),
+    ):
         dialog.entry.setText(text)
         assert not dialog.add_entry()
         assert expected in dialog.status.text() and "\n" not in dialog.status.text()

@@ -35,8 +35,16 @@ from support.xray import xray_round
 def wheel(widget: QWidget, steps: int = -1) -> None:
     """One notch of the mouse wheel over the middle of ``widget`` (negative: towards the user, scrolling down)."""
     local = QPointF(widget.width() / 2, widget.height() / 2)
-    event = QWheelEvent(local, QPointF(widget.mapToGlobal(local.toPoint())), QPoint(0, 0), QPoint(0, 120 * steps),
-                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+    event = QWheelEvent(
+        local,
+        QPointF(widget.mapToGlobal(local.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, 120 * steps),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
     QApplication.sendEvent(widget, event)
 
 
@@ -61,8 +69,11 @@ def test_the_wheel_over_the_settings_panel_scrolls_it_and_changes_no_value(qtbot
     bar = window.panel.verticalScrollBar()
     assert bar.maximum() > 0  # the panel scrolls at this size
     before = _values(window.panel.widget())
-    fields = [w for w in window.panel.widget().findChildren(QWidget)
-              if isinstance(w, (QAbstractSpinBox, QComboBox, QAbstractSlider)) and w.isVisible()]
+    fields = [
+        w
+        for w in window.panel.widget().findChildren(QWidget)
+        if isinstance(w, (QAbstractSpinBox, QComboBox, QAbstractSlider)) and w.isVisible()
+    ]
     assert len(fields) >= 8  # depth, drafter, temperature, top-k, top-p, repeat penalty, max tokens, context
     for field in fields:
         bar.setValue(0)
@@ -117,8 +128,9 @@ def test_a_click_on_blank_space_under_or_beside_a_reply_opens_nothing(qtbot, ver
     for point in (below, beside):
         assert view.token_at(point) is None
         # Through the window system, as a real click comes.
-        qtbot.mouseClick(view.window().windowHandle(), Qt.MouseButton.LeftButton,
-                         pos=view.viewport().mapTo(view.window(), point))
+        qtbot.mouseClick(
+            view.window().windowHandle(), Qt.MouseButton.LeftButton, pos=view.viewport().mapTo(view.window(), point)
+        )
         qtbot.wait(20)  # the X-ray would open right after the click
         assert view.xray is None or not view.xray.isVisible()
     # The last token itself still opens it.
@@ -163,8 +175,14 @@ def _cut_reply(qtbot, window: MainWindow, host: FakeHost) -> None:
     window.send("Tell me a story")
     stats = GenerationStats(rounds=2, drafted=4, accepted=3, generated=6, prompt_tokens=12, generate_seconds=0.4)
     with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([verified(0, ("Once", " upon"), (), " a"), verified(1, (" time",), (" in",), ","),
-                                 verified(2, (), (), " there"), Finished(FinishReason.MAX_TOKENS, stats)])
+        host.worker.events.emit(
+            [
+                verified(0, ("Once", " upon"), (), " a"),
+                verified(1, (" time",), (" in",), ","),
+                verified(2, (), (), " there"),
+                Finished(FinishReason.MAX_TOKENS, stats),
+            ]
+        )
     window.chat_view.flush()
 
 
@@ -188,8 +206,13 @@ def test_a_reply_cut_at_the_limit_says_so_and_continue_extends_it(qtbot, setting
     # The continuation streams speculatively into the same message, with its fates.
     more = GenerationStats(rounds=1, drafted=3, accepted=2, generated=3, prompt_tokens=20, generate_seconds=0.2)
     with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([drafted(0, (" was", " a", " cat")), verified(0, (" was", " a"), (" cat",), " dog"),
-                                 Finished(FinishReason.EOS, more)])  # the engine counts rounds from 0 again
+        host.worker.events.emit(
+            [
+                drafted(0, (" was", " a", " cat")),
+                verified(0, (" was", " a"), (" cat",), " dog"),
+                Finished(FinishReason.EOS, more),
+            ]
+        )  # the engine counts rounds from 0 again
     window.chat_view.flush()
     reply = window.transcript.messages[-1]
     assert len(window.transcript.messages) == 2
@@ -243,8 +266,7 @@ def test_figures_come_back_after_switching_away_and_back_mid_reply(qtbot, settin
 
 
 @pytest.mark.slow
-def test_continue_on_the_real_pair_goes_on_speculatively_in_the_same_message(qtbot, settings, store,
-                                                                            demo_pair) -> None:
+def test_continue_on_the_real_pair_goes_on_speculatively_in_the_same_message(qtbot, settings, store, demo_pair) -> None:
     settings.max_tokens, settings.depth, settings.temperature = 12, 4, 0.0
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
@@ -285,8 +307,9 @@ def test_reading_a_long_prompt_shows_tokens_and_percent_and_esc_stops_it(qtbot, 
     qtbot.keyClick(window.composer, Qt.Key.Key_Escape)
     assert host.tokens[-1].cancelled
     with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(prompt_tokens=3639),
-                                          "stopped while reading the prompt")])
+        host.worker.events.emit(
+            [Finished(FinishReason.CANCELLED, GenerationStats(prompt_tokens=3639), "stopped while reading the prompt")]
+        )
     assert not window.progress.isVisible() and window.statusBar().currentMessage() == ""
     assert not window.streaming and window.page.send_button.isEnabled()
 
@@ -350,10 +373,12 @@ def test_the_drafter_box_shows_each_drafters_name_whole_at_900_by_600(qtbot, set
     box = window.controls.drafter
     option = QStyleOptionComboBox()
     box.initStyleOption(option)
-    field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
-                                       QStyle.SubControl.SC_ComboBoxEditField, box)
+    field = box.style().subControlRect(
+        QStyle.ComplexControl.CC_ComboBox, option, QStyle.SubControl.SC_ComboBoxEditField, box
+    )
     names = [box.itemText(i) for i in range(box.count())] + [
-        drafter_entry(DrafterKind.COMPOSITE).label_for({Part.MTP_HEADS.value})]
+        drafter_entry(DrafterKind.COMPOSITE).label_for({Part.MTP_HEADS.value})
+    ]
     for name in names:
         assert box.fontMetrics().horizontalAdvance(name) <= field.width(), (name, field.width())
 

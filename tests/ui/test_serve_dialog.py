@@ -49,8 +49,10 @@ def test_generated_keys_are_random_and_sendable() -> None:
 
 
 def test_odd_stored_values_open_the_dialog_on_the_defaults(qtbot, caplog: pytest.LogCaptureFixture) -> None:
-    settings_path().write_text(json.dumps({"serve_port": -1, "serve_require_key": "sure",
-                                           "serve_api_key": ["not", "a", "key"]}), encoding="utf-8")
+    settings_path().write_text(
+        json.dumps({"serve_port": -1, "serve_require_key": "sure", "serve_api_key": ["not", "a", "key"]}),
+        encoding="utf-8",
+    )
     with caplog.at_level(logging.WARNING):
         settings = load_settings()
     assert sum("serve_" in r.getMessage() for r in caplog.records) == 3

@@ -71,7 +71,8 @@ def test_a_served_request_shows_in_the_panel_with_its_fates_and_stops(qtbot, win
     assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
     assert window.serving.note.text() == f"Serving on {url}" and window.serving.action.isChecked()
     reply = client(Served(url)).chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "Count from one to ten."}], max_tokens=32, temperature=0)
+        model="m", messages=[{"role": "user", "content": "Count from one to ten."}], max_tokens=32, temperature=0
+    )
     text = reply.choices[0].message.content
     assert text
     panel = window.serving.panel
@@ -113,8 +114,14 @@ def test_the_window_reply_and_a_served_request_never_decode_at_once(qtbot, windo
     window.host.worker.events.connect(window_events, Qt.ConnectionType.DirectConnection)
     window.serving.heard.connect(served_event, Qt.ConnectionType.DirectConnection)
     answers: list[str] = []
-    request = threading.Thread(target=lambda: answers.append(client(Served(url)).completions.create(
-        model="m", prompt="Once upon a time", max_tokens=32, temperature=0).choices[0].text))
+    request = threading.Thread(
+        target=lambda: answers.append(
+            client(Served(url))
+            .completions.create(model="m", prompt="Once upon a time", max_tokens=32, temperature=0)
+            .choices[0]
+            .text
+        )
+    )
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send("List the days of the week, one per line.")
         request.start()
@@ -163,8 +170,12 @@ def test_the_dialog_serves_with_a_key_that_requests_must_send_and_remembers_it(q
 
     assert httpx.get(f"{url}/models", timeout=30).status_code == 401
     assert httpx.get(f"{url}/models", headers={"Authorization": "Bearer wrong"}, timeout=30).status_code == 401
-    answer = httpx.post(f"{url}/chat/completions", headers={"Authorization": f"Bearer {key}"}, timeout=120,
-                        json={"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+    answer = httpx.post(
+        f"{url}/chat/completions",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=120,
+        json={"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
+    )
     assert answer.status_code == 200 and answer.json()["choices"][0]["message"]["content"]
 
     panel = window.serving.panel
@@ -245,8 +256,9 @@ def test_a_window_reply_says_it_waits_for_a_served_request_until_it_starts(qtbot
     assert at_first_batch and at_first_batch[0] != WAITING_FOR_SERVER
     assert status.currentMessage() != WAITING_FOR_SERVER and window.progress.isHidden()
     assert window.transcript.messages[-1].content
-    qtbot.waitUntil(lambda: bool(window.serving.panel.requests) and window.serving.panel.requests[0].done,
-                    timeout=REPLY_TIMEOUT)
+    qtbot.waitUntil(
+        lambda: bool(window.serving.panel.requests) and window.serving.panel.requests[0].done, timeout=REPLY_TIMEOUT
+    )
     assert window.serving.panel.requests[0].status == "cancelled"
 
 

@@ -13,8 +13,11 @@ def _shown(window) -> list[str]:
 
 
 def test_typing_filters_the_sidebar_by_title_and_text_and_esc_clears(qtbot, settings, store) -> None:
-    for title, text in [("Lisbon trip", "where to eat pastel de nata"), ("Sorting", "sort a list in python"),
-                        ("Bread", "a sourdough starter for the bakery")]:
+    for title, text in [
+        ("Lisbon trip", "where to eat pastel de nata"),
+        ("Sorting", "sort a list in python"),
+        ("Bread", "a sourdough starter for the bakery"),
+    ]:
         cid = store.create_conversation(title)
         store.add_message(cid, "user", text)
     window, _ = window_with(qtbot, settings, store)

@@ -123,8 +123,9 @@ def test_the_tooltip_says_who_drafted_the_token(qtbot) -> None:
     tips = []
     for position in (1, 2, 0):
         point = _point_of_token(view, 3, position)
-        QApplication.sendEvent(view.viewport(), QHelpEvent(QEvent.Type.ToolTip, point,
-                                                           view.viewport().mapToGlobal(point)))
+        QApplication.sendEvent(
+            view.viewport(), QHelpEvent(QEvent.Type.ToolTip, point, view.viewport().mapToGlobal(point))
+        )
         tips.append(QToolTip.text())
     QToolTip.hideText()
     assert "drafted by lookup (match of 4 tokens)" in tips[0]
@@ -175,8 +176,9 @@ def test_after_a_restart_a_clicked_token_shows_the_engines_numbers(qtbot, settin
     xray = _click(qtbot, view, _point_of_token(view, event.round, 1))
     assert xray.where.text() == f"round {event.round} · draft position 1"
     assert xray.source.text() == "drafted by the draft model"
-    assert xray.probs.text() == (f"q(x) = {event.draft_probs[0]:.3f} (draft) · "
-                                 f"p(x) = {event.target_probs[0]:.3f} (target)")
+    assert xray.probs.text() == (
+        f"q(x) = {event.draft_probs[0]:.3f} (draft) · p(x) = {event.target_probs[0]:.3f} (target)"
+    )
     assert xray.verdict.text() == "argmax matched"
     best, p_best = event.target_top[0][0][2], event.target_top[0][0][1]
     assert readable(best) in xray.tops.text().replace("&amp;", "&") and f"{p_best:.3f}" in xray.tops.text()

@@ -79,9 +79,16 @@ def test_the_chart_comes_back_with_a_stored_reply(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
     panel.follow(ReplyFigures(started=time.monotonic() - 0.25))  # the request went out 0.25 s ago
-    feed(panel, [verified(0, ("a", "b"), ("c",), "d"), verified(1, ("e",), (), "f"),
-                 Finished(FinishReason.EOS, GenerationStats(rounds=2, drafted=4, accepted=3, generated=5,
-                                                            generate_seconds=1.0))])
+    feed(
+        panel,
+        [
+            verified(0, ("a", "b"), ("c",), "d"),
+            verified(1, ("e",), (), "f"),
+            Finished(
+                FinishReason.EOS, GenerationStats(rounds=2, drafted=4, accepted=3, generated=5, generate_seconds=1.0)
+            ),
+        ],
+    )
     stored = ReplyFigures.from_dict(panel.figures.as_dict())
     panel.reset()
     panel.show_stored(stored)
@@ -242,8 +249,14 @@ def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store
     assert window.transcript.reply is not None and window.transcript.reply.content == "Hello!"
     assert window.stats.acceptance.text() == "100%"
     with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=2, accepted=2,
-                                                                             generated=3, generate_seconds=0.5))])
+        host.worker.events.emit(
+            [
+                Finished(
+                    FinishReason.EOS,
+                    GenerationStats(rounds=1, drafted=2, accepted=2, generated=3, generate_seconds=0.5),
+                )
+            ]
+        )
     assert window.stats.tokens_per_second.text() == "6.0"
     assert window.stats.conversation.text() == "1 reply, 3 tokens"
     assert window.page.regenerate_button.isEnabled()
@@ -251,8 +264,10 @@ def test_a_reply_streams_through_the_window_from_the_host(qtbot, settings, store
     assert [(m.role, m.content) for m in stored] == [("user", "Say hello"), ("assistant", "Hello!")]
     # The next request carries the history from the transcript.
     window.send("Again")
-    assert host.requests[-1].history == [{"role": "user", "content": "Say hello"},
-                                         {"role": "assistant", "content": "Hello!"}]
+    assert host.requests[-1].history == [
+        {"role": "user", "content": "Say hello"},
+        {"role": "assistant", "content": "Hello!"},
+    ]
 
 
 def test_the_plain_row_gets_the_height_of_its_two_lines_in_the_side_panel(qtbot) -> None:
@@ -264,9 +279,23 @@ def test_the_plain_row_gets_the_height_of_its_two_lines_in_the_side_panel(qtbot)
     stats = panel.stats
     stats.follow(ReplyFigures())
     feed(stats, [verified(0, tuple("abcd"), (), "q")])
-    feed(stats, [Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=4, accepted=4, generated=5,
-                                                            generate_seconds=0.5, plain_tokens_per_second=21.3,
-                                                            plain_tokens=16))])
+    feed(
+        stats,
+        [
+            Finished(
+                FinishReason.EOS,
+                GenerationStats(
+                    rounds=1,
+                    drafted=4,
+                    accepted=4,
+                    generated=5,
+                    generate_seconds=0.5,
+                    plain_tokens_per_second=21.3,
+                    plain_tokens=16,
+                ),
+            )
+        ],
+    )
     qtbot.waitUntil(lambda: stats.plain.height() >= 2 * stats.fontMetrics().height())
     assert stats.plain.geometry().bottom() < stats.speedup.geometry().top()
 
@@ -278,8 +307,15 @@ def test_a_finished_replys_speedup_is_its_own_probes_stored_and_never_recomputed
     def finish(plain: float, plain_tokens: int = 16) -> None:
         panel.follow(ReplyFigures())
         feed(panel, [verified(0, tuple("abcdefghijklmnop"), (), "q")])  # 17 tokens in one pass: at most ×17
-        stats = GenerationStats(rounds=1, drafted=16, accepted=16, generated=17, generate_seconds=0.5,
-                                plain_tokens_per_second=plain, plain_tokens=plain_tokens)
+        stats = GenerationStats(
+            rounds=1,
+            drafted=16,
+            accepted=16,
+            generated=17,
+            generate_seconds=0.5,
+            plain_tokens_per_second=plain,
+            plain_tokens=plain_tokens,
+        )
         feed(panel, [Finished(FinishReason.EOS, stats)])
 
     finish(10.0)

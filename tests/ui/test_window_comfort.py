@@ -194,8 +194,15 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
     host.worker.events.emit([verified(0, tuple("abcdefgh"), (), "i")])  # 9 tokens: too few for a rate
     assert window.stats.speedup.text() == "–"
     assert host.requests[-1].params.plain_probe > 0  # the window asks the engine to time plain decoding after it
-    stats = GenerationStats(rounds=2, drafted=16, accepted=16, generated=18, generate_seconds=0.5,
-                            plain_tokens_per_second=24.0, plain_tokens=16)
+    stats = GenerationStats(
+        rounds=2,
+        drafted=16,
+        accepted=16,
+        generated=18,
+        generate_seconds=0.5,
+        plain_tokens_per_second=24.0,
+        plain_tokens=16,
+    )
     with qtbot.waitSignal(window.reply_finished):
         host.worker.events.emit([verified(1, tuple("jklmnopq"), (), "r"), Finished(FinishReason.EOS, stats)])
     assert window.stats.speedup.text() == "×1.50 measured"  # 36 tok/s over the 24 timed right after it
@@ -209,8 +216,9 @@ def test_the_speedup_is_measured_per_pair_and_settings(qtbot, settings, store) -
     assert window.stats.plain.text() == "not measured"
     unprobed = GenerationStats(rounds=2, drafted=16, accepted=16, generated=18, generate_seconds=0.5)
     with qtbot.waitSignal(window.reply_finished):
-        host.worker.events.emit([verified(0, tuple("abcdefghijklmnopq"), (), "r"),
-                                 Finished(FinishReason.EOS, unprobed)])
+        host.worker.events.emit(
+            [verified(0, tuple("abcdefghijklmnopq"), (), "r"), Finished(FinishReason.EOS, unprobed)]
+        )
     assert window.stats.speedup.text() == "not measured" and "not timed" in window.stats.speedup.toolTip()
     assert window.stats.plain.text() == "not timed after this reply"
     assert len(host.calibrations) == 2 and "T=0.7" in host.calibrations[-1]

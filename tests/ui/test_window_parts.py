@@ -24,8 +24,9 @@ from support.fake_host import FakeHost, window_with
 from support.stored import poke
 
 
-def test_moving_the_slider_reaches_the_engines_depth_exactly_once(qtbot, settings, store,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_moving_the_slider_reaches_the_engines_depth_exactly_once(
+    qtbot, settings, store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sets: list[int | None] = []
     real_set = DepthControl.set
     monkeypatch.setattr(DepthControl, "set", lambda self, depth: (sets.append(depth), real_set(self, depth))[1])
@@ -100,7 +101,10 @@ def test_presets_apply_save_and_come_back_with_each_conversation(qtbot, tmp_path
     assert again.conversation_id == first and again.panel.presets.combo.currentText() == "Balanced"
     assert again.controls.temperature.value() == 0.7
     assert [again.panel.presets.combo.itemText(i) for i in range(again.panel.presets.combo.count())] == [
-        *(p.name for p in BUILT_IN), "Warm", CUSTOM]
+        *(p.name for p in BUILT_IN),
+        "Warm",
+        CUSTOM,
+    ]
     again.close()
 
 

@@ -97,10 +97,12 @@ class CandidateResult:
         return self.prediction.speedup if self.prediction is not None else 0.0
 
     def to_json(self) -> dict[str, object]:
-        return {**self.candidate.to_json(),
-                "prediction": None if self.prediction is None else self.prediction.to_json(),
-                "measured": None if self.confirmation is None else self.confirmation.to_json(),
-                "why": self.reason}
+        return {
+            **self.candidate.to_json(),
+            "prediction": None if self.prediction is None else self.prediction.to_json(),
+            "measured": None if self.confirmation is None else self.confirmation.to_json(),
+            "why": self.reason,
+        }
 
 
 @dataclass
@@ -126,12 +128,17 @@ class Advice:
 
     def to_json(self) -> dict[str, object]:
         winner = self.winner
-        return {"target": self.target, "budget_seconds": self.budget_seconds,
-                "elapsed_seconds": round(self.elapsed_seconds, 2),
-                "plain_tokens_per_second": round(self.plain_tokens_per_second, 2), "cancelled": self.cancelled,
-                "winner": None if winner is None else winner.candidate.label,
-                "candidates": [r.to_json() for r in self.results], "skipped": self.skipped,
-                "backend": None if self.payoff is None else self.payoff.to_json()}
+        return {
+            "target": self.target,
+            "budget_seconds": self.budget_seconds,
+            "elapsed_seconds": round(self.elapsed_seconds, 2),
+            "plain_tokens_per_second": round(self.plain_tokens_per_second, 2),
+            "cancelled": self.cancelled,
+            "winner": None if winner is None else winner.candidate.label,
+            "candidates": [r.to_json() for r in self.results],
+            "skipped": self.skipped,
+            "backend": None if self.payoff is None else self.payoff.to_json(),
+        }
 
 
 class _Clock:
@@ -156,8 +163,9 @@ class _Clock:
 def _rank(results: list[CandidateResult]) -> list[CandidateResult]:
     order = {CandidateKind.CATALOG: 1, CandidateKind.INCOMPATIBLE: 2}
     measured = sorted((r for r in results if r.prediction is not None), key=lambda r: -r.speedup)
-    rest = sorted((r for r in results if r.prediction is None),
-                  key=lambda r: (order.get(r.candidate.kind, 0), r.candidate.label))
+    rest = sorted(
+        (r for r in results if r.prediction is None), key=lambda r: (order.get(r.candidate.kind, 0), r.candidate.label)
+    )
     return measured + rest
 
 
@@ -178,11 +186,19 @@ def _remember(advice: Advice) -> None:
         c, p = r.candidate, r.prediction
         if p is None or c.drafter is None:
             continue
-        rows.append(cache.CachedResult(
-            advice.target, str.__str__(c.drafter), c.path, p.best_depth, round(p.speedup, 3),
-            round(p.auto_speedup, 3),
-            None if r.confirmation is None else round(r.confirmation.speedup, 3), round(p.acceptance, 4),
-            time.time()))
+        rows.append(
+            cache.CachedResult(
+                advice.target,
+                str.__str__(c.drafter),
+                c.path,
+                p.best_depth,
+                round(p.speedup, 3),
+                round(p.auto_speedup, 3),
+                None if r.confirmation is None else round(r.confirmation.speedup, 3),
+                round(p.acceptance, 4),
+                time.time(),
+            )
+        )
     if rows:
         try:
             cache.store(rows)
@@ -190,11 +206,23 @@ def _remember(advice: Advice) -> None:
             log.warning("advisor results could not be kept in %s (%s)", cache.cache_path(), exc.strerror or exc)
 
 
-def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_seconds: float = DEFAULT_BUDGET,
-           cancel: CancelToken | None = None, progress: Progress | None = None, library: bool = True,
-           lookup: bool = True, catalog: bool = True, max_depth: int = CALIBRATION_DEPTH,
-           max_tokens: int = CALIBRATION_TOKENS, n_gpu_layers: GpuLayers = GPU_LAYERS_AUTO,
-           remember: bool = True, loaded_draft: str | Path | None = None, composite: bool = False) -> Advice:
+def advise(
+    target: str | Path,
+    named: Sequence[str | Path] = (),
+    *,
+    budget_seconds: float = DEFAULT_BUDGET,
+    cancel: CancelToken | None = None,
+    progress: Progress | None = None,
+    library: bool = True,
+    lookup: bool = True,
+    catalog: bool = True,
+    max_depth: int = CALIBRATION_DEPTH,
+    max_tokens: int = CALIBRATION_TOKENS,
+    n_gpu_layers: GpuLayers = GPU_LAYERS_AUTO,
+    remember: bool = True,
+    loaded_draft: str | Path | None = None,
+    composite: bool = False,
+) -> Advice:
     """Find, measure and rank the drafters for ``target`` within ``budget_seconds``.
 
     ``loaded_draft`` (the draft loaded with the target in the window) is always a candidate, and
@@ -208,13 +236,25 @@ def advise(target: str | Path, named: Sequence[str | Path] = (), *, budget_secon
     cancel = cancel or CancelToken()
     if progress is not None and any(Path(p).expanduser().is_dir() for p in named):
         progress("searching the named folders for GGUF files", 0.0)
-    found = find_candidates(target, named, library=library, lookup=lookup, catalog=catalog, cancel=cancel,
-                            loaded_draft=loaded_draft, composite=composite)
+    found = find_candidates(
+        target,
+        named,
+        library=library,
+        lookup=lookup,
+        catalog=catalog,
+        cancel=cancel,
+        loaded_draft=loaded_draft,
+        composite=composite,
+    )
     if cancel.cancelled:  # Ctrl-C while searching (``--candidates /``): nothing was measured
         return Advice(str(Path(target).expanduser()), [], budget_seconds, cancelled=True)
     clock = _Clock(budget_seconds, progress)  # the budget is for measuring: finding reads headers only
-    advice = Advice(str(Path(target).expanduser()), [CandidateResult(c) for c in found.candidates],
-                    budget_seconds, skipped=found.skipped)
+    advice = Advice(
+        str(Path(target).expanduser()),
+        [CandidateResult(c) for c in found.candidates],
+        budget_seconds,
+        skipped=found.skipped,
+    )
     runnable = [r for r in advice.results if r.candidate.measurable]
     if not runnable:
         why = "; ".join(f"{r.candidate.label}: {r.candidate.reason}" for r in advice.results) or "none found"
@@ -249,8 +289,9 @@ class _DraftModels:
             from specchat.core.llama.model import Model
             from specchat.core.models.placement import resolve_gpu_layers
 
-            _, layers = resolve_gpu_layers(self.target, path, self.n_gpu_layers, self.n_gpu_layers,
-                                           n_ctx=CALIBRATION_CONTEXT)
+            _, layers = resolve_gpu_layers(
+                self.target, path, self.n_gpu_layers, self.n_gpu_layers, n_ctx=CALIBRATION_CONTEXT
+            )
             self.models[path] = Model(path, n_gpu_layers=layers)
         return self.models[path]
 
@@ -288,8 +329,7 @@ def _drafter(runtime: Runtime, candidate: Candidate, models: _DraftModels) -> It
         context.close()
 
 
-def _load_target(advice: Advice, runnable: list[CandidateResult], with_mtp: bool,
-                 n_gpu_layers: GpuLayers) -> Runtime:
+def _load_target(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, n_gpu_layers: GpuLayers) -> Runtime:
     from specchat.core.llama.model import Model
     from specchat.core.models.placement import resolve_gpu_layers
     from specchat.core.runtime.runtime import Runtime
@@ -300,8 +340,16 @@ def _load_target(advice: Advice, runnable: list[CandidateResult], with_mtp: bool
     return Runtime(Model(advice.target, n_gpu_layers=layers, load_mtp=with_mtp), None, n_ctx=CALIBRATION_CONTEXT)
 
 
-def _calibrate(advice: Advice, runnable: list[CandidateResult], with_mtp: bool, clock: _Clock,
-               cancel: CancelToken, max_depth: int, max_tokens: int, n_gpu_layers: GpuLayers) -> None:
+def _calibrate(
+    advice: Advice,
+    runnable: list[CandidateResult],
+    with_mtp: bool,
+    clock: _Clock,
+    cancel: CancelToken,
+    max_depth: int,
+    max_tokens: int,
+    n_gpu_layers: GpuLayers,
+) -> None:
     """Measure plain decoding and every candidate prompt by prompt, taking turns, then confirm the best.
 
     Taking turns (rather than one candidate after another) lets a shared machine's drifting speed
@@ -348,8 +396,14 @@ def _prompts(runtime: Runtime) -> list[list[int]]:
     return [runtime.prompt([{"role": "user", "content": text}]).tokens for _, text in PROMPTS]
 
 
-def _take_turns(runtime: Runtime, runs: list[tuple[CandidateResult | None, Drafter]], clock: _Clock,
-                cancel: CancelToken, max_depth: int, max_tokens: int) -> tuple[Measurement, dict[str, Measurement]]:
+def _take_turns(
+    runtime: Runtime,
+    runs: list[tuple[CandidateResult | None, Drafter]],
+    clock: _Clock,
+    cancel: CancelToken,
+    max_depth: int,
+    max_tokens: int,
+) -> tuple[Measurement, dict[str, Measurement]]:
     """Each prompt decoded plainly, then by each candidate; a run's share of the budget grows with what
     earlier runs left. Past its deadline a run stops at the next round (after one round on the first prompt;
     later prompts are skipped)."""
@@ -370,16 +424,30 @@ def _take_turns(runtime: Runtime, runs: list[tuple[CandidateResult | None, Draft
             clock.say(f"{label}: {PROMPTS[i][0]} prompt")
             into = plain if result is None else measured[result.candidate.key]
             depth = 0 if result is None else depth_for(result.candidate, max_depth)
-            run_prompt(runtime.target_side, drafter, prompt, max_depth=depth,
-                       max_tokens=max_tokens, deadline=deadline, cancel=cancel, into=into)
+            run_prompt(
+                runtime.target_side,
+                drafter,
+                prompt,
+                max_depth=depth,
+                max_tokens=max_tokens,
+                deadline=deadline,
+                cancel=cancel,
+                into=into,
+            )
     return plain, measured
 
 
-def _confirm_best(runtime: Runtime, runs: list[tuple[CandidateResult | None, Drafter]], clock: _Clock,
-                  cancel: CancelToken, max_tokens: int) -> None:
+def _confirm_best(
+    runtime: Runtime,
+    runs: list[tuple[CandidateResult | None, Drafter]],
+    clock: _Clock,
+    cancel: CancelToken,
+    max_tokens: int,
+) -> None:
     """The best predicted candidate against plain decoding, interleaved, with what is left of the budget."""
-    scored: list[tuple[CandidateResult, Drafter]] = [(r, d) for r, d in runs
-                                                     if r is not None and r.prediction is not None]
+    scored: list[tuple[CandidateResult, Drafter]] = [
+        (r, d) for r, d in runs if r is not None and r.prediction is not None
+    ]
     if not scored or cancel.cancelled:
         return
     best, drafter = max(scored, key=lambda rd: rd[0].speedup)
@@ -388,7 +456,14 @@ def _confirm_best(runtime: Runtime, runs: list[tuple[CandidateResult | None, Dra
     depth = best.prediction.best_depth
     label = best.candidate.label
     clock.say(f"confirming {label} at depth {depth} against plain decoding")
-    best.confirmation = confirm(runtime.target_side, runs[0][1], drafter, _prompts(runtime), depth,
-                                max_tokens=max_tokens, deadline=clock.deadline(CONFIRM_WEIGHT, CONFIRM_WEIGHT),
-                                cancel=cancel, on_prompt=lambda i: clock.say(f"confirming {label}: "
-                                                                             f"{PROMPTS[i][0]} prompt"))
+    best.confirmation = confirm(
+        runtime.target_side,
+        runs[0][1],
+        drafter,
+        _prompts(runtime),
+        depth,
+        max_tokens=max_tokens,
+        deadline=clock.deadline(CONFIRM_WEIGHT, CONFIRM_WEIGHT),
+        cancel=cancel,
+        on_prompt=lambda i: clock.say(f"confirming {label}: {PROMPTS[i][0]} prompt"),
+    )

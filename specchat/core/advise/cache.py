@@ -50,8 +50,17 @@ def machine_identity() -> str:
 
     info = build_info()
     devices = ",".join(f"{d.name}:{d.description}:{d.total_bytes}" for d in info.devices)
-    return "|".join([platform.node(), platform.machine(), str(os.cpu_count()), platform.processor(), devices,
-                     info.llama_cpp_python, info.system_info])
+    return "|".join(
+        [
+            platform.node(),
+            platform.machine(),
+            str(os.cpu_count()),
+            platform.processor(),
+            devices,
+            info.llama_cpp_python,
+            info.system_info,
+        ]
+    )
 
 
 def result_key(target: str | Path, drafter: str, draft: str | Path | None) -> str | None:
@@ -123,8 +132,12 @@ def _result_of(raw: object) -> CachedResult | None:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
     measured = raw["measured_speedup"]
-    if (not all(isinstance(raw[name], str) for name in _TEXTS) or not all(number(raw[name]) for name in _NUMBERS)
-            or type(raw["best_depth"]) is not int or not (measured is None or number(measured))):
+    if (
+        not all(isinstance(raw[name], str) for name in _TEXTS)
+        or not all(number(raw[name]) for name in _NUMBERS)
+        or type(raw["best_depth"]) is not int
+        or not (measured is None or number(measured))
+    ):
         return None
     return CachedResult(**raw)
 
@@ -142,8 +155,9 @@ def store(results: list[CachedResult], path: Path | None = None) -> None:
     os.replace(tmp, path)
 
 
-def lookup(target: str | Path, drafter: str, draft: str | Path | None = None,
-           path: Path | None = None) -> CachedResult | None:
+def lookup(
+    target: str | Path, drafter: str, draft: str | Path | None = None, path: Path | None = None
+) -> CachedResult | None:
     """The result for this pair on this machine and build, if its files are unchanged since."""
     entries = _load(path or cache_path())
     if not entries:  # nothing measured yet: spare the files' identities

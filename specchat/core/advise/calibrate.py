@@ -34,8 +34,11 @@ _REWRITE_SOURCE = (
 )
 PROMPTS: tuple[tuple[str, str], ...] = (
     ("chat", "What should I pack for a weekend hiking trip? Give a short list with a reason for each item."),
-    ("code", "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring "
-             "and two doctest examples."),
+    (
+        "code",
+        "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring "
+        "and two doctest examples.",
+    ),
     ("rewrite", f"Rewrite this paragraph in plain, formal English, keeping every fact:\n\n{_REWRITE_SOURCE}"),
 )
 
@@ -54,8 +57,16 @@ class RoundSample:
     sample: float | None = None  # per drafted token: its distribution and draw
 
     def to_json(self) -> dict[str, object]:
-        return {"depth": self.depth, "drafted": self.drafted, "accepted": self.accepted, "verify": self.verify,
-                "overhead": self.overhead, "step": self.step, "sync": self.sync, "sample": self.sample}
+        return {
+            "depth": self.depth,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "verify": self.verify,
+            "overhead": self.overhead,
+            "step": self.step,
+            "sync": self.sync,
+            "sample": self.sample,
+        }
 
 
 @dataclass
@@ -83,13 +94,22 @@ class _Recorder(AdaptiveDepth):
         super().__init__()
         self.observed: list[tuple[int, int, float, float | None, float | None, float | None, float | None]] = []
 
-    def observe(self, n_drafted: int, n_accepted: int, step_seconds: float | None, verify_seconds: float,
-                overhead_seconds: float | None = None, sync_seconds: float | None = None,
-                sample_seconds: float | None = None) -> None:
-        self.observed.append((n_drafted, n_accepted, verify_seconds, overhead_seconds, step_seconds, sync_seconds,
-                              sample_seconds))
-        super().observe(n_drafted, n_accepted, step_seconds, verify_seconds, overhead_seconds, sync_seconds,
-                        sample_seconds)
+    def observe(
+        self,
+        n_drafted: int,
+        n_accepted: int,
+        step_seconds: float | None,
+        verify_seconds: float,
+        overhead_seconds: float | None = None,
+        sync_seconds: float | None = None,
+        sample_seconds: float | None = None,
+    ) -> None:
+        self.observed.append(
+            (n_drafted, n_accepted, verify_seconds, overhead_seconds, step_seconds, sync_seconds, sample_seconds)
+        )
+        super().observe(
+            n_drafted, n_accepted, step_seconds, verify_seconds, overhead_seconds, sync_seconds, sample_seconds
+        )
 
 
 def depth_schedule(max_depth: int) -> list[int]:
@@ -102,8 +122,17 @@ def depth_schedule(max_depth: int) -> list[int]:
     return out or [max_depth]
 
 
-def run_prompt(target: TargetSide, drafter: Drafter, prompt: Sequence[int], *, max_depth: int,
-               max_tokens: int, deadline: float, cancel: CancelToken, into: Measurement) -> Finished:
+def run_prompt(
+    target: TargetSide,
+    drafter: Drafter,
+    prompt: Sequence[int],
+    *,
+    max_depth: int,
+    max_tokens: int,
+    deadline: float,
+    cancel: CancelToken,
+    into: Measurement,
+) -> Finished:
     """Decode ``prompt`` greedily with the depth schedule, adding its rounds to ``into``.
 
     The run stops at the next round once ``deadline`` (``time.perf_counter()``) passes or ``cancel`` is set;
@@ -136,9 +165,17 @@ def run_prompt(target: TargetSide, drafter: Drafter, prompt: Sequence[int], *, m
     return finished
 
 
-def measure(target: TargetSide, drafter: Drafter, prompts: Sequence[Sequence[int]], *, max_depth: int,
-            max_tokens: int, deadline: float, cancel: CancelToken,
-            on_prompt: Callable[[int], None] | None = None) -> Measurement:
+def measure(
+    target: TargetSide,
+    drafter: Drafter,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_depth: int,
+    max_tokens: int,
+    deadline: float,
+    cancel: CancelToken,
+    on_prompt: Callable[[int], None] | None = None,
+) -> Measurement:
     """Run the prompts in turn until each is done or the deadline passes (at least one round each time)."""
     out = Measurement()
     for i, prompt in enumerate(prompts):
@@ -146,6 +183,14 @@ def measure(target: TargetSide, drafter: Drafter, prompts: Sequence[Sequence[int
             break
         if on_prompt is not None:
             on_prompt(i)
-        run_prompt(target, drafter, prompt, max_depth=max_depth, max_tokens=max_tokens, deadline=deadline,
-                   cancel=cancel, into=out)
+        run_prompt(
+            target,
+            drafter,
+            prompt,
+            max_depth=max_depth,
+            max_tokens=max_tokens,
+            deadline=deadline,
+            cancel=cancel,
+            into=out,
+        )
     return out

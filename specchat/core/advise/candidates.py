@@ -72,8 +72,12 @@ class Candidate:
             return head_drafter_kind(self.head)
         if self.kind is CandidateKind.DRAFTER:
             return self.name or None
-        return {CandidateKind.DRAFT: DrafterKind.DRAFT_MODEL, CandidateKind.MTP: DrafterKind.MTP,
-                CandidateKind.NGRAM: DrafterKind.NGRAM, CandidateKind.COMPOSITE: DrafterKind.COMPOSITE}.get(self.kind)
+        return {
+            CandidateKind.DRAFT: DrafterKind.DRAFT_MODEL,
+            CandidateKind.MTP: DrafterKind.MTP,
+            CandidateKind.NGRAM: DrafterKind.NGRAM,
+            CandidateKind.COMPOSITE: DrafterKind.COMPOSITE,
+        }.get(self.kind)
 
     @property
     def measurable(self) -> bool:
@@ -85,10 +89,18 @@ class Candidate:
         return f"{self.kind.value}:{self.path or self.label}"
 
     def to_json(self) -> dict[str, object]:
-        return {"kind": self.kind.value, "label": self.label, "path": self.path, "reason": self.reason,
-                "size_bytes": self.size_bytes, "memory_bytes": self.memory_bytes, "source": self.source,
-                "drafter": None if self.drafter is None else str.__str__(self.drafter), "warnings": list(self.warnings),
-                "head": self.head or None}
+        return {
+            "kind": self.kind.value,
+            "label": self.label,
+            "path": self.path,
+            "reason": self.reason,
+            "size_bytes": self.size_bytes,
+            "memory_bytes": self.memory_bytes,
+            "source": self.source,
+            "drafter": None if self.drafter is None else str.__str__(self.drafter),
+            "warnings": list(self.warnings),
+            "head": self.head or None,
+        }
 
 
 def head_drafter_kind(head: str) -> str | None:
@@ -103,8 +115,9 @@ def unmeasurable_reason(head: str) -> str:
     """One line for a head this build cannot measure."""
     found = head_format(head)
     if found is not None and not found.arch:
-        return (f"{found.label} in a file of their own: this build drafts only with {found.label} inside the "
-                "target's file")
+        return (
+            f"{found.label} in a file of their own: this build drafts only with {found.label} inside the target's file"
+        )
     name = head_label(head)
     return f"this build has no {name.split()[0]} drafter, so the {name} cannot be measured here"
 
@@ -181,24 +194,47 @@ class _Judge:
         else:
             report = compare(target, info)
         if not report.ok:
-            return Candidate(CandidateKind.INCOMPATIBLE, path.name, str(path), incompatibility(report),
-                             info.file_size, source=source)
-        return Candidate(CandidateKind.DRAFT, path.name, str(path), "", info.file_size,
-                         memory_needed(target.path, path, self.n_ctx), source, tuple(report.warnings))
-
+            return Candidate(
+                CandidateKind.INCOMPATIBLE, path.name, str(path), incompatibility(report), info.file_size, source=source
+            )
+        return Candidate(
+            CandidateKind.DRAFT,
+            path.name,
+            str(path),
+            "",
+            info.file_size,
+            memory_needed(target.path, path, self.n_ctx),
+            source,
+            tuple(report.warnings),
+        )
 
     def head(self, head: HeadInfo, source: str) -> Candidate:
         """A head file as a HEAD candidate (its reason says when this build cannot measure it) or INCOMPATIBLE."""
         check = check_head(self.target.path, head, self.target)
         size = head.info.file_size if head.info is not None else 0
         if not check.ok:
-            return Candidate(CandidateKind.INCOMPATIBLE, head.label, str(head.path),
-                             f"incompatible: {check.problems[0]}", size, source=source, head=head.kind)
+            return Candidate(
+                CandidateKind.INCOMPATIBLE,
+                head.label,
+                str(head.path),
+                f"incompatible: {check.problems[0]}",
+                size,
+                source=source,
+                head=head.kind,
+            )
         reason = "" if head_drafter_kind(head.kind) is not None else unmeasurable_reason(head.kind)
         memory = memory_needed(self.target.path, None, self.n_ctx) + int((1 + COMPUTE_SHARE) * size)
-        return Candidate(CandidateKind.HEAD, head.label, str(head.path), reason, size, memory, source,
-                         head=head.kind,
-                         natural_depth=head.natural_depth or 0)
+        return Candidate(
+            CandidateKind.HEAD,
+            head.label,
+            str(head.path),
+            reason,
+            size,
+            memory,
+            source,
+            head=head.kind,
+            natural_depth=head.natural_depth or 0,
+        )
 
 
 def _catalog_drafts(target: GgufInfo, n_ctx: int) -> list[Candidate]:
@@ -218,8 +254,17 @@ def _catalog_drafts(target: GgufInfo, n_ctx: int) -> list[Candidate]:
         seen.add((draft.repo, draft.quant))
         size = int(draft.size_gb * GB)
         label = draft.file or f"{draft.repo.split('/')[-1]} {draft.quant}"
-        out.append(Candidate(CandidateKind.CATALOG, label, "", f"download to try ({draft.size_gb:.2f} GB, "
-                             f"{draft.repo})", size, target_memory + int((1 + COMPUTE_SHARE) * size), pair.id))
+        out.append(
+            Candidate(
+                CandidateKind.CATALOG,
+                label,
+                "",
+                f"download to try ({draft.size_gb:.2f} GB, {draft.repo})",
+                size,
+                target_memory + int((1 + COMPUTE_SHARE) * size),
+                pair.id,
+            )
+        )
     return out
 
 
@@ -251,10 +296,19 @@ def _gguf_files_under(folder: Path, cancel: CancelToken) -> list[Path]:
     return sorted(found)
 
 
-def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, library: bool = True,
-                    roots: Sequence[ModelRoot] | None = None, lookup: bool = True, catalog: bool = True,
-                    n_ctx: int = 4096, cancel: CancelToken | None = None, loaded_draft: Path | str | None = None,
-                    composite: bool = False) -> CandidateList:
+def find_candidates(
+    target: Path | str,
+    named: Sequence[Path | str] = (),
+    *,
+    library: bool = True,
+    roots: Sequence[ModelRoot] | None = None,
+    lookup: bool = True,
+    catalog: bool = True,
+    n_ctx: int = 4096,
+    cancel: CancelToken | None = None,
+    loaded_draft: Path | str | None = None,
+    composite: bool = False,
+) -> CandidateList:
     """Every candidate for ``target``: the ``loaded_draft`` (the one loaded with it, always judged), named
     files, then (``library``) the library's smaller files, the target's MTP heads, the automatic drafter
     (``composite``: with the loaded draft if it is compatible, else with the heads), n-gram lookup
@@ -288,8 +342,9 @@ def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, lib
         seen.add(path.resolve())
         result.candidates.append(judge(path, "named"))
     if library and not cancel.cancelled:
-        found = scan(roots if roots is not None else
-                     [ModelRoot(target_path.parent, "next to the target"), *default_roots()])
+        found = scan(
+            roots if roots is not None else [ModelRoot(target_path.parent, "next to the target"), *default_roots()]
+        )
         result.skipped = list(found.failed)
         for entry in found.entries:
             if entry.path.resolve() in seen or entry.info.file_size >= info.file_size:
@@ -310,20 +365,48 @@ def find_candidates(target: Path | str, named: Sequence[Path | str] = (), *, lib
                 result.skipped.append(f"{path.name}: {exc}")
     if info.mtp_layers:
         n = info.mtp_layers
-        result.candidates.append(Candidate(
-            CandidateKind.MTP, f"built-in MTP heads ({n} layer{'s' if n > 1 else ''})", "", "", 0,
-            memory_needed(target_path, None, n_ctx, mtp=True), "target"))
+        result.candidates.append(
+            Candidate(
+                CandidateKind.MTP,
+                f"built-in MTP heads ({n} layer{'s' if n > 1 else ''})",
+                "",
+                "",
+                0,
+                memory_needed(target_path, None, n_ctx, mtp=True),
+                "target",
+            )
+        )
     if composite and loaded is not None and loaded.kind is CandidateKind.DRAFT:
-        result.candidates.append(Candidate(
-            CandidateKind.COMPOSITE, f"automatic: lookup + {loaded.label}", loaded.path, "", 0,
-            loaded.memory_bytes, "loaded", loaded.warnings))
+        result.candidates.append(
+            Candidate(
+                CandidateKind.COMPOSITE,
+                f"automatic: lookup + {loaded.label}",
+                loaded.path,
+                "",
+                0,
+                loaded.memory_bytes,
+                "loaded",
+                loaded.warnings,
+            )
+        )
     elif composite and info.mtp_layers:
-        result.candidates.append(Candidate(
-            CandidateKind.COMPOSITE, "automatic: lookup + MTP heads", "", "", 0,
-            memory_needed(target_path, None, n_ctx, mtp=True), "target"))
+        result.candidates.append(
+            Candidate(
+                CandidateKind.COMPOSITE,
+                "automatic: lookup + MTP heads",
+                "",
+                "",
+                0,
+                memory_needed(target_path, None, n_ctx, mtp=True),
+                "target",
+            )
+        )
     if lookup:
-        result.candidates.append(Candidate(CandidateKind.NGRAM, "n-gram lookup", "", "", 0,
-                                           memory_needed(target_path, None, n_ctx), "built in"))
+        result.candidates.append(
+            Candidate(
+                CandidateKind.NGRAM, "n-gram lookup", "", "", 0, memory_needed(target_path, None, n_ctx), "built in"
+            )
+        )
         result.candidates += _other_drafters(target_path, info, n_ctx)
     if catalog:
         result.candidates += _catalog_drafts(info, n_ctx)
@@ -347,8 +430,18 @@ def _other_drafters(target: Path, info: GgufInfo, n_ctx: int) -> list[Candidate]
         if entry.name in _FOUND_APART or entry.heads or not entry.drafts or not entry.available(offered):
             continue
         mtp = Part.MTP_HEADS.value in entry.parts
-        out.append(Candidate(CandidateKind.DRAFTER, entry.label_for(offered), "", "", 0,
-                             memory_needed(target, None, n_ctx, mtp=mtp), "built in", name=entry.key))
+        out.append(
+            Candidate(
+                CandidateKind.DRAFTER,
+                entry.label_for(offered),
+                "",
+                "",
+                0,
+                memory_needed(target, None, n_ctx, mtp=mtp),
+                "built in",
+                name=entry.key,
+            )
+        )
     return out
 
 
@@ -361,12 +454,15 @@ def _catalog_heads(target: GgufInfo) -> list[Candidate]:
     out: list[Candidate] = []
     for head in load_heads():
         sizes = [w for w in re.split(r"[-_\s/]+", head.target_family.lower()) if _SIZE_TOKEN_RE.fullmatch(w)]
-        if not mine or family(head.target_family).removeprefix("meta") != mine or (size and sizes and
-                                                                                  sizes[0] != size):
+        if not mine or family(head.target_family).removeprefix("meta") != mine or (size and sizes and sizes[0] != size):
             continue
-        how = (f"download to try ({head.size_gb:.2f} GB, {head.repo})" if head.file
-               else f"published as {head.format} ({head.repo}): convert with llama.cpp's convert_hf_to_gguf.py "
-                    "--target-model-dir")
-        out.append(Candidate(CandidateKind.CATALOG, head.label, "", how, int(head.size_gb * GB), 0, head.id,
-                             head=head.kind))
+        how = (
+            f"download to try ({head.size_gb:.2f} GB, {head.repo})"
+            if head.file
+            else f"published as {head.format} ({head.repo}): convert with llama.cpp's convert_hf_to_gguf.py "
+            "--target-model-dir"
+        )
+        out.append(
+            Candidate(CandidateKind.CATALOG, head.label, "", how, int(head.size_gb * GB), 0, head.id, head=head.kind)
+        )
     return out

@@ -37,17 +37,30 @@ class Confirmation:
         return (self.spec_tokens / self.spec_seconds) / (self.plain_tokens / self.plain_seconds)
 
     def to_json(self) -> dict[str, object]:
-        return {"depth": self.depth, "speedup": round(self.speedup, 3), "prompts": self.prompts,
-                "plain_tokens": self.plain_tokens, "plain_seconds": round(self.plain_seconds, 4),
-                "spec_tokens": self.spec_tokens, "spec_seconds": round(self.spec_seconds, 4),
-                "identical": self.identical}
+        return {
+            "depth": self.depth,
+            "speedup": round(self.speedup, 3),
+            "prompts": self.prompts,
+            "plain_tokens": self.plain_tokens,
+            "plain_seconds": round(self.plain_seconds, 4),
+            "spec_tokens": self.spec_tokens,
+            "spec_seconds": round(self.spec_seconds, 4),
+            "identical": self.identical,
+        }
 
 
 MIN_TOKENS = 16  # a run past the deadline still decodes this many: fewer say nothing about a rate
 
 
-def _decode(target: TargetSide, drafter: Drafter, prompt: Sequence[int], depth: int, max_tokens: int,
-            deadline: float, cancel: CancelToken) -> tuple[list[int], Finished]:
+def _decode(
+    target: TargetSide,
+    drafter: Drafter,
+    prompt: Sequence[int],
+    depth: int,
+    max_tokens: int,
+    deadline: float,
+    cancel: CancelToken,
+) -> tuple[list[int], Finished]:
     params = GenerationParams(sampler=SamplerParams(temperature=0.0), max_tokens=max_tokens, seed=0)
     tokens: list[int] = []
     finished: Finished | None = None
@@ -64,9 +77,18 @@ def _decode(target: TargetSide, drafter: Drafter, prompt: Sequence[int], depth: 
     return tokens, finished
 
 
-def confirm(target: TargetSide, plain: Drafter, drafter: Drafter, prompts: Sequence[Sequence[int]], depth: int, *,
-            max_tokens: int, deadline: float, cancel: CancelToken,
-            on_prompt: Callable[[int], None] | None = None) -> Confirmation | None:
+def confirm(
+    target: TargetSide,
+    plain: Drafter,
+    drafter: Drafter,
+    prompts: Sequence[Sequence[int]],
+    depth: int,
+    *,
+    max_tokens: int,
+    deadline: float,
+    cancel: CancelToken,
+    on_prompt: Callable[[int], None] | None = None,
+) -> Confirmation | None:
     """Decode each prompt plainly, then with ``drafter`` at ``depth``, until the deadline.
 
     The first pair always runs (past the deadline, each side stops after ``MIN_TOKENS``).

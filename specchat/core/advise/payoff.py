@@ -105,10 +105,11 @@ class Payoff:
     def line(self) -> str:
         """One sentence with the measured ratio, for the finder's status and the picker."""
         share = self.batch_ratio / REFERENCE_BATCH
-        batch = (f"a batch of {REFERENCE_BATCH} tokens costs {self.batch_ratio:.1f}x one token here "
-                 f"({share:.0%} of decoding them one by one)")
-        ideal = (f"a free drafter accepted {REFERENCE_ACCEPTANCE:.0%} of the time would gain at most "
-                 f"{self.ceiling:.2f}x")
+        batch = (
+            f"a batch of {REFERENCE_BATCH} tokens costs {self.batch_ratio:.1f}x one token here "
+            f"({share:.0%} of decoding them one by one)"
+        )
+        ideal = f"a free drafter accepted {REFERENCE_ACCEPTANCE:.0%} of the time would gain at most {self.ceiling:.2f}x"
         if self.outlook is Outlook.CANNOT:
             return f"Speculation cannot pay on this backend: {batch}, so even {ideal}."
         if self.outlook is Outlook.LITTLE:
@@ -116,16 +117,22 @@ class Payoff:
         return f"Speculation can pay on this backend: {batch}; {ideal} (depth {self.best_depth})."
 
     def to_json(self) -> dict[str, object]:
-        return {"outlook": self.outlook.value, "ceiling": round(self.ceiling, 3), "best_depth": self.best_depth,
-                "batch_ratio": round(self.batch_ratio, 3), "text": self.line()}
+        return {
+            "outlook": self.outlook.value,
+            "ceiling": round(self.ceiling, 3),
+            "best_depth": self.best_depth,
+            "batch_ratio": round(self.batch_ratio, 3),
+            "text": self.line(),
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> Payoff | None:
         if not isinstance(raw, dict):
             return None
         try:
-            return cls(Outlook(raw["outlook"]), float(raw["ceiling"]), int(raw["best_depth"]),
-                       float(raw["batch_ratio"]))
+            return cls(
+                Outlook(raw["outlook"]), float(raw["ceiling"]), int(raw["best_depth"]), float(raw["batch_ratio"])
+            )
         except (KeyError, TypeError, ValueError):
             return None
 

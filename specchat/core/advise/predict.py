@@ -124,12 +124,18 @@ class Prediction:
         return self.rates[self.auto_depth] / self.plain_rate if self.plain_rate > 0 else 0.0
 
     def to_json(self) -> dict[str, object]:
-        return {"best_depth": self.best_depth, "speedup": round(self.speedup, 3),
-                "auto_depth": self.auto_depth, "auto_speedup": round(self.auto_speedup, 3),
-                "tokens_per_second": round(self.best_rate, 2), "plain_tokens_per_second": round(self.plain_rate, 2),
-                "acceptance": round(self.acceptance, 4), "draft_cost": round(self.cost_ratio, 4),
-                "acceptance_by_position": [round(a, 4) for a in self.curve],
-                "tokens_per_second_by_depth": [round(r, 2) for r in self.rates]}
+        return {
+            "best_depth": self.best_depth,
+            "speedup": round(self.speedup, 3),
+            "auto_depth": self.auto_depth,
+            "auto_speedup": round(self.auto_speedup, 3),
+            "tokens_per_second": round(self.best_rate, 2),
+            "plain_tokens_per_second": round(self.plain_rate, 2),
+            "acceptance": round(self.acceptance, 4),
+            "draft_cost": round(self.cost_ratio, 4),
+            "acceptance_by_position": [round(a, 4) for a in self.curve],
+            "tokens_per_second_by_depth": [round(r, 2) for r in self.rates],
+        }
 
 
 def rate_at(target: RoundCosts, draft: DraftCosts, k: int) -> float:
@@ -151,8 +157,7 @@ def auto_depth(target_rounds: Sequence[RoundSample], rounds: Sequence[RoundSampl
     return max(range(max_depth + 1), key=controller.predicted_rate)
 
 
-def predict(plain: Measurement, measured: Measurement, max_depth: int,
-            target: RoundCosts | None = None) -> Prediction:
+def predict(plain: Measurement, measured: Measurement, max_depth: int, target: RoundCosts | None = None) -> Prediction:
     """The prediction for one drafter. ``target`` is the target's costs fitted over every drafter's rounds
     (the target is the same whatever drafts for it, and so candidates are ranked on one scale); by default
     they are fitted to ``plain`` and ``measured`` alone."""

@@ -29,8 +29,10 @@ MAX_BASELINES = 64  # kept in the settings file; every pair, sampler and context
 
 def baseline_key(pair_key: str, sampler: SamplerParams, n_ctx: int, gpu_layers: str) -> str:
     """What a baseline is valid for: the pair and every setting that moves plain decoding's speed."""
-    return (f"{pair_key}|ctx={n_ctx}|gpu={gpu_layers}|T={sampler.temperature:g}|k={sampler.top_k}"
-            f"|p={sampler.top_p:g}|rp={sampler.repeat_penalty:g}")
+    return (
+        f"{pair_key}|ctx={n_ctx}|gpu={gpu_layers}|T={sampler.temperature:g}|k={sampler.top_k}"
+        f"|p={sampler.top_p:g}|rp={sampler.repeat_penalty:g}"
+    )
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,7 @@ class Baseline:
         if not isinstance(data, dict):
             return None
         try:
-            b = cls(str(data["key"]), float(data["tokens_per_second"]), int(data["tokens"]),
-                    float(data["measured_at"]))
+            b = cls(str(data["key"]), float(data["tokens_per_second"]), int(data["tokens"]), float(data["measured_at"]))
         except (KeyError, TypeError, ValueError):
             return None
         if not (b.tokens_per_second > 0 and b.tokens > 0):
@@ -93,8 +94,9 @@ def remember(baselines: dict[str, Any], baseline: Baseline, limit: int = MAX_BAS
     return {**dict(newest), baseline.key: baseline.to_json()}
 
 
-def measure_plain(runtime: Runtime, key: str, sampler: SamplerParams, cancel: CancelToken,
-                  max_tokens: int = CALIBRATION_TOKENS) -> Baseline | None:
+def measure_plain(
+    runtime: Runtime, key: str, sampler: SamplerParams, cancel: CancelToken, max_tokens: int = CALIBRATION_TOKENS
+) -> Baseline | None:
     """Decode a fixed prompt with no drafter and time it; None if cancelled or too short to mean anything."""
     from specchat.core.runtime.conversation import Conversation
 
@@ -130,21 +132,32 @@ class SpeedUp:
         return f"×{self.ratio:.2f} measured" if self.ratio is not None else "not measured"
 
 
-def reply_speedup(generated: int, passes: int, tokens_per_second: float, plain_tokens_per_second: float,
-                  plain_tokens: int) -> SpeedUp:
+def reply_speedup(
+    generated: int, passes: int, tokens_per_second: float, plain_tokens_per_second: float, plain_tokens: int
+) -> SpeedUp:
     """This reply's tokens/s over plain decoding timed right after it (its probe), checked against its ceiling."""
     if generated < MIN_TOKENS_FOR_RATIO or tokens_per_second <= 0:
-        return SpeedUp(None, f"Shown for replies of {MIN_TOKENS_FOR_RATIO} tokens or more: fewer say nothing "
-                             "about a rate.")
+        return SpeedUp(
+            None, f"Shown for replies of {MIN_TOKENS_FOR_RATIO} tokens or more: fewer say nothing about a rate."
+        )
     if plain_tokens_per_second <= 0:
-        return SpeedUp(None, "Plain decoding was not timed after this reply (it was stopped, or saved by an "
-                             "earlier version). Race it for a side-by-side figure.")
+        return SpeedUp(
+            None,
+            "Plain decoding was not timed after this reply (it was stopped, or saved by an "
+            "earlier version). Race it for a side-by-side figure.",
+        )
     ratio = tokens_per_second / plain_tokens_per_second
     ceiling = speedup_ceiling(generated, passes)
     if ratio > ceiling * CEILING_SLACK:
-        return SpeedUp(None, f"×{ratio:.2f} would be more than this reply's rounds allow (×{ceiling:.2f}, its "
-                             f"tokens per target pass): the machine's speed changed between the reply and the "
-                             "plain run after it. Race it for a side-by-side figure.")
-    return SpeedUp(ratio, f"This reply's {tokens_per_second:.1f} tokens/s over plain decoding's "
-                          f"{plain_tokens_per_second:.1f}, timed on this pair over {plain_tokens} tokens right "
-                          "after the reply, at its context length.")
+        return SpeedUp(
+            None,
+            f"×{ratio:.2f} would be more than this reply's rounds allow (×{ceiling:.2f}, its "
+            f"tokens per target pass): the machine's speed changed between the reply and the "
+            "plain run after it. Race it for a side-by-side figure.",
+        )
+    return SpeedUp(
+        ratio,
+        f"This reply's {tokens_per_second:.1f} tokens/s over plain decoding's "
+        f"{plain_tokens_per_second:.1f}, timed on this pair over {plain_tokens} tokens right "
+        "after the reply, at its context length.",
+    )

@@ -48,5 +48,7 @@ class BusyWatch:
         if share >= BUSY_SHARE:
             return None
         self.busy = True
-        return (f"The machine is busy: this pair decodes at {share:.0%} of its quiet speed ({rate:.1f} of "
-                f"{quiet:.1f} tokens/s plain), so replies are slower than they would be")
+        return (
+            f"The machine is busy: this pair decodes at {share:.0%} of its quiet speed ({rate:.1f} of "
+            f"{quiet:.1f} tokens/s plain), so replies are slower than they would be"
+        )

@@ -32,8 +32,7 @@ FORMAT_VERSION = 1
 class LookupMemory:
     """A bounded list of texts, newest last, kept on disk only while ``enabled``."""
 
-    def __init__(self, path: Path | None = None, *, enabled: bool = False,
-                 max_chars: int = DEFAULT_MAX_CHARS) -> None:
+    def __init__(self, path: Path | None = None, *, enabled: bool = False, max_chars: int = DEFAULT_MAX_CHARS) -> None:
         self.path = path if path is not None else paths.data_dir() / MEMORY_FILENAME
         self.enabled = enabled
         self.max_chars = max_chars
@@ -87,8 +86,9 @@ class LookupMemory:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"version": FORMAT_VERSION, "texts": self._texts}, ensure_ascii=False),
-                       encoding="utf-8")
+        tmp.write_text(
+            json.dumps({"version": FORMAT_VERSION, "texts": self._texts}, ensure_ascii=False), encoding="utf-8"
+        )
         os.replace(tmp, self.path)
 
     def _extend(self, texts: Iterable[str]) -> None:
@@ -114,8 +114,11 @@ class LookupMemory:
             return None
         texts = data.get("texts") if isinstance(data, dict) and data.get("version") == FORMAT_VERSION else None
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            log.warning("lookup memory %s is not a version %d list of texts; rebuilt from the saved conversations",
-                        self.path, FORMAT_VERSION)
+            log.warning(
+                "lookup memory %s is not a version %d list of texts; rebuilt from the saved conversations",
+                self.path,
+                FORMAT_VERSION,
+            )
             return None
         return texts
 

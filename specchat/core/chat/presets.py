@@ -28,9 +28,14 @@ class SamplerPreset:
         return asdict(self)
 
     def same_values(self, other: SamplerPreset) -> bool:
-        return (self.top_k == other.top_k and all(math.isclose(a, b, abs_tol=1e-6) for a, b in (
-            (self.temperature, other.temperature), (self.top_p, other.top_p),
-            (self.repeat_penalty, other.repeat_penalty))))
+        return self.top_k == other.top_k and all(
+            math.isclose(a, b, abs_tol=1e-6)
+            for a, b in (
+                (self.temperature, other.temperature),
+                (self.top_p, other.top_p),
+                (self.repeat_penalty, other.repeat_penalty),
+            )
+        )
 
     def named(self, name: str) -> SamplerPreset:
         return replace(self, name=name)
@@ -44,7 +49,10 @@ BUILT_IN: tuple[SamplerPreset, ...] = (
 
 # What a preset may hold: the window's controls' ranges (temperature 0-2, top-p above 0, penalty 1-2).
 _RANGES: dict[str, tuple[float, float]] = {
-    "temperature": (0.0, 2.0), "top_k": (0, 1000), "top_p": (0.01, 1.0), "repeat_penalty": (1.0, 2.0),
+    "temperature": (0.0, 2.0),
+    "top_k": (0, 1000),
+    "top_p": (0.01, 1.0),
+    "repeat_penalty": (1.0, 2.0),
 }
 
 

@@ -137,10 +137,16 @@ class RaceRequest:
         drafting = figures.drafting or {}
         drafter = drafting.get("drafter")
         depth = drafting.get("depth")
-        return cls(message.id, history, sampler, figures.generated, tuple(committed_pieces(message.spans or [])),
-                   drafter if isinstance(drafter, str) else None,
-                   depth if type(depth) is int and 0 <= depth <= MAX_DEPTH else None,
-                   probe if probe > 0 else max(0.0, baseline_rate))
+        return cls(
+            message.id,
+            history,
+            sampler,
+            figures.generated,
+            tuple(committed_pieces(message.spans or [])),
+            drafter if isinstance(drafter, str) else None,
+            depth if type(depth) is int and 0 <= depth <= MAX_DEPTH else None,
+            probe if probe > 0 else max(0.0, baseline_rate),
+        )
 
 
 @dataclass(frozen=True)
@@ -180,16 +186,29 @@ class RaceSide:
     def done(self, total: int) -> bool:
         return self.reason in _ENDED or len(self.tokens) >= total
 
-    def block(self, runtime: Runtime, prompt: list[int], params: GenerationParams, n: int, cancel: CancelToken,
-              told: Callable[[], None]) -> None:
+    def block(
+        self,
+        runtime: Runtime,
+        prompt: list[int],
+        params: GenerationParams,
+        n: int,
+        cancel: CancelToken,
+        told: Callable[[], None],
+    ) -> None:
         """Decode up to ``n`` more tokens from where this run stopped; their rounds join its timeline."""
         side = runtime.target_side
         if self.detok is None:
             self.detok = Detokenizer(side.piece)
         params = GenerationParams(sampler=params.sampler, max_tokens=n, seed=0)
         # recalled once for the race (run_race): a kept state per block would crowd the conversation's out
-        stream = runtime.stream([*prompt, *self.tokens], params, drafter=self.drafter, depth=DepthControl(self.depth),
-                                cancel=cancel, recall=False)
+        stream = runtime.stream(
+            [*prompt, *self.tokens],
+            params,
+            drafter=self.drafter,
+            depth=DepthControl(self.depth),
+            cancel=cancel,
+            recall=False,
+        )
         elapsed, first = 0.0, not self.tokens
         for event in stream:
             if isinstance(event, Verified):
@@ -223,12 +242,22 @@ class RaceSide:
 
     def record(self) -> RaceRun:
         reason = self.reason.value if self.reason is not None else FinishReason.MAX_TOKENS.value
-        return RaceRun("".join(self.pieces), self.timeline, self.first_token_seconds, reason,
-                       self.fates if self.side == SPECULATIVE else [])
+        return RaceRun(
+            "".join(self.pieces),
+            self.timeline,
+            self.first_token_seconds,
+            reason,
+            self.fates if self.side == SPECULATIVE else [],
+        )
 
 
-def run_race(runtime: Runtime, request: RaceRequest, cancel: CancelToken, progress: Progress | None = None,
-             block_tokens: int = BLOCK_TOKENS) -> RaceRecord | None:
+def run_race(
+    runtime: Runtime,
+    request: RaceRequest,
+    cancel: CancelToken,
+    progress: Progress | None = None,
+    block_tokens: int = BLOCK_TOKENS,
+) -> RaceRecord | None:
     """Race ``request``'s reply: both runs in turns of ``block_tokens`` tokens; None if cancelled.
 
     Use on the runtime's thread. The conversation's own state is not touched (the caches then hold the race's
@@ -250,8 +279,18 @@ def run_race(runtime: Runtime, request: RaceRequest, cancel: CancelToken, progre
         now = time.monotonic()
         if progress is not None and (force or now - last_told >= PROGRESS_SECONDS):
             last_told = now
-            progress(RaceProgress(len(blocks) + (0 if force else 1), max(planned, len(blocks)), side,
-                                  len(spec.tokens), len(plain.tokens), total, spec.seconds, plain.seconds))
+            progress(
+                RaceProgress(
+                    len(blocks) + (0 if force else 1),
+                    max(planned, len(blocks)),
+                    side,
+                    len(spec.tokens),
+                    len(plain.tokens),
+                    total,
+                    spec.seconds,
+                    plain.seconds,
+                )
+            )
 
     runtime.recall(prompt)  # a kept state of this prompt spares reading it again (untimed either way)
     turn = 0
@@ -266,8 +305,15 @@ def run_race(runtime: Runtime, request: RaceRequest, cancel: CancelToken, progre
             blocks.append(Block(run.side, len(run.tokens) - tokens, round(run.seconds - seconds, 4)))
             tell(run.side, force=True)
         turn += 1
-    record = RaceRecord(spec.record(), plain.record(), blocks, drafter, request.depth, runtime.target_name,
-                        expected_rate=request.expected_rate)
+    record = RaceRecord(
+        spec.record(),
+        plain.record(),
+        blocks,
+        drafter,
+        request.depth,
+        runtime.target_name,
+        expected_rate=request.expected_rate,
+    )
     record.drift = drift_note(request.expected_rate, record.plain.tokens_per_second)
     record.reply_fork = first_difference(request.spec_pieces, spec.pieces)
     record.fork = fork_of(runtime, prompt, plain, spec.pieces)

@@ -59,8 +59,10 @@ def drift_note(expected_rate: float, plain_rate: float) -> str:
     factor = plain_rate / expected_rate
     if 1 / DRIFT_FACTOR <= factor <= DRIFT_FACTOR:
         return ""
-    return (f"The machine's speed changed: plain decoding ran at {plain_rate:.1f} tokens/s in this race against "
-            f"{expected_rate:.1f} tokens/s measured before it (\u00d7{factor:.2f}). Run the race again.")
+    return (
+        f"The machine's speed changed: plain decoding ran at {plain_rate:.1f} tokens/s in this race against "
+        f"{expected_rate:.1f} tokens/s measured before it (\u00d7{factor:.2f}). Run the race again."
+    )
 
 
 @dataclass(frozen=True)
@@ -90,15 +92,25 @@ class Fork:
         line += f"; {kind}"
         if best:
             line += f" (the target's two best there: {best}"
-            line += f"; logit gap {self.gap:.3g} against logits up to {self.scale:.3g})" if (
-                self.gap is not None and self.scale is not None) else ")"
+            line += (
+                f"; logit gap {self.gap:.3g} against logits up to {self.scale:.3g})"
+                if (self.gap is not None and self.scale is not None)
+                else ")"
+            )
         return line
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fork:
         top = tuple((str(text), float(p)) for text, p in data.get("top", ()))
-        return cls(int(data["index"]), int(data["offset"]), str(data["plain_piece"]), str(data["spec_piece"]), top,
-                   _float_or_none(data.get("gap")), _float_or_none(data.get("scale")))
+        return cls(
+            int(data["index"]),
+            int(data["offset"]),
+            str(data["plain_piece"]),
+            str(data["spec_piece"]),
+            top,
+            _float_or_none(data.get("gap")),
+            _float_or_none(data.get("scale")),
+        )
 
 
 @dataclass
@@ -125,9 +137,13 @@ class RaceRun:
         return self.tokens / seconds if seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "timeline": [list(r) for r in self.timeline],
-                "first_token_seconds": self.first_token_seconds, "finish_reason": self.finish_reason,
-                "fates": [list(f) for f in self.fates]}
+        return {
+            "text": self.text,
+            "timeline": [list(r) for r in self.timeline],
+            "first_token_seconds": self.first_token_seconds,
+            "finish_reason": self.finish_reason,
+            "fates": [list(f) for f in self.fates],
+        }
 
     @classmethod
     def from_dict(cls, data: object) -> RaceRun:
@@ -175,11 +191,20 @@ class RaceRecord:
         return plain / spec if spec > 0 and plain > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"v": RECORD_VERSION, "spec": self.spec.as_dict(), "plain": self.plain.as_dict(),
-                "blocks": [list(b) for b in self.blocks], "drafter": self.drafter, "depth": self.depth,
-                "target": self.target, "recorded_at": self.recorded_at,
-                "fork": None if self.fork is None else asdict(self.fork), "reply_fork": self.reply_fork,
-                "expected_rate": self.expected_rate, "drift": self.drift}
+        return {
+            "v": RECORD_VERSION,
+            "spec": self.spec.as_dict(),
+            "plain": self.plain.as_dict(),
+            "blocks": [list(b) for b in self.blocks],
+            "drafter": self.drafter,
+            "depth": self.depth,
+            "target": self.target,
+            "recorded_at": self.recorded_at,
+            "fork": None if self.fork is None else asdict(self.fork),
+            "reply_fork": self.reply_fork,
+            "expected_rate": self.expected_rate,
+            "drift": self.drift,
+        }
 
     @classmethod
     def from_dict(cls, data: object) -> RaceRecord | None:
@@ -189,17 +214,28 @@ class RaceRecord:
         try:
             blocks = [Block(str(side), int(n), float(s)) for side, n, s in data.get("blocks", [])]
             fork_data, depth, reply_fork = data.get("fork"), data.get("depth"), data.get("reply_fork")
-            record = cls(RaceRun.from_dict(data["spec"]), RaceRun.from_dict(data["plain"]), blocks,
-                         str(data.get("drafter", "")), None if depth is None else int(depth),
-                         str(data.get("target", "")), float(data.get("recorded_at", 0.0)),
-                         Fork.from_dict(fork_data) if isinstance(fork_data, dict) else None,
-                         None if reply_fork is None else int(reply_fork), float(data.get("expected_rate", 0.0)),
-                         str(data.get("drift", "")))
+            record = cls(
+                RaceRun.from_dict(data["spec"]),
+                RaceRun.from_dict(data["plain"]),
+                blocks,
+                str(data.get("drafter", "")),
+                None if depth is None else int(depth),
+                str(data.get("target", "")),
+                float(data.get("recorded_at", 0.0)),
+                Fork.from_dict(fork_data) if isinstance(fork_data, dict) else None,
+                None if reply_fork is None else int(reply_fork),
+                float(data.get("expected_rate", 0.0)),
+                str(data.get("drift", "")),
+            )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
-        if not (0 <= record.recorded_at <= _LATEST_RECORD and 0 <= record.expected_rate < math.inf
-                and all(b.side in (SPECULATIVE, PLAIN) and b.tokens >= 0 and 0 <= b.seconds < math.inf
-                        for b in record.blocks)):
+        if not (
+            0 <= record.recorded_at <= _LATEST_RECORD
+            and 0 <= record.expected_rate < math.inf
+            and all(
+                b.side in (SPECULATIVE, PLAIN) and b.tokens >= 0 and 0 <= b.seconds < math.inf for b in record.blocks
+            )
+        ):
             return None  # NaN fails every comparison
         return record
 
@@ -211,9 +247,12 @@ def _float_or_none(value: object) -> float | None:
 def fork_context(spec_text: str, plain_text: str, fork: Fork) -> tuple[str, str, str]:
     """The shared text before a fork and each side's text from it on, a few words each."""
     start = max(0, fork.offset - CONTEXT_CHARS)
-    before = ("…" if start else "") + spec_text[start:fork.offset]
-    return (before, spec_text[fork.offset:fork.offset + CONTEXT_CHARS],
-            plain_text[fork.offset:fork.offset + CONTEXT_CHARS])
+    before = ("…" if start else "") + spec_text[start : fork.offset]
+    return (
+        before,
+        spec_text[fork.offset : fork.offset + CONTEXT_CHARS],
+        plain_text[fork.offset : fork.offset + CONTEXT_CHARS],
+    )
 
 
 def summary(spec_seconds: float, plain_seconds: float) -> str:

@@ -101,8 +101,9 @@ def spans_of_rows(rows: Iterable[sqlite3.Row | tuple[Any, ...]], problems: list[
         bad["draft_prob"] += draft_prob is None and draft_p is not None
         bad["detail"] += detail is None and detail_text is not None
         spans.append(TokenSpan(kind, text_of(text), round_, target_prob, draft_prob, detail))
-    problems += [f"{n} token{'s' if n > 1 else ''} with an unreadable {name} (left out)"
-                 for name, n in bad.items() if n]
+    problems += [
+        f"{n} token{'s' if n > 1 else ''} with an unreadable {name} (left out)" for name, n in bad.items() if n
+    ]
     return spans
 
 

@@ -43,6 +43,7 @@ def as_markdown(info: ConversationInfo, messages: list[StoredMessage]) -> str:
 
 def _figures_line(stats: dict[str, Any]) -> str:
     """A reply's figures as the window shows them: "36.2 tokens/s, acceptance 95%" (what it has of those)."""
+
     def number(key: str) -> float | None:
         value = stats.get(key)
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -64,6 +64,7 @@ class NewerSchemaError(StoreError):
 
 def _migrate_to_branches(db: sqlite3.Connection) -> None:
     """Schema 1 -> 2, in one transaction: each message's parent is the one before it; the last is the leaf."""
+
     def has(table: str, column: str) -> bool:
         return any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})"))
 
@@ -116,14 +117,14 @@ def _has_fts5(db: sqlite3.Connection) -> bool:
 # kept in step by triggers, so every write path (and ON DELETE CASCADE) updates it.
 _SEARCH_TRIGGERS = {
     "search_message_added": "AFTER INSERT ON messages BEGIN INSERT INTO search (rowid, text, conversation_id)"
-                            " VALUES (new.id, new.content, new.conversation_id); END",
+    " VALUES (new.id, new.content, new.conversation_id); END",
     "search_message_changed": "AFTER UPDATE OF content ON messages BEGIN"
-                              " UPDATE search SET text = new.content WHERE rowid = new.id; END",
+    " UPDATE search SET text = new.content WHERE rowid = new.id; END",
     "search_message_deleted": "AFTER DELETE ON messages BEGIN DELETE FROM search WHERE rowid = old.id; END",
     "search_title_added": "AFTER INSERT ON conversations BEGIN INSERT INTO search (rowid, text, conversation_id)"
-                          " VALUES (-new.id, new.title, new.id); END",
+    " VALUES (-new.id, new.title, new.id); END",
     "search_title_changed": "AFTER UPDATE OF title ON conversations BEGIN"
-                            " UPDATE search SET text = new.title WHERE rowid = -new.id; END",
+    " UPDATE search SET text = new.title WHERE rowid = -new.id; END",
     "search_title_deleted": "AFTER DELETE ON conversations BEGIN DELETE FROM search WHERE rowid = -old.id; END",
 }
 
@@ -134,6 +135,7 @@ def _ensure_search_index(db: sqlite3.Connection, fts5: bool) -> None:
     Rebuilt whenever a trigger is missing (a file last opened by a build without FTS5, whose triggers
     were dropped so that its writes did not fail, may have rows the index lacks).
     """
+
     def triggers() -> set[str]:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
         return names & set(_SEARCH_TRIGGERS)
@@ -151,8 +153,10 @@ def _ensure_search_index(db: sqlite3.Connection, fts5: bool) -> None:
                 db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS search USING fts5(text, conversation_id UNINDEXED)")
                 db.execute("DELETE FROM search")
                 db.execute("INSERT INTO search (rowid, text, conversation_id) SELECT -id, title, id FROM conversations")
-                db.execute("INSERT INTO search (rowid, text, conversation_id)"
-                           " SELECT id, content, conversation_id FROM messages")
+                db.execute(
+                    "INSERT INTO search (rowid, text, conversation_id)"
+                    " SELECT id, content, conversation_id FROM messages"
+                )
                 for name, body in _SEARCH_TRIGGERS.items():
                     db.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
         db.execute("UPDATE schema_version SET version = ? WHERE version < ?", (SCHEMA_VERSION, SCHEMA_VERSION))
@@ -160,16 +164,13 @@ def _ensure_search_index(db: sqlite3.Connection, fts5: bool) -> None:
 
 def check_version(db: sqlite3.Connection) -> None:
     """Raise NewerSchemaError when the file was written by a newer specchat (read before anything is written)."""
-    has_version = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
-    ).fetchone()
+    has_version = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone()
     if has_version:
         row = db.execute("SELECT max(version) FROM schema_version").fetchone()
         version = row[0]
         if version is not None and (not isinstance(version, int) or version > SCHEMA_VERSION):
             raise NewerSchemaError(
-                f"was written by a newer specchat (schema version {version!r}; this one reads up to "
-                f"{SCHEMA_VERSION})"
+                f"was written by a newer specchat (schema version {version!r}; this one reads up to {SCHEMA_VERSION})"
             )
 
 

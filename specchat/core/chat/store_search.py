@@ -29,14 +29,15 @@ def _snippet_around(text: str, needle: str, mark: tuple[str, str] = ("", ""), wi
     start = max(at - width // 2, 0)
     end = max(start + width, at + len(needle)) if found >= 0 else start + width
     if found >= 0:
-        text = text[:at] + mark[0] + text[at:at + len(needle)] + mark[1] + text[at + len(needle):]
+        text = text[:at] + mark[0] + text[at : at + len(needle)] + mark[1] + text[at + len(needle) :]
         end += len(mark[0]) + len(mark[1])
     piece = " ".join(text[start:end].split())
     return ("…" if start else "") + piece + ("…" if end < len(text) else "")
 
 
-def search(db: sqlite3.Connection, fts5: bool, text: str,
-           mark: tuple[str, str] = ("", "")) -> list[tuple[int, str, str]]:
+def search(
+    db: sqlite3.Connection, fts5: bool, text: str, mark: tuple[str, str] = ("", "")
+) -> list[tuple[int, str, str]]:
     """Conversations whose title or message text holds every term of ``text``, most recently updated first.
 
     Each as ``(conversation_id, title, snippet)``; the snippet shows the first match, each matched word
@@ -53,7 +54,9 @@ def search(db: sqlite3.Connection, fts5: bool, text: str,
         rows = db.execute(
             "SELECT c.id, c.title, snippet(search, 0, ?, ?, '…', 10) FROM search"
             " JOIN conversations c ON c.id = search.conversation_id WHERE search MATCH ?"
-            " ORDER BY c.updated DESC, c.id DESC, search.rowid", (*mark, query)).fetchall()
+            " ORDER BY c.updated DESC, c.id DESC, search.rowid",
+            (*mark, query),
+        ).fetchall()
     else:
         needle = text.strip()
         pattern = _like_pattern(needle)
@@ -61,11 +64,16 @@ def search(db: sqlite3.Connection, fts5: bool, text: str,
             "SELECT c.id, c.title, c.title AS body, -c.id AS k FROM conversations c"
             " WHERE c.title LIKE ?1 ESCAPE '\\'"
             " UNION ALL SELECT c.id, c.title, m.content, m.id FROM messages m JOIN conversations c"
-            " ON c.id = m.conversation_id WHERE m.content LIKE ?1 ESCAPE '\\'", (pattern,)).fetchall()
-        order = {r["id"]: i for i, r in enumerate(db.execute(
-            "SELECT id FROM conversations ORDER BY updated DESC, id DESC"))}
-        rows = [(r[0], r[1], _snippet_around(text_of(r[2]), needle, mark))
-                for r in sorted(rows, key=lambda r: (order.get(r[0], 0), r[3]))]
+            " ON c.id = m.conversation_id WHERE m.content LIKE ?1 ESCAPE '\\'",
+            (pattern,),
+        ).fetchall()
+        order = {
+            r["id"]: i for i, r in enumerate(db.execute("SELECT id FROM conversations ORDER BY updated DESC, id DESC"))
+        }
+        rows = [
+            (r[0], r[1], _snippet_around(text_of(r[2]), needle, mark))
+            for r in sorted(rows, key=lambda r: (order.get(r[0], 0), r[3]))
+        ]
     found: dict[int, tuple[int, str, str]] = {}
     for cid, title, snippet in rows:
         found.setdefault(cid, (cid, text_of(title), " ".join(text_of(snippet).split())))

@@ -49,7 +49,6 @@ class ConversationStore:
         self._db, self._fts5 = opened.db, opened.fts5
         self.notice = opened.notice  # one-line message when the file was set aside or left alone
 
-
     def close(self) -> None:
         self._db.close()
 
@@ -68,8 +67,10 @@ class ConversationStore:
 
     def set_sampler(self, conversation_id: int, preset: SamplerPreset) -> None:
         """Keep ``preset`` (the sampler in use) with the conversation; it comes back when it is opened."""
-        self._db.execute("UPDATE conversations SET sampler = ? WHERE id = ?",
-                         (json.dumps(preset.as_dict(), ensure_ascii=False), conversation_id))
+        self._db.execute(
+            "UPDATE conversations SET sampler = ? WHERE id = ?",
+            (json.dumps(preset.as_dict(), ensure_ascii=False), conversation_id),
+        )
 
     def sampler(self, conversation_id: int) -> SamplerPreset | None:
         """The sampler kept with the conversation; None when there is none or it does not read back (logged)."""
@@ -136,8 +137,10 @@ class ConversationStore:
         ).fetchall()
         ids = [r[0] for r in rows]
         if rows and all(r[1] in ids for r in rows):
-            self._warn(f"{self.path}: conversation {conversation_id}: its messages' parents form a loop; "
-                       f"message {ids[0]} now starts it")
+            self._warn(
+                f"{self.path}: conversation {conversation_id}: its messages' parents form a loop; "
+                f"message {ids[0]} now starts it"
+            )
             try:
                 self._db.execute("UPDATE messages SET parent_id = NULL WHERE id = ?", (ids[0],))
             except sqlite3.Error as exc:  # a read-only file: shown the same way, repaired another time
@@ -160,19 +163,22 @@ class ConversationStore:
             (conversation_id, parent, row[0] + 1 if row else 0, role, content, time.time()),
         )
         message_id = inserted_id(cur)
-        self._db.execute("UPDATE conversations SET leaf_id = ?, updated = ? WHERE id = ?",
-                         (message_id, time.time(), conversation_id))
+        self._db.execute(
+            "UPDATE conversations SET leaf_id = ?, updated = ? WHERE id = ?", (message_id, time.time(), conversation_id)
+        )
         return message_id
 
-    def append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
-                     stats: dict[str, Any] | None = None) -> None:
+    def append_spans(
+        self, message_id: int, spans: Iterable[TokenSpan], text: str, stats: dict[str, Any] | None = None
+    ) -> None:
         """Add one round's spans and ``text`` (and the figures so far) to a streamed message, in one transaction."""
         with self._db:
             self._db.execute("BEGIN")
             self._append_spans(message_id, spans, text, stats)
 
-    def _append_spans(self, message_id: int, spans: Iterable[TokenSpan], text: str,
-                      stats: dict[str, Any] | None) -> None:
+    def _append_spans(
+        self, message_id: int, spans: Iterable[TokenSpan], text: str, stats: dict[str, Any] | None
+    ) -> None:
         start = self._db.execute(
             "SELECT coalesce(max(seq), -1) + 1 FROM spans WHERE message_id = ?", (message_id,)
         ).fetchone()[0]
@@ -186,8 +192,16 @@ class ConversationStore:
             (text, json.dumps(stats) if stats is not None else None, message_id),
         )
 
-    def start_reply(self, conversation_id: int, spans: Iterable[TokenSpan], text: str, stats: dict[str, Any],
-                    *, keep: int | None = None, user_text: str | None = None) -> int:
+    def start_reply(
+        self,
+        conversation_id: int,
+        spans: Iterable[TokenSpan],
+        text: str,
+        stats: dict[str, Any],
+        *,
+        keep: int | None = None,
+        user_text: str | None = None,
+    ) -> int:
         """Store a reply's first round as a new assistant message, in one transaction.
 
         With ``keep`` (regenerate, edit and resend) the reply (after ``user_text``, an edited message)
@@ -211,8 +225,9 @@ class ConversationStore:
         """Show the previous (-1) or next (+1) version at a message's place, with the latest path below it."""
         with self._db:
             self._db.execute("BEGIN")
-            row = self._db.execute("SELECT parent_id FROM messages WHERE id = ? AND conversation_id = ?",
-                                   (message_id, conversation_id)).fetchone()
+            row = self._db.execute(
+                "SELECT parent_id FROM messages WHERE id = ? AND conversation_id = ?", (message_id, conversation_id)
+            ).fetchone()
             if row is None:
                 return False
             siblings = self._siblings(conversation_id, row[0])
@@ -245,8 +260,10 @@ class ConversationStore:
 
     def set_stats_entry(self, message_id: int, key: str, value: dict[str, Any]) -> None:
         """Set one entry of a stored message's figures (a race run on it), leaving the others as stored."""
-        self._db.execute("UPDATE messages SET stats = json_set(coalesce(stats, '{}'), ?, json(?)) WHERE id = ?",
-                         (f"$.{key}", json.dumps(value), message_id))
+        self._db.execute(
+            "UPDATE messages SET stats = json_set(coalesce(stats, '{}'), ?, json(?)) WHERE id = ?",
+            (f"$.{key}", json.dumps(value), message_id),
+        )
 
     def messages(self, conversation_id: int) -> list[StoredMessage]:
         """The shown path of the conversation, in order, each message with its spans and its version.
@@ -267,8 +284,18 @@ class ConversationStore:
             if problems:
                 self._warn(f"{self.path}: message {message_id} does not read back whole: {'; '.join(problems)}")
             finish_reason = None if r["finish_reason"] is None else text_of(r["finish_reason"])
-            out.append(StoredMessage(message_id, text_of(r["role"]), text_of(r["content"]), spans, stats, finish_reason,
-                                     siblings.index(message_id) + 1, len(siblings)))
+            out.append(
+                StoredMessage(
+                    message_id,
+                    text_of(r["role"]),
+                    text_of(r["content"]),
+                    spans,
+                    stats,
+                    finish_reason,
+                    siblings.index(message_id) + 1,
+                    len(siblings),
+                )
+            )
         return out
 
     def _spans(self, message_id: int, problems: list[str]) -> list[TokenSpan]:
@@ -288,8 +315,9 @@ class ConversationStore:
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM messages WHERE id = ?", (path[keep],))  # its replies go with it
-            self._db.execute("UPDATE conversations SET leaf_id = ?, updated = ? WHERE id = ?",
-                             (parent, time.time(), conversation_id))
+            self._db.execute(
+                "UPDATE conversations SET leaf_id = ?, updated = ? WHERE id = ?", (parent, time.time(), conversation_id)
+            )
         remaining = self._siblings(conversation_id, parent)
         if remaining:  # show the latest other version at that place
             self.switch_version(conversation_id, remaining[-1], 0)

@@ -18,9 +18,16 @@ class ReplyWriter:
     spans to ``feed``) when the caller folds the events already; otherwise the writer folds them.
     """
 
-    def __init__(self, store: ConversationStore, conversation_id: int, *, keep: int | None = None,
-                 user_text: str | None = None, figures: ReplyFigures | None = None,
-                 continues: int | None = None) -> None:
+    def __init__(
+        self,
+        store: ConversationStore,
+        conversation_id: int,
+        *,
+        keep: int | None = None,
+        user_text: str | None = None,
+        figures: ReplyFigures | None = None,
+        continues: int | None = None,
+    ) -> None:
         self.store = store
         self.conversation_id = conversation_id
         self.keep = keep
@@ -47,8 +54,12 @@ class ReplyWriter:
             spans = spans_of(event) if spans is None else spans
             if self.message_id is None:
                 self.message_id = self.store.start_reply(
-                    self.conversation_id, spans, event.text, self.figures.as_dict(),
-                    keep=self.keep, user_text=self.user_text,
+                    self.conversation_id,
+                    spans,
+                    event.text,
+                    self.figures.as_dict(),
+                    keep=self.keep,
+                    user_text=self.user_text,
                 )
             else:
                 self.store.append_spans(self.message_id, spans, event.text, self.figures.as_dict())

@@ -55,11 +55,21 @@ class TokenDetail:
 
     def pack(self) -> list[Any]:
         """A compact JSON-able form (probabilities to the 3 decimals shown), read back by :meth:`unpack`."""
+
         def flat(top: tuple[tuple[str, float], ...]) -> list[Any]:
             return [x for text, p in top for x in (text, round(p, 3))]
 
-        packed = [self.position, self.source.value if self.source else None, self.match_length, int(self.greedy),
-                  flat(self.target_top), flat(self.draft_top), int(self.judged), self.correction, self.replaced]
+        packed = [
+            self.position,
+            self.source.value if self.source else None,
+            self.match_length,
+            int(self.greedy),
+            flat(self.target_top),
+            flat(self.draft_top),
+            int(self.judged),
+            self.correction,
+            self.replaced,
+        ]
         while len(packed) > 6 and packed[-1] == _PACK_DEFAULTS[len(packed) - 7]:  # the common tail left out
             packed.pop()
         return packed
@@ -70,7 +80,9 @@ class TokenDetail:
         if not isinstance(data, list) or not 6 <= len(data) <= 9:
             return None
         position, source, match, greedy, target, draft, judged, correction, replaced = [
-            *data, *_PACK_DEFAULTS[len(data) - 6:]]
+            *data,
+            *_PACK_DEFAULTS[len(data) - 6 :],
+        ]
 
         def pairs(flat: object) -> tuple[tuple[str, float], ...] | None:
             if not isinstance(flat, list):
@@ -80,12 +92,26 @@ class TokenDetail:
             return tuple((text, float(p)) for text, p in out) if ok else None
 
         targets, drafts = pairs(target), pairs(draft)
-        if (not _count(position) or not _count(match) or targets is None or drafts is None
-                or not all(isinstance(x, str) or x is None for x in (source, correction, replaced))
-                or source not in _SOURCES):
+        if (
+            not _count(position)
+            or not _count(match)
+            or targets is None
+            or drafts is None
+            or not all(isinstance(x, str) or x is None for x in (source, correction, replaced))
+            or source not in _SOURCES
+        ):
             return None
-        return cls(position, DraftSource(source) if source else None, match, bool(greedy), targets, drafts,
-                   bool(judged), correction, replaced)
+        return cls(
+            position,
+            DraftSource(source) if source else None,
+            match,
+            bool(greedy),
+            targets,
+            drafts,
+            bool(judged),
+            correction,
+            replaced,
+        )
 
 
 @dataclass(frozen=True)
@@ -122,8 +148,16 @@ def spans_of(verified: Verified) -> list[TokenSpan]:
         dp = verified.draft_probs[i] if i < len(verified.draft_probs) else None
         spans.append(TokenSpan(kind, piece, verified.round, tp, dp, details[i] if details else None))
     if verified.correction is not None or verified.correction_piece:
-        spans.append(TokenSpan(TokenKind.TARGET, verified.correction_piece, verified.round, verified.correction_prob,
-                               None, details[-1] if details else None))
+        spans.append(
+            TokenSpan(
+                TokenKind.TARGET,
+                verified.correction_piece,
+                verified.round,
+                verified.correction_prob,
+                None,
+                details[-1] if details else None,
+            )
+        )
     return spans
 
 
@@ -146,9 +180,16 @@ def _details(verified: Verified) -> list[TokenDetail]:
         names = {t: text for t, _, text in verified.target_top[judged]}
         correction = names.get(verified.correction, verified.correction_piece)
     out = [
-        TokenDetail(pos, verified.sources[pos - 1], verified.match_lengths[pos - 1] if verified.match_lengths else 0,
-                    verified.greedy, named(verified.target_top[pos - 1]), named(verified.draft_top[pos - 1]),
-                    pos <= judged + 1, correction if pos == judged + 1 else None)
+        TokenDetail(
+            pos,
+            verified.sources[pos - 1],
+            verified.match_lengths[pos - 1] if verified.match_lengths else 0,
+            verified.greedy,
+            named(verified.target_top[pos - 1]),
+            named(verified.draft_top[pos - 1]),
+            pos <= judged + 1,
+            correction if pos == judged + 1 else None,
+        )
         for pos in positions
     ]
     replaced = verified.rejected_pieces[0] if verified.rejected_pieces else None
@@ -232,8 +273,13 @@ class ReplyFigures(ReplyCounts):
     def resume(self, max_tokens: int) -> None:
         """Go on counting for a continuation of this reply: its figures add to these."""
         self.carried = self.final or GenerationStats(
-            rounds=self.rounds, drafted=self.drafted, accepted=self.accepted, generated=self.generated,
-            depth=self.depth, by_source={name: list(counts) for name, counts in self.by_source.items()})
+            rounds=self.rounds,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            generated=self.generated,
+            depth=self.depth,
+            by_source={name: list(counts) for name, counts in self.by_source.items()},
+        )
         self.final = None
         self.finish_reason = None
         self.final_message = ""
@@ -256,13 +302,26 @@ class ReplyFigures(ReplyCounts):
 
     def as_dict(self) -> dict[str, Any]:
         """The engine's figures once finished; until then the counters so far (stored with a streaming reply)."""
-        extra = {"passes": self.passes, "first_token_seconds": round(self.first_token_seconds, 3),
-                 "per_round": [list(r) for r in self.per_round], "positions": self.positions.as_list(),
-                 "by_source": self.source_dict(),
-                 "timeline": [[round(t, 4), n, c] for t, n, c in self.timeline]}
-        extra.update({key: value for key, value in (("sampler", self.sampler), ("race", self.race),
-                                                     ("max_tokens", self.max_tokens), ("drafting", self.drafting))
-                      if value})
+        extra = {
+            "passes": self.passes,
+            "first_token_seconds": round(self.first_token_seconds, 3),
+            "per_round": [list(r) for r in self.per_round],
+            "positions": self.positions.as_list(),
+            "by_source": self.source_dict(),
+            "timeline": [[round(t, 4), n, c] for t, n, c in self.timeline],
+        }
+        extra.update(
+            {
+                key: value
+                for key, value in (
+                    ("sampler", self.sampler),
+                    ("race", self.race),
+                    ("max_tokens", self.max_tokens),
+                    ("drafting", self.drafting),
+                )
+                if value
+            }
+        )
         if self.final is not None:
             return {**self.final.as_dict(), **extra}
         return {
@@ -303,7 +362,8 @@ class ReplyFigures(ReplyCounts):
         figures.drafting = read.of_type("drafting", dict)  # checked where a race reads it (race.RaceRequest)
         by_source = read.of_type("by_source", dict) or {}
         figures.by_source = {
-            str(name): [c.get("drafted", 0), c.get("accepted", 0)] for name, c in by_source.items()
+            str(name): [c.get("drafted", 0), c.get("accepted", 0)]
+            for name, c in by_source.items()
             if isinstance(c, dict) and all(_count(c.get(key, 0)) for key in ("drafted", "accepted"))
         }
         if len(figures.by_source) < len(by_source):
@@ -340,14 +400,20 @@ def combined(before: GenerationStats, after: GenerationStats) -> GenerationStats
         counts[0] += drafted
         counts[1] += accepted
     return GenerationStats(
-        rounds=before.rounds + after.rounds, drafted=before.drafted + after.drafted,
-        accepted=before.accepted + after.accepted, generated=before.generated + after.generated,
+        rounds=before.rounds + after.rounds,
+        drafted=before.drafted + after.drafted,
+        accepted=before.accepted + after.accepted,
+        generated=before.generated + after.generated,
         prompt_tokens=before.prompt_tokens or after.prompt_tokens,
         reused_prompt_tokens=before.reused_prompt_tokens if before.prompt_tokens else after.reused_prompt_tokens,
         prompt_seconds=before.prompt_seconds + after.prompt_seconds,
-        generate_seconds=before.generate_seconds + after.generate_seconds, depth=after.depth,
+        generate_seconds=before.generate_seconds + after.generate_seconds,
+        depth=after.depth,
         plain_tokens_per_second_estimate=after.plain_tokens_per_second_estimate,
-        plain_tokens_per_second=after.plain_tokens_per_second, plain_tokens=after.plain_tokens, by_source=by_source)
+        plain_tokens_per_second=after.plain_tokens_per_second,
+        plain_tokens=after.plain_tokens,
+        by_source=by_source,
+    )
 
 
 _MAX_COUNT = 1 << 62
@@ -392,8 +458,11 @@ class _StatsReader:
         rows = self.of_type(key, list) or []
 
         def usable(row: object) -> bool:
-            return isinstance(row, list) and len(row) == len(kinds) and all(
-                _count(x) if kind is int else _finite(x) and x >= 0 for x, kind in zip(row, kinds, strict=True))
+            return (
+                isinstance(row, list)
+                and len(row) == len(kinds)
+                and all(_count(x) if kind is int else _finite(x) and x >= 0 for x, kind in zip(row, kinds, strict=True))
+            )
 
         out = [tuple(kind(x) for x, kind in zip(row, kinds, strict=True)) for row in rows if usable(row)]
         if len(out) < len(rows):
@@ -471,8 +540,13 @@ class Transcript:
     def can_continue(self) -> bool:
         """The last message is a finished reply with its token fates, cut at the token limit."""
         reply = self.reply
-        return (reply is not None and reply.finished and reply.finish_reason == "max_tokens"
-                and reply.spans is not None and reply.figures is not None)
+        return (
+            reply is not None
+            and reply.finished
+            and reply.finish_reason == "max_tokens"
+            and reply.spans is not None
+            and reply.figures is not None
+        )
 
     def resume_reply(self, max_tokens: int) -> Message | None:
         """Reopen the last reply (cut at the token limit) to stream its continuation into; None if it cannot."""

@@ -127,9 +127,15 @@ class RoundCosts:
     def _ema(self, old: float | None, new: float) -> float:
         return new if old is None else self.decay * old + (1 - self.decay) * new
 
-    def observe(self, n_drafted: int, verify_seconds: float, overhead_seconds: float | None = None,
-                step_seconds: float | None = None, sync_seconds: float | None = None,
-                sample_seconds: float | None = None) -> None:
+    def observe(
+        self,
+        n_drafted: int,
+        verify_seconds: float,
+        overhead_seconds: float | None = None,
+        step_seconds: float | None = None,
+        sync_seconds: float | None = None,
+        sample_seconds: float | None = None,
+    ) -> None:
         """Record one finished round's timings (see :meth:`AdaptiveDepth.observe
         <specchat.core.engine.depth.AdaptiveDepth.observe>` for what each one times)."""
         n = n_drafted + 1
@@ -211,8 +217,9 @@ class RoundCosts:
         verify = tuple(self.verify_cost(n) for n in range(n_max))
         if n_max < 2:
             return verify
-        verify = tuple(min(v, verify[1] * (1.0 + MAX_VERIFY_SLOPE * (n - 1))) if n > 1 else v
-                       for n, v in enumerate(verify))
+        verify = tuple(
+            min(v, verify[1] * (1.0 + MAX_VERIFY_SLOPE * (n - 1))) if n > 1 else v for n, v in enumerate(verify)
+        )
         return verify[:1] + tuple(np.maximum.accumulate(verify[1:]))
 
     def _fit_line(self) -> tuple[float, float]:

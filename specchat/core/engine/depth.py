@@ -114,10 +114,19 @@ class AdaptiveDepth:
     costs' ratios only.
     """
 
-    def __init__(self, *, decay: float = 0.85, probe_every: int = 12, start: int = DEFAULT_AUTO_START,
-                 max_depth: int = MAX_DEPTH, positional: bool = True, shape_decay: float = SHAPE_DECAY,
-                 prior_rejections: float = PRIOR_REJECTIONS, change_threshold: float = CHANGE_THRESHOLD,
-                 costs: RoundCosts | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        decay: float = 0.85,
+        probe_every: int = 12,
+        start: int = DEFAULT_AUTO_START,
+        max_depth: int = MAX_DEPTH,
+        positional: bool = True,
+        shape_decay: float = SHAPE_DECAY,
+        prior_rejections: float = PRIOR_REJECTIONS,
+        change_threshold: float = CHANGE_THRESHOLD,
+        costs: RoundCosts | None = None,
+    ) -> None:
         """``positional=False`` gives the older model: one acceptance rate for every draft position, no change test."""
         self.decay = decay
         self.probe_every = probe_every
@@ -146,9 +155,16 @@ class AdaptiveDepth:
         """The recent pooled acceptance rate (the curve's level; the whole model with ``positional=False``)."""
         return self._acc / (self._acc + self._rej)
 
-    def observe(self, n_drafted: int, n_accepted: int, step_seconds: float | None, verify_seconds: float,
-                overhead_seconds: float | None = None, sync_seconds: float | None = None,
-                sample_seconds: float | None = None) -> None:
+    def observe(
+        self,
+        n_drafted: int,
+        n_accepted: int,
+        step_seconds: float | None,
+        verify_seconds: float,
+        overhead_seconds: float | None = None,
+        sync_seconds: float | None = None,
+        sample_seconds: float | None = None,
+    ) -> None:
         """Record one finished round: its acceptance here, its timings in :attr:`costs`.
 
         ``step_seconds``: per draft decode after the first; ``sync_seconds``: the
@@ -272,8 +288,9 @@ class AdaptiveDepth:
         """
         self.acceptance_curve()
         plain = self.predicted_rate(0)
-        return any(expected_tokens_curve(self._long_curve, k) / self.costs.round_cost(k) > plain
-                   for k in range(1, limit + 1))
+        return any(
+            expected_tokens_curve(self._long_curve, k) / self.costs.round_cost(k) > plain for k in range(1, limit + 1)
+        )
 
     def predicted_best_rate(self) -> float:
         """The highest :meth:`predicted_rate` over every depth."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def find_match(seq: np.ndarray, n: int, corpus: np.ndarray | None = None, *,
-               max_length: int | None = None) -> tuple[int, int]:
+def find_match(
+    seq: np.ndarray, n: int, corpus: np.ndarray | None = None, *, max_length: int | None = None
+) -> tuple[int, int]:
     """The latest match of ``seq``'s last ``n`` tokens in ``corpus`` (``seq`` before its tail when None).
 
     Returns (follow, length): the index in the searched array of the token after
@@ -29,8 +30,12 @@ def find_match(seq: np.ndarray, n: int, corpus: np.ndarray | None = None, *,
         return -1, 0
     start = int(starts[-1])
     length = n
-    while length < (max_length or 0) and start - (length - n) - 1 >= 0 and n_total - length - 1 >= 0 \
-            and hay[start - (length - n) - 1] == seq[n_total - length - 1]:
+    while (
+        length < (max_length or 0)
+        and start - (length - n) - 1 >= 0
+        and n_total - length - 1 >= 0
+        and hay[start - (length - n) - 1] == seq[n_total - length - 1]
+    ):
         length += 1
     return start + n, length
 

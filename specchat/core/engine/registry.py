@@ -138,15 +138,17 @@ class DrafterEntry:
         parts = self.parts
         heads = {part_label(p) for p in parts if p.startswith(f"{Part.HEAD.value}:")}
         generic = "drafter head" if self.heads == "any" else None  # the composite drives any head: one name
-        return " or ".join(dict.fromkeys(generic if generic and part_label(p) in heads else part_label(p)
-                                         for p in parts))
+        return " or ".join(
+            dict.fromkeys(generic if generic and part_label(p) in heads else part_label(p) for p in parts)
+        )
 
     def make(self, parts: Parts) -> Drafter:
         """The drafter on ``parts``; a one-line SpecchatError naming what is missing."""
         if not self.available(parts.offered()):
             loaded = f" (the loaded head is {parts.head.describe()})" if parts.head is not None else ""
-            raise SpecchatError((self.missing or f"the loaded pair has no {self.lacking()} to draft with "
-                                                 f"{self.label_for()!r}") + loaded)
+            raise SpecchatError(
+                (self.missing or f"the loaded pair has no {self.lacking()} to draft with {self.label_for()!r}") + loaded
+            )
         return self.build(parts)
 
 
@@ -242,16 +244,31 @@ _HEAD_DRAFTERS: tuple[DrafterEntry, ...] = (
 natural block comes from its file (``block`` stays None): the drafter caps each round at it."""
 
 DRAFTERS: tuple[DrafterEntry, ...] = (
-    DrafterEntry(DrafterKind.COMPOSITE, "Automatic (lookup + {model})", _composite,
-                 needs=(Part.DRAFT_MODEL, Part.MTP_HEADS), heads="any", keep=True,
-                 missing="automatic drafting needs a draft model, a drafter head or MTP heads; "
-                         "choose n-gram lookup or none"),
-    DrafterEntry(DrafterKind.DRAFT_MODEL, "Draft model", _draft_model, needs=(Part.DRAFT_MODEL,),
-                 missing="no draft model is loaded; choose n-gram lookup or none"),
+    DrafterEntry(
+        DrafterKind.COMPOSITE,
+        "Automatic (lookup + {model})",
+        _composite,
+        needs=(Part.DRAFT_MODEL, Part.MTP_HEADS),
+        heads="any",
+        keep=True,
+        missing="automatic drafting needs a draft model, a drafter head or MTP heads; choose n-gram lookup or none",
+    ),
+    DrafterEntry(
+        DrafterKind.DRAFT_MODEL,
+        "Draft model",
+        _draft_model,
+        needs=(Part.DRAFT_MODEL,),
+        missing="no draft model is loaded; choose n-gram lookup or none",
+    ),
     DrafterEntry(DrafterKind.NGRAM, "N-gram (prompt lookup)", _ngram, samples=False),
-    DrafterEntry(DrafterKind.MTP, "The model's own MTP heads", _mtp, needs=(Part.MTP_HEADS,),
-                 missing="the target has no MTP heads (no NextN layers) to draft with; "
-                         "choose a draft model, n-gram lookup or none"),
+    DrafterEntry(
+        DrafterKind.MTP,
+        "The model's own MTP heads",
+        _mtp,
+        needs=(Part.MTP_HEADS,),
+        missing="the target has no MTP heads (no NextN layers) to draft with; "
+        "choose a draft model, n-gram lookup or none",
+    ),
     *_HEAD_DRAFTERS,
     DrafterEntry(DrafterKind.NONE, "None (plain decoding)", _none, drafts=False, samples=False),
 )
@@ -313,8 +330,9 @@ def default_drafter(offered: Collection[str]) -> DrafterEntry:
     return next(entry for entry in DRAFTERS if entry.drafts and entry.available(offered))
 
 
-def make_drafter(kind: str, draft_context: DraftContext | None, mtp: MtpHeads | None = None,
-                 head: DraftHead | None = None) -> Drafter:
+def make_drafter(
+    kind: str, draft_context: DraftContext | None, mtp: MtpHeads | None = None, head: DraftHead | None = None
+) -> Drafter:
     """The drafter of ``kind`` on what the loaded pair offers; a one-line SpecchatError if it lacks the part."""
     parts = Parts(draft_context, mtp, head)
     return entry_for(kind, parts).make(parts)

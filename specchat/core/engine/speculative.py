@@ -98,10 +98,15 @@ def generate(
     A SpecchatError once the reply has begun (a lost server, a failed decode) ends it with a Finished
     of reason ERROR that keeps the figures so far; the caches may then be mid-round.
     """
-    reply = _Reply(target, drafter, prompt, params,
-                   depth if depth is not None else DepthControl(),
-                   cancel if cancel is not None else CancelToken(),
-                   adaptive if adaptive is not None else AdaptiveDepth())
+    reply = _Reply(
+        target,
+        drafter,
+        prompt,
+        params,
+        depth if depth is not None else DepthControl(),
+        cancel if cancel is not None else CancelToken(),
+        adaptive if adaptive is not None else AdaptiveDepth(),
+    )
     try:
         reply.prefill()
         yield from reply.rounds()
@@ -137,8 +142,16 @@ class _Round:
 class _Reply:
     """One reply in progress: the committed tokens, its text, its counters and, once known, why it ends."""
 
-    def __init__(self, target: TargetSide, drafter: Drafter, prompt: Sequence[int], params: GenerationParams,
-                 depth: DepthControl, cancel: CancelToken, adaptive: AdaptiveDepth) -> None:
+    def __init__(
+        self,
+        target: TargetSide,
+        drafter: Drafter,
+        prompt: Sequence[int],
+        params: GenerationParams,
+        depth: DepthControl,
+        cancel: CancelToken,
+        adaptive: AdaptiveDepth,
+    ) -> None:
         self.ctx = target.context
         if not prompt:
             raise SpecchatError("the prompt is empty")
@@ -199,9 +212,15 @@ class _Reply:
         keep = len(self.committed) - 1
         self.ctx.checkpoint("probe")  # a recurrent target comes back from here without decoding the reply again
         # Past an end-of-generation token or a stop string plain decoding goes on just as fast: time it all.
-        probe = _Reply(dataclasses.replace(self.target, eog=frozenset()), NoDrafter(), self.committed,
-                       dataclasses.replace(self.params, max_tokens=n, stop_strings=(), plain_probe=0),
-                       DepthControl(0), self.cancel, AdaptiveDepth())
+        probe = _Reply(
+            dataclasses.replace(self.target, eog=frozenset()),
+            NoDrafter(),
+            self.committed,
+            dataclasses.replace(self.params, max_tokens=n, stop_strings=(), plain_probe=0),
+            DepthControl(0),
+            self.cancel,
+            AdaptiveDepth(),
+        )
         probe.generate_started = time.perf_counter()
         try:
             for _ in probe.rounds():
@@ -244,10 +263,20 @@ class _Reply:
         started = time.perf_counter()
         if round_.depth > 0:
             params = self.params
-            round_.draft = self.drafter.draft(DraftRequest(
-                self.committed, round_.depth, params.sampler, self.rng, self.cancel, params.draft_p_min,
-                params.greedy_draft, self.adaptive.costs, eog=self.target.eog,
-                remaining=min(params.max_tokens - self.stats.generated, self.ctx.n_ctx - len(self.committed))))
+            round_.draft = self.drafter.draft(
+                DraftRequest(
+                    self.committed,
+                    round_.depth,
+                    params.sampler,
+                    self.rng,
+                    self.cancel,
+                    params.draft_p_min,
+                    params.greedy_draft,
+                    self.adaptive.costs,
+                    eog=self.target.eog,
+                    remaining=min(params.max_tokens - self.stats.generated, self.ctx.n_ctx - len(self.committed)),
+                )
+            )
             _label_sources(round_.draft, self.drafter)
             _cut_after_end(round_.draft, self.target.eog)
             if self.drafter.own_depth:  # it was handed a cap and chose its own length: 0 where plain decoding won
@@ -261,8 +290,14 @@ class _Reply:
             return None
         fork = self.detok.fork()
         round_.draft_pieces = [fork.push(t) for t in drafts]
-        return Drafted(round_.number, tuple(drafts), tuple(round_.draft_pieces), tuple(round_.draft.probs),
-                       tuple(round_.draft.sources), tuple(round_.draft.match_lengths))
+        return Drafted(
+            round_.number,
+            tuple(drafts),
+            tuple(round_.draft_pieces),
+            tuple(round_.draft.probs),
+            tuple(round_.draft.sources),
+            tuple(round_.draft.match_lengths),
+        )
 
     def verify(self, round_: _Round) -> None:
         """Decode ``[last] + drafts``, take the verdict, commit what it keeps and cut the cache back."""
@@ -351,10 +386,22 @@ class _Reply:
         stats.depth = round_.depth
         for i, source in enumerate(draft.sources):
             stats.count_source(source, 1, 1 if i < n_acc else 0)
-        overhead_seconds = (time.perf_counter() - round_.started - round_.draft_seconds - round_.verify_seconds
-                            - round_.consumer_seconds)
-        self.adaptive.observe(n_drafted, n_acc, draft.step_seconds, round_.verify_seconds, overhead_seconds,
-                              draft.sync_seconds, draft.sample_seconds)
+        overhead_seconds = (
+            time.perf_counter()
+            - round_.started
+            - round_.draft_seconds
+            - round_.verify_seconds
+            - round_.consumer_seconds
+        )
+        self.adaptive.observe(
+            n_drafted,
+            n_acc,
+            draft.step_seconds,
+            round_.verify_seconds,
+            overhead_seconds,
+            draft.sync_seconds,
+            draft.sample_seconds,
+        )
 
     def finish(self) -> Finished:
         """The last event: why the reply ended, and its statistics."""
@@ -371,7 +418,7 @@ def _label_sources(draft: Draft, drafter: Drafter) -> None:
     if len(draft.match_lengths) != n:
         draft.match_lengths = [0] * n
     if len(draft.top) != n:  # a drafter that lists none, or not for a tail it added (one-hot lookups)
-        draft.top = draft.top[:n] + [top(q) for q in draft.q[len(draft.top):n]]
+        draft.top = draft.top[:n] + [top(q) for q in draft.q[len(draft.top) : n]]
 
 
 def _cut_after_end(draft: Draft, eog: frozenset[int]) -> None:

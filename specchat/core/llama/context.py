@@ -72,8 +72,10 @@ def follow_threads(target: Context, ptr: Any) -> None:
 
 def can_checkpoint() -> bool:
     """Whether these bindings can save and restore one sequence's state (needed for recurrent models)."""
-    return all(hasattr(llama_cpp, f) for f in ("llama_state_seq_get_size", "llama_state_seq_get_data",
-                                                "llama_state_seq_set_data"))
+    return all(
+        hasattr(llama_cpp, f)
+        for f in ("llama_state_seq_get_size", "llama_state_seq_get_data", "llama_state_seq_set_data")
+    )
 
 
 def check_memory_support(model: Model) -> None:
@@ -82,7 +84,8 @@ def check_memory_support(model: Model) -> None:
         raise SpecchatError(
             f"{model.name} is a {model.kind.value} model ({model.arch}) and this llama.cpp build "
             f"(llama-cpp-python {llama_cpp.__version__}) cannot save its state, which taking back rejected "
-            "drafts needs; a newer llama-cpp-python can")
+            "drafts needs; a newer llama-cpp-python can"
+        )
 
 
 @dataclass(frozen=True)
@@ -138,8 +141,16 @@ class Context:
     (0 where the architecture cannot roll back in place).
     """
 
-    def __init__(self, model: Model, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512,
-                 rollback: int = 0, tuner: ThreadTuner | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        rollback: int = 0,
+        tuner: ThreadTuner | None = None,
+    ) -> None:
         self.model = model
         self.kind: ModelKind = model.kind
         if n_ctx < 16:
@@ -293,8 +304,10 @@ class Context:
         # With the recurrent state back at ck.pos, the cut from there on is not partial for it any more.
         if got == 0 or not llama_cpp.llama_memory_seq_rm(self._memory, 0, ck.pos, -1):
             self._clear()
-            raise SpecchatError(f"{self.model.name} ({self.kind.value}): llama.cpp could not restore the state "
-                                f"saved at position {ck.pos}; the cache was cleared, send the message again")
+            raise SpecchatError(
+                f"{self.model.name} ({self.kind.value}): llama.cpp could not restore the state "
+                f"saved at position {ck.pos}; the cache was cleared, send the message again"
+            )
         self._forget_from(ck.pos)
 
     def _forget_from(self, n_keep: int) -> None:
@@ -345,9 +358,7 @@ class Context:
         if n == 0:
             raise ValueError("nothing to decode")
         if self.n_past + n > self.n_ctx:
-            raise ContextFullError(
-                f"{self.n_past + n} tokens do not fit in the {self.n_ctx}-token context"
-            )
+            raise ContextFullError(f"{self.n_past + n} tokens do not fit in the {self.n_ctx}-token context")
         if all_logits and n > self.n_batch:
             raise SpecchatError(f"cannot score {n} tokens in one batch of {self.n_batch}")
         start = 0
@@ -389,8 +400,9 @@ class Context:
             self._clear()  # a recurrent state cannot drop the failed chunk alone
             cleared = "; the cache was cleared"
         why = _DECODE_CODES.get(rc, f"code {rc}")
-        raise SpecchatError(f"{self.model.name}: llama.cpp could not decode {m} tokens at position {at} "
-                            f"({why}){cleared}")
+        raise SpecchatError(
+            f"{self.model.name}: llama.cpp could not decode {m} tokens at position {at} ({why}){cleared}"
+        )
 
     def extend_to(self, tokens: Sequence[int]) -> int:
         """Make the memory hold exactly ``tokens`` (no logits); return how many were reused."""
@@ -447,8 +459,13 @@ class MemoryInfo:
         return f"{self.kind.value} ({self.arch}): {how}{mtp}"
 
     def to_json(self) -> dict[str, object]:
-        return {"arch": self.arch, "kind": self.kind.value, "rollback": self.rollback, "in_place": self.in_place,
-                "mtp_layers": self.n_layer_nextn}
+        return {
+            "arch": self.arch,
+            "kind": self.kind.value,
+            "rollback": self.rollback,
+            "in_place": self.in_place,
+            "mtp_layers": self.n_layer_nextn,
+        }
 
 
 def probe_memory(path: str | os.PathLike[str]) -> MemoryInfo:
@@ -492,8 +509,9 @@ class MtpContext:
         self._ext = llama_cpp_ext
         model = target.model
         if model.n_layer_nextn <= 0:
-            raise SpecchatError(f"{model.name} has no MTP heads (no NextN layers); choose a draft model, "
-                                "n-gram lookup or none")
+            raise SpecchatError(
+                f"{model.name} has no MTP heads (no NextN layers); choose a draft model, n-gram lookup or none"
+            )
         if not getattr(model, "mtp_loaded", False):
             raise SpecchatError(f"{model.name} was loaded without its MTP layers")
         params = companion_params(target, n_threads)

@@ -19,8 +19,16 @@ from specchat.core.build import GIB, BackendDevice, BuildInfo, DeviceType
 from specchat.core.llama.backend import ensure_backend, ggml_lib, llama_lib_dir, load_dynamic_backends
 
 __all__ = [  # the build vocabulary and the backend's loader are re-exported: callers ask this module
-    "GIB", "BackendDevice", "BuildInfo", "DeviceType", "build_info", "list_devices", "llama_lib_dir",
-    "load_dynamic_backends", "offload_free_bytes", "offload_supported",
+    "GIB",
+    "BackendDevice",
+    "BuildInfo",
+    "DeviceType",
+    "build_info",
+    "list_devices",
+    "llama_lib_dir",
+    "load_dynamic_backends",
+    "offload_free_bytes",
+    "offload_supported",
 ]
 
 

@@ -56,28 +56,46 @@ _f32_p = ctypes.POINTER(ctypes.c_float)
 
 # name -> (exported names to try: C, then the Itanium C++ mangling), argtypes, restype
 _EXT: dict[str, tuple[tuple[str, ...], list[Any], Any]] = {
-    "llama_set_embeddings_layer_inp": (("llama_set_embeddings_layer_inp",
-                                        "_Z30llama_set_embeddings_layer_inpP13llama_contextjb"),
-                                       [_ctx_p, ctypes.c_uint32, ctypes.c_bool], None),
-    "llama_get_embeddings_layer_inp": (("llama_get_embeddings_layer_inp",
-                                        "_Z30llama_get_embeddings_layer_inpP13llama_contextj"),
-                                       [_ctx_p, ctypes.c_uint32], _f32_p),
-    "llama_set_embeddings_nextn": (("llama_set_embeddings_nextn", "_Z26llama_set_embeddings_nextnP13llama_contextbb"),
-                                   [_ctx_p, ctypes.c_bool, ctypes.c_bool], None),
-    "llama_get_embeddings_nextn": (("llama_get_embeddings_nextn", "_Z26llama_get_embeddings_nextnP13llama_context"),
-                                   [_ctx_p], _f32_p),
-    "llama_get_embeddings_nextn_ith": (("llama_get_embeddings_nextn_ith",
-                                        "_Z30llama_get_embeddings_nextn_ithP13llama_contexti"),
-                                       [_ctx_p, ctypes.c_int32], _f32_p),
-    "llama_model_target_layer_ids": (("llama_model_target_layer_ids",
-                                      "_Z28llama_model_target_layer_idsPK11llama_model"),
-                                     [_model_p], ctypes.POINTER(ctypes.c_int32)),
-    "llama_model_target_layer_ids_n": (("llama_model_target_layer_ids_n",
-                                        "_Z30llama_model_target_layer_ids_nPK11llama_model"),
-                                       [_model_p], ctypes.c_uint32),
-    "llama_model_dflash_selector_top_k": (("llama_model_dflash_selector_top_k",
-                                           "_Z33llama_model_dflash_selector_top_kPK11llama_model"),
-                                          [_model_p], ctypes.c_int32),
+    "llama_set_embeddings_layer_inp": (
+        ("llama_set_embeddings_layer_inp", "_Z30llama_set_embeddings_layer_inpP13llama_contextjb"),
+        [_ctx_p, ctypes.c_uint32, ctypes.c_bool],
+        None,
+    ),
+    "llama_get_embeddings_layer_inp": (
+        ("llama_get_embeddings_layer_inp", "_Z30llama_get_embeddings_layer_inpP13llama_contextj"),
+        [_ctx_p, ctypes.c_uint32],
+        _f32_p,
+    ),
+    "llama_set_embeddings_nextn": (
+        ("llama_set_embeddings_nextn", "_Z26llama_set_embeddings_nextnP13llama_contextbb"),
+        [_ctx_p, ctypes.c_bool, ctypes.c_bool],
+        None,
+    ),
+    "llama_get_embeddings_nextn": (
+        ("llama_get_embeddings_nextn", "_Z26llama_get_embeddings_nextnP13llama_context"),
+        [_ctx_p],
+        _f32_p,
+    ),
+    "llama_get_embeddings_nextn_ith": (
+        ("llama_get_embeddings_nextn_ith", "_Z30llama_get_embeddings_nextn_ithP13llama_contexti"),
+        [_ctx_p, ctypes.c_int32],
+        _f32_p,
+    ),
+    "llama_model_target_layer_ids": (
+        ("llama_model_target_layer_ids", "_Z28llama_model_target_layer_idsPK11llama_model"),
+        [_model_p],
+        ctypes.POINTER(ctypes.c_int32),
+    ),
+    "llama_model_target_layer_ids_n": (
+        ("llama_model_target_layer_ids_n", "_Z30llama_model_target_layer_ids_nPK11llama_model"),
+        [_model_p],
+        ctypes.c_uint32,
+    ),
+    "llama_model_dflash_selector_top_k": (
+        ("llama_model_dflash_selector_top_k", "_Z33llama_model_dflash_selector_top_kPK11llama_model"),
+        [_model_p],
+        ctypes.c_int32,
+    ),
 }
 _BATCH_P = ctypes.c_void_p
 _POS4 = llama_cpp.llama_pos * 4
@@ -124,8 +142,10 @@ def _bind(lib: Any, name: str, exported: Sequence[str], argtypes: list[Any], res
         func.argtypes = argtypes
         func.restype = restype
         return cast(Callable[..., Any], func)
-    raise SpecchatError(f"this llama.cpp build (llama-cpp-python {llama_cpp.__version__}) lacks {name}, which "
-                        "EAGLE-3 and DFlash heads need; a newer llama-cpp-python has it")
+    raise SpecchatError(
+        f"this llama.cpp build (llama-cpp-python {llama_cpp.__version__}) lacks {name}, which "
+        "EAGLE-3 and DFlash heads need; a newer llama-cpp-python has it"
+    )
 
 
 _api: HeadApi | None = None
@@ -203,11 +223,13 @@ def head_info(model: Model, api: HeadApi | None = None) -> HeadInfo:
     first = read_format(HeadHeader(model.arch, model.path.name))  # what the architecture alone says
     if first is not None and first.context == CHAINED:
         if first.target_layers and n != first.target_layers:
-            raise SpecchatError(f"{model.name} is not an {first.label} (expected {first.target_layers} target "
-                                f"layers, got {n})")
+            raise SpecchatError(
+                f"{model.name} is not an {first.label} (expected {first.target_layers} target layers, got {n})"
+            )
         hidden = model.meta(f"{model.arch}.target_hidden_size")
-        return HeadInfo(_binding_kind(model, first), layers, n_embd,
-                        int(hidden) if hidden and hidden.isdigit() else n_embd)
+        return HeadInfo(
+            _binding_kind(model, first), layers, n_embd, int(hidden) if hidden and hidden.isdigit() else n_embd
+        )
     if n == 0:
         raise SpecchatError(f"{model.name}: a DFlash head without target layers")
     block = model.meta("dflash.block_size")
@@ -216,7 +238,10 @@ def head_info(model: Model, api: HeadApi | None = None) -> HeadInfo:
     tensors = frozenset(name for name in marking_tensors(model.arch) if _has_tensor(model, name))
     kind = _binding_kind(model, read_format(HeadHeader(model.arch, model.path.name, tensors, top_k)))
     return HeadInfo(
-        kind, layers, n_embd, n_embd,
+        kind,
+        layers,
+        n_embd,
+        n_embd,
         block_size=int(block) if block and block.isdigit() else 16,
         sample_from_anchor=model.meta("dflash.sample_from_anchor") != "false",
         causal=model.meta("dflash.attention.causal") == "true",
@@ -260,8 +285,9 @@ class HeadContext:
     and how it drafts.
     """
 
-    def __init__(self, target: Context, head: Model, info: HeadInfo, *, n_threads: int | None = None,
-                 api: HeadApi | None = None) -> None:
+    def __init__(
+        self, target: Context, head: Model, info: HeadInfo, *, n_threads: int | None = None, api: HeadApi | None = None
+    ) -> None:
         if target.observer is not None:
             raise SpecchatError(f"{target.model.name} already feeds its MTP heads; load it without a head")
         self.api = api = api or head_api()
@@ -400,8 +426,9 @@ class Eagle3Context(HeadContext):
 
     _HISTORY = 512  # g rows kept by position, for cuts back into earlier batches
 
-    def __init__(self, target: Context, head: Model, info: HeadInfo, *, n_threads: int | None = None,
-                 api: HeadApi | None = None) -> None:
+    def __init__(
+        self, target: Context, head: Model, info: HeadInfo, *, n_threads: int | None = None, api: HeadApi | None = None
+    ) -> None:
         self._g: OrderedDict[int, np.ndarray] = OrderedDict()
         super().__init__(target, head, info, n_threads=n_threads, api=api)
         # the encoder's output and the decoder's pre-norm state both come back as "nextn" rows
@@ -506,8 +533,9 @@ class DFlashContext(HeadContext):
     are forgotten again.
     """
 
-    def __init__(self, target: Context, head: Model, info: HeadInfo, *, n_threads: int | None = None,
-                 api: HeadApi | None = None) -> None:
+    def __init__(
+        self, target: Context, head: Model, info: HeadInfo, *, n_threads: int | None = None, api: HeadApi | None = None
+    ) -> None:
         super().__init__(target, head, info, n_threads=n_threads, api=api)
         self.api.llama_set_embeddings_nextn(self._ptr, True, info.kind is not HeadKind.DFLASH2)
         self.api.llama_set_causal_attn(self._ptr, info.causal)
@@ -578,8 +606,9 @@ def open_head(target: Context, head: Model, *, n_threads: int | None = None) -> 
     return contexts[info.format.context](target, head, info, n_threads=n_threads)
 
 
-def open_draft(target: object, draft: Model | None, *, n_ctx: int, n_threads: int | None
-               ) -> tuple[Context | None, Eagle3Context | DFlashContext | None]:
+def open_draft(
+    target: object, draft: Model | None, *, n_ctx: int, n_threads: int | None
+) -> tuple[Context | None, Eagle3Context | DFlashContext | None]:
     """The draft's context: a :class:`Context` of its own for a draft model, a head's tied to ``target`` for a head.
 
     ``--draft`` takes either, told apart by the file's architecture as llama-server does.

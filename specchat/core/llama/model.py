@@ -132,12 +132,16 @@ class Model:
         """The one-line reason for a failed load: an unknown architecture, the file, or perhaps GPU memory."""
         unknown = next((m for m in map(_UNKNOWN_ARCH.search, recent_errors) if m), None)
         if unknown is not None:
-            return (f"this llama.cpp build (llama-cpp-python {llama_cpp.__version__}) does not know the model "
-                    f"architecture '{unknown.group(1)}' (a newer llama-cpp-python may): {self.path}")
+            return (
+                f"this llama.cpp build (llama-cpp-python {llama_cpp.__version__}) does not know the model "
+                f"architecture '{unknown.group(1)}' (a newer llama-cpp-python may): {self.path}"
+            )
         if n_gpu_layers != 0 and not vocab_only and devices.offload_supported():
             layers = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layers"
-            return (f"llama.cpp could not load the model with {layers} on the GPU (not enough GPU memory? "
-                    f"try GPU layers 'auto' or fewer; or the GGUF is truncated or corrupt): {self.path}")
+            return (
+                f"llama.cpp could not load the model with {layers} on the GPU (not enough GPU memory? "
+                f"try GPU layers 'auto' or fewer; or the GGUF is truncated or corrupt): {self.path}"
+            )
         return f"llama.cpp could not load the model (truncated or corrupt GGUF?): {self.path}"
 
     # --- lifetime -------------------------------------------------------
@@ -307,6 +311,8 @@ def vocab_mismatch(target: Model, draft: Model) -> str | None:
         if a != b:
             return f"token {t} differs: target {a!r}, draft {b!r}"
     if target.add_bos != draft.add_bos or (target.add_bos and target.bos != draft.bos):
-        return (f"BOS handling differs (target bos={target.bos} add={target.add_bos}, "
-                f"draft bos={draft.bos} add={draft.add_bos})")
+        return (
+            f"BOS handling differs (target bos={target.bos} add={target.add_bos}, "
+            f"draft bos={draft.bos} add={draft.add_bos})"
+        )
     return None

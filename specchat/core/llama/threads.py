@@ -94,8 +94,12 @@ class ThreadTuner:
 
     def choose(self, n_tokens: int, key: int = 0) -> int:
         """The thread count for a decode of ``n_tokens`` by the context ``key``."""
-        if (self._trying is None and not self.fixed and self._until_try <= 0
-                and (key, bucket(n_tokens)) in self._seconds):
+        if (
+            self._trying is None
+            and not self.fixed
+            and self._until_try <= 0
+            and (key, bucket(n_tokens)) in self._seconds
+        ):
             others = [c for c in self.counts if c != self.current]
             self._trying = others[self._next % len(others)]
             self._next += 1
@@ -134,4 +138,3 @@ class ThreadTuner:
             self._seconds[b] = seconds
         else:
             self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
-

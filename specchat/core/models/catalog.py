@@ -130,8 +130,10 @@ def expected_speedup(pair: CatalogPair) -> tuple[str, str]:
     cost = MTP_COST if pair.draft is None else pair.draft.size_gb / max(pair.target.size_gb, 1e-9)
     a = ASSUMED_ACCEPTANCE
     best = max((1 - a ** (k + 1)) / (1 - a) / (1 + k * cost) for k in range(1, 17))
-    how = (f"estimate: {a:.0%} of drafts accepted (an assumption for a same-family drafter), the drafter costing "
-           f"{cost:.0%} of a target pass, the best depth; measure it here for the real figure")
+    how = (
+        f"estimate: {a:.0%} of drafts accepted (an assumption for a same-family drafter), the drafter costing "
+        f"{cost:.0%} of a target pass, the best depth; measure it here for the real figure"
+    )
     return f"≈{best:.1f}x", how
 
 
@@ -250,10 +252,15 @@ def parse_heads(text: str) -> tuple[CatalogHead, ...]:
             if not isinstance(raw, dict):
                 raise TypeError("not an object")
             head = CatalogHead(
-                id=hid, kind=_head_kind(raw["kind"]), label=str(raw["label"]),
-                target_family=str(raw["target_family"]), repo=str(raw["repo"]),
-                size_gb=float(raw.get("size_gb", 0.0)), file=str(raw.get("file", "")),
-                format=str(raw.get("format", "gguf")), checked=str(raw.get("checked", "")),
+                id=hid,
+                kind=_head_kind(raw["kind"]),
+                label=str(raw["label"]),
+                target_family=str(raw["target_family"]),
+                repo=str(raw["repo"]),
+                size_gb=float(raw.get("size_gb", 0.0)),
+                file=str(raw.get("file", "")),
+                format=str(raw.get("format", "gguf")),
+                checked=str(raw.get("checked", "")),
                 speedup=str(raw.get("speedup", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:

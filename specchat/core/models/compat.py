@@ -141,8 +141,11 @@ def compare(target: GgufInfo, draft: GgufInfo, *, n_ctx: int | None = None) -> C
     notes: list[str] = []
     _compare_vocab(target, draft, problems, warnings)
 
-    for label, t_id, d_id in (("BOS", target.bos_id, draft.bos_id), ("EOS", target.eos_id, draft.eos_id),
-                              ("EOT", target.eot_id, draft.eot_id)):
+    for label, t_id, d_id in (
+        ("BOS", target.bos_id, draft.bos_id),
+        ("EOS", target.eos_id, draft.eos_id),
+        ("EOT", target.eot_id, draft.eot_id),
+    ):
         if t_id != d_id:
             warnings.append(f"{label} token ids differ (target {t_id}, draft {d_id})")
     if bool(target.add_bos) != bool(draft.add_bos):

@@ -110,8 +110,13 @@ def cached_file_is_valid(path: Path) -> bool:
 
 def _write_sidecar(path: Path, digest: str, source: str) -> None:
     st = path.stat()
-    record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest, "source": source,
-              "sample": {"scheme": SAMPLE_SCHEME, "sha256": sampled_sha256(path)}}
+    record = {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "sha256": digest,
+        "source": source,
+        "sample": {"scheme": SAMPLE_SCHEME, "sha256": sampled_sha256(path)},
+    }
     side = _sidecar(path)
     tmp = side.with_name(side.name + f".part{os.getpid()}")
     tmp.write_text(json.dumps(record))

@@ -142,8 +142,9 @@ def download_file(
         hfcache.repo_folder(cache, repo_id)
     with hub_errors(ep, repo_id, filename):
         url = hf_hub_url(repo_id, filename, revision=revision, endpoint=ep)
-        meta = call_cancellable(lambda: get_hf_file_metadata(url, token=tok, endpoint=ep), cancel,
-                                f"download of {filename}")
+        meta = call_cancellable(
+            lambda: get_hf_file_metadata(url, token=tok, endpoint=ep), cancel, f"download of {filename}"
+        )
     if not meta.etag or not meta.commit_hash:
         raise HubNetworkError(f"{ep} did not send the commit and ETag headers for {repo_id}/{filename}; is it a hub?")
     commit = hfcache.check_commit(meta.commit_hash, f"commit (X-Repo-Commit from {ep})")
@@ -157,10 +158,26 @@ def download_file(
     else:
         layout = cache_layout(cache, repo_id, filename, commit, key)
     try:
-        return _fetch(layout, meta.location or url, url, repo_id=repo_id, filename=filename, revision=revision,
-                      commit=commit, etag=etag, check=check, size=size, endpoint=ep, token=tok, cancel=cancel,
-                      on_progress=on_progress, free_space=free_space, max_retries=max_retries,
-                      retry_wait=retry_wait, chunk_size=chunk_size)
+        return _fetch(
+            layout,
+            meta.location or url,
+            url,
+            repo_id=repo_id,
+            filename=filename,
+            revision=revision,
+            commit=commit,
+            etag=etag,
+            check=check,
+            size=size,
+            endpoint=ep,
+            token=tok,
+            cancel=cancel,
+            on_progress=on_progress,
+            free_space=free_space,
+            max_retries=max_retries,
+            retry_wait=retry_wait,
+            chunk_size=chunk_size,
+        )
     except OSError as exc:
         where = exc.filename or layout.final
         raise DownloadStorageError(
@@ -168,10 +185,27 @@ def download_file(
         ) from None
 
 
-def _fetch(layout: Layout, location: str, url: str, *, repo_id: str, filename: str, revision: str, commit: str,
-           etag: str, check: str | None, size: int | None, endpoint: str, token: str | bool | None,
-           cancel: CancelToken | None, on_progress: ProgressCallback | None, free_space: FreeSpace,
-           max_retries: int, retry_wait: float, chunk_size: int) -> DownloadedFile:
+def _fetch(
+    layout: Layout,
+    location: str,
+    url: str,
+    *,
+    repo_id: str,
+    filename: str,
+    revision: str,
+    commit: str,
+    etag: str,
+    check: str | None,
+    size: int | None,
+    endpoint: str,
+    token: str | bool | None,
+    cancel: CancelToken | None,
+    on_progress: ProgressCallback | None,
+    free_space: FreeSpace,
+    max_retries: int,
+    retry_wait: float,
+    chunk_size: int,
+) -> DownloadedFile:
     from huggingface_hub.utils import build_hf_headers
 
     if is_complete(layout, etag, size, check):
@@ -192,21 +226,38 @@ def _fetch(layout: Layout, location: str, url: str, *, repo_id: str, filename: s
         headers = build_hf_headers(token=token, headers={"Accept-Encoding": "identity"})
         with hub_errors(endpoint, repo_id, filename):
             digest, resumed_from = transfer(
-                urljoin(url, location), layout.partial, size=size, headers=headers, filename=filename,
-                repo_id=repo_id, endpoint=endpoint, cancel=cancel, on_progress=on_progress,
-                max_retries=max_retries, retry_wait=retry_wait, chunk_size=chunk_size,
+                urljoin(url, location),
+                layout.partial,
+                size=size,
+                headers=headers,
+                filename=filename,
+                repo_id=repo_id,
+                endpoint=endpoint,
+                cancel=cancel,
+                on_progress=on_progress,
+                max_retries=max_retries,
+                retry_wait=retry_wait,
+                chunk_size=chunk_size,
             )
         _verify(layout.partial, check, etag, digest, repo_id, filename, cancel)
         got_size = layout.partial.stat().st_size
         finish(layout, etag if check else digest, revision, commit, etag, verified=check is not None)
     return DownloadedFile(
-        path=layout.final, repo_id=repo_id, filename=filename, commit=commit, size=got_size,
-        sha256=digest, resumed_from=resumed_from, already_present=False, verified_by=check,
+        path=layout.final,
+        repo_id=repo_id,
+        filename=filename,
+        commit=commit,
+        size=got_size,
+        sha256=digest,
+        resumed_from=resumed_from,
+        already_present=False,
+        verified_by=check,
     )
 
 
-def _verify(partial: Path, check: str | None, etag: str, digest: str, repo_id: str, filename: str,
-            cancel: CancelToken | None) -> None:
+def _verify(
+    partial: Path, check: str | None, etag: str, digest: str, repo_id: str, filename: str, cancel: CancelToken | None
+) -> None:
     """SHA-256 for LFS files (their ETag), git blob SHA-1 for small files; delete on mismatch."""
     if check is None:
         return  # the ETag is no content hash: only the size was checked, and the result says so
@@ -219,16 +270,31 @@ def _verify(partial: Path, check: str | None, etag: str, digest: str, repo_id: s
         )
 
 
-def _present(layout: Layout, repo_id: str, filename: str, commit: str, size: int | None, etag: str,
-             check: str | None, on_progress: ProgressCallback | None) -> DownloadedFile:
+def _present(
+    layout: Layout,
+    repo_id: str,
+    filename: str,
+    commit: str,
+    size: int | None,
+    etag: str,
+    check: str | None,
+    on_progress: ProgressCallback | None,
+) -> DownloadedFile:
     real = layout.final.stat().st_size
     if layout.storage is not None and check is not None:
         hfcache.unverified_mark(layout.storage, etag).unlink(missing_ok=True)  # the hub's hash names this blob
     if on_progress is not None:
         on_progress(DownloadProgress(filename, real, size, 0.0, 0.0, real))
     return DownloadedFile(
-        path=layout.final, repo_id=repo_id, filename=filename, commit=commit, size=real,
-        sha256=etag if check == SHA256 else None, resumed_from=real, already_present=True, verified_by=check,
+        path=layout.final,
+        repo_id=repo_id,
+        filename=filename,
+        commit=commit,
+        size=real,
+        sha256=etag if check == SHA256 else None,
+        resumed_from=real,
+        already_present=True,
+        verified_by=check,
     )
 
 
@@ -249,7 +315,8 @@ def download_quant(
     the file to load.
     """
     files = call_cancellable(
-        lambda: list_gguf_files(repo_id, revision=revision, endpoint=endpoint, token=token), cancel,
+        lambda: list_gguf_files(repo_id, revision=revision, endpoint=endpoint, token=token),
+        cancel,
         f"listing of {repo_id}",
     )
     chosen = pick_quant_files(files, quant, repo_id)
@@ -257,7 +324,6 @@ def download_quant(
         download_file(repo_id, f.filename, revision=revision, endpoint=endpoint, token=token, cancel=cancel, **kwargs)
         for f in chosen
     ]
-
 
 
 def download_sidecars(
@@ -278,7 +344,8 @@ def download_sidecars(
     Returns ``(kind, file)`` pairs; other keyword arguments go to :func:`download_file`.
     """
     files = call_cancellable(
-        lambda: list_gguf_files(repo_id, revision=revision, endpoint=endpoint, token=token), cancel,
+        lambda: list_gguf_files(repo_id, revision=revision, endpoint=endpoint, token=token),
+        cancel,
         f"listing of {repo_id}",
     )
     found = sidecars_for(files, model)
@@ -291,14 +358,32 @@ def download_sidecars(
             )
         found = [(kind, f) for kind, f in found if kind in kinds]
     return [
-        (kind, download_file(repo_id, f.filename, revision=revision, endpoint=endpoint, token=token, cancel=cancel,
-                             **kwargs))
+        (
+            kind,
+            download_file(
+                repo_id, f.filename, revision=revision, endpoint=endpoint, token=token, cancel=cancel, **kwargs
+            ),
+        )
         for kind, f in found
     ]
 
 
 __all__ = [
-    "CHUNK_SIZE", "GIT_SHA1", "POLL", "SHA256", "UNVERIFIED_NOTE", "DownloadProgress", "DownloadedFile", "FreeSpace",
-    "ProgressCallback", "check_disk_space", "disk_free", "download_file", "download_quant", "download_sidecars",
-    "format_bytes", "pid_alive", "remove_orphaned_parts",
+    "CHUNK_SIZE",
+    "GIT_SHA1",
+    "POLL",
+    "SHA256",
+    "UNVERIFIED_NOTE",
+    "DownloadProgress",
+    "DownloadedFile",
+    "FreeSpace",
+    "ProgressCallback",
+    "check_disk_space",
+    "disk_free",
+    "download_file",
+    "download_quant",
+    "download_sidecars",
+    "format_bytes",
+    "pid_alive",
+    "remove_orphaned_parts",
 ]

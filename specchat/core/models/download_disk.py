@@ -80,7 +80,7 @@ def remove_orphaned_parts(folder: Path, name: str, stale_after: float = 86400.0)
         return removed
     now = time.time()
     for path in candidates:
-        pid_text = path.name[len(prefix):]
+        pid_text = path.name[len(prefix) :]
         if not pid_text.isdigit() or int(pid_text) == os.getpid() or not path.is_file() or path.is_symlink():
             continue
         try:

@@ -49,7 +49,10 @@ def cache_layout(cache_dir: Path, repo_id: str, filename: str, commit: str, key:
         final=hfcache.snapshot_file(storage, commit, filename),
         partial=hfcache.incomplete_file(storage, key),
         lock=hfcache.lock_file(cache_dir, storage, key),
-        blobs=hfcache.blobs_folder(storage), storage=storage, local_dir=None, metadata=None,
+        blobs=hfcache.blobs_folder(storage),
+        storage=storage,
+        local_dir=None,
+        metadata=None,
     )
 
 
@@ -58,7 +61,9 @@ def local_layout(local_dir: Path, filename: str, key: str) -> Layout:
         final=hfcache.local_file(local_dir, filename),
         partial=hfcache.local_meta_file(local_dir, filename, f".{key}.incomplete"),
         lock=hfcache.local_meta_file(local_dir, filename, ".lock"),
-        blobs=None, storage=None, local_dir=local_dir,
+        blobs=None,
+        storage=None,
+        local_dir=local_dir,
         metadata=hfcache.local_meta_file(local_dir, filename, ".metadata"),
     )
 

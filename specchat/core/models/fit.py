@@ -63,8 +63,11 @@ def _ram_fit(need: float, memory: MachineMemory, what: str) -> Fit:
         return Fit(True, f"{what} needs about {_gb(need)} of memory")
     if need <= memory.ram_free:
         return Fit(True, f"{what} needs about {_gb(need)} of RAM; {_gb(memory.ram_free)} is free")
-    return Fit(False, f"{what} needs about {_gb(need)} of RAM but only {_gb(memory.ram_free)} is free: "
-                      "expect heavy swapping or a failed load")
+    return Fit(
+        False,
+        f"{what} needs about {_gb(need)} of RAM but only {_gb(memory.ram_free)} is free: "
+        "expect heavy swapping or a failed load",
+    )
 
 
 def _marked(ok: bool, text: str) -> Fit:
@@ -100,8 +103,7 @@ def fit_pair(target: ModelShape, draft: ModelShape | None, n_ctx: int, memory: M
     return _marked(rest.ok, f"on the GPU: {', '.join(parts)}; {rest.text}")
 
 
-def _remote_fit(target: ModelShape, draft: ModelShape | None, n_ctx: int, t_bytes: float,
-                memory: MachineMemory) -> Fit:
+def _remote_fit(target: ModelShape, draft: ModelShape | None, n_ctx: int, t_bytes: float, memory: MachineMemory) -> Fit:
     """The target's layers on remote devices (a CPU server lends its free RAM), the draft here."""
     budget = memory.remote_free - DEFAULT_RESERVE_BYTES  # as the placement keeps it free
     if t_bytes <= budget:
@@ -109,8 +111,10 @@ def _remote_fit(target: ModelShape, draft: ModelShape | None, n_ctx: int, t_byte
     else:
         rest = _ram_fit(t_bytes - max(budget, 0), memory, "the rest")
         ok = rest.ok
-        text = (f"the target needs about {_gb(t_bytes)}, more than the remote devices' {_gb(memory.remote_free)} "
-                f"free less {_gb(DEFAULT_RESERVE_BYTES)} for compute; {rest.text}")
+        text = (
+            f"the target needs about {_gb(t_bytes)}, more than the remote devices' {_gb(memory.remote_free)} "
+            f"free less {_gb(DEFAULT_RESERVE_BYTES)} for compute; {rest.text}"
+        )
     if draft is not None:
         local = fit_pair(draft, None, n_ctx, MachineMemory(memory.ram_free, memory.gpu_free))
         ok = ok and local.ok
@@ -118,8 +122,14 @@ def _remote_fit(target: ModelShape, draft: ModelShape | None, n_ctx: int, t_byte
     return _marked(ok, text)
 
 
-def fit_files(target: str | Path, draft: str | Path | None, n_ctx: int, memory: MachineMemory, *,
-              read: Callable[[Path], ModelShape] = read_model_shape) -> Fit:
+def fit_files(
+    target: str | Path,
+    draft: str | Path | None,
+    n_ctx: int,
+    memory: MachineMemory,
+    *,
+    read: Callable[[Path], ModelShape] = read_model_shape,
+) -> Fit:
     """:func:`fit_pair` on model files; raises GgufReadError (one line) when a header cannot be read.
 
     ``read`` lets a caller that asks often (the picker, on every keystroke) cache the headers.

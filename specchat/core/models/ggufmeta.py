@@ -79,11 +79,25 @@ class GgufInfo:
 
 _TEXT, _COUNT, _MAYBE_TEXT, _MAYBE_COUNT = (str,), (int,), (str, None), (int, None)
 _JSON_FIELDS: dict[str, tuple[type | None, ...]] = {
-    "path": _TEXT, "file_size": _COUNT, "mtime_ns": _COUNT, "name": _TEXT, "architecture": _TEXT,
-    "basename": _MAYBE_TEXT, "size_label": _MAYBE_TEXT, "parameter_count": _MAYBE_COUNT, "quant": _MAYBE_TEXT,
-    "context_length": _MAYBE_COUNT, "tokenizer_model": _MAYBE_TEXT, "vocab_size": _COUNT, "bos_id": _MAYBE_COUNT,
-    "eos_id": _MAYBE_COUNT, "eot_id": _MAYBE_COUNT, "add_bos": (bool, None), "vocab_fingerprint": _MAYBE_TEXT,
-    "n_split": _COUNT, "mtp_layers": _COUNT,
+    "path": _TEXT,
+    "file_size": _COUNT,
+    "mtime_ns": _COUNT,
+    "name": _TEXT,
+    "architecture": _TEXT,
+    "basename": _MAYBE_TEXT,
+    "size_label": _MAYBE_TEXT,
+    "parameter_count": _MAYBE_COUNT,
+    "quant": _MAYBE_TEXT,
+    "context_length": _MAYBE_COUNT,
+    "tokenizer_model": _MAYBE_TEXT,
+    "vocab_size": _COUNT,
+    "bos_id": _MAYBE_COUNT,
+    "eos_id": _MAYBE_COUNT,
+    "eot_id": _MAYBE_COUNT,
+    "add_bos": (bool, None),
+    "vocab_fingerprint": _MAYBE_TEXT,
+    "n_split": _COUNT,
+    "mtp_layers": _COUNT,
 }
 """The type of each field in :meth:`GgufInfo.to_json`'s form (``type(x) is int``: a bool is no count)."""
 

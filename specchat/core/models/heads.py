@@ -90,10 +90,18 @@ class HeadInfo:
         return block if self.format.anchor_draft and self.sample_from_anchor else block - 1
 
     def to_json(self) -> dict[str, object]:
-        return {"path": str(self.path), "kind": self.kind, "name": self.name, "label": self.label,
-                "target_name": self.target_name, "target_layers": list(self.target_layers),
-                "target_hidden_size": self.target_hidden_size, "block_size": self.block_size,
-                "selector_top_k": self.selector_top_k, "natural_depth": self.natural_depth}
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "name": self.name,
+            "label": self.label,
+            "target_name": self.target_name,
+            "target_layers": list(self.target_layers),
+            "target_hidden_size": self.target_hidden_size,
+            "block_size": self.block_size,
+            "selector_top_k": self.selector_top_k,
+            "natural_depth": self.natural_depth,
+        }
 
 
 def sidecar_kind(filename: str) -> str | None:
@@ -220,10 +228,24 @@ def read_head(path: Path | str, info: GgufInfo | None = None) -> HeadInfo | None
     return head
 
 
-LAYER_INPUT_ARCHS = frozenset({
-    "llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "lfm2", "nemotron_h", "gpt-oss",
-    "minimax-m2", "mimo2", "gemma4", "bailingmoe3", "deepseek4",
-})
+LAYER_INPUT_ARCHS = frozenset(
+    {
+        "llama",
+        "qwen3",
+        "qwen3moe",
+        "qwen35",
+        "qwen35moe",
+        "qwen3next",
+        "lfm2",
+        "nemotron_h",
+        "gpt-oss",
+        "minimax-m2",
+        "mimo2",
+        "gemma4",
+        "bailingmoe3",
+        "deepseek4",
+    }
+)
 """Target architectures whose vendored llama.cpp graph records its layer inputs (``res->t_layer_inp[il]`` in
 src/models/*.cpp); asking any other for them aborts the process."""
 FINAL_INPUT_ARCHS = frozenset({"deepseek4", "mimo2", "nemotron_h"})
@@ -242,23 +264,29 @@ def head_problems(head: HeadInfo, target: GgufInfo, n_layers: int, n_embd: int) 
     """
     problems: list[str] = []
     h = head.info
-    if h is not None and h.vocab_fingerprint and target.vocab_fingerprint \
-            and h.vocab_fingerprint != target.vocab_fingerprint:
+    if (
+        h is not None
+        and h.vocab_fingerprint
+        and target.vocab_fingerprint
+        and h.vocab_fingerprint != target.vocab_fingerprint
+    ):
         problems.append(f"its vocabulary is not the target's ({h.vocab_size} tokens against {target.vocab_size})")
     form = head.format
     if form.arch:  # a head of its own architecture reads target layers (MTP layers are the target's own)
         if not head.target_layers:
             problems.append("it names no target layers to read (no target_layers in its metadata)")
         elif form.target_layers and len(head.target_layers) != form.target_layers:
-            problems.append(f"an {form.label} reads {form.target_layers} target layers, this one names "
-                            f"{len(head.target_layers)}")
+            problems.append(
+                f"an {form.label} reads {form.target_layers} target layers, this one names {len(head.target_layers)}"
+            )
         if target.architecture not in LAYER_INPUT_ARCHS:
             problems.append(f"llama.cpp cannot hand it the hidden states of a '{target.architecture}' target")
         last = n_layers if form.block and target.architecture in FINAL_INPUT_ARCHS else n_layers - 1
         beyond = [i for i in head.target_layers if i < 0 or i > last]
         if beyond:
-            problems.append(f"it reads target layer {beyond[0]}, but the target has {n_layers} layers "
-                            f"(trained for a deeper model)")
+            problems.append(
+                f"it reads target layer {beyond[0]}, but the target has {n_layers} layers (trained for a deeper model)"
+            )
         if head.target_hidden_size is not None and head.target_hidden_size != n_embd:
             problems.append(f"it reads target states {head.target_hidden_size} wide, the target's are {n_embd}")
     return problems

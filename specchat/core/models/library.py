@@ -67,9 +67,14 @@ class LibraryEntry:
         return ""
 
     def to_json(self) -> dict[str, object]:
-        return {**self.info.to_json(), "source": self.source, "repo_id": self.repo_id, "unverified": self.unverified,
-                "head": None if self.head is None else self.head.to_json(),
-                "sidecars": [str(p) for p in self.sidecars]}
+        return {
+            **self.info.to_json(),
+            "source": self.source,
+            "repo_id": self.repo_id,
+            "unverified": self.unverified,
+            "head": None if self.head is None else self.head.to_json(),
+            "sidecars": [str(p) for p in self.sidecars],
+        }
 
 
 @dataclass
@@ -230,8 +235,7 @@ def scan(roots: Iterable[ModelRoot] | None = None, *, index: Path | None = None)
                 result.cached += 1
             else:
                 try:
-                    record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                              "info": read_gguf_info(path).to_json()}
+                    record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "info": read_gguf_info(path).to_json()}
                 except SpecchatError as exc:
                     record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "error": str(exc)}
                 result.read += 1

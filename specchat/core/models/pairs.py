@@ -44,7 +44,7 @@ class DownloadedPair:
             return "with " + ", ".join(f"{kind} sidecar {f.filename}" for kind, f in self.sidecars)
         if self.offered:
             held = ", ".join(f"a {kind} sidecar ({name})" for kind, name in self.offered)
-            return f"its repository also holds {held}: tick \"with sidecars\" to fetch it"
+            return f'its repository also holds {held}: tick "with sidecars" to fetch it'
         return ""
 
     @property

@@ -221,6 +221,11 @@ def resolve_remote_layers(
     budget = remote_free + max(local_free, 0) - DEFAULT_RESERVE_BYTES
     t_bytes = shape.memory_bytes(shape.usable_context(n_ctx))
     layers = -1 if t_bytes <= budget else _layers_that_fit(t_bytes, shape.n_layers, budget)
-    log.info("remote layers for %.1f GiB remote + %.1f GiB local free: target %d, draft %d",
-             remote_free / GIB, max(local_free, 0) / GIB, layers, draft_layers)
+    log.info(
+        "remote layers for %.1f GiB remote + %.1f GiB local free: target %d, draft %d",
+        remote_free / GIB,
+        max(local_free, 0) / GIB,
+        layers,
+        draft_layers,
+    )
     return layers, draft_layers

@@ -87,8 +87,9 @@ class PromptCache:
         if state is None or state.nbytes > self.budget:
             return
         # a kept state that this one extends says nothing this one does not
-        superseded = [(s, old) for s, old in self._kept
-                      if s == slot and common_prefix_len(old.tokens, tokens) == len(old.tokens)]
+        superseded = [
+            (s, old) for s, old in self._kept if s == slot and common_prefix_len(old.tokens, tokens) == len(old.tokens)
+        ]
         for entry in superseded:
             self._kept.remove(entry)
         self.stats.dropped += len(superseded)

@@ -71,8 +71,7 @@ def check_head_fits(target: Model, head: Model) -> None:
         return
     problems = head_problems(header, read_gguf_info(target.path), target.n_layers, target.n_embd)
     if problems:
-        raise SpecchatError(f"{head.name} ({head_info(head).describe()}) cannot draft for {target.name}: "
-                            f"{problems[0]}")
+        raise SpecchatError(f"{head.name} ({head_info(head).describe()}) cannot draft for {target.name}: {problems[0]}")
 
 
 @dataclass(frozen=True)
@@ -86,9 +85,17 @@ class Prompt:
 class Runtime:
     """A target model (and optionally a draft model or the target's MTP heads) with one context each."""
 
-    def __init__(self, target: Model, draft: Model | None, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 vocab_checked: bool = False, target_rollback: int = MAX_DEPTH,
-                 target_context: RemoteTarget | None = None) -> None:
+    def __init__(
+        self,
+        target: Model,
+        draft: Model | None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        vocab_checked: bool = False,
+        target_rollback: int = MAX_DEPTH,
+        target_context: RemoteTarget | None = None,
+    ) -> None:
         if draft is not None and not vocab_checked:
             problem = vocab_mismatch(target, draft)
             if problem:
@@ -101,15 +108,17 @@ class Runtime:
         # A target on remote devices brings its context (in a child process); ``target`` is then its vocabulary.
         self.remote = target_context
         self.target_context: Context | RemoteTarget = target_context or Context(
-            target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
+            target, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback
+        )
         self.draft_context: Context | None = None
         self.mtp_context: MtpContext | None = None
         self.head_context: Eagle3Context | DFlashContext | None = None  # a head loaded as the draft
         try:
             if draft is not None and target_context is None and is_head(draft):
                 check_head_fits(target, draft)
-            self.draft_context, self.head_context = open_draft(self.target_context, draft, n_ctx=n_ctx,
-                                                               n_threads=n_threads)
+            self.draft_context, self.head_context = open_draft(
+                self.target_context, draft, n_ctx=n_ctx, n_threads=n_threads
+            )
             # one observer follows the target: a head loaded as the draft takes the place of its MTP heads
             if getattr(target, "mtp_loaded", False) and target.n_layer_nextn > 0 and self.head_context is None:
                 assert isinstance(self.target_context, Context)
@@ -201,8 +210,14 @@ class Runtime:
             self.prompt_cache.recall("draft", self.draft_context, body)
 
     # --- replies: the one way a reply is driven ---------------------------------
-    def prompt(self, messages: Sequence[dict[str, str]] | str, *, continuation: str = "",
-               tools: Sequence[dict[str, Any]] | None = None, reply_to_user: bool = True) -> Prompt:
+    def prompt(
+        self,
+        messages: Sequence[dict[str, str]] | str,
+        *,
+        continuation: str = "",
+        tools: Sequence[dict[str, Any]] | None = None,
+        reply_to_user: bool = True,
+    ) -> Prompt:
         """The prompt for a reply to ``messages`` (through the model's chat template), or a plain ``str``.
 
         The messages are checked once (and, with ``reply_to_user``, the last must be the user's); ``tools``
@@ -225,17 +240,32 @@ class Runtime:
         # Checked before tokenizing: a prompt of 100 MB took minutes and gigabytes to be refused after it.
         fewest = self.target.fewest_tokens(len(text.encode("utf-8"))) if len(text) >= self.n_ctx else 0
         if fewest >= self.n_ctx:
-            raise PromptTooLongError(f"{what} is at least {fewest:,} tokens but the context holds {self.n_ctx}{advice}",
-                                tokens=fewest, n_ctx=self.n_ctx, at_least=True)
+            raise PromptTooLongError(
+                f"{what} is at least {fewest:,} tokens but the context holds {self.n_ctx}{advice}",
+                tokens=fewest,
+                n_ctx=self.n_ctx,
+                at_least=True,
+            )
         tokens = self.target.tokenize(text, add_special=True, parse_special=True)
         if len(tokens) >= self.n_ctx:
-            raise PromptTooLongError(f"{what} is {len(tokens)} tokens but the context holds {self.n_ctx}{advice}",
-                                tokens=len(tokens), n_ctx=self.n_ctx)
+            raise PromptTooLongError(
+                f"{what} is {len(tokens)} tokens but the context holds {self.n_ctx}{advice}",
+                tokens=len(tokens),
+                n_ctx=self.n_ctx,
+            )
         return Prompt(text, tokens)
 
-    def stream(self, prompt: Prompt | Sequence[int], params: GenerationParams, *, drafter: str | None = None,
-               depth: DepthControl | None = None, cancel: CancelToken | None = None,
-               progress: PromptProgress | None = None, recall: bool = True) -> Iterator[Event]:
+    def stream(
+        self,
+        prompt: Prompt | Sequence[int],
+        params: GenerationParams,
+        *,
+        drafter: str | None = None,
+        depth: DepthControl | None = None,
+        cancel: CancelToken | None = None,
+        progress: PromptProgress | None = None,
+        recall: bool = True,
+    ) -> Iterator[Event]:
         """The reply to ``prompt`` as engine events: Drafted and Verified per round, then one Finished.
 
         ``drafter`` None drafts with the best the pair allows (the registry's default). Whatever the caches
@@ -251,18 +281,40 @@ class Runtime:
         adaptive = self.adaptive_for(kind)
         return self._stream(tokens, params, chosen, adaptive, depth, cancel, progress, recall)
 
-    def reply(self, messages: list[dict[str, str]], params: GenerationParams, *, drafter: str | None = None,
-              depth: DepthControl | None = None, cancel: CancelToken | None = None, continuation: str = "",
-              progress: PromptProgress | None = None) -> Iterator[Event]:
+    def reply(
+        self,
+        messages: list[dict[str, str]],
+        params: GenerationParams,
+        *,
+        drafter: str | None = None,
+        depth: DepthControl | None = None,
+        cancel: CancelToken | None = None,
+        continuation: str = "",
+        progress: PromptProgress | None = None,
+    ) -> Iterator[Event]:
         """The reply to ``messages`` (the last one the user's): :meth:`prompt`, then :meth:`stream`."""
         if not messages:
             raise SpecchatError("no messages to reply to")
-        return self.stream(self.prompt(messages, continuation=continuation), params, drafter=drafter,
-                           depth=depth, cancel=cancel, progress=progress)
+        return self.stream(
+            self.prompt(messages, continuation=continuation),
+            params,
+            drafter=drafter,
+            depth=depth,
+            cancel=cancel,
+            progress=progress,
+        )
 
-    def _stream(self, prompt: list[int], params: GenerationParams, drafter: Drafter, adaptive: AdaptiveDepth,
-                depth: DepthControl | None, cancel: CancelToken | None, progress: PromptProgress | None,
-                recall: bool) -> Iterator[Event]:
+    def _stream(
+        self,
+        prompt: list[int],
+        params: GenerationParams,
+        drafter: Drafter,
+        adaptive: AdaptiveDepth,
+        depth: DepthControl | None,
+        cancel: CancelToken | None,
+        progress: PromptProgress | None,
+        recall: bool,
+    ) -> Iterator[Event]:
         if self.remote is not None:  # Stop also ends a wait on a server that does not answer
             self.remote.keep_waiting = None if cancel is None else (lambda: not cancel.cancelled)
         try:
@@ -270,11 +322,17 @@ class Runtime:
                 self.recall(prompt)
             read = self._read_prompt(prompt, progress, cancel) if progress is not None else None
             if read is not None and cancel is not None and cancel.cancelled:
-                stream: Iterable[Event] = [Finished(FinishReason.CANCELLED, GenerationStats(prompt_tokens=len(prompt)),
-                                                    "stopped while reading the prompt")]
+                stream: Iterable[Event] = [
+                    Finished(
+                        FinishReason.CANCELLED,
+                        GenerationStats(prompt_tokens=len(prompt)),
+                        "stopped while reading the prompt",
+                    )
+                ]
             else:
-                stream = generate(self.target_side, drafter, prompt, params, depth=depth, cancel=cancel,
-                                  adaptive=adaptive)
+                stream = generate(
+                    self.target_side, drafter, prompt, params, depth=depth, cancel=cancel, adaptive=adaptive
+                )
             for event in stream:
                 if isinstance(event, Finished):
                     if read is not None:  # the prompt was read before the loop: its figures are those steps'
@@ -287,8 +345,9 @@ class Runtime:
             self.forget_contexts()
             yield Finished(FinishReason.ERROR, GenerationStats(), str(exc))
 
-    def _read_prompt(self, prompt: list[int], progress: PromptProgress,
-                     cancel: CancelToken | None) -> tuple[int, float] | None:
+    def _read_prompt(
+        self, prompt: list[int], progress: PromptProgress, cancel: CancelToken | None
+    ) -> tuple[int, float] | None:
         """Bring the target to a long prompt step by step, reporting each; (reused, seconds), None if short.
 
         The speculative loop's own prefill then finds the prompt in the cache and decodes nothing more.
@@ -332,9 +391,18 @@ class Runtime:
         of ``rpc_deadline`` seconds per call; the draft stays on this machine.
         """
         if rpc_servers:
-            return cls._load_remote(target, draft, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
-                                    draft_gpu_layers=draft_gpu_layers, n_threads=n_threads, progress=progress,
-                                    target_rollback=target_rollback, servers=rpc_servers, deadline=rpc_deadline)
+            return cls._load_remote(
+                target,
+                draft,
+                n_ctx=n_ctx,
+                n_gpu_layers=n_gpu_layers,
+                draft_gpu_layers=draft_gpu_layers,
+                n_threads=n_threads,
+                progress=progress,
+                target_rollback=target_rollback,
+                servers=rpc_servers,
+                deadline=rpc_deadline,
+            )
 
         def stage(name: str) -> Callable[[float], bool] | None:
             return None if progress is None else (lambda f: progress(name, f))
@@ -363,8 +431,14 @@ class Runtime:
             if draft is not None:
                 loaded.append(Model(draft, n_gpu_layers=draft_layers, progress=stage("draft")))
             target_model, draft_model = loaded[0], loaded[1] if draft is not None else None
-            return cls(target_model, draft_model, n_ctx=n_ctx, n_threads=n_threads, vocab_checked=True,
-                       target_rollback=target_rollback)
+            return cls(
+                target_model,
+                draft_model,
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                vocab_checked=True,
+                target_rollback=target_rollback,
+            )
         except BaseException:
             # Free the weights (gigabytes, perhaps on the GPU) now, not when the traceback is collected.
             for model in loaded:
@@ -372,9 +446,20 @@ class Runtime:
             raise
 
     @classmethod
-    def _load_remote(cls, target: str | Path, draft: str | Path | None, *, n_ctx: int, n_gpu_layers: GpuLayers,
-                     draft_gpu_layers: GpuLayers, n_threads: int | None, progress: LoadProgress | None,
-                     target_rollback: int, servers: tuple[str, ...], deadline: float) -> Runtime:
+    def _load_remote(
+        cls,
+        target: str | Path,
+        draft: str | Path | None,
+        *,
+        n_ctx: int,
+        n_gpu_layers: GpuLayers,
+        draft_gpu_layers: GpuLayers,
+        n_threads: int | None,
+        progress: LoadProgress | None,
+        target_rollback: int,
+        servers: tuple[str, ...],
+        deadline: float,
+    ) -> Runtime:
         """The target on remote devices in a child process; its vocabulary and the draft here."""
         require_rpc()
         loaded: list[Model] = []
@@ -394,25 +479,44 @@ class Runtime:
             if progress is not None:
                 progress("connecting", 0.0)
             # Cancelling the load also ends a wait on a server that does not answer.
-            remote = RemoteTarget(servers, deadline=deadline,
-                                  keep_waiting=None if progress is None else (lambda: progress("connecting", 0.0)))
+            remote = RemoteTarget(
+                servers,
+                deadline=deadline,
+                keep_waiting=None if progress is None else (lambda: progress("connecting", 0.0)),
+            )
             # Servers are given to hold the target's layers: "none" (the API's default) means as many as fit.
             target_layers, draft_layers = resolve_remote_layers(
-                target, draft, n_gpu_layers or GPU_LAYERS_AUTO, draft_gpu_layers, n_ctx=n_ctx,
-                remote_free=sum(d.free_bytes for d in remote.devices))
+                target,
+                draft,
+                n_gpu_layers or GPU_LAYERS_AUTO,
+                draft_gpu_layers,
+                n_ctx=n_ctx,
+                remote_free=sum(d.free_bytes for d in remote.devices),
+            )
             n_ctx = min(n_ctx, loaded[0].n_ctx_train) if loaded[0].n_ctx_train > 0 else n_ctx
             if progress is not None:
                 progress("target", 0.0)
                 remote.keep_waiting = lambda: progress("target", 0.0)
-            remote.load(target, n_gpu_layers=target_layers, n_ctx=n_ctx, n_threads=n_threads,
-                        rollback=target_rollback)
+            remote.load(target, n_gpu_layers=target_layers, n_ctx=n_ctx, n_threads=n_threads, rollback=target_rollback)
             if draft is not None:
                 # An explicit list of this machine's devices: never a remote one (llama.cpp would put it first).
-                loaded.append(Model(draft, n_gpu_layers=draft_layers, progress=None if progress is None else
-                                    (lambda f: progress("draft", f)), devices=local_devices()))
+                loaded.append(
+                    Model(
+                        draft,
+                        n_gpu_layers=draft_layers,
+                        progress=None if progress is None else (lambda f: progress("draft", f)),
+                        devices=local_devices(),
+                    )
+                )
             loaded[0].n_gpu_layers = target_layers
-            return cls(loaded[0], loaded[1] if draft is not None else None, n_ctx=n_ctx, n_threads=n_threads,
-                       vocab_checked=True, target_context=remote)
+            return cls(
+                loaded[0],
+                loaded[1] if draft is not None else None,
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                vocab_checked=True,
+                target_context=remote,
+            )
         except BaseException:
             if remote is not None:
                 remote.close()
@@ -434,8 +538,11 @@ class Runtime:
     def placement(self) -> tuple[str, str | None]:
         """Where the target and the draft run, e.g. ``("GPU (all 30 layers)", "CPU")``."""
         offload = offload_supported()
-        target = (self.remote.placement() if self.remote is not None
-                  else describe_placement(self.target.n_gpu_layers, self.target.n_layers, offload))
+        target = (
+            self.remote.placement()
+            if self.remote is not None
+            else describe_placement(self.target.n_gpu_layers, self.target.n_layers, offload)
+        )
         draft = describe_placement(self.draft.n_gpu_layers, self.draft.n_layers, offload) if self.draft else None
         return target, draft
 
@@ -462,9 +569,13 @@ class Runtime:
 
     def close(self) -> None:
         self.prompt_cache.clear()
-        for obj in (self.head_context, self.mtp_context, self.draft_context, self.target_context, self.draft,
-                    self.target):
+        for obj in (
+            self.head_context,
+            self.mtp_context,
+            self.draft_context,
+            self.target_context,
+            self.draft,
+            self.target,
+        ):
             if obj is not None:
                 obj.close()
-
-

@@ -50,7 +50,7 @@ TOOLS_SYSTEM_PROMPT = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
     "For each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, "arguments": '
     "<args-json-object>}}\n</tool_call>"
 )
 
@@ -126,7 +126,8 @@ class _Budget:
         if isinstance(value, (list, tuple, dict, set, frozenset, Namespace)):
             if self.printed_size(value, 0) > self.max_chars:
                 raise TemplateBudgetError(
-                    f"the chat template would print a value of over {self.max_chars:,} characters; it was stopped")
+                    f"the chat template would print a value of over {self.max_chars:,} characters; it was stopped"
+                )
         return value
 
     def printed_size(self, value: Any, depth: int) -> int:
@@ -173,19 +174,26 @@ class _BudgetCodeGenerator(CodeGenerator):
 
     def visit_For(self, node: nodes.For, frame: Frame) -> None:  # noqa: N802 - jinja2 dispatches on the node class name
         wrapped = node.iter
-        if not (isinstance(wrapped, nodes.Call) and isinstance(wrapped.node, nodes.EnvironmentAttribute)
-                and wrapped.node.name == "budget_iter"):
-            node.iter = nodes.Call(nodes.EnvironmentAttribute("budget_iter"), [wrapped], [], None, None,
-                                   lineno=node.lineno)
+        if not (
+            isinstance(wrapped, nodes.Call)
+            and isinstance(wrapped.node, nodes.EnvironmentAttribute)
+            and wrapped.node.name == "budget_iter"
+        ):
+            node.iter = nodes.Call(
+                nodes.EnvironmentAttribute("budget_iter"), [wrapped], [], None, None, lineno=node.lineno
+            )
         super().visit_For(node, frame)
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:  # noqa: N802 - as above
         """``a ~ b`` prints both: each operand goes through ``environment.budget_printed`` first."""
-        node.nodes = [n if isinstance(n, nodes.Call) and isinstance(n.node, nodes.EnvironmentAttribute)
-                      and n.node.name == "budget_printed"
-                      else nodes.Call(nodes.EnvironmentAttribute("budget_printed"), [n], [], None, None,
-                                      lineno=n.lineno)
-                      for n in node.nodes]
+        node.nodes = [
+            n
+            if isinstance(n, nodes.Call)
+            and isinstance(n.node, nodes.EnvironmentAttribute)
+            and n.node.name == "budget_printed"
+            else nodes.Call(nodes.EnvironmentAttribute("budget_printed"), [n], [], None, None, lineno=n.lineno)
+            for n in node.nodes
+        ]
         super().visit_Concat(node, frame)
 
 
@@ -271,8 +279,11 @@ def _check_binop(budget: _Budget, op: str, left: Any, right: Any) -> None:
         for seq, n in ((left, right), (right, left)):
             if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > budget.max_chars:
                 raise TemplateBudgetError(f"the chat template repeated a value {n:,} times, over its budget")
-        if (isinstance(left, int) and isinstance(right, int)
-                and left.bit_length() + right.bit_length() > budget.limits.int_bits):
+        if (
+            isinstance(left, int)
+            and isinstance(right, int)
+            and left.bit_length() + right.bit_length() > budget.limits.int_bits
+        ):
             raise TemplateBudgetError("the chat template built a number too large to print")
     elif op == "**":
         if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
@@ -328,7 +339,8 @@ def _check_growth(budget: _Budget, name: str, text: str, args: Sequence[Any], kw
         return  # the operation itself will say what is wrong
     if size > budget.max_chars:
         raise TemplateBudgetError(
-            f"the chat template's {name.removeprefix('do_')} would build {size:,} characters, over its budget")
+            f"the chat template's {name.removeprefix('do_')} would build {size:,} characters, over its budget"
+        )
 
 
 def _finalize(value: Any) -> Any:
@@ -363,11 +375,11 @@ def _metered(f: Callable[..., Any], *, percent_format: bool = False) -> Callable
         if values and isinstance(values[0], str):
             _check_growth(budget, name, values[0], values[1:], kwargs)
         elif name == "do_join" and values and isinstance(values[0], (list, tuple)):
-            _check_growth(budget, "join", str(values[1] if len(values) > 1 else kwargs.get("d", "")),
-                          (values[0],), {})
+            _check_growth(budget, "join", str(values[1] if len(values) > 1 else kwargs.get("d", "")), (values[0],), {})
         elif name == "_tojson" and (kwargs.get("indent") or 0) > _MAX_JSON_INDENT:
-            raise TemplateBudgetError(f"the chat template asked for a JSON indent of {kwargs['indent']}, over "
-                                      f"{_MAX_JSON_INDENT}")
+            raise TemplateBudgetError(
+                f"the chat template asked for a JSON indent of {kwargs['indent']}, over {_MAX_JSON_INDENT}"
+            )
         if percent_format and args and isinstance(args[0], str):
             _check_widths(budget, (n for pair in _PERCENT_WIDTH_RE.findall(args[0]) for n in pair))
         return budget.check_size(f(*args, **kwargs))
@@ -375,8 +387,9 @@ def _metered(f: Callable[..., Any], *, percent_format: bool = False) -> Callable
     return metered
 
 
-def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
-            sort_keys: bool = False) -> str:
+def _tojson(
+    x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False
+) -> str:
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
@@ -392,14 +405,17 @@ def _one_line(text: str, limit: int = 300) -> str:
 class ChatTemplate:
     """A compiled chat template plus the special-token strings it refers to."""
 
-    def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "",
-                 limits: RenderLimits | None = None) -> None:
+    def __init__(
+        self, source: str | None, *, bos_token: str = "", eos_token: str = "", limits: RenderLimits | None = None
+    ) -> None:
         self.source = source or CHATML_TEMPLATE
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.limits = limits or RenderLimits()
         env = BudgetedEnvironment(
-            loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
+            loader=jinja2.BaseLoader(),
+            trim_blocks=True,
+            lstrip_blocks=True,
             extensions=[jinja2.ext.loopcontrols],
         )
         env.filters["tojson"] = _metered(_tojson)
@@ -422,8 +438,14 @@ class ChatTemplate:
         """Whether the template renders a ``tools`` variable itself."""
         return template_uses_tools(self.source)
 
-    def render(self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True,
-               tools: Sequence[dict[str, Any]] | None = None, checked: bool = False) -> str:
+    def render(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        add_generation_prompt: bool = True,
+        tools: Sequence[dict[str, Any]] | None = None,
+        checked: bool = False,
+    ) -> str:
         """The prompt text for ``messages``; raises a one-line SpecchatError on any failure or overspend.
 
         ``tools`` (OpenAI function definitions) are handed to the template as its ``tools`` variable.
@@ -483,14 +505,14 @@ def validate_messages(messages: Sequence[dict[str, str]]) -> None:
         raise SpecchatError("the conversation is empty: give at least one message")
     for i, m in enumerate(messages, 1):
         if not isinstance(m, dict):
-            raise SpecchatError(f"message {i} must be an object {{\"role\": ..., \"content\": ...}}, got {_short(m)}")
+            raise SpecchatError(f'message {i} must be an object {{"role": ..., "content": ...}}, got {_short(m)}')
         role = m.get("role")
         if role not in ROLES:
             got = "no role" if "role" not in m else f"role {_short(role)}"
             raise SpecchatError(f"message {i} has {got}; the role must be system, user or assistant")
         content = m.get("content")
         if not isinstance(content, str):
-            got = "no \"content\"" if "content" not in m else f"content {_short(content)}"
+            got = 'no "content"' if "content" not in m else f"content {_short(content)}"
             raise SpecchatError(f"message {i} ({role}) has {got}; the content must be text")
         try:
             content.encode("utf-8")

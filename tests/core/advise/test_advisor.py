@@ -28,17 +28,38 @@ def test_a_spent_budget_stops_after_one_round_and_a_cancel_before_any() -> None:
     runtime, prompts = engine_prompts(MODELS / "llama-q8.gguf")
     try:
         drafter = runtime.drafter_for(DrafterKind.DRAFT_MODEL)
-        late = measure(runtime.target_side, drafter, prompts, max_depth=4, max_tokens=32,
-                       deadline=time.perf_counter() - 1, cancel=CancelToken())
+        late = measure(
+            runtime.target_side,
+            drafter,
+            prompts,
+            max_depth=4,
+            max_tokens=32,
+            deadline=time.perf_counter() - 1,
+            cancel=CancelToken(),
+        )
         assert (late.runs, len(late.rounds)) == (1, 1)
-        full = measure(runtime.target_side, drafter, prompts, max_depth=4, max_tokens=32,
-                       deadline=time.perf_counter() + 3600, cancel=CancelToken())
+        full = measure(
+            runtime.target_side,
+            drafter,
+            prompts,
+            max_depth=4,
+            max_tokens=32,
+            deadline=time.perf_counter() + 3600,
+            cancel=CancelToken(),
+        )
         assert full.runs == 3 and full.drafted_rounds > 3
         assert {r.depth for r in full.rounds} >= {4, 1, 2, 3}  # the schedule walks every depth
         cancelled = CancelToken()
         cancelled.cancel()
-        none = measure(runtime.target_side, drafter, prompts, max_depth=4, max_tokens=32,
-                       deadline=time.perf_counter() + 3600, cancel=cancelled)
+        none = measure(
+            runtime.target_side,
+            drafter,
+            prompts,
+            max_depth=4,
+            max_tokens=32,
+            deadline=time.perf_counter() + 3600,
+            cancel=cancelled,
+        )
         assert (none.runs, none.rounds) == (0, [])
     finally:
         runtime.close()
@@ -47,8 +68,14 @@ def test_a_spent_budget_stops_after_one_round_and_a_cancel_before_any() -> None:
 def test_the_advisor_ranks_explains_refuses_and_remembers(library: Path) -> None:
     target = library / "target.gguf"
     seen: list[tuple[str, float]] = []
-    advice = advise(target, [MODELS / "llama-seed2-q8.gguf"], budget_seconds=120, library=False,
-                    progress=lambda message, fraction: seen.append((message, fraction)), max_tokens=32)
+    advice = advise(
+        target,
+        [MODELS / "llama-seed2-q8.gguf"],
+        budget_seconds=120,
+        library=False,
+        progress=lambda message, fraction: seen.append((message, fraction)),
+        max_tokens=32,
+    )
     assert not advice.cancelled
     assert seen[-1][0] == "done"
     assert all(0.0 <= f <= 1.0 for _, f in seen)
@@ -73,8 +100,9 @@ def test_the_automatic_drafter_on_the_targets_heads_is_measured(tmp_path: Path) 
     """The automatic drafter is measured like any other: here on the MTP heads, beside the heads alone."""
     target = tmp_path / "qwen35-mtp.gguf"  # alone: tests/models also holds drafter heads the finder would list
     shutil.copy(MODELS / "qwen35-mtp.gguf", target)
-    advice = advise(target, budget_seconds=60, library=False, catalog=False, composite=True,
-                    max_tokens=32, remember=False)
+    advice = advise(
+        target, budget_seconds=60, library=False, catalog=False, composite=True, max_tokens=32, remember=False
+    )
     results = {r.candidate.kind: r for r in advice.results}
     assert set(results) == {CandidateKind.MTP, CandidateKind.COMPOSITE, CandidateKind.NGRAM}
     for kind in (CandidateKind.MTP, CandidateKind.COMPOSITE):
@@ -88,13 +116,18 @@ def test_cancel_returns_what_was_measured(library: Path) -> None:
         if "good-draft.gguf" in message:
             cancel.cancel()
 
-    advice = advise(library / "target.gguf", budget_seconds=120, library=False,
-                    named=[library / "good-draft.gguf"], cancel=cancel, progress=progress)
+    advice = advise(
+        library / "target.gguf",
+        budget_seconds=120,
+        library=False,
+        named=[library / "good-draft.gguf"],
+        cancel=cancel,
+        progress=progress,
+    )
     assert advice.cancelled
     kinds = {r.candidate.kind for r in advice.results}
     assert CandidateKind.DRAFT in kinds
     assert cache.lookup(library / "target.gguf", "draft", library / "good-draft.gguf") is None  # not stored
-
 
 
 def test_a_pick_that_measured_slower_than_plain_decoding_is_no_winner() -> None:

@@ -65,17 +65,24 @@ def test_the_loaded_draft_is_judged_wherever_it_lives_and_drafts_automatically(l
     loaded.write_bytes((MODELS / "llama-q8.gguf").read_bytes())
     found = find_candidates(library / "target.gguf", library=False, loaded_draft=loaded, composite=True)
     first, *_ = found.candidates
-    assert (first.kind, first.label, first.source, first.path) == (CandidateKind.DRAFT, "loaded.gguf", "loaded",
-                                                                    str(loaded))
+    assert (first.kind, first.label, first.source, first.path) == (
+        CandidateKind.DRAFT,
+        "loaded.gguf",
+        "loaded",
+        str(loaded),
+    )
     auto = [c for c in found.candidates if c.kind is CandidateKind.COMPOSITE]
-    assert [(c.label, c.path, c.drafter) for c in auto] == [("automatic: lookup + loaded.gguf", str(loaded),
-                                                             DrafterKind.COMPOSITE)]
+    assert [(c.label, c.path, c.drafter) for c in auto] == [
+        ("automatic: lookup + loaded.gguf", str(loaded), DrafterKind.COMPOSITE)
+    ]
     assert auto[0].memory_bytes == first.memory_bytes > 0
-    assert not [c for c in find_candidates(library / "target.gguf", library=False).candidates
-                if c.kind is CandidateKind.COMPOSITE]  # the command line's list is as before
+    assert not [
+        c
+        for c in find_candidates(library / "target.gguf", library=False).candidates
+        if c.kind is CandidateKind.COMPOSITE
+    ]  # the command line's list is as before
     heads = find_candidates(MODELS / "qwen35-mtp.gguf", library=False, composite=True)
-    assert [c.label for c in heads.candidates if c.kind is CandidateKind.COMPOSITE] == [
-        "automatic: lookup + MTP heads"]
+    assert [c.label for c in heads.candidates if c.kind is CandidateKind.COMPOSITE] == ["automatic: lookup + MTP heads"]
     with pytest.raises(SpecchatError, match="the loaded draft model is gone"):
         find_candidates(library / "target.gguf", loaded_draft=elsewhere / "gone.gguf")
 

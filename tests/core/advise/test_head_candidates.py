@@ -86,18 +86,27 @@ def test_catalog_heads_parse_and_are_offered_to_their_own_family_and_size() -> N
 
 
 def test_catalog_heads_reach_the_finder_for_a_matching_target(tmp_path: Path, make_gguf) -> None:
-    target = make_gguf("Qwen3-8B-Q4_K_M.gguf", basename="Qwen3", size_label="8B",
-                       model_kv={"{arch}.block_count": 4, "{arch}.embedding_length": 64,
-                                 "{arch}.attention.head_count": 4})
+    target = make_gguf(
+        "Qwen3-8B-Q4_K_M.gguf",
+        basename="Qwen3",
+        size_label="8B",
+        model_kv={"{arch}.block_count": 4, "{arch}.embedding_length": 64, "{arch}.attention.head_count": 4},
+    )
     found = find_candidates(target, library=False, lookup=False)
     offered = [c for c in found.candidates if c.kind is CandidateKind.CATALOG and c.head]
     assert [c.label for c in offered] == ["DFlash head for Qwen3 8B"]
     assert "convert_hf_to_gguf.py --target-model-dir" in offered[0].reason and offered[0].drafter is None
-    other = make_gguf("Qwen3-4B-Q4_K_M.gguf", basename="Qwen3", size_label="4B",
-                      model_kv={"{arch}.block_count": 4, "{arch}.embedding_length": 64,
-                                "{arch}.attention.head_count": 4})
-    assert [c.label for c in find_candidates(other, library=False, lookup=False).candidates
-            if c.kind is CandidateKind.CATALOG and c.head] == ["DFlash head for Qwen3 4B"]
+    other = make_gguf(
+        "Qwen3-4B-Q4_K_M.gguf",
+        basename="Qwen3",
+        size_label="4B",
+        model_kv={"{arch}.block_count": 4, "{arch}.embedding_length": 64, "{arch}.attention.head_count": 4},
+    )
+    assert [
+        c.label
+        for c in find_candidates(other, library=False, lookup=False).candidates
+        if c.kind is CandidateKind.CATALOG and c.head
+    ] == ["DFlash head for Qwen3 4B"]
 
 
 def test_an_mtp_sidecar_is_never_measurable_here() -> None:

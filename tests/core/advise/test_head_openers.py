@@ -15,8 +15,9 @@ def test_every_head_drafter_has_an_opener_and_the_finder_measures_a_head_beside_
     assert set(HEAD_DRAFTERS) == {DrafterKind.EAGLE3, DrafterKind.DFLASH, DrafterKind.DSPARK}
     for name in ("llama.gguf", "eagle3-llama.gguf", "dflash-llama.gguf"):
         shutil.copy(MODELS / name, tmp_path / name)
-    advice = advise(tmp_path / "llama.gguf", budget_seconds=60, library=False, catalog=False, max_tokens=16,
-                    max_depth=4)
+    advice = advise(
+        tmp_path / "llama.gguf", budget_seconds=60, library=False, catalog=False, max_tokens=16, max_depth=4
+    )
     by_head = {r.candidate.head: r for r in advice.results if r.candidate.head}
     assert {"eagle3", "dflash"} <= set(by_head), [r.candidate.label for r in advice.results]
     for kind in ("eagle3", "dflash"):

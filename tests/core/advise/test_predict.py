@@ -27,10 +27,13 @@ def plain_run(rounds: int = 10) -> Measurement:
     return Measurement([RoundSample(0, 0, 0, verify(1), overhead=0.001) for _ in range(rounds)], rounds, 1.0, 1)
 
 
-def drafted_run(accepted: list[int], *, depth: int = 4, step: float = 0.001, sync: float = 0.002,
-                sample: float = 0.0) -> Measurement:
-    rounds = [RoundSample(depth, depth, a, verify(depth + 1), overhead=0.001, step=step, sync=sync, sample=sample)
-              for a in accepted]
+def drafted_run(
+    accepted: list[int], *, depth: int = 4, step: float = 0.001, sync: float = 0.002, sample: float = 0.0
+) -> Measurement:
+    rounds = [
+        RoundSample(depth, depth, a, verify(depth + 1), overhead=0.001, step=step, sync=sync, sample=sample)
+        for a in accepted
+    ]
     return Measurement(rounds, sum(a + 1 for a in accepted), 1.0, 1)
 
 
@@ -98,8 +101,15 @@ def test_predicted_rates_follow_the_shared_cost_model() -> None:
 def test_checking_a_batch_never_costs_less_than_a_plain_round_whatever_the_fitted_line_says() -> None:
     """Timings from a busy machine: batches measured cheaper than the one-token pass they include."""
     plain = Measurement([RoundSample(0, 0, 0, 0.020, overhead=0.001) for _ in range(10)], 10, 1.0, 1)
-    never = Measurement([RoundSample(d, d, 0, 0.008 + 0.001 * d, overhead=0.0005, step=0.0002, sync=0.0004)
-                         for d in (1, 2, 4, 1, 2, 4)], 6, 1.0, 1)
+    never = Measurement(
+        [
+            RoundSample(d, d, 0, 0.008 + 0.001 * d, overhead=0.0005, step=0.0002, sync=0.0004)
+            for d in (1, 2, 4, 1, 2, 4)
+        ],
+        6,
+        1.0,
+        1,
+    )
     target = RoundCosts.fitted([*plain.rounds, *never.rounds])
     assert target.verify_cost(2) >= target.verify_cost(1)  # floored at the one-token pass, whatever the line says
     prediction = predict(plain, never, 4)
@@ -121,8 +131,9 @@ def test_a_draft_that_guesses_well_but_costs_too_much_is_told_so() -> None:
     assert costly.cost_ratio == pytest.approx(0.6)
     cheap = predict(plain_run(), drafted_run([4] * 6, depth=4), 4)
     assert cheap.speedup > costly.speedup
-    assert losing_reason(costly, cheap) == (f"guesses well but costs 60% of a target pass "
-                                            f"({costly.speedup:.2f}x against {cheap.speedup:.2f}x)")
+    assert losing_reason(costly, cheap) == (
+        f"guesses well but costs 60% of a target pass ({costly.speedup:.2f}x against {cheap.speedup:.2f}x)"
+    )
     assert losing_reason(cheap, cheap) == ""
     # Dearer still, it no longer beats plain decoding: the cost alone is the reason.
     hopeless = predict(plain_run(), drafted_run([4] * 6, depth=4, step=0.03, sync=0.03), 4)
@@ -134,5 +145,6 @@ def test_a_runner_up_that_guesses_less_well_is_told_by_how_much() -> None:
     best = predict(plain_run(), drafted_run([4] * 6, depth=4), 4)
     worse = predict(plain_run(), drafted_run([4, 1, 4, 2, 4, 0], depth=4), 4)
     assert 1.0 < worse.speedup < best.speedup
-    assert losing_reason(worse, best) == (f"accepts {worse.acceptance:.0%} of drafts, the best 100% "
-                                          f"({worse.speedup:.2f}x against {best.speedup:.2f}x)")
+    assert losing_reason(worse, best) == (
+        f"accepts {worse.acceptance:.0%} of drafts, the best 100% ({worse.speedup:.2f}x against {best.speedup:.2f}x)"
+    )

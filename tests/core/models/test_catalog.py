@@ -22,8 +22,15 @@ from specchat.core.models.catalog import (
 from specchat.core.models.hub import quant_of
 from specchat.core.types import DrafterKind, SpecchatError
 
-MTP_ENTRY = {"id": "m", "name": "M", "target": {"repo": "a/M-MTP-GGUF", "quant": "Q4_K_M", "size_gb": 5.0},
-             "draft": {"mtp": True}, "memory_gb": 8, "license": "x", "good_for": "y"}
+MTP_ENTRY = {
+    "id": "m",
+    "name": "M",
+    "target": {"repo": "a/M-MTP-GGUF", "quant": "Q4_K_M", "size_gb": 5.0},
+    "draft": {"mtp": True},
+    "memory_gb": 8,
+    "license": "x",
+    "good_for": "y",
+}
 
 
 def test_every_entry_parses_names_a_quant_and_says_why() -> None:
@@ -45,8 +52,11 @@ def test_every_entry_parses_names_a_quant_and_says_why() -> None:
 def test_catalog_covers_todays_families() -> None:
     pairs = {p.id: p for p in load_catalog()}
     mtp = [p for p in pairs.values() if p.builtin_heads]
-    assert {p.target.repo for p in mtp} >= {"unsloth/Qwen3.6-27B-MTP-GGUF", "unsloth/Qwen3.6-35B-A3B-MTP-GGUF",
-                                            "unsloth/Qwen3.5-9B-MTP-GGUF"}
+    assert {p.target.repo for p in mtp} >= {
+        "unsloth/Qwen3.6-27B-MTP-GGUF",
+        "unsloth/Qwen3.6-35B-A3B-MTP-GGUF",
+        "unsloth/Qwen3.5-9B-MTP-GGUF",
+    }
     # the alternative: the same target file with a small draft of the family, so one download serves both drafters
     alt = pairs["qwen3.6-27b-draft"]
     same = pairs["qwen3.6-27b-mtp"].target
@@ -116,8 +126,19 @@ def test_lookup_and_malformed_entries() -> None:
     assert get_pair("QWEN3-8B").target.quant == "Q4_K_M"
     with pytest.raises(SpecchatError, match="no catalog pair named 'nope'; known pairs: demo, "):
         get_pair("nope")
-    bad = {"pairs": [{"id": "x", "name": "x", "target": {"repo": "a/b"}, "draft": {}, "memory_gb": 1,
-                      "license": "", "good_for": ""}]}
+    bad = {
+        "pairs": [
+            {
+                "id": "x",
+                "name": "x",
+                "target": {"repo": "a/b"},
+                "draft": {},
+                "memory_gb": 1,
+                "license": "",
+                "good_for": "",
+            }
+        ]
+    }
     with pytest.raises(SpecchatError, match="catalog entry x.target is malformed"):
         parse_catalog(json.dumps(bad))
     no_license = {k: v for k, v in MTP_ENTRY.items() if k != "license"}
@@ -129,16 +150,32 @@ def test_lookup_and_malformed_entries() -> None:
 
 def test_entries_without_the_new_fields_still_parse() -> None:
     """Older catalogs (and test catalogs) name only repo, quant and size per half."""
-    old = {"pairs": [{"id": "t", "name": "T", "memory_gb": 1, "license": "x", "good_for": "y",
-                      "target": {"repo": "a/T", "quant": "Q4_K_M", "size_gb": 1},
-                      "draft": {"repo": "a/D", "quant": "Q8_0", "size_gb": 0.1}}]}
+    old = {
+        "pairs": [
+            {
+                "id": "t",
+                "name": "T",
+                "memory_gb": 1,
+                "license": "x",
+                "good_for": "y",
+                "target": {"repo": "a/T", "quant": "Q4_K_M", "size_gb": 1},
+                "draft": {"repo": "a/D", "quant": "Q8_0", "size_gb": 0.1},
+            }
+        ]
+    }
     [pair] = parse_catalog(json.dumps(old))
     assert pair.draft is not None and pair.draft.file == "" and pair.why == "" and pair.download_gb == 1.1
 
 
 def _specchat_catalog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", "models", "catalog", *args], check=False,
-                          capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", "models", "catalog", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+    )
 
 
 def test_terminal_marks_pairs_that_speculate_with_built_in_heads() -> None:

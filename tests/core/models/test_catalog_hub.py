@@ -22,14 +22,57 @@ from specchat.core.models.hub import list_gguf_files, pick_quant_files
 from support.hubserver import FakeHub
 
 UNSLOTH_QUANTS = (
-    "Q2_K", "Q2_K_L", "Q3_K_S", "Q3_K_M", "Q4_0", "Q4_1", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0",
-    "IQ4_NL", "IQ4_XS", "UD-IQ1_M", "UD-IQ1_S", "UD-IQ2_M", "UD-IQ2_XXS", "UD-IQ3_XXS", "UD-Q2_K_XL", "UD-Q3_K_XL",
-    "UD-Q4_K_XL", "UD-Q5_K_XL", "UD-Q6_K_XL", "UD-Q8_K_XL",
+    "Q2_K",
+    "Q2_K_L",
+    "Q3_K_S",
+    "Q3_K_M",
+    "Q4_0",
+    "Q4_1",
+    "Q4_K_S",
+    "Q4_K_M",
+    "Q5_K_S",
+    "Q5_K_M",
+    "Q6_K",
+    "Q8_0",
+    "IQ4_NL",
+    "IQ4_XS",
+    "UD-IQ1_M",
+    "UD-IQ1_S",
+    "UD-IQ2_M",
+    "UD-IQ2_XXS",
+    "UD-IQ3_XXS",
+    "UD-Q2_K_XL",
+    "UD-Q3_K_XL",
+    "UD-Q4_K_XL",
+    "UD-Q5_K_XL",
+    "UD-Q6_K_XL",
+    "UD-Q8_K_XL",
 )
 BARTOWSKI_QUANTS = (
-    "Q8_0", "Q6_K_L", "Q6_K", "Q5_K_L", "Q5_K_M", "Q5_K_S", "Q4_K_L", "Q4_K_M", "Q4_K_S", "Q4_0", "Q4_0_4_4",
-    "Q4_0_4_8", "Q4_0_8_8", "IQ4_XS", "IQ4_NL", "Q3_K_XL", "Q3_K_L", "Q3_K_M", "IQ3_M", "Q3_K_S", "IQ3_XS", "Q2_K_L",
-    "Q2_K", "IQ2_M",
+    "Q8_0",
+    "Q6_K_L",
+    "Q6_K",
+    "Q5_K_L",
+    "Q5_K_M",
+    "Q5_K_S",
+    "Q4_K_L",
+    "Q4_K_M",
+    "Q4_K_S",
+    "Q4_0",
+    "Q4_0_4_4",
+    "Q4_0_4_8",
+    "Q4_0_8_8",
+    "IQ4_XS",
+    "IQ4_NL",
+    "Q3_K_XL",
+    "Q3_K_L",
+    "Q3_K_M",
+    "IQ3_M",
+    "Q3_K_S",
+    "IQ3_XS",
+    "Q2_K_L",
+    "Q2_K",
+    "IQ2_M",
 )
 NOT_GGUF = (".gitattributes", "README.md", "config.json")
 VISION = ("mmproj-F16.gguf", "mmproj-BF16.gguf", "mmproj-F32.gguf")
@@ -39,8 +82,14 @@ def _shards(folder: str, stem: str, quant: str, parts: int) -> list[str]:
     return [f"{folder}/{stem}-{quant}-{i:05d}-of-{parts:05d}.gguf" for i in range(1, parts + 1)]
 
 
-def unsloth(stem: str, *, extra_quants: tuple[str, ...] = (), bf16_shards: int = 0, vision: bool = True,
-            sidecars: tuple[str, ...] = ()) -> list[str]:
+def unsloth(
+    stem: str,
+    *,
+    extra_quants: tuple[str, ...] = (),
+    bf16_shards: int = 0,
+    vision: bool = True,
+    sidecars: tuple[str, ...] = (),
+) -> list[str]:
     """An Unsloth repository: the quant ladder, BF16 whole or in shards, projectors, an imatrix."""
     names = [f"{stem}-{q}.gguf" for q in (*UNSLOTH_QUANTS, *extra_quants)]
     names += _shards("BF16", stem, "BF16", bf16_shards) if bf16_shards else [f"{stem}-BF16.gguf"]
@@ -62,10 +111,17 @@ LISTINGS: dict[str, list[str]] = {
     # the 9B and 4B MTP repositories name their files without "MTP"
     "unsloth/Qwen3.5-9B-MTP-GGUF": unsloth("Qwen3.5-9B"),
     "unsloth/Qwen3.5-4B-MTP-GGUF": unsloth("Qwen3.5-4B"),
-    "ggml-org/Qwen3.5-0.8B-GGUF": ["Qwen3.5-0.8B-Q8_0.gguf", "Qwen3.5-0.8B-Q4_K_M.gguf", "Qwen3.5-0.8B-BF16.gguf",
-                                   "mmproj-Qwen3.5-0.8B-Q8_0.gguf", "mmproj-Qwen3.5-0.8B-BF16.gguf", *NOT_GGUF],
-    "unsloth/gemma-4-31B-it-GGUF": unsloth("gemma-4-31B-it", bf16_shards=2,
-                                           sidecars=("MTP/gemma-4-31B-it-MTP-Q8_0.gguf", "MTP/README.md")),
+    "ggml-org/Qwen3.5-0.8B-GGUF": [
+        "Qwen3.5-0.8B-Q8_0.gguf",
+        "Qwen3.5-0.8B-Q4_K_M.gguf",
+        "Qwen3.5-0.8B-BF16.gguf",
+        "mmproj-Qwen3.5-0.8B-Q8_0.gguf",
+        "mmproj-Qwen3.5-0.8B-BF16.gguf",
+        *NOT_GGUF,
+    ],
+    "unsloth/gemma-4-31B-it-GGUF": unsloth(
+        "gemma-4-31B-it", bf16_shards=2, sidecars=("MTP/gemma-4-31B-it-MTP-Q8_0.gguf", "MTP/README.md")
+    ),
     "unsloth/gemma-4-E2B-it-GGUF": unsloth("gemma-4-E2B-it", sidecars=("mtp-gemma-4-E2B-it.gguf",)),
     "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF": bartowski("Meta-Llama-3.1-8B-Instruct"),
     "bartowski/Llama-3.2-1B-Instruct-GGUF": bartowski("Llama-3.2-1B-Instruct"),
@@ -127,12 +183,20 @@ def _fetched(path: str) -> tuple[str, str]:
 
 def test_a_split_quant_resolves_to_all_its_shards_in_order(hub: FakeHub) -> None:
     """No catalog quant is split today; one that is (BF16 of the 35B-A3B) comes back whole, first shard first."""
-    entry = {"id": "big", "name": "big", "memory_gb": 80, "license": "Apache-2.0", "good_for": "x",
-             "target": {"repo": "unsloth/Qwen3.6-35B-A3B-MTP-GGUF", "quant": "BF16", "size_gb": 70.0},
-             "draft": {"mtp": True}}
+    entry = {
+        "id": "big",
+        "name": "big",
+        "memory_gb": 80,
+        "license": "Apache-2.0",
+        "good_for": "x",
+        "target": {"repo": "unsloth/Qwen3.6-35B-A3B-MTP-GGUF", "quant": "BF16", "size_gb": 70.0},
+        "draft": {"mtp": True},
+    }
     [pair] = parse_catalog(json.dumps({"pairs": [entry]}))
     _serve(hub, pair.target.repo)
     parts = download_quant(pair.target.repo, pair.target.quant, endpoint=hub.url)
-    assert [p.path.name for p in parts] == ["Qwen3.6-35B-A3B-MTP-BF16-00001-of-00002.gguf",
-                                            "Qwen3.6-35B-A3B-MTP-BF16-00002-of-00002.gguf"]
+    assert [p.path.name for p in parts] == [
+        "Qwen3.6-35B-A3B-MTP-BF16-00001-of-00002.gguf",
+        "Qwen3.6-35B-A3B-MTP-BF16-00002-of-00002.gguf",
+    ]
     assert all(p.path.parent.name == "BF16" for p in parts)

@@ -18,8 +18,14 @@ REPO = "acme/Tiny-GGUF"
 
 
 def specchat(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", "models", *args], check=False,
-                          capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", "models", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -69,8 +75,10 @@ def test_list_says_which_downloads_are_unverified(served, tmp_path: Path) -> Non
     assert rows[str(odd_cached)].endswith(f"hf-cache  unverified {odd_cached}")
     assert "unverified" not in rows[str(good)]
     notes = {line for line in listed.stderr.splitlines() if line.startswith("specchat: note:")}
-    assert notes == {f"specchat: note: {path} is unverified: the hub gave no SHA-256 for it, only its size was checked"
-                     for path in (odd, odd_cached)}
+    assert notes == {
+        f"specchat: note: {path} is unverified: the hub gave no SHA-256 for it, only its size was checked"
+        for path in (odd, odd_cached)
+    }
     as_json = specchat("list", "--json", "--dir", str(tmp_path / "dl"), **home)
     flags = {e["path"]: e["unverified"] for e in json.loads(as_json.stdout)}
     assert flags == {str(odd): True, str(odd_cached): True, str(good): False}
@@ -91,8 +99,12 @@ def test_ctrl_c_keeps_the_partial_and_the_rerun_resumes(served) -> None:
     """The hub holds the body after 64 KiB until released, so the interrupt lands mid-download however fast
     the machine is; the rerun asks for the rest by range."""
     served.hold_after = 64 * 1024
-    proc = subprocess.Popen([sys.executable, "-m", "specchat", "models", "download", REPO, "tiny-Q8_0.gguf",
-                             "--endpoint", served.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specchat", "models", "download", REPO, "tiny-Q8_0.gguf", "--endpoint", served.url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120  # a guard against a hang, not a timing
     partial: list[Path] = []
     while not (partial and partial[0].stat().st_size == served.hold_after):
@@ -121,7 +133,9 @@ def test_search_files_and_catalog(served) -> None:
     files = specchat("files", REPO, "--endpoint", served.url)
     assert files.returncode == 0
     assert [line.split()[:2] for line in files.stdout.splitlines()] == [
-        ["tiny-Q4_K_M.gguf", "Q4_K_M"], ["tiny-Q8_0.gguf", "Q8_0"]]
+        ["tiny-Q4_K_M.gguf", "Q4_K_M"],
+        ["tiny-Q8_0.gguf", "Q8_0"],
+    ]
     catalog = specchat("catalog", "--json")
     assert catalog.returncode == 0 and json.loads(catalog.stdout)[0]["id"] == "demo"
     assert "qwen3-8b" in specchat("catalog").stdout
@@ -145,8 +159,10 @@ def test_pair_downloads_both_halves(hub, make_gguf, monkeypatch) -> None:
 
 
 def test_importing_the_cli_module_stays_light() -> None:
-    code = ("import sys, specchat.cli.models, specchat.core.models.catalog, specchat.core.models.compat, "
-            "specchat.core.models.library, specchat.core.models.download;"
-            "bad=[m for m in ('llama_cpp','PySide6','huggingface_hub','gguf','tqdm') if m in sys.modules];"
-            "assert not bad, bad")
+    code = (
+        "import sys, specchat.cli.models, specchat.core.models.catalog, specchat.core.models.compat, "
+        "specchat.core.models.library, specchat.core.models.download;"
+        "bad=[m for m in ('llama_cpp','PySide6','huggingface_hub','gguf','tqdm') if m in sys.modules];"
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,8 +12,14 @@ from support.heads import REPO, dflash, eagle3, target
 
 
 def specchat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specchat", "models", *args], check=False, capture_output=True,
-                          text=True, env=dict(os.environ), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", "models", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+    )
 
 
 def test_files_marks_sidecars_and_download_offers_then_fetches_them(hub, make_gguf) -> None:
@@ -34,14 +40,17 @@ def test_files_marks_sidecars_and_download_offers_then_fetches_them(hub, make_gg
     plain = specchat("download", REPO, "--quant", "Q4_K_M", "--endpoint", hub.url)
     assert plain.returncode == 0, plain.stderr
     assert [Path(p).name for p in plain.stdout.split()] == ["Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
-    assert ("also holds a eagle3 sidecar for this model: eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf; "
-            "add --sidecar eagle3") in plain.stderr
+    assert (
+        "also holds a eagle3 sidecar for this model: eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf; add --sidecar eagle3"
+    ) in plain.stderr
     assert not hub.gets("eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf")
 
     one = specchat("download", REPO, "--quant", "Q4_K_M", "--sidecar", "dflash", "--endpoint", hub.url)
     assert one.returncode == 0, one.stderr
-    assert [Path(p).name for p in one.stdout.split()] == ["dflash-Llama-3.1-8B-Q4_0.gguf",
-                                                           "Llama-3.1-8B-Instruct-Q4_K_M.gguf"]  # the model last
+    assert [Path(p).name for p in one.stdout.split()] == [
+        "dflash-Llama-3.1-8B-Q4_0.gguf",
+        "Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+    ]  # the model last
     every = specchat("download", REPO, "Llama-3.1-8B-Instruct-Q4_K_M.gguf", "--with-sidecars", "--endpoint", hub.url)
     assert every.returncode == 0, every.stderr
     paths = [Path(p) for p in every.stdout.split()]

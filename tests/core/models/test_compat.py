@@ -56,9 +56,13 @@ def test_special_ids_size_context_and_family_warnings(make_gguf) -> None:
     report = check_pair(target, draft, n_ctx=8192)
     assert report.verdict is Verdict.WARNINGS
     text = " | ".join(report.warnings)
-    for expected in ("EOS token ids differ (target 0, draft 2)", "the target adds a BOS token",
-                     "not much smaller than the target", "the draft's context is 2048 tokens, shorter than the 8192",
-                     "different families: target architecture 'llama', draft 'qwen2'"):
+    for expected in (
+        "EOS token ids differ (target 0, draft 2)",
+        "the target adds a BOS token",
+        "not much smaller than the target",
+        "the draft's context is 2048 tokens, shorter than the 8192",
+        "different families: target architecture 'llama', draft 'qwen2'",
+    ):
         assert expected in text
     assert "target's context" not in text
     assert check_pair(target, draft).verdict is Verdict.WARNINGS  # still warns without n_ctx
@@ -78,8 +82,12 @@ def test_cli_check_exit_codes(make_gguf, demo_pair) -> None:
     bad = make_gguf("q.gguf", tokens=QWENISH)
 
     def run(*a: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "specchat", "models", "check", *map(str, a)],
-                              capture_output=True, text=True, env={**os.environ})
+        return subprocess.run(
+            [sys.executable, "-m", "specchat", "models", "check", *map(str, a)],
+            capture_output=True,
+            text=True,
+            env={**os.environ},
+        )
 
     ok = run(good_t, good_d, "--json")
     assert ok.returncode == 0, ok.stderr

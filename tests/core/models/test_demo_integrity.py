@@ -109,8 +109,10 @@ def test_orphaned_part_files_go_but_live_and_resumable_ones_stay(tmp_path: Path)
 
 def test_a_killed_conversion_leaves_a_part_file_that_the_next_run_removes(demo_pair, tmp_path: Path) -> None:
     folder = tmp_path / "killed"
-    code = ("import sys; from pathlib import Path; from specchat.core.models.demo import provision_demo_pair; "
-            "provision_demo_pair(Path(sys.argv[1]))")
+    code = (
+        "import sys; from pathlib import Path; from specchat.core.models.demo import provision_demo_pair; "
+        "provision_demo_pair(Path(sys.argv[1]))"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code, str(folder)])
     part = folder / "demo" / f"{TARGET_FILENAME}.part{proc.pid}"
     deadline = time.monotonic() + 120

@@ -115,8 +115,14 @@ def test_connection_that_keeps_dropping_gives_up_and_keeps_the_bytes(served) -> 
 def test_server_ignoring_range_restarts_cleanly(served) -> None:
     token = CancelToken()
     with pytest.raises(DownloadCancelledError):
-        download_file(REPO, NAME, endpoint=served.url, cancel=token, chunk_size=CHUNK,
-                      on_progress=lambda e: token.cancel() if e.done else None)
+        download_file(
+            REPO,
+            NAME,
+            endpoint=served.url,
+            cancel=token,
+            chunk_size=CHUNK,
+            on_progress=lambda e: token.cancel() if e.done else None,
+        )
     served.ignore_range = True
     got = download_file(REPO, NAME, endpoint=served.url, chunk_size=CHUNK)
     assert served.gets(NAME)[-1].status == 200
@@ -183,11 +189,18 @@ def test_not_enough_disk_space_is_refused_before_any_transfer(served) -> None:
     # a resume only needs room for the rest
     token = CancelToken()
     with pytest.raises(DownloadCancelledError):
-        download_file(REPO, NAME, endpoint=served.url, cancel=token, chunk_size=CHUNK,
-                      on_progress=lambda e: token.cancel() if e.done >= 128 * 1024 else None)
+        download_file(
+            REPO,
+            NAME,
+            endpoint=served.url,
+            cancel=token,
+            chunk_size=CHUNK,
+            on_progress=lambda e: token.cancel() if e.done >= 128 * 1024 else None,
+        )
     seen: list[int] = []
-    got = download_file(REPO, NAME, endpoint=served.url,
-                        free_space=lambda path: seen.append(1) or len(DATA) - 128 * 1024)
+    got = download_file(
+        REPO, NAME, endpoint=served.url, free_space=lambda path: seen.append(1) or len(DATA) - 128 * 1024
+    )
     assert seen and got.path.read_bytes() == DATA
 
 

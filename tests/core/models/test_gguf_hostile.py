@@ -47,14 +47,18 @@ def _with_offset(tmp_path: Path, data: bytes, offset: int, name: str, *, tail: i
     return path
 
 
-@pytest.mark.parametrize(("offset", "tail", "expected"), [
-    (0xFFFF_FFFF_FFFF_FFE0, 0, "truncated or corrupt"),  # wraps around to a place inside the header
-    (1 << 40, 0, "truncated or corrupt"),
-    (32, 0, "truncated or corrupt"),  # aligned, but the tensor runs past the end
-    (8, 256, "misaligned"),  # inside the file, but not on the file's alignment
-])
-def test_a_tensor_llama_cpp_would_refuse_is_refused(tmp_path: Path, small_gguf: bytes, offset: int, tail: int,
-                                                    expected: str) -> None:
+@pytest.mark.parametrize(
+    ("offset", "tail", "expected"),
+    [
+        (0xFFFF_FFFF_FFFF_FFE0, 0, "truncated or corrupt"),  # wraps around to a place inside the header
+        (1 << 40, 0, "truncated or corrupt"),
+        (32, 0, "truncated or corrupt"),  # aligned, but the tensor runs past the end
+        (8, 256, "misaligned"),  # inside the file, but not on the file's alignment
+    ],
+)
+def test_a_tensor_llama_cpp_would_refuse_is_refused(
+    tmp_path: Path, small_gguf: bytes, offset: int, tail: int, expected: str
+) -> None:
     path = _with_offset(tmp_path, small_gguf, offset, "bad.gguf", tail=tail)
     with pytest.raises(GgufReadError) as info:
         read_gguf_info(path)
@@ -99,8 +103,13 @@ def test_models_check_says_it_could_not_verify_an_absurd_offset(tmp_path: Path, 
     good = tmp_path / "good.gguf"
     good.write_bytes(small_gguf)
     bad = _with_offset(tmp_path, small_gguf, 0xFFFF_FFFF_FFFF_FFE0, "bad.gguf")
-    out = subprocess.run([sys.executable, "-m", "specchat", "models", "check", str(good), str(bad)],
-                         capture_output=True, text=True, env={**os.environ}, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "specchat", "models", "check", str(good), str(bad)],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=120,
+    )
     assert out.returncode == 2, out
     assert out.stdout == "" and "compatible" not in out.stderr
     lines = out.stderr.strip().splitlines()
@@ -109,6 +118,7 @@ def test_models_check_says_it_could_not_verify_an_absurd_offset(tmp_path: Path, 
 
 
 # -- fuzz: truncations, bit flips and overwritten words of a small GGUF ---------------------------
+
 
 def _mutate(data: bytes, cut: int | None, flips: list[tuple[int, int]], words: list[tuple[int, int]]) -> bytes:
     out = bytearray(data)
@@ -121,8 +131,11 @@ def _mutate(data: bytes, cut: int | None, flips: list[tuple[int, int]], words: l
 
 
 def _only_one_line_errors(path: Path, other: Path) -> None:
-    for read in (lambda: read_gguf_info(path, with_vocab=True), lambda: read_model_shape(path),
-                 lambda: check_pair(other, path)):
+    for read in (
+        lambda: read_gguf_info(path, with_vocab=True),
+        lambda: read_model_shape(path),
+        lambda: check_pair(other, path),
+    ):
         try:
             read()
         except GgufReadError as exc:
@@ -132,16 +145,20 @@ def _only_one_line_errors(path: Path, other: Path) -> None:
 
 mutations = st.tuples(
     st.one_of(st.none(), st.integers(min_value=0, max_value=1500)),
-    st.lists(st.tuples(st.integers(min_value=0, max_value=1 << 16), st.integers(min_value=0, max_value=7)),
-             max_size=4),
-    st.lists(st.tuples(st.integers(min_value=0, max_value=1 << 16),
-                       st.sampled_from([0, 1, 7, 31, 1 << 16, 1 << 31, (1 << 63) - 1, (1 << 64) - 1])),
-             max_size=2),
+    st.lists(st.tuples(st.integers(min_value=0, max_value=1 << 16), st.integers(min_value=0, max_value=7)), max_size=4),
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=1 << 16),
+            st.sampled_from([0, 1, 7, 31, 1 << 16, 1 << 31, (1 << 63) - 1, (1 << 64) - 1]),
+        ),
+        max_size=2,
+    ),
 )
 
 
-@settings(max_examples=250, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=250, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(mutation=mutations)
 def test_fuzzed_small_gguf_gives_a_result_or_one_line(small_gguf: bytes, mutation) -> None:
     cut, flips, words = mutation
@@ -163,11 +180,17 @@ def draft_head() -> bytes:
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
-@given(cut=st.one_of(st.none(), st.integers(min_value=0, max_value=4096)),
-       flips=st.lists(st.tuples(st.integers(min_value=0, max_value=4095), st.integers(min_value=0, max_value=7)),
-                      min_size=1, max_size=3))
-def test_fuzzed_demo_draft_head_gives_a_shape_or_one_line(draft_head: bytes, cut: int | None,
-                                                          flips: list[tuple[int, int]]) -> None:
+@given(
+    cut=st.one_of(st.none(), st.integers(min_value=0, max_value=4096)),
+    flips=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=4095), st.integers(min_value=0, max_value=7)),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_fuzzed_demo_draft_head_gives_a_shape_or_one_line(
+    draft_head: bytes, cut: int | None, flips: list[tuple[int, int]]
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "head.gguf"
         path.write_bytes(_mutate(draft_head, cut, flips, []))

@@ -48,7 +48,8 @@ def test_ordinary_models_are_no_heads_and_an_mtp_sidecar_is(make_gguf) -> None:
 def test_a_head_that_fits_and_each_way_one_does_not(make_gguf) -> None:
     t = target(make_gguf)
     assert check_head(t, read_head(eagle3(make_gguf))).line() == (
-        "✓ EAGLE-3 head for Llama 3.1 8B Instruct: fits this target")
+        "✓ EAGLE-3 head for Llama 3.1 8B Instruct: fits this target"
+    )
     deep = check_head(t, read_head(eagle3(make_gguf, "eagle3-70b.gguf", layers=[2, 40, 77])))
     assert not deep.ok and "reads target layer 40, but the target has 32 layers" in deep.line()
     wide = check_head(t, read_head(eagle3(make_gguf, "eagle3-wide.gguf", hidden=128)))
@@ -66,15 +67,24 @@ def test_a_head_that_fits_and_each_way_one_does_not(make_gguf) -> None:
 def test_the_picker_verdict_judges_a_head_as_a_head(make_gguf) -> None:
     t = target(make_gguf)
     assert compatibility_text(str(t), str(eagle3(make_gguf))) == (
-        "✓ EAGLE-3 head for Llama 3.1 8B Instruct: fits this target")
+        "✓ EAGLE-3 head for Llama 3.1 8B Instruct: fits this target"
+    )
     deep = eagle3(make_gguf, "eagle3-deep.gguf", layers=[2, 16, 40])
     assert compatibility_text(str(t), str(deep)).startswith("✗ EAGLE-3 head")
 
 
 def test_sidecars_are_chosen_by_name_as_llama_server_does() -> None:
-    files = ["a/model-Q4_K_M.gguf", "a/eagle3-x-Q8_0.gguf", "a/eagle3-x-Q4_0.gguf", "eagle3-root-Q4_K_M.gguf",
-             "a/b/dflash-deeper.gguf", "mtp-model-Q4_K_M.gguf", "Qwen3.6-27B-MTP-Q4_K_M.gguf",
-             "dspark-y-00002-of-00002.gguf", "DFlash-Upper-case.gguf"]
+    files = [
+        "a/model-Q4_K_M.gguf",
+        "a/eagle3-x-Q8_0.gguf",
+        "a/eagle3-x-Q4_0.gguf",
+        "eagle3-root-Q4_K_M.gguf",
+        "a/b/dflash-deeper.gguf",
+        "mtp-model-Q4_K_M.gguf",
+        "Qwen3.6-27B-MTP-Q4_K_M.gguf",
+        "dspark-y-00002-of-00002.gguf",
+        "DFlash-Upper-case.gguf",
+    ]
     found = find_sidecars(files, "a/model-Q4_K_M.gguf")
     # the deepest folder first, then the closest quant (Q4_0 over Q8_0 for a Q4 model); a folder below the
     # model's is no sibling; a later split part is no sidecar of its own; "DFlash-" is not "dflash-"
@@ -84,12 +94,21 @@ def test_sidecars_are_chosen_by_name_as_llama_server_does() -> None:
 
 
 def test_choosing_a_quant_never_picks_a_sidecar() -> None:
-    files = [HubFile(n, 1, None) for n in ("eagle3-Llama-Q4_K_M.gguf", "dflash-Llama-Q4_K_M.gguf",
-                                            "Llama-3.1-8B-Q4_K_M.gguf", "dspark-Llama-Q4_K_M.gguf")]
+    files = [
+        HubFile(n, 1, None)
+        for n in (
+            "eagle3-Llama-Q4_K_M.gguf",
+            "dflash-Llama-Q4_K_M.gguf",
+            "Llama-3.1-8B-Q4_K_M.gguf",
+            "dspark-Llama-Q4_K_M.gguf",
+        )
+    ]
     assert [f.filename for f in pick_quant_files(files, "Q4_K_M")] == ["Llama-3.1-8B-Q4_K_M.gguf"]
     assert [(k, f.filename) for k, f in sidecars_for(files, "Llama-3.1-8B-Q4_K_M.gguf")] == [
-        ("dflash", "dflash-Llama-Q4_K_M.gguf"), ("dspark", "dspark-Llama-Q4_K_M.gguf"),
-        ("eagle3", "eagle3-Llama-Q4_K_M.gguf")]
+        ("dflash", "dflash-Llama-Q4_K_M.gguf"),
+        ("dspark", "dspark-Llama-Q4_K_M.gguf"),
+        ("eagle3", "eagle3-Llama-Q4_K_M.gguf"),
+    ]
 
 
 from support.heads import REPO  # noqa: E402 - beside the fixtures that use it
@@ -121,14 +140,20 @@ def test_hub_sidecars_are_listed_downloaded_and_paired_in_the_library(heads_repo
         download_sidecars(REPO, model, kinds=["mtp"], endpoint=heads_repo.url)
     got = download_sidecars(REPO, model, kinds=["eagle3", "dspark"], endpoint=heads_repo.url)
     assert [(k, f.path.read_bytes() == heads_repo.files[f.filename]) for k, f in got] == [
-        ("dspark", True), ("eagle3", True)]
-    assert {p.name for p in heads_beside(t.path)} == {"eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf",
-                                                      "dspark-Llama-3.1-8B-Q8_0.gguf"}
+        ("dspark", True),
+        ("eagle3", True),
+    ]
+    assert {p.name for p in heads_beside(t.path)} == {
+        "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf",
+        "dspark-Llama-3.1-8B-Q8_0.gguf",
+    }
 
     entries = {e.path.name: e for e in scan([ModelRoot(hf_cache_dir(), "hf-cache")]).entries}
     pairs = entries["Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
-    assert sorted(p.name for p in pairs.sidecars) == ["dspark-Llama-3.1-8B-Q8_0.gguf",
-                                                      "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf"]
+    assert sorted(p.name for p in pairs.sidecars) == [
+        "dspark-Llama-3.1-8B-Q8_0.gguf",
+        "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf",
+    ]
     assert entries["eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf"].what == "EAGLE-3 head for Llama 3.1 8B Instruct"
     assert entries["dspark-Llama-3.1-8B-Q8_0.gguf"].head.kind == "dspark"
     assert pairs.to_json()["sidecars"]

@@ -14,9 +14,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SHA256 = "a" * 64
 
 
-@pytest.mark.parametrize(
-    "name", ["model.gguf", "sub/dir/model-Q4_K_M.gguf", "a..b.gguf", ".hidden.gguf", "ü/名.gguf"]
-)
+@pytest.mark.parametrize("name", ["model.gguf", "sub/dir/model-Q4_K_M.gguf", "a..b.gguf", ".hidden.gguf", "ü/名.gguf"])
 def test_plain_relative_names_pass(name: str) -> None:
     assert hfcache.check_relative_path(name) == name
 

@@ -65,6 +65,7 @@ def _serve(ctx: Ctx) -> None:
 def _listing(name: str) -> Callable[[Ctx], None]:
     def setup(ctx: Ctx) -> None:
         ctx.hub.add(REPO, name.format(victim=ctx.victim), DATA)
+
     return setup
 
 
@@ -73,6 +74,7 @@ def _with(**knobs: object) -> Callable[[Ctx], None]:
         _serve(ctx)
         for key, value in knobs.items():
             setattr(ctx.hub, key, value)
+
     return setup
 
 
@@ -106,65 +108,177 @@ NOT_HUB = r"is not a hub answer \({}\); is it a Hugging Face hub\?"
 
 CASES = [
     # a server or a user choosing where files go
-    Case("listing-dotdot", "paths", QUANT, _listing(UP + "victim/x-Q8_0.gguf"),
-         r"refusing file name listed by http://127\.0\.0\.1:\d+ '(\.\./)+victim/x-Q8_0\.gguf': .*'\.\.' segment"),
+    Case(
+        "listing-dotdot",
+        "paths",
+        QUANT,
+        _listing(UP + "victim/x-Q8_0.gguf"),
+        r"refusing file name listed by http://127\.0\.0\.1:\d+ '(\.\./)+victim/x-Q8_0\.gguf': .*'\.\.' segment",
+    ),
     Case("listing-absolute", "paths", QUANT, _listing("{victim}/x-Q8_0.gguf"), r"refusing file name .*absolute path"),
     Case("listing-backslash", "paths", QUANT, _listing("a\\..\\..\\b-Q8_0.gguf"), r"refusing file name .*backslash"),
-    Case("listing-dotdot-files", "paths", ("files", REPO, "--endpoint", "{url}"), _listing(UP + "victim/x-Q8_0.gguf"),
-         r"refusing file name listed by .*'\.\.' segment"),
-    Case("listing-dotdot-pair", "paths", ("pair", "qwen3-8b", "--endpoint", "{url}"), _pair_listing,
-         r"refusing file name listed by .*'\.\.' segment"),
-    Case("listing-not-text", "paths", QUANT,
-         _raw("application/json", json.dumps({"id": REPO, "sha": COMMIT, "siblings": [{"rfilename": 5}]}).encode()),
-         r"refusing file name listed by .* 5: it is empty or not text"),
-    Case("arg-filename-dotdot", "paths", (*DL, UP + "victim/x.gguf", "--endpoint", "{url}"), _serve,
-         r"refusing file name '(\.\./)+victim/x\.gguf'"),
-    Case("arg-filename-absolute", "paths", (*DL, "{victim}/x.gguf", "--endpoint", "{url}"), _serve,
-         r"refusing file name '/.*/victim/x\.gguf': it is an absolute path"),
-    Case("arg-filename-backslash", "paths", (*DL, "..\\..\\x.gguf", "--endpoint", "{url}"), _serve,
-         r"refusing file name .*backslash"),
-    Case("arg-revision-dotdot", "paths", (*BY_NAME, "--revision", UP + "victim"), _serve,
-         r"refusing revision '(\.\./)+victim'"),
-    Case("arg-repo-dotdot", "paths", ("download", "../../victim", NAME, "--endpoint", "{url}"), _serve,
-         r"refusing repository id '\.\./\.\./victim'"),
-    Case("arg-local-dir-dotdot", "paths", (*DL, "../victim/x.gguf", "--local-dir", "{tmp}/dl", "--endpoint", "{url}"),
-         _serve, r"refusing file name '\.\./victim/x\.gguf'"),
-    Case("local-dir-user-file", "paths", (*BY_NAME, "--local-dir", "{victim}"), _user_file_in_local_dir,
-         r"victim/tiny-Q8_0\.gguf already exists and was not downloaded here"),
-    Case("header-commit-dotdot", "paths", BY_NAME, _with(commit_header=UP + "victim"),
-         r"refusing commit \(X-Repo-Commit from .*\) '(\.\./)+victim': not a 40-character hex commit id"),
+    Case(
+        "listing-dotdot-files",
+        "paths",
+        ("files", REPO, "--endpoint", "{url}"),
+        _listing(UP + "victim/x-Q8_0.gguf"),
+        r"refusing file name listed by .*'\.\.' segment",
+    ),
+    Case(
+        "listing-dotdot-pair",
+        "paths",
+        ("pair", "qwen3-8b", "--endpoint", "{url}"),
+        _pair_listing,
+        r"refusing file name listed by .*'\.\.' segment",
+    ),
+    Case(
+        "listing-not-text",
+        "paths",
+        QUANT,
+        _raw("application/json", json.dumps({"id": REPO, "sha": COMMIT, "siblings": [{"rfilename": 5}]}).encode()),
+        r"refusing file name listed by .* 5: it is empty or not text",
+    ),
+    Case(
+        "arg-filename-dotdot",
+        "paths",
+        (*DL, UP + "victim/x.gguf", "--endpoint", "{url}"),
+        _serve,
+        r"refusing file name '(\.\./)+victim/x\.gguf'",
+    ),
+    Case(
+        "arg-filename-absolute",
+        "paths",
+        (*DL, "{victim}/x.gguf", "--endpoint", "{url}"),
+        _serve,
+        r"refusing file name '/.*/victim/x\.gguf': it is an absolute path",
+    ),
+    Case(
+        "arg-filename-backslash",
+        "paths",
+        (*DL, "..\\..\\x.gguf", "--endpoint", "{url}"),
+        _serve,
+        r"refusing file name .*backslash",
+    ),
+    Case(
+        "arg-revision-dotdot",
+        "paths",
+        (*BY_NAME, "--revision", UP + "victim"),
+        _serve,
+        r"refusing revision '(\.\./)+victim'",
+    ),
+    Case(
+        "arg-repo-dotdot",
+        "paths",
+        ("download", "../../victim", NAME, "--endpoint", "{url}"),
+        _serve,
+        r"refusing repository id '\.\./\.\./victim'",
+    ),
+    Case(
+        "arg-local-dir-dotdot",
+        "paths",
+        (*DL, "../victim/x.gguf", "--local-dir", "{tmp}/dl", "--endpoint", "{url}"),
+        _serve,
+        r"refusing file name '\.\./victim/x\.gguf'",
+    ),
+    Case(
+        "local-dir-user-file",
+        "paths",
+        (*BY_NAME, "--local-dir", "{victim}"),
+        _user_file_in_local_dir,
+        r"victim/tiny-Q8_0\.gguf already exists and was not downloaded here",
+    ),
+    Case(
+        "header-commit-dotdot",
+        "paths",
+        BY_NAME,
+        _with(commit_header=UP + "victim"),
+        r"refusing commit \(X-Repo-Commit from .*\) '(\.\./)+victim': not a 40-character hex commit id",
+    ),
     Case("header-commit-branch", "paths", BY_NAME, _with(commit_header="main"), r"refusing commit .*'main'"),
-    Case("header-etag-dotdot", "paths", BY_NAME, _with(etag_header=UP + "victim/x.gguf"),
-         r"refusing ETag from .* '(\.\./)+victim/x\.gguf': not a content hash nor a plain token"),
+    Case(
+        "header-etag-dotdot",
+        "paths",
+        BY_NAME,
+        _with(etag_header=UP + "victim/x.gguf"),
+        r"refusing ETag from .* '(\.\./)+victim/x\.gguf': not a content hash nor a plain token",
+    ),
     Case("header-etag-slash", "paths", BY_NAME, _with(etag_header="abc/def"), r"refusing ETag .*'abc/def'"),
-    Case("snapshot-link-to-victim", "paths", BY_NAME, _link_to_victim,
-         r"tiny-Q8_0\.gguf exists and is not a link into the cache's blobs"),
+    Case(
+        "snapshot-link-to-victim",
+        "paths",
+        BY_NAME,
+        _link_to_victim,
+        r"tiny-Q8_0\.gguf exists and is not a link into the cache's blobs",
+    ),
     # answers that are not a hub's
-    Case("listing-html", "hub answers", QUANT, _raw("text/html", b"<!doctype html><html><body>Hi</body></html>"),
-         NOT_HUB.format("JSONDecodeError")),
-    Case("listing-broken-json", "hub answers", QUANT, _raw("application/json", b'{"id": "acme/x", "siblings": [{'),
-         NOT_HUB.format("JSONDecodeError")),
-    Case("listing-json-array", "hub answers", QUANT, _raw("application/json", b"[1, 2, 3]"),
-         NOT_HUB.format("TypeError")),
+    Case(
+        "listing-html",
+        "hub answers",
+        QUANT,
+        _raw("text/html", b"<!doctype html><html><body>Hi</body></html>"),
+        NOT_HUB.format("JSONDecodeError"),
+    ),
+    Case(
+        "listing-broken-json",
+        "hub answers",
+        QUANT,
+        _raw("application/json", b'{"id": "acme/x", "siblings": [{'),
+        NOT_HUB.format("JSONDecodeError"),
+    ),
+    Case(
+        "listing-json-array", "hub answers", QUANT, _raw("application/json", b"[1, 2, 3]"), NOT_HUB.format("TypeError")
+    ),
     Case("listing-no-pointer-size", "hub answers", QUANT, _with(pointer_size=False), NOT_HUB.format("KeyError")),
-    Case("files-html", "hub answers", ("files", REPO, "--endpoint", "{url}"), _raw("text/html", b"<html></html>"),
-         NOT_HUB.format("JSONDecodeError")),
-    Case("search-html", "hub answers", ("search", "tiny", "--endpoint", "{url}"), _raw("text/html", b"<html></html>"),
-         NOT_HUB.format("JSONDecodeError")),
-    Case("redirect-loop-listing", "hub answers", QUANT, _with(redirect_loop=True),
-         r"redirected the request .* in a loop"),
-    Case("redirect-loop-file", "hub answers", BY_NAME, _with(redirect_loop=True),
-         r"redirected the request for acme/Tiny-GGUF/tiny-Q8_0\.gguf in a loop"),
+    Case(
+        "files-html",
+        "hub answers",
+        ("files", REPO, "--endpoint", "{url}"),
+        _raw("text/html", b"<html></html>"),
+        NOT_HUB.format("JSONDecodeError"),
+    ),
+    Case(
+        "search-html",
+        "hub answers",
+        ("search", "tiny", "--endpoint", "{url}"),
+        _raw("text/html", b"<html></html>"),
+        NOT_HUB.format("JSONDecodeError"),
+    ),
+    Case(
+        "redirect-loop-listing", "hub answers", QUANT, _with(redirect_loop=True), r"redirected the request .* in a loop"
+    ),
+    Case(
+        "redirect-loop-file",
+        "hub answers",
+        BY_NAME,
+        _with(redirect_loop=True),
+        r"redirected the request for acme/Tiny-GGUF/tiny-Q8_0\.gguf in a loop",
+    ),
     Case("no-commit-header", "hub answers", BY_NAME, _with(commit_header=""), r"did not send the commit and ETag"),
     Case("negative-size", "hub answers", BY_NAME, _with(size_header=-5), r"impossible size -5"),
-    Case("body-longer-than-announced", "hub answers", BY_NAME, _with(size_header=len(DATA) // 2),
-         r"sent more than the 32\.8 KB it announced"),
-    Case("short-body", "hub answers", BY_NAME, _with(short_body=True),
-         r"lost the connection to .* after 32\.8 KB of 65\.5 KB of tiny-Q8_0\.gguf .*run again to resume"),
+    Case(
+        "body-longer-than-announced",
+        "hub answers",
+        BY_NAME,
+        _with(size_header=len(DATA) // 2),
+        r"sent more than the 32\.8 KB it announced",
+    ),
+    Case(
+        "short-body",
+        "hub answers",
+        BY_NAME,
+        _with(short_body=True),
+        r"lost the connection to .* after 32\.8 KB of 65\.5 KB of tiny-Q8_0\.gguf .*run again to resume",
+    ),
     # what the bytes are checked against
     Case("wrong-bytes", "integrity", BY_NAME, _with(corrupt={NAME}), r"failed its SHA-256 check .*deleted"),
-    Case("etag-not-a-hash", "integrity", BY_NAME, _with(etag_header="5f2b-1a3"),
-         r"specchat: note: tiny-Q8_0\.gguf is unverified: the hub gave no SHA-256", exit=0),
+    Case(
+        "etag-not-a-hash",
+        "integrity",
+        BY_NAME,
+        _with(etag_header="5f2b-1a3"),
+        r"specchat: note: tiny-Q8_0\.gguf is unverified: the hub gave no SHA-256",
+        exit=0,
+    ),
 ]
 
 

@@ -46,7 +46,10 @@ def test_scan_finds_files_everywhere_and_uses_the_index(make_gguf, tmp_path: Pat
     result = scan(default_roots([user.parent]))
     by_source = {(e.source, e.path.name) for e in result.entries}
     assert by_source == {
-        ("hf-cache", "tiny-Q8_0.gguf"), ("lm-studio", "lms.gguf"), ("llama.cpp", "llc.gguf"), ("user", "user.gguf"),
+        ("hf-cache", "tiny-Q8_0.gguf"),
+        ("lm-studio", "lms.gguf"),
+        ("llama.cpp", "llc.gguf"),
+        ("user", "user.gguf"),
     }
     [hub_entry] = [e for e in result.entries if e.source == "hf-cache"]
     assert hub_entry.repo_id == "acme/Tiny-GGUF" and hub_entry.info.file_size == src.stat().st_size

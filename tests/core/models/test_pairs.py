@@ -19,8 +19,13 @@ from support.hubserver import FakeHub
 
 TARGET_REPO, DRAFT_REPO = "fake/Tiny-1B-GGUF", "fake/Tiny-100M-GGUF"
 PAIR = CatalogPair(
-    id="tiny", name="Tiny", target=CatalogModel(TARGET_REPO, "Q4_K_M", 0.001),
-    draft=CatalogModel(DRAFT_REPO, "Q8_0", 0.001), memory_gb=1, license="apache-2.0", good_for="tests",
+    id="tiny",
+    name="Tiny",
+    target=CatalogModel(TARGET_REPO, "Q4_K_M", 0.001),
+    draft=CatalogModel(DRAFT_REPO, "Q8_0", 0.001),
+    memory_gb=1,
+    license="apache-2.0",
+    good_for="tests",
 )
 
 
@@ -102,11 +107,20 @@ def test_a_tampered_ref_or_a_missing_part_is_not_a_cached_file(served: FakeHub, 
 def test_side_files_never_stand_in_for_the_model() -> None:
     from specchat.core.models.hub import HubFile, pick_quant_files
 
-    listing = [HubFile(name, 1, None) for name in (
-        "BF16/gemma-4-31B-it-BF16-00001-of-00002.gguf", "BF16/gemma-4-31B-it-BF16-00002-of-00002.gguf",
-        "MTP/gemma-4-31B-it-MTP-BF16.gguf", "mtp-gemma-4-31B-it-BF16.gguf", "mmproj-BF16.gguf")]
+    listing = [
+        HubFile(name, 1, None)
+        for name in (
+            "BF16/gemma-4-31B-it-BF16-00001-of-00002.gguf",
+            "BF16/gemma-4-31B-it-BF16-00002-of-00002.gguf",
+            "MTP/gemma-4-31B-it-MTP-BF16.gguf",
+            "mtp-gemma-4-31B-it-BF16.gguf",
+            "mmproj-BF16.gguf",
+        )
+    ]
     assert [f.filename for f in pick_quant_files(listing, "BF16")] == [
-        "BF16/gemma-4-31B-it-BF16-00001-of-00002.gguf", "BF16/gemma-4-31B-it-BF16-00002-of-00002.gguf"]
+        "BF16/gemma-4-31B-it-BF16-00001-of-00002.gguf",
+        "BF16/gemma-4-31B-it-BF16-00002-of-00002.gguf",
+    ]
 
 
 def test_a_target_alone_is_told_whether_it_drafts_with_its_own_heads() -> None:

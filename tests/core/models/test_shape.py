@@ -55,8 +55,12 @@ def test_defaults_and_per_layer_arrays(make_gguf: GgufMaker) -> None:
     # Per-layer KV heads (OpenELM-style) count at their widest; explicit head widths win.
     varied = make_gguf(
         "varied.gguf",
-        model_kv={**SHAPE, "{arch}.attention.head_count_kv": [1, 2, 4], "{arch}.attention.key_length": 128,
-                  "{arch}.attention.value_length": 96},
+        model_kv={
+            **SHAPE,
+            "{arch}.attention.head_count_kv": [1, 2, 4],
+            "{arch}.attention.key_length": 128,
+            "{arch}.attention.value_length": 96,
+        },
     )
     shape = read_model_shape(varied)
     assert (shape.n_head_kv, shape.head_dim_k, shape.head_dim_v) == (4, 128, 96)
@@ -88,8 +92,9 @@ def test_missing_shape_is_a_one_line_error(make_gguf: GgufMaker) -> None:
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("damage", ["missing", "not_gguf", "truncated", "huge_length", "old_version", "big_endian",
-                                    "nested_arrays"])
+@pytest.mark.parametrize(
+    "damage", ["missing", "not_gguf", "truncated", "huge_length", "old_version", "big_endian", "nested_arrays"]
+)
 def test_unreadable_files(make_gguf: GgufMaker, tmp_path: Path, damage: str) -> None:
     path = make_gguf("m.gguf", model_kv=SHAPE)
     data = path.read_bytes()

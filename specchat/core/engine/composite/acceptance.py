@@ -48,8 +48,14 @@ class AcceptanceTable:
     position, not pooled (:attr:`~specchat.core.engine.drafters.Drafter.acceptance_by_position`).
     """
 
-    def __init__(self, priors: dict[DraftSource, float], *, strength: float = tuning.MODEL_PRIOR_STRENGTH,
-                 decay: float = tuning.TABLE_DECAY, by_position: bool = False) -> None:
+    def __init__(
+        self,
+        priors: dict[DraftSource, float],
+        *,
+        strength: float = tuning.MODEL_PRIOR_STRENGTH,
+        decay: float = tuning.TABLE_DECAY,
+        by_position: bool = False,
+    ) -> None:
         self.priors = priors
         self.strength = strength
         self.decay = decay
@@ -134,8 +140,9 @@ class AcceptanceTable:
         hits, tries = self._cells.get(cell, (0.0, 0.0))
         self._cells[cell] = (self.decay * hits + (1.0 if accepted else 0.0), self.decay * tries + 1.0)
 
-    def record_span(self, source: DraftSource, key: int, start: int, length: int, n_accepted: int,
-                    censored: bool = False) -> None:
+    def record_span(
+        self, source: DraftSource, key: int, start: int, length: int, n_accepted: int, censored: bool = False
+    ) -> None:
         """Count a span of ``length`` drafts of which the first ``n_accepted`` were accepted.
 
         ``censored``: the outcome after them is unknown (the span ran past what was checked).
@@ -159,8 +166,7 @@ class Confidence:
     the model guesses well lifts every bucket.
     """
 
-    def __init__(self, *, strength: float = tuning.CONFIDENCE_STRENGTH,
-                 decay: float = tuning.CONFIDENCE_DECAY) -> None:
+    def __init__(self, *, strength: float = tuning.CONFIDENCE_STRENGTH, decay: float = tuning.CONFIDENCE_DECAY) -> None:
         self.strength = strength
         self.decay = decay
         self._cells = [(0.0, 0.0) for _ in range(len(tuning.CONFIDENCE_EDGES) + 1)]  # per bucket: hits, tries

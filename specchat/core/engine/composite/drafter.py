@@ -95,14 +95,12 @@ class CompositeDrafter(Drafter):
     kind = DrafterKind.COMPOSITE
     own_depth = True
 
-    def __init__(self, model: Drafter, *, memory: np.ndarray | None = None,
-                 max_ngram: int = tuning.MAX_NGRAM) -> None:
+    def __init__(self, model: Drafter, *, memory: np.ndarray | None = None, max_ngram: int = tuning.MAX_NGRAM) -> None:
         self.model = model
         self.model_source = model.source
         self.memory = memory  # token ids of the lookup memory, searched after the conversation
         self.max_ngram = max_ngram
-        self.table = AcceptanceTable({self.model_source: tuning.MODEL_PRIOR},
-                                     by_position=model.acceptance_by_position)
+        self.table = AcceptanceTable({self.model_source: tuning.MODEL_PRIOR}, by_position=model.acceptance_by_position)
         self.confidence = Confidence()
         self.wins: dict[str, int] = {"plain": 0, "lookup": 0, "model": 0}
         self.realised = RealisedCosts()
@@ -224,13 +222,24 @@ class CompositeDrafter(Drafter):
         read_seconds = self.model.read[1] if read_before and self._unread is None else 0.0
         timed = request.costs is not None and request.costs.measured_plain()  # seconds, not units: comparable
         n_model = sum(1 for source in out.sources if source is self.model_source)
-        self._pending = _Pending(len(tokens), out.tokens[:], out.sources[:], out.match_lengths[:], out.probs[:],
-                                 lookups, arm_of(len(out.tokens), n_model), self._round, started, read_seconds,
-                                 costs.predicted(len(out.tokens), n_model) if timed else 0.0)
+        self._pending = _Pending(
+            len(tokens),
+            out.tokens[:],
+            out.sources[:],
+            out.match_lengths[:],
+            out.probs[:],
+            lookups,
+            arm_of(len(out.tokens), n_model),
+            self._round,
+            started,
+            read_seconds,
+            costs.predicted(len(out.tokens), n_model) if timed else 0.0,
+        )
         return out
 
-    def _retry(self, best: Candidate, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int,
-               costs: Costs) -> Candidate | None:
+    def _retry(
+        self, best: Candidate, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
+    ) -> Candidate | None:
         """A short try of an arm that can draft this round and has not run for :data:`tuning.RETRY_EVERY` rounds, in
         place of ``best``; None where none is due (or ``best``'s own arm is, which then runs as chosen).
 
@@ -253,13 +262,15 @@ class CompositeDrafter(Drafter):
             if arm == "plain":
                 return Candidate((), 0, 0, 0.0)
             if arm == "lookup":
-                return dataclasses.replace(choose(lookups, min(tuning.PROBE_DEPTH, k), self.table, costs, None,
-                                                  floor=False), rate=0.0)
+                return dataclasses.replace(
+                    choose(lookups, min(tuning.PROBE_DEPTH, k), self.table, costs, None, floor=False), rate=0.0
+                )
             return Candidate((), 0, min(tuning.PROBE_DEPTH, k), 0.0)
         return None
 
-    def _without_read(self, request: DraftRequest, lookups: Sequence[tuple[int, tuple[int, ...]]],
-                      costs: Costs) -> Candidate | None:
+    def _without_read(
+        self, request: DraftRequest, lookups: Sequence[tuple[int, tuple[int, ...]]], costs: Costs
+    ) -> Candidate | None:
         """This round's candidate without the model where the model, which has not read the prompt yet, should
         not read it now; None where it may.
 
@@ -296,8 +307,9 @@ class CompositeDrafter(Drafter):
         # serves about one more reply.
         return without if saved * (1.0 + self._reuse) < read else None
 
-    def decide(self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
-               ) -> tuple[Candidate, StopPlan | None]:
+    def decide(
+        self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
+    ) -> tuple[Candidate, StopPlan | None]:
         """This round's candidate, and the stop plan made for a model round where one was (the round counted).
 
         The best expected rate wins: :func:`choose` over the lookups and the model
@@ -339,9 +351,14 @@ class CompositeDrafter(Drafter):
         average = self.table.pooled(self.model_source, 0)
         return StopPlan.for_round(self.table.rates(self.model_source, 0, n), self.confidence, average, costs)
 
-    def _stopper(self, ahead: Sequence[int], n: int, costs: Costs, plan: StopPlan | None = None,
-                 lookups: Sequence[tuple[int, tuple[int, ...]]] = ()
-                 ) -> Callable[[Sequence[int], Sequence[float]], bool]:
+    def _stopper(
+        self,
+        ahead: Sequence[int],
+        n: int,
+        costs: Costs,
+        plan: StopPlan | None = None,
+        lookups: Sequence[tuple[int, tuple[int, ...]]] = (),
+    ) -> Callable[[Sequence[int], Sequence[float]], bool]:
         """Whether the model should draft one more token after ``ahead`` (the committed text) and the drafts so
         far (at most ``n``).
 
@@ -399,8 +416,14 @@ class CompositeDrafter(Drafter):
 
         return keep_going
 
-    def _draft_model(self, out: Draft, request: DraftRequest, n: int, unit: float,
-                     keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None) -> None:
+    def _draft_model(
+        self,
+        out: Draft,
+        request: DraftRequest,
+        n: int,
+        unit: float,
+        keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None,
+    ) -> None:
         """Append up to ``n`` model drafts to ``out``, and time them (in ``unit`` seconds)."""
         if self._unread is not None:
             self.model.prefill(self._unread)
@@ -426,8 +449,7 @@ class CompositeDrafter(Drafter):
         longest = _longest(self.lookups(ahead, request.k - len(out.tokens)))
         if longest is None:
             return
-        n = lookup_tail(self.table.rates(self.model_source, 0, len(out.tokens)), longest, request.k,
-                        self.table, costs)
+        n = lookup_tail(self.table.rates(self.model_source, 0, len(out.tokens)), longest, request.k, self.table, costs)
         _append_lookup(out, longest[1][:n], longest[0])
 
     def _observe(self, tokens: Sequence[int], now: float) -> None:
@@ -437,8 +459,9 @@ class CompositeDrafter(Drafter):
         if pending is None or len(tokens) <= pending.base:
             return
         new = tokens[pending.base :]
-        self.realised.record(pending.arm, pending.number, pending.predicted,
-                             now - pending.started - pending.read_seconds)
+        self.realised.record(
+            pending.arm, pending.number, pending.predicted, now - pending.started - pending.read_seconds
+        )
         n_acc = _common_prefix(pending.drafted, new)
         # The drafted tokens, each source's span at its own positions.
         i = 0
@@ -454,14 +477,14 @@ class CompositeDrafter(Drafter):
                         self.confidence.record(pending.probs[t], t < n_acc)
             i = j
         # Lookup proposals not drafted: the committed tokens say how far they would have been kept.
-        drafted_lookup = tuple(t for t, s in zip(pending.drafted, pending.sources, strict=True)
-                               if s is DraftSource.LOOKUP)
+        drafted_lookup = tuple(
+            t for t, s in zip(pending.drafted, pending.sources, strict=True) if s is DraftSource.LOOKUP
+        )
         for match, proposal in pending.lookups:
             if drafted_lookup and proposal[: len(drafted_lookup)] == drafted_lookup:
                 continue  # scored above
             c = _common_prefix(proposal, new)
-            self.table.record_span(DraftSource.LOOKUP, match_key(match), 0, len(proposal), c,
-                                   censored=c >= len(new))
+            self.table.record_span(DraftSource.LOOKUP, match_key(match), 0, len(proposal), c, censored=c >= len(new))
 
 
 def _append_lookup(out: Draft, tokens: Sequence[int], match: int) -> None:
@@ -486,4 +509,3 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
-

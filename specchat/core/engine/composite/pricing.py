@@ -88,8 +88,15 @@ class Candidate:
         return arm_of(len(self.lookup), self.model)
 
 
-def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: AcceptanceTable, costs: Costs,
-           model_source: DraftSource | None, *, floor: bool = True) -> Candidate:
+def choose(
+    lookups: Sequence[tuple[int, tuple[int, ...]]],
+    k: int,
+    table: AcceptanceTable,
+    costs: Costs,
+    model_source: DraftSource | None,
+    *,
+    floor: bool = True,
+) -> Candidate:
     """The candidate with the highest expected tokens per second (ties: the earlier, shorter one).
 
     ``lookups``: (match length, proposal) pairs; ``model_source``: None when no model can draft;
@@ -122,8 +129,13 @@ def choose(lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, table: Accept
     return best
 
 
-def lookup_tail(model_rates: Sequence[float], lookup: tuple[int, tuple[int, ...]] | None, k: int,
-                table: AcceptanceTable, costs: Costs) -> int:
+def lookup_tail(
+    model_rates: Sequence[float],
+    lookup: tuple[int, tuple[int, ...]] | None,
+    k: int,
+    table: AcceptanceTable,
+    costs: Costs,
+) -> int:
     """How many tokens of ``lookup`` (match length, proposal) to draft after ``len(model_rates)`` model drafts.
 
     ``model_rates``: the acceptance estimated for each model draft. The count
@@ -165,8 +177,14 @@ class StopPlan:
     ``j+1``-th token when the round survives ``j`` drafts with that probability.
     """
 
-    def __init__(self, position_rates: Sequence[float], shifts: np.ndarray, weights: np.ndarray,
-                 step_costs: Sequence[float], rate: float) -> None:
+    def __init__(
+        self,
+        position_rates: Sequence[float],
+        shifts: np.ndarray,
+        weights: np.ndarray,
+        step_costs: Sequence[float],
+        rate: float,
+    ) -> None:
         self.rate = rate
         self.gains: list[np.ndarray] = []
         self._tokens = np.zeros_like(tuning.STOP_GRID)  # expected tokens drafting on adds under the plan
@@ -193,17 +211,27 @@ class StopPlan:
 
     def expected(self, survive: float) -> tuple[float, float]:
         """Tokens and seconds the model adds to a round under the plan, from its start (it drafts at least one)."""
-        return (float(np.interp(survive, tuning.STOP_GRID, self._tokens)),
-                float(np.interp(survive, tuning.STOP_GRID, self._seconds)))
+        return (
+            float(np.interp(survive, tuning.STOP_GRID, self._tokens)),
+            float(np.interp(survive, tuning.STOP_GRID, self._seconds)),
+        )
 
     @classmethod
-    def for_round(cls, position_rates: Sequence[float], confidence: Confidence, average: float, costs: Costs,
-                  iterations: int = tuning.PLAN_ITERATIONS) -> StopPlan:
+    def for_round(
+        cls,
+        position_rates: Sequence[float],
+        confidence: Confidence,
+        average: float,
+        costs: Costs,
+        iterations: int = tuning.PLAN_ITERATIONS,
+    ) -> StopPlan:
         """The plan for a round of up to ``len(position_rates)`` model drafts."""
         shifts, weights = confidence.shifts(average)
         verify = costs.verify
-        step_costs = [(costs.model(1) if j == 0 else costs.model_step) + verify[j + 2] - verify[j + 1]
-                      for j in range(len(position_rates))]
+        step_costs = [
+            (costs.model(1) if j == 0 else costs.model_step) + verify[j + 2] - verify[j + 1]
+            for j in range(len(position_rates))
+        ]
         base = verify[1] + costs.overhead_drafted
         rate = 1.0 / base  # the target's own token
         plan = cls(position_rates, shifts, weights, step_costs, rate)

@@ -20,8 +20,17 @@ MAX_MATCH = 32
 MATCH_KEYS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
 MIN_MEMORY_NGRAM = 2
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
-    1: (0.21, 0.58), 2: (0.57, 0.69), 3: (0.64, 0.72), 4: (0.70, 0.72), 5: (0.70, 0.78), 6: (0.75, 0.80),
-    8: (0.80, 0.90), 12: (0.90, 0.95), 16: (0.95, 0.95), 24: (0.95, 0.95), 32: (0.97, 0.95),
+    1: (0.21, 0.58),
+    2: (0.57, 0.69),
+    3: (0.64, 0.72),
+    4: (0.70, 0.72),
+    5: (0.70, 0.78),
+    6: (0.75, 0.80),
+    8: (0.80, 0.90),
+    12: (0.90, 0.95),
+    16: (0.95, 0.95),
+    24: (0.95, 0.95),
+    32: (0.97, 0.95),
 }
 
 # Acceptance tables: how they start, learn and forget.
@@ -99,52 +108,101 @@ def _shown(value: object) -> str:
 
 CONSTANTS: tuple[Constant, ...] = (
     Constant(("MAX_NGRAM",), "longest n-gram looked up (each shorter one is a candidate too)", "unmeasured"),
-    Constant(("MAX_MATCH",), "how far back a match is followed to measure its real length",
-             "lookup priors (benchmarks-notebook.md, \"Earlier runs\"): acceptance still grows at 24-32"),
-    Constant(("MATCH_KEYS",), "match lengths whose acceptance is kept apart",
-             "lookup priors: exact where the figures differ, bucketed where they have few tries"),
-    Constant(("MIN_MEMORY_NGRAM",), "shortest match looked up in the lookup memory (a single token there says "
-             "little)", "unmeasured"),
-    Constant(("LOOKUP_PRIORS",), "acceptance of a lookup's first and later tokens per match key",
-             "`benchmarks/composite.py --priors`, about 2,000 candidates, rounded and made to grow with the match "
-             "(table in benchmarks-notebook.md, \"Earlier runs\")", shown="table"),
-    Constant(("POSITIONS",), "draft positions kept apart in the acceptance tables (later ones share the last)",
-             "unmeasured"),
-    Constant(("PRIOR_STRENGTH",), "weight of a lookup prior, ageing with the cell's counts",
-             "unmeasured (the ageing fixed a long match read at 29% where 5% were kept)"),
+    Constant(
+        ("MAX_MATCH",),
+        "how far back a match is followed to measure its real length",
+        'lookup priors (benchmarks-notebook.md, "Earlier runs"): acceptance still grows at 24-32',
+    ),
+    Constant(
+        ("MATCH_KEYS",),
+        "match lengths whose acceptance is kept apart",
+        "lookup priors: exact where the figures differ, bucketed where they have few tries",
+    ),
+    Constant(
+        ("MIN_MEMORY_NGRAM",),
+        "shortest match looked up in the lookup memory (a single token there says little)",
+        "unmeasured",
+    ),
+    Constant(
+        ("LOOKUP_PRIORS",),
+        "acceptance of a lookup's first and later tokens per match key",
+        "`benchmarks/composite.py --priors`, about 2,000 candidates, rounded and made to grow with the match "
+        '(table in benchmarks-notebook.md, "Earlier runs")',
+        shown="table",
+    ),
+    Constant(
+        ("POSITIONS",), "draft positions kept apart in the acceptance tables (later ones share the last)", "unmeasured"
+    ),
+    Constant(
+        ("PRIOR_STRENGTH",),
+        "weight of a lookup prior, ageing with the cell's counts",
+        "unmeasured (the ageing fixed a long match read at 29% where 5% were kept)",
+    ),
     Constant(("TABLE_DECAY",), "per observation, what every reply's table keeps of a cell", "unmeasured"),
-    Constant(("MODEL_PRIOR", "MODEL_PRIOR_STRENGTH"), "the model's acceptance before any is counted, and the "
-             "observations it weighs", "the depth controller's prior"),
+    Constant(
+        ("MODEL_PRIOR", "MODEL_PRIOR_STRENGTH"),
+        "the model's acceptance before any is counted, and the observations it weighs",
+        "the depth controller's prior",
+    ),
     Constant(("CONFIDENCE_EDGES",), "lower edges of the buckets of a model draft's probability", "unmeasured"),
-    Constant(("CONFIDENCE_STRENGTH",), "the model's average against a bucket's own counts",
-             "replay, 2026-11-30: with 2, open chat's rounds ended at their first hesitant draft; with 8 every "
-             "prompt but one (15 tokens) within 5% of the better single drafter"),
+    Constant(
+        ("CONFIDENCE_STRENGTH",),
+        "the model's average against a bucket's own counts",
+        "replay, 2026-11-30: with 2, open chat's rounds ended at their first hesitant draft; with 8 every "
+        "prompt but one (15 tokens) within 5% of the better single drafter",
+    ),
     Constant(("CONFIDENCE_DECAY",), "what a bucket keeps of its counts per new draft in it", "unmeasured"),
-    Constant(("UNMEASURED_TRIES",), "rounds forced to a model that never drafted",
-             "a test with MTP heads below their p-min (lookup waited a whole reply on them); not a speed "
-             "measurement"),
-    Constant(("PROBE_EVERY",), "rounds without the model before a probe",
-             "live benchmark, 2026-11-29: every 16 left open chat with a dozen plain rounds"),
+    Constant(
+        ("UNMEASURED_TRIES",),
+        "rounds forced to a model that never drafted",
+        "a test with MTP heads below their p-min (lookup waited a whole reply on them); not a speed measurement",
+    ),
+    Constant(
+        ("PROBE_EVERY",),
+        "rounds without the model before a probe",
+        "live benchmark, 2026-11-29: every 16 left open chat with a dozen plain rounds",
+    ),
     Constant(("PROBE_DEPTH",), "a probe's length", "unmeasured"),
-    Constant(("MIN_HANDOVER_MATCH",), "shortest match (the model's drafts included) a model round hands over to a "
-             "lookup at", "replay of open chat, 2026-11-30: matches of one or two tokens parted within a token"),
-    Constant(("RETRY_EVERY",), "rounds after which an arm not run since (plain, lookup, the model) is tried again",
-             "on a busy machine the model of costs kept lookup for six replies (issue 36); a try of each other "
-             "arm costs a few percent of the rounds"),
-    Constant(("READ_RETRY_REPLIES",), "replies in a row without the model after which a try of it may read the "
-             "prompt (a read is a reply's one-off cost)", "tries that read in every reply cost a fifth of the "
-             "rate under load (`benchmarks/busy_default.py`); issue 36 saw six replies in a row without the model"),
+    Constant(
+        ("MIN_HANDOVER_MATCH",),
+        "shortest match (the model's drafts included) a model round hands over to a lookup at",
+        "replay of open chat, 2026-11-30: matches of one or two tokens parted within a token",
+    ),
+    Constant(
+        ("RETRY_EVERY",),
+        "rounds after which an arm not run since (plain, lookup, the model) is tried again",
+        "on a busy machine the model of costs kept lookup for six replies (issue 36); a try of each other "
+        "arm costs a few percent of the rounds",
+    ),
+    Constant(
+        ("READ_RETRY_REPLIES",),
+        "replies in a row without the model after which a try of it may read the "
+        "prompt (a read is a reply's one-off cost)",
+        "tries that read in every reply cost a fifth of the "
+        "rate under load (`benchmarks/busy_default.py`); issue 36 saw six replies in a row without the model",
+    ),
     Constant(("TIMING_DECAY",), "weight of the old value in the model's timing averages", "unmeasured"),
-    Constant(("CATCH_UP_SHARE",), "a catch-up token, in drafting steps, before one is timed",
-             "measured on the demo pair: about 100 ms for 20-25 tokens (4.5 ms) against a 9.5 ms step"),
-    Constant(("MIN_CATCH_UP",), "shortest catch-up timed per token (a shorter one is mostly its fixed part)",
-             "unmeasured"),
+    Constant(
+        ("CATCH_UP_SHARE",),
+        "a catch-up token, in drafting steps, before one is timed",
+        "measured on the demo pair: about 100 ms for 20-25 tokens (4.5 ms) against a 9.5 ms step",
+    ),
+    Constant(
+        ("MIN_CATCH_UP",), "shortest catch-up timed per token (a shorter one is mostly its fixed part)", "unmeasured"
+    ),
     Constant(("MIN_READ",), "fewest prompt tokens read whose time says what a token's read costs", "unmeasured"),
-    Constant(("STOP_GRID", "PLAN_ITERATIONS"), "the stop plan's resolution", "unmeasured (numerical)",
-             shown=f"{len(STOP_GRID)} points, {PLAN_ITERATIONS}"),
-    Constant(("MAX_VERIFY_SLOPE",), "an extra verify token costs at most this share of a one-token pass",
-             "measured on CPUs: 0.1-0.2; a fit left steep by one batch at a load spike had kept every round plain",
-             module="specchat.core.engine.costs"),
+    Constant(
+        ("STOP_GRID", "PLAN_ITERATIONS"),
+        "the stop plan's resolution",
+        "unmeasured (numerical)",
+        shown=f"{len(STOP_GRID)} points, {PLAN_ITERATIONS}",
+    ),
+    Constant(
+        ("MAX_VERIFY_SLOPE",),
+        "an extra verify token costs at most this share of a one-token pass",
+        "measured on CPUs: 0.1-0.2; a fit left steep by one batch at a load spike had kept every round plain",
+        module="specchat.core.engine.costs",
+    ),
 )
 """Every tuning constant of the composite (and the cost model's cap it relies on), in the docs' order."""
 

@@ -144,8 +144,9 @@ class MtpHeads(Protocol):
     def end(self, pos: int) -> None: ...
 
 
-def draft_from(out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], request: DraftRequest,
-                synced: float) -> None:
+def draft_from(
+    out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], request: DraftRequest, synced: float
+) -> None:
     """Draw up to ``request.k`` drafts into ``out``, starting from logits ``row``; ``step(x)`` gives the next row."""
     sampler = request.sampler
     decodes = 0

@@ -99,8 +99,7 @@ def _rows_after(rows: np.ndarray) -> Callable[[int], np.ndarray]:
     return step
 
 
-def _walk_lattice(out: Draft, candidates: np.ndarray, scores: np.ndarray, request: DraftRequest,
-                  synced: float) -> None:
+def _walk_lattice(out: Draft, candidates: np.ndarray, scores: np.ndarray, request: DraftRequest, synced: float) -> None:
     """DFlash2: draw each draft among its position's candidates, from the softmax of its predecessor's scores."""
     temperature = request.sampler.temperature
     greedy = request.sampler.greedy or request.greedy

@@ -26,8 +26,9 @@ from specchat.core.types import SpecchatError
 
 _vp = ctypes.c_void_p
 _ADD_SERVER = ctypes.CFUNCTYPE(_vp, ctypes.c_char_p)
-_START_SERVER = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t,
-                                 ctypes.POINTER(_vp))
+_START_SERVER = ctypes.CFUNCTYPE(
+    None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(_vp)
+)
 _lock = threading.Lock()
 _bound: ctypes.CDLL | None = None
 _registered: dict[str, list[int]] = {}  # server -> its device handles, registered once per process

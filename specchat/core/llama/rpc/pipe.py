@@ -67,8 +67,8 @@ class Reader:
             if len(self._buf) >= _HEADER.size:
                 size = _HEADER.unpack_from(self._buf)[0]
                 if len(self._buf) >= _HEADER.size + size:
-                    body = bytes(self._buf[_HEADER.size:_HEADER.size + size])
-                    del self._buf[:_HEADER.size + size]
+                    body = bytes(self._buf[_HEADER.size : _HEADER.size + size])
+                    del self._buf[: _HEADER.size + size]
                     message = pickle.loads(body)
                     assert isinstance(message, tuple)
                     return message

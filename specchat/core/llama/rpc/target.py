@@ -57,8 +57,9 @@ def _spawn() -> subprocess.Popen[bytes]:
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     stderr = None if env.get("SPECCHAT_LLAMA_LOG") else subprocess.DEVNULL  # ggml's abort text is not for users
     # A session of its own: Ctrl-C in a terminal reaches the app (which stops the reply), not the child.
-    return subprocess.Popen(_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
-                            start_new_session=True)
+    return subprocess.Popen(
+        _command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, start_new_session=True
+    )
 
 
 class _Child:
@@ -69,8 +70,9 @@ class _Child:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.reader = Reader(self.proc.stdout.fileno())
 
-    def call(self, message: tuple[Any, ...], deadline: float,
-             keep_waiting: Callable[[], bool] | None = None) -> tuple[Any, ...] | None:
+    def call(
+        self, message: tuple[Any, ...], deadline: float, keep_waiting: Callable[[], bool] | None = None
+    ) -> tuple[Any, ...] | None:
         """The reply; None if the child died; PipeTimeoutError past the deadline."""
         assert self.proc.stdin is not None
         try:
@@ -111,15 +113,21 @@ def probe(servers: tuple[str, ...], *, timeout: float = 10.0) -> list[ServerRepo
         try:
             reply = child.call(("probe", None, (server,)), timeout)
             if reply is None:
-                reports[server] = ServerReport(server, error=f"the remote server at {server} is not a llama.cpp RPC "
-                                                             "server of this version (the handshake failed)")
+                reports[server] = ServerReport(
+                    server,
+                    error=f"the remote server at {server} is not a llama.cpp RPC "
+                    "server of this version (the handshake failed)",
+                )
             elif reply[0] == "err":
                 reports[server] = ServerReport(server, error=str(reply[1]))
             else:
                 reports[server] = reply[1][0]
         except PipeTimeoutError:
-            reports[server] = ServerReport(server, error=f"the remote server at {server} did not answer within "
-                                                         f"{timeout:g} s (stopped, or serving another client)")
+            reports[server] = ServerReport(
+                server,
+                error=f"the remote server at {server} did not answer within "
+                f"{timeout:g} s (stopped, or serving another client)",
+            )
         finally:
             child.kill()
 
@@ -136,7 +144,7 @@ class _LostError(RemoteError):
 
 
 def _servers(servers: Sequence[str]) -> str:
-    """"the remote server at HOST:PORT" (or servers, or the target's process without any)."""
+    """ "the remote server at HOST:PORT" (or servers, or the target's process without any)."""
     if not servers:
         return "the target's process"
     return f"the remote {'server' if len(servers) == 1 else 'servers'} at {', '.join(servers)}"
@@ -170,8 +178,13 @@ class RemoteTarget:
     Implements ``TargetContext``; ``tokens`` mirrors what the child's context holds.
     """
 
-    def __init__(self, servers: tuple[str, ...], *, deadline: float = DEFAULT_DEADLINE,
-                 keep_waiting: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        servers: tuple[str, ...],
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        keep_waiting: Callable[[], bool] | None = None,
+    ) -> None:
         if deadline <= 0:
             raise SpecchatError(f"the remote deadline must be positive, got {deadline:g} s")
         self.servers = servers
@@ -204,11 +217,26 @@ class RemoteTarget:
                 raise RemoteError(errors[0])
             self.devices = [d for r in reports for d in r.devices]
 
-    def load(self, path: str | Path, *, n_gpu_layers: int = -1, local: list[str] | None = None, n_ctx: int = 4096,
-             n_threads: int | None = None, rollback: int = 0) -> None:
+    def load(
+        self,
+        path: str | Path,
+        *,
+        n_gpu_layers: int = -1,
+        local: list[str] | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        rollback: int = 0,
+    ) -> None:
         """Load the target on the servers' devices (and ``local`` ones, or every local GPU)."""
-        self._load_args = {"path": str(path), "servers": self.servers, "n_gpu_layers": n_gpu_layers, "local": local,
-                           "n_ctx": n_ctx, "n_threads": n_threads, "rollback": rollback}
+        self._load_args = {
+            "path": str(path),
+            "servers": self.servers,
+            "n_gpu_layers": n_gpu_layers,
+            "local": local,
+            "n_ctx": n_ctx,
+            "n_threads": n_threads,
+            "rollback": rollback,
+        }
         if self._child is None:
             self._connect()
         self._load()
@@ -287,13 +315,21 @@ class RemoteTarget:
             self._drop()
             if stopped:  # Stop pressed: no time spent finding out which server it was
                 raise RemoteError(f"stopped waiting for {_servers(self.servers)}") from None
-            raise (self._lost(child, deadline) if blame else _LostError(
-                f"the target's process gave no answer within {deadline:g} s from {_servers(self.servers)}")) from None
+            raise (
+                self._lost(child, deadline)
+                if blame
+                else _LostError(
+                    f"the target's process gave no answer within {deadline:g} s from {_servers(self.servers)}"
+                )
+            ) from None
         self.round_trips += 1
         if reply is None:
             self._drop()
-            raise self._lost(child, None) if blame else _LostError(
-                f"the target's process died talking to {_servers(self.servers)}")
+            raise (
+                self._lost(child, None)
+                if blame
+                else _LostError(f"the target's process died talking to {_servers(self.servers)}")
+            )
         status, value, n_past, worked = reply
         self.last_overhead = time.perf_counter() - started - worked
         del self.tokens[n_past:]
@@ -314,15 +350,19 @@ class RemoteTarget:
                 return _LostError(f"{_servers(culprits)} went away")
             code = child.proc.wait()
             if code == -signal.SIGABRT and self.servers:  # ggml gives up on a broken connection this way
-                return _LostError(f"the connection to {_servers(self.servers)} broke (the target's process "
-                                  f"aborted){_still_answer(self.servers)}")
+                return _LostError(
+                    f"the connection to {_servers(self.servers)} broke (the target's process "
+                    f"aborted){_still_answer(self.servers)}"
+                )
             how = f"killed by {_signal_name(-code)}" if code < 0 else f"exit code {code}"
             return _LostError(f"the target's process (pid {child.proc.pid}) died ({how}){_still_answer(self.servers)}")
         culprits = [r.server for r in probe(self.servers, timeout=PROBE_TIMEOUT) if r.error] if self.servers else []
         if culprits:
             return _LostError(f"{_servers(culprits)} stopped answering (no reply within {deadline:g} s)")
-        return _LostError(f"the target's process (pid {child.proc.pid}) stopped answering (no reply within "
-                          f"{deadline:g} s){_still_answer(self.servers)}")
+        return _LostError(
+            f"the target's process (pid {child.proc.pid}) stopped answering (no reply within "
+            f"{deadline:g} s){_still_answer(self.servers)}"
+        )
 
     # --- TargetContext ------------------------------------------------------
     @property
@@ -413,4 +453,3 @@ class RemoteTarget:
             return "child process"
         where = ", ".join(self.servers)
         return f"remote {remote:.0f} MiB on {where}" + (f" + local {local:.0f} MiB" if local >= 1 else "")
-

@@ -117,8 +117,17 @@ class Worker:
                 reports.append(ServerReport(server, error=str(exc)))
         return reports
 
-    def load(self, *, path: str, servers: tuple[str, ...], n_gpu_layers: int, local: list[str] | None,
-             n_ctx: int, n_threads: int | None, rollback: int) -> dict[str, Any]:
+    def load(
+        self,
+        *,
+        path: str,
+        servers: tuple[str, ...],
+        n_gpu_layers: int,
+        local: list[str] | None,
+        n_ctx: int,
+        n_threads: int | None,
+        rollback: int,
+    ) -> dict[str, Any]:
         if servers and not has_rpc():
             raise SpecchatError(f"this llama.cpp build has no RPC backend; {RPC_BUILD_HINT}")
         remote = add_servers(servers) if servers else []
@@ -128,9 +137,14 @@ class Worker:
         self.model = Model(path, n_gpu_layers=n_gpu_layers, devices=devices)
         self.ctx = Context(self.model, n_ctx=n_ctx, n_threads=n_threads, rollback=rollback)
         return {
-            "n_ctx": self.ctx.n_ctx, "n_batch": self.ctx.n_batch, "n_vocab": self.ctx.n_vocab,
-            "rollback_depth": self.ctx.rollback_depth, "n_layers": self.model.n_layers, "kind": self.ctx.kind.value,
-            "devices": [describe(s, d) for s, d in remote], "buffers": list(self.log.buffers),
+            "n_ctx": self.ctx.n_ctx,
+            "n_batch": self.ctx.n_batch,
+            "n_vocab": self.ctx.n_vocab,
+            "rollback_depth": self.ctx.rollback_depth,
+            "n_layers": self.model.n_layers,
+            "kind": self.ctx.kind.value,
+            "devices": [describe(s, d) for s, d in remote],
+            "buffers": list(self.log.buffers),
         }
 
 
