@@ -1,74 +1,28 @@
-"""The life of the open conversation and its replies, between the engine host, the store and the views.
+"""The window's chat controller: the Qt-free :class:`~specchat.core.chat.controller.ChatLogic` with signals.
 
-The controller owns the ``Transcript`` of the open conversation and the
-store's ``ReplyWriter`` of a streaming reply; it folds each engine event into
-the transcript once and tells the window what changed through signals. The
-engine host is passed in, so tests can drive it with a fake one. Every store
-error on this path becomes a one-line notice.
+All the logic (the open conversation, its replies, versions and edits) lives in
+``core/chat/controller.py`` and is tested there without Qt; this adapter only
+turns what it tells its listener into Qt signals for the window's views.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from specchat.core.cancel import CancelToken
-from specchat.core.chat.store import ConversationStore, ReplyWriter, StoredMessage
-from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, Transcript
+from specchat.core.chat.controller import TITLE_CHARS as TITLE_CHARS
+from specchat.core.chat.controller import ChatListener, ChatLogic
+from specchat.core.chat.controller import ReplyHost as ReplyHost
+from specchat.core.chat.controller import ReplySettings as ReplySettings
+from specchat.core.chat.controller import transcript_of as transcript_of
+from specchat.core.chat.store import ConversationStore
 from specchat.core.engine.depth import DepthControl
-from specchat.core.engine.registry import Part, default_drafter, drafter_entry
-from specchat.core.types import Finished, FinishReason, GenerationParams, GenerationStats, SpecchatError
-
-from .worker import ReplyRequest
-
-log = logging.getLogger(__name__)
-
-TITLE_CHARS = 48
+from specchat.core.types import Finished
 
 
-@dataclass(frozen=True)
-class ReplySettings:
-    """What the Speculation panel says a reply should use (the depth is not here: the panel moves the
-    ``DepthControl`` the engine reads each round, the one path from the slider to the engine)."""
-
-    params: GenerationParams
-    drafter: str  # a name in specchat.core.engine.registry.DRAFTERS
-
-
-class ReplyHost(Protocol):
-    """What the controller needs of the engine host (``worker.WindowRuntimeHost``, or a fake in tests)."""
-
-    def generate(self, request: ReplyRequest) -> CancelToken: ...
-
-
-def transcript_of(stored: list[StoredMessage], system_prompt: str = "") -> Transcript:
-    """A stored conversation as a transcript (token fates, figures and versions included)."""
-    return Transcript(
-        (
-            Message(
-                m.role,
-                m.content,
-                list(m.spans) if m.spans else None,
-                finish_reason=m.finish_reason,
-                figures=ReplyFigures.from_dict(m.stats) if m.role == "assistant" else None,
-                id=m.id,
-                version=m.version,
-                versions=m.versions,
-            )
-            for m in stored
-        ),
-        system_prompt,
-    )
-
-
-class ChatController(QObject):
-    """Send, regenerate, edit, stop; conversations opened, created and deleted."""
+class ChatController(ChatLogic, QObject):
+    """Send, regenerate, edit, stop; conversations opened, created and deleted (see ``ChatLogic``)."""
 
     transcript_replaced = Signal()  # a different or reloaded transcript: redraw it
     message_appended = Signal()  # the transcript's last message is new: draw it
@@ -88,381 +42,41 @@ class ChatController(QObject):
         depth_control: DepthControl,
         parent: QObject | None = None,
     ) -> None:
-        super().__init__(parent)
-        self.store = store
-        self.host = host
-        self.reply_settings = reply_settings
-        self.depth_control = depth_control
-        self.transcript = Transcript()  # the conversation on screen
-        self.conversation_id: int | None = None
-        self._live: Transcript | None = None  # the streaming reply's conversation, on screen or not
-        self._live_conversation: int | None = None
-        self.offered: frozenset[str] = frozenset({Part.DRAFT_MODEL.value})  # the loaded pair's parts
-        self.default_system_prompt = ""  # for new conversations (the window passes the setting)
-        self.closing = False
-        self._writer: ReplyWriter | None = None
-        self._token: CancelToken | None = None
-        self._edit_index: int | None = None  # the user message being edited, until sent or abandoned
-        self._save_failed = False
+        # ChatLogic comes first in the bases (PySide's QObject.__init__ would call the next __init__ in
+        # line without arguments), so each base is initialised by name.
+        QObject.__init__(self, parent)
+        ChatLogic.__init__(self, store, host, reply_settings, depth_control, _Signals(self))
 
-    @property
-    def has_draft_model(self) -> bool:
-        """Whether the pair has a draft model (a view of :attr:`offered`, which the window may set instead)."""
-        return Part.DRAFT_MODEL.value in self.offered
 
-    @has_draft_model.setter
-    def has_draft_model(self, present: bool) -> None:
-        self._offer(Part.DRAFT_MODEL, present)
+class _Signals(ChatListener):
+    """Relays the logic's calls to the controller's signals."""
 
-    @property
-    def has_mtp(self) -> bool:
-        """Whether the pair has MTP heads (a view of :attr:`offered`)."""
-        return Part.MTP_HEADS.value in self.offered
+    def __init__(self, controller: ChatController) -> None:
+        self._c = controller
 
-    @has_mtp.setter
-    def has_mtp(self, present: bool) -> None:
-        self._offer(Part.MTP_HEADS, present)
+    def transcript_replaced(self) -> None:
+        self._c.transcript_replaced.emit()
 
-    def _offer(self, part: Part, present: bool) -> None:
-        self.offered = self.offered | {part.value} if present else self.offered - {part.value}
+    def message_appended(self) -> None:
+        self._c.message_appended.emit()
 
-    @property
-    def streaming(self) -> bool:
-        return self._writer is not None
+    def events_folded(self, batch: list[object]) -> None:
+        self._c.events_folded.emit(batch)
 
-    @property
-    def editing(self) -> bool:
-        return self._edit_index is not None
+    def reply_started(self) -> None:
+        self._c.reply_started.emit()
 
-    def can_regenerate(self) -> bool:
-        m = self.transcript.messages
-        return len(m) >= 2 and m[-1].role == "assistant" and m[-2].role == "user" and not self.streaming
+    def reply_finished(self, finished: Finished) -> None:
+        self._c.reply_finished.emit(finished)
 
-    # -- conversations -----------------------------------------------------------------
+    def conversations_changed(self) -> None:
+        self._c.conversations_changed.emit()
 
-    def new_conversation(self) -> None:
-        """Start an empty conversation (a streaming reply goes on in its own)."""
-        try:
-            self.conversation_id = self.store.create_conversation(system_prompt=self.default_system_prompt)
-        except sqlite3.Error as exc:
-            self.notice.emit(f"a new conversation could not be saved: {exc}")
-            return
-        self._edit_index = None
-        self.transcript = Transcript(system_prompt=self.default_system_prompt)
-        self.transcript_replaced.emit()
-        self.conversations_changed.emit()
+    def notice(self, text: str) -> None:
+        self._c.notice.emit(text)
 
-    @property
-    def streaming_here(self) -> bool:
-        """True while the conversation on screen is the one whose reply streams."""
-        return self.streaming and self.transcript is self._live
+    def status(self, text: str) -> None:
+        self._c.status.emit(text)
 
-    def open_conversation(self, conversation_id: int | None) -> None:
-        """Show a stored conversation with its highlighting and figures; a streaming reply goes on in its own."""
-        if conversation_id == self.conversation_id:
-            return
-        self.conversation_id = conversation_id
-        self._edit_index = None
-        if self.streaming and conversation_id == self._live_conversation:
-            assert self._live is not None
-            self.transcript = self._live
-            self.transcript_replaced.emit()
-        else:
-            self.reload()
-        self.conversations_changed.emit()
-
-    def reload(self) -> None:
-        """Show the open conversation as stored."""
-        stored: list[StoredMessage] = []
-        system_prompt = ""
-        try:
-            if self.conversation_id is not None:
-                stored = self.store.messages(self.conversation_id)
-                system_prompt = self.store.conversation(self.conversation_id).system_prompt
-        except (sqlite3.Error, SpecchatError) as exc:
-            self.notice.emit(f"the conversation could not be read: {exc}")
-        self.transcript = transcript_of(stored, system_prompt)
-        self.transcript_replaced.emit()
-
-    def _take_stored_ids(self, *, redraw: bool) -> None:
-        """Give the transcript's messages their stored ids and versions (no redraw unless versions appeared)."""
-        try:
-            stored = self.store.messages(self.conversation_id) if self.conversation_id is not None else []
-        except sqlite3.Error as exc:
-            self.notice.emit(f"the conversation could not be read: {exc}")
-            return
-        shown = self.transcript.messages
-        if [m.content for m in stored] != [m.content for m in shown]:
-            self.reload()  # the store and the screen disagree: show what is stored
-            return
-        for message, row in zip(shown, stored, strict=True):
-            message.id, message.version, message.versions = row.id, row.version, row.versions
-        if redraw:  # a new version: the view shows which of how many
-            self.transcript_replaced.emit()
-
-    def rename(self, conversation_id: int, title: str) -> None:
-        try:
-            self.store.rename(conversation_id, title)
-        except sqlite3.Error as exc:
-            self.notice.emit(f"the conversation could not be renamed: {exc}")
-        self.conversations_changed.emit()
-
-    def delete_conversation(self, conversation_id: int) -> None:
-        if self.streaming and conversation_id == self._live_conversation:
-            self.notice.emit("stop the reply before deleting its conversation")
-            return
-        try:
-            self.store.delete(conversation_id)
-        except sqlite3.Error as exc:
-            self.notice.emit(f"the conversation could not be deleted: {exc}")
-            return
-        if conversation_id == self.conversation_id:
-            self.conversation_id = None
-            self.transcript = Transcript(system_prompt=self.default_system_prompt)
-            self.transcript_replaced.emit()
-        self.conversations_changed.emit()
-
-    # -- replies -----------------------------------------------------------------------
-
-    def send(self, text: str) -> bool:
-        """Store a user message (or an edited one) and start its reply; False if nothing was sent."""
-        text = text.strip()
-        if not text or self.streaming:
-            return False
-        edit_index, self._edit_index = self._edit_index, None
-        title = text.splitlines()[0][:TITLE_CHARS]
-        try:
-            if self.conversation_id is None:
-                self.conversation_id = self.store.create_conversation(title, self.default_system_prompt)
-                self.transcript.system_prompt = self.default_system_prompt
-            elif not self.transcript.messages:
-                self.store.rename(self.conversation_id, title)
-            if edit_index is None:
-                self.store.add_message(self.conversation_id, "user", text)
-        except sqlite3.Error as exc:
-            self.notice.emit(f"the message could not be saved: {exc}")
-            return False
-        self.conversations_changed.emit()
-        history = self.transcript.history()
-        self.transcript.add_user(text)
-        self.message_appended.emit()
-        if edit_index is None:
-            self._start_reply(history, text)
-        else:  # the edited message and what followed stay stored until the new reply's first round
-            self._start_reply(history, text, keep=edit_index, user_text_to_store=text)
-        return True
-
-    def regenerate(self) -> None:
-        """Generate the last reply again; the old one stays stored until the new one's first round."""
-        if self.conversation_id is None or not self.can_regenerate():
-            return
-        msgs = self.transcript.messages
-        keep = len(msgs) - 1
-        self.transcript = Transcript(msgs[:keep], self.transcript.system_prompt)
-        self.transcript_replaced.emit()
-        self._start_reply(self.transcript.history(keep - 1), msgs[keep - 1].content, keep=keep)
-
-    def can_continue(self) -> bool:
-        """The last reply was cut at the token limit and can go on (stored, with its token fates)."""
-        reply = self.transcript.reply
-        return (
-            not self.streaming
-            and self.conversation_id is not None
-            and self.transcript.can_continue()
-            and reply is not None
-            and reply.id is not None
-        )
-
-    def continue_reply(self) -> bool:
-        """Go on with the last reply where the token limit cut it: speculatively, into the same message."""
-        if not self.can_continue():
-            return False
-        assert self.conversation_id is not None
-        try:
-            settings = self.reply_settings()
-        except SpecchatError as exc:
-            self.notice.emit(str(exc))
-            return False
-        drafter = self._drafter(settings)
-        index = len(self.transcript.messages) - 1
-        history, text = self.transcript.history(index), self.transcript.messages[index].content
-        self._live, self._live_conversation = self.transcript, self.conversation_id
-        reply = self.transcript.resume_reply(settings.params.max_tokens)
-        assert reply is not None and reply.figures is not None
-        reply.figures.sampler = dataclasses.asdict(settings.params.sampler)
-        self._writer = ReplyWriter(self.store, self.conversation_id, figures=reply.figures, continues=reply.id)
-        self._save_failed = False
-        self.transcript_replaced.emit()  # the reply is drawn again, streaming
-        self.reply_started.emit()
-        request = ReplyRequest(
-            self.conversation_id, history, None, settings.params, drafter, self.depth_control, continuation=text
-        )
-        self._token = self.host.generate(request)
-        return True
-
-    def edit_message(self, index: int) -> None:
-        """Put a user message back in the composer; sending replaces it and what followed, stop keeps them."""
-        msgs = self.transcript.messages
-        if self.streaming or self.conversation_id is None or not 0 <= index < len(msgs):
-            return
-        self._edit_index = index
-        self.transcript = Transcript(msgs[:index], self.transcript.system_prompt)
-        self.transcript_replaced.emit()
-        self.composer_text.emit(msgs[index].content, True)
-        self.status.emit("Editing: send to replace the message and what followed it, Esc to keep them")
-
-    def set_system_prompt(self, text: str) -> None:
-        """The open conversation's system prompt (sent first with every later reply)."""
-        text = text.strip()
-        try:
-            if self.conversation_id is None:
-                self.conversation_id = self.store.create_conversation(system_prompt=text)
-                self.conversations_changed.emit()
-            else:
-                self.store.set_system_prompt(self.conversation_id, text)
-        except sqlite3.Error as exc:
-            self.notice.emit(f"the system prompt could not be saved: {exc}")
-            return
-        self.transcript.system_prompt = text
-        self.status.emit("System prompt saved: it applies from the next reply")
-
-    def switch_version(self, index: int, step: int) -> bool:
-        """Show the previous (-1) or next (+1) version of message ``index`` and the conversation after it."""
-        msgs = self.transcript.messages
-        if self.streaming_here or self.conversation_id is None or not 0 <= index < len(msgs):
-            return False
-        message = msgs[index]
-        if message.id is None or not 1 <= message.version + step <= message.versions:
-            return False
-        try:
-            self.store.switch_version(self.conversation_id, message.id, step)
-        except sqlite3.Error as exc:
-            self.notice.emit(f"the other version could not be shown: {exc}")
-            return False
-        self._edit_index = None
-        self.reload()
-        return True
-
-    def stop(self) -> None:
-        """Cancel the streaming reply (it ends within one round), or abandon an edit."""
-        if self._token is not None:
-            self._token.cancel()
-        elif self._edit_index is not None:
-            self._edit_index = None
-            self.composer_text.emit("", True)
-            self.reload()
-
-    def _start_reply(
-        self,
-        history: list[dict[str, str]],
-        user_text: str,
-        *,
-        keep: int | None = None,
-        user_text_to_store: str | None = None,
-    ) -> None:
-        assert self.conversation_id is not None
-        try:
-            settings = self.reply_settings()
-        except SpecchatError as exc:
-            self.notice.emit(str(exc))
-            return
-        drafter = self._drafter(settings)
-        self._live, self._live_conversation = self.transcript, self.conversation_id
-        reply = self.transcript.begin_reply()
-        assert reply.figures is not None
-        reply.figures.sampler = dataclasses.asdict(settings.params.sampler)  # a race needs it (core/chat/race.py)
-        reply.figures.max_tokens = settings.params.max_tokens  # "stopped at the 512-token limit"
-        reply.figures.drafting = {"drafter": drafter, "depth": self.depth_control.requested}  # a race drafts so too
-        self._writer = ReplyWriter(
-            self.store, self.conversation_id, keep=keep, user_text=user_text_to_store, figures=reply.figures
-        )
-        self._save_failed = False
-        self.message_appended.emit()
-        self.reply_started.emit()
-        request = ReplyRequest(self.conversation_id, history, user_text, settings.params, drafter, self.depth_control)
-        self._token = self.host.generate(request)
-
-    def _drafter(self, settings: ReplySettings) -> str:
-        """The drafter asked for, or the registry's default for the loaded pair in its place (said in the status
-        bar)."""
-        asked = drafter_entry(settings.drafter)
-        if asked.available(self.offered):
-            return asked.name
-        instead = default_drafter(self.offered)
-        self.status.emit(f"The loaded pair has no {asked.lacking()}: drafting with {instead.label_for(self.offered)}")
-        return instead.name
-
-    def on_events(self, batch: list[object]) -> None:
-        """Engine events of the streaming reply (on the GUI thread)."""
-        if self.closing or self._writer is None:
-            return
-        live = self._live
-        assert live is not None
-        finished: Finished | None = None
-        for event in batch:
-            spans = live.fold(event)
-            self._save(event, spans)
-            if isinstance(event, Finished):
-                finished = event
-        if live is self.transcript:
-            self.events_folded.emit(batch)
-        if finished is not None:
-            self._end_reply(finished)
-
-    def on_failed(self, message: str) -> None:
-        """The reply could not start or broke: end it like the engine's own error (one notice)."""
-        if self.closing:
-            return
-        if self._writer is None:
-            self.notice.emit(message)
-            return
-        self.on_events([Finished(FinishReason.ERROR, GenerationStats(), message)])
-
-    def close(self) -> None:
-        """The window closes: mark a reply still streaming as cancelled (the engine thread has stopped)."""
-        self.closing = True
-        if self._writer is not None:
-            self._save(Finished(FinishReason.CANCELLED, GenerationStats(), "window closed"), [])
-            self._writer = None
-
-    def _save(self, event: object, spans: list[TokenSpan]) -> None:
-        """Write one event of the streaming reply; a failing database is reported once, not fatal."""
-        if self._writer is None or self._save_failed:
-            return
-        try:
-            self._writer.feed(event, spans)
-        except sqlite3.Error as exc:
-            self._save_failed = True
-            self.notice.emit(f"the reply could not be saved: {exc}")
-
-    def _end_reply(self, finished: Finished) -> None:
-        writer, self._writer = self._writer, None
-        live, self._live = self._live, None
-        self._token = None
-        here = live is self.transcript
-        if writer is not None and writer.continues is not None and not writer.rounds and here:
-            self.reload()  # a continuation that never got a token: the reply as stored, cut at the limit
-        elif writer is not None and writer.message_id is None and not self._save_failed and here:  # nothing stored
-            if finished.reason is FinishReason.ERROR and not writer.replaces:
-                self._withdraw_message(writer)
-            elif writer.user_text:
-                self.composer_text.emit(writer.user_text, False)  # an edit that never got a reply: keep the text
-            self.reload()
-        elif here and writer is not None and writer.message_id is not None and not self._save_failed:
-            self._take_stored_ids(redraw=writer.replaces)
-        if finished.reason is FinishReason.ERROR and finished.message:
-            self.notice.emit(finished.message)
-        self.conversations_changed.emit()
-        self.reply_finished.emit(finished)
-
-    def _withdraw_message(self, writer: ReplyWriter) -> None:
-        """A new message whose reply failed before its first token goes back to the composer."""
-        msgs = self.transcript.messages
-        user = len(msgs) - 2
-        if user < 0 or msgs[user].role != "user":
-            return
-        self.composer_text.emit(msgs[user].content, False)
-        try:
-            self.store.truncate(writer.conversation_id, user)
-        except sqlite3.Error as exc:
-            log.warning("could not withdraw the failed message: %s", exc)
+    def composer_text(self, text: str, replace: bool) -> None:
+        self._c.composer_text.emit(text, replace)

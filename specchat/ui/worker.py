@@ -22,19 +22,17 @@ from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, S
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.baseline import measure_plain
+from specchat.core.chat.controller import ReplyRequest as ReplyRequest  # its home moved to core
 from specchat.core.chat.race import RaceRequest, run_race
-from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.registry import Part
 from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
     Drafted,
-    DrafterKind,
     Event,
     Finished,
     FinishReason,
-    GenerationParams,
     GenerationStats,
     GpuLayers,
     SamplerParams,
@@ -87,19 +85,6 @@ class ModelInfo:
     @property
     def pair_key(self) -> str:
         return f"{self.target_path}|{self.draft_path}"
-
-
-@dataclass
-class ReplyRequest:
-    """One reply to generate: the history before it, the new user text (None to regenerate)."""
-
-    conversation_id: int
-    history: list[dict[str, str]]
-    user_text: str | None
-    params: GenerationParams
-    drafter: str = DrafterKind.DRAFT_MODEL  # a name in specchat.core.engine.registry.DRAFTERS
-    depth: DepthControl = field(default_factory=DepthControl)
-    continuation: str = ""  # a reply cut at the token limit, to go on from (user_text is then None)
 
 
 STOP_CHECK_SECONDS = 0.1  # while a call from another thread waits for the runtime's: how often it checks cancel
