@@ -11,10 +11,11 @@ import sqlite3
 
 from specchat.core.types import SpecchatError
 
-SCHEMA_VERSION = 5  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
+SCHEMA_VERSION = 6  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
 #                      and has its own system prompt; 3: spans carry the token X-ray's detail;
 #                      4: an FTS5 index of titles and message text (search); 5: a conversation keeps
-#                      its sampler preset (conversations.sampler, JSON)
+#                      its sampler preset (conversations.sampler, JSON); 6: a conversation can be
+#                      pinned to the top of the list (conversations.pinned)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -25,7 +26,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     updated REAL NOT NULL,
     leaf_id INTEGER,
     system_prompt TEXT NOT NULL DEFAULT '',
-    sampler TEXT  -- SamplerPreset.as_dict() as JSON; NULL: none kept (the controls stay as they are)
+    sampler TEXT,  -- SamplerPreset.as_dict() as JSON; NULL: none kept (the controls stay as they are)
+    pinned INTEGER NOT NULL DEFAULT 0  -- 1: listed at the top, under "Pinned"
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
@@ -108,6 +110,17 @@ def _migrate_to_samplers(db: sqlite3.Connection) -> None:
             db.execute("ALTER TABLE conversations ADD COLUMN sampler TEXT")
 
 
+def _migrate_to_pins(db: sqlite3.Connection) -> None:
+    """Schema 5 -> 6: conversations get a ``pinned`` column (0: none of those already stored is pinned).
+
+    As with :func:`_migrate_to_samplers`, the version moves on in :func:`_ensure_search_index`.
+    """
+    with db:
+        db.execute("BEGIN IMMEDIATE")
+        if not any(r[1] == "pinned" for r in db.execute("PRAGMA table_info(conversations)")):
+            db.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
+
+
 def _has_fts5(db: sqlite3.Connection) -> bool:
     """True when this SQLite build has FTS5 (else search falls back to LIKE)."""
     return any(r[0] == "ENABLE_FTS5" for r in db.execute("PRAGMA compile_options"))
@@ -187,6 +200,8 @@ def upgrade(db: sqlite3.Connection) -> bool:
             _migrate_to_details(db)
         if row[0] < 5:
             _migrate_to_samplers(db)
+        if row[0] < 6:
+            _migrate_to_pins(db)
     fts5 = _has_fts5(db)
     _ensure_search_index(db, fts5)  # schema 3 -> 4, and a new file's index
     db.execute("CREATE INDEX IF NOT EXISTS messages_by_parent ON messages(parent_id)")
