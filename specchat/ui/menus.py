@@ -130,7 +130,7 @@ def build_menus(window: QMainWindow, target: MenuTarget, save_preset: Callable[[
     view_menu.addAction(look.sidebar_action)
     view_menu.addAction(look.panel_action)
     view_menu.addAction(target.serving.panel.toggleViewAction())
-    view_menu.addAction("Se&ttings", QKeySequence("Ctrl+,"), target.show_settings)
+    view_menu.addAction("&Go to the settings", QKeySequence("Ctrl+,"), target.show_settings)
     view_menu.addSeparator()
     view_menu.addAction("Zoom &in", QKeySequence.StandardKey.ZoomIn, lambda: look.set_zoom(look.settings.zoom + 1))
     view_menu.addAction("Zoom &out", QKeySequence.StandardKey.ZoomOut, lambda: look.set_zoom(look.settings.zoom - 1))
