@@ -75,7 +75,7 @@ class ChatPage(QWidget):
         self.stop_button.setToolTip("Stop the reply (Esc)")
         self.stop_button.setEnabled(False)
         self.regenerate_button = QPushButton("Regenerate")
-        self.regenerate_button.setToolTip("Generate the last reply again")
+        self.regenerate_button.setToolTip("Generate the last reply again (Ctrl+R)")
         self.system_prompt_chip = SystemPromptChip()
 
         layout = QVBoxLayout(self)

@@ -157,3 +157,26 @@ def test_a_branch_of_a_message_that_is_gone_says_so_in_one_line(qtbot, settings,
     assert window.ops.branch(cid, 999_999) is None
     assert window.last_error.startswith("the conversation could not be branched:") and "\n" not in window.last_error
     assert len(store.conversations()) == before
+
+
+def test_a_rows_tooltip_gives_its_whole_title_and_dates(qtbot, store) -> None:
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+
+    _stored(store, "A title long enough to be cut short in a narrow sidebar", NOW - DAY)
+    sidebar = ConversationSidebar()
+    qtbot.addWidget(sidebar)
+    sidebar.resize(160, 300)
+    sidebar.show()
+    qtbot.waitExposed(sidebar)
+    sidebar.set_conversations(store.conversations(), None, now=NOW)
+    rect = sidebar.list.visualItemRect(sidebar.list.item(0))
+    viewport = sidebar.list.viewport()
+    at = rect.center()
+    QApplication.sendEvent(viewport, QHelpEvent(QEvent.Type.ToolTip, at, viewport.mapToGlobal(at)))
+    assert QToolTip.text() == (
+        "A title long enough to be cut short in a narrow sidebar\n"
+        "Last message Wed 11 Nov 2026, 15:00; started Wed 11 Nov 2026, 14:59"
+    )
+    QToolTip.hideText()
