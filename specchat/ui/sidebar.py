@@ -3,13 +3,14 @@ new, rename, pin, duplicate, branch, delete, search."""
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Protocol
 
-from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QHelpEvent, QKeyEvent, QPainter, QPalette, QTextDocument
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -257,6 +258,22 @@ class ConversationSidebar(QWidget):
         self.list.itemChanged.connect(self._item_changed)
         self.search_field.textChanged.connect(self._filter)
         self._filling = False
+        self._listed: list[ConversationInfo] = []
+        self._listed_day = dt.date.today()
+        self._day_timer = QTimer(self)  # "Today" becomes "Yesterday" at midnight without waiting for a message
+        self._day_timer.setInterval(60_000)
+        self._day_timer.timeout.connect(self.refresh_dates)
+        self._day_timer.start()
+
+    def refresh_dates(self, now: float | None = None) -> bool:
+        """Show the list again when the day has changed since it was filled (not while a title is edited);
+        True when it was."""
+        now = time.time() if now is None else now
+        editing = self.list.state() == QAbstractItemView.State.EditingState
+        if dt.date.fromtimestamp(now) == self._listed_day or editing:
+            return False
+        self.set_conversations(self._listed, self.current_id(), now)
+        return True
 
     def set_conversations(
         self, conversations: list[ConversationInfo], current: int | None, now: float | None = None
@@ -264,6 +281,7 @@ class ConversationSidebar(QWidget):
         """Show ``conversations`` (pinned first, then newest first, as the store lists them) under their groups;
         a title shared by several gets its time too, so they can be told apart."""
         now = time.time() if now is None else now
+        self._listed, self._listed_day = list(conversations), dt.date.fromtimestamp(now)
         shared = {title for title, n in Counter(c.title.strip() for c in conversations).items() if n > 1}
         self._filling = True
         self.list.clear()

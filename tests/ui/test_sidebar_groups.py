@@ -180,3 +180,16 @@ def test_a_rows_tooltip_gives_its_whole_title_and_dates(qtbot, store) -> None:
         "Last message Wed 11 Nov 2026, 15:00; started Wed 11 Nov 2026, 14:59"
     )
     QToolTip.hideText()
+
+
+def test_after_midnight_today_becomes_yesterday(qtbot, store) -> None:
+    cid = _stored(store, "Late chat", NOW - HOUR)
+    sidebar = ConversationSidebar()
+    qtbot.addWidget(sidebar)
+    sidebar.set_conversations(store.conversations(), cid, now=NOW)
+    assert sidebar.headers() == [("Today", ["Late chat"])]
+    assert not sidebar.refresh_dates(NOW + HOUR)  # the same day: nothing to redo
+    with qtbot.assertNotEmitted(sidebar.selected):
+        assert sidebar.refresh_dates(NOW + DAY)
+    assert sidebar.headers() == [("Yesterday", ["Late chat"])]
+    assert sidebar.list.item(0).data(WHEN_ROLE) == "Yesterday" and sidebar.current_id() == cid
