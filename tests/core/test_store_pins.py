@@ -44,6 +44,29 @@ INSERT INTO messages VALUES (2, 1, 1, 1, 'assistant', 'hello', 'eos', '{"generat
 INSERT INTO spans VALUES (1, 2, 0, 'accepted', 'hello', 0, 0.9, 0.8, NULL);
 """
 
+_CUT = "Describe the famous painting by experts in art history and what it means"
+
+
+def test_titles_cut_mid_word_by_the_old_rule_are_cut_at_a_word_on_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "conversations.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(_SCHEMA_5)
+    old_title = _CUT[:48]
+    assert old_title.endswith(" h")  # cut inside "history"
+    renamed = "My own title that happens to be 48 characters..."
+    assert len(renamed) == 48
+    db.execute("INSERT INTO conversations VALUES (3, ?, 3.0, 3.0, 3, '', NULL)", (old_title,))
+    db.execute("INSERT INTO messages VALUES (3, 3, NULL, 0, 'user', ?, NULL, NULL, 3.0)", (_CUT,))
+    db.execute("INSERT INTO conversations VALUES (4, ?, 4.0, 4.0, 4, '', NULL)", (renamed,))
+    db.execute("INSERT INTO messages VALUES (4, 4, NULL, 0, 'user', ?, NULL, NULL, 4.0)", (_CUT + " again",))
+    db.commit()
+    db.close()
+    store = ConversationStore(path)
+    assert store.conversation(3).title == "Describe the famous painting by experts in art\u2026"
+    assert store.conversation(4).title == renamed  # a title the user gave stays
+    assert store.conversation(1).title == "older"
+    store.close()
+
 
 def test_a_schema_5_file_migrates_unpinned_and_a_pin_survives_a_reopen(tmp_path: Path) -> None:
     path = tmp_path / "conversations.sqlite3"

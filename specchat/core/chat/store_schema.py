@@ -11,6 +11,8 @@ import sqlite3
 
 from specchat.core.types import SpecchatError
 
+from .titles import title_for
+
 SCHEMA_VERSION = 6  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
 #                      and has its own system prompt; 3: spans carry the token X-ray's detail;
 #                      4: an FTS5 index of titles and message text (search); 5: a conversation keeps
@@ -119,6 +121,29 @@ def _migrate_to_pins(db: sqlite3.Connection) -> None:
         db.execute("BEGIN IMMEDIATE")
         if not any(r[1] == "pinned" for r in db.execute("PRAGMA table_info(conversations)")):
             db.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
+            _recut_titles(db)
+
+
+OLD_TITLE_CHARS = 48  # before schema 6 a title was its first message's first 48 characters, cut anywhere
+
+
+def _recut_titles(db: sqlite3.Connection) -> None:
+    """Titles made by the old rule and cut mid-word ("…painting by e") are cut again at a word, with "…".
+
+    Only a title that is exactly the first 48 characters of its conversation's first message (a longer one)
+    is touched: a title the user gave is left as it is.
+    """
+    rows = db.execute(
+        "SELECT c.id, c.title, m.content FROM conversations c JOIN messages m ON m.conversation_id = c.id"
+        " AND m.parent_id IS NULL AND m.role = 'user' WHERE length(c.title) = ?",
+        (OLD_TITLE_CHARS,),
+    ).fetchall()
+    for cid, title, content in rows:
+        if not isinstance(title, str) or not isinstance(content, str):
+            continue
+        first = content.strip().splitlines()[0] if content.strip() else ""
+        if len(first) > OLD_TITLE_CHARS and first[:OLD_TITLE_CHARS] == title:
+            db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title_for(first, OLD_TITLE_CHARS), cid))
 
 
 def _has_fts5(db: sqlite3.Connection) -> bool:
