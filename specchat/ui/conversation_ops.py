@@ -32,7 +32,7 @@ class ConversationOps(QObject):
             self.store.set_pinned(conversation_id, pinned)
         except sqlite3.Error as exc:
             self.notice(f"the conversation could not be {'pinned' if pinned else 'unpinned'}: {exc}")
-        self.chat.listener.conversations_changed()
+        self.chat.conversations_changed.emit()
 
     def is_pinned(self, conversation_id: int) -> bool:
         try:
