@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication
 
@@ -42,9 +43,14 @@ def test_no_two_actions_share_a_key(qtbot, settings, store) -> None:
     assert by_text["Reload models"] == "Ctrl+Shift+R"
 
 
-def test_every_listed_shortcut_triggers_its_action(qtbot, settings, store) -> None:
-    """Pressed where the keyboard usually is (the message box): each key fires exactly its own action."""
+@pytest.mark.parametrize("where", ["composer", "chat_view", "sidebar"])
+def test_every_listed_shortcut_triggers_its_action(qtbot, settings, store, where: str) -> None:
+    """Pressed where the keyboard is (the message box, the chat, the list): each key fires exactly its action."""
+    cid = store.create_conversation("One")
+    store.add_message(cid, "user", "hello")
     window, _ = _shown_window(qtbot, settings, store)
+    window.chat.open_conversation(cid)
+    widget = {"composer": window.composer, "chat_view": window.chat_view, "sidebar": window.sidebar.list}[where]
     listed = window_shortcuts(window)
     assert {s.action for s in listed} == set(_keyed_actions(window))  # nothing with a key outside the menus
     fired: list[QAction] = []
@@ -54,10 +60,10 @@ def test_every_listed_shortcut_triggers_its_action(qtbot, settings, store) -> No
         shortcut.action.triggered.connect(lambda *_, a=shortcut.action: fired.append(a))
     for shortcut in listed:
         for key in shortcut.action.shortcuts():
-            window.composer.show()
-            window.composer.setFocus()
+            window.look.set_sidebar_visible(True)  # a toggle pressed earlier may have hidden it
+            widget.setFocus()
             fired.clear()
-            _press(qtbot, window.composer, key.toString())
+            _press(qtbot, widget, key.toString())
             assert fired == [shortcut.action], f"{key.toString()} for {shortcut.text}"
 
 
