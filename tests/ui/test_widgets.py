@@ -452,7 +452,7 @@ def test_about_box_shows_the_build(qtbot, settings, store) -> None:
     assert f"GPU offload: {offload}" in box.informativeText() and "device: " in box.informativeText()
     assert "features: " in box.detailedText()
     help_menu = [a for a in window.menuBar().actions() if a.text() == "&Help"][0]
-    assert [a.text() for a in help_menu.menu().actions()] == ["&About specchat"]
+    assert [a.text() for a in help_menu.menu().actions()] == ["&Keyboard shortcuts", "&About specchat"]
 
 
 def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings, store) -> None:
