@@ -305,15 +305,15 @@ class SureContext:
     def __init__(self) -> None:
         self.tokens: list[int] = []
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         self.tokens = list(tokens)
         return 0
 
-    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
         self.tokens = list(tokens)
         return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - 1
 
-    def decode(self, tokens: list[int]) -> np.ndarray:
+    def decode(self, tokens: Sequence[int]) -> np.ndarray:
         self.tokens.extend(tokens)
         return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
 
@@ -424,14 +424,14 @@ class LaggingContext:
         self.lag, self.sync_pause = lag, sync_pause
         self.tokens: list[int] = []
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         return 0
 
-    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
         time.sleep(self.sync_pause)
         return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - self.lag
 
-    def decode(self, tokens: list[int]) -> np.ndarray:
+    def decode(self, tokens: Sequence[int]) -> np.ndarray:
         return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
 
     def checkpoint(self, slot: str) -> None:
@@ -532,7 +532,7 @@ class ReadingContext(SureContext):
         super().__init__()
         self.reads: list[list[int]] = []
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         self.reads.append(list(tokens))
         return super().extend_to(tokens)
 

@@ -8,6 +8,7 @@ is cheap. The rounds' own timings must win.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -37,18 +38,18 @@ class TruthContext:
         row[self.truth[len(self.tokens)]] = 8.0
         return row
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         self.reads += 1
         time.sleep(self.pause)
         self.tokens = list(tokens)
         return 0
 
-    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
         time.sleep(self.pause)
         self.tokens = list(tokens)
         return self._logits(), len(tokens) - 1
 
-    def decode(self, tokens: list[int]) -> np.ndarray:
+    def decode(self, tokens: Sequence[int]) -> np.ndarray:
         time.sleep(self.pause)
         self.tokens.extend(tokens)
         return self._logits()[None, :]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ def write_gguf(
     size_label: str | None = "135M",
     file_type: int = 7,
     tensor_elements: int = 64,
-    model_kv: dict[str, int | bool | str | list[int]] | None = None,
+    model_kv: Mapping[str, int | bool | str | list[int]] | None = None,
     trailing_kv: dict[str, int | bool | str | list[int]] | None = None,
     general_name: str | None = None,
     tensors: Sequence[str] = (),
@@ -73,7 +73,7 @@ def write_gguf(
     return path
 
 
-def _add_kv(w: object, arch: str, kv: dict[str, int | bool | str | list[int]] | None) -> None:
+def _add_kv(w: object, arch: str, kv: Mapping[str, int | bool | str | list[int]] | None) -> None:
     for key, value in (kv or {}).items():
         name = key.format(arch=arch)
         if isinstance(value, bool):
