@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import openai
 from openai.types import CompletionUsage
@@ -12,9 +12,16 @@ from pydantic import BaseModel
 OPEN: list[openai.OpenAI] = []
 
 
-def client(served: object, key: str = "none") -> openai.OpenAI:
-    """A client of ``served`` (anything with ``base_url``) that never retries; closed by ``close_all``."""
-    api = openai.OpenAI(base_url=served.base_url, api_key=key, max_retries=0)  # type: ignore[attr-defined]
+class Served(Protocol):
+    """A server under test: where its API answers (``http://127.0.0.1:PORT/v1``)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+
+def client(served: Served, key: str = "none") -> openai.OpenAI:
+    """A client of ``served`` that never retries; closed by ``close_all``."""
+    api = openai.OpenAI(base_url=served.base_url, api_key=key, max_retries=0)
     OPEN.append(api)
     return api
 
