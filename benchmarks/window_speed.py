@@ -52,6 +52,7 @@ def main() -> int:
     from specchat.cli.bench import bench, load_prompts
     from specchat.core.chat.race_record import RaceRecord
     from specchat.core.chat.store import ConversationStore
+    from specchat.core.engine.registry import drafter_entry
     from specchat.core.models.demo import provision_demo_pair
     from specchat.core.settings import load_settings
     from specchat.core.types import Finished
@@ -88,7 +89,7 @@ def main() -> int:
     drafter = window.controls.drafter_kind
     prompts = load_prompts(args.prompts, args.limit)
     print(
-        f"demo pair in the window, {drafter} drafter, auto depth, {args.max_tokens} tokens, "
+        f"demo pair in the window, {drafter_entry(drafter).key} drafter, auto depth, {args.max_tokens} tokens, "
         f"background load: {args.load} busy process(es) on {os.cpu_count()} cores"
     )
     print(
