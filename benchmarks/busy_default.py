@@ -4,11 +4,16 @@ The demo pair with the window's reply settings; per background load (0, 1 and
 2 busy processes, ``background_load.py``) and per prompt, four replies take
 turns in a rotating order: Automatic (the composite), the draft model alone,
 lookup alone and plain decoding, each at auto depth, each drafter kept between
-replies as the window keeps it. A reply's rate is its tokens over its decode
-time. Per reply the script prints Automatic over the better of its two parts
-and over plain; per load the same over the summed replies. Goals (issue 36):
-per reply at least 0.95x the better part and 0.98x plain, overall at least the
-better part.
+replies as the window keeps it. Two rates per reply: *decode* (its tokens over
+its decode time, what the window shows as tok/s) and *end to end* (over the
+prompt's read and the decode: what the user waits for). They differ in one
+way that matters here: the draft model alone reads the prompt before the first
+token (prompt time, outside the decode rate), while Automatic reads it only
+once it drafts with the model (so the first token never waits), inside the
+decode time. Per reply the script prints Automatic over the better of its two
+parts and over plain, end to end; per load the same over the summed replies,
+both ways. Goals (issue 36): per reply at least 0.95x the better part and 0.98x
+plain, overall at least the better part.
 
     python benchmarks/busy_default.py [--prompts FILE] [--loads 0 1 2] [--max-tokens 96] [--limit 6] [--repeats 1]
 """
@@ -45,9 +50,12 @@ def main() -> int:
     runtime = setup.runtime
     prompts = load_prompts(args.prompts, args.limit) * args.repeats
     worst_part = worst_plain = float("inf")
-    print(f"{len(prompts)} prompts, {args.max_tokens} tokens; tok/s per reply; drafters take turns per prompt")
+    print(
+        f"{len(prompts)} prompts, {args.max_tokens} tokens; tok/s per reply, end to end (prompt read included); "
+        "drafters take turns per prompt"
+    )
     for load in args.loads:
-        totals = {name: [0, 0.0] for name, _ in DRAFTERS}
+        totals = {name: [0, 0.0, 0.0] for name, _ in DRAFTERS}  # tokens, decode seconds, end-to-end seconds
         print(f"\n## {load} busy process(es)\n")
         print("| prompt | auto | model | lookup | plain | auto/better part | auto/plain |")
         print("|---|---|---|---|---|---|---|")
@@ -63,9 +71,10 @@ def main() -> int:
                     for event in generate(runtime.target_side, drafter, prompt, setup.params, adaptive=adaptive):
                         if isinstance(event, Finished):
                             stats = event.stats
-                    rate[name] = stats.generated / stats.generate_seconds
+                    rate[name] = stats.generated / (stats.prompt_seconds + stats.generate_seconds)
                     totals[name][0] += stats.generated
                     totals[name][1] += stats.generate_seconds
+                    totals[name][2] += stats.prompt_seconds + stats.generate_seconds
                 part = max(rate["model"], rate["lookup"])
                 worst_part = min(worst_part, rate["auto"] / part)
                 worst_plain = min(worst_plain, rate["auto"] / rate["plain"])
@@ -74,13 +83,14 @@ def main() -> int:
                     f"{rate['plain']:.1f} | {rate['auto'] / part:.2f} | {rate['auto'] / rate['plain']:.2f} |",
                     flush=True,
                 )
-        overall = {name: tokens / seconds for name, (tokens, seconds) in totals.items()}
-        part = max(overall["model"], overall["lookup"])
-        auto = overall["auto"]
-        print(
-            f"| **overall** | {auto:.1f} | {overall['model']:.1f} | {overall['lookup']:.1f} | "
-            f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |"
-        )
+        for label, column in (("overall, end to end", 2), ("overall, decode only", 1)):
+            overall = {name: sums[0] / sums[column] for name, sums in totals.items()}
+            part = max(overall["model"], overall["lookup"])
+            auto = overall["auto"]
+            print(
+                f"| **{label}** | {auto:.1f} | {overall['model']:.1f} | {overall['lookup']:.1f} | "
+                f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |"
+            )
     print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
     runtime.close()
     return 0

@@ -85,6 +85,10 @@ ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         "a model draft's probability says nothing (its position's rate alone)",
         lambda: setattr(Confidence, "rate", lambda _self, _p, rate, _avg: rate),
     ),
+    "read-untimed": (
+        "a model never timed waits to read the prompt as a timed one would",
+        lambda: setattr(tuning, "READ_UNTIMED", False),
+    ),
     "positions": ("acceptance not kept apart by draft position", lambda: setattr(tuning, "POSITIONS", 1)),
     "stop-plan": (
         "the model drafts to the round's depth: no stop after a hesitant draft",
@@ -180,18 +184,32 @@ class TimedContext:
         return int(reused)
 
 
+class ModelledClock:
+    """The replay's clock: the modelled seconds so far, which the composite times its rounds by."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class ModelledDrafter(DraftModelDrafter):
     """The real draft model drafter, its timings replaced by the cost model's (the composite learns from them)."""
 
-    def __init__(self, context: TimedContext, costs: CostModel) -> None:
+    def __init__(self, context: TimedContext, costs: CostModel, clock: ModelledClock) -> None:
         super().__init__(context)  # type: ignore[arg-type]
-        self.timed, self.costs = context, costs
+        self.timed, self.costs, self.clock = context, costs, clock
         self.seconds = 0.0  # modelled seconds drafted since last asked
+
+    def _spend(self, seconds: float) -> None:
+        self.seconds += seconds
+        self.clock.now += seconds
 
     def prefill(self, tokens: Sequence[int]) -> None:
         super().prefill(tokens)
         read = self.costs.read * self.timed.last_read
-        self.seconds += read
+        self._spend(read)
         self.read = (self.timed.last_read, self.costs.seen(read))
 
     def draft(self, request: DraftRequest) -> Draft:
@@ -206,7 +224,7 @@ class ModelledDrafter(DraftModelDrafter):
                 draft.sync_seconds = seen
             if draft.catch_up_seconds is not None:
                 draft.catch_up_seconds = seen
-            self.seconds += sync + costs.step * (n - 1)
+            self._spend(sync + costs.step * (n - 1))
         return draft
 
     def take_seconds(self) -> float:
@@ -267,6 +285,7 @@ def replay(
         written += len(kept)
         verify = costs.verify_seconds(len(draft.tokens) + 1)
         seconds += draft_seconds + verify + costs.overhead
+        model.clock.now += verify + costs.overhead
         first = first or seconds
         if trace is not None:
             trace.append("".join(src.value[0].upper() for src in draft.sources) + f"/{n_acc}")
@@ -322,6 +341,11 @@ def main() -> int:
     parser.add_argument(
         "--ablate", nargs="*", default=[], choices=sorted(ABLATIONS), help="switch these parts of the composite off"
     )
+    parser.add_argument(
+        "--window",
+        action="store_true",
+        help="the window's reply settings (greedy with its repeat penalty) instead of plain greedy decoding",
+    )
     args = parser.parse_args()
     for part in args.ablate:
         print(f"ablated: {part} ({ABLATIONS[part][0]})")
@@ -332,6 +356,10 @@ def main() -> int:
     context = TimedContext(runtime.draft_context)
     eog = frozenset(runtime.target_side.eog)
     params = GenerationParams(max_tokens=args.max_tokens)
+    if args.window:
+        from window_defaults import window_setup_params
+
+        params = window_setup_params(args.max_tokens)
     recorded: list[tuple[str, list[str], list[int], list[int]]] = []  # id, groups, prompt, the target's reply
     for path in args.prompts:
         for pid, messages in load_prompts(path, None):
@@ -354,11 +382,12 @@ def main() -> int:
             noise=args.noise,
             rng=np.random.default_rng(seed),
         )
-        model = ModelledDrafter(context, costs)
+        clock = ModelledClock()
+        model = ModelledDrafter(context, costs, clock)
         drafters: dict[DrafterKind, Drafter] = {
             DrafterKind.NGRAM: NgramDrafter(),
             DrafterKind.DRAFT_MODEL: model,
-            DrafterKind.COMPOSITE: CompositeDrafter(model),
+            DrafterKind.COMPOSITE: CompositeDrafter(model, clock=clock),
         }
         adaptive = {kind: AdaptiveDepth() for kind in KINDS}
         for kind in KINDS:  # every controller starts from its plain passes measured, as after the app's warm-up

@@ -27,6 +27,12 @@ def window_setup(max_tokens: int, n_ctx: int = 2048, n_threads: int | None = Non
     """The demo pair's runtime and the window's defaults (greedy, repeat penalty 1.1, auto depth)."""
     pair = provision_demo_pair()
     runtime = Runtime.load(pair.target, pair.draft, n_ctx=n_ctx, n_threads=n_threads)
+    params = window_setup_params(max_tokens)
+    return WindowSetup(pair.target, runtime, Settings(), params.sampler, params)
+
+
+def window_setup_params(max_tokens: int) -> GenerationParams:
+    """The window's default reply settings (greedy, repeat penalty 1.1) for replies of ``max_tokens``."""
     s = Settings()
     sampler = SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, repeat_penalty=s.repeat_penalty)
-    return WindowSetup(pair.target, runtime, s, sampler, GenerationParams(sampler=sampler, max_tokens=max_tokens))
+    return GenerationParams(sampler=sampler, max_tokens=max_tokens)

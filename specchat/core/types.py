@@ -298,6 +298,8 @@ class GenerationStats(ReplyCounts):
 
     prompt_tokens: int = 0
     reused_prompt_tokens: int = 0
+    # Reading the prompt, by the target and by the drafter, wherever the drafter read it (Automatic reads it at
+    # its first draft with the model, after the first token); generate_seconds is the decoding alone.
     prompt_seconds: float = 0.0
     generate_seconds: float = 0.0
     # Plain decoding's rate predicted from this pair's measured verify cost for one

@@ -13,8 +13,8 @@ import sqlite3
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
-from PySide6.QtWidgets import QMainWindow, QSplitter, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QMainWindow, QMenu, QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
 from specchat.core.build import BuildInfo
 from specchat.core.chat.store import ConversationStore
@@ -26,6 +26,7 @@ from specchat.core.types import Drafted, DrafterKind, Event, Finished
 from .banner import ErrorBanner
 from .baselines import BaselineKeeper
 from .chat_controller import ChatController, ReplySettings
+from .conversation_ops import ConversationOps
 from .finder_pick import FinderPick
 from .lookup_memory import LookupMemoryKeeper
 from .menus import build_menus
@@ -34,6 +35,7 @@ from .presets import PresetKeeper
 from .race import RaceController
 from .reply_races import ReplyRaces
 from .server_panel import LocalServing
+from .shortcuts_dialog import ShortcutsDialog
 from .sidebar import ConversationSidebar
 from .status_progress import READING_PROMPT, StatusProgress
 from .welcome import WelcomeView
@@ -143,9 +145,9 @@ class MainWindow(QMainWindow):
             self, self.settings, self.splitter, self.sidebar, self.panel, self.chat_view, self.composer
         )
         self.serving = LocalServing(self, self.host, self.loader, self.settings)
-        self.menu_actions = build_menus(self, self, self.presets.save_current)
-        self.esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
-        self.esc.setContext(Qt.ShortcutContext.WindowShortcut)
+        self.ops = ConversationOps(self.store, self.chat, self.show_error, self)
+        self.sidebar.branch_menu_filler = self.ops.fill_branch_menu
+        self.menu_actions = build_menus(self, self, self.presets.save_current)  # Esc (Stop) among them
         self.lookup_memory = LookupMemoryKeeper(self.store.path, self)  # off the GUI thread
 
     def _connect(self) -> None:
@@ -173,7 +175,6 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(self.stop)
         page.send_button.clicked.connect(self.composer.send)
         page.stop_button.clicked.connect(self.stop)
-        self.esc.activated.connect(self.stop)
         page.regenerate_button.clicked.connect(self.regenerate)
         page.system_prompt_chip.clicked.connect(self.dialogs.system_prompt)
         self.chat_view.regenerate_requested.connect(self.regenerate)
@@ -201,6 +202,8 @@ class MainWindow(QMainWindow):
         self.sidebar.selected.connect(chat.open_conversation)
         self.sidebar.rename_requested.connect(chat.rename)
         self.sidebar.delete_requested.connect(self.dialogs.confirm_delete)
+        self.sidebar.pin_requested.connect(self.ops.set_pinned)
+        self.sidebar.duplicate_requested.connect(self.ops.duplicate)
 
     # -- state -------------------------------------------------------------------------
 
@@ -254,7 +257,12 @@ class MainWindow(QMainWindow):
             self.show_error(f"the conversations could not be listed: {exc}")
             return
         self.sidebar.set_conversations(conversations, self.chat.conversation_id)
-        title = next((c.title for c in conversations if c.id == self.chat.conversation_id), "")
+        shown = next((c for c in conversations if c.id == self.chat.conversation_id), None)
+        title = shown.title if shown is not None else ""
+        self.menu_actions.pin.setEnabled(shown is not None)
+        self.menu_actions.pin.setText(
+            "Unp&in this conversation" if shown and shown.pinned else "P&in this conversation"
+        )
         self.setWindowTitle(f"{title} — specchat" if title.strip() else "specchat")  # the open conversation's
 
     def new_conversation(self) -> None:
@@ -310,6 +318,67 @@ class MainWindow(QMainWindow):
         if self.chat.editing and not self.streaming:
             self.statusBar().clearMessage()
         self.chat.stop()
+
+    # -- keyboard and the Conversation menu -----------------------------------------------
+
+    def edit_last_message(self) -> None:
+        """Put the last message you sent back in the composer (as its Edit action does)."""
+        msgs = self.chat.transcript.messages
+        index = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), None)
+        if index is not None and not self.streaming:
+            self.edit_message(index)
+
+    def copy_last_reply(self) -> None:
+        """Put the last reply's text (its Markdown source) on the clipboard."""
+        msgs = self.chat.transcript.messages
+        index = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "assistant"), None)
+        if index is not None:
+            self.chat_view.copy_message(index)
+            self.statusBar().showMessage("Copied the last reply", 3000)
+
+    def focus_composer(self) -> None:
+        if self.stack.currentWidget() is self.page:
+            self.composer.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def search_conversations(self) -> None:
+        """Show the conversations (if hidden) and put the cursor in their search field."""
+        self.look.set_sidebar_visible(True)
+        self.sidebar.search_field.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.sidebar.search_field.selectAll()
+
+    def show_settings(self) -> None:
+        """Show the settings panel (if hidden) at its top, its first control under the keyboard."""
+        self.look.set_panel_visible(True)
+        self.panel.verticalScrollBar().setValue(0)
+        first = next(
+            (
+                w
+                for w in self.panel.findChildren(QWidget)
+                if w.isEnabled() and w.isVisibleTo(self.panel) and w.focusPolicy() & Qt.FocusPolicy.TabFocus
+            ),
+            None,
+        )
+        if first is not None:
+            first.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def toggle_pin(self) -> None:
+        cid = self.chat.conversation_id
+        if cid is not None:
+            self.ops.set_pinned(cid, not self.ops.is_pinned(cid))
+
+    def duplicate_conversation(self) -> None:
+        if self.chat.conversation_id is not None:
+            self.ops.duplicate(self.chat.conversation_id)
+
+    def fill_branch_menu(self, menu: QMenu) -> None:
+        self.ops.fill_branch_menu(menu, self.chat.conversation_id)
+
+    def keyboard_shortcuts(self) -> ShortcutsDialog:
+        """Help → Keyboard shortcuts (Ctrl+/, F1): every menu action's keys."""
+        dialog = ShortcutsDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     def _reply_settings(self) -> ReplySettings:
         return ReplySettings(self.controls.generation_params(), self.controls.drafter_kind)
@@ -385,6 +454,8 @@ class MainWindow(QMainWindow):
         self.composer.setEnabled(not loading and (loaded or self.loader.can_load_last_pair()))
         page.send_button.setEnabled(ready or lazy)
         page.regenerate_button.setEnabled(ready and self.chat.can_regenerate())
+        a.regenerate.setEnabled(page.regenerate_button.isEnabled())
+        a.duplicate.setEnabled(self.chat.conversation_id is not None and not self.chat.streaming_here)
         page.stop_button.setEnabled(self.chat.streaming_here)
         self.stats.measure_button.setEnabled(ready and not self.baselines.measuring)
         a.reload.setEnabled(self.loader.last_load is not None and not loading and not self.streaming)

@@ -30,6 +30,15 @@ EXPLANATION = (
 )
 
 
+def failure_summary(failed: int, total: int) -> str:
+    """ "The server failed", "Both servers failed", "All 3 servers failed", "2 of 3 servers failed"."""
+    if total == 1:
+        return "The server failed"
+    if failed == total:
+        return "Both servers failed" if total == 2 else f"All {total} servers failed"
+    return f"{failed} of {total} servers failed"
+
+
 class _Relay(QObject):
     """Carries a probe's result from its thread to the dialog's."""
 
@@ -166,7 +175,7 @@ class RemoteDevicesDialog(QDialog):
         failed = sum(1 for r in reports if r.error)
         total = sum(d.free_bytes for r in reports for d in r.devices)
         self.status.setText(
-            f"{failed} of {len(reports)} servers failed"
+            failure_summary(failed, len(reports))
             if failed
             else f"{len(reports)} server{'s' if len(reports) != 1 else ''} answered: "
             f"{total / (1 << 30):.1f} GiB free in all for the target's layers"

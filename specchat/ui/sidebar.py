@@ -1,32 +1,47 @@
-"""The conversations list: new, rename, delete, search."""
+"""The conversations list: grouped by day under section headers (Pinned first), each with its date;
+new, rename, pin, duplicate, branch, delete, search."""
 
 from __future__ import annotations
 
+import datetime as dt
 import html
+import time
+from collections import Counter
+from collections.abc import Callable
 from typing import Protocol
 
-from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QKeyEvent, QPainter, QPalette, QTextDocument
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QFontMetrics, QHelpEvent, QKeyEvent, QPainter, QPalette, QTextDocument
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QHBoxLayout,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMenu,
     QPushButton,
     QSizePolicy,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QToolButton,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
 
+from specchat.core.chat.dates import PINNED, day_group, full_when, short_when
 from specchat.core.chat.store import ConversationInfo
 
 HIT = ("\ue000", "\ue001")  # around each matched word in a snippet (private-use characters: never typed)
 SNIPPET_ROLE = Qt.ItemDataRole.UserRole + 1  # the search snippet shown under the title, as HTML
 SNIPPET_INDENT = 8  # pixels the snippet is set in under its title
+WHEN_ROLE = Qt.ItemDataRole.UserRole + 2  # "14:32", "Yesterday", "Mon", "3 Nov": right of the title
+HEADER_ROLE = Qt.ItemDataRole.UserRole + 3  # the day group's name, drawn above its first shown conversation
+GROUP_ROLE = Qt.ItemDataRole.UserRole + 4  # the day group the conversation is in
+DATES_ROLE = Qt.ItemDataRole.UserRole + 5  # its last change and its start in full (the date's tooltip)
+PINNED_ROLE = Qt.ItemDataRole.UserRole + 6
+PAD = 6  # pixels left and right of a row's text
 
 
 class Searcher(Protocol):
@@ -41,8 +56,31 @@ def snippet_html(snippet: str) -> str:
     return marked.replace(HIT[1], "</b>")
 
 
-class SnippetDelegate(QStyledItemDelegate):
-    """Draws a conversation's title and, while searching, the matched text under it with the words marked."""
+def elide_words(text: str, metrics: QFontMetrics, width: int) -> str:
+    """``text`` if it fits in ``width`` pixels, else its first words that fit and "…" (a word longer than the
+    whole width is cut inside it, as nothing else fits)."""
+    if metrics.horizontalAdvance(text) <= width:
+        return text
+    words = text.removesuffix("\u2026").split(" ")
+    while len(words) > 1:
+        words.pop()
+        head = " ".join(words).rstrip(" ,;:.-")
+        if metrics.horizontalAdvance(head + "\u2026") <= width:
+            return head + "\u2026"
+    return metrics.elidedText(text, Qt.TextElideMode.ElideRight, width)
+
+
+def header_font(font: QFont) -> QFont:
+    """The day groups' headers: the list's font, smaller and bold."""
+    small = QFont(font)
+    small.setPointSizeF(max(6.0, font.pointSizeF() * 0.85))
+    small.setBold(True)
+    return small
+
+
+class ConversationDelegate(QStyledItemDelegate):
+    """Draws a conversation's row: its day group's header above the first of the group, the title (cut at a
+    word) with its date on the right, and while searching the matched text under it with the words marked."""
 
     def __init__(self, view: QListWidget) -> None:
         super().__init__(view)
@@ -59,26 +97,60 @@ class SnippetDelegate(QStyledItemDelegate):
         doc.setHtml(f"<span style='color: {color}'>{index.data(SNIPPET_ROLE)}</span>")
         return doc
 
+    @staticmethod
+    def header_height(option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> int:
+        return QFontMetrics(header_font(option.font)).height() + 10 if index.data(HEADER_ROLE) else 0
+
+    @staticmethod
+    def line_height(option: QStyleOptionViewItem) -> int:
+        return option.fontMetrics.height() + 8
+
+    def row_rect(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QRect:
+        """The part of the item's rectangle that is the conversation (below its group's header, if any)."""
+        return option.rect.adjusted(0, self.header_height(option, index), 0, 0)
+
     def paint(
         self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
     ) -> None:
-        if not index.data(SNIPPET_ROLE):
-            super().paint(painter, option, index)
-            return
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
-        title_height = opt.fontMetrics.height() + 4
-        style = opt.widget.style() if opt.widget is not None else None
-        if style is not None:  # the item's background (selected or not) over the whole row, then the title
-            text, opt.text = opt.text, ""
-            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
-            opt.text = text
-        opt.rect.setHeight(title_height)
-        opt.backgroundBrush = QBrush(Qt.BrushStyle.NoBrush)
-        super().paint(painter, opt, index)
+        header = index.data(HEADER_ROLE)
         painter.save()
-        painter.translate(option.rect.left() + SNIPPET_INDENT, option.rect.top() + title_height)
-        self._document(option, index).drawContents(painter)
+        if header:
+            font = header_font(option.font)
+            painter.setFont(font)
+            painter.setPen(option.palette.color(QPalette.ColorRole.PlaceholderText))
+            band = QRect(
+                option.rect.left() + PAD,
+                option.rect.top() + 4,
+                option.rect.width() - 2 * PAD,
+                QFontMetrics(font).height() + 4,
+            )
+            painter.drawText(band, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, str(header))
+        opt.rect = self.row_rect(option, index)
+        title, opt.text = opt.text, ""
+        style = opt.widget.style() if opt.widget is not None else None
+        if style is not None:  # the row's background (selected or not), without text
+            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        metrics = option.fontMetrics
+        line = QRect(opt.rect.left() + PAD, opt.rect.top(), opt.rect.width() - 2 * PAD, self.line_height(option))
+        when = str(index.data(WHEN_ROLE) or "")
+        when_width = metrics.horizontalAdvance(when) + PAD if when else 0
+        painter.setFont(option.font)
+        muted = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.PlaceholderText
+        painter.setPen(option.palette.color(muted))
+        painter.drawText(line, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, when)
+        painter.setPen(
+            option.palette.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text)
+        )
+        shown = elide_words(title, metrics, max(10, line.width() - when_width))
+        painter.drawText(
+            line.adjusted(0, 0, -when_width, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, shown
+        )
+        if index.data(SNIPPET_ROLE):
+            painter.translate(opt.rect.left() + SNIPPET_INDENT, line.bottom() + 1)
+            self._document(option, index).drawContents(painter)
         painter.restore()
 
     def sizeHint(  # noqa: N802 - a Qt override
@@ -87,10 +159,31 @@ class SnippetDelegate(QStyledItemDelegate):
         index: QModelIndex | QPersistentModelIndex,
     ) -> QSize:
         size = super().sizeHint(option, index)
+        height = self.header_height(option, index) + self.line_height(option)
         if index.data(SNIPPET_ROLE):
-            snippet = int(self._document(option, index).size().height())
-            size.setHeight(option.fontMetrics.height() + 4 + snippet + 4)
+            height += int(self._document(option, index).size().height()) + 4
+        size.setHeight(height)
         return size
+
+    def updateEditorGeometry(  # noqa: N802 - a Qt override
+        self, editor: QWidget, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        """Renaming edits the title's line, not the header above it."""
+        row = self.row_rect(option, index)
+        editor.setGeometry(row.left(), row.top(), row.width(), self.line_height(option))
+
+    def helpEvent(  # noqa: N802 - a Qt override
+        self,
+        event: QHelpEvent,
+        view: QAbstractItemView,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> bool:
+        """Out of a search, a row's tooltip is its whole title and its dates in full."""
+        if event.type() == QEvent.Type.ToolTip and index.isValid() and not index.data(Qt.ItemDataRole.ToolTipRole):
+            QToolTip.showText(event.globalPos(), f"{index.data()}\n{index.data(DATES_ROLE)}", view)
+            return True
+        return super().helpEvent(event, view, option, index)
 
 
 class SearchField(QLineEdit):
@@ -115,12 +208,14 @@ class SearchField(QLineEdit):
 
 
 class ConversationSidebar(QWidget):
-    """Lists conversations; emits ids. Renaming edits the item in place."""
+    """Lists conversations under day groups; emits ids. Renaming edits the item in place."""
 
     selected = Signal(int)
     new_requested = Signal()
     rename_requested = Signal(int, str)
     delete_requested = Signal(int)
+    pin_requested = Signal(int, bool)  # the conversation, and True to pin it, False to unpin it
+    duplicate_requested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -130,8 +225,12 @@ class ConversationSidebar(QWidget):
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setEditTriggers(QListWidget.EditTrigger.EditKeyPressed | QListWidget.EditTrigger.DoubleClicked)
-        self.list.setItemDelegate(SnippetDelegate(self.list))
+        self.list.setItemDelegate(ConversationDelegate(self.list))
         self.list.setWordWrap(True)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._show_context_menu)
+        # Set by the window: fills a "Branch into a new conversation from" menu with a conversation's messages.
+        self.branch_menu_filler: Callable[[QMenu, int], None] | None = None
         self.new_button = QPushButton("New conversation")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
         self.search_field = SearchField()
@@ -159,19 +258,59 @@ class ConversationSidebar(QWidget):
         self.list.itemChanged.connect(self._item_changed)
         self.search_field.textChanged.connect(self._filter)
         self._filling = False
+        self._listed: list[ConversationInfo] = []
+        self._listed_day = dt.date.today()
+        self._day_timer = QTimer(self)  # "Today" becomes "Yesterday" at midnight without waiting for a message
+        self._day_timer.setInterval(60_000)
+        self._day_timer.timeout.connect(self.refresh_dates)
+        self._day_timer.start()
 
-    def set_conversations(self, conversations: list[ConversationInfo], current: int | None) -> None:
+    def refresh_dates(self, now: float | None = None) -> bool:
+        """Show the list again when the day has changed since it was filled (not while a title is edited);
+        True when it was."""
+        now = time.time() if now is None else now
+        editing = self.list.state() == QAbstractItemView.State.EditingState
+        if dt.date.fromtimestamp(now) == self._listed_day or editing:
+            return False
+        self.set_conversations(self._listed, self.current_id(), now)
+        return True
+
+    def set_conversations(
+        self, conversations: list[ConversationInfo], current: int | None, now: float | None = None
+    ) -> None:
+        """Show ``conversations`` (pinned first, then newest first, as the store lists them) under their groups;
+        a title shared by several gets its time too, so they can be told apart."""
+        now = time.time() if now is None else now
+        self._listed, self._listed_day = list(conversations), dt.date.fromtimestamp(now)
+        shared = {title for title, n in Counter(c.title.strip() for c in conversations).items() if n > 1}
         self._filling = True
         self.list.clear()
         for info in conversations:
             item = QListWidgetItem(info.title)
             item.setData(Qt.ItemDataRole.UserRole, info.id)
+            item.setData(WHEN_ROLE, short_when(info.updated, now, with_time=info.title.strip() in shared))
+            item.setData(GROUP_ROLE, PINNED if info.pinned else day_group(info.updated, now))
+            item.setData(PINNED_ROLE, info.pinned)
+            item.setData(DATES_ROLE, f"Last message {full_when(info.updated)}; started {full_when(info.created)}")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
             if info.id == current:
                 self.list.setCurrentItem(item)
         self._filling = False
         self._filter()
+
+    def headers(self) -> list[tuple[str, list[str]]]:
+        """The groups as shown: each header with the titles under it (for tests and screen readers alike)."""
+        out: list[tuple[str, list[str]]] = []
+        for row in range(self.list.count()):
+            item = self.list.item(row)
+            if item.isHidden():
+                continue
+            if item.data(HEADER_ROLE):
+                out.append((str(item.data(HEADER_ROLE)), []))
+            if out:
+                out[-1][1].append(item.text())
+        return out
 
     def _filter(self) -> None:
         """Show only the conversations the search text finds (titles and text), each with its snippet under
@@ -189,8 +328,16 @@ class ConversationSidebar(QWidget):
                 item.setHidden(found is not None and cid not in found)
                 item.setToolTip(snippet.replace(HIT[0], "").replace(HIT[1], ""))
                 item.setData(SNIPPET_ROLE, snippet_html(snippet) if snippet else None)
+            group = None
+            for row in range(self.list.count()):  # each group's header goes above its first shown conversation
+                item = self.list.item(row)
+                first = not item.isHidden() and item.data(GROUP_ROLE) != group
+                item.setData(HEADER_ROLE, item.data(GROUP_ROLE) if first else None)
+                if not item.isHidden():
+                    group = item.data(GROUP_ROLE)
         finally:
             self._filling = filling
+        self.list.doItemsLayout()  # the rows' heights changed with their headers and snippets
 
     def current_id(self) -> int | None:
         item = self.list.currentItem()
@@ -213,3 +360,28 @@ class ConversationSidebar(QWidget):
         cid = self.current_id()
         if cid is not None:
             self.delete_requested.emit(cid)
+
+    def context_menu(self, item: QListWidgetItem) -> QMenu:
+        """Rename, Pin or Unpin, Duplicate, Branch into a new conversation from a message, Delete."""
+        cid = int(item.data(Qt.ItemDataRole.UserRole))
+        menu = QMenu(self)
+        menu.addAction("Rename", lambda: self.list.editItem(item))
+        pinned = bool(item.data(PINNED_ROLE))
+        pin = menu.addAction("Unpin" if pinned else "Pin to the top", lambda: self.pin_requested.emit(cid, not pinned))
+        pin.setObjectName("pin")
+        menu.addAction("Duplicate", lambda: self.duplicate_requested.emit(cid)).setObjectName("duplicate")
+        filler = self.branch_menu_filler
+        if filler is not None:
+            branch = menu.addMenu("Branch into a new conversation from")
+            branch.menuAction().setObjectName("branch")
+            branch.aboutToShow.connect(lambda: filler(branch, cid))
+        menu.addSeparator()
+        menu.addAction("Delete…", lambda: self.delete_requested.emit(cid))
+        return menu
+
+    def _show_context_menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is not None:
+            menu = self.context_menu(item)
+            menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            menu.popup(self.list.viewport().mapToGlobal(pos))

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QStatusBar
 from specchat import __version__
 from specchat.core.build import BuildInfo
 from specchat.core.chat.store import ConversationStore
+from specchat.core.chat.titles import export_filename
 from specchat.core.models.fit import machine_memory
 from specchat.core.settings import Settings, save_servers, saved_free
 from specchat.core.types import SpecchatError
@@ -192,10 +193,9 @@ class WindowDialogs(QObject):
         try:
             if path is None:
                 title = self.store.conversation(cid).title
-                suggested = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "conversation"
                 pattern = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
                 path, _ = QFileDialog.getSaveFileName(
-                    self.window, "Export conversation", f"{suggested}.{kind}", pattern
+                    self.window, "Export conversation", export_filename(title, kind), pattern
                 )
                 if not path:
                     return

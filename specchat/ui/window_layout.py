@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -75,7 +75,7 @@ class ChatPage(QWidget):
         self.stop_button.setToolTip("Stop the reply (Esc)")
         self.stop_button.setEnabled(False)
         self.regenerate_button = QPushButton("Regenerate")
-        self.regenerate_button.setToolTip("Generate the last reply again")
+        self.regenerate_button.setToolTip("Generate the last reply again (Ctrl+R)")
         self.system_prompt_chip = SystemPromptChip()
 
         layout = QVBoxLayout(self)
@@ -117,7 +117,23 @@ class SettingsPanel(QScrollArea):
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setMinimumWidth(inner.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width())
+        self.fit_width()
+        inner.installEventFilter(self)
+
+    def fit_width(self) -> None:
+        """At least as wide as the contents need beside the scroll bar: with a narrower panel they would sit under
+        the bar (the figures and the preset bar grow after a reply, a theme changes the style's metrics)."""
+        inner = self.widget()
+        if inner is None:
+            return
+        need = inner.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width() + 2 * self.frameWidth()
+        if need != self.minimumWidth():
+            self.setMinimumWidth(need)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - a Qt override
+        if watched is self.widget() and event.type() in (QEvent.Type.LayoutRequest, QEvent.Type.StyleChange):
+            self.fit_width()
+        return super().eventFilter(watched, event)
 
     def show_pair(self, target: str, draft: str) -> None:
         self.model_label.setText(f"<b>Target</b> {target}<br><b>Draft</b> {draft}")

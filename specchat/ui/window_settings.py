@@ -38,7 +38,7 @@ class WindowLook(QObject):
         self.window, self.settings, self.splitter = window, settings, splitter
         self.sidebar, self.panel, self.chat_view, self.composer = sidebar, panel, chat_view, composer
         self.sidebar_action = self._toggle(
-            "&Conversations", "Ctrl+Shift+C", settings.sidebar_visible, self.set_sidebar_visible
+            "&Conversations", "Ctrl+Shift+S", settings.sidebar_visible, self.set_sidebar_visible
         )
         self.panel_action = self._toggle(
             "&Settings panel", "Ctrl+Shift+P", settings.panel_visible, self.set_panel_visible

@@ -28,7 +28,7 @@ from specchat.core.engine.composite import (
 )
 from specchat.core.engine.costs import MAX_VERIFY_SLOPE, CostView, unmeasured_verify_costs
 from specchat.core.engine.depth import AdaptiveDepth, expected_tokens, logit, sigmoid
-from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest
+from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest, draft_model
 from specchat.core.engine.lookup import find_match
 from specchat.core.engine.realised import RealisedCosts
 from specchat.core.types import DraftSource, SamplerParams
@@ -400,8 +400,10 @@ def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> 
     assert priced.sat_out(4, 3.0) == pytest.approx(free.sat_out(4, 3.0) + 3 * 0.005)
 
 
-def test_the_composite_learns_the_draft_model_s_catch_up_per_token() -> None:
-    drafter = CompositeDrafter(DraftModelDrafter(LaggingContext(lag=12, sync_pause=0.03)))
+def test_the_composite_learns_the_draft_model_s_catch_up_per_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()  # the sync's pause is counted, not slept: a busy machine cannot stretch it
+    monkeypatch.setattr(f"{draft_model.__name__}.time.perf_counter", clock)
+    drafter = CompositeDrafter(DraftModelDrafter(LaggingContext(lag=12, sync_pause=0.03, clock=clock)))
     drafter.timings.fixed = 0.1  # in units of a one-token verify pass (below: 0.05 s)
     out = Draft()
     drafter._draft_model(
@@ -414,21 +416,35 @@ def test_the_composite_learns_the_draft_model_s_catch_up_per_token() -> None:
     assert priced.catch_up_token == pytest.approx(drafter.timings.catch_up * priced.verify[1])
 
 
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class LaggingContext:
-    """A dense draft context that is ``lag`` tokens behind at every sync, which takes ``sync_pause`` seconds."""
+    """A dense draft context that is ``lag`` tokens behind at every sync, which takes ``sync_pause`` seconds
+    (slept, or added to ``clock``)."""
 
     n_ctx = 256
     restored = False
 
-    def __init__(self, lag: int, sync_pause: float) -> None:
-        self.lag, self.sync_pause = lag, sync_pause
+    def __init__(self, lag: int, sync_pause: float, clock: FakeClock | None = None) -> None:
+        self.lag, self.sync_pause, self.clock = lag, sync_pause, clock
         self.tokens: list[int] = []
 
     def extend_to(self, tokens: Sequence[int]) -> int:
         return 0
 
     def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
-        time.sleep(self.sync_pause)
+        if self.clock is not None:
+            self.clock.now += self.sync_pause
+        else:
+            time.sleep(self.sync_pause)
         return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - self.lag
 
     def decode(self, tokens: Sequence[int]) -> np.ndarray:
@@ -680,3 +696,22 @@ def test_where_prompts_come_back_a_read_counts_for_the_next_reply_too() -> None:
             ).sources
             tokens.append(1000 + i)
         assert (MODEL in sources) is reads and (context.reads == [prompt[:-1]]) is reads
+
+
+def test_a_model_never_timed_reads_the_prompt_after_the_first_round_to_find_out() -> None:
+    """What the model would save is a guess until it has drafted here: one never timed reads a 400-token prompt in
+    the reply's second round where a timed one with the same table waits out a 24-token reply (the test above)."""
+    for timed in (True, False):
+        context, drafter = reading_composite(4096)
+        if not timed:
+            drafter.timings = ModelTimings()
+        prompt = list(range(10, 410))  # nothing to look up; twenty target passes to read
+        rng = np.random.default_rng(0)
+        drafter.prefill(prompt[:-1])
+        tokens, firsts = list(prompt), []
+        for i in range(4):
+            draft = drafter.draft(DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), remaining=24 - i))
+            firsts.append(draft.sources[:1])
+            tokens.append(1000 + i)
+        assert firsts[0] == []  # the first token never waits for the read
+        assert (firsts[1] == [MODEL]) is (not timed) and (context.reads == [prompt[:-1]]) is (not timed)

@@ -7,19 +7,41 @@ is cheap. The rounds' own timings must win.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
+import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import READ_RETRY_REPLIES, RETRY_EVERY, CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth
-from specchat.core.engine.drafters import DraftModelDrafter, DraftRequest
+from specchat.core.engine.drafters import DraftModelDrafter, DraftRequest, base, draft_model
 from specchat.core.engine.realised import FACTOR_RANGE, MIN_ROUNDS, RECENT_ROUNDS, RealisedCosts
 from specchat.core.types import DraftSource, SamplerParams
 
 VOCAB = 50
+
+
+class Clock:
+    """Seconds that pass only when a part of the test says they do: a busy machine cannot stretch them."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def pass_(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    """One clock for the composite, the draft model drafter's own timings and the test's target."""
+    fake = Clock()
+    monkeypatch.setattr(f"{draft_model.__name__}.time.perf_counter", fake)
+    monkeypatch.setattr(f"{base.__name__}.time.perf_counter", fake)
+    yield fake
 
 
 class TruthContext:
@@ -28,8 +50,8 @@ class TruthContext:
     n_ctx = 4096
     restored = False
 
-    def __init__(self, truth: list[int], pause: float = 0.0) -> None:
-        self.truth, self.pause = truth, pause
+    def __init__(self, truth: list[int], clock: Clock, pause: float = 0.0) -> None:
+        self.truth, self.clock, self.pause = truth, clock, pause
         self.tokens: list[int] = []
         self.reads = 0
 
@@ -40,17 +62,17 @@ class TruthContext:
 
     def extend_to(self, tokens: Sequence[int]) -> int:
         self.reads += 1
-        time.sleep(self.pause)
+        self.clock.pass_(self.pause)
         self.tokens = list(tokens)
         return 0
 
     def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
-        time.sleep(self.pause)
+        self.clock.pass_(self.pause)
         self.tokens = list(tokens)
         return self._logits(), len(tokens) - 1
 
     def decode(self, tokens: Sequence[int]) -> np.ndarray:
-        time.sleep(self.pause)
+        self.clock.pass_(self.pause)
         self.tokens.extend(tokens)
         return self._logits()[None, :]
 
@@ -60,6 +82,7 @@ class TruthContext:
 
 def run(
     drafter: CompositeDrafter,
+    clock: Clock,
     truth: list[int],
     prompt: int,
     rounds: int,
@@ -84,10 +107,9 @@ def run(
             DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs, remaining=1000)
         )
         if draft.tokens:
-            time.sleep(front_end)
-        started = time.perf_counter()
-        time.sleep(target_pass + per_token * len(draft.tokens))
-        verify = time.perf_counter() - started
+            clock.pass_(front_end)
+        verify = target_pass + per_token * len(draft.tokens)
+        clock.pass_(verify)
         kept = 0
         while kept < len(draft.tokens) and draft.tokens[kept] == truth[len(tokens) + kept]:
             kept += 1
@@ -114,12 +136,14 @@ def test_factors_count_only_recent_rounds_need_a_few_and_are_bounded() -> None:
     assert MIN_ROUNDS == 2
 
 
-def test_drafting_that_costs_more_than_the_model_of_costs_sees_gives_way_to_plain_rounds_and_is_retried() -> None:
+def test_drafting_that_costs_more_than_the_model_of_costs_sees_gives_way_to_plain_rounds_and_is_retried(
+    clock: Clock,
+) -> None:
     """Every draft right and the model quick, but each drafted round holds the front end 80 ms (a busy window
     drawing the drafts): nine tokens in about 85 ms where a plain round commits one in 2 ms."""
     truth = [int(t) for t in np.random.default_rng(1).integers(0, VOCAB, 4000)]
-    drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, pause=0.0002)))
-    arms = run(drafter, truth, prompt=40, rounds=100, front_end=0.08)
+    drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, clock, pause=0.0002)), clock=clock)
+    arms = run(drafter, clock, truth, prompt=40, rounds=100, front_end=0.08)
     assert "model" in arms[:3]  # the model of costs' choice while nothing else was timed
     factor = drafter.realised.factor("model", drafter._round)
     assert factor is not None and factor > 4  # its rounds took far longer than predicted
@@ -129,25 +153,27 @@ def test_drafting_that_costs_more_than_the_model_of_costs_sees_gives_way_to_plai
     assert gaps and max(gaps) <= RETRY_EVERY + 1  # the model is still tried within the bound
 
 
-def test_without_hidden_costs_the_factors_stay_near_one_and_the_model_keeps_drafting() -> None:
+def test_without_hidden_costs_the_factors_stay_near_one_and_the_model_keeps_drafting(clock: Clock) -> None:
     truth = [int(t) for t in np.random.default_rng(3).integers(0, VOCAB, 4000)]
-    drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, pause=0.0002)))
-    arms = run(drafter, truth, prompt=40, rounds=60)
+    drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, clock, pause=0.0002)), clock=clock)
+    arms = run(drafter, clock, truth, prompt=40, rounds=60)
     assert arms[-30:].count("model") >= 24, arms
     factor = drafter.realised.factor("model", drafter._round)
     assert factor is not None and factor < 2
 
 
-def test_a_model_kept_out_by_a_read_priced_as_prohibitive_is_tried_and_kept_when_it_realises_more() -> None:
+def test_a_model_kept_out_by_a_read_priced_as_prohibitive_is_tried_and_kept_when_it_realises_more(
+    clock: Clock,
+) -> None:
     """Issue 36's busy machine: the model's prompt read was priced so dear that reply after reply went without it,
     while the lookups drafted instead kept missing."""
     rng = np.random.default_rng(2)
     truth = [int(t) for t in rng.integers(0, VOCAB, 4000)]
-    context = TruthContext(truth, pause=0.0005)
-    drafter = CompositeDrafter(DraftModelDrafter(context))
+    context = TruthContext(truth, clock, pause=0.0005)
+    drafter = CompositeDrafter(DraftModelDrafter(context), clock=clock)
     drafter.timings.fixed = drafter.timings.step = 0.3
     drafter.timings.read_token = 1e6  # a token's read believed to cost a million passes
-    replies = [run(drafter, truth, prompt=400 + 100 * i, rounds=40) for i in range(READ_RETRY_REPLIES + 1)]
+    replies = [run(drafter, clock, truth, prompt=400 + 100 * i, rounds=40) for i in range(READ_RETRY_REPLIES + 1)]
     for arms in replies[:READ_RETRY_REPLIES]:
         assert "model" not in arms  # a read is a reply's one-off cost: not forced in every reply
     arms = replies[-1]

@@ -9,6 +9,7 @@ plain greedy decoding fails, a float tie is allowed (tests/support/identity.py).
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +18,11 @@ import numpy as np
 import pytest
 
 from specchat.core.engine.composite import CompositeDrafter
-from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.depth import AdaptiveDepth, DepthControl
+from specchat.core.engine.drafters import DraftModelDrafter
 from specchat.core.engine.registry import drafter_entry, make_drafter
 from specchat.core.engine.sampling import distribution
+from specchat.core.engine.speculative import generate
 from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
@@ -136,6 +139,37 @@ def test_the_composite_mixes_lookup_and_model_rounds_on_repeated_text(runtime: R
     rounds = [e for e in events if isinstance(e, Verified) and e.sources]
     assert rounds
     assert any(DraftSource.LOOKUP in e.sources for e in rounds) or any(DraftSource.MODEL in e.sources for e in rounds)
+
+
+class SlowReader:
+    """A draft context whose prompt reads take ``pause`` seconds more."""
+
+    def __init__(self, context: object, pause: float) -> None:
+        self._context, self.pause = context, pause
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._context, name)
+
+    def extend_to(self, tokens: list[int]) -> int:
+        time.sleep(self.pause)
+        return int(self._context.extend_to(tokens))  # type: ignore[attr-defined]
+
+
+def test_the_model_s_late_read_of_the_prompt_counts_as_prompt_time_not_decoding(runtime: Runtime) -> None:
+    """Automatic reads the prompt with the model at its first model draft, after the first token; those seconds
+    are the prompt's, as they are for the draft model alone, which reads it before: the decode rate is decoding's."""
+    runtime.forget_contexts()
+    model = DraftModelDrafter(SlowReader(runtime.draft_context, 1.5))  # type: ignore[arg-type]
+    drafter = CompositeDrafter(model)
+    prompt = runtime.prompt([{"role": "user", "content": "Count from one to twenty in words."}]).tokens
+    started = time.perf_counter()
+    events = list(generate(runtime.target_side, drafter, prompt, GREEDY, adaptive=AdaptiveDepth()))
+    wall = time.perf_counter() - started
+    stats = finished(events).stats
+    assert model.read[0] > 0 and model.read[1] >= 1.5  # the model read the prompt during the reply
+    assert any(isinstance(e, Drafted) and DraftSource.MODEL in e.sources for e in events)
+    assert stats.prompt_seconds >= 1.5
+    assert stats.generate_seconds <= wall - 1.5
 
 
 def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(runtime: Runtime) -> None:

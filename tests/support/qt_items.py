@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QTableWidget, QTableWidgetItem, QTreeWidget, QTreeWidgetItem
+from PySide6.QtGui import QAction, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import QComboBox, QMenu, QTableWidget, QTableWidgetItem, QTreeWidget, QTreeWidgetItem
 
 
 def tree_row(tree: QTreeWidget, index: int) -> QTreeWidgetItem:
@@ -27,3 +27,10 @@ def combo_row(combo: QComboBox, row: int) -> QStandardItem:
     item = model.item(row)
     assert item is not None, row
     return item
+
+
+def menu_of(action: QAction) -> QMenu:
+    """The menu ``action`` opens, which it must have (PySide6 types ``QAction.menu()`` as a QObject)."""
+    menu = action.menu()
+    assert isinstance(menu, QMenu), action.text()
+    return menu

@@ -456,7 +456,7 @@ def test_about_box_shows_the_build(qtbot, settings, store) -> None:
     help_menu = [a for a in window.menuBar().actions() if a.text() == "&Help"][0]
     menu = help_menu.menu()
     assert isinstance(menu, QMenu)
-    assert [a.text() for a in menu.actions()] == ["&About specchat"]
+    assert [a.text() for a in menu.actions()] == ["&Keyboard shortcuts", "&About specchat"]
 
 
 def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings, store) -> None:

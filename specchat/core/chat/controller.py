@@ -19,6 +19,7 @@ from typing import Protocol
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.store import ConversationStore, ReplyWriter, StoredMessage
+from specchat.core.chat.titles import title_for
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, Transcript
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.registry import Part, default_drafter, resolve
@@ -268,7 +269,7 @@ class ChatLogic:
         if not text or self.streaming:
             return False
         edit_index, self._edit_index = self._edit_index, None
-        title = text.splitlines()[0][:TITLE_CHARS]
+        title = title_for(text, TITLE_CHARS)
         try:
             if self.conversation_id is None:
                 self.conversation_id = self.store.create_conversation(title, self.default_system_prompt)

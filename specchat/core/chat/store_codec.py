@@ -41,6 +41,7 @@ class ConversationInfo:
     created: float
     updated: float
     system_prompt: str = ""
+    pinned: bool = False  # listed at the top, under "Pinned"
 
 
 def _detail_json(span: TokenSpan) -> str | None:

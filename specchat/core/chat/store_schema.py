@@ -11,10 +11,13 @@ import sqlite3
 
 from specchat.core.types import SpecchatError
 
-SCHEMA_VERSION = 5  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
+from .titles import title_for
+
+SCHEMA_VERSION = 6  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
 #                      and has its own system prompt; 3: spans carry the token X-ray's detail;
 #                      4: an FTS5 index of titles and message text (search); 5: a conversation keeps
-#                      its sampler preset (conversations.sampler, JSON)
+#                      its sampler preset (conversations.sampler, JSON); 6: a conversation can be
+#                      pinned to the top of the list (conversations.pinned)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -25,7 +28,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     updated REAL NOT NULL,
     leaf_id INTEGER,
     system_prompt TEXT NOT NULL DEFAULT '',
-    sampler TEXT  -- SamplerPreset.as_dict() as JSON; NULL: none kept (the controls stay as they are)
+    sampler TEXT,  -- SamplerPreset.as_dict() as JSON; NULL: none kept (the controls stay as they are)
+    pinned INTEGER NOT NULL DEFAULT 0  -- 1: listed at the top, under "Pinned"
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
@@ -108,6 +112,40 @@ def _migrate_to_samplers(db: sqlite3.Connection) -> None:
             db.execute("ALTER TABLE conversations ADD COLUMN sampler TEXT")
 
 
+def _migrate_to_pins(db: sqlite3.Connection) -> None:
+    """Schema 5 -> 6: conversations get a ``pinned`` column (0: none of those already stored is pinned).
+
+    As with :func:`_migrate_to_samplers`, the version moves on in :func:`_ensure_search_index`.
+    """
+    with db:
+        db.execute("BEGIN IMMEDIATE")
+        if not any(r[1] == "pinned" for r in db.execute("PRAGMA table_info(conversations)")):
+            db.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
+            _recut_titles(db)
+
+
+OLD_TITLE_CHARS = 48  # before schema 6 a title was its first message's first 48 characters, cut anywhere
+
+
+def _recut_titles(db: sqlite3.Connection) -> None:
+    """Titles made by the old rule and cut mid-word ("…painting by e") are cut again at a word, with "…".
+
+    Only a title that is exactly the first 48 characters of its conversation's first message (a longer one)
+    is touched: a title the user gave is left as it is.
+    """
+    rows = db.execute(
+        "SELECT c.id, c.title, m.content FROM conversations c JOIN messages m ON m.conversation_id = c.id"
+        " AND m.parent_id IS NULL AND m.role = 'user' WHERE length(c.title) = ?",
+        (OLD_TITLE_CHARS,),
+    ).fetchall()
+    for cid, title, content in rows:
+        if not isinstance(title, str) or not isinstance(content, str):
+            continue
+        first = content.strip().splitlines()[0] if content.strip() else ""
+        if len(first) > OLD_TITLE_CHARS and first[:OLD_TITLE_CHARS] == title:
+            db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title_for(first, OLD_TITLE_CHARS), cid))
+
+
 def _has_fts5(db: sqlite3.Connection) -> bool:
     """True when this SQLite build has FTS5 (else search falls back to LIKE)."""
     return any(r[0] == "ENABLE_FTS5" for r in db.execute("PRAGMA compile_options"))
@@ -187,6 +225,8 @@ def upgrade(db: sqlite3.Connection) -> bool:
             _migrate_to_details(db)
         if row[0] < 5:
             _migrate_to_samplers(db)
+        if row[0] < 6:
+            _migrate_to_pins(db)
     fts5 = _has_fts5(db)
     _ensure_search_index(db, fts5)  # schema 3 -> 4, and a new file's index
     db.execute("CREATE INDEX IF NOT EXISTS messages_by_parent ON messages(parent_id)")

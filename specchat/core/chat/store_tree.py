@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from specchat.core import paths
 from specchat.core.jsonfile import UnreadableFileError, parse_json
 
-from . import store_export, store_search
+from . import store_copies, store_export, store_search
 from .presets import SamplerPreset, preset_of
 from .store_codec import (
     ConversationInfo,
@@ -87,20 +87,43 @@ class ConversationStore:
             log.warning("conversation %d: its stored sampler %.80r is not valid; not restored", conversation_id, text)
         return preset
 
+    _INFO = "SELECT id, title, created, updated, system_prompt, pinned FROM conversations"
+
+    @staticmethod
+    def _info(r: sqlite3.Row) -> ConversationInfo:
+        return ConversationInfo(r["id"], r["title"], r["created"], r["updated"], r["system_prompt"], bool(r["pinned"]))
+
     def conversations(self) -> list[ConversationInfo]:
-        """All conversations, most recently updated first."""
-        rows = self._db.execute(
-            "SELECT id, title, created, updated, system_prompt FROM conversations ORDER BY updated DESC, id DESC"
-        )
-        return [ConversationInfo(r["id"], r["title"], r["created"], r["updated"], r["system_prompt"]) for r in rows]
+        """All conversations, the pinned ones first, each part most recently updated first."""
+        rows = self._db.execute(f"{self._INFO} ORDER BY pinned != 0 DESC, updated DESC, id DESC")
+        return [self._info(r) for r in rows]
 
     def conversation(self, conversation_id: int) -> ConversationInfo:
-        r = self._db.execute(
-            "SELECT id, title, created, updated, system_prompt FROM conversations WHERE id = ?", (conversation_id,)
-        ).fetchone()
+        r = self._db.execute(f"{self._INFO} WHERE id = ?", (conversation_id,)).fetchone()
         if r is None:
             raise StoreError(f"no conversation with id {conversation_id}")
-        return ConversationInfo(r["id"], r["title"], r["created"], r["updated"], r["system_prompt"])
+        return self._info(r)
+
+    def set_pinned(self, conversation_id: int, pinned: bool) -> None:
+        """Pin a conversation to the top of the list, or unpin it (its place then follows its last change)."""
+        self._db.execute("UPDATE conversations SET pinned = ? WHERE id = ?", (int(pinned), conversation_id))
+
+    def duplicate(self, conversation_id: int) -> int:
+        """A copy of the conversation with every version of every message; returns the copy's id."""
+        with self._db:
+            self._db.execute("BEGIN")
+            return store_copies.copy_conversation(self._db, conversation_id, None, " (copy)")
+
+    def branch(self, conversation_id: int, message_id: int) -> int:
+        """A new conversation with the shown path up to and including ``message_id``; returns its id."""
+        path = self._path_ids(conversation_id)
+        if message_id not in path:
+            raise StoreError(f"message {message_id} is not on conversation {conversation_id}'s shown path")
+        with self._db:
+            self._db.execute("BEGIN")
+            return store_copies.copy_conversation(
+                self._db, conversation_id, path[: path.index(message_id) + 1], " (branch)"
+            )
 
     def rename(self, conversation_id: int, title: str) -> None:
         self._db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))

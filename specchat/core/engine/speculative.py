@@ -279,6 +279,10 @@ class _Reply:
             )
             _label_sources(round_.draft, self.drafter)
             _cut_after_end(round_.draft, self.target.eog)
+            read = round_.draft.read_seconds
+            if read > 0.0:  # a drafter's late read of the prompt is the prompt's time, as a read before it is
+                self.stats.prompt_seconds += read
+                self.generate_started += read
             if self.drafter.own_depth:  # it was handed a cap and chose its own length: 0 where plain decoding won
                 round_.depth = len(round_.draft.tokens)
         round_.draft_seconds = time.perf_counter() - started

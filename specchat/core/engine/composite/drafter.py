@@ -95,8 +95,16 @@ class CompositeDrafter(Drafter):
     kind = DrafterKind.COMPOSITE
     own_depth = True
 
-    def __init__(self, model: Drafter, *, memory: np.ndarray | None = None, max_ngram: int = tuning.MAX_NGRAM) -> None:
+    def __init__(
+        self,
+        model: Drafter,
+        *,
+        memory: np.ndarray | None = None,
+        max_ngram: int = tuning.MAX_NGRAM,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.model = model
+        self.clock = clock  # seconds, for timing rounds (a replay passes its modelled clock)
         self.model_source = model.source
         self.memory = memory  # token ids of the lookup memory, searched after the conversation
         self.max_ngram = max_ngram
@@ -184,7 +192,7 @@ class CompositeDrafter(Drafter):
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens
         self._reply_seen = len(tokens)
-        self._observe(tokens, time.perf_counter())
+        self._observe(tokens, self.clock())
         k = request.k
         if k <= 0:
             return Draft()
@@ -204,7 +212,7 @@ class CompositeDrafter(Drafter):
         self.wins[best.label] += 1
         read_before = self._unread is not None
         # The round is timed from here: the choice above costs every arm alike, so it is no arm's.
-        started = time.perf_counter()
+        started = self.clock()
         out = Draft()
         if best.model:
             self._since_model = 0
@@ -220,6 +228,7 @@ class CompositeDrafter(Drafter):
             _append_lookup(out, best.lookup, best.match)
             out.step_seconds = 0.0 if best.lookup else None
         read_seconds = self.model.read[1] if read_before and self._unread is None else 0.0
+        out.read_seconds = read_seconds
         timed = request.costs is not None and request.costs.measured_plain()  # seconds, not units: comparable
         n_model = sum(1 for source in out.sources if source is self.model_source)
         self._pending = _Pending(
@@ -296,6 +305,8 @@ class CompositeDrafter(Drafter):
             gain = max(0.0, tokens / without.rate - seconds)
         if self._first_round and len(request.tokens) <= len(self._unread) + 1 and read > max(costs.verify[1], gain):
             return without
+        if tuning.READ_UNTIMED and not self.timings.measured:  # what it saves is a guess until it has drafted
+            return None
         left: float | None = request.remaining
         if self._reply_tokens is not None:  # replies end before their limit: a usual one's length bounds it
             left = min(left if left is not None else self._reply_tokens, self._reply_tokens)
@@ -430,9 +441,9 @@ class CompositeDrafter(Drafter):
             self._unread = None
             self.timings.read(*self.model.read, unit)
         ahead = request.tokens
-        started = time.perf_counter()
+        started = self.clock()
         drafted = self.model.draft(dataclasses.replace(request, tokens=ahead, k=n, keep_going=keep_going))
-        seconds = time.perf_counter() - started
+        seconds = self.clock() - started
         out.tokens += drafted.tokens
         out.q += drafted.q
         out.probs += drafted.probs

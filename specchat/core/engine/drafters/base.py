@@ -62,6 +62,9 @@ class Draft:
     # after sitting out rounds), reported where ``sync_seconds`` is not; 0 and None otherwise.
     catch_up: int = 0
     catch_up_seconds: float | None = None
+    # Seconds the call spent reading the prompt (a drafter that reads it late, at its first draft of a reply):
+    # the loop counts them as the prompt's time, as it counts a read at the reply's start.
+    read_seconds: float = 0.0
     # Per token: who drafted it and, for lookup, the match length it continued (0 otherwise).
     # Empty: every token is the drafter's own ``source``.
     sources: list[DraftSource] = field(default_factory=list)
