@@ -19,6 +19,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 QUANTS = ("F16", "Q8_0", "Q4_0", "Q2_K")  # made from the F32 target; Q4_1 is the shipped source file
 
@@ -100,7 +101,7 @@ def main() -> int:
             print(f"  pass {rep + 1} {pid}: {quant} depth {depth} {p.speedup:.2f}x", file=sys.stderr)
     measured = {q: (s[2] / s[3]) / (s[0] / s[1]) if s[1] and s[3] else 0.0 for q, s in sums.items()}
 
-    rows = []
+    rows: list[dict[str, Any]] = []  # one JSON object per draft
     print(
         f"advisor: {advised:.0f} s, of which measuring {advice.elapsed_seconds:.0f} s (budget {args.budget:g} s; "
         f"the rest reads the files' headers and loads them); bench: {args.reps} passes x {len(prompts)} prompts, "
@@ -112,13 +113,13 @@ def main() -> int:
     )
     for quant in drafts:
         r = predicted[quant]
-        p = r.prediction
-        pred = p.speedup if p is not None else 0.0
+        guess = r.prediction
+        pred = guess.speedup if guess is not None else 0.0
         error = pred / measured[quant] - 1 if measured[quant] else float("nan")
         confirm = f"{r.confirmation.speedup:.2f}x" if r.confirmation else "-"
         print(
-            f"{quant:<7}{(p.acceptance if p else 0):>8.0%}{(p.cost_ratio if p else 0):>7.0%}"
-            f"{(p.best_depth if p else 0):>6}{pred:>9.2f}x{measured[quant]:>9.2f}x{error:>+8.1%}{confirm:>9}  "
+            f"{quant:<7}{(guess.acceptance if guess else 0):>8.0%}{(guess.cost_ratio if guess else 0):>7.0%}"
+            f"{(guess.best_depth if guess else 0):>6}{pred:>9.2f}x{measured[quant]:>9.2f}x{error:>+8.1%}{confirm:>9}  "
             f"{r.reason}"
         )
         rows.append(
@@ -127,9 +128,9 @@ def main() -> int:
                 "predicted": round(pred, 3),
                 "measured": round(measured[quant], 3),
                 "error": round(error, 4),
-                "best_depth": p.best_depth if p else None,
-                "acceptance": round(p.acceptance, 4) if p else None,
-                "cost": round(p.cost_ratio, 4) if p else None,
+                "best_depth": guess.best_depth if guess else None,
+                "acceptance": round(guess.acceptance, 4) if guess else None,
+                "cost": round(guess.cost_ratio, 4) if guess else None,
                 "confirmed": r.confirmation is not None,
             }
         )

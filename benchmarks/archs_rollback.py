@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.core.engine.depth import DepthControl
-from specchat.core.llama.context import RollbackStats
+from specchat.core.llama.context import Context, RollbackStats
 from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.runtime import Runtime
-from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, SamplerParams
+from specchat.core.types import MAX_DEPTH, DrafterKind, Finished, GenerationParams, SamplerParams
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 ARCHS = ("llama", "qwen35", "lfm2", "granitehybrid", "mamba2")
@@ -56,7 +56,9 @@ def one_reply(runtime: Runtime, prompt: str, params: GenerationParams, drafter: 
     started = time.perf_counter()
     events = list(session.reply(prompt, params, drafter=drafter, depth=DepthControl(depth)))
     seconds = time.perf_counter() - started
-    stats = events[-1].stats
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    stats = finished.stats
     return Run(stats.generated, seconds, stats.rounds)
 
 
@@ -71,18 +73,20 @@ def measure(arch: str, draft: str, snapshots: int, args: argparse.Namespace) -> 
     params = GenerationParams(sampler=SamplerParams(repeat_penalty=1.3), max_tokens=args.max_tokens)
     plain, spec = Run(), Run()
     stats = RollbackStats()
+    ctx = runtime.target_context
+    assert isinstance(ctx, Context)  # loaded here, never a remote target
     try:
         one_reply(runtime, PROMPTS[0], params, DrafterKind.NONE, 0)  # warm-up
         for _ in range(args.repeats):
             for prompt in PROMPTS:
                 for run, kind, depth in ((plain, DrafterKind.NONE, 0), (spec, DrafterKind.DRAFT_MODEL, args.depth)):
-                    runtime.target_context.stats.reset()
+                    ctx.stats.reset()
                     got = one_reply(runtime, prompt, params, kind, depth)
                     run.tokens += got.tokens
                     run.seconds += got.seconds
                     run.rounds += got.rounds
                     if kind is DrafterKind.DRAFT_MODEL:
-                        s = runtime.target_context.stats
+                        s = ctx.stats
                         stats.in_place += s.in_place
                         stats.restores += s.restores
                         stats.restarts += s.restarts
@@ -90,7 +94,6 @@ def measure(arch: str, draft: str, snapshots: int, args: argparse.Namespace) -> 
                         stats.checkpoints += s.checkpoints
                         stats.checkpoint_bytes = max(stats.checkpoint_bytes, s.checkpoint_bytes)
                         stats.seconds += s.seconds
-        ctx = runtime.target_context
         rollback = f"snapshots {ctx.rollback_depth}" if ctx.rollback_depth else "saved states"
         mode = "dense" if ctx.kind.value == "dense" else f"{ctx.kind.value}, {rollback}"
         return plain, spec, stats, mode

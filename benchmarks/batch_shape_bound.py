@@ -44,8 +44,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from specchat.core.llama.context import Context
+    from specchat.core.runtime.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_PROMPTS = ROOT.parent / "shared" / "prompts"
@@ -94,28 +99,28 @@ def readings(n: int) -> list[tuple[str, list[int]]]:
     return out
 
 
-def read(ctx: object, prompt: Sequence[int], ends: Sequence[int]) -> np.ndarray:
+def read(ctx: Context, prompt: Sequence[int], ends: Sequence[int]) -> np.ndarray:
     """Read ``prompt`` from an empty context in calls ending at ``ends``; the last logits."""
-    ctx.truncate(0)  # type: ignore[attr-defined]
+    ctx.truncate(0)
     start = 0
     row = None
     for end in ends:
-        row = np.array(ctx.decode(list(prompt[start:end]))[0])  # type: ignore[attr-defined]
+        row = np.array(ctx.decode(list(prompt[start:end]))[0])
         start = end
     assert row is not None
     return row
 
 
-def reply_rows(ctx: object, reply: Sequence[int], size: int) -> np.ndarray:
+def reply_rows(ctx: Context, reply: Sequence[int], size: int) -> np.ndarray:
     """The logits after each reply token, decoded in calls of ``size`` tokens after what ``ctx`` holds."""
-    rows = []
+    rows: list[np.ndarray] = []
     for i in range(0, len(reply), size):
-        rows.extend(np.array(ctx.decode(list(reply[i : i + size]), all_logits=True)))  # type: ignore[attr-defined]
+        rows.extend(np.array(ctx.decode(list(reply[i : i + size]), all_logits=True)))
     return np.stack(rows)
 
 
 def measure(
-    ctx: object, prompt: Sequence[int], n_reply: int, others: Sequence[tuple[str, object]] = ()
+    ctx: Context, prompt: Sequence[int], n_reply: int, others: Sequence[tuple[str, Context]] = ()
 ) -> list[tuple[str, Diff, Diff, Diff]]:
     """Per reading: (label, its last logits, the reply one token per call, the reply in verify batches).
 
@@ -129,7 +134,7 @@ def measure(
     rows = [head]
     for _ in range(n_reply):  # the reference: plain greedy decoding
         reply.append(int(np.argmax(rows[-1])))
-        rows.append(np.array(ctx.decode([reply[-1]])[0]))  # type: ignore[attr-defined]
+        rows.append(np.array(ctx.decode([reply[-1]])[0]))
     reference = np.stack(rows[1:])
     out = []
     cases = [
@@ -142,9 +147,9 @@ def measure(
         last.add(read(context, prompt, ends), head)
         singles.add(reply_rows(context, reply, 1), reference)
         for size in VERIFY_SIZES:
-            context.truncate(n)  # type: ignore[attr-defined]
+            context.truncate(n)
             batches.add(reply_rows(context, reply, size), reference)
-        context.truncate(0)  # type: ignore[attr-defined]
+        context.truncate(0)
         out.append((label, last, singles, batches))
     return out
 
@@ -169,13 +174,13 @@ def documents() -> Iterator[tuple[str, str]]:
         yield "argparse.py", Path(module.__file__).read_text(encoding="utf-8")
 
 
-def document_prompt(runtime: object, text: str, n_tokens: int) -> list[int] | None:
+def document_prompt(runtime: Runtime, text: str, n_tokens: int) -> list[int] | None:
     """A chat prompt of about ``n_tokens`` (at most) asking for a summary of the start of ``text``."""
 
     def prompt(chars: int) -> list[int]:
         messages = [{"role": "user", "content": f"Summarise this document.\n\n{text[:chars]}"}]
         return runtime.target.tokenize(
-            runtime.template.render(messages),  # type: ignore[attr-defined]
+            runtime.template.render(messages),
             add_special=True,
             parse_special=True,
         )
@@ -245,6 +250,7 @@ def main() -> int:
     pair = provision_demo_pair()
     runtime = Runtime.load(pair.target, None, n_ctx=args.n_ctx, n_threads=args.threads[0])
     ctx = runtime.target_context
+    assert isinstance(ctx, Context)  # loaded here, never a remote target
     others = [(f"{t} threads", Context(runtime.target, n_ctx=args.n_ctx, n_threads=t)) for t in args.threads[1:]]
     print(
         f"demo target {pair.target.name}, {ctx.n_ctx}-token context, n_batch {ctx.n_batch}, "
@@ -282,11 +288,11 @@ def main() -> int:
     lengths = args.lengths[:1] if args.quick else args.lengths
     for name, text in docs:
         for n in lengths:
-            tokens = document_prompt(runtime, text, n)
-            if tokens is None:
+            document = document_prompt(runtime, text, n)
+            if document is None:
                 print(f"{name:<22}{n:>7}  (shorter than {n} tokens: skipped)")
                 continue
-            report("documents", name, tokens)
+            report("documents", name, document)
 
     print()
     for group, d in worst.items():

@@ -152,7 +152,7 @@ def _micro_lines() -> list[str]:
     import contextlib
     import io
 
-    import sampler_micro  # type: ignore[import-not-found]
+    import sampler_micro
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):

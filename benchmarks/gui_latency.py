@@ -66,7 +66,12 @@ def main() -> int:
     gaps = timer.gaps
     finished: list[object] = []
     streaming = QEventLoop()
-    window.reply_finished.connect(lambda f: (finished.append(f), streaming.quit()))
+
+    def caught(event: object) -> None:
+        finished.append(event)
+        streaming.quit()
+
+    window.reply_finished.connect(caught)
     with background_load(args.load):
         timer.start()
         window.composer.setPlainText(args.prompt)

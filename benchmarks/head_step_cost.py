@@ -80,9 +80,11 @@ def measure(target_name: str, head_name: str, reps: int, threads: int) -> dict[s
             else:
                 assert isinstance(head, DFlashContext)
                 for k in sorted({4, head.max_draft}):
-                    out.setdefault(f"block k={k}", []).append(
-                        median_ms(lambda k=k: head.block(last, pos, k), reps // 5)
-                    )
+
+                    def block(h: DFlashContext = head, k: int = k) -> None:
+                        h.block(last, pos, k)
+
+                    out.setdefault(f"block k={k}", []).append(median_ms(block, reps // 5))
         result = {name: statistics.median(values) for name, values in out.items()}
         result["follow"] = result.pop("followed") - result["target"]
         if "seed+step" in result:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from specchat.core.types import SamplerParams
 VOCAB = 152_064
 
 
-def median_ms(fn, rows: list[np.ndarray], repeat: int = 5) -> float:
+def median_ms(fn: Callable[[np.ndarray], object], rows: list[np.ndarray], repeat: int = 5) -> float:
     times = []
     for _ in range(repeat):
         for row in rows:
@@ -48,7 +49,11 @@ def main() -> None:
     }
     print(f"vocabulary {VOCAB}, median of {len(rows) * 5} calls")
     for name, params in cases.items():
-        print(f"  {name:<62} {median_ms(lambda r, p=params: distribution(r, [], p), rows):7.3f} ms")
+
+        def sample(row: np.ndarray, p: SamplerParams = params) -> object:
+            return distribution(row, [], p)
+
+        print(f"  {name:<62} {median_ms(sample, rows):7.3f} ms")
     greedy = SamplerParams()
     print(f"  {'greedy check (argmax)':<62} {median_ms(lambda r: greedy_token(r, [], greedy), rows):7.3f} ms")
     print(

@@ -19,8 +19,10 @@ import argparse
 import platform
 import statistics
 import time
+from typing import cast
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from specchat.core.models.demo import provision_demo_pair
 from specchat.core.runtime.runtime import Runtime
@@ -50,7 +52,7 @@ def first_token_seconds(api: openai.OpenAI, messages: list[dict[str, str]], max_
     cached = 0
     for chunk in api.chat.completions.create(
         model="m",
-        messages=messages,
+        messages=cast("list[ChatCompletionMessageParam]", messages),  # the prompt file's plain JSON messages
         max_tokens=max_tokens,
         temperature=0,
         stream=True,
@@ -61,7 +63,8 @@ def first_token_seconds(api: openai.OpenAI, messages: list[dict[str, str]], max_
         if chunk.choices:
             text.append(chunk.choices[0].delta.content or "")
         if chunk.usage is not None:
-            cached = chunk.usage.prompt_tokens_details.cached_tokens
+            details = chunk.usage.prompt_tokens_details
+            cached = details.cached_tokens or 0 if details is not None else 0
     return first, "".join(text), cached
 
 

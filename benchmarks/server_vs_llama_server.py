@@ -40,10 +40,11 @@ import time
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 CACHE = Path.home() / ".cache" / "specchat-llama-tools"
 # The shared prompts sit beside the repository (../shared/prompts), wherever it is checked out.
@@ -133,7 +134,7 @@ def run_request(server: Server, messages: list[dict[str, str]], max_tokens: int)
     usage = None
     for chunk in server.api.chat.completions.create(
         model="m",
-        messages=messages,
+        messages=cast("list[ChatCompletionMessageParam]", messages),  # the prompt file's plain JSON messages
         max_tokens=max_tokens,
         temperature=0,
         seed=0,

@@ -240,7 +240,7 @@ def parent(args: argparse.Namespace) -> int:
             f"{s['t']:>7} {s['replies']:>7} {s['rss_mb']:>7} {s['objects']:>8} {s['db_kb']:>7} {s['threads']:>7} "
             f"{s['worst_gap_ms']:>12}"
         )
-    reasons = next((x["reasons"] for x in lines if x["kind"] == "reasons"), {})
+    reasons: dict[str, int] = next((x["reasons"] for x in lines if x["kind"] == "reasons"), {})
     print("replies by finish reason:", ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
     print(f"exit code {proc.returncode}; stderr: {len(stderr)} lines" + ("" if not stderr else ":"))
     for line in stderr[:20]:

@@ -48,11 +48,13 @@ def main() -> int:
     for name in ("CONFIG", "CACHE"):
         os.environ.setdefault(f"SPECCHAT_{name}_DIR", os.path.join(tmp, name.lower()))
 
-    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer, SignalInstance
     from PySide6.QtWidgets import QApplication
 
     from specchat.cli.bench import BenchReport, bench, load_prompts
+    from specchat.core.chat.race_record import RaceRecord
     from specchat.core.chat.store import ConversationStore
+    from specchat.core.engine.registry import drafter_entry
     from specchat.core.models.demo import provision_demo_pair
     from specchat.core.settings import load_settings
     from specchat.core.types import Finished
@@ -67,10 +69,15 @@ def main() -> int:
     window.resize(1280, 860)
     window.show()
 
-    def wait_for(signal: object, timeout_s: float = 600) -> list[object]:
+    def wait_for(signal: SignalInstance, timeout_s: float = 600) -> list[object]:
         got: list[object] = []
         loop = QEventLoop()
-        signal.connect(lambda *a: (got.extend(a), loop.quit()))  # type: ignore[attr-defined]
+
+        def caught(*values: object) -> None:
+            got.extend(values)
+            loop.quit()
+
+        signal.connect(caught)
         QTimer.singleShot(int(timeout_s * 1000), loop.quit)
         loop.exec()
         if not got:
@@ -84,7 +91,7 @@ def main() -> int:
     drafter = window.controls.drafter_kind
     prompts = load_prompts(args.prompts, args.limit)
     print(
-        f"demo pair in the window, {drafter.value} drafter, auto depth, {args.max_tokens} tokens, "
+        f"demo pair in the window, {drafter_entry(drafter).key} drafter, auto depth, {args.max_tokens} tokens, "
         f"background load: {args.load} busy process(es) on {os.cpu_count()} cores"
     )
     print(
@@ -119,6 +126,7 @@ def main() -> int:
 
             window.racing.race_last()
             _message, record = wait_for(window.races.ready)
+            assert isinstance(record, RaceRecord)
             race = record.ratio  # both runs of the race, interleaved
             if window.racing.panel is not None:
                 window.racing.panel.close()

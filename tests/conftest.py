@@ -8,7 +8,7 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -46,13 +46,13 @@ _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 
 
-def _guarded_connect(self: socket.socket, address: object) -> None:
+def _guarded_connect(self: socket.socket, address: tuple[Any, ...] | str | bytes) -> None:
     if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
         raise NetworkBlockedError(f"tests may not reach the network: {address!r}")
     return _real_connect(self, address)
 
 
-def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+def _guarded_connect_ex(self: socket.socket, address: tuple[Any, ...] | str | bytes) -> int:
     if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
         raise NetworkBlockedError(f"tests may not reach the network: {address!r}")
     return _real_connect_ex(self, address)

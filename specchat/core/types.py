@@ -43,7 +43,9 @@ class FinishReason(str, enum.Enum):
 
 
 class DrafterKind(str, enum.Enum):
-    DRAFT_MODEL = "draft"  # the file loaded with --draft: a draft model, or a head (registry.entry_for)
+    # The draft-model drafter. Asked of a pair whose --draft file is a head, "draft" means that head's own
+    # drafter (EAGLE3, DFLASH, DSPARK): specchat.core.engine.registry.resolve, applied where a name comes in.
+    DRAFT_MODEL = "draft"
     NGRAM = "ngram"
     MTP = "mtp"  # the target's own multi-token-prediction (NextN) heads
     COMPOSITE = "composite"  # per round: n-gram lookup, the model drafter, or a lookup span continued by it

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
-from specchat.core.engine.registry import default_drafter, drafter_entry
+from specchat.core.engine.registry import default_drafter, resolve
 from specchat.core.types import (
     Drafted,
     Finished,
@@ -156,8 +156,8 @@ class RequestQueue:
         self.listener = listener
         self._has_mtp = runtime.has_mtp
         self._offered = runtime.offered
-        self.default_drafter = drafter or best_drafter(self._offered)
-        self._check_drafter(self.default_drafter, status=None)
+        self._check_drafter(drafter, status=None)
+        self.default_drafter = self._drafter_name(drafter) if drafter else best_drafter(self._offered)
         self._queue = _JobQueue(maxsize=queue_size)
         self._closing = False
         self._lock = threading.Lock()
@@ -228,10 +228,14 @@ class RequestQueue:
         self._queue.put(None)
         self._thread.join(timeout=30)
 
+    def _drafter_name(self, kind: str) -> str:
+        """The registry name ``kind`` means on this pair ("draft" with a head loaded: the head's drafter)."""
+        return resolve(kind, self._offered).key
+
     def _check_drafter(self, kind: str | None, status: int | None) -> None:
         if kind is None:
             return
-        entry = drafter_entry(kind)
+        entry = resolve(kind, self._offered)
         if entry.available(self._offered):
             return
         problem = f"the {entry.key} drafter needs a {entry.lacking()}; this server has none loaded"
@@ -290,7 +294,7 @@ class RequestQueue:
         except SpecchatError as exc:
             self._tell(job, ApiError(400, str(exc), param=param))
             return
-        kind = request.spec.drafter or self.default_drafter
+        kind = self._drafter_name(request.spec.drafter) if request.spec.drafter else self.default_drafter
         stream = self.runtime.stream(
             prompt,
             request.params,

@@ -21,7 +21,14 @@ from PySide6.QtWidgets import (
 from superqt import QLabeledSlider
 
 from specchat.core.chat.baseline import PROBE_TOKENS
-from specchat.core.engine.registry import Part, default_drafter, drafter_entries, drafter_entry, drafter_names
+from specchat.core.engine.registry import (
+    Part,
+    default_drafter,
+    drafter_entries,
+    drafter_entry,
+    drafter_names,
+    resolve,
+)
 from specchat.core.settings import MAX_CONTEXT, MIN_CONTEXT, Settings
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -254,8 +261,9 @@ class SpeculationControls(QGroupBox):
     def set_offered(self, offered: Collection[str]) -> None:
         """Grey out drafters needing parts the loaded pair lacks; label each after the part it drafts with.
 
-        A drafter the pair cannot run gives way to the registry's default for the pair (the automatic one where
-        a model can draft, n-gram lookup where none can).
+        A drafter the pair cannot run gives way to what its name means on the pair (``"draft"`` with a head
+        loaded: the head's own drafter, :func:`~specchat.core.engine.registry.resolve`), else to the registry's
+        default for the pair (the automatic one where a model can draft, n-gram lookup where none can).
         """
         model = self._drafter_items()
         for row, entry in enumerate(drafter_entries()):
@@ -263,7 +271,9 @@ class SpeculationControls(QGroupBox):
             self.drafter.setItemText(row, entry.label_for(offered))
         self.drafter.setToolTip(self.drafter.currentText())
         if not model.item(self.drafter.currentIndex()).isEnabled():
-            self.drafter.setCurrentIndex(drafter_names().index(default_drafter(offered).name))
+            meant = resolve(self.drafter.currentData(), offered)
+            chosen = meant if meant.available(offered) else default_drafter(offered)
+            self.drafter.setCurrentIndex(drafter_names().index(chosen.key))
 
     def _drafter_items(self) -> QStandardItemModel:
         # a QComboBox's own model is a QStandardItemModel; its items can be greyed out one by one

@@ -18,7 +18,7 @@ def test_the_newest_are_kept_up_to_the_limit_and_a_remeasure_replaces_its_entry(
     assert "pair0" not in saved and f"pair{MAX_BASELINES + 9}" in saved
     assert min(float(v["measured_at"]) for v in saved.values()) == 10.0  # type: ignore[index]
     again = remember(saved, measured("pair20", 1000.0))
-    assert len(again) == MAX_BASELINES and again["pair20"]["measured_at"] == 1000.0  # type: ignore[index]
+    assert len(again) == MAX_BASELINES and again["pair20"]["measured_at"] == 1000.0
 
 
 def test_the_one_just_measured_is_kept_even_when_it_is_older_than_the_rest() -> None:

@@ -305,15 +305,15 @@ class SureContext:
     def __init__(self) -> None:
         self.tokens: list[int] = []
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         self.tokens = list(tokens)
         return 0
 
-    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
         self.tokens = list(tokens)
         return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - 1
 
-    def decode(self, tokens: list[int]) -> np.ndarray:
+    def decode(self, tokens: Sequence[int]) -> np.ndarray:
         self.tokens.extend(tokens)
         return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
 
@@ -402,7 +402,7 @@ def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> 
 
 def test_the_composite_learns_the_draft_model_s_catch_up_per_token(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock()  # the sync's pause is counted, not slept: a busy machine cannot stretch it
-    monkeypatch.setattr(draft_model.time, "perf_counter", clock)
+    monkeypatch.setattr(f"{draft_model.__name__}.time.perf_counter", clock)
     drafter = CompositeDrafter(DraftModelDrafter(LaggingContext(lag=12, sync_pause=0.03, clock=clock)))
     drafter.timings.fixed = 0.1  # in units of a one-token verify pass (below: 0.05 s)
     out = Draft()
@@ -437,17 +437,17 @@ class LaggingContext:
         self.lag, self.sync_pause, self.clock = lag, sync_pause, clock
         self.tokens: list[int] = []
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         return 0
 
-    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
         if self.clock is not None:
             self.clock.now += self.sync_pause
         else:
             time.sleep(self.sync_pause)
         return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - self.lag
 
-    def decode(self, tokens: list[int]) -> np.ndarray:
+    def decode(self, tokens: Sequence[int]) -> np.ndarray:
         return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
 
     def checkpoint(self, slot: str) -> None:
@@ -548,7 +548,7 @@ class ReadingContext(SureContext):
         super().__init__()
         self.reads: list[list[int]] = []
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         self.reads.append(list(tokens))
         return super().extend_to(tokens)
 

@@ -7,7 +7,7 @@ is cheap. The rounds' own timings must win.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -39,8 +39,8 @@ class Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     """One clock for the composite, the draft model drafter's own timings and the test's target."""
     fake = Clock()
-    monkeypatch.setattr(draft_model.time, "perf_counter", fake)
-    monkeypatch.setattr(base.time, "perf_counter", fake)
+    monkeypatch.setattr(f"{draft_model.__name__}.time.perf_counter", fake)
+    monkeypatch.setattr(f"{base.__name__}.time.perf_counter", fake)
     yield fake
 
 
@@ -60,18 +60,18 @@ class TruthContext:
         row[self.truth[len(self.tokens)]] = 8.0
         return row
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         self.reads += 1
         self.clock.pass_(self.pause)
         self.tokens = list(tokens)
         return 0
 
-    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
         self.clock.pass_(self.pause)
         self.tokens = list(tokens)
         return self._logits(), len(tokens) - 1
 
-    def decode(self, tokens: list[int]) -> np.ndarray:
+    def decode(self, tokens: Sequence[int]) -> np.ndarray:
         self.clock.pass_(self.pause)
         self.tokens.extend(tokens)
         return self._logits()[None, :]

@@ -90,4 +90,6 @@ def test_build_info_describes_this_build() -> None:
     assert lines[1].startswith("GPU offload: " + ("yes" if info.offload else "no"))
     assert any(line.startswith("device: CPU") for line in lines)
     data = info.to_json()
-    assert data["offload"] is info.offload and data["devices"][0]["type"] in {t.name for t in DeviceType}
+    listed = data["devices"]
+    assert isinstance(listed, list)
+    assert data["offload"] is info.offload and listed[0]["type"] in {t.name for t in DeviceType}

@@ -22,7 +22,17 @@ from specchat.core.engine.drafters import (
 from specchat.core.engine.lookup import lookup_match
 from specchat.core.engine.registry import DRAFTERS, head_drafters, make_drafter
 from specchat.core.engine.speculative import TargetSide, generate
-from specchat.core.types import Drafted, DrafterKind, Finished, GenerationParams, SamplerParams, SpecchatError, Verified
+from specchat.core.types import (
+    Drafted,
+    DrafterKind,
+    Event,
+    Finished,
+    GenerationParams,
+    SamplerParams,
+    SpecchatError,
+    Verified,
+)
+from support.events import finished
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 
@@ -167,7 +177,7 @@ def target() -> Iterator[TargetSide]:
     model.close()
 
 
-def reply_tokens(events: list) -> list[int]:
+def reply_tokens(events: Sequence[Event]) -> list[int]:
     return [t for e in events if isinstance(e, Verified) for t in e.committed]
 
 
@@ -211,7 +221,7 @@ def test_a_drafter_written_against_the_seam_speculates_losslessly(target: Target
         assert seen[i] == PROMPT + plain[:done]  # the whole committed sequence
         assert req.k == min(4, 24 - done - 1) and req.sampler is params.sampler
         assert (req.p_min, req.greedy) == (0.25, False)
-    stats = events[-1].stats
+    stats = finished(events).stats
     rejected = [e for e in events if isinstance(e, Verified) and e.rejected]
     assert isinstance(events[-1], Finished) and stats.rounds == len(drafter.requests) and rejected
 
@@ -227,7 +237,7 @@ class NeverDrafts(Drafter):
 def test_a_drafter_that_cannot_draft_is_never_asked(target: TargetSide) -> None:
     events = list(generate(target, NeverDrafts(), PROMPT, GenerationParams(max_tokens=6), depth=DepthControl(4)))
     assert [e.depth for e in events if isinstance(e, Verified)] == [0] * 6
-    assert events[-1].stats.drafted == 0
+    assert finished(events).stats.drafted == 0
 
 
 def test_a_draft_stops_at_an_end_token_and_where_keep_going_says_so() -> None:

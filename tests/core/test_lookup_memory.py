@@ -14,7 +14,12 @@ def test_off_by_default_reads_and_writes_nothing(tmp_path: Path) -> None:
     memory = LookupMemory()
     assert memory.path == paths.data_dir() / MEMORY_FILENAME  # next to the chats
     calls = []
-    assert memory.load(lambda: calls.append(1) or ["never"]) is False
+
+    def texts() -> list[str]:
+        calls.append(1)
+        return ["never"]
+
+    assert memory.load(texts) is False
     memory.add("Dear team, the office is closed on Friday.")
     memory.save()
     assert memory.texts == [] and calls == []

@@ -56,7 +56,7 @@ def logits_after(ctx: Context, prompt: list[int]) -> np.ndarray:
     """The logits after ``prompt``: what the context lacks of all but its last token, then that token alone."""
     ctx.extend_to(prompt[:-1])
     row, _ = ctx.sync(prompt)
-    return row.copy()
+    return np.array(row)  # a copy: the row is the context's buffer
 
 
 def test_a_dropped_prompt_is_kept_and_loaded_back_bit_for_bit(target: Context, demo_runtime: Runtime) -> None:

@@ -8,6 +8,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.runtime import PROMPT_STEP
 from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationParams, SamplerParams, Verified
+from support.events import finished
 
 pytestmark = pytest.mark.slow
 
@@ -54,9 +55,12 @@ def test_stop_ends_the_reading_between_steps(demo_runtime) -> None:
     session.runtime.empty_caches()
     events = list(session.reply(LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL, cancel=cancel, progress=progress))
     assert len(steps) == 2 and [type(e) for e in events] == [Finished]
-    assert events[0].reason is FinishReason.CANCELLED and events[0].message == "stopped while reading the prompt"
+    assert (
+        finished(events, 0).reason is FinishReason.CANCELLED
+        and finished(events, 0).message == "stopped while reading the prompt"
+    )
     # The next reply reads on from where the reading stopped.
     steps.clear()
     session.truncate_messages(0)
     events = list(session.reply(LONG, PARAMS, drafter=DrafterKind.DRAFT_MODEL, progress=lambda d, t: steps.append(d)))
-    assert events[-1].reason is FinishReason.MAX_TOKENS
+    assert finished(events).reason is FinishReason.MAX_TOKENS

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,14 @@ from specchat.core.types import (
 )
 from support.events import verified
 
-GREEDY = {"temperature": 0.0, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.1, "repeat_last_n": 64}
+GREEDY: dict[str, Any] = {
+    "temperature": 0.0,
+    "top_k": 40,
+    "top_p": 0.95,
+    "min_p": 0.05,
+    "repeat_penalty": 1.1,
+    "repeat_last_n": 64,
+}
 
 
 def timed(event: Verified, elapsed: float) -> Verified:
@@ -141,6 +149,7 @@ def test_the_record_round_trips_and_damaged_or_older_ones_are_none() -> None:
     assert again.ratio == pytest.approx(4.0) and again.plain.tokens_per_second == pytest.approx(10.0)
     data = stored.as_dict()
     older = {"v": 1, "text": "x", "timeline": [[0.5, 1, 1]], "first_token_seconds": 0.1, "finish_reason": "eos"}
+    damaged: object
     for damaged in (
         None,
         [],
@@ -174,7 +183,7 @@ def reply(
     finished: bool = True,
     reason: str | None = "eos",
     timeline: bool = True,
-    drafting: dict | None = None,
+    drafting: dict[str, Any] | None = None,
     probe: float = 0.0,
 ) -> Message:
     figures = ReplyFigures(

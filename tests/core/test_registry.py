@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator
 
@@ -138,8 +139,9 @@ def test_a_reply_without_a_drafter_named_drafts_with_the_best_the_pair_allows(de
 
 def test_the_terminal_lists_drafters_by_their_plain_names() -> None:
     """``--help`` and argparse's error line name the drafters as typed, not as enum members."""
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     for command in ("chat", "serve"):
-        sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+        sub = commands.choices[command]
         usage = sub.format_help()
         assert "{" + ",".join(drafter_names()) + "}" in usage
         assert "DrafterKind" not in usage

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -132,6 +133,6 @@ def test_distribution_lookup_and_sampling() -> None:
         dict(repeat_penalty=0.0),
     ],
 )
-def test_odd_sampler_settings_are_refused(kwargs: dict[str, float]) -> None:
+def test_odd_sampler_settings_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(SpecchatError):
         SamplerParams(**kwargs)

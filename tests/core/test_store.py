@@ -68,8 +68,8 @@ def test_streamed_reply_is_committed_per_round_and_reloads() -> None:
     reply = msgs[1]
     assert reply.content == "Hello, world"
     assert reply.finish_reason == "eos"
-    assert reply.stats["accepted"] == 2
-    assert reply.spans[2] == TokenSpan(TokenKind.REJECTED, "!", 0, 0.9, 0.5)
+    assert reply.stats is not None and reply.stats["accepted"] == 2
+    assert reply.spans is not None and reply.spans[2] == TokenSpan(TokenKind.REJECTED, "!", 0, 0.9, 0.5)
     assert reply.spans[-1].kind is TokenKind.TARGET and reply.spans[-1].text == " world"
     reloaded.close()
 

@@ -63,7 +63,7 @@ def folder(tmp_path: Path) -> Path:
 def test_aside_copies_from_the_same_second_never_overwrite_each_other(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_opening.time, "strftime", lambda fmt: "20250101-120000")
+    monkeypatch.setattr(f"{store_opening.__name__}.time.strftime", lambda fmt: "20250101-120000")
     db_path = folder / DB_FILENAME
     earlier = folder / f"{DB_FILENAME}.unreadable-20250101-120000"
     earlier.write_bytes(b"an aside copy from an earlier run")

@@ -4,6 +4,7 @@ and every failure is one line."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -141,7 +142,7 @@ def test_normal_template_features_still_work() -> None:
         ),
     ],
 )
-def test_malformed_messages_say_what_is_wrong(messages: list, expected: str) -> None:
+def test_malformed_messages_say_what_is_wrong(messages: list[Any], expected: str) -> None:
     with pytest.raises(SpecchatError) as info:
         ChatTemplate(None).render(messages)
     assert expected in str(info.value) and "\n" not in str(info.value)

@@ -33,6 +33,7 @@ from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     DrafterKind,
+    Event,
     Finished,
     FinishReason,
     GenerationParams,
@@ -40,6 +41,7 @@ from specchat.core.types import (
     SpecchatError,
     Verified,
 )
+from support.events import finished
 from support.gguf_copy import copy_gguf
 from support.identity import TIE_RELATIVE_GAP, Comparison, assert_same_or_tie, plain_greedy
 from support.stats import assert_follows
@@ -87,16 +89,30 @@ def engines() -> Iterator[EngineFactory]:
         runtime.close()
 
 
+def target_of(runtime: Runtime) -> Context:
+    """The target's context, loaded here (never a remote target)."""
+    ctx = runtime.target_context
+    assert isinstance(ctx, Context), ctx
+    return ctx
+
+
+def draft_of(runtime: Runtime) -> Context:
+    """The draft model's context, which the pair must have."""
+    ctx = runtime.draft_context
+    assert ctx is not None
+    return ctx
+
+
 def forget(runtime: Runtime) -> None:
     """Empty both caches and the kept prompts, and zero the rollback counters."""
     runtime.empty_caches()
-    for ctx in (runtime.target_context, runtime.draft_context):
+    for ctx in (target_of(runtime), runtime.draft_context):
         if ctx is not None:
             ctx.truncate(0)
             ctx.stats.reset()
 
 
-def reply(session: Conversation, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list:
+def reply(session: Conversation, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list[Event]:
     return list(session.reply(text, params, **kwargs))  # type: ignore[arg-type]
 
 
@@ -161,14 +177,14 @@ def test_greedy_speculation_matches_plain_decoding(
         session = Conversation(runtime, messages[:-1])
         events = reply(session, messages[-1]["content"], drafter=drafter, depth=DepthControl(depth))
         done = events[-1]
-        assert isinstance(done, Finished) and done.reason is FinishReason.MAX_TOKENS, done.message
+        assert isinstance(done, Finished) and done.reason is FinishReason.MAX_TOKENS, done
         totals.update(
             drafted=done.stats.drafted,
             accepted=done.stats.accepted,
             rounds=sum(isinstance(e, Verified) and bool(e.accepted + e.rejected) for e in events),
             cut_rounds=sum(isinstance(e, Verified) and bool(e.rejected) for e in events),
         )
-        stats = runtime.target_context.stats
+        stats = target_of(runtime).stats
         totals.update(in_place=stats.in_place, restores=stats.restores, restarts=stats.restarts)
         ties += check_reply(
             runtime, session.messages[:-1], session.last_tokens, f"{arch} {draft} depth {depth} conversation {i}"
@@ -199,8 +215,10 @@ def test_multi_turn_reuses_the_cache_exactly(engines: EngineFactory, arch: str) 
     turns.append((session.messages[:-1], session.last_tokens))
     # The test tokenizer spells the reply differently when it comes back in the prompt, so the
     # reusable prefix is the first prompt: a recurrent state restores the one saved at its end.
-    assert second[-1].stats.reused_prompt_tokens >= first[-1].stats.prompt_tokens - 1, second[-1].stats
-    assert runtime.target_context.stats.restarts == 0 and runtime.draft_context.stats.restarts == 0
+    assert finished(second).stats.reused_prompt_tokens >= finished(first).stats.prompt_tokens - 1, finished(
+        second
+    ).stats
+    assert target_of(runtime).stats.restarts == 0 and draft_of(runtime).stats.restarts == 0
     for i, (conversation, tokens) in enumerate(turns):
         check_reply(runtime, conversation, tokens, f"{arch} turn {i + 1}")
 
@@ -215,22 +233,24 @@ def test_a_plain_probe_after_a_reply_leaves_the_reply_and_the_cache_as_they_were
     question = "What is the capital of France?"
     forget(runtime)
     unprobed = reply(Conversation(runtime), question, depth=DepthControl(4))
-    replayed = runtime.target_context.stats.replayed_tokens
+    replayed = target_of(runtime).stats.replayed_tokens
     forget(runtime)
     probed = dataclasses.replace(GREEDY, plain_probe=12)
     session = Conversation(runtime)
     first = reply(session, question, probed, depth=DepthControl(4))
-    stats = first[-1].stats
+    stats = finished(first).stats
     assert stats.plain_tokens == 12 and stats.plain_tokens_per_second > 0
-    assert unprobed[-1].stats.plain_tokens == 0 and stats.generated == unprobed[-1].stats.generated
+    assert finished(unprobed).stats.plain_tokens == 0 and stats.generated == finished(unprobed).stats.generated
     prompt = runtime.prompt(session.messages[:-1]).tokens
     assert list(runtime.target_context.tokens) == prompt + session.last_tokens[:-1]
-    assert runtime.target_context.stats.restarts == 0
-    assert runtime.target_context.stats.replayed_tokens == replayed  # the probe's cut replayed nothing
+    assert target_of(runtime).stats.restarts == 0
+    assert target_of(runtime).stats.replayed_tokens == replayed  # the probe's cut replayed nothing
     turns = [(session.messages[:-1], session.last_tokens)]
     second = reply(session, "And of Italy?", probed, depth=DepthControl(4))
     turns.append((session.messages[:-1], session.last_tokens))
-    assert second[-1].stats.reused_prompt_tokens >= first[-1].stats.prompt_tokens - 1, second[-1].stats
+    assert finished(second).stats.reused_prompt_tokens >= finished(first).stats.prompt_tokens - 1, finished(
+        second
+    ).stats
     for i, (conversation, tokens) in enumerate(turns):
         check_reply(runtime, conversation, tokens, f"{arch} probed turn {i + 1}")
 
@@ -246,14 +266,14 @@ def test_cancel_then_regenerate_and_continue(engines: EngineFactory, arch: str) 
         events.append(event)
         if isinstance(event, Verified) and event.round == 1:
             cancel.cancel()
-    assert events[-1].reason is FinishReason.CANCELLED
+    assert finished(events).reason is FinishReason.CANCELLED
     # Regenerate: drop the cut reply and answer the same message again, on the cache the cancel left.
     session.truncate_messages(len(session.messages) - 1)
     reply(session, None, depth=DepthControl(4))
     turns = [(session.messages[:-1], session.last_tokens)]
     reply(session, "Now say goodbye.", depth=DepthControl(16))
     turns.append((session.messages[:-1], session.last_tokens))
-    assert runtime.target_context.stats.restarts == 0 and runtime.draft_context.stats.restarts == 0
+    assert target_of(runtime).stats.restarts == 0 and draft_of(runtime).stats.restarts == 0
     for label, (conversation, tokens) in zip(("regenerated", "after cancel"), turns, strict=True):
         check_reply(runtime, conversation, tokens, f"{arch} {label}")
 
@@ -308,7 +328,7 @@ def test_batched_and_single_token_logits_differ_well_below_the_tie_threshold(eng
 def fresh_logits(model: Model, tokens: list[int]) -> np.ndarray:
     ctx = Context(model, n_ctx=256, n_threads=1)
     try:
-        return ctx.decode(tokens)[0].copy()
+        return np.array(ctx.decode(tokens)[0])  # a copy: the row is the context's buffer
     finally:
         ctx.close()
 
@@ -413,10 +433,13 @@ def test_hybrid_on_bindings_that_cannot_save_state_is_refused_before_loading(
 
     monkeypatch.delattr(llama_cpp, "llama_state_seq_get_size")
     stages: list[str] = []
+
+    def loading(stage: str, fraction: float) -> bool:
+        stages.append(stage)
+        return True
+
     with pytest.raises(SpecchatError, match=r"qwen35\.gguf is a hybrid model \(qwen35\) and this llama\.cpp build"):
-        Runtime.load(
-            model_path("qwen35"), model_path("qwen35", "same"), progress=lambda stage, f: stages.append(stage) or True
-        )
+        Runtime.load(model_path("qwen35"), model_path("qwen35", "same"), progress=loading)
     assert stages == [], "refused before either model's weights were loaded"
     Runtime.load(model_path("llama"), n_ctx=256).close()  # dense models need no saved state
     assert main(["chat", "--target", str(model_path("mamba2")), "--no-spec", "Hi."]) == 2

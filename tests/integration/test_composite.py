@@ -35,6 +35,7 @@ from specchat.core.types import (
     SpecchatError,
     Verified,
 )
+from support.events import finished
 from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_fits
 
@@ -75,7 +76,7 @@ def test_greedy_composite_is_plain_decoding_over_the_benchmark_prompts(runtime: 
                 sources.update(e.sources)
             if isinstance(e, Verified):  # the composite picks its own length: a plain round says depth 0
                 assert e.depth == len(e.accepted) + len(e.rejected)
-        stats = events[-1].stats
+        stats = finished(events).stats
         assert isinstance(events[-1], Finished)
         assert sum(d for d, _ in stats.by_source.values()) == stats.drafted
         assert sum(a for _, a in stats.by_source.values()) == stats.accepted
@@ -164,7 +165,7 @@ def test_the_model_s_late_read_of_the_prompt_counts_as_prompt_time_not_decoding(
     started = time.perf_counter()
     events = list(generate(runtime.target_side, drafter, prompt, GREEDY, adaptive=AdaptiveDepth()))
     wall = time.perf_counter() - started
-    stats = events[-1].stats  # type: ignore[attr-defined]
+    stats = finished(events).stats
     assert model.read[0] > 0 and model.read[1] >= 1.5  # the model read the prompt during the reply
     assert any(isinstance(e, Drafted) and DraftSource.MODEL in e.sources for e in events)
     assert stats.prompt_seconds >= 1.5
@@ -189,11 +190,11 @@ def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(runti
     runtime.lookup_memory = memory
     prompt = runtime.prompt(messages).tokens
     context = [*prompt, 5, 6, 7]
-    assert (3, tuple(plain.last_tokens[:8])) in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)
+    assert runtime.drafter_for(DrafterKind.COMPOSITE) is drafter  # the kept composite, handed the memory
+    assert (3, tuple(plain.last_tokens[:8])) in drafter.lookups(context, 8)
     runtime.lookup_memory = None
-    assert all(
-        p[1] != tuple(plain.last_tokens[:8]) for p in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)
-    )
+    assert runtime.drafter_for(DrafterKind.COMPOSITE) is drafter and drafter.memory is None
+    assert all(p[1] != tuple(plain.last_tokens[:8]) for p in drafter.lookups(context, 8))
     runtime.lookup_memory = np.asarray(plain.last_tokens, dtype=np.int64)
     session = Conversation(runtime, [])
     list(session.reply(messages[0]["content"], GREEDY, drafter=DrafterKind.COMPOSITE))

@@ -17,6 +17,7 @@ from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     Drafted,
     DrafterKind,
+    Event,
     Finished,
     FinishReason,
     GenerationParams,
@@ -24,6 +25,7 @@ from specchat.core.types import (
     SpecchatError,
     Verified,
 )
+from support.events import finished
 from support.stats import assert_fits
 
 GREEDY = GenerationParams(max_tokens=40)
@@ -45,7 +47,7 @@ def reference_greedy(runtime: Runtime, messages: list[dict[str, str]], n: int) -
     return out
 
 
-def run(session: Conversation, text: str | None, params: GenerationParams, **kwargs: object) -> list:
+def run(session: Conversation, text: str | None, params: GenerationParams, **kwargs: object) -> list[Event]:
     return list(session.reply(text, params, **kwargs))  # type: ignore[arg-type]
 
 
@@ -74,7 +76,7 @@ def test_greedy_output_is_token_identical_to_the_target_alone(
         session = Conversation(demo_runtime, messages[:-1])
         events = run(session, messages[-1]["content"], GREEDY, drafter=drafter, depth=DepthControl(depth))
         assert session.last_tokens == references[pid], pid
-        drafted += events[-1].stats.drafted
+        drafted += finished(events).stats.drafted
     if drafter is not DrafterKind.NONE:
         assert drafted > 0  # speculation really happened
 
@@ -115,7 +117,7 @@ def test_events_are_consistent(demo_runtime) -> None:
             pending = None
             text.append(e.text)
     assert "".join(text) == session.messages[-1]["content"]
-    stats = events[-1].stats
+    stats = finished(events).stats
     assert stats.accepted == sum(len(e.accepted) for e in events if isinstance(e, Verified))
     assert 0.5 < stats.acceptance_rate <= 1.0  # same model at two precisions agrees most of the time
 
@@ -178,12 +180,12 @@ def test_multi_turn_reuses_the_kv_cache_and_matches_a_fresh_session(demo_runtime
     session = Conversation(demo_runtime)
     run(session, "What is the capital of France?", params, depth=DepthControl(4))
     second = run(session, "And of Italy?", params, depth=DepthControl(4))
-    assert second[-1].stats.reused_prompt_tokens > second[-1].stats.prompt_tokens // 2
+    assert finished(second).stats.reused_prompt_tokens > finished(second).stats.prompt_tokens // 2
 
     fresh = Conversation(demo_runtime, session.messages[:-2])
     demo_runtime.empty_caches()
     again = run(fresh, "And of Italy?", params, depth=DepthControl(4))
-    assert again[-1].stats.reused_prompt_tokens == 0
+    assert finished(again).stats.reused_prompt_tokens == 0
     assert fresh.messages[-1] == session.messages[-1]
 
 
@@ -196,7 +198,7 @@ def test_cancel_stops_within_a_round_and_leaves_the_session_consistent(demo_runt
         events.append(event)
         if isinstance(event, Verified) and event.round == 1:
             cancel.cancel()
-    assert events[-1].reason is FinishReason.CANCELLED
+    assert finished(events).reason is FinishReason.CANCELLED
     assert sum(isinstance(e, Verified) for e in events) == 2  # nothing verified after the cancel
     assert session.messages[-1]["role"] == "assistant"
 
@@ -233,7 +235,7 @@ def test_stop_string_ends_the_reply_before_it(demo_runtime) -> None:
         GenerationParams(max_tokens=40, stop_strings=("5",)),
         depth=DepthControl(4),
     )
-    assert events[-1].reason is FinishReason.STOP_STRING
+    assert finished(events).reason is FinishReason.STOP_STRING
     assert session.messages[-1]["content"] == full[: full.index("5")]
 
 
@@ -260,13 +262,13 @@ def test_context_full_finishes_with_a_reason_not_a_crash(demo_pair) -> None:
     try:
         session = Conversation(runtime)
         events = run(session, "Tell me a story.", GenerationParams(max_tokens=1000), depth=DepthControl(4))
-        assert events[-1].reason is FinishReason.CONTEXT_FULL
-        assert "256-token context is full" in events[-1].message
-        stats = events[-1].stats
+        assert finished(events).reason is FinishReason.CONTEXT_FULL
+        assert "256-token context is full" in finished(events).message
+        stats = finished(events).stats
         assert stats.prompt_tokens + stats.generated == runtime.n_ctx + 1  # every position used
         # The session is still usable: a new conversation on the same runtime works.
         again = run(Conversation(runtime), "Hi", GenerationParams(max_tokens=4), depth=DepthControl(4))
-        assert again[-1].reason is FinishReason.MAX_TOKENS
+        assert finished(again).reason is FinishReason.MAX_TOKENS
     finally:
         runtime.close()
 
@@ -292,8 +294,13 @@ def test_empty_conversation_is_refused(demo_runtime) -> None:
 
 def test_foreign_vocabulary_draft_is_refused_naming_the_difference(demo_pair, foreign_draft) -> None:
     stages: list[str] = []
+
+    def loading(stage: str, fraction: float) -> bool:
+        stages.append(stage)
+        return True
+
     with pytest.raises(SpecchatError, match=r"token \d+ differs: target 'Ġthe', draft 'Ġteh'"):
-        Runtime.load(demo_pair.target, foreign_draft, progress=lambda stage, f: stages.append(stage) or True)
+        Runtime.load(demo_pair.target, foreign_draft, progress=loading)
     assert stages == [], "refused before either model's weights were loaded"
 
 
@@ -302,6 +309,7 @@ def test_auto_gpu_layers_load_and_report_placement(demo_pair) -> None:
 
     runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=256, n_gpu_layers="auto", draft_gpu_layers="auto")
     try:
+        assert runtime.draft is not None
         if offload_supported():
             assert runtime.target.n_gpu_layers != 0 or runtime.draft.n_gpu_layers != 0  # tiny pair fits any GPU
         else:
@@ -315,9 +323,12 @@ def test_auto_gpu_layers_load_and_report_placement(demo_pair) -> None:
 
 def test_load_progress_is_reported_and_can_abort(demo_pair) -> None:
     seen: list[tuple[str, float]] = []
-    runtime = Runtime.load(
-        demo_pair.target, demo_pair.draft, n_ctx=256, progress=lambda stage, f: seen.append((stage, f)) or True
-    )
+
+    def loading(stage: str, fraction: float) -> bool:
+        seen.append((stage, fraction))
+        return True
+
+    runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=256, progress=loading)
     runtime.close()
     assert {s for s, _ in seen} == {"target", "draft"}
     assert max(f for s, f in seen if s == "target") == pytest.approx(1.0)
@@ -374,12 +385,13 @@ def test_round_overhead_leaves_out_the_consumers_time(demo_runtime, monkeypatch:
 
 
 def test_device_bytes_counts_offloaded_layers(demo_pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specchat.core.llama.devices import offload_supported
     from specchat.core.models.shape import read_model_shape
     from specchat.core.runtime import runtime as session_module
 
     runtime = Runtime.load(demo_pair.target, demo_pair.draft, n_ctx=512, n_gpu_layers=-1, draft_gpu_layers=0)
     try:
-        if not session_module.offload_supported():
+        if not offload_supported():
             assert runtime.device_bytes() == 0
             monkeypatch.setattr(session_module, "offload_supported", lambda: True)
         # All of the target (weights and a 512-token cache), none of the draft.
@@ -407,17 +419,17 @@ def test_a_plain_probe_times_plain_decoding_after_the_reply_even_past_its_end(de
     session = Conversation(demo_runtime)
     params = GenerationParams(max_tokens=64, plain_probe=16)
     events = run(session, "Say hello in one word.", params, drafter=DrafterKind.DRAFT_MODEL, depth=DepthControl(3))
-    finished = events[-1]
-    assert isinstance(finished, Finished) and finished.reason is FinishReason.EOS, finished.reason
-    assert finished.stats.plain_tokens == 16 and finished.stats.plain_tokens_per_second > 0
+    end = events[-1]
+    assert isinstance(end, Finished) and end.reason is FinishReason.EOS, end
+    assert end.stats.plain_tokens == 16 and end.stats.plain_tokens_per_second > 0
     last = next(e for e in reversed(events) if isinstance(e, Verified))
-    probe_seconds = finished.stats.plain_tokens / finished.stats.plain_tokens_per_second
-    assert finished.stats.generate_seconds - last.elapsed < probe_seconds  # the reply's time ends before the probe
+    probe_seconds = end.stats.plain_tokens / end.stats.plain_tokens_per_second
+    assert end.stats.generate_seconds - last.elapsed < probe_seconds  # the reply's time ends before the probe
 
     cancel = CancelToken()
-    stopped: list = []
+    stopped: list[Event] = []
     for event in session.reply("Write a long story about a dragon.", params, depth=DepthControl(4), cancel=cancel):
         stopped.append(event)
         if isinstance(event, Verified):
             cancel.cancel()
-    assert stopped[-1].reason is FinishReason.CANCELLED and stopped[-1].stats.plain_tokens == 0
+    assert finished(stopped).reason is FinishReason.CANCELLED and finished(stopped).stats.plain_tokens == 0

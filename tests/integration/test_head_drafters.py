@@ -36,6 +36,7 @@ from specchat.core.types import (
     Drafted,
     DrafterKind,
     DraftSource,
+    Event,
     Finished,
     FinishReason,
     GenerationParams,
@@ -43,6 +44,7 @@ from specchat.core.types import (
     SpecchatError,
     Verified,
 )
+from support.events import finished
 from support.gguf_copy import copy_gguf
 from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_follows
@@ -81,7 +83,7 @@ def kind_of(runtime: Runtime) -> DrafterKind:
     return HEADS[runtime.head_context.head_kind]
 
 
-def reply(session: Conversation, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list:
+def reply(session: Conversation, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list[Event]:
     return list(session.reply(text, params, drafter=kind_of(session.runtime), **kwargs))  # type: ignore[arg-type]
 
 
@@ -104,14 +106,14 @@ def head_output(head: Eagle3Context | DFlashContext, sequence: list[int]) -> np.
     if isinstance(head, Eagle3Context):
         row = head.begin(sequence[-1], pos)
         assert row is not None
-        row = row.copy()
+        row = np.array(row)  # a copy: the row is the head's buffer
         head.end(pos)
         return row
     block = head.block(sequence[-1], pos, head.max_draft)
     assert block is not None
     if block.candidates is not None and block.scores is not None:  # DFlash2: the selector's lattice
         return canonical_lattice(block.candidates, block.scores)
-    return block.logits.copy()
+    return np.array(block.logits)  # a copy: the head's buffer
 
 
 def canonical_lattice(candidates: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -170,12 +172,12 @@ def test_greedy_head_speculation_matches_plain_decoding(runtime: Runtime, depth:
         runtime.target_context.truncate(0)
         session = Conversation(runtime)
         events = reply(session, text, depth=DepthControl(depth))
-        assert events[-1].reason is FinishReason.MAX_TOKENS, events[-1].message
+        assert finished(events).reason is FinishReason.MAX_TOKENS, finished(events).message
         for event in events:
             if isinstance(event, Drafted):
                 assert 0 < len(event.tokens) <= min(depth or 16, head.max_draft or 16)
                 assert set(event.sources) == {source}
-        drafted += events[-1].stats.drafted
+        drafted += finished(events).stats.drafted
         check(runtime, session.messages[:-1], session.last_tokens, f"depth {depth} reply {i}")
     assert drafted > 0
 
@@ -186,7 +188,7 @@ def test_the_head_follows_the_target_through_turns_accepted_drafts_and_a_cancel(
     session = Conversation(runtime)
     sampled = GenerationParams(sampler=BROAD, max_tokens=40, seed=3)
     first = reply(session, "What is the capital of France?", sampled, depth=DepthControl(4))
-    assert first[-1].stats.accepted > 0
+    assert finished(first).stats.accepted > 0
     cancel = CancelToken()
     for event in session.reply(
         "And of Italy?", sampled, drafter=kind_of(runtime), depth=DepthControl(6), cancel=cancel
@@ -254,7 +256,7 @@ def test_the_composite_over_a_head_drafts_from_both_and_matches_plain_decoding()
         for i, text in enumerate(("Tell me about the sea.", "Count to ten, please.")):
             session = Conversation(runtime)
             events = list(session.reply(text, params, drafter=DrafterKind.COMPOSITE, depth=DepthControl(None)))
-            assert isinstance(events[-1], Finished) and events[-1].reason is FinishReason.MAX_TOKENS
+            assert isinstance(events[-1], Finished) and finished(events).reason is FinishReason.MAX_TOKENS
             for event in events:
                 if isinstance(event, Drafted):
                     sources.update(s.value for s in event.sources)
@@ -367,7 +369,7 @@ def test_a_head_on_an_mtp_target_takes_the_place_of_its_mtp_heads() -> None:
         assert runtime.target_context.observer is runtime.head_context  # type: ignore[union-attr]
         session = Conversation(runtime)
         events = reply(session, "Tell me about the sea.", depth=DepthControl(3))
-        assert events[-1].stats.drafted > 0
+        assert finished(events).stats.drafted > 0
         check(runtime, session.messages[:-1], session.last_tokens, "eagle3 on an MTP target")
         with pytest.raises(SpecchatError, match="has no MTP heads"):
             Conversation(runtime).reply("Hi.", GREEDY, drafter=DrafterKind.MTP)

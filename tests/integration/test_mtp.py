@@ -26,13 +26,14 @@ from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     Drafted,
     DrafterKind,
-    Finished,
+    Event,
     FinishReason,
     GenerationParams,
     SamplerParams,
     SpecchatError,
     Verified,
 )
+from support.events import finished
 from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_follows
 
@@ -51,7 +52,7 @@ def runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
     loaded.close()
 
 
-def reply(session: Conversation, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list:
+def reply(session: Conversation, text: str | None, params: GenerationParams = GREEDY, **kwargs: object) -> list[Event]:
     return list(session.reply(text, params, drafter=MTP, **kwargs))  # type: ignore[arg-type]
 
 
@@ -78,7 +79,7 @@ def fresh_heads_logits(sequence: list[int]) -> np.ndarray:
         target.decode(sequence[:-1])
         row = mtp.begin(sequence[-1], len(sequence) - 1)
         assert row is not None
-        return row.copy()
+        return np.array(row)  # a copy: the row is the context's buffer
     finally:
         mtp.close()
         target.close()
@@ -106,11 +107,12 @@ def test_greedy_mtp_speculation_matches_plain_decoding(runtime: Runtime, depth: 
         runtime.target_context.truncate(0)
         session = Conversation(runtime)
         events = reply(session, text, depth=DepthControl(depth))
-        assert events[-1].reason is FinishReason.MAX_TOKENS, events[-1].message
+        end = finished(events)
+        assert end.reason is FinishReason.MAX_TOKENS, end.message
         for event in events:
             if isinstance(event, Drafted):
                 assert 0 < len(event.tokens) <= (depth or 16)
-        drafted += events[-1].stats.drafted
+        drafted += finished(events).stats.drafted
         check(runtime, session.messages[:-1], session.last_tokens, f"depth {depth} reply {i}")
     assert drafted > 0
 
@@ -129,10 +131,12 @@ def test_the_heads_follow_the_target_through_turns_cuts_and_a_cancel(runtime: Ru
     sequence = [*prompt, *session.last_tokens]
     ctx = runtime.target_context
     assert ctx.tokens == sequence[:-1]
-    live = runtime.mtp_context.begin(sequence[-1], len(sequence) - 1)
+    heads = runtime.mtp_context
+    assert heads is not None
+    live = heads.begin(sequence[-1], len(sequence) - 1)
     assert live is not None
     live = live.copy()
-    runtime.mtp_context.end(len(sequence) - 1)
+    heads.end(len(sequence) - 1)
     fresh = fresh_heads_logits(sequence)
     assert np.abs(live - fresh).max() < 1e-3 * np.abs(fresh).max()
     check(runtime, session.messages[:-1], session.last_tokens, "third turn")
@@ -146,9 +150,10 @@ def test_mtp_p_min_defaults_to_the_published_cutoff(runtime: Runtime) -> None:
         GenerationParams(sampler=PENALTY, max_tokens=12),
         depth=DepthControl(4),
     )
-    assert default[-1].stats.drafted == 0  # random heads are never 75% sure
+    assert finished(default).stats.drafted == 0  # random heads are never 75% sure
     ungated = GenerationParams(sampler=PENALTY, max_tokens=12, draft_p_min=0.0)  # 0 means no gate, as asked
-    assert reply(Conversation(runtime), "Tell me about the sea.", ungated, depth=DepthControl(4))[-1].stats.drafted > 0
+    gated_off = reply(Conversation(runtime), "Tell me about the sea.", ungated, depth=DepthControl(4))
+    assert finished(gated_off).stats.drafted > 0
 
 
 def test_sampling_with_mtp_follows_the_target_distribution(runtime: Runtime) -> None:
@@ -185,7 +190,8 @@ def test_the_composite_over_the_heads_drafts_from_both_and_matches_plain_decodin
     for i, text in enumerate(("Tell me about the sea.", "Count to ten, please.")):
         session = Conversation(runtime)
         events = list(session.reply(text, params, drafter=DrafterKind.COMPOSITE, depth=DepthControl(None)))
-        assert isinstance(events[-1], Finished) and events[-1].reason is FinishReason.MAX_TOKENS, events[-1].message
+        end = finished(events)
+        assert end.reason is FinishReason.MAX_TOKENS, end.message
         for event in events:
             if isinstance(event, Drafted):
                 sources.update(s.value for s in event.sources)
@@ -197,12 +203,12 @@ def test_the_composite_drafts_by_lookup_while_unsure_heads_draft_nothing(runtime
     """Random heads are never 75% sure (the default p-min): the composite must not keep waiting on them."""
     sampler = SamplerParams(repeat_penalty=1.0)
     runtime.target_context.truncate(0)
-    runtime._composite = None  # a fresh composite, which has never seen the heads draft
+    runtime._kept.pop(DrafterKind.COMPOSITE, None)  # a fresh composite, which has never seen the heads draft
     session = Conversation(runtime)
     params = GenerationParams(sampler=sampler, max_tokens=48)
     events = list(
         session.reply("Tell me about the sea.", params, drafter=DrafterKind.COMPOSITE, depth=DepthControl(None))
     )
-    stats = events[-1].stats
+    stats = finished(events).stats
     assert stats.by_source.get("lookup", [0, 0])[1] > 0 and stats.by_source.get("mtp", [0, 0])[0] == 0, stats
     check(runtime, session.messages[:-1], session.last_tokens, "lookup with unsure heads", params)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import SamplerParams
@@ -28,7 +29,7 @@ def specchat(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def chat_json(*flags: str) -> dict:
+def chat_json(*flags: str) -> dict[str, Any]:
     out = specchat(
         "chat",
         "--target",
@@ -44,7 +45,8 @@ def chat_json(*flags: str) -> dict:
         PROMPT,
     )
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    reply: dict[str, Any] = json.loads(out.stdout)
+    return reply
 
 
 def test_chat_mtp_drafts_with_the_heads_and_matches_plain_decoding() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +13,9 @@ from specchat.server.app import ServerConfig, build_app
 from specchat.server.request_queue import RequestQueue
 from specchat.server.runner import ServerThread
 from support.api_clients import close_all
+
+if TYPE_CHECKING:
+    from specchat.core.runtime.runtime import Runtime
 
 
 @dataclass
@@ -26,9 +30,9 @@ class Served:
 
 
 @contextmanager
-def serving(runtime: object, config: ServerConfig | None = None, queue_size: int = 8) -> Iterator[Served]:
+def serving(runtime: Runtime, config: ServerConfig | None = None, queue_size: int = 8) -> Iterator[Served]:
     config = config or ServerConfig()
-    host = RequestQueue(runtime, queue_size=queue_size)  # type: ignore[arg-type]
+    host = RequestQueue(runtime, queue_size=queue_size)
     thread = ServerThread(build_app(host, config)).start()
     try:
         yield Served(thread.url, host, config)

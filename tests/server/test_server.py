@@ -9,12 +9,13 @@ import time
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from specchat.core.types import FinishReason
 from specchat.server.app import ServerConfig
-from support.api_clients import client
+from support.api_clients import client, error_body, extra, usage_of
 
-QUESTION = [{"role": "user", "content": "What is a bicycle?"}]
+QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is a bicycle?"}]
 
 
 def wait_until(check, what: str, seconds: float = 120.0) -> None:
@@ -28,8 +29,8 @@ def wait_until(check, what: str, seconds: float = 120.0) -> None:
 def test_models_lists_the_loaded_pair(served) -> None:
     models = client(served).models.list().data
     assert [m.id for m in models] == [served.host.info.model_id]
-    extra = models[0].model_extra["specchat"]
-    assert extra["draft"] == served.host.info.draft and extra["default_drafter"] == "composite"
+    listed = extra(models[0])["specchat"]
+    assert listed["draft"] == served.host.info.draft and listed["default_drafter"] == "composite"
 
 
 def test_a_chat_completion_has_usage_and_speculative_figures(served) -> None:
@@ -37,10 +38,10 @@ def test_a_chat_completion_has_usage_and_speculative_figures(served) -> None:
     choice = reply.choices[0]
     assert choice.message.role == "assistant" and choice.message.content
     assert choice.finish_reason in ("stop", "length")
-    usage = reply.usage
+    usage = usage_of(reply)
     assert usage.prompt_tokens > 5 and 0 < usage.completion_tokens <= 24
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
-    spec = reply.model_extra["speculative"]
+    spec = extra(reply)["speculative"]
     assert spec["drafter"] == "composite" and spec["depth"] == "auto"
     assert spec["accepted"] <= spec["drafted"] and spec["passes"] >= 1
     assert sum(s["drafted"] for s in spec["by_source"].values()) == spec["drafted"]
@@ -67,20 +68,20 @@ def test_streaming_gives_the_same_text_usage_and_token_fates(served) -> None:
     assert text == whole.choices[0].message.content
     assert chunks[0].choices[0].delta.role == "assistant"
     finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
-    assert len(finals) == 1 and finals[0].model_extra["speculative"]["passes"] >= 1
-    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
-    fates = [f for c in chunks if c.choices for f in c.choices[0].model_extra.get("specchat_fates") or []]
+    assert len(finals) == 1 and extra(finals[0])["speculative"]["passes"] >= 1
+    assert chunks[-1].choices == [] and usage_of(chunks[-1]).completion_tokens == usage_of(whole).completion_tokens
+    fates = [f for c in chunks if c.choices for f in extra(c.choices[0]).get("specchat_fates") or []]
     assert {f["fate"] for f in fates} <= {"accepted", "rejected", "target"}
     kept = [f for f in fates if f["fate"] != "rejected"]
-    assert len(kept) == whole.usage.completion_tokens
+    assert len(kept) == usage_of(whole).completion_tokens
     assert "".join(f["text"] for f in kept).startswith(text)
-    assert sum(f["fate"] == "accepted" for f in fates) == chunks[-1].model_extra["speculative"]["accepted"]
+    assert sum(f["fate"] == "accepted" for f in fates) == extra(chunks[-1])["speculative"]["accepted"]
 
 
 def test_completions_take_a_raw_prompt(served) -> None:
     api = client(served)
     whole = api.completions.create(model="m", prompt="The capital of France is", max_tokens=8, temperature=0)
-    assert whole.object == "text_completion" and whole.choices[0].text and whole.usage.completion_tokens <= 8
+    assert whole.object == "text_completion" and whole.choices[0].text and usage_of(whole).completion_tokens <= 8
     streamed = "".join(
         c.choices[0].text
         for c in api.completions.create(
@@ -96,25 +97,26 @@ def test_a_request_may_choose_its_drafter_and_depth(served) -> None:
     plain = api.chat.completions.create(
         model="m", messages=QUESTION, max_tokens=12, extra_body={"speculative": {"depth": 0}}
     )
-    assert plain.model_extra["speculative"]["drafted"] == 0 and plain.model_extra["speculative"]["depth"] == 0
+    assert extra(plain)["speculative"]["drafted"] == 0 and extra(plain)["speculative"]["depth"] == 0
     lookup = api.chat.completions.create(
         model="m", messages=QUESTION, max_tokens=12, extra_body={"speculative": {"drafter": "ngram"}}
     )
-    assert lookup.model_extra["speculative"]["drafter"] == "ngram"
-    assert set(lookup.model_extra["speculative"]["by_source"]) <= {"lookup"}
+    assert extra(lookup)["speculative"]["drafter"] == "ngram"
+    assert set(extra(lookup)["speculative"]["by_source"]) <= {"lookup"}
     model = api.chat.completions.create(
         model="m", messages=QUESTION, max_tokens=12, extra_body={"speculative": {"drafter": "draft", "depth": 3}}
     )
-    assert set(model.model_extra["speculative"]["by_source"]) <= {"model"}
+    assert set(extra(model)["speculative"]["by_source"]) <= {"model"}
     with pytest.raises(openai.BadRequestError) as caught:
         api.chat.completions.create(model="m", messages=QUESTION, extra_body={"speculative": {"drafter": "mtp"}})
-    assert caught.value.body["param"] == "speculative.drafter"
+    assert error_body(caught.value)["param"] == "speculative.drafter"
 
 
 def test_stop_strings_end_the_reply_before_them(served) -> None:
     api = client(served)
     whole = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=40, temperature=0)
     text = whole.choices[0].message.content
+    assert text is not None
     stop = text[10:14]
     cut = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=40, temperature=0, stop=[stop])
     assert cut.choices[0].message.content == text[: text.find(stop)]
@@ -148,15 +150,16 @@ def test_stop_strings_end_the_reply_before_them(served) -> None:
 def test_unsupported_requests_are_openai_shaped_400s(served, fields: dict[str, object], param: str) -> None:
     request = {"model": "m", "messages": QUESTION, **fields}
     with pytest.raises(openai.BadRequestError) as caught:
-        client(served).chat.completions.create(**request)
+        # Deliberately outside what the client's types allow: the server must refuse it.
+        client(served).chat.completions.create(**request)  # type: ignore[call-overload]
     assert caught.value.status_code == 400
-    assert caught.value.body["param"] == param and caught.value.body["type"] == "invalid_request_error"
+    assert error_body(caught.value)["param"] == param and error_body(caught.value)["type"] == "invalid_request_error"
 
 
 def test_a_prompt_over_the_context_is_a_400(served) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client(served).chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 3000}])
-    assert caught.value.body["code"] == "context_length_exceeded"
+    assert error_body(caught.value)["code"] == "context_length_exceeded"
 
 
 @pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
@@ -217,7 +220,7 @@ def test_a_wrong_or_missing_key_is_a_401(serve) -> None:
     with serve(ServerConfig(api_key="s3cret")) as s:
         with pytest.raises(openai.AuthenticationError) as caught:
             client(s, key="wrong").chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
-        assert caught.value.status_code == 401 and caught.value.body["code"] == "invalid_api_key"
+        assert caught.value.status_code == 401 and error_body(caught.value)["code"] == "invalid_api_key"
         assert httpx.get(s.url + "/v1/models").status_code == 401
         assert client(s, key="s3cret").chat.completions.create(model="m", messages=QUESTION, max_tokens=2).choices
 
@@ -262,7 +265,7 @@ def test_a_full_queue_answers_429_with_retry_after(serve) -> None:
             wait_until(lambda: s.host.waiting == 1, "the second request to wait in the queue")
             with pytest.raises(openai.RateLimitError) as caught:
                 client(s).chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
-            assert caught.value.status_code == 429 and caught.value.body["code"] == "queue_full"
+            assert caught.value.status_code == 429 and error_body(caught.value)["code"] == "queue_full"
             assert int(caught.value.response.headers["retry-after"]) >= 1
         waiting.join(timeout=300)
         assert results["queued"] == 200  # the waiting one was served once the first client left
@@ -274,5 +277,5 @@ def test_the_time_limit_ends_a_long_reply_with_length(serve) -> None:
             model="m", messages=QUESTION, max_tokens=1500, extra_body={"speculative": {"depth": 0}}
         )
         assert reply.choices[0].finish_reason == "length"
-        assert reply.model_extra["speculative"]["stopped"] == "time_limit"
-        assert reply.usage.completion_tokens < 1500
+        assert extra(reply)["speculative"]["stopped"] == "time_limit"
+        assert usage_of(reply).completion_tokens < 1500

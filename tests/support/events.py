@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from specchat.core.types import Drafted, Verified
+from collections.abc import Sequence
+
+from specchat.core.types import Drafted, Event, Finished, Verified
+
+
+def finished(events: Sequence[Event], at: int = -1) -> Finished:
+    """The event at ``at`` (the last by default), which must be a reply's ``Finished``."""
+    event = events[at]
+    assert isinstance(event, Finished), event
+    return event
 
 
 def drafted(n: int, pieces: tuple[str, ...]) -> Drafted:

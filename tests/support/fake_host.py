@@ -6,14 +6,14 @@ Tests load a pretend pair with ``loaded()`` and play engine events with
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from PySide6.QtCore import QObject, Signal
 
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.race import RaceRequest
 from specchat.ui.main_window import MainWindow
-from specchat.ui.worker import LoadOptions, ModelInfo, ReplyRequest
+from specchat.ui.worker import LoadOptions, ModelInfo, ReplyRequest, WindowRuntimeHost
 
 
 class FakeWorker(QObject):
@@ -90,6 +90,10 @@ class FakeHost(QObject):
         for token in self.tokens:
             token.cancel()
 
+    def as_host(self) -> WindowRuntimeHost:
+        """This stand-in where the window takes its host: it has the members the window uses (duck typing)."""
+        return cast(WindowRuntimeHost, self)
+
     def shutdown(self) -> None:
         self.closed = True
         self.cancel()
@@ -98,7 +102,7 @@ class FakeHost(QObject):
 def window_with(qtbot: Any, settings: Any, store: Any, *, loaded: bool = True) -> tuple[MainWindow, FakeHost]:
     """The real main window on a fake host (loaded unless ``loaded=False``), closed with the test."""
     host = FakeHost()
-    window = MainWindow(settings, store, host=host)
+    window = MainWindow(settings, store, host=host.as_host())
     qtbot.addWidget(window)
     if loaded:
         host.loaded()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import gguf
 
 BASE_VOCAB = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"tok{i}" for i in range(29)]
 
@@ -26,7 +30,7 @@ def write_gguf(
     size_label: str | None = "135M",
     file_type: int = 7,
     tensor_elements: int = 64,
-    model_kv: dict[str, int | bool | str | list[int]] | None = None,
+    model_kv: Mapping[str, int | bool | str | list[int]] | None = None,
     trailing_kv: dict[str, int | bool | str | list[int]] | None = None,
     general_name: str | None = None,
     tensors: Sequence[str] = (),
@@ -73,19 +77,19 @@ def write_gguf(
     return path
 
 
-def _add_kv(w: object, arch: str, kv: dict[str, int | bool | str | list[int]] | None) -> None:
+def _add_kv(w: gguf.GGUFWriter, arch: str, kv: Mapping[str, int | bool | str | list[int]] | None) -> None:
     for key, value in (kv or {}).items():
         name = key.format(arch=arch)
         if isinstance(value, bool):
-            w.add_bool(name, value)  # type: ignore[attr-defined]
+            w.add_bool(name, value)
         elif isinstance(value, str):
-            w.add_string(name, value)  # type: ignore[attr-defined]
+            w.add_string(name, value)
         elif isinstance(value, list):
-            w.add_array(name, value)  # type: ignore[attr-defined]
+            w.add_array(name, value)
         elif value < 0:
-            w.add_int32(name, value)  # type: ignore[attr-defined]
+            w.add_int32(name, value)
         else:
-            w.add_uint32(name, value)  # type: ignore[attr-defined]
+            w.add_uint32(name, value)
 
 
 class GgufMaker:

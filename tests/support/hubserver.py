@@ -168,7 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
         start = 0
         rng = self.headers.get("Range")
         if rng and not self.hub.ignore_range:
-            start = int(re.match(r"bytes=(\d+)-", rng).group(1))
+            asked = re.match(r"bytes=(\d+)-", rng)
+            assert asked is not None, rng  # the clients under test send only this form
+            start = int(asked.group(1))
         part = body[start:]
         record.status = 206 if start else 200
         if head and self.hub.stall_head:
@@ -227,9 +229,10 @@ class _Handler(BaseHTTPRequestHandler):
                 entry["size"] = len(data)
                 entry["blobId"] = git_blob_sha1(data)
                 if (repo, name) in self.hub.lfs:
-                    entry["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
-                    if not self.hub.pointer_size:
-                        del entry["lfs"]["pointerSize"]
+                    lfs: dict[str, object] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                    if self.hub.pointer_size:
+                        lfs["pointerSize"] = 134
+                    entry["lfs"] = lfs
             siblings.append(entry)
         self._json({"id": repo, "modelId": repo, "sha": COMMIT, "tags": ["gguf"], "siblings": siblings})
 
@@ -239,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
             for repo in sorted(self.hub.repos)
             if text.lower() in repo.lower()
         ]
-        hits.sort(key=lambda h: -h["downloads"])
+        hits.sort(key=lambda h: -self.hub.downloads.get(str(h["id"]), 0))
         self._json(hits)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -38,6 +39,14 @@ from specchat.core.types import SamplerParams
 __all__ = ["TIE_RELATIVE_GAP", "Comparison", "assert_same_or_tie", "compare_greedy", "plain_greedy"]
 
 DEFAULT_SAMPLER = SamplerParams()  # frozen: one shared default is safe
+
+
+class TargetContext(Protocol):
+    """What the checks drive: the target's llama.cpp context, local or remote (``Runtime.target_context``)."""
+
+    def truncate(self, n_keep: int) -> None: ...
+
+    def decode(self, tokens: Sequence[int], *, all_logits: bool = False) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,7 @@ class Comparison:
 
 
 def plain_greedy(
-    context: object,
+    context: TargetContext,
     prompt: Sequence[int],
     n: int,
     sampler: SamplerParams = DEFAULT_SAMPLER,
@@ -74,8 +83,8 @@ def plain_greedy(
 ) -> list[int]:
     """The target alone: the prompt in one batch, then one token per decode, straight on a llama.cpp context."""
     ctx = context
-    ctx.truncate(0)  # type: ignore[attr-defined]
-    row = ctx.decode(list(prompt))[0]  # type: ignore[attr-defined]
+    ctx.truncate(0)
+    row = ctx.decode(list(prompt))[0]
     history = list(prompt)
     out: list[int] = []
     while len(out) < n:
@@ -85,12 +94,12 @@ def plain_greedy(
         history.append(token)
         if token in eog:
             break
-        row = ctx.decode([token])[0]  # type: ignore[attr-defined]
+        row = ctx.decode([token])[0]
     return out
 
 
 def compare_greedy(
-    context: object,
+    context: TargetContext,
     prompt: Sequence[int],
     plain: Sequence[int],
     got: Sequence[int],
@@ -105,10 +114,10 @@ def compare_greedy(
     if expected is None or other is None:
         return Comparison(False, i, expected, other, None)
     ctx = context
-    ctx.truncate(0)  # type: ignore[attr-defined]
-    row = ctx.decode(list(prompt))[0]  # type: ignore[attr-defined]
+    ctx.truncate(0)
+    row = ctx.decode(list(prompt))[0]
     for token in plain[:i]:
-        row = ctx.decode([token])[0]  # type: ignore[attr-defined]
+        row = ctx.decode([token])[0]
     history = [*prompt, *plain[:i]]
     recent = history[-sampler.repeat_last_n :] if sampler.repeat_last_n else []
     scale = float(np.abs(row).max())
@@ -117,7 +126,7 @@ def compare_greedy(
 
 
 def assert_same_or_tie(
-    context: object,
+    context: TargetContext,
     prompt: Sequence[int],
     plain: Sequence[int],
     got: Sequence[int],

@@ -14,6 +14,7 @@ def catalog_pair_selected(qtbot: QtBot, key: str) -> tuple[ModelPickerDialog, QT
     qtbot.addWidget(dialog)
     dialog.show()
     tab = dialog.catalog_tab
+    assert tab is not None
     dialog.tabs.setCurrentWidget(tab)
     item = tab.item_for(key)
     assert item is not None, key

@@ -28,6 +28,7 @@ from specchat.server.protocol import Defaults, parse_chat
 from specchat.ui.controls import SpeculationControls
 from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import write_gguf
+from support.qt_items import combo_row
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -127,8 +128,8 @@ def test_both_reach_the_windows_drafter_list(added: None, qtbot: QtBot, settings
     row = controls.drafter.findData("repeat")
     assert row >= 0 and controls.drafter.itemText(row) == "Repeat (the last token again)"
     controls.set_offered({head_part("medusa")})  # a Medusa head loaded with --draft
-    items = controls.drafter.model()
-    enabled = {controls.drafter.itemData(r) for r in range(controls.drafter.count()) if items.item(r).isEnabled()}
+    combo = controls.drafter
+    enabled = {controls.drafter.itemData(r) for r in range(controls.drafter.count()) if combo_row(combo, r).isEnabled()}
     assert {DrafterKind.EAGLE3, DrafterKind.COMPOSITE, "repeat"} <= enabled
     assert DrafterKind.DSPARK not in enabled and DrafterKind.DRAFT_MODEL not in enabled
     composite = controls.drafter.findData(DrafterKind.COMPOSITE)

@@ -7,7 +7,7 @@ Tests of the strong per-token styles run in the verdict view; those that hold in
 from __future__ import annotations
 
 import pytest
-from PySide6.QtGui import QFont, QTextCursor
+from PySide6.QtGui import QFont, QTextCharFormat, QTextCursor
 
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript
 from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKind
@@ -19,9 +19,9 @@ from support.views import stream, streaming_view
 BOTH = pytest.mark.parametrize("verdicts", [False, True], ids=["reading", "verdicts"])
 
 
-def fragments(view: ChatView) -> list[tuple[str, str | None, object]]:
+def fragments(view: ChatView) -> list[tuple[str, str | None, QTextCharFormat]]:
     """(text, kind, format) for each text fragment of the document."""
-    out = []
+    out: list[tuple[str, str | None, QTextCharFormat]] = []
     block = view.document().begin()
     while block.isValid():
         it = block.begin()

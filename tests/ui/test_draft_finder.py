@@ -18,6 +18,7 @@ from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.worker import ModelInfo
 from support.advice import advice_measured_at
 from support.fake_host import window_with
+from support.qt_items import table_cell
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -50,14 +51,14 @@ def test_progress_table_and_use_this(qtbot, pair) -> None:
     assert values and values[-1] == 100 and values == sorted(values)
     assert dialog.table.columnCount() == len(COLUMNS)
     assert dialog.table.rowCount() == len(advice.results)
-    labels = [dialog.table.item(row, 0).text() for row in range(dialog.table.rowCount())]
+    labels = [table_cell(dialog.table, row, 0).text() for row in range(dialog.table.rowCount())]
     assert labels == [r.candidate.label for r in advice.results]
     assert set(labels) >= {"draft.gguf", "n-gram lookup"}
     row = labels.index("draft.gguf")
     result = advice.results[row]
     assert result.prediction is not None
-    assert dialog.table.item(row, 4).text() == str(result.prediction.best_depth)
-    assert dialog.table.item(row, COLUMNS.index("Why")).text() == result.reason
+    assert table_cell(dialog.table, row, 4).text() == str(result.prediction.best_depth)
+    assert table_cell(dialog.table, row, COLUMNS.index("Why")).text() == result.reason
     dialog.table.selectRow(row)
     assert dialog.use_button.isEnabled()
     with qtbot.waitSignal(dialog.use_requested) as blocker:
@@ -116,14 +117,14 @@ def test_the_window_loads_the_pick_with_its_depth_and_drafter(qtbot, store, pair
     window.pick.use(str(target), "", "ngram", 3)
     assert host.loads[-1] == (str(target), "")
     host.worker.loaded.emit(ModelInfo(str(target), "", "target.gguf", None, n_ctx=4096))
-    assert window.controls.drafter_kind is DrafterKind.NGRAM
+    assert window.controls.drafter_kind == DrafterKind.NGRAM
     assert window.controls.chosen_depth == 3 and window.depth_control.requested == 3
     # A pick whose load failed does not choose the drafter of the next pair loaded.
     window.pick.use(str(target), str(draft), "draft", 5)
     host.loaded(draft=False)  # another pair (/models/target.gguf) came instead
-    assert window.controls.drafter_kind is DrafterKind.NGRAM
+    assert window.controls.drafter_kind == DrafterKind.NGRAM
     host.worker.loaded.emit(ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096))
-    assert window.controls.drafter_kind is DrafterKind.NGRAM  # the one-shot choice was spent
+    assert window.controls.drafter_kind == DrafterKind.NGRAM  # the one-shot choice was spent
     window.settings.last_target = str(target)
     window.loader.info = None
     dialog = window.dialogs.draft_finder()
@@ -149,7 +150,7 @@ def loaded_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def labels_of(dialog: DraftFinderDialog) -> list[str]:
-    return [dialog.table.item(row, 0).text() for row in range(dialog.table.rowCount())]
+    return [table_cell(dialog.table, row, 0).text() for row in range(dialog.table.rowCount())]
 
 
 def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(qtbot, store, loaded_pair) -> None:
@@ -160,7 +161,7 @@ def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(q
     host.worker.loaded.emit(ModelInfo(str(target), str(draft), "target.gguf", "draft.gguf", n_ctx=4096))
     window.controls.depth_slider.setValue(6)
     window.controls.auto_depth.setChecked(True)
-    assert window.controls.drafter_kind is DrafterKind.COMPOSITE
+    assert window.controls.drafter_kind == DrafterKind.COMPOSITE
     loads = list(host.loads)
     dialog = window.dialogs.draft_finder()
     assert dialog is not None and dialog.loaded_draft == str(draft)
@@ -175,7 +176,7 @@ def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(q
     for label in ("draft.gguf (loaded)", "automatic: lookup + draft.gguf"):
         row = labels.index(label)
         assert advice.results[row].prediction is not None, advice.results[row].reason  # measured like the others
-        assert dialog.table.item(row, COLUMNS.index("Predicted")).text().endswith("×")
+        assert table_cell(dialog.table, row, COLUMNS.index("Predicted")).text().endswith("×")
     composite = advice.results[labels.index("automatic: lookup + draft.gguf")].candidate
     assert composite.drafter is DrafterKind.COMPOSITE and composite.path == str(draft)
 
@@ -190,12 +191,12 @@ def test_the_finder_measures_the_loaded_draft_and_use_this_keeps_it_and_undoes(q
         dialog.use_button.click()
     assert blocker.args == [str(target), str(draft), "ngram", ngram.prediction.best_depth]  # the draft stays
     assert host.loads == loads  # the loaded pair drafts with the pick: nothing reloaded, nothing unloaded
-    assert window.controls.drafter_kind is DrafterKind.NGRAM
+    assert window.controls.drafter_kind == DrafterKind.NGRAM
     assert window.controls.chosen_depth == ngram.prediction.best_depth
     assert window.pick.undo_button.isVisibleTo(window)
     window.pick.undo_button.click()
     assert host.loads == loads
-    assert window.controls.drafter_kind is DrafterKind.COMPOSITE and window.controls.chosen_depth is None
+    assert window.controls.drafter_kind == DrafterKind.COMPOSITE and window.controls.chosen_depth is None
     assert window.controls.depth_slider.value() == 6
     assert not window.pick.undo_button.isVisibleTo(window)
 
@@ -208,12 +209,12 @@ def test_undo_reloads_the_draft_a_pick_replaced(qtbot, store, loaded_pair) -> No
     window.pick.use(str(target), str(other), "draft", 5)
     assert host.loads[-1] == (str(target), str(other))
     host.worker.loaded.emit(ModelInfo(str(target), str(other), "target.gguf", "other.gguf", n_ctx=4096))
-    assert window.controls.drafter_kind is DrafterKind.DRAFT_MODEL and window.controls.chosen_depth == 5
+    assert window.controls.drafter_kind == DrafterKind.DRAFT_MODEL and window.controls.chosen_depth == 5
     window.pick.undo()
     assert host.loads[-1] == (str(target), str(draft))  # the replaced draft comes back
-    assert window.controls.drafter_kind is DrafterKind.DRAFT_MODEL  # until it has loaded
+    assert window.controls.drafter_kind == DrafterKind.DRAFT_MODEL  # until it has loaded
     host.worker.loaded.emit(before)
-    assert window.controls.drafter_kind is DrafterKind.COMPOSITE and window.controls.chosen_depth is None
+    assert window.controls.drafter_kind == DrafterKind.COMPOSITE and window.controls.chosen_depth is None
 
 
 def test_a_pick_holds_for_its_own_pair_only_and_is_not_saved(qtbot, store, loaded_pair, app_dirs) -> None:
@@ -228,9 +229,9 @@ def test_a_pick_holds_for_its_own_pair_only_and_is_not_saved(qtbot, store, loade
     assert window.settings.drafter is DrafterKind.COMPOSITE and window.settings.depth is None
     window.loader.reload()
     host.worker.loaded.emit(pair)
-    assert window.controls.drafter_kind is DrafterKind.NGRAM and window.controls.chosen_depth == 3
+    assert window.controls.drafter_kind == DrafterKind.NGRAM and window.controls.chosen_depth == 3
     host.loaded()  # another pair
-    assert window.controls.drafter_kind is DrafterKind.COMPOSITE and window.controls.chosen_depth is None
+    assert window.controls.drafter_kind == DrafterKind.COMPOSITE and window.controls.chosen_depth is None
     assert not window.pick.undo_button.isVisibleTo(window)
     # A pick the user changes by hand is theirs: it stays, and is saved.
     host.worker.loaded.emit(pair)
@@ -239,7 +240,7 @@ def test_a_pick_holds_for_its_own_pair_only_and_is_not_saved(qtbot, store, loade
     window.save_settings()
     assert window.settings.drafter is DrafterKind.NGRAM and window.settings.depth == 2
     host.loaded()
-    assert window.controls.drafter_kind is DrafterKind.NGRAM and window.controls.chosen_depth == 2
+    assert window.controls.drafter_kind == DrafterKind.NGRAM and window.controls.chosen_depth == 2
 
 
 def test_the_finder_says_plain_decoding_wins_when_the_best_prediction_measured_slower(qtbot) -> None:

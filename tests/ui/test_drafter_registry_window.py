@@ -12,6 +12,7 @@ from specchat.core.engine.registry import DrafterEntry, Part, head_part
 from specchat.core.types import DrafterKind
 from specchat.ui.controls import SpeculationControls
 from support.fake_host import window_with
+from support.qt_items import combo_row
 
 ECHO = DrafterEntry("echo", "Echo ({model})", lambda parts: NgramDrafter(), needs=(Part.MTP_HEADS.value,))
 
@@ -30,10 +31,10 @@ def test_a_new_entry_is_listed_labelled_and_greyed_out_by_what_it_needs(qtbot, s
     assert row == controls.drafter.count() - 1 and controls.drafter_kind == "echo"
     assert controls.drafter.itemText(row) == "Echo (MTP heads)"
     controls.set_offered({Part.DRAFT_MODEL.value})  # no heads: greyed out, the pair's default instead
-    assert not controls.drafter.model().item(row).isEnabled()
+    assert not combo_row(controls.drafter, row).isEnabled()
     assert controls.drafter_kind is DrafterKind.COMPOSITE
     controls.set_offered({Part.MTP_HEADS.value})
-    assert controls.drafter.model().item(row).isEnabled()
+    assert combo_row(controls.drafter, row).isEnabled()
 
 
 def test_a_drafter_the_pair_lacks_gives_way_to_the_registrys_default_and_says_so(qtbot, settings, store) -> None:
@@ -52,11 +53,11 @@ def test_a_loaded_head_offers_its_own_drafter_and_automatic_on_it(qtbot, setting
     window, host = window_with(qtbot, settings, store, loaded=False)
     settings_before = window.controls.drafter_kind
     host.loaded(draft=True, parts=frozenset({head_part("eagle3")}))  # --draft eagle3-….gguf: a head, no model
-    items = window.controls.drafter.model()
+    combo = window.controls.drafter
     enabled = {
         window.controls.drafter.itemData(row)
         for row in range(window.controls.drafter.count())
-        if items.item(row).isEnabled()
+        if combo_row(combo, row).isEnabled()
     }
     offered = {head_part("eagle3")}
     assert enabled == {e.name for e in registry.DRAFTERS if not e.parts or set(e.parts) & offered}

@@ -83,6 +83,7 @@ def test_a_reply_slower_than_the_pairs_quiet_rate_says_the_machine_is_busy_once(
     target reads its 540 MB of weights per token, which no CPU here does 600 times a second): the first
     reply's probe starts a busy spell and the status bar says so; the next reply, as slow, says nothing more."""
     window = open_window(qtbot, settings, store, demo_pair)
+    assert window.stats.baseline is not None
     key, quiet = window.stats.baseline.key, 1000.0
     settings.baselines = remember({}, Baseline(key, quiet, 48, time.time()))
     shown: list[str] = []

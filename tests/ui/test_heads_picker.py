@@ -105,8 +105,10 @@ def test_the_finder_names_the_heads_and_the_backend_verdict(qtbot: QtBot, target
     )
     advice = Advice(str(target_with_heads), [CandidateResult(head, reason=head.reason)], payoff=metal_like(6.8))
     dialog.show_advice(advice)
-    assert dialog.table.item(0, 1).text() == "EAGLE-3 head"
-    assert dialog.table.item(0, 9).text() == head.reason
+    kind_cell, reason_cell = dialog.table.item(0, 1), dialog.table.item(0, 9)
+    assert kind_cell is not None and reason_cell is not None
+    assert kind_cell.text() == "EAGLE-3 head"
+    assert reason_cell.text() == head.reason
     assert dialog.status.text().endswith(metal_like(6.8).line())
     assert "plain decoding is the fastest here. Speculation cannot pay" in dialog.status.text()
     assert "6.8x" in dialog.backend.text()  # the fresh calibration replaces the remembered one
@@ -134,6 +136,7 @@ def test_a_catalog_download_offers_the_targets_sidecars_and_fetches_them_when_ti
     monkeypatch.setattr(model_sources, "load_catalog", lambda: catalog.parse_catalog(FAKE_CATALOG))
     dialog, item = catalog_pair_selected(qtbot, "tiny")
     tab = dialog.catalog_tab
+    assert tab is not None
     tab.sidecars_box.setChecked(ticked)
     with qtbot.waitSignal(tab.pair_downloaded, timeout=60_000):
         qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)

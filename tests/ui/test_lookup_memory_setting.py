@@ -29,7 +29,7 @@ def saved_store(tmp_path: Path) -> ConversationStore:
 
 def window_on(qtbot, settings: Settings, store: ConversationStore) -> tuple[MainWindow, FakeHost]:
     host = FakeHost()
-    window = MainWindow(settings, store, host=host)
+    window = MainWindow(settings, store, host=host.as_host())
     qtbot.addWidget(window)
     host.loaded()
     return window, host
@@ -120,7 +120,7 @@ def test_automatic_drafting_is_listed_first_and_is_the_default_with_a_draft_mode
     assert host.requests[-1].drafter is DrafterKind.COMPOSITE
     window.close()
     alone = FakeHost()
-    window = MainWindow(Settings(), store, host=alone)
+    window = MainWindow(Settings(), store, host=alone.as_host())
     qtbot.addWidget(window)
     alone.loaded(draft=False)  # no draft model: lookup alone
     assert window.controls.drafter_kind is DrafterKind.NGRAM

@@ -14,6 +14,7 @@ from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub
 from support.picker import catalog_pair_selected
+from support.qt_items import tree_row
 
 
 def test_verdicts_without_models(tmp_path: Path) -> None:
@@ -48,8 +49,10 @@ def test_catalog_lists_pairs_and_offers_the_demo(qtbot: QtBot) -> None:
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
+    assert tab is not None
     assert tab.tree.topLevelItemCount() >= 2
-    assert tab.selected_pair().local and tab.get_button.text() == "Load pair"
+    pair = tab.selected_pair()
+    assert pair is not None and pair.local and tab.get_button.text() == "Load pair"
     with qtbot.waitSignal(dialog.demo_requested):
         tab.get_button.click()
 
@@ -58,7 +61,8 @@ def test_catalog_download_failure_is_one_line(qtbot: QtBot) -> None:
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
-    tab.tree.setCurrentItem(tab.tree.topLevelItem(1))
+    assert tab is not None
+    tab.tree.setCurrentItem(tree_row(tab.tree, 1))
     assert tab.get_button.text() == "Download"
     tab.get_button.click()
     assert tab.worker is not None and tab.cancel_button.isVisibleTo(tab) and not tab.get_button.isEnabled()
@@ -66,7 +70,7 @@ def test_catalog_download_failure_is_one_line(qtbot: QtBot) -> None:
         tab.cancel_button.click()
     assert blocker.args[0] and "\n" not in blocker.args[0] and tab.status.text() == blocker.args[0]
     assert tab.worker is None and tab.get_button.isEnabled()
-    assert tab.tree.topLevelItem(1).text(tab.STATE_COLUMN) == "not downloaded"
+    assert tree_row(tab.tree, 1).text(tab.STATE_COLUMN) == "not downloaded"
 
 
 @pytest.mark.slow
@@ -77,11 +81,12 @@ def test_library_finds_local_files_and_verdict_before_loading(
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.library_tab
+    assert tab is not None
     qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() >= 2, timeout=60_000)
-    paths = {tab.tree.topLevelItem(i).text(4): i for i in range(tab.tree.topLevelItemCount())}
-    tab.tree.setCurrentItem(tab.tree.topLevelItem(paths[str(demo_pair.target)]))
+    paths = {tree_row(tab.tree, i).text(4): i for i in range(tab.tree.topLevelItemCount())}
+    tab.tree.setCurrentItem(tree_row(tab.tree, paths[str(demo_pair.target)]))
     tab.target_button.click()
-    tab.tree.setCurrentItem(tab.tree.topLevelItem(paths[str(demo_pair.draft)]))
+    tab.tree.setCurrentItem(tree_row(tab.tree, paths[str(demo_pair.draft)]))
     tab.draft_button.click()
     assert dialog.tabs.currentIndex() == 0
     assert dialog.verdict.text().startswith("✓ compatible")
@@ -119,6 +124,7 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
 
     dialog, item = catalog_pair_selected(qtbot, "tiny")
     tab = dialog.catalog_tab
+    assert tab is not None
     assert tab.get_button.text() == "Download"
 
     qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)
@@ -180,7 +186,9 @@ def test_catalog_marks_pairs_already_in_the_cache(
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
+    assert tab is not None
     item = tab.item_for("tiny")
+    assert item is not None
     qtbot.waitUntil(lambda: item.text(tab.STATE_COLUMN) != "checking…")
     assert item.text(tab.STATE_COLUMN) == "✓ compatible"
     tab.tree.setCurrentItem(item)
@@ -197,9 +205,12 @@ def test_catalog_marks_pairs_already_in_the_cache(
     cache.store([cache.CachedResult(str(target_path), "draft", str(draft_path), 5, 1.4, 1.3, 1.38, 0.8, 1.0)])
     again = ModelPickerDialog()
     qtbot.addWidget(again)
-    row = again.catalog_tab.item_for("tiny")
-    qtbot.waitUntil(lambda: row.text(again.catalog_tab.STATE_COLUMN) != "checking…")
-    assert row.text(again.catalog_tab.STATE_COLUMN) == "✓ compatible · measured here: 1.38x at depth 5"
+    again_tab = again.catalog_tab
+    assert again_tab is not None
+    row = again_tab.item_for("tiny")
+    assert row is not None
+    qtbot.waitUntil(lambda: row.text(again_tab.STATE_COLUMN) != "checking…")
+    assert row.text(again_tab.STATE_COLUMN) == "✓ compatible · measured here: 1.38x at depth 5"
 
 
 def test_files_tab_says_whether_the_pair_fits(qtbot: QtBot, demo_pair: DemoPair, tmp_path: Path) -> None:
@@ -235,8 +246,9 @@ def test_catalog_marks_pairs_too_big_for_this_machine(qtbot: QtBot) -> None:
     dialog = ModelPickerDialog(memory=MachineMemory(ram_free=4 * 10**9, gpu_free=0))
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
+    assert tab is not None
     rows = {
-        tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
+        tree_row(tab.tree, i).data(0, Qt.ItemDataRole.UserRole): tree_row(tab.tree, i)
         for i in range(tab.tree.topLevelItemCount())
     }
     memory = tab.MEMORY_COLUMN
@@ -265,10 +277,9 @@ def test_library_says_which_downloads_are_unverified(
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.library_tab
+    assert tab is not None
     qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() == 2, timeout=30_000)
-    rows = {
-        Path(tab.tree.topLevelItem(i).text(LibraryTab.PATH_COLUMN)).name: tab.tree.topLevelItem(i) for i in range(2)
-    }
+    rows = {Path(tree_row(tab.tree, i).text(LibraryTab.PATH_COLUMN)).name: tree_row(tab.tree, i) for i in range(2)}
     flagged, plain = rows["Tiny-1B-Q4_K_M.gguf"], rows["Tiny-100M-Q8_0.gguf"]
     assert flagged.text(LibraryTab.SOURCE_COLUMN) == "hf-cache, unverified"
     tip = flagged.toolTip(LibraryTab.SOURCE_COLUMN)
@@ -290,8 +301,9 @@ def test_catalog_shows_the_drafter_an_expected_speedup_and_the_full_reason(qtbot
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     tab = dialog.catalog_tab
+    assert tab is not None
     rows = {
-        tab.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): tab.tree.topLevelItem(i)
+        tree_row(tab.tree, i).data(0, Qt.ItemDataRole.UserRole): tree_row(tab.tree, i)
         for i in range(tab.tree.topLevelItemCount())
     }
     by_id = {p.id: p for p in load_catalog()}
@@ -318,9 +330,10 @@ def test_the_library_lists_a_loaded_model_outside_the_scanned_folders(
     dialog = ModelPickerDialog(str(demo_pair.target), str(demo_pair.draft))
     qtbot.addWidget(dialog)
     tab = dialog.library_tab
+    assert tab is not None
     qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() >= 2, timeout=60_000)
     listed = {
-        tab.tree.topLevelItem(i).text(tab.PATH_COLUMN): tab.tree.topLevelItem(i).text(tab.SOURCE_COLUMN)
+        tree_row(tab.tree, i).text(tab.PATH_COLUMN): tree_row(tab.tree, i).text(tab.SOURCE_COLUMN)
         for i in range(tab.tree.topLevelItemCount())
     }
     assert listed[str(demo_pair.draft)] == "in use"

@@ -8,6 +8,7 @@ import pytest
 
 from specchat.core.types import DrafterKind
 from specchat.ui.main_window import MainWindow
+from support.qt_items import combo_row
 
 MTP_MODEL = Path(__file__).resolve().parents[1] / "models" / "qwen35-mtp.gguf"
 PROMPT = "Name a fruit."
@@ -25,7 +26,7 @@ def test_the_window_preselects_automatic_drafting_with_the_heads_and_drafts_with
     assert controls.drafter_kind is DrafterKind.COMPOSITE and "MTP heads" in window.panel.model_label.text()
     assert controls.drafter.currentText() == "Automatic (lookup + MTP heads)" == controls.drafter.toolTip()
     draft_row = controls.drafter.findData(DrafterKind.DRAFT_MODEL)
-    assert not controls.drafter.model().item(draft_row).isEnabled()  # no draft model loaded
+    assert not combo_row(controls.drafter, draft_row).isEnabled()  # no draft model loaded
     with qtbot.waitSignal(window.reply_finished, timeout=120_000) as blocker:
         window.send(PROMPT)
     stats = blocker.args[0].stats

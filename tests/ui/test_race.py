@@ -121,14 +121,15 @@ def test_the_panel_replays_both_texts_and_gives_times_and_ratio(qtbot) -> None:
 def test_the_panel_shows_the_first_difference(qtbot) -> None:
     fork = Fork(1, 5, " word", " world", ((" word", 0.5), (" world", 0.49)), 0.0204, 30.0)
     record = race_record("Hello word", [(0.25, 1, 5), (0.5, 1, 5)], fork=fork)
-    panel = RacePanel(race_message(), record, FakeClock())
+    clock = FakeClock()
+    panel = RacePanel(race_message(), record, clock)
     qtbot.addWidget(panel)
     text = panel.identity.text()
     assert text.startswith("First difference at token 1: plain ' word', speculative ' world'; a float tie")
     assert "' word' 0.500, ' world' 0.490" in text
     assert "Speculative goes on: ' world'" in text and "Plain goes on: ' word'" in text
     panel.start()
-    panel.replay.clock.now = 1.0
+    clock.now = 1.0
     panel.replay.tick()
     assert panel.spec.shown_text == "Hello world" and panel.plain.shown_text == "Hello word"
     for pane, piece in ((panel.spec, " world"), (panel.plain, " word")):
@@ -213,7 +214,8 @@ def test_a_running_race_shows_its_progress_and_cancel_stores_nothing(qtbot, sett
     assert errors == []  # cancelling is no error
     assert store.messages(window.conversation_id)[-1].stats == before and "race" not in before
     assert [m.content for m in store.messages(window.conversation_id)] == ["hi", "Hello world"]
-    assert window.transcript.messages[-1].figures.race is None and window.menu_actions.race.isEnabled()
+    figures = window.transcript.messages[-1].figures
+    assert figures is not None and figures.race is None and window.menu_actions.race.isEnabled()
 
 
 def test_race_again_runs_a_stored_race_anew_and_replaces_it(qtbot, settings, store) -> None:
@@ -323,7 +325,10 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
             gate.set()
         holder.join()
     assert window.racing.progress is None and window.racing.panel is None and told == []
-    assert "race" not in store.messages(window.conversation_id)[-1].stats  # nothing stored
+    cid = window.conversation_id
+    assert cid is not None
+    stats = store.messages(cid)[-1].stats
+    assert stats is not None and "race" not in stats  # nothing stored
     assert [m.content for m in window.transcript.messages][-1] == reply.content
 
     with qtbot.waitSignal(window.races.ready, timeout=RACE_TIMEOUT) as ready:
@@ -333,6 +338,7 @@ def test_a_real_race_matches_the_reply_and_replays_after_a_restart(qtbot, settin
     assert window.racing.progress is None  # closed once the race ended
     assert record.plain.text == record.spec.text == reply.content and record.fork is None  # greedy: the same text
     assert record.plain.tokens == record.spec.tokens == reply.figures.generated
+    assert reply.figures.drafting is not None
     assert (record.drafter, record.depth) == (reply.figures.drafting["drafter"], 4)  # drafted as the reply did
     panel = window.racing.panel
     assert panel is not None and panel.identity.text().startswith("Identical text")

@@ -31,7 +31,7 @@ DETAIL = TokenDetail(1, DraftSource.MODEL, 0, True, (("a", 0.5),), (("a", 0.75),
 
 
 def _window(qtbot, path: Path, cid: int) -> MainWindow:
-    window = MainWindow(Settings(last_conversation=cid), ConversationStore(path), host=FakeHost())
+    window = MainWindow(Settings(last_conversation=cid), ConversationStore(path), host=FakeHost().as_host())
     qtbot.addWidget(window)
     window.resize(1000, 700)
     window.show()

@@ -7,11 +7,13 @@ import time
 
 import pytest
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QTextCharFormat
 
 from specchat.core.chat.store import ConversationStore
 from specchat.core.types import DrafterKind, FinishReason, Verified
 from specchat.ui.main_window import MainWindow
 from specchat.ui.token_styles import PROP_KIND
+from specchat.ui.worker import ModelInfo
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +40,8 @@ def record_verified(window: MainWindow) -> list[Verified]:
     return seen
 
 
-def fragment_kinds(window: MainWindow) -> dict[str, list]:
-    out: dict[str, list] = {}
+def fragment_kinds(window: MainWindow) -> dict[str, list[tuple[str, QTextCharFormat]]]:
+    out: dict[str, list[tuple[str, QTextCharFormat]]] = {}
     block = window.chat_view.document().begin()
     while block.isValid():
         it = block.begin()
@@ -88,6 +90,7 @@ def test_reply_streams_with_accepted_and_target_fragments(qtbot, settings, store
     assert window.stats.speedup.text().startswith("×"), window.stats.speedup.toolTip()
     assert window.stats.speedup.text().endswith(" measured") and "right after" in window.stats.speedup.toolTip()
     (stored_baseline,) = window.settings.baselines.values()
+    assert window.model_info is not None
     assert stored_baseline["key"].startswith(window.model_info.pair_key + "|")
     assert stored_baseline["tokens_per_second"] > 0
     with qtbot.waitSignal(window.baselines.measured, timeout=REPLY_TIMEOUT):
@@ -215,14 +218,17 @@ def test_run_gui_with_demo_flag_opens_loads_and_exits(qapp, demo_pair, monkeypat
     from specchat.app import run_gui
 
     monkeypatch.setattr("specchat.core.models.demo.provision_demo_pair", lambda *a, **k: demo_pair)
-    loaded = []
+    loaded: list[ModelInfo] = []
 
     def watch() -> None:
         for widget in QApplication.topLevelWidgets():
             if isinstance(widget, MainWindow):
-                widget.models_loaded.connect(
-                    lambda info, w=widget: (loaded.append(info), QTimer.singleShot(0, w.close))
-                )
+
+                def close_once_loaded(info: ModelInfo, w: MainWindow = widget) -> None:
+                    loaded.append(info)
+                    QTimer.singleShot(0, w.close)
+
+                widget.models_loaded.connect(close_once_loaded)
 
     QTimer.singleShot(0, watch)
     QTimer.singleShot(LOAD_TIMEOUT, lambda: [w.close() for w in QApplication.topLevelWidgets()])  # never hang
@@ -266,7 +272,8 @@ def test_a_prompt_too_long_for_the_context_is_a_one_line_error(qtbot, settings, 
     assert "Reload models" in window.statusBar().currentMessage()
     with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
         window.menu_actions.reload.trigger()
-    assert window.host.worker.runtime.n_ctx == 2048 and settings.n_ctx == 2048
+    runtime = window.host.worker.runtime
+    assert runtime is not None and runtime.n_ctx == 2048 and settings.n_ctx == 2048
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT) as blocker:
         window.send("word " * 400)
     assert blocker.args[0].reason is not FinishReason.ERROR

@@ -58,7 +58,7 @@ def test_a_bad_entry_is_refused_in_one_line(qtbot) -> None:
 
 
 def test_the_window_keeps_the_list_and_loads_with_it(qtbot, settings, store) -> None:
-    window = MainWindow(settings, store, host=FakeHost())
+    window = MainWindow(settings, store, host=FakeHost().as_host())
     qtbot.addWidget(window)
     assert window.loader.options().rpc_servers == ()
     dialog = window.dialogs.remote_devices()
@@ -72,7 +72,7 @@ def test_the_window_keeps_the_list_and_loads_with_it(qtbot, settings, store) -> 
     picker = window.dialogs.model_picker()  # the fit verdict counts what the latest Test found free there
     assert picker.memory.remote_free == 40 << 30
     picker.close()
-    reopened = MainWindow(settings, store, host=FakeHost())
+    reopened = MainWindow(settings, store, host=FakeHost().as_host())
     qtbot.addWidget(reopened)
     assert reopened.loader.remote_servers == ("192.168.1.20:50052",)
     dialog = reopened.dialogs.remote_devices()

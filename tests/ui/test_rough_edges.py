@@ -28,6 +28,7 @@ from specchat.ui.remote_devices import RemoteDevicesDialog
 from support.contrast import drawn_contrast
 from support.events import drafted, verified
 from support.fake_host import FakeHost, two_versions, window_with
+from support.qt_items import tree_row
 from support.views import char_point, stream, streaming_view
 from support.xray import xray_round
 
@@ -68,10 +69,12 @@ def test_the_wheel_over_the_settings_panel_scrolls_it_and_changes_no_value(qtbot
     qtbot.waitExposed(window)
     bar = window.panel.verticalScrollBar()
     assert bar.maximum() > 0  # the panel scrolls at this size
-    before = _values(window.panel.widget())
+    inside = window.panel.widget()
+    assert inside is not None
+    before = _values(inside)
     fields = [
         w
-        for w in window.panel.widget().findChildren(QWidget)
+        for w in inside.findChildren(QWidget)
         if isinstance(w, (QAbstractSpinBox, QComboBox, QAbstractSlider)) and w.isVisible()
     ]
     assert len(fields) >= 8  # depth, drafter, temperature, top-k, top-p, repeat penalty, max tokens, context
@@ -81,7 +84,7 @@ def test_the_wheel_over_the_settings_panel_scrolls_it_and_changes_no_value(qtbot
         wheel(field, +1)
         wheel(field, -1)
         assert bar.value() > 0, type(field).__name__  # the wheel scrolled the panel instead
-    assert _values(window.panel.widget()) == before
+    assert _values(inside) == before
     assert window.controls.context_size.value() == settings.n_ctx
     # Once clicked into, a field takes the wheel as usual.
     window.controls.max_tokens.setFocus()
@@ -218,6 +221,7 @@ def test_a_reply_cut_at_the_limit_says_so_and_continue_extends_it(qtbot, setting
     assert len(window.transcript.messages) == 2
     assert reply.content == "Once upon a time, there was a dog" and reply.finish_reason == "eos"
     assert [s.text for s in reply.spans or [] if s.round == 3] == [" was", " a", " cat", " dog"]  # numbered on
+    assert reply.figures is not None
     assert [r for r, _, _ in reply.figures.per_round] == [0, 1, 2, 3]  # the chart goes on to the right
     assert window.chat_view.toPlainText().endswith(" dog")
     assert "stopped at" not in window.chat_view.toPlainText()
@@ -344,9 +348,11 @@ def test_the_pickers_recommended_table_shows_every_cell_whole(qtbot) -> None:
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
     dialog.show()
-    dialog.tabs.setCurrentWidget(dialog.catalog_tab)
+    tab = dialog.catalog_tab
+    assert tab is not None
+    dialog.tabs.setCurrentWidget(tab)
     qtbot.waitExposed(dialog)
-    tree = dialog.catalog_tab.tree
+    tree = tab.tree
     header = tree.header()
     qtbot.waitUntil(lambda: header.length() <= tree.viewport().width())  # no column beyond the right edge
     delegate = tree.itemDelegate()
@@ -354,7 +360,7 @@ def test_the_pickers_recommended_table_shows_every_cell_whole(qtbot) -> None:
     tree.initViewItemOption(option)
     option.rect = QRect(0, 0, 0, 1 << 16)
     for row in range(tree.topLevelItemCount()):
-        item = tree.topLevelItem(row)
+        item = tree_row(tree, row)
         for column in range(tree.columnCount()):
             index = tree.indexFromItem(item, column)
             option.rect.setWidth(header.sectionSize(column))

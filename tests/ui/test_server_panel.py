@@ -23,7 +23,8 @@ from specchat.ui.main_window import MainWindow
 from specchat.ui.serve_dialog import ServeDialog
 from specchat.ui.status_progress import WAITING_FOR_SERVER
 from specchat.ui.token_styles import PROP_KIND
-from support.api_clients import client, close_all
+from support.api_clients import client, close_all, usage_of
+from support.qt_items import table_cell
 
 LOAD_TIMEOUT = 120_000
 REPLY_TIMEOUT = 300_000
@@ -80,10 +81,10 @@ def test_a_served_request_shows_in_the_panel_with_its_fates_and_stops(qtbot, win
     served = panel.requests[0]
     assert served.status in ("eos", "max_tokens"), served.status
     assert served.client.startswith("127.0.0.1:") and served.endpoint == "/v1/chat/completions"
-    assert served.generated == reply.usage.completion_tokens
+    assert served.generated == usage_of(reply).completion_tokens
     assert "".join(p for k, p in served.spans if k is not TokenKind.REJECTED) == text
-    assert panel.table.rowCount() == 1 and panel.table.item(0, 1).text() == "/v1/chat/completions"
-    assert panel.table.item(0, 2).text() == str(served.generated)
+    assert panel.table.rowCount() == 1 and table_cell(panel.table, 0, 1).text() == "/v1/chat/completions"
+    assert table_cell(panel.table, 0, 2).text() == str(served.generated)
     assert panel.text.toPlainText() == "".join(p for _, p in served.spans)
     assert TokenKind.TARGET.value in fates_drawn(window)
     assert any(k is TokenKind.ACCEPTED for k, _ in served.spans) == (TokenKind.ACCEPTED.value in fates_drawn(window))
@@ -240,7 +241,9 @@ def test_a_window_reply_says_it_waits_for_a_served_request_until_it_starts(qtbot
     url, said = serving_and_listening(window)
     status = window.statusBar()
     at_first_batch: list[str] = []  # the status line when the reply's first events are drawn
-    window.chat.events_folded.connect(lambda _batch: at_first_batch or at_first_batch.append(status.currentMessage()))
+    window.chat.events_folded.connect(
+        lambda _batch: None if at_first_batch else at_first_batch.append(status.currentMessage())
+    )
     with httpx.stream("POST", f"{url}/completions", json=LONG_REQUEST, timeout=120) as served:
         # An answer at all: the request has started, so it holds the runtime (for up to 2000 tokens).
         assert served.status_code == 200

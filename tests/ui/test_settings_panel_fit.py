@@ -31,6 +31,7 @@ def test_every_child_of_the_settings_panel_fits_beside_its_scroll_bar(qtbot, set
     QApplication.processEvents()
     panel = window.panel
     inner = panel.widget()
+    assert inner is not None
     assert panel.verticalScrollBar().isVisible() == (inner.height() > panel.viewport().height())
     width = panel.viewport().width()
     assert inner.width() <= width

@@ -24,7 +24,7 @@ def _shown_window(qtbot, settings, store):
 
 
 def _press(qtbot, widget, sequence: str) -> None:
-    combination = QKeySequence(sequence)[0]
+    combination = QKeySequence(sequence)[0]  # type: ignore[index]  # PySide6's stub lacks operator[]
     qtbot.keyClick(widget, combination.key(), combination.keyboardModifiers())
 
 

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QMenu
 from specchat.core.chat.store import ConversationStore
 from specchat.ui.sidebar import HEADER_ROLE, WHEN_ROLE, ConversationSidebar, elide_words
 from support.fake_host import window_with
+from support.qt_items import menu_of
 
 NOW = dt.datetime(2026, 11, 12, 15, 0).timestamp()  # a Thursday afternoon
 HOUR, DAY = 3600.0, 86400.0
@@ -114,6 +115,7 @@ def test_pin_duplicate_and_branch_from_the_sidebar_persist(qtbot, settings, tmp_
     assert entries == ["1. You: about First", "2. Assistant: a reply", "3. You: a follow-up"]
     branch_menu.actions()[1].trigger()
     branched = window.conversation_id
+    assert branched is not None
     assert store.conversation(branched).title == "First (branch)"
     assert [m.content for m in window.transcript.messages] == ["about First", "a reply"]
     assert window.windowTitle().startswith("First (branch)")
@@ -137,12 +139,13 @@ def test_the_conversation_menu_pins_and_branches_the_open_conversation(qtbot, se
     assert store.conversation(cid).pinned and pin.text().replace("&", "") == "Unpin this conversation"
     pin.trigger()
     assert not store.conversation(cid).pinned
-    menu = next(
-        a.menu()
+    branch = next(
+        a
         for m in window.menuBar().actions()
-        for a in m.menu().actions()
+        for a in menu_of(m).actions()
         if a.menu() is not None and a.text().replace("&", "").startswith("Branch into")
     )
+    menu = menu_of(branch)
     menu.aboutToShow.emit()
     menu.actions()[0].trigger()
     assert [m.content for m in window.transcript.messages] == ["about Open one"]

@@ -187,6 +187,7 @@ def test_after_a_restart_a_clicked_token_shows_the_engines_numbers(qtbot, settin
         judged = len(rejected.sources) - len(rejected.rejected)
         xray = _click(qtbot, view, _point_of_token(view, rejected.round, judged + 1))
         assert xray.verdict.text() == "argmax differed"
+        assert rejected.correction is not None
         chosen = {t: text for t, _, text in rejected.target_top[judged]}[rejected.correction]
         assert readable(chosen) in xray.correction.text().replace("&amp;", "&")
         xray.close()

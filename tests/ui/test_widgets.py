@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMenu
 
 from specchat.core.chat.baseline import Baseline
 from specchat.core.chat.store import ReplyWriter
@@ -197,7 +199,7 @@ def test_edit_puts_text_back_and_abandoning_it_loses_nothing(qtbot, settings, st
     assert [m.content for m in store.messages(cid)] == ["first question", "Answer"]
 
 
-def feed(panel: StatsPanel, events: list[object]) -> None:
+def feed(panel: StatsPanel, events: Sequence[object]) -> None:
     """What the window does for the panel: the transcript folds the events, the panel shows them."""
     panel.figures.fold(events)
     panel.refresh()
@@ -205,7 +207,7 @@ def feed(panel: StatsPanel, events: list[object]) -> None:
 
 def fake_window(qtbot, settings, store) -> tuple[MainWindow, FakeHost]:
     host = FakeHost()
-    window = MainWindow(settings, store, host=host)
+    window = MainWindow(settings, store, host=host.as_host())
     qtbot.addWidget(window)
     host.loaded()
     return window, host
@@ -452,7 +454,9 @@ def test_about_box_shows_the_build(qtbot, settings, store) -> None:
     assert f"GPU offload: {offload}" in box.informativeText() and "device: " in box.informativeText()
     assert "features: " in box.detailedText()
     help_menu = [a for a in window.menuBar().actions() if a.text() == "&Help"][0]
-    assert [a.text() for a in help_menu.menu().actions()] == ["&Keyboard shortcuts", "&About specchat"]
+    menu = help_menu.menu()
+    assert isinstance(menu, QMenu)
+    assert [a.text() for a in menu.actions()] == ["&Keyboard shortcuts", "&About specchat"]
 
 
 def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings, store) -> None:

@@ -9,7 +9,7 @@ from PySide6.QtGui import QAction, QKeySequence, QPalette
 from PySide6.QtWidgets import QAbstractSpinBox, QLabel, QMessageBox, QWidget
 
 from specchat.core.chat.baseline import Baseline
-from specchat.core.chat.store import ReplyWriter
+from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.settings import load_settings
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.worker import ModelInfo
@@ -17,7 +17,7 @@ from support.events import drafted, verified
 from support.fake_host import two_versions, window_with
 
 
-def stored_conversation(store, title: str, reply: str = "Hello") -> int:
+def stored_conversation(store: ConversationStore, title: str, reply: str = "Hello") -> int:
     cid = store.create_conversation(title)
     store.add_message(cid, "user", "hi")
     writer = ReplyWriter(store, cid)
@@ -101,9 +101,11 @@ def test_usable_at_900_by_600(qtbot, settings, store) -> None:
     qtbot.wait(50)
     assert window.width() <= 900 and window.height() <= 600
     assert window.chat_view.width() >= 400, window.chat_view.width()
-    assert _clipped(window.panel.widget()) == []
+    inside = window.panel.widget()
+    assert inside is not None
+    assert _clipped(inside) == []
     # The panel scrolls instead of squeezing: its content is never wider than the visible part.
-    assert window.panel.widget().width() <= window.panel.viewport().width()
+    assert inside.width() <= window.panel.viewport().width()
     assert window.stats.chart_view.height() >= window.stats.chart_view.minimumHeight()
 
 

@@ -29,7 +29,12 @@ def test_moving_the_slider_reaches_the_engines_depth_exactly_once(
 ) -> None:
     sets: list[int | None] = []
     real_set = DepthControl.set
-    monkeypatch.setattr(DepthControl, "set", lambda self, depth: (sets.append(depth), real_set(self, depth))[1])
+
+    def recorded(self: DepthControl, depth: int | None) -> None:
+        sets.append(depth)
+        real_set(self, depth)
+
+    monkeypatch.setattr(DepthControl, "set", recorded)
     settings.depth = 4
     window, host = window_with(qtbot, settings, store)
     assert sets == [] and window.depth_control.requested == 4  # made from the panel, not set after
@@ -46,7 +51,7 @@ def test_moving_the_slider_reaches_the_engines_depth_exactly_once(
 
 def _window(qtbot, path: Path, settings: Settings | None = None) -> tuple[MainWindow, FakeHost]:
     host = FakeHost()
-    window = MainWindow(settings or Settings(), ConversationStore(path), host=host)
+    window = MainWindow(settings or Settings(), ConversationStore(path), host=host.as_host())
     qtbot.addWidget(window)
     host.loaded()
     return window, host
@@ -66,6 +71,7 @@ def test_presets_apply_save_and_come_back_with_each_conversation(qtbot, tmp_path
     window.send("first")
     _answer(qtbot, window, host)
     first = window.conversation_id
+    assert first is not None
     bar.combo.setFocus()
     qtbot.keyClick(bar.combo, Qt.Key.Key_Down)  # Balanced
     assert bar.combo.currentText() == "Balanced"

@@ -22,7 +22,7 @@ from specchat.core.chat.store import ConversationStore, ReplyWriter, StoredMessa
 from specchat.core.chat.titles import title_for
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, Transcript
 from specchat.core.engine.depth import DepthControl
-from specchat.core.engine.registry import Part, default_drafter, drafter_entry
+from specchat.core.engine.registry import Part, default_drafter, resolve
 from specchat.core.types import (
     DrafterKind,
     Finished,
@@ -422,9 +422,9 @@ class ChatLogic:
         self._token = self.host.generate(request)
 
     def _drafter(self, settings: ReplySettings) -> str:
-        """The drafter asked for, or the registry's default for the loaded pair in its place (said in the status
-        bar)."""
-        asked = drafter_entry(settings.drafter)
+        """The drafter asked for (``"draft"`` with a head loaded: the head's drafter, as the registry resolves it),
+        or the registry's default for the loaded pair in its place (said in the status bar)."""
+        asked = resolve(settings.drafter, self.offered)
         if asked.available(self.offered):
             return asked.name
         instead = default_drafter(self.offered)

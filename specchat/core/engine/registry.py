@@ -11,6 +11,15 @@ Names are plain strings; the built-in ones are also
 :class:`~specchat.core.types.DrafterKind` values (a ``str`` enum, so either
 form looks an entry up). Factories import their drafter when called, so
 reading the table loads neither numpy nor the drafters.
+
+One name is also a request: ``"draft"`` is the draft-model drafter, and, asked
+of a pair whose file loaded with ``--draft`` is a head rather than a draft
+model, it means that head's own drafter (``eagle3``, ``dflash``, ``dspark``),
+as llama-server drafts with whatever ``--model-draft`` holds. :func:`resolve`
+is that one rule; every reader applies it where a name comes in (a setting, a
+stored reply, an API request, the terminal's default), and what runs, is
+reported and is stored afterwards is the resolved name, never ``"draft"`` for
+a head.
 """
 
 from __future__ import annotations
@@ -311,10 +320,23 @@ def drafter_entry(name: str) -> DrafterEntry:
         raise SpecchatError(f"no drafter called {name!r}; choose one of {', '.join(by_name)}") from None
 
 
-def entry_for(name: str, parts: Parts) -> DrafterEntry:
-    """The entry ``name`` means on ``parts``: a head loaded by ``--draft`` in place of a draft model is what
-    "draft model" drafts with there (its own entry), as llama-server takes a head for its draft."""
+def resolve(name: str, offered: Collection[str]) -> DrafterEntry:
+    """The entry ``name`` means on a pair offering ``offered`` parts: itself, except that ``"draft"`` asked of a
+    pair whose ``--draft`` file is a head (no draft model) means that head's own entry. A head no drafter drives
+    leaves ``"draft"`` as it is (unavailable there); a one-line SpecchatError for an unknown name."""
     entry = drafter_entry(name)
+    if entry.name != DrafterKind.DRAFT_MODEL or Part.DRAFT_MODEL.value in offered:
+        return entry
+    prefix = f"{Part.HEAD.value}:"
+    driven = (head_drafter_name(part.removeprefix(prefix)) for part in offered if part.startswith(prefix))
+    head_name = next((found for found in driven if found is not None), None)
+    return entry if head_name is None else _by_name()[head_name]
+
+
+def entry_for(name: str, parts: Parts) -> DrafterEntry:
+    """The entry ``name`` means on ``parts`` (:func:`resolve`); ``"draft"`` on a head no drafter drives is a
+    one-line SpecchatError naming the head."""
+    entry = resolve(name, parts.offered())
     if entry.name == DrafterKind.DRAFT_MODEL and parts.draft is None and parts.head is not None:
         return head_entry(parts.head)
     return entry

@@ -66,7 +66,8 @@ def test_the_advisor_lists_the_heads_and_says_whether_speculation_can_pay_here(t
     assert by_head["dspark"].reason.startswith("incompatible: ")
     assert advice.payoff is not None  # from the same rounds: plain decoding and the lookup's batches
     assert advice.payoff.batch_ratio >= 1.0 and advice.payoff.line().startswith("Speculation ")
-    assert advice.to_json()["backend"]["outlook"] == advice.payoff.outlook.value
+    backend = advice.to_json()["backend"]
+    assert isinstance(backend, dict) and backend["outlook"] == advice.payoff.outlook.value
     assert payoff.known(target) == advice.payoff  # kept for the picker
 
 

@@ -25,6 +25,13 @@ def calibration(batch_of_8: float, one: float = 0.010, depths: range = range(0, 
     return rounds
 
 
+def measured_scaling(rounds: list[RoundSample]) -> VerifyScaling:
+    """The scaling ``rounds`` measure, which they must (a one-token pass and larger batches)."""
+    scaling = verify_scaling(rounds)
+    assert scaling is not None
+    return scaling
+
+
 def test_a_metal_like_backend_cannot_pay_and_says_why_with_the_ratio() -> None:
     scaling = verify_scaling(calibration(6.5))
     assert scaling is not None and scaling.ratio(8) == pytest.approx(6.5)
@@ -37,9 +44,9 @@ def test_a_metal_like_backend_cannot_pay_and_says_why_with_the_ratio() -> None:
 
 
 def test_a_gpu_like_backend_pays_and_one_in_between_pays_little() -> None:
-    gpu = payoff(verify_scaling(calibration(2.4)))
+    gpu = payoff(measured_scaling(calibration(2.4)))
     assert gpu.outlook is Outlook.PAYS and gpu.ceiling > 1.8 and gpu.best_depth > 1
-    middle = payoff(verify_scaling(calibration(5.0)))
+    middle = payoff(measured_scaling(calibration(5.0)))
     assert middle.outlook is Outlook.LITTLE and 1.1 <= middle.ceiling < 1.3
     assert middle.line().startswith("Speculation can pay only a little")
 
@@ -59,7 +66,7 @@ def test_the_verdict_is_kept_per_target_file_until_it_changes(tmp_path: Path) ->
     target = tmp_path / "target.gguf"
     shutil.copy(MODELS / "llama.gguf", target)
     assert known(target) is None
-    verdict = payoff(verify_scaling(calibration(6.5)))
+    verdict = payoff(measured_scaling(calibration(6.5)))
     remember(target, verdict)
     assert known(target) == verdict
     assert known(MODELS / "llama-q8.gguf") is None  # another file

@@ -145,6 +145,7 @@ def test_pair_downloads_both_halves(hub, make_gguf, monkeypatch) -> None:
     from specchat.core.models.catalog import get_pair
 
     pair = get_pair("qwen3-8b")
+    assert pair.draft is not None  # a draft-model pair
     t = make_gguf("Qwen3-8B-Q4_K_M.gguf", tensor_elements=8192).read_bytes()
     d = make_gguf("Qwen3-0.6B-Q8_0.gguf").read_bytes()
     hub.add(pair.target.repo, "Qwen3-8B-Q4_K_M.gguf", t)

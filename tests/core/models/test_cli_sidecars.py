@@ -65,6 +65,7 @@ def test_pair_names_the_targets_sidecars_and_fetches_them_when_asked(hub, make_g
     from specchat.core.models.catalog import get_pair
 
     pair = get_pair("qwen3-8b")
+    assert pair.draft is not None  # a draft-model pair
     hub.add(pair.target.repo, "Qwen3-8B-Q4_K_M.gguf", make_gguf("Qwen3-8B-Q4_K_M.gguf").read_bytes())
     hub.add(pair.target.repo, "dflash-Qwen3-8B-Q8_0.gguf", dflash(make_gguf).read_bytes())
     hub.add(pair.draft.repo, "Qwen3-0.6B-Q8_0.gguf", make_gguf("Qwen3-0.6B-Q8_0.gguf").read_bytes())

@@ -71,6 +71,7 @@ def test_special_ids_size_context_and_family_warnings(make_gguf) -> None:
 def test_demo_pair_is_compatible(demo_pair) -> None:
     report = check_pair(demo_pair.target, demo_pair.draft, n_ctx=4096)
     assert report.verdict is Verdict.COMPATIBLE, report.reasons
+    assert report.target is not None and report.draft is not None
     assert report.target.vocab_fingerprint == report.draft.vocab_fingerprint
     assert (report.target.quant, report.draft.quant) == ("F32", "Q4_1")
     assert report.target.file_size > 4 * report.draft.file_size

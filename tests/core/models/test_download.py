@@ -198,9 +198,12 @@ def test_not_enough_disk_space_is_refused_before_any_transfer(served) -> None:
             on_progress=lambda e: token.cancel() if e.done >= 128 * 1024 else None,
         )
     seen: list[int] = []
-    got = download_file(
-        REPO, NAME, endpoint=served.url, free_space=lambda path: seen.append(1) or len(DATA) - 128 * 1024
-    )
+
+    def free_space(path: Path) -> int:
+        seen.append(1)
+        return len(DATA) - 128 * 1024
+
+    got = download_file(REPO, NAME, endpoint=served.url, free_space=free_space)
     assert seen and got.path.read_bytes() == DATA
 
 

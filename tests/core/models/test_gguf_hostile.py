@@ -30,8 +30,8 @@ def _offset_position(data: bytes) -> int:
     at = data.find(struct.pack("<Q", len(TENSOR)) + TENSOR)
     assert at > 0
     at += 8 + len(TENSOR)
-    n_dims = struct.unpack_from("<I", data, at)[0]
-    return at + 4 + 8 * n_dims + 4
+    (n_dims,) = struct.unpack_from("<I", data, at)
+    return at + 4 + 8 * int(n_dims) + 4
 
 
 @pytest.fixture(scope="module")

@@ -3,17 +3,26 @@ target, found beside it by name as llama-server -hf finds them, offered by the h
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from specchat.core.models.download import download_quant, download_sidecars
 from specchat.core.models.errors import HubNotFoundError, UnsafePathError
-from specchat.core.models.heads import check_head, find_sidecars, heads_beside, read_head, sidecar_kind
+from specchat.core.models.heads import HeadInfo, check_head, find_sidecars, heads_beside, read_head, sidecar_kind
 from specchat.core.models.hfcache import hf_cache_dir
 from specchat.core.models.hub import HubFile, list_gguf_files, pick_quant_files, sidecars_for
 from specchat.core.models.library import ModelRoot, scan
 from specchat.core.models.pairs import compatibility_text
 from support.gguf_files import BASE_VOCAB
 from support.heads import dflash, eagle3, target
+
+
+def head_of(path: Path) -> HeadInfo:
+    """The head ``path`` holds, which must be one."""
+    head = read_head(path)
+    assert head is not None, path
+    return head
 
 
 def test_an_eagle3_head_is_described_from_its_header(make_gguf) -> None:
@@ -47,21 +56,21 @@ def test_ordinary_models_are_no_heads_and_an_mtp_sidecar_is(make_gguf) -> None:
 
 def test_a_head_that_fits_and_each_way_one_does_not(make_gguf) -> None:
     t = target(make_gguf)
-    assert check_head(t, read_head(eagle3(make_gguf))).line() == (
+    assert check_head(t, head_of(eagle3(make_gguf))).line() == (
         "✓ EAGLE-3 head for Llama 3.1 8B Instruct: fits this target"
     )
-    deep = check_head(t, read_head(eagle3(make_gguf, "eagle3-70b.gguf", layers=[2, 40, 77])))
+    deep = check_head(t, head_of(eagle3(make_gguf, "eagle3-70b.gguf", layers=[2, 40, 77])))
     assert not deep.ok and "reads target layer 40, but the target has 32 layers" in deep.line()
-    wide = check_head(t, read_head(eagle3(make_gguf, "eagle3-wide.gguf", hidden=128)))
+    wide = check_head(t, head_of(eagle3(make_gguf, "eagle3-wide.gguf", hidden=128)))
     assert wide.problems == ("it reads target states 128 wide, the target's are 64",)
-    two = check_head(t, read_head(eagle3(make_gguf, "eagle3-two.gguf", layers=[2, 16])))
+    two = check_head(t, head_of(eagle3(make_gguf, "eagle3-two.gguf", layers=[2, 16])))
     assert two.problems == ("an EAGLE-3 head reads 3 target layers, this one names 2",)
     other_vocab = eagle3(make_gguf, "eagle3-qwen.gguf", tokens=[*BASE_VOCAB[:-1], "different"])
-    vocab = check_head(t, read_head(other_vocab))
+    vocab = check_head(t, head_of(other_vocab))
     assert vocab.problems[0].startswith("its vocabulary is not the target's")
     assert vocab.line().startswith("✗ EAGLE-3 head for Llama 3.1 8B Instruct does not fit this target: its vocab")
     # the layer equal to the target's count is its final hidden state (llama.cpp's nextn embeddings): allowed
-    assert check_head(t, read_head(dflash(make_gguf))).ok
+    assert check_head(t, head_of(dflash(make_gguf))).ok
 
 
 def test_the_picker_verdict_judges_a_head_as_a_head(make_gguf) -> None:
@@ -155,9 +164,11 @@ def test_hub_sidecars_are_listed_downloaded_and_paired_in_the_library(heads_repo
         "eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf",
     ]
     assert entries["eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf"].what == "EAGLE-3 head for Llama 3.1 8B Instruct"
-    assert entries["dspark-Llama-3.1-8B-Q8_0.gguf"].head.kind == "dspark"
+    dspark = entries["dspark-Llama-3.1-8B-Q8_0.gguf"]
+    assert dspark.head is not None and dspark.head.kind == "dspark"
     assert pairs.to_json()["sidecars"]
-    assert entries["dspark-Llama-3.1-8B-Q8_0.gguf"].to_json()["head"]["kind"] == "dspark"
+    stored = dspark.to_json()["head"]
+    assert isinstance(stored, dict) and stored["kind"] == "dspark"
 
 
 def test_a_listing_with_a_hostile_sidecar_name_is_refused_whole(hub, make_gguf) -> None:

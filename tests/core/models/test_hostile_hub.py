@@ -318,7 +318,7 @@ def area(tmp_path: Path, hub: FakeHub) -> Ctx:
     return Ctx(hub, tmp_path, tmp_path / "victim")
 
 
-def specchat(ctx: Ctx, *args: str, popen: bool = False):  # type: ignore[no-untyped-def]
+def specchat(ctx: Ctx, *args: str, popen: bool = False):  # a CompletedProcess, or a Popen with popen=True
     filled = [a.format(url=ctx.hub.url, victim=ctx.victim, tmp=ctx.tmp) for a in args]
     env = {**os.environ, "HOME": str(ctx.tmp / "home"), "TMPDIR": str(ctx.tmp / "tmp")}
     command = [sys.executable, "-m", "specchat", "models", *filled]

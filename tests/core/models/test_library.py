@@ -18,7 +18,8 @@ def test_metadata_of_a_written_file(make_gguf) -> None:
     assert info.parameter_count == 64  # counted from the tensors
     assert info.vocab_size == 32 and (info.bos_id, info.eos_id, info.eot_id, info.add_bos) == (1, 2, 2, False)
     assert info.file_size == path.stat().st_size and info.vocab is None
-    assert read_gguf_info(path, with_vocab=True).vocab.tokens[:2] == ("<|endoftext|>", "<|im_start|>")
+    vocab = read_gguf_info(path, with_vocab=True).vocab
+    assert vocab is not None and vocab.tokens[:2] == ("<|endoftext|>", "<|im_start|>")
     assert parse_size_label("135M") == 135_000_000 and parse_size_label("8x7B") == 56_000_000_000
     assert parse_size_label("big") is None and quant_name(0) == "F32" and quant_name(7) == "Q8_0"
 

@@ -124,7 +124,7 @@ def test_unreadable_files(make_gguf: GgufMaker, tmp_path: Path, damage: str) -> 
 
 
 def test_nested_arrays_are_skipped(make_gguf: GgufMaker) -> None:
-    path = make_gguf("nested.gguf", model_kv={"{arch}.some_table": [[1, 2], [3]], **SHAPE})  # type: ignore[dict-item]
+    path = make_gguf("nested.gguf", model_kv={"{arch}.some_table": [[1, 2], [3]], **SHAPE})
     assert read_model_shape(path).n_layers == 30
 
 
