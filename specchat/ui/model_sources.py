@@ -41,6 +41,7 @@ from specchat.core.models.catalog import CatalogPair, expected_speedup, load_cat
 from specchat.core.models.download import UNVERIFIED_NOTE, DownloadProgress, format_bytes
 from specchat.core.models.fit import MachineMemory, fit_estimate
 from specchat.core.models.library import LibraryEntry, scan, with_files
+from specchat.core.models.naming import display_name, source_label
 from specchat.core.models.pairs import (
     PairOnDisk,
     download_pair,
@@ -421,8 +422,9 @@ class LibraryTab(QWidget):
 
     def _on_scanned(self, entries: list[LibraryEntry]) -> None:
         for e in entries:
-            source = f"{e.source}, unverified" if e.unverified else e.source
-            name = e.head.label if e.head is not None else (e.info.name or e.path.name)
+            where = source_label(e.source, e.path.name)
+            source = f"{where}, unverified" if e.unverified else where
+            name = e.head.label if e.head is not None else display_name(e.info)
             if e.sidecars:
                 name += f" · {len(e.sidecars)} head{'s' if len(e.sidecars) > 1 else ''} beside it"
             item = QTreeWidgetItem([name, e.info.quant or "", f"{e.info.file_size / 1e9:.2f} GB", source, str(e.path)])
@@ -430,6 +432,8 @@ class LibraryTab(QWidget):
                 item.setToolTip(
                     0, e.what if e.head is None else f"{e.head.label}: choose a target, then use it as the draft"
                 )
+            else:
+                item.setToolTip(0, f"{e.path.name}\nname inside the file: {e.info.name}")
             if e.unverified:
                 item.setToolTip(self.SOURCE_COLUMN, f"unverified: {UNVERIFIED_NOTE}")
             item.setData(0, Qt.ItemDataRole.UserRole, str(e.path))
