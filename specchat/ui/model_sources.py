@@ -55,6 +55,16 @@ from specchat.core.types import SpecchatError
 log = logging.getLogger(__name__)
 
 
+SIDECARS_TIP = (
+    "Sidecars are small drafter files published beside a model in its repository: MTP layers, or an EAGLE-3, "
+    "DFlash or DSpark head trained for that model. With one loaded as the draft the target drafts from its own "
+    "hidden states, often faster than a separate draft model. Ticked, the download also fetches those beside the "
+    "pair's target (files named " + ", ".join(keyword for keyword, _ in sidecar_keywords()) + "…, as "
+    "llama-server -hf finds them); unticked, only the target and its draft are fetched and the status line says "
+    "which sidecars the repository offers. Most repositories have none."
+)
+
+
 def _error_line(exc: BaseException) -> str:
     """One line for a failed job: a SpecchatError says what to do; anything else is logged in full."""
     if isinstance(exc, SpecchatError):
@@ -148,12 +158,9 @@ class CatalogTab(QWidget):
         self.get_button = QPushButton("Load pair")
         self.cancel_button = QPushButton("Cancel download")
         self.cancel_button.hide()
-        self.sidecars_box = QCheckBox("with sidecars")
-        keywords = ", ".join(keyword for keyword, _ in sidecar_keywords())
-        self.sidecars_box.setToolTip(
-            "Also download the drafter files beside the target in its repository "
-            f"({keywords} files), as llama-server -hf does"
-        )
+        self.sidecars_box = QCheckBox("with sidecars (drafter heads)")
+        self.sidecars_box.setToolTip(SIDECARS_TIP)
+        self.sidecars_box.setWhatsThis(SIDECARS_TIP)
         row.addWidget(self.status, 1)
         row.addWidget(self.sidecars_box)
         row.addWidget(self.progress)
