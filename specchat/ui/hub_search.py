@@ -55,7 +55,7 @@ from specchat.core.models.hub_browse import (
 from specchat.core.models.hub_header import RemoteModel
 from specchat.core.types import SpecchatError
 
-from .model_sources import _error_line, _start_worker, _stop_worker
+from .model_sources import WrappingDelegate, _error_line, _start_worker, _stop_worker
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _count(n: int | None) -> str:
 
 
 def _size(n: int | None) -> str:
-    return "?" if n is None else f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+    return "?" if n is None else format_bytes(n)
 
 
 @functools.lru_cache(maxsize=4)
@@ -151,13 +151,18 @@ class HubSearchTab(QWidget):
         self.files = QTreeWidget()
         self.files.setHeaderLabels(self.FILE_COLUMNS)
         self.files.setRootIsDecorated(False)
+        # the verdict wraps in full at any width (a long reason is never cut off)
         self.files.setWordWrap(True)
+        self.files.setUniformRowHeights(False)
+        self.files.setTextElideMode(Qt.TextElideMode.ElideNone)
         self.files.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.files.setItemDelegate(WrappingDelegate(self.files, (self.VERDICT_COLUMN,)))
         files_header = self.files.header()
         files_header.setStretchLastSection(False)
         for column in range(3):
             files_header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         files_header.setSectionResizeMode(self.VERDICT_COLUMN, QHeaderView.ResizeMode.Stretch)
+        files_header.sectionResized.connect(lambda *_: self.files.scheduleDelayedItemsLayout())
         self.draft_line = QLabel("")
         self.draft_line.setWordWrap(True)
         self.with_draft = QCheckBox("with its draft")

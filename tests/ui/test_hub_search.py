@@ -10,6 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from specchat.core.models.download import format_bytes
 from specchat.core.models.fit import MachineMemory
 from specchat.ui.hub_search import HubSearchTab
 from specchat.ui.model_picker import ModelPickerDialog
@@ -89,7 +90,7 @@ def test_a_repository_shows_its_quantisations_with_sizes_verdicts_and_the_draft_
     rows = _files(tab)
     assert [r[0] for r in rows] == ["Q4_K_M", "Q8_0", "F16"]  # grouped, smallest first; side files left out
     q4 = len(stocked.files["Tiny-1B-Q4_K_M.gguf"])
-    assert rows[0][1] == f"{q4 / 1e6:.1f} MB" and rows[0][2] == "1" and rows[2][2] == "2 parts"
+    assert rows[0][1] == format_bytes(q4) and rows[0][2] == "1" and rows[2][2] == "2 parts"
     assert all(r[3].startswith("✓ as a target: the model needs about") for r in rows), rows
     assert tab.repo_label.text() == f"<b>{TARGET_REPO}</b>: 3 model files"
     line = tab.draft_line.text()

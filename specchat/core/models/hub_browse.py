@@ -17,7 +17,7 @@ from typing import Any
 from specchat.core.cancel import CancelToken
 from specchat.core.models.catalog import load_catalog
 from specchat.core.models.compat import SIZE_RATIO_WARN, compare
-from specchat.core.models.download import DownloadedFile, DownloadProgress, download_file
+from specchat.core.models.download import DownloadedFile, DownloadProgress, download_file, format_bytes
 from specchat.core.models.fit import MachineMemory, fit_pair
 from specchat.core.models.ggufmeta import GgufInfo, parse_size_label
 from specchat.core.models.hub import HubFile, HubRepo, call_cancellable, list_gguf_files, search_gguf, side_file
@@ -182,7 +182,7 @@ class DraftOffer:
     verdict: str
 
     def line(self) -> str:
-        size = f", {self.choice.size / 1e9:.2f} GB" if self.choice.size else ""
+        size = f", {format_bytes(self.choice.size)}" if self.choice.size else ""
         return f"{self.repo_id} {self.choice.label}{size} ({self.source}): {self.verdict}"
 
 

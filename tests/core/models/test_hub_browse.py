@@ -7,6 +7,7 @@ import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.models import hub_browse
+from specchat.core.models.download import format_bytes
 from specchat.core.models.errors import DownloadCancelledError, GgufReadError
 from specchat.core.models.fit import MachineMemory
 from specchat.core.models.ggufmeta import read_gguf_info
@@ -114,13 +115,14 @@ def test_verdicts_against_the_loaded_target(hub: FakeHub, make_gguf: GgufMaker) 
 def test_the_draft_beside_a_target_is_the_smallest_of_its_family_that_shares_its_vocabulary(
     hub: FakeHub, make_gguf: GgufMaker
 ) -> None:
-    stock(hub, make_gguf)
+    stocked = stock(hub, make_gguf)
     target = read_choice(TARGET_REPO, list_choices(TARGET_REPO, endpoint=hub.url)[0], endpoint=hub.url)
     offer = find_draft(TARGET_REPO, target, endpoint=hub.url)
     assert offer is not None  # the 50M stranger is smaller but speaks another vocabulary
     assert (offer.repo_id, offer.choice.quant, offer.source) == (DRAFT_REPO, "Q8_0", "same family on the hub")
     assert offer.ok and offer.verdict.startswith("✓ compatible")
-    assert offer.line().startswith(f"{DRAFT_REPO} Q8_0, 0.00 GB (same family on the hub): ✓ compatible")
+    size = format_bytes(len(stocked.files["Tiny-100M-Q8_0.gguf"]))
+    assert offer.line().startswith(f"{DRAFT_REPO} Q8_0, {size} (same family on the hub): ✓ compatible")
 
 
 def test_a_catalog_target_gets_the_catalogs_draft(
