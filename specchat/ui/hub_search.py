@@ -443,6 +443,7 @@ class HubSearchTab(QWidget):
         """Cancel the search, the listing and a running download (its partial file is kept for resuming)."""
         for kind in self._workers:
             self._cancels[kind].cancel()
+            self._generation[kind] += 1  # an answer still on its way is dropped, never shown on a closed dialog
             _stop_worker(self._workers[kind], 0.0)
         self.cancel.cancel()
         _stop_worker(self.worker, timeout)

@@ -85,6 +85,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # keep test output clean
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):  # a client that left (a cancelled download): no traceback
+            self.close_connection = True
+
     def do_HEAD(self) -> None:
         self._route(head=True)
 
