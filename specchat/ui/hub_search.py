@@ -277,7 +277,9 @@ class HubSearchTab(QWidget):
         self.draft_line.setText("")
         self.with_draft.hide()
         self._update_button()
-        if item is None:
+        if item is None:  # a new search emptied the list
+            self._drop("list")
+            self.repo_label.setText("Choose a repository to see its files")
             return
         repo_id = str(item.data(0, Qt.ItemDataRole.UserRole))
         self.repo_label.setText(f"<b>{repo_id}</b>: listing its GGUF files…")

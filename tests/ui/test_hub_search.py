@@ -4,10 +4,12 @@ download with progress, cancel and resume, and a hub that answers with nonsense.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from specchat.core.models.download import format_bytes
@@ -76,9 +78,15 @@ def test_typing_asks_the_hub_once_per_pause(qtbot: QtBot, stocked: Stocked, hub:
         assert tab.search_status.text() == ""  # not yet asked
     searches = [r for r in hub.requests if r.path == "/api/models"]
     assert len(searches) == 1 and tab.results.topLevelItemCount() == 3
+    searches_before = len(searches) + 1
+    with qtbot.waitSignal(tab.searched, timeout=30_000):
+        tab.query.setText("tiny/")
+        tab.run_search()  # Enter searches at once
+        assert tab.search_status.text() == "Searching…" and not tab.debounce.isActive()
     tab.query.setText("t")  # too short: the list empties, the hub is not asked
     tab.run_search()
-    assert tab.results.topLevelItemCount() == 0 and len([r for r in hub.requests if r.path == "/api/models"]) == 1
+    assert tab.results.topLevelItemCount() == 0
+    assert len([r for r in hub.requests if r.path == "/api/models"]) == searches_before
 
 
 def test_a_repository_shows_its_quantisations_with_sizes_verdicts_and_the_draft_beside_it(
@@ -207,3 +215,23 @@ def test_a_listing_that_fails_is_one_line(qtbot: QtBot, stocked: Stocked, hub: F
     text = tab.repo_label.text()
     assert "is not a hub answer" in text and "\n" not in text and tab.files.topLevelItemCount() == 0
     assert not tab.download_button.isEnabled()
+
+
+def test_a_newer_search_cancels_the_one_before(qtbot: QtBot, stocked: Stocked, hub: FakeHub) -> None:
+    _, tab = _picker(qtbot)
+    hub.stall_api = 30.0  # the first search hangs
+    tab.query.setText("tiny")
+    tab.run_search()
+    qtbot.waitUntil(lambda: any(r.path == "/api/models" for r in hub.requests), timeout=30_000)
+    assert tab.search_status.text() == "Searching…"
+    hub.stall_api = 0.0
+    with qtbot.waitSignal(tab.searched, timeout=30_000):
+        tab.query.setText("100M")
+        tab.run_search()
+    assert [tab.results.topLevelItem(i).text(0) for i in range(tab.results.topLevelItemCount())] == [DRAFT_REPO]
+    hub.release.set()  # the first answer goes out now: it is dropped, the list stays
+    for thread in threading.enumerate():
+        if thread.name == "hub-call":
+            thread.join(timeout=30)
+    QApplication.processEvents()
+    assert tab.results.topLevelItemCount() == 1 and tab.search_status.text() == "1 repository"
