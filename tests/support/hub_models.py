@@ -40,10 +40,10 @@ def stock(hub: FakeHub, make_gguf: GgufMaker, *, target_elements: int = 256 * 10
             name, basename="Tiny", size_label=size_label, tensor_elements=elements, model_kv=SHAPE, **options
         )
 
-    target = model("Tiny-1B-Q4_K_M.gguf", "1B", target_elements, general_name="Tiny 1B Instruct")
+    target = model("Tiny-1B-Q4_K_M.gguf", "1B", target_elements, general_name="Tiny 1B")
     q8 = model("Tiny-1B-Q8_0.gguf", "1B", target_elements * 2)
     f16 = model("Tiny-1B-F16.gguf", "1B", target_elements * 4).read_bytes()
-    draft = model("Tiny-100M-Q8_0.gguf", "100M", 1024, general_name="Tiny 100M Instruct")
+    draft = model("Tiny-100M-Q8_0.gguf", "100M", 1024, general_name="Tiny 100M")
     draft_q4 = model("Tiny-100M-Q4_K_M.gguf", "100M", 512)
     stranger = model("Tiny-50M-Q8_0.gguf", "50M", 512, tokens=OTHER_VOCAB, tokenizer_model="llama")
     files = {

@@ -111,11 +111,11 @@ def test_files_smaller_than_the_loaded_target_are_judged_as_its_draft(qtbot: QtB
     _, tab = _picker(qtbot, str(stocked.target))
     _search(qtbot, tab, "tiny")
     _open(qtbot, tab, DRAFT_REPO)
-    assert all(r[3].startswith("✓ as a draft for Tiny 1B Instruct: compatible") for r in _files(tab)), _files(tab)
+    assert all(r[3].startswith("✓ as a draft for Tiny 1B: compatible") for r in _files(tab)), _files(tab)
     assert tab.download_button.text() == "Download as draft" and not tab.with_draft.isVisible()
     _open(qtbot, tab, STRANGER_REPO)
     [row] = _files(tab)
-    assert row[3].startswith("✗ as a draft for Tiny 1B Instruct: incompatible: different tokenizers"), row
+    assert row[3].startswith("✗ as a draft for Tiny 1B: incompatible: different tokenizers"), row
 
 
 def test_download_a_target_with_its_draft_shows_progress_and_fills_the_files_tab(

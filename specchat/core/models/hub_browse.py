@@ -22,6 +22,7 @@ from specchat.core.models.fit import MachineMemory, fit_pair
 from specchat.core.models.ggufmeta import GgufInfo, parse_size_label
 from specchat.core.models.hub import HubFile, HubRepo, call_cancellable, list_gguf_files, search_gguf, side_file
 from specchat.core.models.hub_header import RemoteModel, read_remote_model
+from specchat.core.models.naming import display_name
 from specchat.core.models.shape import ModelShape
 from specchat.core.types import SpecchatError
 
@@ -158,7 +159,7 @@ def judge(
         return HubVerdict(
             "draft",
             report.ok and fits.ok,
-            f"{mark} as a draft for {loaded.info.name}: {report.summary()}; {_unmarked(fits.text)}",
+            f"{mark} as a draft for {display_name(loaded.info)}: {report.summary()}; {_unmarked(fits.text)}",
         )
     own = "drafts with its own MTP heads; " if model.info.mtp_layers else ""
     shape = draft.shape if draft is not None else None

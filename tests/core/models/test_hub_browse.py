@@ -63,7 +63,7 @@ def test_a_header_is_read_on_the_hub_as_on_disk(hub: FakeHub, make_gguf: GgufMak
     remote = read_choice(TARGET_REPO, q4, endpoint=hub.url)
     local = read_gguf_info(stocked.target, with_vocab=True)
     assert remote.info.vocab_fingerprint == local.vocab_fingerprint and remote.info.vocab == local.vocab
-    assert (remote.info.name, remote.info.basename, remote.info.quant) == ("Tiny 1B Instruct", "Tiny", local.quant)
+    assert (remote.info.name, remote.info.basename, remote.info.quant) == ("Tiny 1B", "Tiny", local.quant)
     assert remote.shape is not None and remote.shape.n_layers == 2 and remote.shape.file_size == q4.size
     # only the head of the file was asked for
     assert all(r.range == f"bytes=0-{FIRST_READ - 1}" for r in hub.gets("Tiny-1B-Q4_K_M.gguf"))
@@ -95,13 +95,13 @@ def test_verdicts_against_the_loaded_target(hub: FakeHub, make_gguf: GgufMaker) 
     draft = read_choice(DRAFT_REPO, list_choices(DRAFT_REPO, endpoint=hub.url)[-1], endpoint=hub.url)
     verdict = judge(draft, loaded, 2048, ROOMY)
     assert verdict.role == "draft" and verdict.ok
-    assert verdict.text.startswith("✓ as a draft for Tiny 1B Instruct: compatible"), verdict.text
+    assert verdict.text.startswith("✓ as a draft for Tiny 1B: compatible"), verdict.text
     assert "needs about" in verdict.text and "\n" not in verdict.text
 
     stranger = read_choice(STRANGER_REPO, list_choices(STRANGER_REPO, endpoint=hub.url)[0], endpoint=hub.url)
     verdict = judge(stranger, loaded, 2048, ROOMY)
     assert verdict.role == "draft" and not verdict.ok
-    assert verdict.text.startswith("✗ as a draft for Tiny 1B Instruct: incompatible: different tokenizers")
+    assert verdict.text.startswith("✗ as a draft for Tiny 1B: incompatible: different tokenizers")
 
     # a file as big as the loaded target is judged as a target in its place: does it fit?
     q8 = next(c for c in list_choices(TARGET_REPO, endpoint=hub.url) if c.quant == "Q8_0")
@@ -200,3 +200,20 @@ def _let_abandoned_calls_end(hub: FakeHub) -> None:
     for thread in threading.enumerate():
         if thread.name == "hub-call":
             thread.join(timeout=30)
+
+
+def test_the_verdict_names_the_loaded_target_readably(hub: FakeHub, make_gguf: GgufMaker) -> None:
+    from support.hub_models import SHAPE
+
+    stock(hub, make_gguf)
+    mangled = make_gguf(
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        basename="Tiny",
+        size_label="1B",
+        tensor_elements=256 * 1024,
+        model_kv=SHAPE,
+        general_name="Smollm2 135M 8k Lc100K Mix1 Ep2",
+    )
+    loaded = read_loaded_target(str(mangled))
+    draft = read_choice(DRAFT_REPO, list_choices(DRAFT_REPO, endpoint=hub.url)[0], endpoint=hub.url)
+    assert judge(draft, loaded, 2048, ROOMY).text.startswith("✓ as a draft for SmolLM2-135M-Instruct: compatible")
