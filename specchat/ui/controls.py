@@ -267,8 +267,14 @@ class SpeculationControls(QGroupBox):
         """
         model = self._drafter_items()
         for row, entry in enumerate(drafter_entries()):
-            model.item(row).setEnabled(entry.available(offered))
+            usable = entry.available(offered)
+            item = model.item(row)
+            item.setEnabled(usable)
             self.drafter.setItemText(row, entry.label_for(offered))
+            # a greyed-out entry says what would enable it (the open list shows item tooltips)
+            hint = "" if usable else f"Not available with this pair: {entry.enable_hint()}"
+            item.setToolTip(hint)
+            item.setStatusTip(hint)
         self.drafter.setToolTip(self.drafter.currentText())
         if not model.item(self.drafter.currentIndex()).isEnabled():
             meant = resolve(self.drafter.currentData(), offered)

@@ -36,6 +36,7 @@ from specchat.core.models.shape import ModelShape, read_model_shape
 from specchat.core.types import SpecchatError
 
 from .draft_finder import DraftFinderDialog, open_finder
+from .hub_search import HubSearchTab
 from .model_sources import CatalogTab, LibraryTab, measured_text
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,9 @@ class ModelPickerDialog(QDialog):
         self.catalog_tab: CatalogTab | None = None
         self.library_tab: LibraryTab | None = None
         self._add_source_tabs()
+        self.hub_tab = HubSearchTab(target, n_ctx, self.memory, self)
+        self.hub_tab.pair_downloaded.connect(self._set_pair)
+        self.tabs.addTab(self.hub_tab, "Search the hub")
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.load_button = buttons.addButton("Load pair", QDialogButtonBox.ButtonRole.AcceptRole)
@@ -171,7 +175,7 @@ class ModelPickerDialog(QDialog):
 
     def done(self, result: int) -> None:
         """Closing the dialog cancels a running download (its partial file is kept for resuming)."""
-        for tab in (self.catalog_tab, self.library_tab):
+        for tab in (self.catalog_tab, self.library_tab, self.hub_tab):
             if tab is not None:
                 tab.stop(timeout=2.0)
         super().done(result)

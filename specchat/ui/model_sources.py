@@ -41,6 +41,7 @@ from specchat.core.models.catalog import CatalogPair, expected_speedup, load_cat
 from specchat.core.models.download import UNVERIFIED_NOTE, DownloadProgress, format_bytes
 from specchat.core.models.fit import MachineMemory, fit_estimate
 from specchat.core.models.library import LibraryEntry, scan, with_files
+from specchat.core.models.naming import display_name, source_label
 from specchat.core.models.pairs import (
     PairOnDisk,
     download_pair,
@@ -52,6 +53,16 @@ from specchat.core.models.pairs import (
 from specchat.core.types import SpecchatError
 
 log = logging.getLogger(__name__)
+
+
+SIDECARS_TIP = (
+    "Sidecars are small drafter files published beside a model in its repository: MTP layers, or an EAGLE-3, "
+    "DFlash or DSpark head trained for that model. With one loaded as the draft the target drafts from its own "
+    "hidden states, often faster than a separate draft model. Ticked, the download also fetches those beside the "
+    "pair's target (files named " + ", ".join(keyword for keyword, _ in sidecar_keywords()) + "…, as "
+    "llama-server -hf finds them); unticked, only the target and its draft are fetched and the status line says "
+    "which sidecars the repository offers. Most repositories have none."
+)
 
 
 def _error_line(exc: BaseException) -> str:
@@ -147,12 +158,9 @@ class CatalogTab(QWidget):
         self.get_button = QPushButton("Load pair")
         self.cancel_button = QPushButton("Cancel download")
         self.cancel_button.hide()
-        self.sidecars_box = QCheckBox("with sidecars")
-        keywords = ", ".join(keyword for keyword, _ in sidecar_keywords())
-        self.sidecars_box.setToolTip(
-            "Also download the drafter files beside the target in its repository "
-            f"({keywords} files), as llama-server -hf does"
-        )
+        self.sidecars_box = QCheckBox("with sidecars (drafter heads)")
+        self.sidecars_box.setToolTip(SIDECARS_TIP)
+        self.sidecars_box.setWhatsThis(SIDECARS_TIP)
         row.addWidget(self.status, 1)
         row.addWidget(self.sidecars_box)
         row.addWidget(self.progress)
@@ -421,8 +429,9 @@ class LibraryTab(QWidget):
 
     def _on_scanned(self, entries: list[LibraryEntry]) -> None:
         for e in entries:
-            source = f"{e.source}, unverified" if e.unverified else e.source
-            name = e.head.label if e.head is not None else (e.info.name or e.path.name)
+            where = source_label(e.source, e.path.name)
+            source = f"{where}, unverified" if e.unverified else where
+            name = e.head.label if e.head is not None else display_name(e.info)
             if e.sidecars:
                 name += f" · {len(e.sidecars)} head{'s' if len(e.sidecars) > 1 else ''} beside it"
             item = QTreeWidgetItem([name, e.info.quant or "", f"{e.info.file_size / 1e9:.2f} GB", source, str(e.path)])
@@ -430,6 +439,8 @@ class LibraryTab(QWidget):
                 item.setToolTip(
                     0, e.what if e.head is None else f"{e.head.label}: choose a target, then use it as the draft"
                 )
+            else:
+                item.setToolTip(0, f"{e.path.name}\nname inside the file: {e.info.name}")
             if e.unverified:
                 item.setToolTip(self.SOURCE_COLUMN, f"unverified: {UNVERIFIED_NOTE}")
             item.setData(0, Qt.ItemDataRole.UserRole, str(e.path))

@@ -59,6 +59,9 @@ class FakeHub:
     stall_head: float = 0.0  # seconds to wait before answering a HEAD
     short_body: bool = False  # a GET sends half of what its Content-Length promises, then closes
     pointer_size: bool = True  # False: listings leave out lfs.pointerSize
+    updated: dict[str, str] = field(default_factory=dict)  # repo -> lastModified sent in search hits
+    api_status: int | None = None  # every /api/ call is answered with this status (a hub in trouble)
+    stall_api: float = 0.0  # seconds to wait before answering an /api/ call (a hub that does not answer)
     requests: list[Request] = field(default_factory=list)
     url: str = ""
 
@@ -82,6 +85,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # keep test output clean
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):  # a client that left (a cancelled download): no traceback
+            self.close_connection = True
+
     def do_HEAD(self) -> None:
         self._route(head=True)
 
@@ -97,6 +106,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if self.hub.redirect_loop:
                 self._redirect(url.path, "bounce" not in query, record)
+            elif path.startswith("/api/") and self.hub.stall_api and not self.hub.release.wait(self.hub.stall_api):
+                self._error(504, "Timeout", "gateway timeout", record)
+            elif self.hub.api_status is not None and path.startswith("/api/"):
+                self._error(self.hub.api_status, "ServerError", "internal error", record)
             elif self.hub.raw_api is not None and path.startswith("/api/"):
                 self._raw(*self.hub.raw_api)
             elif m := _RESOLVE.match(path):
@@ -238,7 +251,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _search(self, text: str, record: Request) -> None:
         hits = [
-            {"id": repo, "modelId": repo, "downloads": self.hub.downloads.get(repo, 0), "likes": 1, "tags": ["gguf"]}
+            {
+                "id": repo,
+                "modelId": repo,
+                "downloads": self.hub.downloads.get(repo, 0),
+                "likes": 1,
+                "tags": ["gguf"],
+                **({"lastModified": self.hub.updated[repo]} if repo in self.hub.updated else {}),
+            }
             for repo in sorted(self.hub.repos)
             if text.lower() in repo.lower()
         ]

@@ -281,10 +281,11 @@ def test_library_says_which_downloads_are_unverified(
     qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() == 2, timeout=30_000)
     rows = {Path(tree_row(tab.tree, i).text(LibraryTab.PATH_COLUMN)).name: tree_row(tab.tree, i) for i in range(2)}
     flagged, plain = rows["Tiny-1B-Q4_K_M.gguf"], rows["Tiny-100M-Q8_0.gguf"]
-    assert flagged.text(LibraryTab.SOURCE_COLUMN) == "hf-cache, unverified"
+    assert flagged.text(LibraryTab.SOURCE_COLUMN) == "Hugging Face cache, unverified"
     tip = flagged.toolTip(LibraryTab.SOURCE_COLUMN)
     assert tip == "unverified: the hub gave no SHA-256 for it, only its size was checked"
-    assert plain.text(LibraryTab.SOURCE_COLUMN) == "hf-cache" and plain.toolTip(LibraryTab.SOURCE_COLUMN) == ""
+    assert plain.text(LibraryTab.SOURCE_COLUMN) == "Hugging Face cache"
+    assert plain.toolTip(LibraryTab.SOURCE_COLUMN) == ""
     assert tab.status.text() == "2 GGUF file(s) found, 1 unverified"
 
     # The file chosen here goes to the Files tab by the tab's signal.
@@ -332,8 +333,41 @@ def test_the_library_lists_a_loaded_model_outside_the_scanned_folders(
     tab = dialog.library_tab
     assert tab is not None
     qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() >= 2, timeout=60_000)
-    listed = {
-        tree_row(tab.tree, i).text(tab.PATH_COLUMN): tree_row(tab.tree, i).text(tab.SOURCE_COLUMN)
-        for i in range(tab.tree.topLevelItemCount())
+    items = [tree_row(tab.tree, i) for i in range(tab.tree.topLevelItemCount())]
+    listed = {item.text(tab.PATH_COLUMN): item for item in items}
+    draft = listed[str(demo_pair.draft)]
+    assert draft.text(tab.SOURCE_COLUMN) == "offline demo"  # not "in use": where it comes from, in words
+    # the file's name, not the converter's title-cased "Smollm2 135M 8k Lc100K Mix1 Ep2" from inside it
+    assert draft.text(0) == "SmolLM2-135M-Instruct"
+    assert draft.toolTip(0) == "SmolLM2-135M-Instruct.Q4_1.gguf\nname inside the file: Smollm2 135M 8k Lc100K Mix1 Ep2"
+
+
+def test_the_library_names_files_readably_and_says_where_they_are(
+    qtbot: QtBot, make_gguf: GgufMaker, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LLAMA_CACHE", raising=False)
+    folder = tmp_path / "mine"
+    monkeypatch.setenv("SPECCHAT_MODEL_DIRS", str(folder))
+    make_gguf("../mine/qwen2.5-0.5b-instruct-q8_0.gguf", general_name="Qwen2.5 0.5B Instruct")
+    make_gguf("../mine/SmolLM2-360M-Instruct-Q4_K_M.gguf", general_name="Smollm2 360M 8k Lc100K Mix1 Ep2")
+    make_gguf("../mine/model.gguf", general_name="Tiny Target")
+    elsewhere = make_gguf("elsewhere/Other-1B-Q8_0.gguf", general_name="Other 1B")
+    dialog = ModelPickerDialog(str(elsewhere), "")
+    qtbot.addWidget(dialog)
+    tab = dialog.library_tab
+    assert tab is not None
+    qtbot.waitUntil(lambda: tab.tree.topLevelItemCount() == 4, timeout=30_000)
+    rows = {
+        Path(tree_row(tab.tree, i).text(tab.PATH_COLUMN)).name: (
+            tree_row(tab.tree, i).text(0),
+            tree_row(tab.tree, i).text(tab.SOURCE_COLUMN),
+        )
+        for i in range(4)
     }
-    assert listed[str(demo_pair.draft)] == "in use"
+    assert rows == {
+        "qwen2.5-0.5b-instruct-q8_0.gguf": ("Qwen2.5 0.5B Instruct", "your folder"),
+        "SmolLM2-360M-Instruct-Q4_K_M.gguf": ("SmolLM2-360M-Instruct", "your folder"),
+        "model.gguf": ("Tiny Target", "your folder"),
+        "Other-1B-Q8_0.gguf": ("Other 1B", "in use (its folder is not scanned)"),
+    }

@@ -151,6 +151,21 @@ class DrafterEntry:
             dict.fromkeys(generic if generic and part_label(p) in heads else part_label(p) for p in parts)
         )
 
+    def enable_hint(self) -> str:
+        """What would make it usable, for a drafter the loaded pair cannot run (a greyed-out entry's tooltip)."""
+        parts = self.parts
+        if not parts:
+            return ""
+        mtp = 'a target with its own MTP heads (the picker\'s Recommended tab marks them "own MTP heads")'
+        if self.heads == "own":
+            heads = " or ".join(dict.fromkeys(_with_article(part_label(p)) for p in sorted(parts)))
+            return f"load {heads} made for this target as the draft (File → Choose models…)"
+        if parts == (Part.MTP_HEADS,):
+            return f"needs {mtp}: load one as the target"
+        if parts == (Part.DRAFT_MODEL,):
+            return "load a draft model beside the target (File → Choose models…)"
+        return f"load a draft model or a drafter head beside the target (File → Choose models…), or {mtp}"
+
     def make(self, parts: Parts) -> Drafter:
         """The drafter on ``parts``; a one-line SpecchatError naming what is missing."""
         if not self.available(parts.offered()):
@@ -159,6 +174,10 @@ class DrafterEntry:
                 (self.missing or f"the loaded pair has no {self.lacking()} to draft with {self.label_for()!r}") + loaded
             )
         return self.build(parts)
+
+
+def _with_article(label: str) -> str:
+    return f"{'an' if label[:1] in 'AEIOU' else 'a'} {label}"
 
 
 def _draft_model(parts: Parts) -> Drafter:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class HubRepo:
     repo_id: str
     downloads: int | None
     likes: int | None
+    last_modified: str | None = None  # ISO date (``2024-09-19``) of the last commit, when the hub says
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def quant_of(filename: str) -> str | None:
     return found[-1].upper() if found else None
 
 
-def _side_file(filename: str) -> bool:
+def side_file(filename: str) -> bool:
     """A vision projector or a drafter sidecar (MTP layers, an EAGLE-3 / DFlash / DSpark head) beside the models."""
     from specchat.core.models.heads import sidecar_kind
 
@@ -119,7 +121,7 @@ def pick_quant_files(files: list[HubFile], quant: str, repo_id: str = "") -> lis
     hits = [
         f
         for f in files
-        if f.filename.lower().endswith(".gguf") and not _side_file(f.filename) and want.search(f.filename)
+        if f.filename.lower().endswith(".gguf") and not side_file(f.filename) and want.search(f.filename)
     ]
     if not hits:
         available = sorted({q for f in files if (q := f.quant)})
@@ -197,16 +199,20 @@ def hub_answer(endpoint: str, what: str) -> Iterator[None]:
         ) from None
 
 
-def call_cancellable(fn: Callable[[], T], cancel: CancelToken | None, what: str, poll: float = 0.1) -> T:
+def call_cancellable(
+    fn: Callable[[], T], cancel: CancelToken | None, what: str, poll: float = 0.1, timeout: float | None = None
+) -> T:
     """``fn()``, run on a daemon thread so that waiting for it ends within ``poll`` s of a cancel.
 
     A blocking HTTP call to a server that trickles its headers cannot be
     interrupted, but it can be abandoned: the thread finishes on its own at
-    the call's timeout and its result is dropped. Without a token ``fn`` runs
-    on the calling thread.
+    the call's timeout and its result is dropped. ``timeout`` gives up waiting
+    after that many seconds (a one-line HubNetworkError). Without a token or a
+    timeout ``fn`` runs on the calling thread.
     """
-    if cancel is None:
+    if cancel is None and timeout is None:
         return fn()
+    deadline = None if timeout is None else time.monotonic() + timeout
     box: dict[str, Any] = {}
     done = threading.Event()
 
@@ -220,8 +226,10 @@ def call_cancellable(fn: Callable[[], T], cancel: CancelToken | None, what: str,
 
     threading.Thread(target=run, name="hub-call", daemon=True).start()
     while not done.wait(poll):
-        if cancel.cancelled:
+        if cancel is not None and cancel.cancelled:
             raise DownloadCancelledError(f"{what} cancelled")
+        if deadline is not None and time.monotonic() > deadline:
+            raise HubNetworkError(f"{what}: no answer in {timeout:.0f} s; is the hub up?")
     if "error" in box:
         raise box["error"]
     return cast(T, box["value"])
@@ -233,19 +241,36 @@ def _api(endpoint: str, token: str | None) -> HfApi:
     return HfApi(endpoint=endpoint, token=resolve_token(token))
 
 
+SEARCH_FIELDS = ["downloads", "likes", "lastModified"]
+_DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
 def search_gguf(query: str, *, limit: int = 20, endpoint: str | None = None, token: str | None = None) -> list[HubRepo]:
-    """Repositories tagged ``gguf`` whose name matches ``query``, most downloaded first."""
+    """Repositories tagged ``gguf`` whose name matches ``query``, most downloaded first.
+
+    One request, not retried: a hub in trouble (a 500, HTML) is reported at once, not after a minute of backoff.
+    """
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
     ep = resolve_endpoint(endpoint)
     what = f"search {query!r}"
+    params: dict[str, Any] = {"filter": "gguf", "search": query, "sort": "downloads", "limit": limit}
+    params["expand"] = SEARCH_FIELDS
     with hub_answer(ep, what), hub_errors(ep, what):
-        found = _api(ep, token).list_models(filter="gguf", search=query, sort="downloads", limit=limit)
-        return [_hub_repo(m) for m in found]
+        r = get_session().get(f"{ep}/api/models", params=params, headers=build_hf_headers(token=resolve_token(token)))
+        hf_raise_for_status(r)
+        found = r.json()
+        if not isinstance(found, list):
+            raise TypeError("a search answer that is not a list")
+        return [_hub_repo(m) for m in found[:limit]]
 
 
 def _hub_repo(m: Any) -> HubRepo:
-    if not isinstance(m.id, str) or not all(isinstance(n, int) or n is None for n in (m.downloads, m.likes)):
+    repo_id, downloads, likes, changed = m["id"], m.get("downloads"), m.get("likes"), m.get("lastModified")
+    if not isinstance(repo_id, str) or not all(type(n) is int or n is None for n in (downloads, likes)):
         raise TypeError("a search hit with fields of the wrong type")
-    return HubRepo(repo_id=m.id, downloads=m.downloads, likes=m.likes)
+    day = changed[:10] if isinstance(changed, str) and _DAY_RE.match(changed) else None
+    return HubRepo(repo_id=repo_id, downloads=downloads, likes=likes, last_modified=day)
 
 
 def list_gguf_files(
