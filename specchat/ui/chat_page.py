@@ -2,7 +2,8 @@
 
 A message is a header ("You" / "Assistant", with ‹ n/m › when it has other
 versions) and a body. A reply that did not end on its own gets a note ("stopped
-at the 512-token limit"), and the last one that can go on a "Continue" link.
+at the 512-token limit"), and the last one that can go on a "Continue" link; a
+finished reply then gets its line of figures (reply_footer.py).
 The body is the look's: the reading view (chat_reading.py) or the verdict view
 (chat_verdicts.py), both behind :class:`Renderer`, which the view
 (chat_view.py) switches between.

@@ -41,7 +41,7 @@ def footer_text(figures: ReplyFigures | None) -> tuple[str, str]:
     tps = round(final.tokens_per_second, RATE_DIGITS)
     parts = [f"{tps:.1f} tok/s"] if tps > 0 else []
     parts.append(f"{figures.generated} token{'' if figures.generated == 1 else 's'}")
-    first = first_token_text(figures)
+    first = first_token_text(figures) if round(figures.first_token_seconds, 2) > 0 else ""  # "0.00 s" says nothing
     if first:
         parts.append(f"first token {first}")
     tips = ["Tokens per second of the reply, tokens generated, and the time from decoding to its first token"]

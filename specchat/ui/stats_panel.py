@@ -415,11 +415,14 @@ MAX_TICKS = 6  # labelled ticks on a chart axis, at most
 def whole_ticks(low: int, high: int) -> tuple[int, int]:
     """An axis from ``low`` to at least ``high`` with whole-number ticks evenly spaced: (its top, the step).
 
-    The top is the first multiple of the step past ``high`` counted from ``low``, so every tick lands on a
-    whole number and the last one on the axis's end: 5 rounds from 1 give 1..5 by 1, 0..7 gives 0..8 by 2.
+    It ends on ``high`` when a step of at most :data:`MAX_TICKS` ticks divides the span (5 rounds from 1: 1..5
+    by 1; 27 rounds: 1, 14, 27), else on the first whole tick past it (0..7: 0..8 by 2).
     """
     span = max(1, high - low)
     step = max(1, math.ceil(span / (MAX_TICKS - 1)))
+    for exact in range(step, span // 2 + 1):
+        if span % exact == 0:
+            return low + span, exact
     return low + step * math.ceil(span / step), step
 
 

@@ -182,9 +182,11 @@ def test_the_round_chart_ends_with_the_data_and_ticks_whole_numbers(qtbot) -> No
     assert [p.x() for p in panel.accepted_series.points()] == [1, 2, 3, 4, 5]
     assert panel.round_count.text() == "5"
     # longer replies: evenly spaced whole ticks, the axis ending on one at most a step past the data
-    assert whole_ticks(1, 33) == (36, 7)
-    assert whole_ticks(0, 7) == (8, 2)
+    assert whole_ticks(1, 33) == (33, 8)  # 1, 9, 17, 25, 33
+    assert whole_ticks(1, 27) == (27, 13)  # 1, 14, 27
+    assert whole_ticks(0, 7) == (8, 2)  # no whole step ends on 7 with 3 to 6 ticks
     assert whole_ticks(0, 4) == (4, 1)
+    assert whole_ticks(1, 1) == (2, 1)
     panel.reset()  # no reply: an empty chart with axes still
     assert (x.min(), x.max()) == (0, 4)
 
