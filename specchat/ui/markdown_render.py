@@ -481,7 +481,7 @@ class BodyWriter:
         while i < n:
             here = offsets[i]
             if self._queue and self._queue[0].offset <= here:
-                if style.block_code >= 0:  # inside code: no mark between characters (code_marks.py)
+                if style.block_code >= 0 or style.code:  # inside code: no mark between characters (code_marks.py)
                     self._hold_markers(here)
                 else:
                     self._emit_markers(cursor, here)

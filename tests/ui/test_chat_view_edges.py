@@ -13,14 +13,16 @@ from specchat.core.chat.store import ReplyWriter
 from specchat.core.chat.transcript import Message, ReplyFigures, Transcript
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.chat_view import ChatView
+from specchat.ui.code_marks import PROP_CODE_MARK, code_mark_count
 from specchat.ui.copy_feedback import COPIED_LABEL, COPY_LABEL, find_link
 from specchat.ui.main_window import MainWindow
 from specchat.ui.stats_panel import StatsPanel, rounds_text, whole_ticks
+from specchat.ui.token_styles import REJECTION_MARKER
 from specchat.ui.token_xray import where
 from specchat.ui.window_dialogs import DETAILS_SIZE
 from support.events import verified
 from support.fake_host import FakeHost
-from support.views import char_point
+from support.views import char_point, stream, streaming_view
 from support.xray import xray_round
 
 POEM = "Roses are red,\nViolets are blue,\nSugar is sweet.\n\n```\nfirst = 1\nsecond = 2\n```\nThe end."
@@ -202,3 +204,24 @@ def test_rounds_are_numbered_alike_in_the_xray_and_the_panel() -> None:
     assert last.detail is not None
     assert where(last, last.detail, reply.figures.passes) == "round 32 of 32 · the target's token after the drafts"
     assert rounds_text(reply.figures) == "32 (16 drafted)"
+
+
+def test_rejections_inside_inline_code_leave_its_text_alone(qtbot) -> None:
+    view = streaming_view(qtbot, "Reverse a list?")
+    stream(
+        view,
+        [
+            verified(0, ("Use", " `a["), ("0",), ":"),  # the draft guessed "0" inside the code
+            verified(1, (":-1]`", " here"), ("!",), "."),  # and "!" after the prose
+            Finished(FinishReason.EOS, GenerationStats()),
+        ],
+    )
+    view.flush()
+    text = view.toPlainText()
+    assert "Use a[::-1] here" + REJECTION_MARKER + "." in text  # prose keeps its ×, the code none
+    at = view.document().find("::-1")
+    cursor = view.textCursor()
+    cursor.setPosition(at.selectionStart() + 1)  # the format of the first ":"
+    mark = cursor.charFormat()
+    assert mark.property(PROP_CODE_MARK) and "0" in mark.toolTip()
+    assert code_mark_count(view.textCursor()) == 1
