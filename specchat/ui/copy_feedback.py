@@ -43,10 +43,17 @@ class CopyFeedback:
     def copied(self, href: str, at: QPoint) -> bool:
         """Say the code of the link to ``href`` was copied; True if the link itself says it (False: a tooltip)."""
         if self._page.live is None and self._relabel(href, COPY_LABEL, COPIED_LABEL):
-            QTimer.singleShot(COPIED_MS, self._browser, lambda: self._relabel(href, COPIED_LABEL, COPY_LABEL))
+            QTimer.singleShot(COPIED_MS, self._browser, lambda: self._restore(href))
             return True
         QToolTip.showText(at, COPIED_LABEL, self._browser.viewport())
         return False
+
+    def _restore(self, href: str) -> None:
+        """ "Copied" back to "Copy"; if a reply began streaming meanwhile, once it has ended."""
+        if self._page.live is not None:
+            QTimer.singleShot(COPIED_MS, self._browser, lambda: self._restore(href))
+            return
+        self._relabel(href, COPIED_LABEL, COPY_LABEL)
 
     def _relabel(self, href: str, old: str, new: str) -> bool:
         document = self._browser.document()
