@@ -19,6 +19,7 @@ from specchat.core.chat.race_record import RaceRecord
 
 from .chat_hits import format_at, message_index_at
 from .chat_page import Page
+from .copy_feedback import CopyFeedback
 from .markdown_blocks import FateIndex, fence_code
 from .token_styles import PROP_CHROME, PROP_CODE, rejection_tooltip
 
@@ -64,6 +65,7 @@ class MessageActions:
         self._browser = browser
         self._page = page
         self._requests = requests
+        self._copy_feedback = CopyFeedback(browser, page)
 
     @property
     def _busy(self) -> bool:
@@ -191,7 +193,7 @@ class MessageActions:
             if not self._busy:
                 self._requests.version(index, keys[0])
         elif what == "copy" and self.copy_code(index, keys[0]):
-            QToolTip.showText(QCursor.pos(), "Copied", viewport)
+            self._copy_feedback.copied(url.toString(), QCursor.pos())
         elif what == "rejected" and 0 <= index < len(messages):
             fates = FateIndex(messages[index].spans or [])
             groups = [r.spans for r in fates.rejections if r.first_span in keys]

@@ -2,7 +2,8 @@
 
 A message is a header ("You" / "Assistant", with ‹ n/m › when it has other
 versions) and a body. A reply that did not end on its own gets a note ("stopped
-at the 512-token limit"), and the last one that can go on a "Continue" link.
+at the 512-token limit"), and the last one that can go on a "Continue" link; a
+finished reply then gets its line of figures (reply_footer.py).
 The body is the look's: the reading view (chat_reading.py) or the verdict view
 (chat_verdicts.py), both behind :class:`Renderer`, which the view
 (chat_view.py) switches between.
@@ -20,6 +21,7 @@ from specchat.core.chat.transcript import Message, Transcript
 from specchat.core.types import Drafted, Finished, Verified
 
 from .markdown_render import new_block
+from .reply_footer import insert_footer
 from .token_styles import PROP_CHROME, PROP_MESSAGE, reading_format
 
 StreamEvent = Drafted | Verified | Finished
@@ -109,7 +111,12 @@ class Page:
         cursor.insertText("‹" if step < 0 else "›", arrow)
 
     def insert_note(self, cursor: QTextCursor, index: int, own_line: bool = False) -> None:
-        """The finish note after a reply that did not end on its own, and "Continue" after the last one."""
+        """The finish note after a reply that did not end on its own, "Continue" after the last one, then the
+        reply's figures line (reply_footer.py) once it has finished."""
+        self._insert_finish_note(cursor, index, own_line)
+        insert_footer(cursor, self.transcript.messages[index], index, self.palette())
+
+    def _insert_finish_note(self, cursor: QTextCursor, index: int, own_line: bool) -> None:
         note = finish_note(self.transcript.messages[index])
         if note:
             if own_line:  # a reply with no text, or one ending in a code box or table

@@ -17,7 +17,7 @@ from specchat.core.types import Drafted, Finished, TokenKind, Verified
 from .chat_page import Page, Renderer, StreamEvent
 from .markdown_blocks import FateIndex, parse_blocks
 from .markdown_render import BodyWriter, Tail, new_block, remove_range
-from .token_styles import PROP_CHROME, PROP_MESSAGE, kind_format
+from .token_styles import PROP_CHROME, PROP_MESSAGE, kind_format, shown_round
 
 
 class ReadingRenderer(Renderer):
@@ -106,7 +106,7 @@ class ReadingRenderer(Renderer):
         fmt = kind_format(TokenKind.PENDING, self.page.palette())
         fmt.setProperty(PROP_MESSAGE, index)
         fmt.setProperty(PROP_CHROME, True)
-        fmt.setToolTip(f"pending draft · round {pending.round}")
+        fmt.setToolTip(f"pending draft · round {shown_round(pending.round)}")
         cursor.insertText(text, fmt)
 
     def _remove_ghost(self, cursor: QTextCursor) -> None:

@@ -17,7 +17,7 @@ from specchat.core.chat.transcript import Message, TokenSpan, span_count
 from specchat.core.types import Drafted, Finished, TokenKind, Verified
 
 from .chat_page import Page, Renderer, StreamEvent
-from .token_styles import PROP_CHROME, PROP_MESSAGE, kind_format, reading_format, span_format
+from .token_styles import PROP_CHROME, PROP_MESSAGE, kind_format, reading_format, shown_round, span_format
 
 _FENCE = re.compile(r"```[^\n]*\n.*?(?:```|\Z)", re.DOTALL)
 
@@ -133,7 +133,7 @@ class VerdictRenderer(Renderer):
         fmt = kind_format(TokenKind.PENDING, self.page.palette())
         fmt.setProperty(PROP_MESSAGE, index)
         fmt.setProperty(PROP_CHROME, True)
-        fmt.setToolTip(f"pending draft · round {pending.round}")
+        fmt.setToolTip(f"pending draft · round {shown_round(pending.round)}")
         cursor.insertText("".join(pending.pieces), fmt)
 
     def _remove_pending(self, cursor: QTextCursor) -> None:

@@ -36,6 +36,7 @@ from PySide6.QtGui import (
     QKeySequence,
     QMouseEvent,
     QResizeEvent,
+    QShowEvent,
 )
 from PySide6.QtWidgets import QLabel, QMenu, QTextBrowser, QToolTip, QWidget
 
@@ -240,8 +241,15 @@ class ChatView(QTextBrowser):
         """Open the token X-ray for ``span`` near global position ``at``."""
         if self.xray is None:
             self.xray = TokenXray(self)
-        self.xray.show_span(span, at)
+        self.xray.show_span(span, at, self._passes_of(span))
         return self.xray
+
+    def _passes_of(self, span: TokenSpan) -> int:
+        """The target passes of the reply that holds ``span`` (0 when not known)."""
+        for msg in self._page.transcript.messages:
+            if msg.figures is not None and msg.spans and any(s is span for s in msg.spans):
+                return msg.figures.passes
+        return 0
 
     def hover_at(self, pos: QPoint) -> None:
         """Show the hover toolbar at the top-right of the message under viewport ``pos`` (hide it off messages)."""
@@ -286,6 +294,14 @@ class ChatView(QTextBrowser):
         super().resizeEvent(event)
         self._scroll.place_jump()
 
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - a Qt override
+        # On its first show Qt scrolls to the text cursor (the top of the page after a redraw): a view that
+        # followed the end, as a conversation reopened at start does, stays at the end.
+        following = self._scroll.follow
+        super().showEvent(event)
+        if following and not self._scroll.follow:
+            self._scroll.jump_to_latest()
+
     def viewportEvent(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ToolTip:
             help_event = cast(QHelpEvent, event)
@@ -312,12 +328,17 @@ class ChatView(QTextBrowser):
             self.redraw()
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
-        super().mouseReleaseEvent(event)
         pos = event.position().toPoint()
+        # Asked before the release is handled: a link (a version arrow) may redraw the page under the mouse,
+        # and what is there afterwards (another reply's token) was never clicked.
+        on_link = bool(self.anchorAt(pos))
+        revision = self.document().revision()
+        super().mouseReleaseEvent(event)
         if (
             event.button() is Qt.MouseButton.LeftButton
+            and not on_link
+            and self.document().revision() == revision
             and not self.textCursor().hasSelection()
-            and not self.anchorAt(pos)
         ):
             span = self.token_at(pos)
             if span is not None:  # opened once the click is done: a popup shown inside it takes the release

@@ -155,6 +155,7 @@ class MainWindow(QMainWindow):
         w.events.connect(chat.on_events)
         w.prompt_progress.connect(self._on_prompt_progress)
         self.host.waiting.connect(self.progress.engine_waiting)  # a served request holds the runtime
+        self.host.waiting.connect(chat.reply_waiting)  # the time to first token counts from when decoding began
         w.failed.connect(chat.on_failed)
         chat.transcript_replaced.connect(self._on_transcript_replaced)
         chat.message_appended.connect(self._on_message_appended)

@@ -147,10 +147,7 @@ class _Walker:
                 add(child.content)
             elif kind == "code_inline":
                 add(child.content, code=True)
-            elif kind == "softbreak":  # reads as a space, tied to the source's newline
-                add("\n")
-                runs[-1].text = " "
-            elif kind == "hardbreak":
+            elif kind in ("softbreak", "hardbreak"):  # kept as written: poems and addresses keep their lines
                 add(LINE_BREAK)
             elif kind == "image":
                 italic += 1

@@ -38,6 +38,7 @@ from PySide6.QtGui import (
 from specchat.core.chat.transcript import TokenSpan
 from specchat.core.types import TokenKind
 
+from .code_marks import code_mark, mark_before, marked
 from .markdown_blocks import FateIndex, Leaf, ListItem, Rejection, Run, TopBlock
 from .syntax import PLAIN, Look, highlight
 from .token_styles import (
@@ -224,6 +225,8 @@ class BodyWriter:
         self._last_looks: list[Look] = []
         self._formats: dict[tuple[int, _Style], QTextCharFormat] = {}
         self._unbroken = 0  # spans drawn since the last whitespace
+        self._held: list[Rejection] = []  # rejections inside code, marked on the next code character
+        self._code_end: int | None = None  # where the last code block's text ends
 
     # -- blocks ------------------------------------------------------------------------
 
@@ -427,7 +430,7 @@ class BodyWriter:
             run = Run(text, leaf.code_offsets[at : at + len(text)])
             at += len(text)
             self._run(cursor, run, _Style(block_code=leaf.source, look=look))
-        self.text_end = cursor.position()
+        self.text_end = self._code_end = cursor.position()
         return _per_char(runs)
 
     def _table(self, cursor: QTextCursor, leaf: Leaf) -> None:
@@ -478,7 +481,10 @@ class BodyWriter:
         while i < n:
             here = offsets[i]
             if self._queue and self._queue[0].offset <= here:
-                self._emit_markers(cursor, here)
+                if style.block_code >= 0 or style.code:  # inside code: no mark between characters (code_marks.py)
+                    self._hold_markers(here)
+                else:
+                    self._emit_markers(cursor, here)
             span_index, end = self._span_bounds(here)
             j = i + 1
             while j < n and offsets[j] < end and (not self._queue or offsets[j] < self._queue[0].offset):
@@ -488,7 +494,14 @@ class BodyWriter:
             self._unbroken = 0 if _BREAK.search(piece) else self._unbroken + 1
             if self._unbroken > MAX_UNBROKEN_SPANS:  # the rest of this word in one format: see MAX_UNBROKEN_SPANS
                 span_index, span = -1, None
-            cursor.insertText(piece, self._format(span_index, span, style))
+            fmt = self._format(span_index, span, style)
+            if self._held and piece[0] == "\n" and cursor.charFormat().property(PROP_CODE) == style.block_code:
+                mark_before(cursor, cursor.position(), self._take_held())  # a line's end: its last character
+            elif self._held:
+                cursor.insertText(piece[0], marked(fmt, self._take_held()))
+                piece = piece[1:]
+            if piece:
+                cursor.insertText(piece, fmt)
             i = j
         if n:
             self.text_end = cursor.position()
@@ -569,12 +582,26 @@ class BodyWriter:
             href = rejection_href(self.index, [r.first_span for r in due])
             cursor.insertText(REJECTION_MARKER, marker_format([r.spans for r in due], self.palette, self.index, href))
 
+    def _hold_markers(self, upto: int | None) -> None:
+        while self._queue and (upto is None or self._queue[0].offset <= upto):
+            self._held.append(self._queue.popleft())
+
+    def _take_held(self) -> QTextCharFormat:
+        due, self._held = self._held, []
+        return code_mark([r.spans for r in due], self.palette)
+
     def _markers_at_end(self, cursor: QTextCursor, owned_to: int | None, began: int) -> None:
         """Markers in the source a block owns but after its last character go at the end of its text.
 
-        A block with no text of its own (a rule) takes them itself, so they are redrawn with it.
+        A block with no text of its own (a rule) takes them itself, so they are redrawn with it. After a code
+        block's text they mark its last character instead (code_marks.py).
         """
         if not self._queue or (owned_to is not None and self._queue[0].offset >= owned_to):
+            return
+        end = self.text_end
+        if end is not None and end == self._code_end and end > began:
+            self._hold_markers(None if owned_to is None else owned_to - 1)
+            mark_before(cursor, end, self._take_held())
             return
         at = QTextCursor(cursor)
         if self.text_end is not None and self.text_end > began:

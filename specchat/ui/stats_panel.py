@@ -35,6 +35,8 @@ from specchat.core.engine.positions import position_acceptance
 from specchat.core.engine.registry import source_name
 from specchat.core.types import RATE_DIGITS, GenerationStats
 
+from .reply_footer import first_token_text
+
 DASH = "–"
 FALLBACK_ROUNDS = 4  # plain rounds in a row under Auto, with a drafter, that the panel reports as a fallback
 
@@ -55,6 +57,11 @@ class StatsPanel(QGroupBox):
         self.speedup = QLabel(DASH)
         self.acceptance = QLabel(DASH)
         self.mean_accepted = QLabel(DASH)
+        self.round_count = QLabel(DASH)
+        self.round_count.setToolTip(
+            "Target passes of this reply, numbered from 1 as in the chart and the token X-ray; those that checked "
+            "drafts are its drafted rounds (Accepted/round is over those)"
+        )
         self.depth_value = QLabel(DASH)
         self.depth_value.setWordWrap(True)
         self.first_token = QLabel(DASH)
@@ -74,6 +81,7 @@ class StatsPanel(QGroupBox):
             ("Speed-up", self.speedup),
             ("Acceptance", self.acceptance),
             ("Accepted/round", self.mean_accepted),
+            ("Rounds", self.round_count),
             ("By source", self.by_source),
             ("Depth", self.depth_value),
             ("First token", self.first_token),
@@ -103,10 +111,6 @@ class StatsPanel(QGroupBox):
         self.x_axis.setTitleText("round")
         self.y_axis = QValueAxis()
         self.y_axis.setTitleText("tokens")
-        for axis in (self.x_axis, self.y_axis):  # whole-number ticks from 0
-            axis.setLabelFormat("%d")
-            axis.setTickType(QValueAxis.TickType.TicksDynamic)
-            axis.setTickAnchor(0)
         chart.addAxis(self.x_axis, Qt.AlignmentFlag.AlignBottom)
         chart.addAxis(self.y_axis, Qt.AlignmentFlag.AlignLeft)
         for series in (self.depth_series, self.accepted_series):
@@ -244,13 +248,13 @@ class StatsPanel(QGroupBox):
         """Redraw the figures and the chart after the transcript folded new events."""
         rounds = self.figures.per_round
         if self.accepted_series.count() != len(rounds) or not rounds:
-            self.accepted_series.replace([QPointF(r, a) for r, _, a in rounds])
-            self.depth_series.replace([QPointF(r, d) for r, d, _ in rounds])
-            right = int(max(8, rounds[-1][0] if rounds else 0))
-            top = int(max([4] + [max(d, a) for _, d, a in rounds]))
-            for axis, high in ((self.x_axis, right), (self.y_axis, top)):  # an empty chart gets its axes too
-                axis.setRange(0, high)
-                axis.setTickInterval(max(1, math.ceil(high / 6)))
+            # rounds are numbered from 1 on screen, as in the token X-ray
+            self.accepted_series.replace([QPointF(r + 1, a) for r, _, a in rounds])
+            self.depth_series.replace([QPointF(r + 1, d) for r, d, _ in rounds])
+            right = rounds[-1][0] + 1 if rounds else 0
+            top = max([1] + [max(d, a) for _, d, a in rounds])
+            set_whole_axis(self.x_axis, 1 if rounds else 0, max(right, 1 if rounds else 4))
+            set_whole_axis(self.y_axis, 0, top)
         self._show_curve()
         self._show()
 
@@ -265,7 +269,12 @@ class StatsPanel(QGroupBox):
             return 0.0  # a stored reply without the engine's figures (cut short): no rate to show
         carried = self.figures.carried  # a continuation: the rate of what it generated since it started
         generated = self.figures.generated - (carried.generated if carried is not None else 0)
-        wait = self.figures.resumed_first_token_seconds if carried is not None else self.figures.first_token_seconds
+        f = self.figures
+        wait = (
+            f.resumed_first_token_seconds + f.resumed_waited_seconds
+            if carried is not None
+            else f.first_token_seconds + f.waited_seconds
+        )
         elapsed = time.monotonic() - self._started - wait
         return generated / elapsed if elapsed > 0 else 0.0
 
@@ -333,6 +342,7 @@ class StatsPanel(QGroupBox):
                 self.speedup,
                 self.acceptance,
                 self.mean_accepted,
+                self.round_count,
                 self.depth_value,
                 self.first_token,
                 self.token_counts,
@@ -349,9 +359,10 @@ class StatsPanel(QGroupBox):
         self.speedup.setToolTip(tip)
         self.acceptance.setText(f"{f.acceptance_rate:.0%}" if f.drafted else "n/a (no drafts)")
         self.mean_accepted.setText(f"{f.mean_accepted_per_round:.2f}" if f.rounds else DASH)
+        self.round_count.setText(rounds_text(f))
         self._show_sources(f)
         self.depth_value.setText(self._depth_text(f))
-        self.first_token.setText(f"{f.first_token_seconds:.2f} s" if f.first_token_seconds > 0 else DASH)
+        self.first_token.setText(first_token_text(f) or DASH)
         prompt = f.final.prompt_tokens if f.final else 0
         self.token_counts.setText(f"prompt {prompt}, generated {f.generated}" if prompt else f"generated {f.generated}")
         used = prompt + f.generated if prompt else 0
@@ -386,6 +397,39 @@ class StatsPanel(QGroupBox):
         )
 
 
+def rounds_text(f: ReplyFigures) -> str:
+    """ "40 (32 drafted)": the reply's target passes, and how many checked drafts when not all did."""
+    if not f.passes:
+        return DASH
+    return f"{f.passes}" if f.rounds == f.passes else f"{f.passes} ({f.rounds} drafted)"
+
+
 def _probe_rate(final: GenerationStats | None) -> float:
     """Plain decoding timed right after a reply, as stored with it (0: not timed)."""
     return round(final.plain_tokens_per_second, RATE_DIGITS) if final is not None else 0.0
+
+
+MAX_TICKS = 6  # labelled ticks on a chart axis, at most
+
+
+def whole_ticks(low: int, high: int) -> tuple[int, int]:
+    """An axis from ``low`` to at least ``high`` with whole-number ticks evenly spaced: (its top, the step).
+
+    It ends on ``high`` when a step of at most :data:`MAX_TICKS` ticks divides the span (5 rounds from 1: 1..5
+    by 1; 27 rounds: 1, 14, 27), else on the first whole tick past it (0..7: 0..8 by 2).
+    """
+    span = max(1, high - low)
+    step = max(1, math.ceil(span / (MAX_TICKS - 1)))
+    for exact in range(step, span // 2 + 1):
+        if span % exact == 0:
+            return low + span, exact
+    return low + step * math.ceil(span / step), step
+
+
+def set_whole_axis(axis: QValueAxis, low: int, high: int) -> None:
+    """Range ``axis`` over ``low``..``high`` (stretched to a whole tick) with whole-number ticks from ``low``."""
+    top, step = whole_ticks(low, high)
+    axis.setTickType(QValueAxis.TickType.TicksFixed)
+    axis.setTickCount((top - low) // step + 1)
+    axis.setLabelFormat("%.0f")  # rounded, not cut: a tick computed as 1.9999 reads 2
+    axis.setRange(low, top)

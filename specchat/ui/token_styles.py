@@ -92,9 +92,15 @@ def drafted_by(detail: TokenDetail) -> str:
     return "the target's own token"
 
 
+def shown_round(number: int) -> int:
+    """A round as the user reads it: the engine counts every target pass from 0, the screen from 1 (the X-ray,
+    tooltips and the round chart alike)."""
+    return number + 1
+
+
 def span_tooltip(span: TokenSpan) -> str:
     tip = (
-        f"{KIND_LABELS[span.kind]} · round {span.round} · "
+        f"{KIND_LABELS[span.kind]} · round {shown_round(span.round)} · "
         f"target p={_prob(span.target_prob)} · draft p={_prob(span.draft_prob)}"
     )
     if span.detail is not None:
@@ -166,7 +172,7 @@ def rejection_tooltip(groups: list[list[TokenSpan]]) -> str:
         guess = html.escape(_shown("".join(s.text for s in spans)))
         by = f"<br>{html.escape(drafted_by(first.detail), quote=False)}" if first.detail is not None else ""
         parts.append(
-            f"rejected draft · round {first.round}<br>the draft guessed “<b>{guess}</b>”<br>"
+            f"rejected draft · round {shown_round(first.round)}<br>the draft guessed “<b>{guess}</b>”<br>"
             f"draft p={_prob(first.draft_prob)} · target p={_prob(first.target_prob)}{by}"
         )
     return "<qt>" + "<br><br>".join(parts) + "</qt>"

@@ -21,7 +21,7 @@ from specchat.core.chat.transcript import TokenDetail, TokenSpan
 from specchat.core.engine.verify import TOP_N
 from specchat.core.types import TokenKind
 
-from .token_styles import KIND_LABELS, drafted_by, kind_colour
+from .token_styles import KIND_LABELS, drafted_by, kind_colour, shown_round
 
 MAX_SHOWN_CHARS = 80  # of a token's text
 _VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}  # ␣ ⏎ ⇥ ␍
@@ -42,11 +42,13 @@ def _quoted(text: str) -> str:
     return f"\u201c{html.escape(readable(text), quote=False)}\u201d"
 
 
-def where(span: TokenSpan, detail: TokenDetail) -> str:
-    """The round and the draft position, in words."""
+def where(span: TokenSpan, detail: TokenDetail, passes: int = 0) -> str:
+    """The round (counted from 1, "of" the reply's target passes when known) and the draft position, in words."""
+    number = shown_round(span.round)
+    of = f" of {passes}" if passes >= number else ""
     if detail.position == 0:
-        return f"round {span.round} · the target's token after the drafts"
-    return f"round {span.round} · draft position {detail.position}"
+        return f"round {number}{of} · the target's token after the drafts"
+    return f"round {number}{of} · draft position {detail.position}"
 
 
 def verdict(span: TokenSpan, detail: TokenDetail) -> str:
@@ -113,8 +115,11 @@ class TokenXray(QFrame):
             layout.addWidget(label)
         self.span: TokenSpan | None = None
 
-    def show_span(self, span: TokenSpan, at: QPoint) -> bool:
-        """Show ``span``'s X-ray near global position ``at``; False (nothing shown) for a span without detail."""
+    def show_span(self, span: TokenSpan, at: QPoint, passes: int = 0) -> bool:
+        """Show ``span``'s X-ray near global position ``at``; False (nothing shown) for a span without detail.
+
+        ``passes``: the reply's target passes (its rounds), for "round 3 of 40"; 0 when not known.
+        """
         detail = span.detail
         if detail is None:
             return False
@@ -124,7 +129,7 @@ class TokenXray(QFrame):
             f"<b style='font-size: large'>{_quoted(span.text)}</b> &nbsp;"
             f"<span style='color: {colour}'>{KIND_LABELS[span.kind]}</span>"
         )
-        self.where.setText(where(span, detail))
+        self.where.setText(where(span, detail, passes))
         self.source.setText(html.escape(drafted_by(detail), quote=False))
         if detail.position == 0:
             self.probs.setText(f"p(x) = {_prob(span.target_prob)} (target)")

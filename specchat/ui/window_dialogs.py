@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QStatusBar
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QStatusBar, QTextEdit
 
 from specchat import __version__
 from specchat.core.build import BuildInfo
@@ -101,6 +102,7 @@ class WindowDialogs(QObject):
         lines = self.build.lines() if self.build else ["llama.cpp build: not reported", ""]
         box.setInformativeText("<br>".join(html.escape(line) for line in lines[:-1]))
         box.setDetailedText("\n".join(lines))
+        roomy_details(box)
         box.setStandardButtons(QMessageBox.StandardButton.Ok)
         box.setModal(True)
         box.show()
@@ -205,3 +207,16 @@ class WindowDialogs(QObject):
             self.notice(f"could not export: {exc}")
             return
         self.status.showMessage(f"Exported to {path}", 5000)
+
+
+DETAILS_SIZE = (560, 240)  # the About box's details: the build's lines readable without scrolling sideways
+
+
+def roomy_details(box: QMessageBox) -> None:
+    """Give a message box's details (Qt's default is a few lines, narrow) room and a fixed-width font."""
+    details = box.findChild(QTextEdit)
+    if details is None:
+        return
+    details.setMinimumSize(*DETAILS_SIZE)
+    details.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+    details.setLineWrapMode(QTextEdit.LineWrapMode.NoWrap)

@@ -193,3 +193,41 @@ def test_the_logic_imports_no_qt() -> None:
     root = Path(__file__).resolve().parents[2]  # this checkout's package, not an installed one
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_reply_that_waited_for_the_runtime_counts_its_first_token_from_decoding(chat: Chat, monkeypatch) -> None:
+    import specchat.core.chat.transcript as transcript_module
+
+    logic, store, _host, _listener = chat
+    clock = [50.0]
+    monkeypatch.setattr(transcript_module.time, "monotonic", lambda: clock[0])
+    logic.reply_waiting(False)  # no reply: nothing to tell
+    logic.send("Hello")
+    figures = logic.transcript.messages[-1].figures
+    assert figures is not None
+    figures.started = clock[0]
+    logic.reply_waiting(True)  # a served request holds the runtime
+    clock[0] += 9.0
+    logic.reply_waiting(False)  # the reply decodes now
+    clock[0] += 0.5
+    logic.on_events([verified(0, ("Hi",), (), "!")])
+    assert figures.waited_seconds == pytest.approx(9.0) and figures.first_token_seconds == pytest.approx(0.5)
+    clock[0] += 5.0
+    logic.reply_waiting(False)  # told again once decoding has begun: nothing changes
+    assert figures.waited_seconds == pytest.approx(9.0)
+    cut = GenerationStats(rounds=1, drafted=1, accepted=1, generated=2, generate_seconds=0.1)
+    logic.on_events([Finished(FinishReason.MAX_TOKENS, cut)])
+    assert logic.conversation_id is not None
+    stats = store.messages(logic.conversation_id)[-1].stats
+    assert stats is not None and stats["waited_seconds"] == pytest.approx(9.0)
+    assert stats["first_token_seconds"] == pytest.approx(0.5)
+    # its continuation waits too: counted apart, the first part's figures kept
+    assert logic.continue_reply()
+    logic.reply_waiting(True)
+    clock[0] += 3.0
+    logic.reply_waiting(False)
+    clock[0] += 0.2
+    logic.on_events([verified(0, (" more",), (), ".")])
+    assert figures.resumed_waited_seconds == pytest.approx(3.0)
+    assert figures.resumed_first_token_seconds == pytest.approx(0.2)
+    assert figures.waited_seconds == pytest.approx(9.0) and figures.first_token_seconds == pytest.approx(0.5)

@@ -122,7 +122,7 @@ def test_tooltips_and_properties(qtbot) -> None:
     view.flush()
     by_kind = {k: f for _, k, f in fragments(view) if k}
     tip = by_kind["accepted"].toolTip()
-    assert "accepted draft" in tip and "round 3" in tip and "target p=0.25" in tip and "draft p=0.75" in tip
+    assert "accepted draft" in tip and "round 4" in tip and "target p=0.25" in tip and "draft p=0.75" in tip
     assert "rejected draft" in by_kind["rejected"].toolTip()
     assert "target token" in by_kind["target"].toolTip() and "draft p=n/a" in by_kind["target"].toolTip()
     assert by_kind["accepted"].property(PROP_ROUND) == 3
@@ -241,5 +241,5 @@ def test_hover_shows_the_token_tooltip(qtbot, verdicts: bool) -> None:
     pos = view.cursorRect(cursor).center()
     event = QHelpEvent(QEvent.Type.ToolTip, pos, view.viewport().mapToGlobal(pos))
     QApplication.sendEvent(view.viewport(), event)
-    assert "accepted draft · round 5" in QToolTip.text()
+    assert "accepted draft · round 6" in QToolTip.text()  # the engine counts from 0, the screen from 1
     QToolTip.hideText()

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QApplication, QToolTip
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript
 from specchat.core.types import Finished, FinishReason, GenerationStats, TokenKind
 from specchat.ui.chat_view import ChatView
+from specchat.ui.code_marks import PROP_CODE_MARK, code_mark_count
 from specchat.ui.markdown_blocks import parse_blocks
 from specchat.ui.token_styles import PROP_CHROME, PROP_CODE, PROP_KIND, REJECTION_MARKER
 from support.events import drafted, verified
@@ -170,19 +171,23 @@ def test_rejected_drafts_are_markers_in_reading_and_inline_in_verdicts(qtbot) ->
     text = view.toPlainText()
     for guess in (" some", "three", " + 2", "()", "!"):
         assert guess not in text
-    # a marker where each rejection happened: in prose, at the end of a list item, inside code, at the end
-    for where in (
-        "Here are" + REJECTION_MARKER + " Carrots",
-        "one" + REJECTION_MARKER,
-        "x = 1" + REJECTION_MARKER,
-        "print" + REJECTION_MARKER + "(x)",
-        "Done" + REJECTION_MARKER + ".",
-    ):
+    # a marker where each rejection happened in prose: inside a line, at the end of a list item, at the end
+    marks = ("Here are" + REJECTION_MARKER + " Carrots", "one" + REJECTION_MARKER, "Done" + REJECTION_MARKER + ".")
+    for where in marks:
         assert where in text, where
     marker = format_of(view, REJECTION_MARKER)
     assert marker.property(PROP_KIND) == "rejected" and marker.property(PROP_CHROME)
     assert marker.verticalAlignment() == marker.VerticalAlignment.AlignSuperScript
-    assert "the draft guessed" in marker.toolTip() and "some" in marker.toolTip() and "round 0" in marker.toolTip()
+    assert "the draft guessed" in marker.toolTip() and "some" in marker.toolTip() and "round 1" in marker.toolTip()
+    # inside code the text stays as written: the character after a rejection is underlined, its tooltip tells
+    assert "\nx = 1\nprint(x)\n" in text
+    after_code = format_of(view, "1\nprint")  # " + 2" was rejected after "x = 1": its last character is marked
+    bracket = format_of(view, "(x)")  # "()" was rejected after "print"
+    for mark, guess in ((after_code, "+ 2"), (bracket, "()")):
+        assert mark.property(PROP_CODE_MARK) and mark.underlineStyle() == mark.UnderlineStyle.WaveUnderline
+        assert guess in mark.toolTip() and "the draft guessed" in mark.toolTip()
+    assert not format_of(view, "x = ").property(PROP_CODE_MARK) and not format_of(view, "x)").property(PROP_CODE_MARK)
+    assert code_mark_count(view.textCursor()) == 2
 
     view.set_hide_rejected(True)
     assert REJECTION_MARKER not in view.toPlainText()
@@ -219,13 +224,15 @@ def test_marker_tooltip_and_click_show_the_guess_and_tokens_keep_theirs(qtbot) -
     qtbot.waitExposed(view)
     play(view)
     view.jump_to_latest()
-    assert "the draft guessed" in _hover(view, _point_of(view, "×(x)")) and "()" in QToolTip.text()
-    assert "accepted draft · round 1" in _hover(view, _point_of(view, "arrots"))
+    assert "the draft guessed" in _hover(view, _point_of(view, "× Carrots")) and "some" in QToolTip.text()
+    # in code, the character after the rejection tells it on hover
+    assert "the draft guessed" in _hover(view, _point_of(view, "(x)")) and "()" in QToolTip.text()
+    assert "accepted draft · round 2" in _hover(view, _point_of(view, "arrots"))  # the engine's round 1
     assert "target p=0.25" in QToolTip.text() and "draft p=0.75" in QToolTip.text()
     QToolTip.hideText()
-    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=_point_of(view, "×(x)"))
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=_point_of(view, "× Carrots"))
     qtbot.waitUntil(lambda: "the draft guessed" in QToolTip.text())
-    assert "()" in QToolTip.text()
+    assert "some" in QToolTip.text()
     QToolTip.hideText()
 
 

@@ -197,7 +197,8 @@ def test_a_reply_cut_at_the_limit_says_so_and_continue_extends_it(qtbot, setting
     qtbot.waitExposed(window)
     _cut_reply(qtbot, window, host)
     cid = window.conversation_id
-    assert window.chat_view.toPlainText().endswith(" there (stopped at the 6-token limit)  Continue")
+    text, figures_line = window.chat_view.toPlainText().rsplit("\n", 1)  # the reply's figures line ends the page
+    assert text.endswith(" there (stopped at the 6-token limit)  Continue") and "tok/s" in figures_line
     assert window.menu_actions.continue_reply.isEnabled()
     _click_text(qtbot, window, "Continue")
     qtbot.waitUntil(lambda: len(host.requests) == 2)
@@ -223,7 +224,7 @@ def test_a_reply_cut_at_the_limit_says_so_and_continue_extends_it(qtbot, setting
     assert [s.text for s in reply.spans or [] if s.round == 3] == [" was", " a", " cat", " dog"]  # numbered on
     assert reply.figures is not None
     assert [r for r, _, _ in reply.figures.per_round] == [0, 1, 2, 3]  # the chart goes on to the right
-    assert window.chat_view.toPlainText().endswith(" dog")
+    assert window.chat_view.toPlainText().rsplit("\n", 1)[0].endswith(" dog")
     assert "stopped at" not in window.chat_view.toPlainText()
     figures = reply.figures
     assert figures is not None and figures.final is not None

@@ -63,7 +63,7 @@ def test_clicking_an_accepted_lookup_draft_shows_its_xray(qtbot, verdicts: bool)
     view = _shown_view(qtbot, [xray_round(1, 2, correction=51)], verdicts)
     xray = _click(qtbot, view, _point_of_token(view, 3, 1))
     assert "d0" in xray.heading.text() and "accepted draft" in xray.heading.text()
-    assert xray.where.text() == "round 3 · draft position 1"
+    assert xray.where.text() == "round 4 · draft position 1"  # the engine's round 3, counted from 1 on screen
     assert xray.source.text() == "drafted by lookup (match of 4 tokens)"
     assert xray.probs.text() == "q(x) = 0.800 (draft) · p(x) = 0.300 (target)"
     assert xray.verdict.text() == "argmax matched"
@@ -174,7 +174,11 @@ def test_after_a_restart_a_clicked_token_shows_the_engines_numbers(qtbot, settin
     view = second.chat_view
     view.set_show_verdicts(True)
     xray = _click(qtbot, view, _point_of_token(view, event.round, 1))
-    assert xray.where.text() == f"round {event.round} · draft position 1"
+    # counted from 1, of the reply's target passes: the same rounds as the panel's "Rounds" row and chart
+    passes = len(seen)
+    assert xray.where.text() == f"round {event.round + 1} of {passes} · draft position 1"
+    second.stats.show_stored(second.transcript.messages[-1].figures)
+    assert second.stats.round_count.text().split()[0] == str(passes)
     assert xray.source.text() == "drafted by the draft model"
     assert xray.probs.text() == (
         f"q(x) = {event.draft_probs[0]:.3f} (draft) · p(x) = {event.target_probs[0]:.3f} (target)"

@@ -94,8 +94,9 @@ def test_the_chart_comes_back_with_a_stored_reply(qtbot) -> None:
     stored = ReplyFigures.from_dict(panel.figures.as_dict())
     panel.reset()
     panel.show_stored(stored)
-    assert [(p.x(), p.y()) for p in panel.depth_series.points()] == [(0, 3), (1, 1)]
-    assert [(p.x(), p.y()) for p in panel.accepted_series.points()] == [(0, 2), (1, 1)]
+    # rounds counted from 1 on screen, as in the token X-ray (the engine's 0 and 1)
+    assert [(p.x(), p.y()) for p in panel.depth_series.points()] == [(1, 3), (2, 1)]
+    assert [(p.x(), p.y()) for p in panel.accepted_series.points()] == [(1, 2), (2, 1)]
     assert panel.first_token.text() == "0.25 s"
 
 

@@ -450,6 +450,15 @@ class ChatLogic:
         if finished is not None:
             self._end_reply(finished)
 
+    def reply_waiting(self, waits: bool) -> None:
+        """The streaming reply waits for a served request (True) or decodes now (False): its time to first token
+        counts from when it decodes, its wait is kept beside it."""
+        if waits or self._live is None or self._writer is None:
+            return
+        reply = self._live.reply
+        if reply is not None and reply.figures is not None and not reply.finished:
+            reply.figures.decoding_began()
+
     def on_failed(self, message: str) -> None:
         """The reply could not start or broke: end it like the engine's own error (one notice)."""
         if self.closing:

@@ -213,7 +213,10 @@ class ReplyFigures(ReplyCounts):
 
     passes: int = 0
     per_round: list[tuple[int, int, int]] = field(default_factory=list)  # (round, depth, accepted) per pass
-    first_token_seconds: float = 0.0  # from the request to the first verified round, as the user waited
+    first_token_seconds: float = 0.0  # from when decoding began to the first verified round
+    # Seconds the reply waited for the runtime (a served request held it) before decoding began; not part of
+    # ``first_token_seconds``, said beside it.
+    waited_seconds: float = 0.0
     final: GenerationStats | None = None
     finish_reason: str | None = None
     final_message: str = ""  # the Finished event's message (an error's one line)
@@ -234,6 +237,7 @@ class ReplyFigures(ReplyCounts):
     # While a continuation streams: the engine's figures of the reply before it, added to the continuation's.
     carried: GenerationStats | None = field(default=None, repr=False, compare=False)
     resumed_first_token_seconds: float = field(default=0.0, repr=False, compare=False)  # the continuation's wait
+    resumed_waited_seconds: float = field(default=0.0, repr=False, compare=False)  # ... for the runtime
     # A continuation's rounds are numbered on from the reply's (its engine counts from 0 again).
     round_offset: int = field(default=0, repr=False, compare=False)
 
@@ -255,9 +259,9 @@ class ReplyFigures(ReplyCounts):
                 offset = self.carried.generate_seconds + self.carried.prompt_seconds if self.carried else 0.0
                 self.timeline.append((offset + event.elapsed, len(event.committed), len(event.text)))
                 if self.passes == 1:
-                    self.first_token_seconds = time.monotonic() - self.started
+                    self.first_token_seconds = time.monotonic() - self.started - self.waited_seconds
                 if self.carried is not None and self.generated == self.carried.generated + len(event.committed):
-                    self.resumed_first_token_seconds = time.monotonic() - self.started
+                    self.resumed_first_token_seconds = time.monotonic() - self.started - self.resumed_waited_seconds
                 changed = True
             elif isinstance(event, Drafted):
                 self.depth = len(event.tokens)
@@ -269,6 +273,16 @@ class ReplyFigures(ReplyCounts):
                 self.finish_reason = event.reason.value
                 self.final_message = event.message
         return changed
+
+    def decoding_began(self) -> None:
+        """The reply had waited for the runtime (a served request held it) and decodes now: the wait so far is
+        counted apart from the time to its first token."""
+        waited = max(0.0, time.monotonic() - self.started)
+        if self.carried is None:
+            if not self.passes:
+                self.waited_seconds = waited
+        elif self.generated == self.carried.generated:
+            self.resumed_waited_seconds = waited
 
     def resume(self, max_tokens: int) -> None:
         """Go on counting for a continuation of this reply: its figures add to these."""
@@ -318,6 +332,7 @@ class ReplyFigures(ReplyCounts):
                     ("race", self.race),
                     ("max_tokens", self.max_tokens),
                     ("drafting", self.drafting),
+                    ("waited_seconds", round(self.waited_seconds, 3)),
                 )
                 if value
             }
@@ -346,6 +361,7 @@ class ReplyFigures(ReplyCounts):
         read = _StatsReader(stats, problems if problems is not None else [])
         figures.passes = read.count("passes")
         figures.first_token_seconds = read.seconds("first_token_seconds")
+        figures.waited_seconds = read.seconds("waited_seconds")
         figures.per_round = read.rows("per_round", (int, int, int))
         figures.rounds = read.count("rounds")
         figures.drafted = read.count("drafted")
