@@ -256,6 +256,12 @@ class Verified:
     def n_accepted(self) -> int:
         return len(self.accepted)
 
+    def drafted_from(self, origin: str) -> tuple[int, int]:
+        """How many of this round's drafts came from the text named ``origin``: (accepted, rejected)."""
+        n = len(self.accepted)
+        accepted = sum(1 for o in self.origins[:n] if o == origin)
+        return accepted, sum(1 for o in self.origins[n:] if o == origin)
+
     @property
     def committed(self) -> tuple[int, ...]:
         """Tokens this round added to the reply, in order."""

@@ -32,6 +32,16 @@ def test_a_text_s_longer_match_wins_and_names_its_text() -> None:
     assert lookup_with_texts(longer, 3, 3, 1, []) == ([9, 1, 2], 2, "")  # without texts: as before
 
 
+def test_a_prediction_is_preferred_over_the_conversation_on_an_equal_match() -> None:
+    """A client sends the file the reply will copy, and the file is in the prompt too: the copy is credited to the
+    prediction, a document's equal match to the conversation."""
+    seq = np.asarray([1, 2, 3, 9, 8, 1, 2, 3], dtype=np.int64)
+    doc = LookupText.of("doc", [5, 1, 2, 3, 9, 8])
+    prediction = LookupText.of(PRED, [5, 1, 2, 3, 9, 8], preferred=True)
+    assert [f.origin for f in find_proposals(seq, 3, 2, [doc, prediction], max_length=32)] == [PRED, "", "doc"]
+    assert lookup_with_texts(seq, 2, 3, 1, [doc, prediction]) == ([9, 8], 3, PRED)
+
+
 def test_one_token_is_not_searched_in_a_text() -> None:
     """One token matches almost anywhere in a long text: a text is searched from two."""
     seq = np.asarray([1, 2, 3], dtype=np.int64)
@@ -60,6 +70,7 @@ def test_a_prediction_starts_after_the_prompt_s_last_tokens() -> None:
     texts = lookup_texts(sources, prompt, lambda text: [ord(c) for c in text])
     assert [t.name for t in texts] == [PRED, "a.txt"]  # an empty text is left out
     assert list(texts[0].tokens) == [*prompt[-PREDICTION_ANCHOR:], 97, 98, 99]
+    assert texts[0].preferred and not texts[1].preferred
     assert list(texts[1].tokens) == [120, 121]
     draft = NgramDrafter().draft(request(prompt, 3, tuple(texts)))
     assert draft.tokens == [97, 98, 99] and draft.origins == [PRED] * 3

@@ -77,14 +77,19 @@ def lookup_with_texts(
 
 @dataclass(frozen=True)
 class LookupText:
-    """Token ids lookup searches beside the conversation, and the name its drafts carry ("" for none)."""
+    """Token ids lookup searches beside the conversation, and the name its drafts carry ("" for none).
+
+    ``preferred``: on a match as long as the conversation's, this text's proposal comes first (a prediction: it
+    is what the reply is expected to be, so a copy of the same text is credited to it).
+    """
 
     name: str
     tokens: np.ndarray
+    preferred: bool = False
 
     @classmethod
-    def of(cls, name: str, ids: Sequence[int]) -> LookupText:
-        return cls(name, np.asarray(ids, dtype=np.int64))
+    def of(cls, name: str, ids: Sequence[int], *, preferred: bool = False) -> LookupText:
+        return cls(name, np.asarray(ids, dtype=np.int64), preferred)
 
 
 class Found(NamedTuple):
@@ -106,18 +111,20 @@ def find_proposals(
     min_text_ngram: int = 1,
 ) -> list[Found]:
     """Every proposal of up to ``k`` tokens for ``seq``'s last ``n`` tokens: the conversation's latest match, then
-    each text's (searched where ``n >= min_text_ngram``), longest match first (ties: that order).
+    each text's (searched where ``n >= min_text_ngram``), longest match first (ties: a preferred text's, then
+    that order).
 
     Real match lengths are followed back up to ``max_length`` tokens.
     """
-    found: list[Found] = []
+    found: list[tuple[int, int, Found]] = []  # (-match, rank, proposal): sorted, the best first
     follow, length = find_match(seq, n, max_length=max_length)
     if follow >= 0:
-        found.append(Found(length, tuple(int(t) for t in seq[follow : follow + k])))
+        found.append((-length, 1, Found(length, tuple(int(t) for t in seq[follow : follow + k]))))
     if n >= min_text_ngram:
-        for text in texts:
+        for i, text in enumerate(texts):
             follow, length = find_match(seq, n, text.tokens, max_length=max_length)
             if follow >= 0:
-                found.append(Found(length, tuple(int(t) for t in text.tokens[follow : follow + k]), text.name))
-    found.sort(key=lambda f: -f.match)  # stable: the conversation first among equals
-    return [f for f in found if f.tokens]
+                proposal = Found(length, tuple(int(t) for t in text.tokens[follow : follow + k]), text.name)
+                found.append((-length, 0 if text.preferred else 2 + i, proposal))
+    found.sort(key=lambda f: f[:2])
+    return [f for _, _, f in found if f.tokens]

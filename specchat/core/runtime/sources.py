@@ -16,14 +16,15 @@ def lookup_texts(
     sources: Sequence[TextSource], prompt: Sequence[int], tokenize: Callable[[str], list[int]]
 ) -> list[LookupText]:
     """``sources`` as lookup texts for a reply to ``prompt``: each text's tokens, a prediction's after the
-    prompt's last :data:`PREDICTION_ANCHOR` tokens (it is what the reply is expected to be). Empty texts are left
-    out."""
+    prompt's last :data:`PREDICTION_ANCHOR` tokens and preferred on equal matches (it is what the reply is
+    expected to be). Empty texts are left out."""
     texts: list[LookupText] = []
     for source in sources:
         ids = tokenize(source.text) if source.text else []
         if not ids:
             continue
-        if source.kind == "prediction":
+        prediction = source.kind == "prediction"
+        if prediction:
             ids = [*prompt[-PREDICTION_ANCHOR:], *ids]
-        texts.append(LookupText.of(source.name, ids))
+        texts.append(LookupText.of(source.name, ids, preferred=prediction))
     return texts
