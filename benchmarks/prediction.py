@@ -1,9 +1,9 @@
 """Predicted outputs: edits of a 177-line Python file sent to ``specchat serve`` with the file as the prediction.
 
 Workload: one request per edit of ``benchmarks/prompts/edit_inventory.py`` (a rename, a docstring per function,
-a changed constant), each asking for the whole edited file, through the official ``openai`` client, streamed,
-greedy, on the demo pair. Each edit is sent in four configurations, taking turns (the order rotates per edit,
-so load on a shared machine falls on all alike):
+a changed constant; and, as the ceiling, the file repeated unchanged), each asking for the whole edited file,
+through the official ``openai`` client, streamed, greedy, on the demo pair. Each edit is sent in four
+configurations, taking turns (the order rotates per edit, so load on a shared machine falls on all alike):
 
 - ``prediction``: the file as ``prediction`` (the server's default drafter);
 - ``no prediction``: the same request without it (lookup still sees the file in the prompt);
@@ -17,7 +17,7 @@ the greedy text is plain decoding's. With ``--llama-server PATH`` (or the binary
 ~/.cache/specchat-llama-tools when it exists), llama-server's spec types run the same requests with the file in
 the prompt (it takes no prediction).
 
-    python benchmarks/prediction.py [--max-tokens 1200] [--edits rename docstrings constant] [--json out.json]
+    python benchmarks/prediction.py [--max-tokens 1200] [--edits rename docstrings constant repeat] [--json out.json]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ EDITS = {
     "rename": "Rename the class Inventory to Stockroom everywhere, and the method restock to refill.",
     "docstrings": "Add a one-line docstring to every function and method.",
     "constant": "Change REORDER_LEVEL from 5 to 8.",
+    "repeat": "Repeat the file exactly as it is.",  # the ceiling: a reply that is the prediction
 }
 SYSTEM = "You edit code. Reply with the whole edited file in one Python code block and nothing else."
 UNRELATED = (
