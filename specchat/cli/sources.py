@@ -54,7 +54,7 @@ def read_text_file(path: Path, what: str) -> str:
         if not stat.S_ISREG(info.st_mode):
             raise SpecchatError(f"{what} is not a regular file (a device, a pipe or a socket): {path}")
         if info.st_size > MAX_FILE_BYTES:
-            raise SpecchatError(f"{what} is {info.st_size / 2**20:.0f} MiB; at most {MAX_FILE_BYTES >> 20} MiB: {path}")
+            raise SpecchatError(f"{what} is {info.st_size:,} bytes; at most {MAX_FILE_BYTES >> 20} MiB: {path}")
         try:
             data = file.read(MAX_FILE_BYTES + 1)
         except OSError as exc:
