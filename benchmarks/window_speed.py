@@ -99,6 +99,7 @@ def main() -> int:
         f"  panel figure"
     )
     rows: list[tuple[float, float, float | None, float, float]] = []
+
     def headless(pid: str, messages: list[dict[str, str]]) -> BenchReport:
         runtime = window.host.worker.runtime
         assert runtime is not None
