@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specchat.core.chat.attachments import Attachment, prompt_text
 from specchat.core.engine.positions import PositionCounts
 from specchat.core.engine.verify import TOP_N
 from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, ReplyCounts, TokenKind, Verified
@@ -483,6 +484,12 @@ class Message:
     id: int | None = None  # the stored message's id (None until stored)
     version: int = 1  # which version at this place (regenerated replies, edited messages), 1-based
     versions: int = 1
+    attachments: list[Attachment] = field(default_factory=list)  # files attached to a user message
+
+    @property
+    def prompt(self) -> str:
+        """The message as the model reads it: its attachments' text, then its own."""
+        return prompt_text(self.content, self.attachments)
 
     @property
     def content(self) -> str:
@@ -525,10 +532,14 @@ class Transcript:
     def history(self, upto: int | None = None) -> list[dict[str, str]]:
         """The system prompt and the first ``upto`` messages (all by default), for the chat template."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + [{"role": m.role, "content": m.content} for m in self.messages[:upto]]
+        return system + [{"role": m.role, "content": m.prompt} for m in self.messages[:upto]]
 
-    def add_user(self, text: str) -> Message:
-        message = Message("user", text)
+    def attachments(self, upto: int | None = None) -> list[Attachment]:
+        """The files attached to the first ``upto`` messages (all by default), in order."""
+        return [a for m in self.messages[:upto] for a in m.attachments]
+
+    def add_user(self, text: str, attachments: Iterable[Attachment] = ()) -> Message:
+        message = Message("user", text, attachments=list(attachments))
         self.messages.append(message)
         return message
 
