@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specchat.cli.chat import add_model_arguments, drafter_from_args, load_runtime, params_from_args
+from specchat.cli.sources import FileSources, OriginCounts, add_source_arguments, sources_from_args
 from specchat.core.chat.transcript import ReplyFigures, combined
 from specchat.core.types import MAX_DEPTH, DrafterKind, GenerationParams, GenerationStats, SpecchatError, parse_depth
 
@@ -28,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--depth", nargs="+", default=["auto"], help=f"depths to try: 0-{MAX_DEPTH} or auto")
     parser.add_argument("--limit", type=int, default=None, help="only the first N prompts")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_source_arguments(parser)  # every prompt's last message gets the attached files; every reply the sources
     parser.set_defaults(func=cmd_bench, max_tokens=128)
 
 
@@ -37,6 +39,7 @@ class RunFigures:
 
     tokens: list[int]
     figures: ReplyFigures
+    by_text: dict[str, dict[str, int]] = field(default_factory=dict)  # drafted/accepted per attached text
 
     @property
     def stats(self) -> GenerationStats:
@@ -75,6 +78,8 @@ class PromptResult:
     # Per draft source: drafted and accepted tokens; and the verify passes by what drafted them.
     by_source: dict[str, dict[str, int]] = field(default_factory=dict)
     round_kinds: dict[str, int] = field(default_factory=dict)
+    # Per text given with --attach or --prediction: its drafted and accepted tokens.
+    by_text: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -172,19 +177,36 @@ def load_prompts(path: Path, limit: int | None) -> list[tuple[str, list[dict[str
 
 
 def run_once(
-    runtime: Runtime, messages: list[dict[str, str]], params: GenerationParams, drafter: str, depth: int | None
+    runtime: Runtime,
+    messages: list[dict[str, str]],
+    params: GenerationParams,
+    drafter: str,
+    depth: int | None,
+    files: FileSources | None = None,
 ) -> RunFigures:
     from specchat.core.engine.depth import DepthControl
     from specchat.core.runtime.conversation import Conversation
 
+    files = files or FileSources()
     session = Conversation(runtime, messages[:-1])
     figures = ReplyFigures()
-    figures.fold(session.reply(messages[-1]["content"], params, drafter=drafter, depth=DepthControl(depth)))
+    origins = OriginCounts()
+    figures.fold(
+        origins.watch(
+            session.reply(
+                files.message(messages[-1]["content"]),
+                params,
+                drafter=drafter,
+                depth=DepthControl(depth),
+                sources=files.sources,
+            )
+        )
+    )
     if figures.final is None:
         raise SpecchatError(figures.final_message or "the reply ended without figures")
     if figures.final_message:
         raise SpecchatError(figures.final_message)
-    return RunFigures(session.last_tokens, figures)
+    return RunFigures(session.last_tokens, figures, origins.as_dict())
 
 
 def bench(
@@ -194,6 +216,7 @@ def bench(
     drafter: str,
     depths: list[int | None],
     progress: bool = False,
+    files: FileSources | None = None,
 ) -> list[BenchReport]:
     """For each prompt, each depth in turn: the prompt decoded plainly, then speculatively, back to back.
 
@@ -209,9 +232,9 @@ def bench(
             report = reports[i]
             ctx = runtime.target_context
             ctx.perf_reset()
-            base = run_once(runtime, messages, params, DrafterKind.NONE, 0)
+            base = run_once(runtime, messages, params, DrafterKind.NONE, 0, files)
             perf = ctx.perf()
-            spec = run_once(runtime, messages, params, drafter, depth)
+            spec = run_once(runtime, messages, params, drafter, depth, files)
             adaptive = runtime.adaptive_for(drafter)
             predicted = adaptive.predicted_best_rate() if depth is None else adaptive.predicted_rate(depth)
             identical = base.tokens == spec.tokens if params.sampler.greedy else None
@@ -234,6 +257,7 @@ def bench(
                     tokens=spec.generated,
                     by_source=spec.figures.source_dict(),
                     round_kinds=dict(spec.figures.round_kinds),
+                    by_text=spec.by_text,
                 )
             )
             _add_counts(report, report.per_prompt[-1])
@@ -264,8 +288,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     drafter = drafter_from_args(args)
     prompts = load_prompts(args.prompts, args.limit)
+    files = sources_from_args(args)
     runtime = load_runtime(args)
-    reports = bench(runtime, prompts, params, drafter, depths, progress=not args.json)
+    reports = bench(runtime, prompts, params, drafter, depths, progress=not args.json, files=files)
     if args.json:
         if len(reports) == 1:
             print(json.dumps(asdict(reports[0])))
@@ -302,6 +327,14 @@ def format_table(reports: list[BenchReport]) -> str:
             sources = ", ".join(f"{name} {c['accepted']}/{c['drafted']}" for name, c in r.by_source.items())
             kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(r.round_kinds.items()))
             lines.append(f"  accepted/drafted by source: {sources}; verify passes: {kinds}")
+        texts: dict[str, list[int]] = {}
+        for p in r.per_prompt:
+            for name, c in p.by_text.items():
+                counts = texts.setdefault(name, [0, 0])
+                counts[0] += c["accepted"]
+                counts[1] += c["drafted"]
+        if texts:
+            lines.append("  drafted from: " + ", ".join(f"{name} {a}/{d}" for name, (a, d) in sorted(texts.items())))
         lines.append("")
     return "\n".join(lines)
 

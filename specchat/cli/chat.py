@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from specchat.cli.sources import OriginCounts, add_source_arguments, sources_from_args
 from specchat.core.engine.registry import drafter_entry, drafter_names
 from specchat.core.settings import FLAG_LIMITS
 from specchat.core.types import (
@@ -156,6 +157,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument("--hide-rejected", action="store_true", help="do not show rejected drafts")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
+    add_source_arguments(parser)
     parser.add_argument("prompt", nargs="?", help="the user message")
     parser.set_defaults(func=cmd_chat)
 
@@ -295,19 +297,28 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     depth = parse_depth(args.depth)
     params = params_from_args(args)
+    files = sources_from_args(args)
     messages = read_messages(args)
+    if files.documents:
+        if messages[-1]["role"] != "user":
+            raise SpecchatError("--attach puts the files into a user message: end the conversation with one")
+        messages[-1] = {**messages[-1], "content": files.message(messages[-1]["content"])}
     runtime = load_runtime(args)
     ends_with_user = messages[-1]["role"] == "user"
     from specchat.core.runtime.conversation import Conversation
 
     session = Conversation(runtime, messages[:-1] if ends_with_user else messages)
     cancel = CancelToken()
-    events = session.reply(
-        messages[-1]["content"] if ends_with_user else None,
-        params,
-        drafter=drafter_from_args(args),
-        depth=DepthControl(depth),
-        cancel=cancel,
+    origins = OriginCounts()
+    events = origins.watch(
+        session.reply(
+            messages[-1]["content"] if ends_with_user else None,
+            params,
+            drafter=drafter_from_args(args),
+            depth=DepthControl(depth),
+            cancel=cancel,
+            sources=files.sources,
+        )
     )
     # Only now: until the prompt is rendered, Ctrl-C interrupts at once; from here it ends the reply cleanly.
     cancel_on_sigint(cancel)
@@ -323,6 +334,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                     "message": finished.message,
                     "stats": finished.stats.as_dict(),
                     "by_source": finished.stats.source_dict(),
+                    "by_text": origins.as_dict(),
                     "placement": dict(zip(("target", "draft"), runtime.placement(), strict=True)),
                 },
                 ensure_ascii=False,
@@ -331,6 +343,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     else:
         finished = stream_to_terminal(events, sys.stdout, hide_rejected=args.hide_rejected, colour=sys.stdout.isatty())
         print(summary_line(finished, runtime.placement()), file=sys.stderr)
+        for name, counts in origins.as_dict().items():
+            print(f"drafted from {name}: {counts['accepted']}/{counts['drafted']} accepted", file=sys.stderr)
     # A reply ends in an error only through a SpecchatError (a lost server, say): expected, so exit 2.
     return 2 if finished.reason is FinishReason.ERROR else 0
 

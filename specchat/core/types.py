@@ -74,6 +74,23 @@ class DraftSource(str, enum.Enum):
         return cls._value2member_map_.setdefault(value, member)  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class TextSource:
+    """A text the user or client already holds, drafted from by lookup: an attached document or a prediction.
+
+    ``name`` is what the fates show of a token drafted from it ("report.pdf", "the prediction"); lookup
+    searches ``text`` beside the conversation for one reply (``Runtime.stream(..., sources=...)``).
+    """
+
+    name: str
+    text: str
+    kind: Literal["prediction", "attachment"]
+
+
+PREDICTION_NAME = "the prediction"
+"""The name a prediction sent over the API or the terminal drafts under."""
+
+
 MAX_DEPTH = 16
 DEFAULT_DEPTH: int | None = None  # auto: the adaptive controller; the one default everywhere
 
@@ -190,6 +207,9 @@ class Drafted:
     # Per drafted token: who drafted it, and for lookup the length of the match it continued (0 otherwise).
     sources: tuple[DraftSource, ...] = ()
     match_lengths: tuple[int, ...] = ()
+    # Per drafted token: the name of the text a lookup drafted it from (a TextSource's name); "" for the
+    # conversation (and the lookup memory) and for every draft that is not a lookup's. Empty: all "".
+    origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -221,6 +241,8 @@ class Verified:
     # Per drafted token (accepted then rejected): who drafted it, and its lookup match length (0: not lookup).
     sources: tuple[DraftSource, ...] = ()
     match_lengths: tuple[int, ...] = ()
+    # Per drafted token (accepted then rejected): the text a lookup drafted it from, as in Drafted.origins.
+    origins: tuple[str, ...] = ()
     # The X-ray's data: the top alternatives (token id, probability, text), most likely first. ``target_top``
     # has one entry per drafted position plus one for the position after them (where the correction or the
     # bonus is chosen); ``draft_top`` one per drafted token (a lookup draft's is its token at 1.0).
@@ -233,6 +255,12 @@ class Verified:
     @property
     def n_accepted(self) -> int:
         return len(self.accepted)
+
+    def drafted_from(self, origin: str) -> tuple[int, int]:
+        """How many of this round's drafts came from the text named ``origin``: (accepted, rejected)."""
+        n = len(self.accepted)
+        accepted = sum(1 for o in self.origins[:n] if o == origin)
+        return accepted, sum(1 for o in self.origins[n:] if o == origin)
 
     @property
     def committed(self) -> tuple[int, ...]:

@@ -15,12 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from specchat.core.engine.registry import drafter_names
-from specchat.core.types import MAX_DEPTH, GenerationParams, SamplerParams, SpecchatError
+from specchat.core.types import (
+    MAX_DEPTH,
+    PREDICTION_NAME,
+    GenerationParams,
+    SamplerParams,
+    SpecchatError,
+    TextSource,
+)
 from specchat.server.errors import ApiError, invalid
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_CHARS = 256
 MAX_TOOLS = 128
+MAX_PREDICTION_BYTES = 4 << 20  # as the default body limit: a server allowed larger bodies still takes no more
+MAX_PREDICTION_PARTS = 10_000
 
 # Fields that change nothing a local pair can honour differently: accepted and not used.
 _NO_EFFECT = frozenset(
@@ -60,6 +69,7 @@ _CHAT_FIELDS = (
             "response_format",
             "speculative",
             "repeat_penalty",
+            "prediction",
         }
     )
     | _NO_EFFECT
@@ -87,6 +97,7 @@ _COMPLETION_FIELDS = (
             "logit_bias",
             "speculative",
             "repeat_penalty",
+            "prediction",
         }
     )
     | _NO_EFFECT
@@ -131,6 +142,13 @@ class Request:
     prompt: str = ""
     tools: tuple[dict[str, Any], ...] = ()
     spec: SpecOptions = field(default_factory=SpecOptions)
+    prediction: str | None = None  # the predicted output's text (OpenAI's ``prediction``), drafted from by lookup
+
+    def sources(self) -> tuple[TextSource, ...]:
+        """The texts the reply drafts from: the prediction, where one was sent."""
+        if not self.prediction:
+            return ()
+        return (TextSource(PREDICTION_NAME, self.prediction, "prediction"),)
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -178,6 +196,7 @@ def parse_chat(data: dict[str, Any], defaults: Defaults) -> Request:
         messages=messages,
         tools=tools,
         spec=_spec(data.get("speculative"), defaults.depth),
+        prediction=_prediction(data.get("prediction")),
     )
 
 
@@ -203,6 +222,7 @@ def parse_completion(data: dict[str, Any], defaults: Defaults) -> Request:
         *_stream(data),
         prompt=prompt,
         spec=_spec(data.get("speculative"), defaults.depth),
+        prediction=_prediction(data.get("prediction")),
     )
 
 
@@ -347,6 +367,51 @@ def _spec(value: Any, default_depth: int | None) -> SpecOptions:
     if not isinstance(fates, bool):
         raise invalid("speculative.fates must be true or false", "speculative.fates")
     return SpecOptions(depth, choices[drafter], fates)
+
+
+def _prediction(value: Any) -> str | None:
+    """OpenAI's predicted output, ``{"type": "content", "content": str | [{"type": "text", "text": str}, ...]}``,
+    as its text (None where not sent)."""
+    if value is None:
+        return None
+    shape = '{"type": "content", "content": "..."}'
+    if not isinstance(value, dict):
+        raise invalid(f"prediction must be an object {shape}, got {_short(value)}", "prediction")
+    unknown = sorted(set(value) - {"type", "content"})
+    if unknown:
+        raise invalid(f"unsupported prediction field: {unknown[0]}", f"prediction.{unknown[0]}")
+    if value.get("type") != "content":
+        raise invalid(f'prediction.type must be "content", got {_short(value.get("type"))}', "prediction.type")
+    content = value.get("content")
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        if len(content) > MAX_PREDICTION_PARTS:
+            raise invalid(
+                f"prediction.content has {len(content):,} parts; this server takes at most {MAX_PREDICTION_PARTS:,}",
+                "prediction.content",
+            )
+        texts = []
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise invalid(
+                    f'prediction.content[{j}] must be {{"type": "text", "text": "..."}}, got {_short(part)}',
+                    f"prediction.content[{j}]",
+                )
+            texts.append(part["text"])
+        text = "".join(texts)
+    else:
+        raise invalid(
+            f"prediction.content must be a string or a list of text parts, got {_short(content)}", "prediction.content"
+        )
+    _check_text(text, "prediction.content")
+    size = len(text.encode("utf-8"))
+    if size > MAX_PREDICTION_BYTES:
+        raise invalid(
+            f"prediction.content is {size:,} bytes; this server takes at most {MAX_PREDICTION_BYTES:,}",
+            "prediction.content",
+        )
+    return text
 
 
 def _tools(value: Any) -> tuple[dict[str, Any], ...]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from specchat.core.chat.baseline import reply_speedup
 from specchat.core.chat.transcript import ReplyFigures
-from specchat.core.types import Finished, FinishReason, Verified
+from specchat.core.types import PREDICTION_NAME, Finished, FinishReason, Verified
 from specchat.server.protocol import Request
 from specchat.server.request_queue import PairInfo, Started
 from specchat.server.tool_calls import ToolCall, held_for_stops, parse_tool_calls, releasable
@@ -29,14 +29,27 @@ _FINISH = {
 
 
 def fates_of(event: Verified) -> list[dict[str, Any]]:
-    """Each token of one round with its fate: accepted or rejected draft (and who drafted it), or the target's."""
+    """Each token of one round with its fate: accepted or rejected draft (and who drafted it), or the target's.
+
+    A draft a lookup took from a text beside the conversation (the prediction) also names that text: ``"origin":
+    "the prediction"``.
+    """
     out: list[dict[str, Any]] = []
     sources = [s.value for s in event.sources]
-    for i, (token, piece) in enumerate(zip(event.accepted, event.accepted_pieces, strict=False)):
-        out.append({"token": token, "text": piece, "fate": "accepted", "source": _at(sources, i)})
-    n = len(event.accepted)
-    for i, (token, piece) in enumerate(zip(event.rejected, event.rejected_pieces, strict=False)):
-        out.append({"token": token, "text": piece, "fate": "rejected", "source": _at(sources, n + i)})
+    drafted = [*zip(event.accepted, event.accepted_pieces, strict=False)]
+    n = len(drafted)
+    drafted += zip(event.rejected, event.rejected_pieces, strict=False)
+    for i, (token, piece) in enumerate(drafted):
+        fate: dict[str, Any] = {
+            "token": token,
+            "text": piece,
+            "fate": "accepted" if i < n else "rejected",
+            "source": _at(sources, i),
+        }
+        origin = _at(list(event.origins), i)
+        if origin:
+            fate["origin"] = origin
+        out.append(fate)
     if event.correction is not None:
         out.append({"token": event.correction, "text": event.correction_piece, "fate": "target", "source": None})
     return out
@@ -62,6 +75,7 @@ class Reply:
         self.finished: Finished | None = None
         self.content = ""
         self.tool_calls: list[ToolCall] = []
+        self.prediction = [0, 0]  # drafts taken from the prediction: accepted, rejected
 
     @property
     def text(self) -> str:
@@ -71,6 +85,9 @@ class Reply:
         """Fold one verified round; the text it lets out (possibly empty)."""
         self.figures.fold([event])
         self.texts.append(event.text)
+        accepted, rejected = event.drafted_from(PREDICTION_NAME)
+        self.prediction[0] += accepted
+        self.prediction[1] += rejected
         full = self.text
         end = len(full) - held_for_stops(full, self.request.params.stop_strings)
         if self.tool_names:
@@ -108,12 +125,18 @@ class Reply:
         completion = stats.generated if stats is not None else self.figures.generated
         reused = stats.reused_prompt_tokens if stats is not None else 0
         prompt = self.started.prompt_tokens
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
             "prompt_tokens_details": {"cached_tokens": reused},
         }
+        if self.request.prediction is not None:  # as OpenAI reports a predicted output: its drafted tokens
+            usage["completion_tokens_details"] = {
+                "accepted_prediction_tokens": self.prediction[0],
+                "rejected_prediction_tokens": self.prediction[1],
+            }
+        return usage
 
     def speculative(self, timed_out: bool) -> dict[str, Any]:
         """The speculative figures: drafted, accepted, rounds, by source, and the measured speed-up."""

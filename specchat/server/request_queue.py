@@ -31,6 +31,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.registry import default_drafter, drafter_entry
 from specchat.core.types import (
+    PREDICTION_NAME,
     Drafted,
     Finished,
     FinishReason,
@@ -99,6 +100,7 @@ class Served:
     prompt_tokens: int
     reused_prompt_tokens: int
     timed_out: bool
+    prediction: tuple[int, int] | None = None  # with a prediction: its drafted tokens accepted and rejected
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,9 @@ class RequestQueue:
             depth=DepthControl(request.spec.depth),
             cancel=job.cancel,
             progress=_read_in_steps,
+            sources=request.sources(),
         )
+        predicted = [0, 0]
         self._tell(job, Started(len(prompt.tokens), kind, time.monotonic() - job.submitted))
 
         def time_up() -> None:
@@ -310,6 +314,10 @@ class RequestQueue:
         timer.start()
         try:
             for event in stream:
+                if isinstance(event, Verified):
+                    accepted, rejected = event.drafted_from(PREDICTION_NAME)
+                    predicted[0] += accepted
+                    predicted[1] += rejected
                 if isinstance(event, Finished):
                     s = event.stats
                     self.served.append(
@@ -321,6 +329,7 @@ class RequestQueue:
                             len(prompt.tokens),
                             s.reused_prompt_tokens,
                             job.timed_out,
+                            None if request.prediction is None else (predicted[0], predicted[1]),
                         )
                     )
                 if isinstance(event, (Verified, Finished)):

@@ -34,7 +34,15 @@ from PySide6.QtWidgets import (
 
 from specchat.core.chat.baseline import reply_speedup
 from specchat.core.settings import Settings, save_settings
-from specchat.core.types import Drafted, Finished, FinishReason, SpecchatError, TokenKind, Verified
+from specchat.core.types import (
+    PREDICTION_NAME,
+    Drafted,
+    Finished,
+    FinishReason,
+    SpecchatError,
+    TokenKind,
+    Verified,
+)
 from specchat.server.app import ServerConfig, build_app
 from specchat.server.errors import ApiError
 from specchat.server.protocol import Defaults
@@ -69,6 +77,29 @@ class ServedRequest:
     done: bool = False
     spans: list[tuple[TokenKind, str]] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # the round's drafts before the verdict
+    predicted: bool = False  # the request sent a prediction (OpenAI's predicted output)
+    prediction: list[int] = field(default_factory=lambda: [0, 0])  # its drafted tokens: accepted, rejected
+
+    @property
+    def prediction_figure(self) -> str:
+        """One short figure for a request with a prediction ("prediction 87% accepted"); "" without one."""
+        if not self.predicted:
+            return ""
+        accepted, rejected = self.prediction
+        if not accepted + rejected:
+            return "prediction not drafted from"
+        return f"prediction {100 * accepted / (accepted + rejected):.0f}% accepted"
+
+    @property
+    def prediction_note(self) -> str:
+        accepted, rejected = self.prediction
+        return f"{accepted} of {accepted + rejected} tokens drafted from the prediction were accepted"
+
+    @property
+    def shown_status(self) -> str:
+        """The Status cell: how it ended, and the prediction's figure where it sent one."""
+        figure = self.prediction_figure
+        return f"{self.status} · {figure}" if figure else self.status
 
     def fold(self, event: object) -> None:
         """Take one engine event (Started, Drafted, Verified, Finished or an error)."""
@@ -79,6 +110,9 @@ class ServedRequest:
             self.pending = list(event.pieces)
         elif isinstance(event, Verified):
             self.pending = []
+            accepted, rejected = event.drafted_from(PREDICTION_NAME)
+            self.prediction[0] += accepted
+            self.prediction[1] += rejected
             self.spans += [(TokenKind.ACCEPTED, p) for p in event.accepted_pieces]
             self.spans += [(TokenKind.REJECTED, p) for p in event.rejected_pieces]
             if event.correction is not None:
@@ -161,7 +195,8 @@ class ServerPanel(QDockWidget):
         row = self._ids.get(id(job))
         if row is None:
             row = self._ids[id(job)] = len(self.requests)
-            self.requests.append(ServedRequest(job.client, ENDPOINTS.get(job.request.kind, job.request.kind)))
+            endpoint = ENDPOINTS.get(job.request.kind, job.request.kind)
+            self.requests.append(ServedRequest(job.client, endpoint, predicted=job.request.prediction is not None))
             self.table.insertRow(row)
         served = self.requests[row]
         served.fold(event)
@@ -171,12 +206,14 @@ class ServerPanel(QDockWidget):
             str(served.generated),
             f"{served.tokens_per_second:.1f}",
             served.speedup,
-            served.status,
+            served.shown_status,
         )
         for column, value in enumerate(cells):
             item = QTableWidgetItem(value)
             if column == COLUMNS.index("Speed-up"):
                 item.setToolTip(served.speedup_note)
+            elif column == COLUMNS.index("Status") and served.predicted:
+                item.setToolTip(served.prediction_note)
             self.table.setItem(row, column, item)
         self.table.resizeColumnsToContents()
         if self._shown_row() == row:

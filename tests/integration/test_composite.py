@@ -155,7 +155,9 @@ def test_the_lookup_memory_proposes_what_followed_in_it_and_stays_lossless(runti
     runtime.lookup_memory = memory
     prompt = runtime.prompt(messages).tokens
     context = [*prompt, 5, 6, 7]
-    assert (3, tuple(plain.last_tokens[:8])) in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)
+    assert (3, tuple(plain.last_tokens[:8])) in [
+        p[:2] for p in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)
+    ]
     runtime.lookup_memory = None
     assert all(
         p[1] != tuple(plain.last_tokens[:8]) for p in runtime.drafter_for(DrafterKind.COMPOSITE).lookups(context, 8)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import numpy as np
 
 
@@ -48,3 +52,79 @@ def lookup_match(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> tup
         if follow >= 0:
             return [int(t) for t in seq[follow : follow + k]], n
     return [], 0
+
+
+TEXT_MATCH = 32
+"""How far back a match in a text is followed to compare it with the conversation's (the longest wins)."""
+TEXT_MIN_NGRAM = 2
+"""The shortest n-gram searched in a text beside the conversation: one token matches almost anywhere in a long one."""
+
+
+def lookup_with_texts(
+    seq: np.ndarray, k: int, max_ngram: int, min_ngram: int, texts: Sequence[LookupText]
+) -> tuple[list[int], int, str]:
+    """:func:`lookup_match` that also searches ``texts``: at the longest n with a match anywhere, the proposal
+    whose match runs furthest back (the conversation's among equals); with that n and its text's name."""
+    if not texts:
+        proposal, n = lookup_match(seq, k, max_ngram, min_ngram)
+        return proposal, n, ""
+    for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
+        found = find_proposals(seq, n, k, texts, max_length=TEXT_MATCH, min_text_ngram=TEXT_MIN_NGRAM)
+        if found:
+            return list(found[0].tokens), n, found[0].origin
+    return [], 0, ""
+
+
+@dataclass(frozen=True)
+class LookupText:
+    """Token ids lookup searches beside the conversation, and the name its drafts carry ("" for none).
+
+    ``preferred``: on a match as long as the conversation's, this text's proposal comes first (a prediction: it
+    is what the reply is expected to be, so a copy of the same text is credited to it).
+    """
+
+    name: str
+    tokens: np.ndarray
+    preferred: bool = False
+
+    @classmethod
+    def of(cls, name: str, ids: Sequence[int], *, preferred: bool = False) -> LookupText:
+        return cls(name, np.asarray(ids, dtype=np.int64), preferred)
+
+
+class Found(NamedTuple):
+    """A lookup proposal: the real length of its match, the tokens that followed it, and where (a text's name;
+    "" for the conversation)."""
+
+    match: int
+    tokens: tuple[int, ...]
+    origin: str = ""
+
+
+def find_proposals(
+    seq: np.ndarray,
+    n: int,
+    k: int,
+    texts: Sequence[LookupText] = (),
+    *,
+    max_length: int,
+    min_text_ngram: int = 1,
+) -> list[Found]:
+    """Every proposal of up to ``k`` tokens for ``seq``'s last ``n`` tokens: the conversation's latest match, then
+    each text's (searched where ``n >= min_text_ngram``), longest match first (ties: a preferred text's, then
+    that order).
+
+    Real match lengths are followed back up to ``max_length`` tokens.
+    """
+    found: list[tuple[int, int, Found]] = []  # (-match, rank, proposal): sorted, the best first
+    follow, length = find_match(seq, n, max_length=max_length)
+    if follow >= 0:
+        found.append((-length, 1, Found(length, tuple(int(t) for t in seq[follow : follow + k]))))
+    if n >= min_text_ngram:
+        for i, text in enumerate(texts):
+            follow, length = find_match(seq, n, text.tokens, max_length=max_length)
+            if follow >= 0:
+                proposal = Found(length, tuple(int(t) for t in text.tokens[follow : follow + k]), text.name)
+                found.append((-length, 0 if text.preferred else 2 + i, proposal))
+    found.sort(key=lambda f: f[:2])
+    return [f for _, _, f in found if f.tokens]

@@ -23,6 +23,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.detok import Detokenizer
 from specchat.core.engine.drafters import Draft, Drafter, DraftRequest, NoDrafter
+from specchat.core.engine.lookup import LookupText
 from specchat.core.engine.verify import Verdict, judge, top
 from specchat.core.types import (
     Drafted,
@@ -91,10 +92,12 @@ def generate(
     depth: DepthControl | None = None,
     cancel: CancelToken | None = None,
     adaptive: AdaptiveDepth | None = None,
+    texts: Sequence[LookupText] = (),
 ) -> Iterator[Event]:
     """Generate a reply to ``prompt`` (token ids), yielding Drafted/Verified events and one Finished.
 
-    Without ``depth`` the depth is the one default (:data:`specchat.core.types.DEFAULT_DEPTH`).
+    Without ``depth`` the depth is the one default (:data:`specchat.core.types.DEFAULT_DEPTH`). ``texts``: what
+    lookup searches beside the conversation for this reply (every round's :attr:`DraftRequest.texts`).
     A SpecchatError once the reply has begun (a lost server, a failed decode) ends it with a Finished
     of reason ERROR that keeps the figures so far; the caches may then be mid-round.
     """
@@ -106,6 +109,7 @@ def generate(
         depth if depth is not None else DepthControl(),
         cancel if cancel is not None else CancelToken(),
         adaptive if adaptive is not None else AdaptiveDepth(),
+        texts,
     )
     try:
         reply.prefill()
@@ -151,8 +155,10 @@ class _Reply:
         depth: DepthControl,
         cancel: CancelToken,
         adaptive: AdaptiveDepth,
+        texts: Sequence[LookupText] = (),
     ) -> None:
         self.ctx = target.context
+        self.texts = tuple(texts)
         if not prompt:
             raise SpecchatError("the prompt is empty")
         if len(prompt) >= self.ctx.n_ctx:
@@ -275,6 +281,7 @@ class _Reply:
                     self.adaptive.costs,
                     eog=self.target.eog,
                     remaining=min(params.max_tokens - self.stats.generated, self.ctx.n_ctx - len(self.committed)),
+                    texts=self.texts,
                 )
             )
             _label_sources(round_.draft, self.drafter)
@@ -297,6 +304,7 @@ class _Reply:
             tuple(round_.draft.probs),
             tuple(round_.draft.sources),
             tuple(round_.draft.match_lengths),
+            tuple(round_.draft.origins),
         )
 
     def verify(self, round_: _Round) -> None:
@@ -362,6 +370,7 @@ class _Reply:
             correction_prob=verdict.token_prob,
             sources=tuple(round_.draft.sources),
             match_lengths=tuple(round_.draft.match_lengths),
+            origins=tuple(round_.draft.origins),
             target_top=tuple(self._named(entries) for entries in verdict.target_top),
             draft_top=tuple(self._named(entries) for entries in round_.draft.top),
             greedy=self.params.sampler.greedy,
@@ -417,6 +426,8 @@ def _label_sources(draft: Draft, drafter: Drafter) -> None:
         draft.sources = [drafter.source] * n
     if len(draft.match_lengths) != n:
         draft.match_lengths = [0] * n
+    if len(draft.origins) != n:
+        draft.origins = [""] * n
     if len(draft.top) != n:  # a drafter that lists none, or not for a tail it added (one-hot lookups)
         draft.top = draft.top[:n] + [top(q) for q in draft.q[len(draft.top) : n]]
 
@@ -428,6 +439,7 @@ def _cut_after_end(draft: Draft, eog: frozenset[int]) -> None:
             n = i + 1
             draft.tokens, draft.q, draft.probs = draft.tokens[:n], draft.q[:n], draft.probs[:n]
             draft.sources, draft.match_lengths, draft.top = draft.sources[:n], draft.match_lengths[:n], draft.top[:n]
+            draft.origins = draft.origins[:n]
             return
 
 

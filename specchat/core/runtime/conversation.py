@@ -6,12 +6,12 @@ the conversation only keeps the messages, so the caches' common prefix is reused
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
-from specchat.core.types import DrafterKind, Event, Finished, GenerationParams, Verified
+from specchat.core.types import DrafterKind, Event, Finished, GenerationParams, TextSource, Verified
 
 if TYPE_CHECKING:
     from specchat.core.runtime.runtime import PromptProgress, Runtime
@@ -36,8 +36,10 @@ class Conversation:
         cancel: CancelToken | None = None,
         continuation: str = "",
         progress: PromptProgress | None = None,
+        sources: Sequence[TextSource] = (),
     ) -> Iterator[Event]:
-        """Add ``user_text`` (if given) and stream the assistant's reply.
+        """Add ``user_text`` (if given) and stream the assistant's reply (``sources``: texts lookup drafts from,
+        see :meth:`Runtime.stream`).
 
         With ``continuation`` (a reply cut at the token limit) the reply goes on from that text: it
         ends the prompt, and the assistant message stored in the conversation is that text and what follows.
@@ -48,7 +50,9 @@ class Conversation:
         """
         messages = self.messages + ([{"role": "user", "content": user_text}] if user_text is not None else [])
         prompt = self.runtime.prompt(messages, continuation=continuation)
-        stream = self.runtime.stream(prompt, params, drafter=drafter, depth=depth, cancel=cancel, progress=progress)
+        stream = self.runtime.stream(
+            prompt, params, drafter=drafter, depth=depth, cancel=cancel, progress=progress, sources=sources
+        )
         self.messages = messages
         self.last_prompt_text = prompt.text
         return self._kept(stream, continuation)

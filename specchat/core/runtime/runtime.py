@@ -27,6 +27,7 @@ from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import CompositeDrafter
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Drafter
+from specchat.core.engine.lookup import LookupText
 from specchat.core.engine.registry import DrafterEntry, Parts, available_drafters, default_drafter, entry_for
 from specchat.core.engine.speculative import TargetSide, generate
 from specchat.core.llama.context import Context, MtpContext, check_memory_support
@@ -42,6 +43,7 @@ from specchat.core.models.shape import read_model_shape
 from specchat.core.remote import DEFAULT_DEADLINE
 from specchat.core.runtime.prompt_cache import PromptCache
 from specchat.core.runtime.remote import require_rpc
+from specchat.core.runtime.sources import lookup_texts
 from specchat.core.runtime.template import ChatTemplate, tools_in_system, validate_messages
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -54,6 +56,7 @@ from specchat.core.types import (
     GpuLayers,
     PromptTooLongError,
     SpecchatError,
+    TextSource,
     common_prefix_len,
 )
 
@@ -265,10 +268,14 @@ class Runtime:
         cancel: CancelToken | None = None,
         progress: PromptProgress | None = None,
         recall: bool = True,
+        sources: Sequence[TextSource] = (),
     ) -> Iterator[Event]:
         """The reply to ``prompt`` as engine events: Drafted and Verified per round, then one Finished.
 
-        ``drafter`` None drafts with the best the pair allows (the registry's default). Whatever the caches
+        ``drafter`` None drafts with the best the pair allows (the registry's default). ``sources``: texts the
+        user or client holds (attachments, a prediction) that lookup drafts from for this reply only, beside the
+        conversation; a token drafted from one names it (``Verified.origins``). The reply is the same with or
+        without them (greedy: token for token; sampled: by the exact rule). Whatever the caches
         hold of the prompt is reused, and with ``recall`` a kept earlier prompt sharing more is loaded back
         (:meth:`recall`). With ``progress``, a prompt with more than two steps to read is read step by step,
         each reported and ``cancel`` checked between them. A drafter the pair lacks raises SpecchatError
@@ -279,7 +286,11 @@ class Runtime:
         kind = default_drafter(self.offered).name if drafter is None else drafter
         chosen = self.drafter_for(kind)
         adaptive = self.adaptive_for(kind)
-        return self._stream(tokens, params, chosen, adaptive, depth, cancel, progress, recall)
+        texts = lookup_texts(sources, tokens, self._tokenize_source) if sources else []
+        return self._stream(tokens, params, chosen, adaptive, depth, cancel, progress, recall, texts)
+
+    def _tokenize_source(self, text: str) -> list[int]:
+        return list(self.target.tokenize(text, parse_special=False))
 
     def reply(
         self,
@@ -291,8 +302,10 @@ class Runtime:
         cancel: CancelToken | None = None,
         continuation: str = "",
         progress: PromptProgress | None = None,
+        sources: Sequence[TextSource] = (),
     ) -> Iterator[Event]:
-        """The reply to ``messages`` (the last one the user's): :meth:`prompt`, then :meth:`stream`."""
+        """The reply to ``messages`` (the last one the user's): :meth:`prompt`, then :meth:`stream` (``sources``:
+        texts lookup drafts from, as there)."""
         if not messages:
             raise SpecchatError("no messages to reply to")
         return self.stream(
@@ -302,6 +315,7 @@ class Runtime:
             depth=depth,
             cancel=cancel,
             progress=progress,
+            sources=sources,
         )
 
     def _stream(
@@ -314,6 +328,7 @@ class Runtime:
         cancel: CancelToken | None,
         progress: PromptProgress | None,
         recall: bool,
+        texts: Sequence[LookupText] = (),
     ) -> Iterator[Event]:
         if self.remote is not None:  # Stop also ends a wait on a server that does not answer
             self.remote.keep_waiting = None if cancel is None else (lambda: not cancel.cancelled)
@@ -331,7 +346,14 @@ class Runtime:
                 ]
             else:
                 stream = generate(
-                    self.target_side, drafter, prompt, params, depth=depth, cancel=cancel, adaptive=adaptive
+                    self.target_side,
+                    drafter,
+                    prompt,
+                    params,
+                    depth=depth,
+                    cancel=cancel,
+                    adaptive=adaptive,
+                    texts=texts,
                 )
             for event in stream:
                 if isinstance(event, Finished):

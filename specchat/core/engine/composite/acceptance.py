@@ -38,6 +38,9 @@ def lookup_prior(match: int, position: int = 0) -> float:
 class AcceptanceTable:
     """Per (source, key) and position: how often a draft there was accepted, given the ones before it were.
 
+    A lookup's cells are kept per ``origin`` too (the text it drafted from: "" for the conversation, else an
+    attachment's or the prediction's name), so each text is weighed by what the target keeps of it.
+
     Counts decay with each new observation of a cell, so the estimate follows a
     change within a few rounds, and start from a prior: for lookup the measured
     :data:`tuning.LOOKUP_PRIORS` of its match key, with the weight of
@@ -60,9 +63,9 @@ class AcceptanceTable:
         self.strength = strength
         self.decay = decay
         self.by_position = by_position
-        self._cells: dict[tuple[DraftSource, int, int], tuple[float, float]] = {}  # -> (hits, tries)
+        self._cells: dict[tuple[DraftSource, str, int, int], tuple[float, float]] = {}  # -> (hits, tries)
 
-    def rates(self, source: DraftSource, key: int, n: int) -> list[float]:
+    def rates(self, source: DraftSource, key: int, n: int, origin: str = "") -> list[float]:
         """Estimated acceptance at positions 0..n-1 of a ``source`` span with ``key`` (the lookup's match key).
 
         A position seldom seen leans on the one before it (a lookup's on its measured prior where that is
@@ -75,7 +78,7 @@ class AcceptanceTable:
         for position in range(n):
             if position < tuning.POSITIONS:
                 prior = max(estimate, lookup_prior(key, position)) if position else estimate
-                hits, tries = self._cells.get((source, key, position), (0.0, 0.0))
+                hits, tries = self._cells.get((source, origin, key, position), (0.0, 0.0))
                 weight = tuning.PRIOR_STRENGTH * self._prior_left(tries)
                 estimate = (hits + prior * weight) / (tries + weight)
             out.append(estimate)
@@ -96,7 +99,7 @@ class AcceptanceTable:
 
     def _positions(self, source: DraftSource, key: int) -> list[tuple[float, float]]:
         """This table's (hits, tries) at each kept position."""
-        return [self._cells.get((source, key, p), (0.0, 0.0)) for p in range(tuning.POSITIONS)]
+        return [self._cells.get((source, "", key, p), (0.0, 0.0)) for p in range(tuning.POSITIONS)]
 
     def _totals(self, source: DraftSource, key: int) -> tuple[float, float]:
         """This table's hits and tries over every position."""
@@ -130,27 +133,34 @@ class AcceptanceTable:
             out.append(estimate)
         return out
 
-    def rate(self, source: DraftSource, key: int, position: int) -> float:
+    def rate(self, source: DraftSource, key: int, position: int, origin: str = "") -> float:
         """Estimated acceptance at ``position`` (see :meth:`rates`)."""
-        return self.rates(source, key, position + 1)[position]
+        return self.rates(source, key, position + 1, origin)[position]
 
-    def record(self, source: DraftSource, key: int, position: int, accepted: bool) -> None:
+    def record(self, source: DraftSource, key: int, position: int, accepted: bool, origin: str = "") -> None:
         """Count one draft at ``position``: accepted or not (only the first rejected one of a span counts)."""
-        cell = (source, key, min(position, tuning.POSITIONS - 1))
+        cell = (source, origin, key, min(position, tuning.POSITIONS - 1))
         hits, tries = self._cells.get(cell, (0.0, 0.0))
         self._cells[cell] = (self.decay * hits + (1.0 if accepted else 0.0), self.decay * tries + 1.0)
 
     def record_span(
-        self, source: DraftSource, key: int, start: int, length: int, n_accepted: int, censored: bool = False
+        self,
+        source: DraftSource,
+        key: int,
+        start: int,
+        length: int,
+        n_accepted: int,
+        censored: bool = False,
+        origin: str = "",
     ) -> None:
         """Count a span of ``length`` drafts of which the first ``n_accepted`` were accepted.
 
         ``censored``: the outcome after them is unknown (the span ran past what was checked).
         """
         for i in range(min(n_accepted, length)):
-            self.record(source, key, start + i, True)
+            self.record(source, key, start + i, True, origin)
         if n_accepted < length and not censored:
-            self.record(source, key, start + n_accepted, False)
+            self.record(source, key, start + n_accepted, False, origin)
 
 
 class Confidence:

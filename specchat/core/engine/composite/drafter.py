@@ -16,7 +16,8 @@ call of :meth:`CompositeDrafter.draft` is one round, in this order:
    as if it had been drafted. The round's seconds against what the cost model
    predicted go to :class:`~specchat.core.engine.realised.RealisedCosts`.
 2. **List the candidates.** :meth:`~CompositeDrafter.lookups` finds the lookup
-   proposals (n = 6 down to 1, in the conversation, then the lookup memory);
+   proposals (n = 6 down to 1, in the conversation, the reply's texts (attachments, a prediction: each
+   proposal named by its text, its acceptance kept apart), then the lookup memory);
    the model may draft 1..k tokens.
 3. **Price them** (:meth:`~CompositeDrafter.costs`, :mod:`.pricing`): a round's
    seconds are the target's verify pass for its batch plus overhead (the
@@ -66,7 +67,7 @@ from specchat.core.engine.composite.timings import ModelTimings, ema
 from specchat.core.engine.costs import unmeasured_verify_costs
 from specchat.core.engine.depth import DEFAULT_AUTO_START
 from specchat.core.engine.drafters.base import Draft, Drafter, DraftRequest
-from specchat.core.engine.lookup import find_match
+from specchat.core.engine.lookup import Found, LookupText, find_match, find_proposals
 from specchat.core.engine.realised import RealisedCosts
 from specchat.core.engine.sampling import Distribution
 from specchat.core.types import DrafterKind, DraftSource
@@ -80,8 +81,9 @@ class _Pending:
     drafted: list[int]
     sources: list[DraftSource]
     match_lengths: list[int]
+    origins: list[str]
     probs: list[float]  # the probability each draft had from its source (1 for lookup)
-    lookups: list[tuple[int, tuple[int, ...]]]  # every lookup proposal, drafted or not
+    lookups: list[Found]  # every lookup proposal, drafted or not
     arm: str = "plain"  # the candidate's label: plain, lookup or model
     number: int = 0  # the composite's round count
     started: float = 0.0  # time.perf_counter() when the round began drafting (its choice made)
@@ -94,6 +96,7 @@ class CompositeDrafter(Drafter):
 
     kind = DrafterKind.COMPOSITE
     own_depth = True
+    _texts: tuple[LookupText, ...] = ()  # the current reply's texts (DraftRequest.texts), set each round
 
     def __init__(self, model: Drafter, *, memory: np.ndarray | None = None, max_ngram: int = tuning.MAX_NGRAM) -> None:
         self.model = model
@@ -146,26 +149,29 @@ class CompositeDrafter(Drafter):
             return max(0, len(tokens) - len(self._unread) - 2)
         return self.model.behind(tokens)
 
-    def lookups(self, tokens: Sequence[int], k: int, *, memory: bool = True) -> list[tuple[int, tuple[int, ...]]]:
-        """The distinct lookup proposals (real match length, tokens), the longest n-gram searched first.
+    def lookups(
+        self, tokens: Sequence[int], k: int, *, memory: bool = True, texts: Sequence[LookupText] | None = None
+    ) -> list[Found]:
+        """The distinct lookup proposals (real match length, tokens, origin), the longest n-gram searched first.
 
-        ``memory=False``: the conversation only, not the lookup memory (quick enough to ask every draft step).
+        At each n: the conversation's and each text's (``texts``, the current reply's where None; from
+        :data:`tuning.MIN_MEMORY_NGRAM` tokens), the longest match first, then the lookup memory's where none
+        of those matched. ``memory=False``: not the lookup memory (quick enough to ask every draft step).
         """
         seq = np.asarray(tokens, dtype=np.int64)
-        found: list[tuple[int, tuple[int, ...]]] = []
+        texts = self._texts if texts is None else texts
+        found: list[Found] = []
         seen: set[tuple[int, ...]] = set()
         for n in range(min(self.max_ngram, len(seq) - 1), 0, -1):
-            follow, length = find_match(seq, n, max_length=tuning.MAX_MATCH)
-            hay = seq
-            if follow < 0 and memory and self.memory is not None and n >= tuning.MIN_MEMORY_NGRAM:
+            at_n = find_proposals(seq, n, k, texts, max_length=tuning.MAX_MATCH, min_text_ngram=tuning.MIN_MEMORY_NGRAM)
+            if not at_n and memory and self.memory is not None and n >= tuning.MIN_MEMORY_NGRAM:
                 follow, length = find_match(seq, n, self.memory, max_length=tuning.MAX_MATCH)
-                hay = self.memory
-            if follow < 0:
-                continue
-            proposal = tuple(int(t) for t in hay[follow : follow + k])
-            if proposal and proposal not in seen:
-                seen.add(proposal)
-                found.append((length, proposal))
+                if follow >= 0:
+                    at_n = [Found(length, tuple(int(t) for t in self.memory[follow : follow + k]))]
+            for proposal in at_n:
+                if proposal.tokens and proposal.tokens not in seen:
+                    seen.add(proposal.tokens)
+                    found.append(proposal)
         return found
 
     def costs(self, request: DraftRequest) -> Costs:
@@ -184,6 +190,7 @@ class CompositeDrafter(Drafter):
     def draft(self, request: DraftRequest) -> Draft:
         tokens = request.tokens
         self._reply_seen = len(tokens)
+        self._texts = tuple(request.texts)
         self._observe(tokens, time.perf_counter())
         k = request.k
         if k <= 0:
@@ -217,7 +224,7 @@ class CompositeDrafter(Drafter):
                 self._lookup_after_model(out, request, costs)
         else:
             self._since_model += 1
-            _append_lookup(out, best.lookup, best.match)
+            _append_lookup(out, best.lookup, best.match, best.origin)
             out.step_seconds = 0.0 if best.lookup else None
         read_seconds = self.model.read[1] if read_before and self._unread is None else 0.0
         timed = request.costs is not None and request.costs.measured_plain()  # seconds, not units: comparable
@@ -227,6 +234,7 @@ class CompositeDrafter(Drafter):
             out.tokens[:],
             out.sources[:],
             out.match_lengths[:],
+            out.origins[:],
             out.probs[:],
             lookups,
             arm_of(len(out.tokens), n_model),
@@ -237,9 +245,7 @@ class CompositeDrafter(Drafter):
         )
         return out
 
-    def _retry(
-        self, best: Candidate, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
-    ) -> Candidate | None:
+    def _retry(self, best: Candidate, lookups: Sequence[Found], k: int, costs: Costs) -> Candidate | None:
         """A short try of an arm that can draft this round and has not run for :data:`tuning.RETRY_EVERY` rounds, in
         place of ``best``; None where none is due (or ``best``'s own arm is, which then runs as chosen).
 
@@ -268,9 +274,7 @@ class CompositeDrafter(Drafter):
             return Candidate((), 0, min(tuning.PROBE_DEPTH, k), 0.0)
         return None
 
-    def _without_read(
-        self, request: DraftRequest, lookups: Sequence[tuple[int, tuple[int, ...]]], costs: Costs
-    ) -> Candidate | None:
+    def _without_read(self, request: DraftRequest, lookups: Sequence[Found], costs: Costs) -> Candidate | None:
         """This round's candidate without the model where the model, which has not read the prompt yet, should
         not read it now; None where it may.
 
@@ -307,9 +311,7 @@ class CompositeDrafter(Drafter):
         # serves about one more reply.
         return without if saved * (1.0 + self._reuse) < read else None
 
-    def decide(
-        self, lookups: Sequence[tuple[int, tuple[int, ...]]], k: int, costs: Costs
-    ) -> tuple[Candidate, StopPlan | None]:
+    def decide(self, lookups: Sequence[Found], k: int, costs: Costs) -> tuple[Candidate, StopPlan | None]:
         """This round's candidate, and the stop plan made for a model round where one was (the round counted).
 
         The best expected rate wins: :func:`choose` over the lookups and the model
@@ -357,7 +359,7 @@ class CompositeDrafter(Drafter):
         n: int,
         costs: Costs,
         plan: StopPlan | None = None,
-        lookups: Sequence[tuple[int, tuple[int, ...]]] = (),
+        lookups: Sequence[Found] = (),
     ) -> Callable[[Sequence[int], Sequence[float]], bool]:
         """Whether the model should draft one more token after ``ahead`` (the committed text) and the drafts so
         far (at most ``n``).
@@ -407,7 +409,8 @@ class CompositeDrafter(Drafter):
             if longest is None or not confirmed or longest[0] < tuning.MIN_HANDOVER_MATCH:
                 return True
             gained, alive = 0.0, survive  # a lookup continuing the drafts instead
-            for j, rate in enumerate(table.rates(DraftSource.LOOKUP, match_key(longest[0]), len(longest[1]))):
+            rates = table.rates(DraftSource.LOOKUP, match_key(longest.match), len(longest.tokens), longest.origin)
+            for j, rate in enumerate(rates):
                 alive *= rate
                 gained += alive
                 if gained - plan.rate * (verify[i + j + 2] - verify[i + 1] + gained * catch_up) > on:
@@ -438,6 +441,7 @@ class CompositeDrafter(Drafter):
         out.probs += drafted.probs
         out.sources += [self.model_source] * len(drafted.tokens)
         out.match_lengths += [0] * len(drafted.tokens)
+        out.origins += [""] * len(drafted.tokens)
         out.top += drafted.top
         out.step_seconds, out.sync_seconds = drafted.step_seconds, drafted.sync_seconds
         out.sample_seconds = drafted.sample_seconds
@@ -450,7 +454,7 @@ class CompositeDrafter(Drafter):
         if longest is None:
             return
         n = lookup_tail(self.table.rates(self.model_source, 0, len(out.tokens)), longest, request.k, self.table, costs)
-        _append_lookup(out, longest[1][:n], longest[0])
+        _append_lookup(out, longest.tokens[:n], longest.match, longest.origin)
 
     def _observe(self, tokens: Sequence[int], now: float) -> None:
         """Score the previous round's drafts, and every lookup proposal, against what the target committed; time
@@ -466,12 +470,12 @@ class CompositeDrafter(Drafter):
         # The drafted tokens, each source's span at its own positions.
         i = 0
         while i < len(pending.drafted):
-            source, match = pending.sources[i], pending.match_lengths[i]
+            source, match, origin = pending.sources[i], pending.match_lengths[i], pending.origins[i]
             j = i
-            while j < len(pending.drafted) and pending.sources[j] is source:
+            while j < len(pending.drafted) and pending.sources[j] is source and pending.origins[j] == origin:
                 j += 1
             if i <= n_acc:  # the span was reached: the target checked it up to its first rejection
-                self.table.record_span(source, match_key(match), 0, j - i, min(n_acc, j) - i)
+                self.table.record_span(source, match_key(match), 0, j - i, min(n_acc, j) - i, origin=origin)
                 if source is self.model_source:
                     for t in range(i, min(j, n_acc + 1)):
                         self.confidence.record(pending.probs[t], t < n_acc)
@@ -480,15 +484,18 @@ class CompositeDrafter(Drafter):
         drafted_lookup = tuple(
             t for t, s in zip(pending.drafted, pending.sources, strict=True) if s is DraftSource.LOOKUP
         )
-        for match, proposal in pending.lookups:
+        for match, proposal, origin in pending.lookups:
             if drafted_lookup and proposal[: len(drafted_lookup)] == drafted_lookup:
                 continue  # scored above
             c = _common_prefix(proposal, new)
-            self.table.record_span(DraftSource.LOOKUP, match_key(match), 0, len(proposal), c, censored=c >= len(new))
+            self.table.record_span(
+                DraftSource.LOOKUP, match_key(match), 0, len(proposal), c, censored=c >= len(new), origin=origin
+            )
 
 
-def _append_lookup(out: Draft, tokens: Sequence[int], match: int) -> None:
-    """Append lookup drafts to ``out``: one-hot, from a match of ``match`` tokens."""
+def _append_lookup(out: Draft, tokens: Sequence[int], match: int, origin: str = "") -> None:
+    """Append lookup drafts to ``out``: one-hot, from a match of ``match`` tokens in ``origin``."""
+    out.origins += [origin] * len(tokens)
     out.tokens += tokens
     out.q += [Distribution.one_hot(t) for t in tokens]
     out.probs += [1.0] * len(tokens)
@@ -497,7 +504,7 @@ def _append_lookup(out: Draft, tokens: Sequence[int], match: int) -> None:
     out.top += [((t, 1.0),) for t in tokens]
 
 
-def _longest(lookups: Sequence[tuple[int, tuple[int, ...]]]) -> tuple[int, tuple[int, ...]] | None:
+def _longest(lookups: Sequence[Found]) -> Found | None:
     """The lookup proposal (match length, tokens) of the longest match, or None when there is none."""
     return max(lookups, key=lambda c: c[0]) if lookups else None
 

@@ -20,6 +20,7 @@ import numpy as np
 from specchat.core.engine.composite import tuning
 from specchat.core.engine.composite.acceptance import AcceptanceTable, Confidence, match_key
 from specchat.core.engine.depth import logit
+from specchat.core.engine.lookup import Found
 from specchat.core.types import DraftSource
 
 
@@ -76,20 +77,27 @@ def arm_of(n_tokens: int, model_tokens: int) -> str:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One way to draft a round: ``lookup`` tokens (from a match of ``match`` tokens) or ``model`` model tokens."""
+    """One way to draft a round: ``lookup`` tokens (from a match of ``match`` tokens in ``origin``, "" for the
+    conversation) or ``model`` model tokens."""
 
     lookup: tuple[int, ...]
     match: int
     model: int
     rate: float  # expected tokens per second
+    origin: str = ""
 
     @property
     def label(self) -> str:
         return arm_of(len(self.lookup), self.model)
 
 
+def origin_of(lookup: Found | tuple[int, tuple[int, ...]]) -> str:
+    """The text a lookup proposal came from ("" for the conversation, and for a bare (match, tokens) pair)."""
+    return getattr(lookup, "origin", "")
+
+
 def choose(
-    lookups: Sequence[tuple[int, tuple[int, ...]]],
+    lookups: Sequence[Found | tuple[int, tuple[int, ...]]],
     k: int,
     table: AcceptanceTable,
     costs: Costs,
@@ -99,19 +107,20 @@ def choose(
 ) -> Candidate:
     """The candidate with the highest expected tokens per second (ties: the earlier, shorter one).
 
-    ``lookups``: (match length, proposal) pairs; ``model_source``: None when no model can draft;
+    ``lookups``: (match length, proposal[, origin]) proposals, each priced by its origin's own acceptance;
+    ``model_source``: None when no model can draft;
     ``floor=False``: a drafting candidate even where a plain round is expected to be faster.
     A deterministic function of its arguments.
     """
     best = Candidate((), 0, 0, 1.0 / costs.sat_out(0, 1.0) if floor else -1.0)
 
-    def consider(lookup: tuple[int, ...], match: int, model: int, expected: float) -> None:
+    def consider(lookup: tuple[int, ...], match: int, model: int, expected: float, origin: str = "") -> None:
         nonlocal best
         n = len(lookup) + model
         seconds = costs.round(n, model) if model else costs.sat_out(n, expected)
         rate = expected / seconds
         if rate > best.rate * (1.0 + 1e-9):
-            best = Candidate(lookup, match, model, rate)
+            best = Candidate(lookup, match, model, rate, origin)
 
     if model_source is not None:
         expected, survive = 1.0, 1.0
@@ -119,19 +128,20 @@ def choose(
             survive *= rate
             expected += survive
             consider((), 0, j + 1, expected)
-    for match, proposal in lookups:
+    for found in lookups:
+        match, proposal, origin = found[0], found[1], origin_of(found)
         expected, survive = 1.0, 1.0
-        rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k))
+        rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k), origin)
         for i in range(len(rates)):
             survive *= rates[i]
             expected += survive
-            consider(proposal[: i + 1], match, 0, expected)
+            consider(proposal[: i + 1], match, 0, expected, origin)
     return best
 
 
 def lookup_tail(
     model_rates: Sequence[float],
-    lookup: tuple[int, tuple[int, ...]] | None,
+    lookup: Found | tuple[int, tuple[int, ...]] | None,
     k: int,
     table: AcceptanceTable,
     costs: Costs,
@@ -150,8 +160,8 @@ def lookup_tail(
     best_n, best_rate = 0, expected / costs.round(n_model, n_model)
     if lookup is None or n_model >= k:
         return 0
-    match, proposal = lookup
-    rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k - n_model))
+    match, proposal = lookup[0], lookup[1]
+    rates = table.rates(DraftSource.LOOKUP, match_key(match), min(len(proposal), k - n_model), origin_of(lookup))
     before = expected
     for i, rate in enumerate(rates):
         survive *= rate

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.lookup import LookupText
 from specchat.core.engine.sampling import Distribution, distribution, greedy_token
 from specchat.core.engine.verify import top
 from specchat.core.types import DraftSource, SamplerParams
@@ -41,6 +42,8 @@ class DraftRequest:
     keep_going: Callable[[Sequence[int], Sequence[float]], bool] | None = None
     eog: frozenset[int] = frozenset()  # end-of-generation tokens: nothing after one can be kept
     remaining: int | None = None  # tokens the reply may still write (its token limit); None: no limit known
+    # Texts outside the context that lookup searches for this reply (attachments, a prediction), by name.
+    texts: Sequence[LookupText] = ()
 
 
 @dataclass
@@ -66,6 +69,9 @@ class Draft:
     # Empty: every token is the drafter's own ``source``.
     sources: list[DraftSource] = field(default_factory=list)
     match_lengths: list[int] = field(default_factory=list)
+    # Per token: the name of the text a lookup drafted it from (:attr:`DraftRequest.texts`); "" for the
+    # conversation and for drafts that are not a lookup's. Empty: all "".
+    origins: list[str] = field(default_factory=list)
     # Per token: the draft's likeliest tokens with their probabilities (:func:`~specchat.core.engine.verify.top`
     # of its own distribution, also where it drafted the argmax); empty: taken from ``q``.
     top: list[tuple[tuple[int, float], ...]] = field(default_factory=list)

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from specchat.core.engine.drafters.base import Draft, Drafter, DraftRequest
-from specchat.core.engine.lookup import lookup_match
+from specchat.core.engine.lookup import lookup_with_texts
 from specchat.core.engine.sampling import Distribution
 from specchat.core.types import DrafterKind, DraftSource, SpecchatError
 
@@ -15,7 +15,8 @@ from specchat.core.types import DrafterKind, DraftSource, SpecchatError
 class NgramDrafter(Drafter):
     """Prompt lookup: find the latest earlier occurrence of the last n tokens and propose what followed.
 
-    It looks in the whole committed sequence each round, so it needs no prefill.
+    It looks in the whole committed sequence each round, so it needs no prefill, and in the reply's texts
+    (:attr:`DraftRequest.texts`: attachments, a prediction), the longest match winning.
     """
 
     kind = DrafterKind.NGRAM
@@ -33,11 +34,12 @@ class NgramDrafter(Drafter):
             return out
         started = time.perf_counter()
         seq = np.asarray(request.tokens, dtype=np.int64)
-        proposal, n = lookup_match(seq, request.k, self.max_ngram, self.min_ngram)
+        proposal, n, origin = lookup_with_texts(seq, request.k, self.max_ngram, self.min_ngram, request.texts)
         out.tokens = proposal
         out.q = [Distribution.one_hot(t) for t in proposal]
         out.probs = [1.0] * len(proposal)
         out.sources = [DraftSource.LOOKUP] * len(proposal)
         out.match_lengths = [n] * len(proposal)
+        out.origins = [origin] * len(proposal)
         out.step_seconds = (time.perf_counter() - started) / max(1, len(proposal))
         return out
