@@ -157,7 +157,7 @@ class Page:
             gap.setProperty(PROP_CHROME, True)
             if n:
                 cursor.insertText("  ", gap)
-            cursor.insertText(f"\u00a0\U0001f4ce {attachment.label}\u00a0", chip)
+            cursor.insertText(f"\u00a0{attachment.label}\u00a0", chip)
 
     def drop_continue_link(self, cursor: QTextCursor) -> None:
         """Remove the "Continue" link drawn after a reply that is no longer the last (its note stays)."""

@@ -389,6 +389,7 @@ class MainWindow(QMainWindow):
         self.progress.done_busy()
         self.chat_view.flush()
         self.baselines.remember_probe(finished)
+        self.files.refresh()  # the reply is part of the next prompt now
         self.stats.refresh()
         self.baselines.check(self.streaming)
         self._update_actions()

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 from specchat.core.chat.transcript import Transcript
 from specchat.core.settings import Settings
 
-from .attachment_chips import AttachmentTray, ContextMeter
+from .attachment_chips import AttachButton, AttachmentTray, ContextMeter
 from .chat_view import ChatView, TokenLegend
 from .composer import Composer
 from .controls import SpeculationControls
@@ -77,13 +77,7 @@ class ChatPage(QWidget):
         self.stop_button.setEnabled(False)
         self.regenerate_button = QPushButton("Regenerate")
         self.regenerate_button.setToolTip("Generate the last reply again")
-        self.attach_button = QPushButton("\U0001f4ce")
-        self.attach_button.setToolTip(
-            "Attach files to this message: text, Markdown, code, CSV, JSON, HTML, PDF, Word "
-            "(or drop them on the chat, or paste them)"
-        )
-        self.attach_button.setAccessibleName("Attach files")
-        self.attach_button.setFixedWidth(self.attach_button.fontMetrics().horizontalAdvance("\U0001f4ce") + 24)
+        self.attach_button = AttachButton()
         self.attachments = AttachmentTray()
         self.context_meter = ContextMeter()
         self.system_prompt_chip = SystemPromptChip()

@@ -38,6 +38,7 @@ from specchat.core.types import (
     PromptTooLongError,
     SamplerParams,
     SpecchatError,
+    TextSource,
 )
 
 log = logging.getLogger(__name__)
@@ -320,6 +321,8 @@ class RuntimeWorker(QObject):
                 cancel=cancel,
                 continuation=request.continuation,
                 progress=self.prompt_progress.emit,
+                # The conversation's files: lookup drafts from each by name ("lookup in report.pdf").
+                sources=[TextSource(a.name, a.text, "attachment") for a in request.attachments],
             )
             self._pump(stream)
         except SpecchatError as exc:

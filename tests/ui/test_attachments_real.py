@@ -10,7 +10,7 @@ from test_real_models import REPLY_TIMEOUT, open_window
 
 from specchat.core.chat.attachments import prompt_text
 from specchat.core.chat.store import ConversationStore
-from specchat.core.types import FinishReason
+from specchat.core.types import DraftSource, FinishReason
 from specchat.ui.main_window import MainWindow
 
 pytestmark = pytest.mark.slow
@@ -45,6 +45,10 @@ def test_a_reply_quotes_an_attached_document(qtbot, settings, store, demo_pair, 
     assert blocker.args[0].reason is not FinishReason.ERROR
     reply = window.transcript.messages[-1].content
     assert "Biscuit" in reply, reply
+    figures = window.transcript.messages[-1].figures
+    assert figures is not None and figures.by_origin.get("story.txt", [0, 0])[1] > 0, figures.by_origin
+    quoted = [s for s in window.transcript.messages[-1].spans or [] if s.detail and s.detail.origin == "story.txt"]
+    assert quoted and all(s.detail and s.detail.source is DraftSource.LOOKUP for s in quoted)  # "lookup in story.txt"
     cid = window.conversation_id
     assert cid is not None
     window.close()

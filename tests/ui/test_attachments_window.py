@@ -175,7 +175,7 @@ def test_sent_messages_show_their_chips_and_edit_brings_them_back(window: MainWi
     store.add_message(cid, "assistant", "Revenue rose 12%.")
     window.chat.open_conversation(cid)
     text = window.chat_view.toPlainText()
-    assert "\U0001f4ce report.pdf · 117 KB · 9 tokens" in text
+    assert "\n report.pdf · 117 KB · 9 tokens \n" in text  # a chip on its own line
     assert text.index("report.pdf") < text.index("What rose?")
     window.chat_view._actions.on_anchor(QUrl("specchat:attachment/0/0"))
     preview = window.chat_view._actions.preview
@@ -217,3 +217,37 @@ def test_the_meter_shows_the_targets_count_and_only_the_latest(qtbot, settings, 
     assert list(request.attachments) == window.chat.transcript.attachments() and request.attachments[0].tokens == 5
     assert window.files.attachments == () and window.composer.toPlainText() == ""
     assert window.chat.transcript.messages[0].attachments[0].name == "a.txt"
+
+
+def test_fates_xray_and_stats_say_which_text_lookup_drafted_from(qtbot) -> None:
+    import dataclasses
+
+    from specchat.core.chat.transcript import ReplyFigures, spans_of
+    from specchat.core.types import DraftSource
+    from specchat.ui.stats_panel import StatsPanel
+    from specchat.ui.token_styles import drafted_by, span_tooltip
+    from specchat.ui.token_xray import TokenXray
+    from support.xray import xray_round
+
+    round_ = dataclasses.replace(
+        xray_round(2, 1), sources=(DraftSource.LOOKUP,) * 3, origins=("report.pdf", "report.pdf", "")
+    )
+    spans = spans_of(round_)
+    assert spans[0].detail is not None and spans[2].detail is not None
+    assert drafted_by(spans[0].detail) == "drafted by lookup in report.pdf (match of 4 tokens)"
+    assert drafted_by(spans[2].detail) == "drafted by lookup in the conversation (match of 0 tokens)"
+    assert "drafted by lookup in report.pdf" in span_tooltip(spans[0])
+    xray = TokenXray()
+    qtbot.addWidget(xray)
+    assert xray.show_span(spans[0], QPoint(100, 100))
+    assert xray.source.text() == "drafted by lookup in report.pdf (match of 4 tokens)"
+
+    panel = StatsPanel()
+    qtbot.addWidget(panel)
+    figures = ReplyFigures()
+    figures.fold([round_])
+    panel.show_stored(figures)
+    assert not panel.by_origin.isHidden()
+    assert panel.by_origin.text() == "report.pdf 100% of 2 · the conversation 0% of 1"
+    panel.show_stored(ReplyFigures())
+    assert panel.by_origin.isHidden() and panel.by_origin.text() == "\u2013"  # no text of its own: no row
