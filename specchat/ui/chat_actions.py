@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QMenu, QTextBrowser, QToolTip
 from specchat.core.chat.race import race_refusal
 from specchat.core.chat.race_record import RaceRecord
 
+from .attachment_chips import AttachmentPreview, show_preview
 from .chat_hits import format_at, message_index_at
 from .chat_page import Page
 from .copy_feedback import CopyFeedback
@@ -66,6 +67,7 @@ class MessageActions:
         self._page = page
         self._requests = requests
         self._copy_feedback = CopyFeedback(browser, page)
+        self.preview: AttachmentPreview | None = None  # the last attachment previewed from the chat
 
     @property
     def _busy(self) -> bool:
@@ -192,6 +194,8 @@ class MessageActions:
         elif what == "version":
             if not self._busy:
                 self._requests.version(index, keys[0])
+        elif what == "attachment" and 0 <= index < len(messages) and 0 <= keys[0] < len(messages[index].attachments):
+            self.preview = show_preview(messages[index].attachments[keys[0]], self._browser.window())
         elif what == "copy" and self.copy_code(index, keys[0]):
             self._copy_feedback.copied(url.toString(), QCursor.pos())
         elif what == "rejected" and 0 <= index < len(messages):

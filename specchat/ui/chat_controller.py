@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
+from specchat.core.chat.attachments import Attachment
 from specchat.core.chat.controller import TITLE_CHARS as TITLE_CHARS
 from specchat.core.chat.controller import ChatListener, ChatLogic
 from specchat.core.chat.controller import ReplyHost as ReplyHost
@@ -33,6 +34,7 @@ class ChatController(ChatLogic, QObject):
     notice = Signal(str)  # a one-line error for the user
     status = Signal(str)  # a passing status-bar message
     composer_text = Signal(str, bool)  # text for the composer; True: replace what is typed there
+    composer_attachments = Signal(list)  # files for the composer (an edited or withdrawn message's)
 
     def __init__(
         self,
@@ -80,3 +82,6 @@ class _Signals(ChatListener):
 
     def composer_text(self, text: str, replace: bool) -> None:
         self._c.composer_text.emit(text, replace)
+
+    def composer_attachments(self, attachments: list[Attachment]) -> None:
+        self._c.composer_attachments.emit(attachments)

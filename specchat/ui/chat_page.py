@@ -140,6 +140,32 @@ class Page:
                 cursor.insertText("Continue", link)
                 self.continue_link = (start, cursor.position())
 
+    def insert_attachments(self, cursor: QTextCursor, index: int) -> None:
+        """A user message's files, on a line under its header: a chip each (name, size, tokens); a click previews
+        the text the model read."""
+        msg = self.transcript.messages[index]
+        block = QTextBlockFormat()
+        block.setTopMargin(2)
+        new_block(cursor, block)
+        for n, attachment in enumerate(msg.attachments):
+            chip = QTextCharFormat()
+            chip.setBackground(self.palette().color(QPalette.ColorRole.AlternateBase))
+            chip.setForeground(self.palette().color(QPalette.ColorRole.Link))
+            chip.setAnchor(True)
+            chip.setAnchorHref(f"specchat:attachment/{index}/{n}")
+            chip.setToolTip(
+                "Click to see the text the model read"
+                + (f"\nCut to fit the context: {attachment.note}" if attachment.note else "")
+            )
+            chip.setProperty(PROP_MESSAGE, index)
+            chip.setProperty(PROP_CHROME, True)
+            gap = QTextCharFormat()
+            gap.setProperty(PROP_MESSAGE, index)
+            gap.setProperty(PROP_CHROME, True)
+            if n:
+                cursor.insertText("  ", gap)
+            cursor.insertText(f"\u00a0{attachment.label}\u00a0", chip)
+
     def drop_continue_link(self, cursor: QTextCursor) -> None:
         """Remove the "Continue" link drawn after a reply that is no longer the last (its note stays)."""
         if self.continue_link is None:
@@ -166,6 +192,8 @@ class Renderer(ABC):
         if msg.role == "assistant":
             self.insert_reply(cursor, index)
             return
+        if msg.attachments:
+            page.insert_attachments(cursor, index)
         cursor.insertBlock(QTextBlockFormat())
         page.body_start = cursor.position()
         cursor.insertText(msg.text, reading_format(None, page.palette(), index))

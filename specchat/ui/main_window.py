@@ -26,6 +26,7 @@ from specchat.core.types import Drafted, DrafterKind, Event, Finished
 from .banner import ErrorBanner
 from .baselines import BaselineKeeper
 from .chat_controller import ChatController, ReplySettings
+from .composer_files import ComposerFiles
 from .conversation_ops import ConversationOps
 from .finder_pick import FinderPick
 from .lookup_memory import LookupMemoryKeeper
@@ -77,6 +78,7 @@ class MainWindow(QMainWindow):
         self._reopen_last_conversation()
         self.refresh_conversations()
         self._update_actions()
+        self.files.refresh()
         if store.notice:
             self.show_error(store.notice)
 
@@ -149,6 +151,19 @@ class MainWindow(QMainWindow):
         self.sidebar.branch_menu_filler = self.ops.fill_branch_menu
         self.menu_actions = build_menus(self, self, self.presets.save_current)  # Esc (Stop) among them
         self.lookup_memory = LookupMemoryKeeper(self.store.path, self)  # off the GUI thread
+        self.files = ComposerFiles(
+            self.composer,
+            self.page.attachments,
+            self.page.context_meter,
+            self.chat_view.viewport(),
+            self.host,
+            history=lambda: self.chat.transcript.history(),
+            loaded_n_ctx=lambda: self.loader.info.n_ctx if self.loader.info is not None else 0,
+            chosen_n_ctx=self.controls.context_size.value,
+            reply_room=self.controls.max_tokens.value,
+            show_error=self.show_error,
+            parent=self,
+        )
 
     def _connect(self) -> None:
         w, chat, page = self.host.worker, self.chat, self.page
@@ -165,6 +180,8 @@ class MainWindow(QMainWindow):
         chat.notice.connect(self.show_error)
         chat.status.connect(lambda text: self.statusBar().showMessage(text, 8000))
         chat.composer_text.connect(self._on_composer_text)
+        chat.composer_attachments.connect(self.files.set_all)
+        page.attach_button.clicked.connect(self.files.choose)
         self.loader.started.connect(self.hide_error)
         self.loader.started.connect(self._update_actions)
         self.loader.loaded.connect(self._on_loaded)
@@ -231,6 +248,7 @@ class MainWindow(QMainWindow):
 
     def _on_loaded(self, info: ModelInfo) -> None:
         self.chat.offered = info.offered
+        self.files.forget_counts()  # this pair's tokenizer counts the meter from now on
         self.stack.setCurrentIndex(1)
         self._update_actions()
         self.composer.setFocus()
@@ -283,8 +301,10 @@ class MainWindow(QMainWindow):
 
     def send(self, text: str) -> None:
         """Send a user message and stream the reply (loading last session's pair first if none is loaded)."""
-        if not text.strip() or self.streaming:
+        if not (text.strip() or self.files.attachments) or self.streaming:
             return
+        if not self.files.fits(lambda: self.send(self.composer.toPlainText())):
+            return  # asked whether to cut a document that does not fit; accepting sends again
         if self.loader.info is None:
             if self.loader.can_load_last_pair() and not self.loader.loading:
                 self._send_after_load = text.strip()
@@ -293,8 +313,9 @@ class MainWindow(QMainWindow):
             elif not self.loader.loading:
                 self.show_error("load a model first")
             return
-        if self.chat.send(text):
+        if self.chat.send(text, self.files.attachments):
             self.composer.clear()
+            self.files.clear()
 
     def regenerate(self) -> None:
         """Generate the last reply again; the old one stays stored until the new one's first round."""
@@ -391,6 +412,7 @@ class MainWindow(QMainWindow):
         self.page.system_prompt_chip.show_prompt(self.chat.transcript.system_prompt)
         self.presets.show_conversation(self.chat.conversation_id)
         self.stats.set_transcript(self.chat.transcript)
+        self.files.refresh()  # another conversation: another prompt to count
         reply = next((m for m in reversed(self.chat.transcript.messages) if m.role == "assistant"), None)
         if reply is not None and not reply.finished and reply.figures is not None and self.chat.streaming_here:
             self._follow_reply(reply.figures)  # shown again mid-reply, or continued: its figures stay live
@@ -437,6 +459,7 @@ class MainWindow(QMainWindow):
         self.progress.done_busy()
         self.chat_view.flush()
         self.baselines.remember_probe(finished)
+        self.files.refresh()  # the reply is part of the next prompt now
         self.stats.refresh()
         self.baselines.check(self.streaming)
         self._update_actions()
@@ -454,6 +477,7 @@ class MainWindow(QMainWindow):
         lazy = not loaded and not loading and self.loader.can_load_last_pair()
         self.composer.setEnabled(not loading and (loaded or self.loader.can_load_last_pair()))
         page.send_button.setEnabled(ready or lazy)
+        page.attach_button.setEnabled(self.composer.isEnabled())
         page.regenerate_button.setEnabled(ready and self.chat.can_regenerate())
         a.regenerate.setEnabled(page.regenerate_button.isEnabled())
         a.duplicate.setEnabled(self.chat.conversation_id is not None and not self.chat.streaming_here)

@@ -72,6 +72,12 @@ class StatsPanel(QGroupBox):
         self.by_source = QLabel(DASH)
         self.by_source.setWordWrap(True)
         self.by_source.setToolTip("Drafts the target accepted, per source that drafted them, in this reply")
+        self.by_origin = QLabel(DASH)
+        self.by_origin.setWordWrap(True)
+        self.by_origin.setToolTip(
+            "Lookup's drafts the target accepted, per text they were drafted from (an attached file, or the "
+            "conversation), in this reply"
+        )
         self.runs_on = QLabel(DASH)
         self.runs_on.setWordWrap(True)
         self.runs_on.setToolTip("Where each model's layers run (set GPU layers in the Speculation panel)")
@@ -83,6 +89,7 @@ class StatsPanel(QGroupBox):
             ("Accepted/round", self.mean_accepted),
             ("Rounds", self.round_count),
             ("By source", self.by_source),
+            ("Lookup in", self.by_origin),
             ("Depth", self.depth_value),
             ("First token", self.first_token),
             ("Tokens", self.token_counts),
@@ -393,6 +400,18 @@ class StatsPanel(QGroupBox):
         self.by_source.setText(
             " · ".join(f"{source_name(name)} {a / d:.0%} of {d}" for name, (d, a) in sorted(drafted.items()))
             if shown
+            else DASH
+        )
+        # Lookup per text: shown once a reply drafted from a text of its own (an attachment), beside the conversation.
+        origins = {name: counts for name, counts in f.by_origin.items() if counts[0] > 0}
+        named = any(origins)
+        self._form.setRowVisible(self.by_origin, named)
+        self.by_origin.setText(
+            " · ".join(
+                f"{name or 'the conversation'} {a / d:.0%} of {d}"
+                for name, (d, a) in sorted(origins.items(), key=lambda item: (not item[0], item[0]))
+            )
+            if named
             else DASH
         )
 

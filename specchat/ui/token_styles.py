@@ -79,10 +79,12 @@ def _prob(p: float | None) -> str:
 
 
 def drafted_by(detail: TokenDetail) -> str:
-    """Who proposed a token, in words: "drafted by lookup (match of 5 tokens)", "the target's own token"..."""
+    """Who proposed a token, in words: "drafted by lookup in report.pdf (match of 5 tokens)", "drafted by lookup
+    in the conversation (...)", "the target's own token"..."""
     if detail.source is DraftSource.LOOKUP:
         n = detail.match_length
-        return f"drafted by lookup (match of {n} token{'' if n == 1 else 's'})"
+        where = detail.origin or "the conversation"
+        return f"drafted by lookup in {where} (match of {n} token{'' if n == 1 else 's'})"
     if detail.source is DraftSource.MODEL:
         return "drafted by the draft model"
     if detail.source is DraftSource.MTP:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from specchat.core.chat.transcript import Transcript
 from specchat.core.settings import Settings
 
+from .attachment_chips import AttachButton, AttachmentTray, ContextMeter
 from .chat_view import ChatView, TokenLegend
 from .composer import Composer
 from .controls import SpeculationControls
@@ -76,6 +77,9 @@ class ChatPage(QWidget):
         self.stop_button.setEnabled(False)
         self.regenerate_button = QPushButton("Regenerate")
         self.regenerate_button.setToolTip("Generate the last reply again (Ctrl+R)")
+        self.attach_button = AttachButton()
+        self.attachments = AttachmentTray()
+        self.context_meter = ContextMeter()
         self.system_prompt_chip = SystemPromptChip()
 
         layout = QVBoxLayout(self)
@@ -85,7 +89,13 @@ class ChatPage(QWidget):
         layout.addWidget(self.system_prompt_chip)
         layout.addWidget(legend)
         layout.addWidget(self.chat_view, 1)
+        files = QHBoxLayout()
+        files.addWidget(self.attachments)
+        files.addStretch(1)
+        files.addWidget(self.context_meter)
+        layout.addLayout(files)
         row = QHBoxLayout()
+        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.composer, 1)
         buttons = QVBoxLayout()
         for b in (self.send_button, self.stop_button, self.regenerate_button):

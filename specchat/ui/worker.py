@@ -35,8 +35,10 @@ from specchat.core.types import (
     FinishReason,
     GenerationStats,
     GpuLayers,
+    PromptTooLongError,
     SamplerParams,
     SpecchatError,
+    TextSource,
 )
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,26 @@ class LoadOptions:
     n_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
     draft_gpu_layers: GpuLayers = GPU_LAYERS_AUTO
     rpc_servers: tuple[str, ...] = ()  # 'specchat serve-rpc' servers for the target's layers (none: this machine)
+
+
+@dataclass(frozen=True)
+class TokenCountRequest:
+    """The composer's prompt to count on the runtime's thread: the messages with the one being written, and
+    the texts (attachments) to count one by one; ``serial`` tells a stale answer from the latest."""
+
+    serial: int
+    messages: list[dict[str, str]]
+    texts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """The target's count for a :class:`TokenCountRequest`: the prompt, the context size, each text."""
+
+    serial: int
+    prompt: int
+    n_ctx: int
+    texts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +138,7 @@ class RuntimeWorker(QObject):
     race_failed = Signal(object, str)  # RaceRequest, one line (also when cancelled)
     race_progress = Signal(object, object)  # RaceRequest, RaceProgress: after every block and a few times a second
     waiting = Signal(bool)  # a reply waits while a served request decodes (True), has the runtime now (False)
+    tokens_counted = Signal(object)  # TokenCount: the composer's prompt and attachments, counted by the target
     _called = Signal(object)  # a Turn with a call from another thread, queued to this one
 
     def __init__(self) -> None:
@@ -298,6 +321,8 @@ class RuntimeWorker(QObject):
                 cancel=cancel,
                 continuation=request.continuation,
                 progress=self.prompt_progress.emit,
+                # The conversation's files: lookup drafts from each by name ("lookup in report.pdf").
+                sources=[TextSource(a.name, a.text, "attachment") for a in request.attachments],
             )
             self._pump(stream)
         except SpecchatError as exc:
@@ -385,6 +410,22 @@ class RuntimeWorker(QObject):
             self.info = None
 
     @Slot(object)
+    def count_tokens(self, request: TokenCountRequest) -> None:
+        """Count the composer's prompt (``request.messages``, through the chat template) and each of
+        ``request.texts`` with the loaded target's tokenizer; nothing is emitted without a loaded pair."""
+        runtime = self.runtime
+        if runtime is None:
+            return
+        try:
+            prompt = len(runtime.prompt(request.messages).tokens)
+        except PromptTooLongError as exc:
+            prompt = exc.tokens
+        except SpecchatError:
+            return  # a message list the template refuses: the window keeps its estimate
+        texts = tuple(len(runtime.target.tokenize(t, add_special=False, parse_special=False)) for t in request.texts)
+        self.tokens_counted.emit(TokenCount(request.serial, prompt, runtime.n_ctx, texts))
+
+    @Slot(object)
     def set_lookup_memory(self, texts: list[str] | None) -> None:
         """Let the composite drafter's lookup also search ``texts`` (None: only the conversation)."""
         self.lookup_texts = texts
@@ -404,6 +445,7 @@ class WindowRuntimeHost(QObject):
     _generate = Signal(object, object)
     _baseline = Signal(str, object, object)
     _race = Signal(object, object)
+    _count = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -417,6 +459,7 @@ class WindowRuntimeHost(QObject):
         self._generate.connect(self.worker.generate)
         self._baseline.connect(self.worker.measure_baseline)
         self._race.connect(self.worker.race)
+        self._count.connect(self.worker.count_tokens)
         self.worker.waiting.connect(self.waiting)
         # While a reply waits for a served request, Stop (its token set) ends the wait within this period.
         self._stop_check = QTimer(self)
@@ -459,6 +502,10 @@ class WindowRuntimeHost(QObject):
         token = self._token()
         self._race.emit(request, token)
         return token
+
+    def count_tokens(self, request: TokenCountRequest) -> None:
+        """Count the composer's prompt on the runtime's thread, between replies (``worker.tokens_counted``)."""
+        self._count.emit(request)
 
     def cancel(self) -> None:
         """Stop whatever runs or waits on the runtime's thread (takes effect within one round)."""

@@ -80,7 +80,9 @@ def test_a_schema_1_database_is_migrated_in_place(tmp_path: Path) -> None:
     assert [m.content for m in store.messages(1)] == ["hi", "hello", "and?", "more"]
     store.close()
     version = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0]
-    assert version == SCHEMA_VERSION  # through 2 (branches), 3 (token details), 4 (search), 5 (samplers), 6 (pins)
+    assert (
+        version == SCHEMA_VERSION == 7
+    )  # through 2 (branches), 3 (details), 4 (search), 5 (samplers), 6 (pins), 7 (files)
 
 
 def test_each_conversation_keeps_its_system_prompt(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ def test_a_schema_5_file_migrates_unpinned_and_a_pin_survives_a_reopen(tmp_path:
     assert store.messages(1)[1].spans[0].text == "hello"
     store.set_pinned(1, True)
     store.close()
-    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 7
     reopened = ConversationStore(path)
     assert [(c.id, c.pinned) for c in reopened.conversations()] == [(1, True), (2, False)]
     assert reopened.conversation(1).pinned and not reopened.conversation(2).pinned

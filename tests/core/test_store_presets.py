@@ -39,7 +39,7 @@ def test_a_schema_4_file_upgrades_and_keeps_a_sampler_per_conversation(tmp_path:
     store.set_sampler(cid, BALANCED)
     store.set_sampler(other, SamplerPreset(CUSTOM, 0.3, 7, 0.5, 1.2))
     store.close()
-    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 7
     again = ConversationStore(path)
     assert again.sampler(cid) == BALANCED
     assert again.sampler(other) == SamplerPreset(CUSTOM, 0.3, 7, 0.5, 1.2)

@@ -86,7 +86,7 @@ def test_a_schema_2_file_migrates_keeping_every_message_branch_and_span(tmp_path
     writer.feed(xray_round(1, 1, correction=51))
     writer.feed(Finished(FinishReason.EOS, GenerationStats(rounds=1, drafted=2, accepted=1, generated=2)))
     store.close()
-    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 7
     reopened = ConversationStore(path)
     details = [s.detail for s in reopened.messages(1)[-1].spans]
     assert [d.position if d else None for d in details] == [1, 2, 0]

@@ -171,7 +171,7 @@ def test_a_schema_3_file_upgrades_and_is_searchable(tmp_path: Path, fts5: bool) 
     store.add_message(1, "user", "and a croissant")  # the upgraded file indexes new writes too
     assert _ids(store, "croissant") == [1]
     store.close()
-    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+    assert sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 7
 
 
 def test_a_file_written_without_fts5_is_indexed_when_reopened_with_it(

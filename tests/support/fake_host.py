@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Signal
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.race import RaceRequest
 from specchat.ui.main_window import MainWindow
-from specchat.ui.worker import LoadOptions, ModelInfo, ReplyRequest, WindowRuntimeHost
+from specchat.ui.worker import LoadOptions, ModelInfo, ReplyRequest, TokenCountRequest, WindowRuntimeHost
 
 
 class FakeWorker(QObject):
@@ -28,6 +28,7 @@ class FakeWorker(QObject):
     race_failed = Signal(object, str)
     race_progress = Signal(object, object)
     waiting = Signal(bool)  # a reply waits for a served request (True), got the runtime (False)
+    tokens_counted = Signal(object)  # TokenCount (answer a count request with worker.tokens_counted.emit)
 
 
 class FakeHost(QObject):
@@ -47,6 +48,7 @@ class FakeHost(QObject):
         self.closed = False
         self.lookup_memory: list[str] | None = None  # the lookup memory's texts last handed over
         self.lookup_memory_calls = 0
+        self.counts: list[TokenCountRequest] = []  # the composer's prompts the window asked to count
 
     def loaded(self, draft: bool = True, parts: frozenset[str] | None = None) -> ModelInfo:
         """Say a pair finished loading (``parts``: what it offers drafters, if not a draft model or nothing)."""
@@ -76,6 +78,9 @@ class FakeHost(QObject):
         token = CancelToken()
         self.tokens.append(token)
         return token
+
+    def count_tokens(self, request: TokenCountRequest) -> None:
+        self.counts.append(request)
 
     def measure_baseline(self, key: str, sampler: object) -> None:
         self.calibrations.append(key)

@@ -64,7 +64,7 @@ def test_clicking_an_accepted_lookup_draft_shows_its_xray(qtbot, verdicts: bool)
     xray = _click(qtbot, view, _point_of_token(view, 3, 1))
     assert "d0" in xray.heading.text() and "accepted draft" in xray.heading.text()
     assert xray.where.text() == "round 4 · draft position 1"  # the engine's round 3, counted from 1 on screen
-    assert xray.source.text() == "drafted by lookup (match of 4 tokens)"
+    assert xray.source.text() == "drafted by lookup in the conversation (match of 4 tokens)"
     assert xray.probs.text() == "q(x) = 0.800 (draft) · p(x) = 0.300 (target)"
     assert xray.verdict.text() == "argmax matched"
     assert not xray.correction.isVisible()
@@ -128,7 +128,7 @@ def test_the_tooltip_says_who_drafted_the_token(qtbot) -> None:
         )
         tips.append(QToolTip.text())
     QToolTip.hideText()
-    assert "drafted by lookup (match of 4 tokens)" in tips[0]
+    assert "drafted by lookup in the conversation (match of 4 tokens)" in tips[0]
     assert "drafted by the draft model" in tips[1]
     assert "the target's own token" in tips[2]
 

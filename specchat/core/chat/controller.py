@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from specchat.core.cancel import CancelToken
+from specchat.core.chat.attachments import Attachment
 from specchat.core.chat.store import ConversationStore, ReplyWriter, StoredMessage
 from specchat.core.chat.titles import title_for
 from specchat.core.chat.transcript import Message, ReplyFigures, TokenSpan, Transcript
@@ -48,6 +49,7 @@ class ReplyRequest:
     drafter: str = DrafterKind.DRAFT_MODEL  # a name in specchat.core.engine.registry.DRAFTERS
     depth: DepthControl = field(default_factory=DepthControl)
     continuation: str = ""  # a reply cut at the token limit, to go on from (user_text is then None)
+    attachments: tuple[Attachment, ...] = ()  # the conversation's files, its own and the new message's (in order)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ def transcript_of(stored: list[StoredMessage], system_prompt: str = "") -> Trans
                 id=m.id,
                 version=m.version,
                 versions=m.versions,
+                attachments=list(m.attachments),
             )
             for m in stored
         ),
@@ -114,6 +117,9 @@ class ChatListener:
 
     def composer_text(self, text: str, replace: bool) -> None:
         """Text for the composer; ``replace``: replace what is typed there."""
+
+    def composer_attachments(self, attachments: list[Attachment]) -> None:
+        """Files for the composer (a message put back to edit, or withdrawn): they replace those attached there."""
 
 
 class ChatLogic:
@@ -263,13 +269,14 @@ class ChatLogic:
 
     # -- replies -----------------------------------------------------------------------
 
-    def send(self, text: str) -> bool:
-        """Store a user message (or an edited one) and start its reply; False if nothing was sent."""
+    def send(self, text: str, attachments: tuple[Attachment, ...] = ()) -> bool:
+        """Store a user message (or an edited one) with its attached files and start its reply; False if nothing
+        was sent."""
         text = text.strip()
-        if not text or self.streaming:
+        if not (text or attachments) or self.streaming:
             return False
         edit_index, self._edit_index = self._edit_index, None
-        title = title_for(text, TITLE_CHARS)
+        title = title_for(text or ", ".join(a.name for a in attachments), TITLE_CHARS)
         try:
             if self.conversation_id is None:
                 self.conversation_id = self.store.create_conversation(title, self.default_system_prompt)
@@ -277,18 +284,20 @@ class ChatLogic:
             elif not self.transcript.messages:
                 self.store.rename(self.conversation_id, title)
             if edit_index is None:
-                self.store.add_message(self.conversation_id, "user", text)
+                self.store.add_message(self.conversation_id, "user", text, attachments)
         except sqlite3.Error as exc:
             self.listener.notice(f"the message could not be saved: {exc}")
             return False
         self.listener.conversations_changed()
         history = self.transcript.history()
-        self.transcript.add_user(text)
+        message = self.transcript.add_user(text, attachments)
         self.listener.message_appended()
         if edit_index is None:
-            self._start_reply(history, text)
+            self._start_reply(history, message.prompt)
         else:  # the edited message and what followed stay stored until the new reply's first round
-            self._start_reply(history, text, keep=edit_index, user_text_to_store=text)
+            self._start_reply(
+                history, message.prompt, keep=edit_index, user_text_to_store=text, attachments_to_store=attachments
+            )
         return True
 
     def regenerate(self) -> None:
@@ -299,7 +308,7 @@ class ChatLogic:
         keep = len(msgs) - 1
         self.transcript = Transcript(msgs[:keep], self.transcript.system_prompt)
         self.listener.transcript_replaced()
-        self._start_reply(self.transcript.history(keep - 1), msgs[keep - 1].content, keep=keep)
+        self._start_reply(self.transcript.history(keep - 1), msgs[keep - 1].prompt, keep=keep)
 
     def can_continue(self) -> bool:
         """The last reply was cut at the token limit and can go on (stored, with its token fates)."""
@@ -334,7 +343,14 @@ class ChatLogic:
         self.listener.transcript_replaced()  # the reply is drawn again, streaming
         self.listener.reply_started()
         request = ReplyRequest(
-            self.conversation_id, history, None, settings.params, drafter, self.depth_control, continuation=text
+            self.conversation_id,
+            history,
+            None,
+            settings.params,
+            drafter,
+            self.depth_control,
+            continuation=text,
+            attachments=tuple(self.transcript.attachments()),
         )
         self._token = self.host.generate(request)
         return True
@@ -348,6 +364,7 @@ class ChatLogic:
         self.transcript = Transcript(msgs[:index], self.transcript.system_prompt)
         self.listener.transcript_replaced()
         self.listener.composer_text(msgs[index].content, True)
+        self.listener.composer_attachments(list(msgs[index].attachments))
         self.listener.status("Editing: send to replace the message and what followed it, Esc to keep them")
 
     def set_system_prompt(self, text: str) -> None:
@@ -389,6 +406,7 @@ class ChatLogic:
         elif self._edit_index is not None:
             self._edit_index = None
             self.listener.composer_text("", True)
+            self.listener.composer_attachments([])
             self.reload()
 
     def _start_reply(
@@ -398,6 +416,7 @@ class ChatLogic:
         *,
         keep: int | None = None,
         user_text_to_store: str | None = None,
+        attachments_to_store: tuple[Attachment, ...] = (),
     ) -> None:
         assert self.conversation_id is not None
         try:
@@ -413,12 +432,25 @@ class ChatLogic:
         reply.figures.max_tokens = settings.params.max_tokens  # "stopped at the 512-token limit"
         reply.figures.drafting = {"drafter": drafter, "depth": self.depth_control.requested}  # a race drafts so too
         self._writer = ReplyWriter(
-            self.store, self.conversation_id, keep=keep, user_text=user_text_to_store, figures=reply.figures
+            self.store,
+            self.conversation_id,
+            keep=keep,
+            user_text=user_text_to_store,
+            user_attachments=attachments_to_store,
+            figures=reply.figures,
         )
         self._save_failed = False
         self.listener.message_appended()
         self.listener.reply_started()
-        request = ReplyRequest(self.conversation_id, history, user_text, settings.params, drafter, self.depth_control)
+        request = ReplyRequest(
+            self.conversation_id,
+            history,
+            user_text,
+            settings.params,
+            drafter,
+            self.depth_control,
+            attachments=tuple(self.transcript.attachments()),
+        )
         self._token = self.host.generate(request)
 
     def _drafter(self, settings: ReplySettings) -> str:
@@ -495,8 +527,10 @@ class ChatLogic:
         elif writer is not None and writer.message_id is None and not self._save_failed and here:  # nothing stored
             if finished.reason is FinishReason.ERROR and not writer.replaces:
                 self._withdraw_message(writer)
-            elif writer.user_text:
-                self.listener.composer_text(writer.user_text, False)  # an edit that never got a reply: keep the text
+            elif writer.user_text is not None:  # an edit that never got a reply: keep the text and its files
+                self.listener.composer_text(writer.user_text, False)
+                if writer.user_attachments:
+                    self.listener.composer_attachments(list(writer.user_attachments))
             self.reload()
         elif here and writer is not None and writer.message_id is not None and not self._save_failed:
             self._take_stored_ids(redraw=writer.replaces)
@@ -512,6 +546,8 @@ class ChatLogic:
         if user < 0 or msgs[user].role != "user":
             return
         self.listener.composer_text(msgs[user].content, False)
+        if msgs[user].attachments:
+            self.listener.composer_attachments(list(msgs[user].attachments))
         try:
             self.store.truncate(writer.conversation_id, user)
         except sqlite3.Error as exc:

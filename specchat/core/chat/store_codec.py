@@ -16,6 +16,7 @@ from typing import Any
 from specchat.core.jsonfile import UnreadableFileError, parse_json
 from specchat.core.types import TokenKind
 
+from .attachments import Attachment
 from .store_schema import StoreError
 from .transcript import ReplyFigures, TokenDetail, TokenSpan
 
@@ -32,6 +33,7 @@ class StoredMessage:
     finish_reason: str | None = None
     version: int = 1  # which of the versions at this place in the conversation (1-based)
     versions: int = 1  # how many there are (regenerated replies, edited messages)
+    attachments: list[Attachment] = field(default_factory=list)  # files attached to a user message
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,26 @@ def stats_of(text: object, problems: list[str]) -> dict[str, Any] | None:
     if skipped:
         problems.append(f"figures {', '.join(skipped)} of the wrong type or out of range (left out)")
     return {key: value for key, value in stats.items() if key not in skipped}
+
+
+def attachment_rows(message_id: int, attachments: Iterable[Attachment]) -> list[tuple[object, ...]]:
+    """The ``attachments`` table's rows for a message's ``attachments``, in order."""
+    return [(message_id, i, a.name, a.size, a.text, a.tokens, a.note) for i, a in enumerate(attachments)]
+
+
+def attachments_of_rows(rows: Iterable[sqlite3.Row | tuple[Any, ...]], problems: list[str]) -> list[Attachment]:
+    """Attachments from rows of (name, size, text, tokens, note), checked; a number that does not read back is
+    left out (a size of 0, a count of None) and named in ``problems``."""
+    out: list[Attachment] = []
+    for name, size, text, tokens, note in rows:
+        if type(size) is not int or size < 0:
+            problems.append(f"attachment {text_of(name)!r:.60}: an unreadable size (shown as 0)")
+            size = 0
+        if tokens is not None and (type(tokens) is not int or tokens < 0):
+            problems.append(f"attachment {text_of(name)!r:.60}: an unreadable token count (left out)")
+            tokens = None
+        out.append(Attachment(text_of(name), size, text_of(text), tokens, text_of(note)))
+    return out
 
 
 def inserted_id(cur: sqlite3.Cursor) -> int:

@@ -14,7 +14,7 @@ def copy_conversation(db: sqlite3.Connection, conversation_id: int, only: list[i
 
     With ``only`` (message ids, a path from the first message) just those messages are copied, the last one
     the copy's leaf; without it every message and version is, and the copy shows the path the original shows.
-    Messages keep their text, figures, spans and times; the copy is new (created and updated now), unpinned,
+    Messages keep their text, figures, spans, attached files and times; the copy is new (created and updated now), unpinned,
     with the original's system prompt and sampler and its title plus ``suffix``.
     """
     row = db.execute(
@@ -50,6 +50,11 @@ def copy_conversation(db: sqlite3.Connection, conversation_id: int, only: list[i
         db.execute(
             "INSERT INTO spans (message_id, seq, kind, text, round, target_prob, draft_prob, detail)"
             " SELECT ?, seq, kind, text, round, target_prob, draft_prob, detail FROM spans WHERE message_id = ?",
+            (new_ids[old], old),
+        )
+        db.execute(
+            "INSERT INTO attachments (message_id, seq, name, size, text, tokens, note)"
+            " SELECT ?, seq, name, size, text, tokens, note FROM attachments WHERE message_id = ?",
             (new_ids[old], old),
         )
     leaf = ids[-1] if only is not None and ids else row[3]

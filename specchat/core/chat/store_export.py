@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .attachments import block
+from .documents import human_size
 from .store_codec import ConversationInfo, StoredMessage
 
 
@@ -18,6 +20,7 @@ def as_json(info: ConversationInfo, messages: list[StoredMessage]) -> str:
             {
                 "role": m.role,
                 "content": m.content,
+                **({"attachments": [a.as_dict() for a in m.attachments]} if m.attachments else {}),
                 "finish_reason": m.finish_reason,
                 "stats": m.stats,
                 "spans": [s.as_dict() for s in m.spans],
@@ -34,11 +37,25 @@ def as_markdown(info: ConversationInfo, messages: list[StoredMessage]) -> str:
     if info.system_prompt:
         parts += ["**System**", "", info.system_prompt, ""]
     for m in messages:
-        parts += [f"**{m.role.capitalize()}**", "", m.content, ""]
+        parts += [f"**{m.role.capitalize()}**", ""]
+        for a in m.attachments:  # each file's text in a fenced block, so its own Markdown stays text
+            fence = "`" * max(3, _longest_run(a.text, "`") + 1)
+            kept = f", {a.note}" if a.note else ""
+            parts += [f"*Attached: {a.name} ({human_size(a.size)}{kept})*", "", fence, block(a), fence, ""]
+        parts += [m.content, ""]
         figures = _figures_line(m.stats) if m.role == "assistant" and m.stats else ""
         if figures:
             parts += [f"*{figures}*", ""]
     return "\n".join(parts)
+
+
+def _longest_run(text: str, char: str) -> int:
+    """The longest run of ``char`` in ``text`` (a fence must be longer)."""
+    longest = run = 0
+    for c in text:
+        run = run + 1 if c == char else 0
+        longest = max(longest, run)
+    return longest
 
 
 def _figures_line(stats: dict[str, Any]) -> str:

@@ -13,11 +13,12 @@ from specchat.core.types import SpecchatError
 
 from .titles import title_for
 
-SCHEMA_VERSION = 6  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
+SCHEMA_VERSION = 7  # 2: messages form a tree (parent_id), a conversation shows the path to its leaf_id
 #                      and has its own system prompt; 3: spans carry the token X-ray's detail;
 #                      4: an FTS5 index of titles and message text (search); 5: a conversation keeps
 #                      its sampler preset (conversations.sampler, JSON); 6: a conversation can be
-#                      pinned to the top of the list (conversations.pinned)
+#                      pinned to the top of the list (conversations.pinned); 7: files attached to a
+#                      message (attachments: name, size, extracted text, tokens, cut note)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -55,6 +56,17 @@ CREATE TABLE IF NOT EXISTS spans (
     detail TEXT  -- TokenDetail.pack() as compact JSON; NULL for spans stored without one
 );
 CREATE INDEX IF NOT EXISTS spans_by_message ON spans(message_id, seq);
+CREATE TABLE IF NOT EXISTS attachments (
+    id INTEGER PRIMARY KEY,
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER,  -- the target's count when one was loaded; NULL: not counted
+    note TEXT NOT NULL DEFAULT ''  -- what was kept of a document cut to fit; '' for the whole file
+);
+CREATE INDEX IF NOT EXISTS attachments_by_message ON attachments(message_id, seq);
 """
 
 
@@ -213,7 +225,11 @@ def check_version(db: sqlite3.Connection) -> None:
 
 
 def upgrade(db: sqlite3.Connection) -> bool:
-    """Create what is missing and migrate an older file to :data:`SCHEMA_VERSION`; True when FTS5 is there."""
+    """Create what is missing and migrate an older file to :data:`SCHEMA_VERSION`; True when FTS5 is there.
+
+    Schema 6 -> 7 is the ``attachments`` table, which the script below creates in an older file (its messages
+    have none); the version moves on in :func:`_ensure_search_index`.
+    """
     db.executescript(_SCHEMA)
     row = db.execute("SELECT max(version) FROM schema_version").fetchone()
     if row[0] is None:

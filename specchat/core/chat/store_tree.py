@@ -13,7 +13,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,10 +21,13 @@ from specchat.core import paths
 from specchat.core.jsonfile import UnreadableFileError, parse_json
 
 from . import store_copies, store_export, store_search
+from .attachments import Attachment
 from .presets import SamplerPreset, preset_of
 from .store_codec import (
     ConversationInfo,
     StoredMessage,
+    attachment_rows,
+    attachments_of_rows,
     inserted_id,
     span_rows,
     spans_of_rows,
@@ -133,11 +136,11 @@ class ConversationStore:
 
     # -- messages ----------------------------------------------------------------------
 
-    def add_message(self, conversation_id: int, role: str, content: str) -> int:
-        """Append a message after the conversation's shown path."""
+    def add_message(self, conversation_id: int, role: str, content: str, attachments: Sequence[Attachment] = ()) -> int:
+        """Append a message (with the files attached to it) after the conversation's shown path."""
         with self._db:
             self._db.execute("BEGIN")
-            return self._insert_message(conversation_id, role, content, self._leaf(conversation_id))
+            return self._insert_message(conversation_id, role, content, self._leaf(conversation_id), attachments)
 
     def _leaf(self, conversation_id: int) -> int | None:
         row = self._db.execute("SELECT leaf_id FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
@@ -178,7 +181,14 @@ class ConversationStore:
             self._warned.add(line)
             log.warning(line)
 
-    def _insert_message(self, conversation_id: int, role: str, content: str, parent: int | None) -> int:
+    def _insert_message(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        parent: int | None,
+        attachments: Sequence[Attachment] = (),
+    ) -> int:
         row = self._db.execute("SELECT position FROM messages WHERE id = ?", (parent,)).fetchone() if parent else None
         cur = self._db.execute(
             "INSERT INTO messages (conversation_id, parent_id, position, role, content, created)"
@@ -186,6 +196,12 @@ class ConversationStore:
             (conversation_id, parent, row[0] + 1 if row else 0, role, content, time.time()),
         )
         message_id = inserted_id(cur)
+        if attachments:
+            self._db.executemany(
+                "INSERT INTO attachments (message_id, seq, name, size, text, tokens, note)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                attachment_rows(message_id, attachments),
+            )
         self._db.execute(
             "UPDATE conversations SET leaf_id = ?, updated = ? WHERE id = ?", (message_id, time.time(), conversation_id)
         )
@@ -224,12 +240,13 @@ class ConversationStore:
         *,
         keep: int | None = None,
         user_text: str | None = None,
+        user_attachments: Sequence[Attachment] = (),
     ) -> int:
         """Store a reply's first round as a new assistant message, in one transaction.
 
-        With ``keep`` (regenerate, edit and resend) the reply (after ``user_text``, an edited message)
-        becomes a new version after the first ``keep`` messages of the shown path; the earlier version
-        stays stored as a branch the conversation can flip back to.
+        With ``keep`` (regenerate, edit and resend) the reply (after ``user_text``, an edited message, with its
+        ``user_attachments``) becomes a new version after the first ``keep`` messages of the shown path; the
+        earlier version stays stored as a branch the conversation can flip back to.
         """
         with self._db:
             self._db.execute("BEGIN")
@@ -239,7 +256,7 @@ class ConversationStore:
                 path = self._path_ids(conversation_id)
                 parent = path[keep - 1] if 0 < keep <= len(path) else None
             if user_text is not None:
-                parent = self._insert_message(conversation_id, "user", user_text, parent)
+                parent = self._insert_message(conversation_id, "user", user_text, parent, user_attachments)
             message_id = self._insert_message(conversation_id, "assistant", "", parent)
             self._append_spans(message_id, spans, text, stats)
         return message_id
@@ -303,6 +320,7 @@ class ConversationStore:
             siblings = self._siblings(conversation_id, r["parent_id"])
             problems: list[str] = []
             spans = self._spans(message_id, problems)
+            attachments = self.attachments(message_id, problems)
             stats = stats_of(r["stats"], problems)
             if problems:
                 self._warn(f"{self.path}: message {message_id} does not read back whole: {'; '.join(problems)}")
@@ -317,6 +335,7 @@ class ConversationStore:
                     finish_reason,
                     siblings.index(message_id) + 1,
                     len(siblings),
+                    attachments,
                 )
             )
         return out
@@ -328,6 +347,13 @@ class ConversationStore:
             (message_id,),
         )
         return spans_of_rows(rows, problems)
+
+    def attachments(self, message_id: int, problems: list[str] | None = None) -> list[Attachment]:
+        """The files attached to a message, in the order they were attached."""
+        rows = self._db.execute(
+            "SELECT name, size, text, tokens, note FROM attachments WHERE message_id = ? ORDER BY seq", (message_id,)
+        )
+        return attachments_of_rows(rows, problems if problems is not None else [])
 
     def truncate(self, conversation_id: int, keep: int) -> None:
         """Delete the shown path's messages after the first ``keep`` (a message withdrawn before its reply)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from specchat.core.types import Finished, FinishReason, Verified
 
+from .attachments import Attachment
 from .store_tree import ConversationStore
 from .transcript import ReplyFigures, TokenSpan, spans_of
 
@@ -25,6 +26,7 @@ class ReplyWriter:
         *,
         keep: int | None = None,
         user_text: str | None = None,
+        user_attachments: tuple[Attachment, ...] = (),
         figures: ReplyFigures | None = None,
         continues: int | None = None,
     ) -> None:
@@ -32,6 +34,7 @@ class ReplyWriter:
         self.conversation_id = conversation_id
         self.keep = keep
         self.user_text = user_text
+        self.user_attachments = user_attachments  # an edited message's files, stored with it
         # A continuation (``continues``: the stored reply's id) appends to that message; until its first round
         # the message stays as stored, and a continuation that ends without one leaves it so.
         self.continues = continues
@@ -60,6 +63,7 @@ class ReplyWriter:
                     self.figures.as_dict(),
                     keep=self.keep,
                     user_text=self.user_text,
+                    user_attachments=self.user_attachments,
                 )
             else:
                 self.store.append_spans(self.message_id, spans, event.text, self.figures.as_dict())

@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specchat.core.chat.attachments import Attachment, prompt_text
 from specchat.core.engine.positions import PositionCounts
 from specchat.core.engine.verify import TOP_N
 from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, ReplyCounts, TokenKind, Verified
 
-_PACK_DEFAULTS: tuple[Any, ...] = (1, None, None)  # judged, correction, replaced: left out of a packed detail
+_PACK_DEFAULTS: tuple[Any, ...] = (1, None, None, "")  # judged, correction, replaced, origin: left out when so
 _SOURCES = {None, *(s.value for s in DraftSource)}
 
 
@@ -38,6 +39,7 @@ class TokenDetail:
     judged: bool = True  # False for a draft after the round's first rejection: the target never judged it
     correction: str | None = None  # the first rejected draft's: the token the target chose in its place
     replaced: str | None = None  # the target's own token: the rejected draft it replaced (None: a bonus)
+    origin: str = ""  # a lookup draft's text: an attachment's name, "the prediction"; "" for the conversation
 
     def as_dict(self) -> dict[str, Any]:
         """A readable JSON-able form, for exports."""
@@ -51,6 +53,7 @@ class TokenDetail:
             "judged": self.judged,
             "correction": self.correction,
             "replaced": self.replaced,
+            "origin": self.origin,
         }
 
     def pack(self) -> list[Any]:
@@ -69,6 +72,7 @@ class TokenDetail:
             int(self.judged),
             self.correction,
             self.replaced,
+            self.origin,
         ]
         while len(packed) > 6 and packed[-1] == _PACK_DEFAULTS[len(packed) - 7]:  # the common tail left out
             packed.pop()
@@ -77,9 +81,9 @@ class TokenDetail:
     @classmethod
     def unpack(cls, data: Any) -> TokenDetail | None:
         """The detail :meth:`pack` gave, or None for anything else; top lists longer than ``TOP_N`` are cut."""
-        if not isinstance(data, list) or not 6 <= len(data) <= 9:
+        if not isinstance(data, list) or not 6 <= len(data) <= 10:
             return None
-        position, source, match, greedy, target, draft, judged, correction, replaced = [
+        position, source, match, greedy, target, draft, judged, correction, replaced, origin = [
             *data,
             *_PACK_DEFAULTS[len(data) - 6 :],
         ]
@@ -98,6 +102,7 @@ class TokenDetail:
             or targets is None
             or drafts is None
             or not all(isinstance(x, str) or x is None for x in (source, correction, replaced))
+            or not isinstance(origin, str)
             or source not in _SOURCES
         ):
             return None
@@ -111,6 +116,7 @@ class TokenDetail:
             bool(judged),
             correction,
             replaced,
+            origin,
         )
 
 
@@ -189,6 +195,7 @@ def _details(verified: Verified) -> list[TokenDetail]:
             named(verified.draft_top[pos - 1]),
             pos <= judged + 1,
             correction if pos == judged + 1 else None,
+            origin=verified.origins[pos - 1] if len(verified.origins) == n_drafted else "",
         )
         for pos in positions
     ]
@@ -223,6 +230,8 @@ class ReplyFigures(ReplyCounts):
     # Verify passes by what drafted them: "plain", "lookup", "model", "mtp" or "splice" (two sources in one
     # round: the model's drafts continued by a lookup).
     round_kinds: dict[str, int] = field(default_factory=dict)
+    # Lookup drafts by the text they came from: name -> [drafted, accepted]; "" is the conversation.
+    by_origin: dict[str, list[int]] = field(default_factory=dict)
     positions: PositionCounts = field(default_factory=PositionCounts)  # acceptance by draft position
     # Per verified round: seconds from the first round's start to its verdict (the engine's clock),
     # committed tokens and characters of text; a race replays these (core/chat/race.py).
@@ -305,6 +314,10 @@ class ReplyFigures(ReplyCounts):
     def _count_sources(self, event: Verified) -> None:
         for i, source in enumerate(event.sources):
             self.count_source(source, 1, 1 if i < len(event.accepted) else 0)
+            if source is DraftSource.LOOKUP and len(event.origins) == len(event.sources):
+                counts = self.by_origin.setdefault(event.origins[i], [0, 0])
+                counts[0] += 1
+                counts[1] += 1 if i < len(event.accepted) else 0
         kinds = set(event.sources)
         if not kinds:
             kind = "plain" if not (event.accepted or event.rejected) else "unlabelled"
@@ -333,6 +346,7 @@ class ReplyFigures(ReplyCounts):
                     ("max_tokens", self.max_tokens),
                     ("drafting", self.drafting),
                     ("waited_seconds", round(self.waited_seconds, 3)),
+                    ("by_origin", {name: list(c) for name, c in sorted(self.by_origin.items())}),
                 )
                 if value
             }
@@ -384,6 +398,14 @@ class ReplyFigures(ReplyCounts):
         }
         if len(figures.by_source) < len(by_source):
             read.problems.append("by_source")
+        by_origin = read.of_type("by_origin", dict) or {}
+        figures.by_origin = {
+            str(name): [int(c[0]), int(c[1])]
+            for name, c in by_origin.items()
+            if isinstance(c, list) and len(c) == 2 and all(_count(x) for x in c) and c[1] <= c[0]
+        }
+        if len(figures.by_origin) < len(by_origin):
+            read.problems.append("by_origin")
         tps = read.seconds("tokens_per_second")
         if tps > 0:
             figures.final = GenerationStats(
@@ -499,6 +521,12 @@ class Message:
     id: int | None = None  # the stored message's id (None until stored)
     version: int = 1  # which version at this place (regenerated replies, edited messages), 1-based
     versions: int = 1
+    attachments: list[Attachment] = field(default_factory=list)  # files attached to a user message
+
+    @property
+    def prompt(self) -> str:
+        """The message as the model reads it: its attachments' text, then its own."""
+        return prompt_text(self.content, self.attachments)
 
     @property
     def content(self) -> str:
@@ -541,10 +569,14 @@ class Transcript:
     def history(self, upto: int | None = None) -> list[dict[str, str]]:
         """The system prompt and the first ``upto`` messages (all by default), for the chat template."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + [{"role": m.role, "content": m.content} for m in self.messages[:upto]]
+        return system + [{"role": m.role, "content": m.prompt} for m in self.messages[:upto]]
 
-    def add_user(self, text: str) -> Message:
-        message = Message("user", text)
+    def attachments(self, upto: int | None = None) -> list[Attachment]:
+        """The files attached to the first ``upto`` messages (all by default), in order."""
+        return [a for m in self.messages[:upto] for a in m.attachments]
+
+    def add_user(self, text: str, attachments: Iterable[Attachment] = ()) -> Message:
+        message = Message("user", text, attachments=list(attachments))
         self.messages.append(message)
         return message
 

@@ -16,8 +16,10 @@ def lookup_texts(
     sources: Sequence[TextSource], prompt: Sequence[int], tokenize: Callable[[str], list[int]]
 ) -> list[LookupText]:
     """``sources`` as lookup texts for a reply to ``prompt``: each text's tokens, a prediction's after the
-    prompt's last :data:`PREDICTION_ANCHOR` tokens and preferred on equal matches (it is what the reply is
-    expected to be). Empty texts are left out."""
+    prompt's last :data:`PREDICTION_ANCHOR` tokens. Both kinds are preferred on a match as long as the
+    conversation's: a prediction is what the reply is expected to be, and an attachment that the window also put
+    in the prompt is where that copy of the text came from ("lookup in report.pdf", not "in the conversation").
+    Empty texts are left out."""
     texts: list[LookupText] = []
     for source in sources:
         ids = tokenize(source.text) if source.text else []
@@ -26,5 +28,5 @@ def lookup_texts(
         prediction = source.kind == "prediction"
         if prediction:
             ids = [*prompt[-PREDICTION_ANCHOR:], *ids]
-        texts.append(LookupText.of(source.name, ids, preferred=prediction))
+        texts.append(LookupText.of(source.name, ids, preferred=True))
     return texts
