@@ -14,8 +14,8 @@ def copy_conversation(db: sqlite3.Connection, conversation_id: int, only: list[i
 
     With ``only`` (message ids, a path from the first message) just those messages are copied, the last one
     the copy's leaf; without it every message and version is, and the copy shows the path the original shows.
-    Messages keep their text, figures, spans, attached files and times; the copy is new (created and updated now), unpinned,
-    with the original's system prompt and sampler and its title plus ``suffix``.
+    Messages keep their text, figures, spans, attached files and times; the copy is new (created and updated
+    now), unpinned, with the original's system prompt and sampler and its title plus ``suffix``.
     """
     row = db.execute(
         "SELECT title, system_prompt, sampler, leaf_id FROM conversations WHERE id = ?", (conversation_id,)
