@@ -1,0 +1,247 @@
+"""Several replies at once: each round verifies every sequence's last token and drafts in one target batch.
+
+Each sequence is the single loop's reply state
+(:class:`~specchat.core.engine.speculative.ReplyState`): its own prompt,
+sampler, random generator, token limit, stop strings and drafter, and the
+same draft, verdict (:func:`~specchat.core.engine.verify.judge`), commit and
+events. What differs is the verify step: the rows ``[last] + drafts`` of all
+live sequences go into one decode of the target, each under its own sequence
+id, and each sequence then settles its own rows and cuts its own cache back.
+
+Sequences join at a round boundary (:meth:`BatchedEngine.admit`, continuous
+batching) and leave when they end; a cancelled one leaves at the next round,
+the others go on untouched.
+
+Draft lengths share a **verify budget**: at most ``verify_budget`` rows per
+round over the whole batch. Every live sequence has its one row (its last
+token); the spare rows go one at a time to the sequence whose next draft is
+likeliest to be kept, the ``j``-th draft of a sequence counting ``a ** j``
+where ``a`` is its measured acceptance (``(accepted + 1) / (drafted + 2)``,
+0.5 before it has drafted), and no draft is verified below
+:data:`MIN_GAIN`. A depth the request fixed is a cap on its share. So a
+lone sequence drafts as deep as its acceptance warrants, and a full batch
+shares the same rows among many. This first model counts rows, not seconds:
+learning the round's cost by its total rows is the next step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from specchat.core.cancel import CancelToken
+from specchat.core.engine.depth import AdaptiveDepth, DepthControl
+from specchat.core.engine.drafters import Drafter
+from specchat.core.engine.speculative import ReplyState, RoundState, TargetContext, TargetSide
+from specchat.core.types import (
+    MAX_DEPTH,
+    Event,
+    Finished,
+    FinishReason,
+    GenerationParams,
+    GenerationStats,
+    SpecchatError,
+)
+
+DEFAULT_VERIFY_BUDGET = 32
+"""Rows the target verifies per round over the whole batch, unless told otherwise."""
+MIN_GAIN = 0.05
+"""A draft is worth a row while the chance that it and every draft before it are kept is at least this."""
+
+
+class SlotContexts(Protocol):
+    """What the engine drives on the target: a :class:`specchat.core.llama.multi_context.MultiContext`."""
+
+    @property
+    def n_batch(self) -> int: ...
+
+    @property
+    def free_slots(self) -> int: ...
+
+    def acquire(self, prompt: Sequence[int] = ()) -> int: ...
+
+    def release(self, slot: int) -> None: ...
+
+    def clear(self, slot: int) -> None: ...
+
+    def view(self, slot: int) -> TargetContext: ...
+
+    def step(self, rows: Sequence[tuple[int, Sequence[int]]]) -> list[np.ndarray]: ...
+
+
+@dataclass
+class _Sequence:
+    key: int
+    slot: int
+    reply: ReplyState
+    rounds: itertools.count[int] = field(default_factory=itertools.count)
+
+    def acceptance(self) -> float:
+        stats = self.reply.stats
+        return (stats.accepted + 1) / (stats.drafted + 2)
+
+    def cap(self) -> int:
+        """The deepest draft this sequence may ask for this round (its fixed depth, its token limit, its room)."""
+        reply = self.reply
+        if not reply.drafter.can_draft:
+            return 0
+        requested = reply.depth_control.requested
+        k = MAX_DEPTH if requested is None else requested
+        remaining = reply.params.max_tokens - reply.stats.generated
+        room = reply.ctx.n_ctx - len(reply.committed)
+        return max(0, min(k, remaining - 1, room))
+
+
+def allot(caps: Sequence[int], acceptance: Sequence[float], budget: int, min_gain: float = MIN_GAIN) -> list[int]:
+    """Each sequence's draft length this round: ``budget`` rows in all, one each for the last tokens, the rest
+    to the drafts likeliest to be kept (the ``j``-th draft of sequence ``i`` is worth ``acceptance[i] ** j``),
+    none above its cap nor worth less than ``min_gain``."""
+    depths = [0] * len(caps)
+    spare = budget - len(caps)
+    while spare > 0:
+        best, gain = -1, 0.0
+        for i, (cap, a) in enumerate(zip(caps, acceptance, strict=True)):
+            worth = a ** (depths[i] + 1)
+            if depths[i] < cap and worth > gain:
+                best, gain = i, worth
+        if best < 0 or gain < min_gain:
+            break
+        depths[best] += 1
+        spare -= 1
+    return depths
+
+
+class BatchedEngine:
+    """The sequences decoding together on one multi-sequence target context. One thread drives it.
+
+    ``admit`` reads a new sequence's prompt and returns its key; ``step`` runs
+    one round for every live sequence and returns the round's events, each
+    with its sequence's key, in order per sequence (Drafted, Verified, and a
+    Finished as the sequence's last).
+    """
+
+    def __init__(
+        self,
+        contexts: SlotContexts,
+        eog: frozenset[int],
+        piece: Callable[[int], bytes],
+        *,
+        verify_budget: int = DEFAULT_VERIFY_BUDGET,
+    ) -> None:
+        if verify_budget < 1:
+            raise SpecchatError(f"the verify budget must be at least 1 row, got {verify_budget}")
+        self.contexts = contexts
+        self.eog, self.piece = eog, piece
+        self.verify_budget = min(verify_budget, contexts.n_batch)
+        self._live: dict[int, _Sequence] = {}
+        self._keys = itertools.count()
+        self.rounds = 0  # rounds run, over every sequence
+        self.rows = 0  # rows verified, over every round
+
+    @property
+    def active(self) -> int:
+        return len(self._live)
+
+    @property
+    def room(self) -> int:
+        """How many more sequences may join now."""
+        return min(self.contexts.free_slots, self.verify_budget - len(self._live))
+
+    def admit(
+        self,
+        prompt: Sequence[int],
+        params: GenerationParams,
+        drafter: Drafter,
+        *,
+        depth: DepthControl | None = None,
+        cancel: CancelToken | None = None,
+    ) -> tuple[int, Finished | None]:
+        """Read ``prompt`` into a free sequence and let it join the next round: (its key, None), or (its key,
+        Finished) when it ended before its first round (a bad prompt, a failed read: ERROR; cancelled)."""
+        key = next(self._keys)
+        if self.room <= 0:
+            raise SpecchatError(f"no room for another sequence ({self.active} running)")
+        slot = self.contexts.acquire(prompt)
+        try:
+            reply = ReplyState(
+                TargetSide(self.contexts.view(slot), self.eog, self.piece),
+                drafter,
+                prompt,
+                _without_probe(params),
+                depth if depth is not None else DepthControl(),
+                cancel if cancel is not None else CancelToken(),
+                AdaptiveDepth(),
+            )
+            reply.prefill()
+        except SpecchatError as exc:
+            self.contexts.clear(slot)
+            self.contexts.release(slot)
+            return key, Finished(FinishReason.ERROR, GenerationStats(prompt_tokens=len(prompt)), str(exc))
+        self._live[key] = _Sequence(key, slot, reply)
+        return key, None
+
+    def step(self) -> list[tuple[int, Event]]:
+        """One round for every live sequence; the events it produced, each with its sequence's key."""
+        events: list[tuple[int, Event]] = []
+        live: list[_Sequence] = []
+        for seq in list(self._live.values()):
+            if seq.reply.halted():
+                events.append((seq.key, self._end(seq)))
+            else:
+                live.append(seq)
+        if not live:
+            return events
+        depths = allot([s.cap() for s in live], [s.acceptance() for s in live], self.verify_budget)
+        rounds: list[RoundState] = []
+        for seq, depth in zip(live, depths, strict=True):
+            round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=depth)
+            seq.reply.draft(round_)
+            drafted = seq.reply.drafted_event(round_)
+            if drafted is not None:
+                events.append((seq.key, drafted))
+            rounds.append(round_)
+        batch = [(s.slot, [s.reply.committed[-1], *r.draft.tokens]) for s, r in zip(live, rounds, strict=True)]
+        started = time.perf_counter()
+        try:
+            rows = self.contexts.step(batch)
+        except SpecchatError as exc:
+            for seq in live:
+                seq.reply.reason, seq.reply.message = FinishReason.ERROR, str(exc)
+                events.append((seq.key, self._end(seq)))
+            return events
+        verify_seconds = time.perf_counter() - started
+        self.rounds += 1
+        self.rows += sum(len(b[1]) for b in batch)
+        for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
+            seq.reply.settle(round_, seq_rows)
+            round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
+            verified = seq.reply.verified_event(round_)
+            seq.reply.account(round_)
+            events.append((seq.key, verified))
+            if seq.reply.reason is not None:
+                events.append((seq.key, self._end(seq)))
+        return events
+
+    def cancel_all(self) -> None:
+        """Cancel every live sequence: each ends at the next :meth:`step`."""
+        for seq in self._live.values():
+            seq.reply.cancel.cancel()
+
+    def _end(self, seq: _Sequence) -> Finished:
+        del self._live[seq.key]
+        finished = seq.reply.finish()
+        if finished.reason is FinishReason.ERROR:
+            self.contexts.clear(seq.slot)  # perhaps mid-round
+        self.contexts.release(seq.slot)
+        return finished
+
+
+def _without_probe(params: GenerationParams) -> GenerationParams:
+    """``params`` without a plain probe: plain decoding timed inside a shared batch would time the batch."""
+    return params if params.plain_probe == 0 else dataclasses.replace(params, plain_probe=0)
