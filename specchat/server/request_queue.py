@@ -268,13 +268,41 @@ class RequestQueue:
             self._tell(job, Finished(FinishReason.ERROR, GenerationStats(), f"{type(exc).__name__}: {exc}"))
 
     def _run(self, job: Job) -> None:
+        prompt = self._checked_prompt(job)
+        if prompt is None:
+            return
+        request = job.request
+        kind = request.spec.drafter or self.default_drafter
+        stream = self.runtime.stream(
+            prompt,
+            request.params,
+            drafter=kind,
+            depth=DepthControl(request.spec.depth),
+            cancel=job.cancel,
+            progress=_read_in_steps,
+        )
+        self._tell(job, Started(len(prompt.tokens), kind, time.monotonic() - job.submitted))
+        timer = self._time_limit(job)
+        try:
+            for event in stream:
+                if isinstance(event, Finished):
+                    self._record(job, event, len(prompt.tokens))
+                if isinstance(event, (Verified, Finished)):
+                    self._tell(job, event)
+                elif isinstance(event, Drafted) and self.listener is not None:
+                    self.listener(job, event)
+        finally:
+            timer.cancel()
+
+    def _checked_prompt(self, job: Job) -> Prompt | None:
+        """The job's prompt; None once the job has been answered instead (cancelled while waiting, a bad prompt)."""
         if job.cancel.cancelled:
             self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
-            return
+            return None
         request = job.request
         param = "messages" if request.kind == "chat" else "prompt"
         try:
-            prompt = self._prompt(request)
+            return self._prompt(request)
         except PromptTooLongError as exc:  # the window's guard, in the API's words
             size = f"at least {exc.tokens:,}" if exc.at_least else str(exc.tokens)
             self._tell(
@@ -286,20 +314,12 @@ class RequestQueue:
                     code="context_length_exceeded",
                 ),
             )
-            return
         except SpecchatError as exc:
             self._tell(job, ApiError(400, str(exc), param=param))
-            return
-        kind = request.spec.drafter or self.default_drafter
-        stream = self.runtime.stream(
-            prompt,
-            request.params,
-            drafter=kind,
-            depth=DepthControl(request.spec.depth),
-            cancel=job.cancel,
-            progress=_read_in_steps,
-        )
-        self._tell(job, Started(len(prompt.tokens), kind, time.monotonic() - job.submitted))
+        return None
+
+    def _time_limit(self, job: Job) -> threading.Timer:
+        """A started timer that cancels ``job`` once its time is up (the caller cancels the timer at its end)."""
 
         def time_up() -> None:
             job.timed_out = True
@@ -308,27 +328,22 @@ class RequestQueue:
         timer = threading.Timer(job.time_limit, time_up)
         timer.daemon = True
         timer.start()
-        try:
-            for event in stream:
-                if isinstance(event, Finished):
-                    s = event.stats
-                    self.served.append(
-                        Served(
-                            job.client,
-                            request.kind,
-                            event.reason,
-                            s.generated,
-                            len(prompt.tokens),
-                            s.reused_prompt_tokens,
-                            job.timed_out,
-                        )
-                    )
-                if isinstance(event, (Verified, Finished)):
-                    self._tell(job, event)
-                elif isinstance(event, Drafted) and self.listener is not None:
-                    self.listener(job, event)
-        finally:
-            timer.cancel()
+        return timer
+
+    def _record(self, job: Job, event: Finished, prompt_tokens: int) -> None:
+        """Remember how ``job`` ended (the latest requests, for the window's Server panel)."""
+        s = event.stats
+        self.served.append(
+            Served(
+                job.client,
+                job.request.kind,
+                event.reason,
+                s.generated,
+                prompt_tokens,
+                s.reused_prompt_tokens,
+                job.timed_out,
+            )
+        )
 
     def _tell(self, job: Job, event: Emitted) -> None:
         """Hand ``event`` to the request's client and to the listener."""

@@ -143,6 +143,7 @@ class BatchedEngine:
         self._keys = itertools.count()
         self.rounds = 0  # rounds run, over every sequence
         self.rows = 0  # rows verified, over every round
+        self.widest = 0  # the most sequences verified in one round
 
     @property
     def active(self) -> int:
@@ -218,6 +219,7 @@ class BatchedEngine:
         verify_seconds = time.perf_counter() - started
         self.rounds += 1
         self.rows += sum(len(b[1]) for b in batch)
+        self.widest = max(self.widest, len(batch))
         for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
             seq.reply.settle(round_, seq_rows)
             round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
@@ -232,6 +234,13 @@ class BatchedEngine:
         """Cancel every live sequence: each ends at the next :meth:`step`."""
         for seq in self._live.values():
             seq.reply.cancel.cancel()
+
+    def reset(self) -> None:
+        """Drop every live sequence without events and empty their slots (after an unexpected failure)."""
+        for seq in self._live.values():
+            self.contexts.clear(seq.slot)
+            self.contexts.release(seq.slot)
+        self._live.clear()
 
     def _end(self, seq: _Sequence) -> Finished:
         del self._live[seq.key]

@@ -53,6 +53,11 @@ class BatchedRuntime:
         )
         self.n_seq = n_seq
 
+    @staticmethod
+    def batchable(drafter: str) -> bool:
+        """Whether a reply drafting with ``drafter`` can join the batch."""
+        return batchable(drafter)
+
     @property
     def active(self) -> int:
         """Replies in progress."""
@@ -89,6 +94,10 @@ class BatchedRuntime:
     def cancel_all(self) -> None:
         """Every reply in progress ends at the next :meth:`step`."""
         self.engine.cancel_all()
+
+    def reset(self) -> None:
+        """Drop every reply in progress, without events, and empty their sequences (after an unexpected failure)."""
+        self.engine.reset()
 
     def close(self) -> None:
         self.contexts.close()
