@@ -4,7 +4,9 @@ Each configuration is its own server (started here, ``--port 0``), measured on
 its own: for 1, 2 and 4 concurrent ``openai`` clients, every client sends its
 share of the requests one after another (the mixed prompts of
 ``tests/data/mixed-prompts.jsonl`` in turn, each client starting at its own
-offset), greedy, ``max_tokens`` 64, streaming. Per run: the aggregate
+offset), greedy, ``max_tokens`` 64, streaming, after every prompt was sent
+once to warm the server (``--parallel 1`` keeps earlier prompts in its prompt
+cache; a batched server keeps one per sequence). Per run: the aggregate
 completion tokens per second (all completion tokens over the run's wall time),
 each request's end-to-end latency (median and worst) and time to its first
 token (median). Greedy texts of a batched configuration are compared with the
@@ -169,7 +171,10 @@ def main() -> int:
     runs: list[Run] = []
     for config, extra in configs.items():
         with server(model_args, extra) as url:
-            one_request(openai.OpenAI(base_url=url, api_key="none", max_retries=0), prompts[0], 8)  # warm up
+            warm = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+            for prompt in prompts:  # every prompt read once before the runs, as far as the caches keep them
+                one_request(warm, prompt, 4)
+            warm.close()
             for clients in args.clients:
                 run = run_clients(url, config, prompts, clients, args.requests, args.max_tokens)
                 runs.append(run)

@@ -14,14 +14,18 @@ the others go on untouched.
 
 Draft lengths share a **verify budget**: at most ``verify_budget`` rows per
 round over the whole batch. Every live sequence has its one row (its last
-token); the spare rows go one at a time to the sequence whose next draft is
-likeliest to be kept, the ``j``-th draft of a sequence counting ``a ** j``
-where ``a`` is its measured acceptance (``(accepted + 1) / (drafted + 2)``,
-0.5 before it has drafted), and no draft is verified below
-:data:`MIN_GAIN`. A depth the request fixed is a cap on its share. So a
-lone sequence drafts as deep as its acceptance warrants, and a full batch
-shares the same rows among many. This first model counts rows, not seconds:
-learning the round's cost by its total rows is the next step.
+token); the spare rows go to the drafts likeliest to be kept, the ``j``-th
+draft of a sequence worth ``a ** j`` tokens where ``a`` is its measured
+acceptance (``(accepted + 1) / (drafted + 2)``, 0.5 before it has drafted),
+none below :data:`MIN_GAIN` (:func:`allot`); a depth the request fixed is
+kept as far as the budget goes. Of those drafts the round takes as many as make the
+expected tokens per second of the whole batch highest, by the one round-cost
+model (:class:`~specchat.core.engine.costs.RoundCosts`) learning a round's
+seconds by its total rows. So a lone sequence drafts as deep as its
+acceptance pays for, and when the batch's own rows already fill the machine
+the drafts stop except where they are nearly sure to be kept. Every
+:data:`EXPLORE_EVERY` rounds (the first included) the budget alone sizes the
+drafts, so a size not measured lately is timed again.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Protocol
 import numpy as np
 
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Drafter
 from specchat.core.engine.speculative import ReplyState, RoundState, TargetContext, TargetSide
@@ -53,6 +58,9 @@ DEFAULT_VERIFY_BUDGET = 32
 """Rows the target verifies per round over the whole batch, unless told otherwise."""
 MIN_GAIN = 0.05
 """A draft is worth a row while the chance that it and every draft before it are kept is at least this."""
+EXPLORE_EVERY = 16
+"""Every this many rounds the drafts are sized by the budget alone, not the cost model: a round of another size
+is timed now and then, so a cost line learned from plain rounds alone cannot keep drafting off for good."""
 
 
 class SlotContexts(Protocol):
@@ -98,22 +106,52 @@ class _Sequence:
         return max(0, min(k, remaining - 1, room))
 
 
-def allot(caps: Sequence[int], acceptance: Sequence[float], budget: int, min_gain: float = MIN_GAIN) -> list[int]:
-    """Each sequence's draft length this round: ``budget`` rows in all, one each for the last tokens, the rest
-    to the drafts likeliest to be kept (the ``j``-th draft of sequence ``i`` is worth ``acceptance[i] ** j``),
-    none above its cap nor worth less than ``min_gain``."""
-    depths = [0] * len(caps)
-    spare = budget - len(caps)
-    while spare > 0:
-        best, gain = -1, 0.0
-        for i, (cap, a) in enumerate(zip(caps, acceptance, strict=True)):
-            worth = a ** (depths[i] + 1)
-            if depths[i] < cap and worth > gain:
-                best, gain = i, worth
-        if best < 0 or gain < min_gain:
-            break
-        depths[best] += 1
-        spare -= 1
+def allot(
+    caps: Sequence[int],
+    acceptance: Sequence[float],
+    budget: int,
+    min_gain: float = MIN_GAIN,
+    cost: Callable[[int], float] | None = None,
+    fixed: Sequence[bool] | None = None,
+) -> list[int]:
+    """Each sequence's draft length this round.
+
+    ``budget`` rows in all, one each for the last tokens. A ``fixed`` sequence (its request set the depth) gets
+    its cap first, as far as the budget goes. The other rows go to the drafts likeliest to be kept (the ``j``-th
+    draft of sequence ``i`` is worth ``acceptance[i] ** j`` tokens), none above its cap nor worth less than
+    ``min_gain``; with ``cost`` (seconds of a round of so many rows), only as many of those drafts as make the
+    expected tokens per second of the whole round highest.
+    """
+    n = len(caps)
+    fixed = fixed if fixed is not None else [False] * n
+    depths = [0] * n
+    spare = max(0, budget - n)
+    rows, expected = n, float(n)
+    for i in range(n):
+        if fixed[i]:
+            depths[i] = min(caps[i], spare)
+            spare -= depths[i]
+            rows += depths[i]
+            expected += sum(acceptance[i] ** j for j in range(1, depths[i] + 1))
+    worth = [
+        (a**j, -i, i)
+        for i, (cap, a) in enumerate(zip(caps, acceptance, strict=True))
+        if not fixed[i]
+        for j in range(1, cap + 1)
+        if a**j >= min_gain
+    ]
+    # Worth falls with j within a sequence, so every prefix of this order is an allotment.
+    ranked = sorted(worth, reverse=True)[:spare]
+    take = len(ranked)
+    if cost is not None and n > 0:
+        best, take = expected / cost(rows), 0
+        for extra, (gain, _, _) in enumerate(ranked, start=1):
+            expected += gain
+            rate = expected / cost(rows + extra)
+            if rate > best:
+                best, take = rate, extra
+    for _, _, i in ranked[:take]:
+        depths[i] += 1
     return depths
 
 
@@ -141,6 +179,7 @@ class BatchedEngine:
         self.verify_budget = min(verify_budget, contexts.n_batch)
         self._live: dict[int, _Sequence] = {}
         self._keys = itertools.count()
+        self.costs = RoundCosts()  # a round's seconds by its total rows, over the whole batch
         self.rounds = 0  # rounds run, over every sequence
         self.rows = 0  # rows verified, over every round
         self.widest = 0  # the most sequences verified in one round
@@ -198,7 +237,15 @@ class BatchedEngine:
                 live.append(seq)
         if not live:
             return events
-        depths = allot([s.cap() for s in live], [s.acceptance() for s in live], self.verify_budget)
+        round_started = time.perf_counter()
+        explore = self.rounds % EXPLORE_EVERY == 0  # the first round, then now and then
+        depths = allot(
+            [s.cap() for s in live],
+            [s.acceptance() for s in live],
+            self.verify_budget,
+            cost=None if explore else self._round_cost,
+            fixed=[s.reply.depth_control.requested is not None for s in live],
+        )
         rounds: list[RoundState] = []
         for seq, depth in zip(live, depths, strict=True):
             round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=depth)
@@ -217,8 +264,9 @@ class BatchedEngine:
                 events.append((seq.key, self._end(seq)))
             return events
         verify_seconds = time.perf_counter() - started
+        n_rows = sum(len(b[1]) for b in batch)
         self.rounds += 1
-        self.rows += sum(len(b[1]) for b in batch)
+        self.rows += n_rows
         self.widest = max(self.widest, len(batch))
         for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
             seq.reply.settle(round_, seq_rows)
@@ -228,7 +276,13 @@ class BatchedEngine:
             events.append((seq.key, verified))
             if seq.reply.reason is not None:
                 events.append((seq.key, self._end(seq)))
+        overhead = time.perf_counter() - round_started - verify_seconds
+        self.costs.observe(n_rows - 1, verify_seconds, overhead)
         return events
+
+    def _round_cost(self, rows: int) -> float:
+        """Estimated seconds of a round verifying ``rows`` rows over the batch, its drafting and bookkeeping too."""
+        return self.costs.verify_cost(rows) + self.costs.overhead(True)
 
     def cancel_all(self) -> None:
         """Cancel every live sequence: each ends at the next :meth:`step`."""
