@@ -1,7 +1,9 @@
 """Several clients at once against ``specchat serve``: one request at a time (``--parallel 1``) against batched.
 
-Each configuration is its own server (started here, ``--port 0``), measured on
-its own: for 1, 2 and 4 concurrent ``openai`` clients, every client sends its
+Each configuration is its own server (started here, ``--port 0``; all at once,
+run in turn with who goes first rotating, so a change in the machine's load
+falls on every configuration alike, each run measured alone): for 1, 2 and 4
+concurrent ``openai`` clients, ``--repeats`` runs each, every client sends its
 share of the requests one after another (the mixed prompts of
 ``tests/data/mixed-prompts.jsonl`` in turn, each client starting at its own
 offset), greedy, ``max_tokens`` 64, streaming, after every prompt was sent
@@ -14,7 +16,7 @@ same drafter's ``--parallel 1`` texts (a difference there can be a float tie:
 the batch changes the order of the sums).
 
     python benchmarks/concurrency.py [--demo | --target T.gguf] [--parallel 4] [--requests 8] \
-        [--clients 1 2 4] [--max-tokens 64] [--json out.json]
+        [--clients 1 2 4] [--repeats 2] [--max-tokens 64] [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,6 +157,7 @@ def main() -> int:
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--requests", type=int, default=8, help="requests per run (shared among the clients)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per configuration and client count")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--ctx", type=int, default=2048)
     parser.add_argument("--json")
@@ -168,34 +171,42 @@ def main() -> int:
         f"lookup, --parallel {args.parallel}": ["--drafter", "ngram", "--parallel", str(args.parallel)],
         f"plain, --parallel {args.parallel}": ["--drafter", "none", "--parallel", str(args.parallel)],
     }
-    runs: list[Run] = []
-    for config, extra in configs.items():
-        with server(model_args, extra) as url:
+    runs: dict[tuple[str, int], Run] = {}
+    with ExitStack() as stack:
+        urls = {config: stack.enter_context(server(model_args, extra)) for config, extra in configs.items()}
+        for url in urls.values():
             warm = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
             for prompt in prompts:  # every prompt read once before the runs, as far as the caches keep them
                 one_request(warm, prompt, 4)
             warm.close()
-            for clients in args.clients:
-                run = run_clients(url, config, prompts, clients, args.requests, args.max_tokens)
-                runs.append(run)
-                print(json.dumps(run.summary()), flush=True)
+        names = list(configs)
+        for clients in args.clients:
+            for repeat in range(args.repeats):
+                shift = (repeat + clients) % len(names)
+                for config in names[shift:] + names[:shift]:  # who goes first rotates: the load falls on all
+                    run = run_clients(urls[config], config, prompts, clients, args.requests, args.max_tokens)
+                    total = runs.setdefault((config, clients), Run(config, clients, 0.0))
+                    total.wall += run.wall
+                    total.results += run.results
+                    print(json.dumps(run.summary()), flush=True)
+    ordered = [runs[(config, clients)] for config in configs for clients in args.clients]
     print()
     print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs; {time.ctime()}")
     print("| configuration | clients | tok/s (all) | latency median | worst | first token median |")
     print("|---|---|---|---|---|---|")
-    for run in runs:
+    for run in ordered:
         s = run.summary()
         print(
             f"| {s['config']} | {s['clients']} | {s['tokens_per_second']} | {s['latency_median']} s "
             f"| {s['latency_worst']} s | {s['first_token_median']} s |"
         )
     alone: dict[tuple[str, str], str] = {}  # (drafter, prompt id) -> the --parallel 1 text
-    for run in runs:
+    for run in ordered:
         if run.config.endswith("--parallel 1"):
             for r in run.results:
                 alone.setdefault((run.config.split(",")[0], r.prompt_id), r.text)
     same = differ = 0
-    for run in runs:
+    for run in ordered:
         if not run.config.endswith("--parallel 1"):
             for r in run.results:
                 text = alone.get((run.config.split(",")[0], r.prompt_id))
@@ -203,7 +214,7 @@ def main() -> int:
                 differ += text is not None and text != r.text
     print(f"\nbatched greedy texts equal to --parallel 1's: {same} of {same + differ}")
     if args.json:
-        Path(args.json).write_text(json.dumps([r.summary() for r in runs], indent=2) + "\n", encoding="utf-8")
+        Path(args.json).write_text(json.dumps([r.summary() for r in ordered], indent=2) + "\n", encoding="utf-8")
     return 0
 
 

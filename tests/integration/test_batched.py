@@ -260,3 +260,35 @@ def test_a_recurrent_target_is_refused_in_one_line() -> None:
         assert "\n" not in str(caught.value)
     finally:
         model.close()
+
+
+def run_all(batched: BatchedRuntime) -> dict[int, tuple[list[int], Finished]]:
+    """Rounds until every sequence has ended: per key, its tokens and its Finished."""
+    tokens: dict[int, list[int]] = {}
+    ended: dict[int, Finished] = {}
+    while batched.active:
+        for key, event in batched.step():
+            if isinstance(event, Verified):
+                tokens.setdefault(key, []).extend(event.committed)
+            elif isinstance(event, Finished):
+                ended[key] = event
+    return {key: (tokens.get(key, []), ended[key]) for key in ended}
+
+
+def test_a_prompt_overwritten_in_its_slot_comes_back_from_the_prompt_cache(runtime: Runtime) -> None:
+    two = BatchedRuntime(runtime, 2, verify_budget=8)
+    try:
+        params = GenerationParams(sampler=GREEDY, max_tokens=6)
+        first = [1, *range(20, 60)]
+        key, _ = two.admit(first, params, drafter="none")
+        reply = run_all(two)[key][0]
+        for other in ([1, *range(70, 100)], [1, *range(100, 125)]):  # both sequences read something else
+            two.admit(other, params, drafter="none")
+        run_all(two)
+        turn = [*first, *reply, 44, 45]
+        key, _ = two.admit(turn, params, drafter="ngram")
+        got, finished = run_all(two)[key]
+        assert finished.stats.reused_prompt_tokens >= len(first)  # loaded back, not read again
+        assert_same_or_tie(runtime.target_context, turn, plain_greedy(runtime.target_context, turn, 6), got)
+    finally:
+        two.close()

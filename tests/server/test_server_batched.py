@@ -8,6 +8,7 @@ from decoding alone can be told from a float tie (support/identity.py).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -194,3 +195,113 @@ def test_parallel_on_a_recurrent_target_and_out_of_range_are_refused_in_one_line
         lines = out.stderr.strip().splitlines()
         assert out.returncode == 2 and len(lines) == 1 and expected in lines[0], out.stderr
         assert lines[0].startswith("specchat: error: ")
+
+
+def test_a_burst_beyond_the_running_and_the_queue_gets_429_and_the_rest_complete(demo_runtime) -> None:
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}],
+        "max_tokens": 48,
+        "temperature": 0,
+    }
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+    go = threading.Event()
+
+    def post(url: str) -> None:
+        with httpx.Client(timeout=300) as http:
+            go.wait()
+            answer = http.post(url + "/v1/chat/completions", json=body)
+            with lock:
+                answers.append(answer)
+
+    with batched_server(demo_runtime, parallel=2, queue_size=2) as served:
+        threads = [threading.Thread(target=post, args=(served.url,)) for _ in range(12)]
+        for t in threads:
+            t.start()
+        go.set()
+        for t in threads:
+            t.join(timeout=300)
+        health = httpx.get(served.url + "/health").json()
+    busy = [a for a in answers if a.status_code == 429]
+    done = [a for a in answers if a.status_code == 200]
+    assert len(answers) == 12 and len(busy) + len(done) == 12, [a.status_code for a in answers]
+    assert busy and all(a.headers["Retry-After"].isdigit() and a.json()["error"]["code"] == "queue_full" for a in busy)
+    texts = {a.json()["choices"][0]["message"]["content"] for a in done}
+    assert len(done) >= 3 and len(texts) == 1  # the same greedy reply, however the requests were batched
+    assert health == {"status": "ok", "busy": False, "waiting": 0}
+
+
+def test_sigterm_with_eight_streams_ends_each_cleanly_and_exits_0(demo_pair) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specchat",
+            "serve",
+            "--target",
+            str(demo_pair.target),
+            "--port",
+            "0",
+            "--ctx",
+            "1024",
+            "--parallel",
+            "4",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ},
+    )
+    assert proc.stderr is not None
+    url = None
+    for line in proc.stderr:
+        if "specchat serve: http" in line:
+            url = line.split()[2].removesuffix("/v1")
+            break
+    assert url is not None
+    body = {"model": "m", "messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": 900}
+    results: dict[int, tuple[int, list[str]]] = {}
+    reading = threading.Event()
+
+    def stream_to_its_end(i: int) -> None:
+        with (
+            httpx.Client(timeout=120) as http,
+            http.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True}) as answer,
+        ):
+            if answer.status_code != 200:
+                results[i] = (answer.status_code, [answer.read().decode()])
+                return
+            events = []
+            for line in answer.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line[6:])
+                    if '"content": "' in line and '"content": ""' not in line:
+                        reading.set()
+            results[i] = (200, events)
+
+    clients = [threading.Thread(target=stream_to_its_end, args=(i,)) for i in range(8)]
+    try:
+        for c in clients:
+            c.start()
+        assert reading.wait(timeout=120), "no stream began"
+        deadline = time.monotonic() + 120
+        while httpx.get(url + "/health").json()["waiting"] < 4:  # four decode, four wait
+            assert time.monotonic() < deadline, "the other four never queued"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        for c in clients:
+            c.join(timeout=120)
+        rest = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "Traceback" not in rest, rest
+    assert sorted(results) == list(range(8))
+    streamed = [events for status, events in results.values() if status == 200]
+    refused = [status for status, _ in results.values() if status == 503]
+    assert len(streamed) == 4 and len(refused) == 4, results
+    for events in streamed:  # each running stream: an error event naming the stop, then [DONE]
+        assert events[-1] == "[DONE]" and '"server_shutting_down"' in events[-2], events[-3:]

@@ -16,7 +16,8 @@ Draft lengths share a **verify budget**: at most ``verify_budget`` rows per
 round over the whole batch. Every live sequence has its one row (its last
 token); the spare rows go to the drafts likeliest to be kept, the ``j``-th
 draft of a sequence worth ``a ** j`` tokens where ``a`` is its measured
-acceptance (``(accepted + 1) / (drafted + 2)``, 0.5 before it has drafted),
+acceptance (starting from its drafter's acceptance over the earlier sequences,
+which weighs as :data:`PRIOR_DRAFTS` drafts),
 none below :data:`MIN_GAIN` (:func:`allot`); a depth the request fixed is
 kept as far as the budget goes. Of those drafts the round takes as many as make the
 expected tokens per second of the whole batch highest, by the one round-cost
@@ -42,7 +43,7 @@ import numpy as np
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
-from specchat.core.engine.drafters import Drafter
+from specchat.core.engine.drafters import Draft, Drafter
 from specchat.core.engine.speculative import ReplyState, RoundState, TargetContext, TargetSide
 from specchat.core.types import (
     MAX_DEPTH,
@@ -58,6 +59,8 @@ DEFAULT_VERIFY_BUDGET = 32
 """Rows the target verifies per round over the whole batch, unless told otherwise."""
 MIN_GAIN = 0.05
 """A draft is worth a row while the chance that it and every draft before it are kept is at least this."""
+PRIOR_DRAFTS = 4
+"""A new sequence's acceptance starts at its drafter's over the earlier sequences, weighing as this many drafts."""
 EXPLORE_EVERY = 16
 """Every this many rounds the drafts are sized by the budget alone, not the cost model: a round of another size
 is timed now and then, so a cost line learned from plain rounds alone cannot keep drafting off for good."""
@@ -88,11 +91,13 @@ class _Sequence:
     key: int
     slot: int
     reply: ReplyState
+    prior: float  # the acceptance of its drafter's earlier sequences
     rounds: itertools.count[int] = field(default_factory=itertools.count)
 
     def acceptance(self) -> float:
+        """Its drafts' acceptance so far, starting from ``prior`` (worth :data:`PRIOR_DRAFTS` drafts)."""
         stats = self.reply.stats
-        return (stats.accepted + 1) / (stats.drafted + 2)
+        return (stats.accepted + PRIOR_DRAFTS * self.prior) / (stats.drafted + PRIOR_DRAFTS)
 
     def cap(self) -> int:
         """The deepest draft this sequence may ask for this round (its fixed depth, its token limit, its room)."""
@@ -179,6 +184,7 @@ class BatchedEngine:
         self.verify_budget = min(verify_budget, contexts.n_batch)
         self._live: dict[int, _Sequence] = {}
         self._keys = itertools.count()
+        self._pooled: dict[str, tuple[int, int]] = {}  # per drafter: drafted, accepted over finished sequences
         self.costs = RoundCosts()  # a round's seconds by its total rows, over the whole batch
         self.rounds = 0  # rounds run, over every sequence
         self.rows = 0  # rows verified, over every round
@@ -201,14 +207,20 @@ class BatchedEngine:
         *,
         depth: DepthControl | None = None,
         cancel: CancelToken | None = None,
+        recall: Callable[[int, Sequence[int]], object] | None = None,
     ) -> tuple[int, Finished | None]:
         """Read ``prompt`` into a free sequence and let it join the next round: (its key, None), or (its key,
-        Finished) when it ended before its first round (a bad prompt, a failed read: ERROR; cancelled)."""
+        Finished) when it ended before its first round (a bad prompt, a failed read: ERROR; cancelled).
+
+        ``recall(slot, body)`` runs before the sequence reads the prompt minus its last token (``body``): a
+        prompt cache loads a kept state sharing more of it into that slot."""
         key = next(self._keys)
         if self.room <= 0:
             raise SpecchatError(f"no room for another sequence ({self.active} running)")
         slot = self.contexts.acquire(prompt)
         try:
+            if recall is not None and prompt:
+                recall(slot, prompt[:-1])
             reply = ReplyState(
                 TargetSide(self.contexts.view(slot), self.eog, self.piece),
                 drafter,
@@ -223,7 +235,8 @@ class BatchedEngine:
             self.contexts.clear(slot)
             self.contexts.release(slot)
             return key, Finished(FinishReason.ERROR, GenerationStats(prompt_tokens=len(prompt)), str(exc))
-        self._live[key] = _Sequence(key, slot, reply)
+        drafted, accepted = self._pooled.get(drafter.kind, (0, 0))
+        self._live[key] = _Sequence(key, slot, reply, (accepted + 1) / (drafted + 2))
         return key, None
 
     def step(self) -> list[tuple[int, Event]]:
@@ -238,22 +251,28 @@ class BatchedEngine:
         if not live:
             return events
         round_started = time.perf_counter()
+        # Each sequence drafts up to its cap (lookup costs next to nothing), then the drafts are cut to what the
+        # budget and the cost of the batch's rows say is worth verifying. A drafter whose drafting costs (a
+        # model) would be sized before it drafts: that comes with the shared draft model.
+        rounds: list[RoundState] = []
+        for seq in live:
+            round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=seq.cap())
+            seq.reply.draft(round_)
+            rounds.append(round_)
         explore = self.rounds % EXPLORE_EVERY == 0  # the first round, then now and then
         depths = allot(
-            [s.cap() for s in live],
+            [len(r.draft.tokens) for r in rounds],
             [s.acceptance() for s in live],
             self.verify_budget,
-            cost=None if explore else self._round_cost,
+            cost=None if explore else self._round_costs(),
             fixed=[s.reply.depth_control.requested is not None for s in live],
         )
-        rounds: list[RoundState] = []
-        for seq, depth in zip(live, depths, strict=True):
-            round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=depth)
-            seq.reply.draft(round_)
+        for seq, round_, depth in zip(live, rounds, depths, strict=True):
+            _keep_first(round_.draft, depth)
+            round_.depth = depth
             drafted = seq.reply.drafted_event(round_)
             if drafted is not None:
                 events.append((seq.key, drafted))
-            rounds.append(round_)
         batch = [(s.slot, [s.reply.committed[-1], *r.draft.tokens]) for s, r in zip(live, rounds, strict=True)]
         started = time.perf_counter()
         try:
@@ -280,9 +299,15 @@ class BatchedEngine:
         self.costs.observe(n_rows - 1, verify_seconds, overhead)
         return events
 
-    def _round_cost(self, rows: int) -> float:
-        """Estimated seconds of a round verifying ``rows`` rows over the batch, its drafting and bookkeeping too."""
-        return self.costs.verify_cost(rows) + self.costs.overhead(True)
+    def _round_costs(self) -> Callable[[int], float]:
+        """Estimated seconds of a round by the rows it verifies over the batch, its drafting and bookkeeping too.
+
+        The verify line as the depth controller reads it (``verify_costs``): each extra row at most a share of a
+        one-row pass, never cheaper for more rows, so a few early rounds timed at a load spike cannot price
+        drafting out."""
+        verify = self.costs.verify_costs(self.verify_budget + 1)
+        overhead = self.costs.overhead(True)
+        return lambda rows: verify[rows] + overhead
 
     def cancel_all(self) -> None:
         """Cancel every live sequence: each ends at the next :meth:`step`."""
@@ -299,10 +324,19 @@ class BatchedEngine:
     def _end(self, seq: _Sequence) -> Finished:
         del self._live[seq.key]
         finished = seq.reply.finish()
+        drafted, accepted = self._pooled.get(seq.reply.drafter.kind, (0, 0))
+        stats = finished.stats
+        self._pooled[seq.reply.drafter.kind] = (drafted + stats.drafted, accepted + stats.accepted)
         if finished.reason is FinishReason.ERROR:
             self.contexts.clear(seq.slot)  # perhaps mid-round
         self.contexts.release(seq.slot)
         return finished
+
+
+def _keep_first(draft: Draft, n: int) -> None:
+    """Cut ``draft`` to its first ``n`` tokens (verifying a prefix of the drafts is as exact as drafting fewer)."""
+    draft.tokens, draft.q, draft.probs = draft.tokens[:n], draft.q[:n], draft.probs[:n]
+    draft.sources, draft.match_lengths, draft.top = draft.sources[:n], draft.match_lengths[:n], draft.top[:n]
 
 
 def _without_probe(params: GenerationParams) -> GenerationParams:

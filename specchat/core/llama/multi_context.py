@@ -20,13 +20,14 @@ reads only what is new (a prompt cache per conversation, across slots).
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Sequence
 
 import llama_cpp
 import numpy as np
 
-from specchat.core.llama.context import ContextFullError
+from specchat.core.llama.context import ContextFullError, SavedState
 from specchat.core.llama.model import Model, ModelKind
 from specchat.core.llama.threads import ThreadTuner
 from specchat.core.types import SpecchatError, common_prefix_len
@@ -136,6 +137,26 @@ class MultiContext:
             self.clear(slot)  # never expected on an attention cache; exact either way
             return
         del held[n_keep:]
+
+    def save_state(self, slot: int) -> SavedState | None:
+        """``slot``'s whole memory (its tokens and llama.cpp's bytes); None when empty."""
+        self._check(slot)
+        if not self.tokens[slot]:
+            return None
+        size = llama_cpp.llama_state_seq_get_size(self._ptr, slot)
+        data = (ctypes.c_uint8 * size)()
+        if llama_cpp.llama_state_seq_get_data(self._ptr, data, size, slot) != size:
+            return None
+        return SavedState(tuple(self.tokens[slot]), data)
+
+    def load_state(self, slot: int, saved: SavedState) -> bool:
+        """Make ``slot`` hold what ``saved`` held (saved from any slot); False and an empty slot if refused."""
+        self.clear(slot)
+        if llama_cpp.llama_state_seq_set_data(self._ptr, saved.data, len(saved.data), slot) == 0:
+            self.clear(slot)
+            return False
+        self.tokens[slot].extend(saved.tokens)
+        return True
 
     def view(self, slot: int) -> Slot:
         """``slot`` seen as a single-sequence context."""
@@ -259,3 +280,15 @@ class Slot:
 
     def truncate(self, n_keep: int) -> None:
         self.owner.truncate(self.slot, n_keep)
+
+    # --- whole states, for the prompt cache (specchat.core.runtime.prompt_cache) -----
+    observer = None  # nothing follows a slot's positions
+    cuts_anywhere = True  # a dense cache
+
+    def save_state(self) -> SavedState | None:
+        """The sequence's whole memory as it is now; None when empty."""
+        return self.owner.save_state(self.slot)
+
+    def load_state(self, saved: SavedState) -> bool:
+        """Make the sequence hold what ``saved`` held; False (and an empty sequence) if llama.cpp refuses it."""
+        return self.owner.load_state(self.slot, saved)

@@ -7,8 +7,10 @@ the runtime's target model that holds up to ``n_seq`` sequences
 engine on it (:class:`~specchat.core.engine.batched.BatchedEngine`). Prompts
 come from :meth:`Runtime.prompt` as for every reply; each sequence drafts
 with n-gram lookup or not at all (the drafters that need nothing beside the
-target). A draft model, MTP heads or a head file shared by the batch is a
-later step: requests that ask for those run one at a time on the runtime.
+target). Earlier prompts' states are kept in the runtime's prompt cache and
+loaded back into whichever sequence a later prompt sharing them gets. A draft
+model, MTP heads or a head file shared by the batch is a later step: requests
+that ask for those run one at a time on the runtime.
 Use it from the thread that owns the runtime.
 """
 
@@ -24,6 +26,7 @@ from specchat.core.llama.multi_context import MultiContext
 from specchat.core.runtime.runtime import Prompt, Runtime
 from specchat.core.types import DrafterKind, Event, Finished, GenerationParams, SpecchatError
 
+CACHE_NAME = "batch-target"  # the prompt cache's name for these sequences' states
 BATCHED_DRAFTERS = frozenset({DrafterKind.NGRAM.value, DrafterKind.NONE.value})
 """The drafters a batched sequence can draft with: each needs nothing beside the target."""
 
@@ -85,7 +88,12 @@ class BatchedRuntime:
             )
         tokens = list(prompt.tokens if isinstance(prompt, Prompt) else prompt)
         chosen = self.runtime.drafter_for(drafter)
-        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel)
+        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel, recall=self._recall)
+
+    def _recall(self, slot: int, body: Sequence[int]) -> None:
+        """Keep what ``slot`` would drop for ``body`` and load back a kept state sharing more with it (the
+        runtime's prompt cache, its states of these sequences kept apart from the one-sequence context's)."""
+        self.runtime.prompt_cache.recall(CACHE_NAME, self.contexts.view(slot), body)
 
     def step(self) -> list[tuple[int, Event]]:
         """One round for every reply in progress; its events, each with its reply's key, in order per reply."""
