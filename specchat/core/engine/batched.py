@@ -13,20 +13,24 @@ batching) and leave when they end; a cancelled one leaves at the next round,
 the others go on untouched.
 
 Draft lengths share a **verify budget**: at most ``verify_budget`` rows per
-round over the whole batch. Every live sequence has its one row (its last
-token); the spare rows go to the drafts likeliest to be kept, the ``j``-th
-draft of a sequence worth ``a ** j`` tokens where ``a`` is its measured
-acceptance (starting from its drafter's acceptance over the earlier sequences,
-which weighs as :data:`PRIOR_DRAFTS` drafts),
-none below :data:`MIN_GAIN` (:func:`allot`); a depth the request fixed is
-kept as far as the budget goes. Of those drafts the round takes as many as make the
+round over the whole batch. Each sequence drafts up to its cap (its fixed
+depth, else :data:`~specchat.core.types.MAX_DEPTH`; lookup costs next to
+nothing), then the round keeps of each draft what pays (:func:`allot`): every
+live sequence has its one row (its last token); the spare rows go to the
+drafted tokens likeliest to be kept, the ``j``-th of a sequence worth
+``a ** j`` tokens where ``a`` is its measured chance that a draft is kept
+once those before it were (accepted drafts over the drafts the target judged
+up to each round's first rejection; starting from its drafter's over the
+earlier sequences, weighing as :data:`PRIOR_DRAFTS` drafts), none below
+:data:`MIN_GAIN`, and of those only as many as make the
 expected tokens per second of the whole batch highest, by the one round-cost
 model (:class:`~specchat.core.engine.costs.RoundCosts`) learning a round's
-seconds by its total rows. So a lone sequence drafts as deep as its
-acceptance pays for, and when the batch's own rows already fill the machine
-the drafts stop except where they are nearly sure to be kept. Every
-:data:`EXPLORE_EVERY` rounds (the first included) the budget alone sizes the
-drafts, so a size not measured lately is timed again.
+seconds by its total rows. A depth the request fixed is kept as far as the
+budget goes. So a lone sequence drafts as deep as its acceptance pays for,
+and when the batch's own rows already fill the machine the drafts stop except
+where they are nearly sure to be kept. Every :data:`EXPLORE_EVERY` rounds
+(the first included) the budget alone decides, so a size not measured lately
+is timed again.
 """
 
 from __future__ import annotations
@@ -93,11 +97,18 @@ class _Sequence:
     reply: ReplyState
     prior: float  # the acceptance of its drafter's earlier sequences
     rounds: itertools.count[int] = field(default_factory=itertools.count)
+    rejections: int = 0  # rounds that ended in a rejected draft
+
+    @property
+    def reached(self) -> int:
+        """Drafts the target judged: every accepted one and the first rejected one of a round (those after it
+        were never in question)."""
+        return self.reply.stats.accepted + self.rejections
 
     def acceptance(self) -> float:
-        """Its drafts' acceptance so far, starting from ``prior`` (worth :data:`PRIOR_DRAFTS` drafts)."""
-        stats = self.reply.stats
-        return (stats.accepted + PRIOR_DRAFTS * self.prior) / (stats.drafted + PRIOR_DRAFTS)
+        """The chance that a draft is kept once those before it were: accepted over :attr:`reached`, starting
+        from ``prior`` (worth :data:`PRIOR_DRAFTS` drafts)."""
+        return (self.reply.stats.accepted + PRIOR_DRAFTS * self.prior) / (self.reached + PRIOR_DRAFTS)
 
     def cap(self) -> int:
         """The deepest draft this sequence may ask for this round (its fixed depth, its token limit, its room)."""
@@ -184,7 +195,7 @@ class BatchedEngine:
         self.verify_budget = min(verify_budget, contexts.n_batch)
         self._live: dict[int, _Sequence] = {}
         self._keys = itertools.count()
-        self._pooled: dict[str, tuple[int, int]] = {}  # per drafter: drafted, accepted over finished sequences
+        self._pooled: dict[str, tuple[int, int]] = {}  # per drafter: reached, accepted over finished sequences
         self.costs = RoundCosts()  # a round's seconds by its total rows, over the whole batch
         self.rounds = 0  # rounds run, over every sequence
         self.rows = 0  # rows verified, over every round
@@ -235,8 +246,8 @@ class BatchedEngine:
             self.contexts.clear(slot)
             self.contexts.release(slot)
             return key, Finished(FinishReason.ERROR, GenerationStats(prompt_tokens=len(prompt)), str(exc))
-        drafted, accepted = self._pooled.get(drafter.kind, (0, 0))
-        self._live[key] = _Sequence(key, slot, reply, (accepted + 1) / (drafted + 2))
+        reached, accepted = self._pooled.get(drafter.kind, (0, 0))
+        self._live[key] = _Sequence(key, slot, reply, (accepted + 1) / (reached + 2))
         return key, None
 
     def step(self) -> list[tuple[int, Event]]:
@@ -289,6 +300,7 @@ class BatchedEngine:
         self.widest = max(self.widest, len(batch))
         for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
             seq.reply.settle(round_, seq_rows)
+            seq.rejections += round_.verdict.n_accepted < len(round_.draft.tokens)
             round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
             verified = seq.reply.verified_event(round_)
             seq.reply.account(round_)
@@ -324,9 +336,8 @@ class BatchedEngine:
     def _end(self, seq: _Sequence) -> Finished:
         del self._live[seq.key]
         finished = seq.reply.finish()
-        drafted, accepted = self._pooled.get(seq.reply.drafter.kind, (0, 0))
-        stats = finished.stats
-        self._pooled[seq.reply.drafter.kind] = (drafted + stats.drafted, accepted + stats.accepted)
+        reached, accepted = self._pooled.get(seq.reply.drafter.kind, (0, 0))
+        self._pooled[seq.reply.drafter.kind] = (reached + seq.reached, accepted + finished.stats.accepted)
         if finished.reason is FinishReason.ERROR:
             self.contexts.clear(seq.slot)  # perhaps mid-round
         self.contexts.release(seq.slot)
