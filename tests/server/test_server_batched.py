@@ -298,6 +298,7 @@ def test_sigterm_with_eight_streams_ends_each_cleanly_and_exits_0(demo_pair) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        proc.stderr.close()
     assert proc.returncode == 0 and "Traceback" not in rest, rest
     assert sorted(results) == list(range(8))
     streamed = [events for status, events in results.values() if status == 200]
