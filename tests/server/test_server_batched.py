@@ -306,3 +306,22 @@ def test_sigterm_with_eight_streams_ends_each_cleanly_and_exits_0(demo_pair) -> 
     assert len(streamed) == 4 and len(refused) == 4, results
     for events in streamed:  # each running stream: an error event naming the stop, then [DONE]
         assert events[-1] == "[DONE]" and '"server_shutting_down"' in events[-2], events[-3:]
+
+
+def test_a_prompt_that_does_not_fit_is_refused_and_the_running_reply_goes_on(serve, demo_runtime) -> None:
+    with serve() as single:
+        alone = stream(single, QUESTIONS[0], "ngram")
+    with batched_server(demo_runtime, parallel=2) as served:
+        result: dict[str, tuple[list[int], str]] = {}
+        runner = threading.Thread(target=lambda: result.setdefault("r", stream(served, QUESTIONS[0])))
+        runner.start()
+        long = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "word " * 5000}],
+            "max_tokens": 8,
+        }
+        refused = httpx.post(served.url + "/v1/chat/completions", json=long, timeout=120)
+        runner.join(timeout=300)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded"
+    tokens, text = result["r"]
+    check_against_alone(demo_runtime, QUESTIONS[0], tokens, alone, text)
