@@ -292,3 +292,40 @@ def test_a_prompt_overwritten_in_its_slot_comes_back_from_the_prompt_cache(runti
         assert_same_or_tie(runtime.target_context, turn, plain_greedy(runtime.target_context, turn, 6), got)
     finally:
         two.close()
+
+
+def test_a_long_prompt_is_read_in_steps_while_the_others_go_on(demo_runtime: Runtime) -> None:
+    big = demo_runtime  # the test models hold 256 positions; the demo target 2048 here
+    batch = BatchedRuntime(big, 2, verify_budget=8)
+    try:
+        params = GenerationParams(sampler=GREEDY, max_tokens=30)
+        first = big.prompt([{"role": "user", "content": "Count from one to twenty."}]).tokens
+        short, _ = batch.admit(first, params, drafter="ngram")
+        text = " ".join(
+            f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7} marbles." for i in range(90)
+        )
+        long_prompt = big.prompt([{"role": "user", "content": text + " Which box holds the most?"}]).tokens
+        assert len(long_prompt) > 4 * 256
+        long, early = batch.admit(long_prompt, GenerationParams(sampler=GREEDY, max_tokens=8), drafter="ngram")
+        assert early is None
+        tokens: dict[int, list[int]] = {short: [], long: []}
+        ended: dict[int, Finished] = {}
+        rounds_before_long = 0
+        while batch.active:
+            for key, event in batch.step():
+                if isinstance(event, Verified):
+                    tokens[key].extend(event.committed)
+                elif isinstance(event, Finished):
+                    ended[key] = event
+            if not tokens[long]:
+                rounds_before_long += 1
+        assert rounds_before_long >= 4  # over 1024 tokens to read, 256 a round: the short reply went on meanwhile
+        assert ended[long].reason is FinishReason.MAX_TOKENS and ended[short].reason is not FinishReason.ERROR
+        stats = ended[long].stats
+        assert stats.reused_prompt_tokens == 0 and stats.prompt_seconds > 0 and stats.generated == 8
+        ctx = big.target_context
+        assert_same_or_tie(ctx, long_prompt, plain_greedy(ctx, long_prompt, 8), tokens[long], label="long prompt")
+        eog = big.target.eog_tokens
+        assert_same_or_tie(ctx, first, plain_greedy(ctx, first, 30, GREEDY, eog), tokens[short], label="short")
+    finally:
+        batch.close()

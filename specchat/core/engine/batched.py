@@ -10,7 +10,8 @@ id, and each sequence then settles its own rows and cuts its own cache back.
 
 Sequences join at a round boundary (:meth:`BatchedEngine.admit`, continuous
 batching) and leave when they end; a cancelled one leaves at the next round,
-the others go on untouched.
+the others go on untouched. A long prompt is read :data:`READ_STEP` tokens
+per round, so the replies already running do not stall for the whole of it.
 
 Draft lengths share a **verify budget**: at most ``verify_budget`` rows per
 round over the whole batch. Each sequence drafts up to its cap (its fixed
@@ -57,12 +58,15 @@ from specchat.core.types import (
     GenerationParams,
     GenerationStats,
     SpecchatError,
+    common_prefix_len,
 )
 
 DEFAULT_VERIFY_BUDGET = 32
 """Rows the target verifies per round over the whole batch, unless told otherwise."""
 MIN_GAIN = 0.05
 """A draft is worth a row while the chance that it and every draft before it are kept is at least this."""
+READ_STEP = 256
+"""A prompt with more than twice this many tokens to read is read this many per round: the others go on."""
 PRIOR_DRAFTS = 4
 """A new sequence's acceptance starts at its drafter's over the earlier sequences, weighing as this many drafts."""
 EXPLORE_EVERY = 16
@@ -91,6 +95,16 @@ class SlotContexts(Protocol):
 
 
 @dataclass
+class _Reading:
+    """A long prompt read a step per round, so that the sequences decoding meanwhile do not wait for all of it."""
+
+    body: Sequence[int]  # the prompt minus its last token
+    done: int  # tokens of it the sequence holds
+    reused: int  # of those, held before the read began
+    seconds: float = 0.0
+
+
+@dataclass
 class _Sequence:
     key: int
     slot: int
@@ -98,6 +112,7 @@ class _Sequence:
     prior: float  # the acceptance of its drafter's earlier sequences
     rounds: itertools.count[int] = field(default_factory=itertools.count)
     rejections: int = 0  # rounds that ended in a rejected draft
+    reading: _Reading | None = None  # a long prompt still being read, a step per round
 
     @property
     def reached(self) -> int:
@@ -241,14 +256,34 @@ class BatchedEngine:
                 cancel if cancel is not None else CancelToken(),
                 AdaptiveDepth(),
             )
-            reply.prefill()
+            view, body = self.contexts.view(slot), prompt[:-1]
+            held = common_prefix_len(view.tokens, body)
+            reading = None
+            if len(body) - held > 2 * READ_STEP:
+                view.truncate(held)
+                reading = _Reading(body, held, held)
+                reply.generate_started = time.perf_counter()
+            else:
+                reply.prefill()
         except SpecchatError as exc:
             self.contexts.clear(slot)
             self.contexts.release(slot)
             return key, Finished(FinishReason.ERROR, GenerationStats(prompt_tokens=len(prompt)), str(exc))
         reached, accepted = self._pooled.get(drafter.kind, (0, 0))
-        self._live[key] = _Sequence(key, slot, reply, (accepted + 1) / (reached + 2))
+        self._live[key] = _Sequence(key, slot, reply, (accepted + 1) / (reached + 2), reading=reading)
         return key, None
+
+    def _read_step(self, seq: _Sequence, reading: _Reading) -> None:
+        """Read the next step of ``seq``'s long prompt; once it is whole, the sequence joins the next round."""
+        started = time.perf_counter()
+        reading.done = min(len(reading.body), reading.done + READ_STEP)
+        seq.reply.ctx.extend_to(reading.body[: reading.done])
+        reading.seconds += time.perf_counter() - started
+        if reading.done == len(reading.body):
+            seq.reply.prefill()  # the prompt is held: this reads nothing more
+            seq.reply.stats.reused_prompt_tokens = reading.reused
+            seq.reply.stats.prompt_seconds += reading.seconds
+            seq.reading = None
 
     def step(self) -> list[tuple[int, Event]]:
         """One round for every live sequence; the events it produced, each with its sequence's key."""
@@ -257,6 +292,12 @@ class BatchedEngine:
         for seq in list(self._live.values()):
             if seq.reply.halted():
                 events.append((seq.key, self._end(seq)))
+            elif seq.reading is not None:
+                try:
+                    self._read_step(seq, seq.reading)
+                except SpecchatError as exc:
+                    seq.reply.reason, seq.reply.message = FinishReason.ERROR, str(exc)
+                    events.append((seq.key, self._end(seq)))
             else:
                 live.append(seq)
         if not live:
