@@ -202,7 +202,7 @@ def measure_priors(runtime: Runtime, paths: list[Path], params: GenerationParams
             prompt = runtime.prompt(messages).tokens
             seq = prompt + run.tokens
             for at in range(len(prompt), len(seq) - 1):
-                for length, proposal in drafter.lookups(seq[:at], 16):
+                for length, proposal, _origin in drafter.lookups(seq[:at], 16):  # origin: always "" (no texts)
                     key = match_key(length)
                     for i, token in enumerate(proposal[: len(seq) - at]):
                         cell = counts.setdefault((key, min(i, 1)), [0, 0])

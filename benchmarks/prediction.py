@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_vs_llama_server import CACHE, LLAMA, Server, free_port, start
@@ -52,7 +53,7 @@ UNRELATED = (
 CONFIGS = ("prediction", "no prediction", "plain", "unrelated")
 
 
-def messages(edit: str, source: str) -> list[dict[str, str]]:
+def messages(edit: str, source: str) -> list[ChatCompletionMessageParam]:
     return [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": f"Here is edit_inventory.py:\n```python\n{source}```\n{EDITS[edit]}"},
@@ -73,7 +74,7 @@ def request(api: openai.OpenAI, config: str, edit: str, source: str, max_tokens:
     usage = None
     stream = api.chat.completions.create(
         model="m",
-        messages=messages(edit, source),  # type: ignore[arg-type]
+        messages=messages(edit, source),
         max_tokens=max_tokens,
         temperature=0,
         seed=0,
@@ -196,10 +197,14 @@ def report(results: list[dict[str, Any]], names: list[str], args: argparse.Names
         return [r for r in results if r["config"] == name]
 
     def rate(name: str) -> float:
-        return sum(r["tokens"] for r in rows(name)) / max(1e-9, sum(r["seconds"] for r in rows(name)))
+        tokens: int = sum(r["tokens"] for r in rows(name))
+        seconds: float = sum(r["seconds"] for r in rows(name))
+        return tokens / max(1e-9, seconds)
 
     def whole(name: str) -> float:
-        return sum(r["tokens"] for r in rows(name)) / max(1e-9, sum(r["end_to_end"] for r in rows(name)))
+        tokens: int = sum(r["tokens"] for r in rows(name))
+        seconds: float = sum(r["end_to_end"] for r in rows(name))
+        return tokens / max(1e-9, seconds)
 
     plain = {r["edit"]: r["text"] for r in rows("plain")}
     print(

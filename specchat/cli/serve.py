@@ -17,6 +17,8 @@ from specchat.core.types import SpecchatError, parse_depth
 
 DEFAULT_PORT = 8080
 DEFAULT_QUEUE = 8
+DEFAULT_PARALLEL = 1
+MAX_PARALLEL = 64
 DEFAULT_PROBE_TOKENS = 16  # plain tokens timed after each reply: the speed-up's denominator (0: none)
 
 
@@ -39,6 +41,13 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
         type=int,
         default=DEFAULT_QUEUE,
         help=f"requests that may wait for the one running (default {DEFAULT_QUEUE}; more get 429)",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=DEFAULT_PARALLEL,
+        help="requests decoded at once in one batch (default 1: one at a time); above 1, requests that draft "
+        "with lookup or none share each round, others run alone",
     )
     parser.add_argument("--max-body-mb", type=float, default=4.0, help="largest request body in MiB (default 4)")
     parser.add_argument(
@@ -70,6 +79,8 @@ def _check(args: argparse.Namespace) -> None:
         raise SpecchatError(f"--port must be 0-65535, got {args.port}")
     if not 1 <= args.queue <= 1024:
         raise SpecchatError(f"--queue must be 1-1024, got {args.queue}")
+    if not 1 <= args.parallel <= MAX_PARALLEL:
+        raise SpecchatError(f"--parallel must be 1-{MAX_PARALLEL}, got {args.parallel}")
     if not (math.isfinite(args.max_body_mb) and 0.001 <= args.max_body_mb <= 1024):
         raise SpecchatError(f"--max-body-mb must be between 0.001 and 1024, got {args.max_body_mb}")
     if not (math.isfinite(args.request_timeout) and args.request_timeout > 0):
@@ -95,7 +106,9 @@ def chosen_drafter(args: argparse.Namespace) -> str | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from specchat.core.runtime.batched import BatchedRuntime
     from specchat.server.app import ServerConfig, build_app, is_loopback
+    from specchat.server.batch_queue import BatchedRequestQueue
     from specchat.server.protocol import Defaults
     from specchat.server.request_queue import RequestQueue
     from specchat.server.runner import Server, bind, make_server, url_of
@@ -114,13 +127,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     runtime = load_runtime(args)
     runtime.prompt_cache.budget = args.prompt_cache_mib << 20
     server: Server | None = None
+    batch: BatchedRuntime | None = None
 
     def stop(sig: int, frame: object) -> None:  # just before uvicorn's own handlers are in place
         if server is not None:
             server.should_exit = True
 
     try:
-        host = RequestQueue(runtime, queue_size=args.queue, drafter=chosen_drafter(args))
+        host: RequestQueue
+        if args.parallel > 1:
+            batch = BatchedRuntime(runtime, args.parallel)
+            host = BatchedRequestQueue(batch, queue_size=args.queue, drafter=chosen_drafter(args))
+            if not batch.batchable(host.default_drafter):
+                print(
+                    f"specchat: note: the {host.default_drafter} drafter runs one request at a time; "
+                    f"--parallel batches the requests that draft with lookup or none",
+                    file=sys.stderr,
+                )
+        else:
+            host = RequestQueue(runtime, queue_size=args.queue, drafter=chosen_drafter(args))
         config = ServerConfig(
             api_key=args.api_key,
             max_body_bytes=int(args.max_body_mb * (1 << 20)),
@@ -149,6 +174,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"specchat serve: {url}/v1 model {info.model_id!r}; target {info.target}"
             + (f", draft {info.draft}" if info.draft else "")
             + f"; drafter {info.default_drafter}"
+            + (f"; up to {args.parallel} requests at once" if args.parallel > 1 else "")
             + ("; API key required" if args.api_key else "")
             + "; Ctrl-C stops",
             file=sys.stderr,
@@ -167,5 +193,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("specchat serve: stopped", file=sys.stderr)
     finally:
         sock.close()
+        if batch is not None:
+            batch.close()
         runtime.close()
     return 0

@@ -274,29 +274,11 @@ class RequestQueue:
             self._tell(job, Finished(FinishReason.ERROR, GenerationStats(), f"{type(exc).__name__}: {exc}"))
 
     def _run(self, job: Job) -> None:
-        if job.cancel.cancelled:
-            self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
+        prompt = self._checked_prompt(job)
+        if prompt is None:
             return
         request = job.request
-        param = "messages" if request.kind == "chat" else "prompt"
-        try:
-            prompt = self._prompt(request)
-        except PromptTooLongError as exc:  # the window's guard, in the API's words
-            size = f"at least {exc.tokens:,}" if exc.at_least else str(exc.tokens)
-            self._tell(
-                job,
-                ApiError(
-                    400,
-                    f"the prompt is {size} tokens but the context holds {exc.n_ctx}",
-                    param=param,
-                    code="context_length_exceeded",
-                ),
-            )
-            return
-        except SpecchatError as exc:
-            self._tell(job, ApiError(400, str(exc), param=param))
-            return
-        kind = self._drafter_name(request.spec.drafter) if request.spec.drafter else self.default_drafter
+        kind = self.drafter_of(request)
         stream = self.runtime.stream(
             prompt,
             request.params,
@@ -308,6 +290,52 @@ class RequestQueue:
         )
         predicted = [0, 0]
         self._tell(job, Started(len(prompt.tokens), kind, time.monotonic() - job.submitted))
+        timer = self._time_limit(job)
+        try:
+            for event in stream:
+                if isinstance(event, Verified):
+                    accepted, rejected = event.drafted_from(PREDICTION_NAME)
+                    predicted[0] += accepted
+                    predicted[1] += rejected
+                if isinstance(event, Finished):
+                    self._record(job, event, len(prompt.tokens), (predicted[0], predicted[1]))
+                if isinstance(event, (Verified, Finished)):
+                    self._tell(job, event)
+                elif isinstance(event, Drafted) and self.listener is not None:
+                    self.listener(job, event)
+        finally:
+            timer.cancel()
+
+    def drafter_of(self, request: Request) -> str:
+        """The registry name of the drafter ``request`` runs with (its own, or the server's default)."""
+        return self._drafter_name(request.spec.drafter) if request.spec.drafter else self.default_drafter
+
+    def _checked_prompt(self, job: Job) -> Prompt | None:
+        """The job's prompt; None once the job has been answered instead (cancelled while waiting, a bad prompt)."""
+        if job.cancel.cancelled:
+            self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
+            return None
+        request = job.request
+        param = "messages" if request.kind == "chat" else "prompt"
+        try:
+            return self._prompt(request)
+        except PromptTooLongError as exc:  # the window's guard, in the API's words
+            size = f"at least {exc.tokens:,}" if exc.at_least else str(exc.tokens)
+            self._tell(
+                job,
+                ApiError(
+                    400,
+                    f"the prompt is {size} tokens but the context holds {exc.n_ctx}",
+                    param=param,
+                    code="context_length_exceeded",
+                ),
+            )
+        except SpecchatError as exc:
+            self._tell(job, ApiError(400, str(exc), param=param))
+        return None
+
+    def _time_limit(self, job: Job) -> threading.Timer:
+        """A started timer that cancels ``job`` once its time is up (the caller cancels the timer at its end)."""
 
         def time_up() -> None:
             job.timed_out = True
@@ -316,32 +344,24 @@ class RequestQueue:
         timer = threading.Timer(job.time_limit, time_up)
         timer.daemon = True
         timer.start()
-        try:
-            for event in stream:
-                if isinstance(event, Verified):
-                    accepted, rejected = event.drafted_from(PREDICTION_NAME)
-                    predicted[0] += accepted
-                    predicted[1] += rejected
-                if isinstance(event, Finished):
-                    s = event.stats
-                    self.served.append(
-                        Served(
-                            job.client,
-                            request.kind,
-                            event.reason,
-                            s.generated,
-                            len(prompt.tokens),
-                            s.reused_prompt_tokens,
-                            job.timed_out,
-                            None if request.prediction is None else (predicted[0], predicted[1]),
-                        )
-                    )
-                if isinstance(event, (Verified, Finished)):
-                    self._tell(job, event)
-                elif isinstance(event, Drafted) and self.listener is not None:
-                    self.listener(job, event)
-        finally:
-            timer.cancel()
+        return timer
+
+    def _record(self, job: Job, event: Finished, prompt_tokens: int, predicted: tuple[int, int] = (0, 0)) -> None:
+        """Remember how ``job`` ended (the latest requests, for the window's Server panel); ``predicted``: its
+        prediction's drafted tokens accepted and rejected."""
+        s = event.stats
+        self.served.append(
+            Served(
+                job.client,
+                job.request.kind,
+                event.reason,
+                s.generated,
+                prompt_tokens,
+                s.reused_prompt_tokens,
+                job.timed_out,
+                None if job.request.prediction is None else predicted,
+            )
+        )
 
     def _tell(self, job: Job, event: Emitted) -> None:
         """Hand ``event`` to the request's client and to the listener."""

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_chat_logic import Recorder, Submitter, reply
+from core.test_chat_logic import Recorder, Submitter, reply
 
 from specchat.core.chat.attachments import Attachment, block, cut_to, estimate_tokens, fit_offer, prompt_text
 from specchat.core.chat.controller import ChatLogic, ReplySettings
@@ -45,7 +45,7 @@ def test_the_prompt_holds_each_attachment_as_a_named_block_before_the_text() -> 
     assert CODE.label == "util.py · 40 bytes · about 8 tokens"
 
 
-def test_sending_with_attachments_stores_them_and_the_model_reads_them(logic) -> None:  # type: ignore[no-untyped-def]
+def test_sending_with_attachments_stores_them_and_the_model_reads_them(logic) -> None:
     chat, store, host, _ = logic
     assert chat.send("What rose?", (REPORT,))
     (request,) = host.requests
@@ -61,7 +61,7 @@ def test_sending_with_attachments_stores_them_and_the_model_reads_them(logic) ->
     assert later.user_text == "And costs?" and later.attachments == (REPORT,)  # the conversation's files
 
 
-def test_a_message_of_files_alone_is_sent_and_titled_by_them(logic) -> None:  # type: ignore[no-untyped-def]
+def test_a_message_of_files_alone_is_sent_and_titled_by_them(logic) -> None:
     chat, store, host, _ = logic
     assert not chat.send("   ")
     assert chat.send("", (CODE,))
@@ -70,7 +70,7 @@ def test_a_message_of_files_alone_is_sent_and_titled_by_them(logic) -> None:  # 
     assert host.requests[0].user_text == block(CODE) + "\n\n"
 
 
-def test_attachments_survive_a_restart_and_are_exported(tmp_path: Path, logic) -> None:  # type: ignore[no-untyped-def]
+def test_attachments_survive_a_restart_and_are_exported(tmp_path: Path, logic) -> None:
     chat, store, _, _ = logic
     cut = Attachment("long.md", 90_000, "# Part one", 3, "the first 1 of 9 pages")
     chat.send("Compare", (REPORT, cut))
@@ -90,7 +90,7 @@ def test_attachments_survive_a_restart_and_are_exported(tmp_path: Path, logic) -
     assert markdown.index("Revenue rose") < markdown.index("\n\nCompare\n\n**Assistant**")
 
 
-def test_regenerate_edit_and_versions_keep_each_message_with_its_files(logic) -> None:  # type: ignore[no-untyped-def]
+def test_regenerate_edit_and_versions_keep_each_message_with_its_files(logic) -> None:
     chat, store, host, listener = logic
     chat.send("What rose?", (REPORT,))
     reply(chat, ("Revenue",), ".")
@@ -114,7 +114,7 @@ def test_regenerate_edit_and_versions_keep_each_message_with_its_files(logic) ->
     assert chat.transcript.messages[0].attachments == [REPORT]  # on screen too
 
 
-def test_an_edit_abandoned_clears_the_composers_files(logic) -> None:  # type: ignore[no-untyped-def]
+def test_an_edit_abandoned_clears_the_composers_files(logic) -> None:
     chat, _, _, listener = logic
     chat.send("What rose?", (REPORT,))
     reply(chat, ("Revenue",), ".")

@@ -200,7 +200,7 @@ def test_a_reply_that_waited_for_the_runtime_counts_its_first_token_from_decodin
 
     logic, store, _host, _listener = chat
     clock = [50.0]
-    monkeypatch.setattr(transcript_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(f"{transcript_module.__name__}.time.monotonic", lambda: clock[0])
     logic.reply_waiting(False)  # no reply: nothing to tell
     logic.send("Hello")
     figures = logic.transcript.messages[-1].figures

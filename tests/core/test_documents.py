@@ -6,6 +6,7 @@ import os
 import threading
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,7 +108,12 @@ def test_a_1gb_file_is_refused_by_its_size_before_reading(tmp_path: Path, monkey
 
     opened: list[object] = []
     real_open = os.open
-    monkeypatch.setattr(documents.os, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
+
+    def spy_open(*a: Any, **k: Any) -> int:
+        opened.append(a)
+        return real_open(*a, **k)
+
+    monkeypatch.setattr(f"{documents.__name__}.os.open", spy_open)
     with pytest.raises(DocumentError) as exc:
         read_document(path)
     assert _one_line(exc) == "huge.txt is 1.0 GB; documents up to 32.0 MB can be attached"

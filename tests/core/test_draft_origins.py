@@ -8,11 +8,11 @@ from pathlib import Path
 
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.chat.transcript import ReplyFigures, TokenDetail, spans_of
-from specchat.core.types import DraftSource, Finished, FinishReason, GenerationStats
+from specchat.core.types import DraftSource, Finished, FinishReason, GenerationStats, Verified
 from support.xray import xray_round
 
 
-def _with_origins(accepted: int, rejected: int, origins: tuple[str, ...]):  # type: ignore[no-untyped-def]
+def _with_origins(accepted: int, rejected: int, origins: tuple[str, ...]) -> Verified:
     r = xray_round(accepted, rejected)
     return dataclasses.replace(r, sources=(DraftSource.LOOKUP,) * len(origins), origins=origins)
 

@@ -3,10 +3,12 @@ winning, and each text weighed by its own acceptance (deterministic, no model)."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from specchat.core.cancel import CancelToken
-from specchat.core.engine.composite import AcceptanceTable, CompositeDrafter, choose, match_key
+from specchat.core.engine.composite import AcceptanceTable, CompositeDrafter, Costs, choose, match_key
 from specchat.core.engine.drafters import DraftModelDrafter, DraftRequest, NgramDrafter
 from specchat.core.engine.lookup import Found, LookupText, find_proposals, lookup_with_texts
 from specchat.core.runtime.sources import PREDICTION_ANCHOR, lookup_texts
@@ -139,15 +141,15 @@ class SureContext:
     def __init__(self) -> None:
         self.tokens: list[int] = []
 
-    def extend_to(self, tokens: list[int]) -> int:
+    def extend_to(self, tokens: Sequence[int]) -> int:
         self.tokens = list(tokens)
         return 0
 
-    def sync(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
         self.tokens = list(tokens)
         return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - 1
 
-    def decode(self, tokens: list[int]) -> np.ndarray:
+    def decode(self, tokens: Sequence[int]) -> np.ndarray:
         self.tokens.extend(tokens)
         return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
 
@@ -155,9 +157,7 @@ class SureContext:
         pass
 
 
-def costs() -> object:
-    from specchat.core.engine.composite import Costs
-
+def costs() -> Costs:
     return Costs(
         model_fixed=0.01,
         model_step=0.01,

@@ -9,46 +9,56 @@ from typing import Any
 
 import httpx
 import pytest
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionPredictionContentParam
 
 from specchat.core.types import PREDICTION_NAME
 from specchat.server.app import ServerConfig
 from specchat.server.protocol import MAX_PREDICTION_BYTES, MAX_PREDICTION_PARTS
-from support.api_clients import client
+from support.api_clients import client, extra, usage_of
 
 CODE = (
     "def area(width, height):\n    return width * height\n\n\n"
     "def perimeter(width, height):\n    return 2 * (width + height)\n"
 )
-EDIT = [{"role": "user", "content": f"Rename width to w in this code. Reply with the code only.\n\n{CODE}"}]
+EDIT: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": f"Rename width to w in this code. Reply with the code only.\n\n{CODE}"}
+]
 CHAT = "/v1/chat/completions"
 
 
-def predicted(text: str) -> dict[str, str]:
+def predicted(text: str) -> ChatCompletionPredictionContentParam:
     return {"type": "content", "content": text}
+
+
+def accepted_prediction(reply: Any) -> int:
+    """The prediction tokens ``reply`` accepted (``usage.completion_tokens_details``), which it must report."""
+    details = usage_of(reply).completion_tokens_details
+    assert details is not None and details.accepted_prediction_tokens is not None, reply
+    return details.accepted_prediction_tokens
 
 
 def test_a_prediction_is_drafted_from_the_answer_unchanged_and_its_acceptance_in_usage(served) -> None:
     api = client(served)
     plain = api.chat.completions.create(model="m", messages=EDIT, max_tokens=64, temperature=0)
-    assert plain.usage.completion_tokens_details is None  # no prediction: no prediction figures
+    assert usage_of(plain).completion_tokens_details is None  # no prediction: no prediction figures
     text = plain.choices[0].message.content
     assert text
     right = api.chat.completions.create(
         model="m", messages=EDIT, max_tokens=64, temperature=0, prediction=predicted(text)
     )
     assert right.choices[0].message.content == text
-    details = right.usage.completion_tokens_details
+    details = usage_of(right).completion_tokens_details
     assert details is not None and details.accepted_prediction_tokens is not None
-    assert details.accepted_prediction_tokens >= right.usage.completion_tokens // 2  # most of it came from it
+    assert details.accepted_prediction_tokens >= usage_of(right).completion_tokens // 2  # most of it came from it
     assert details.rejected_prediction_tokens is not None and details.rejected_prediction_tokens >= 0
-    by_source = right.model_extra["speculative"]["by_source"]
+    by_source = extra(right)["speculative"]["by_source"]
     assert by_source["lookup"]["accepted"] >= details.accepted_prediction_tokens
     # The file before its edit, as an editor sends it: drafted from where the reply copies it; the answer stands.
     before = api.chat.completions.create(
         model="m", messages=EDIT, max_tokens=64, temperature=0, prediction=predicted(CODE)
     )
     assert before.choices[0].message.content == text
-    assert before.usage.completion_tokens_details.accepted_prediction_tokens > 0
+    assert accepted_prediction(before) > 0
     unrelated = api.chat.completions.create(
         model="m",
         messages=EDIT,
@@ -66,6 +76,7 @@ def test_streamed_the_usage_chunk_counts_the_prediction_and_the_fates_name_it(se
     api = client(served)
     whole = api.chat.completions.create(model="m", messages=EDIT, max_tokens=48, temperature=0)
     text = whole.choices[0].message.content
+    assert text is not None
     chunks = list(
         api.chat.completions.create(
             model="m",
@@ -83,6 +94,7 @@ def test_streamed_the_usage_chunk_counts_the_prediction_and_the_fates_name_it(se
     usage = chunks[-1].usage
     assert usage is not None and not chunks[-1].choices
     details = usage.completion_tokens_details
+    assert details is not None
     fates = [f for c in chunks if c.choices for f in (c.choices[0].model_extra or {}).get("specchat_fates") or []]
     from_prediction = [f for f in fates if f.get("origin") == PREDICTION_NAME]
     assert from_prediction and all(f["source"] == "lookup" for f in from_prediction)
@@ -103,7 +115,7 @@ def test_completions_take_a_prediction_too(served) -> None:
         extra_body={"prediction": {"type": "content", "content": [{"type": "text", "text": text}]}},
     )
     assert answer.choices[0].text == text
-    assert answer.usage.completion_tokens_details.accepted_prediction_tokens > 0
+    assert accepted_prediction(answer) > 0
 
 
 def refused(served_url: str, prediction: Any, path: str = CHAT) -> dict[str, Any]:
@@ -112,7 +124,7 @@ def refused(served_url: str, prediction: Any, path: str = CHAT) -> dict[str, Any
         body = {"prompt": "Hello", "max_tokens": 4, "prediction": prediction}
     answer = httpx.post(served_url + path, json=body, timeout=120)
     assert answer.status_code == 400, answer.text
-    error = answer.json()["error"]
+    error: dict[str, Any] = answer.json()["error"]
     assert error["type"] == "invalid_request_error" and error["message"]
     return error
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_real_models import REPLY_TIMEOUT, open_window
+from ui.test_real_models import REPLY_TIMEOUT, open_window
 
 from specchat.core.chat.attachments import prompt_text
 from specchat.core.chat.store import ConversationStore
@@ -48,7 +48,8 @@ def test_a_reply_quotes_an_attached_document(qtbot, settings, store, demo_pair, 
     reply = window.transcript.messages[-1].content
     assert "Biscuit" in reply, reply
     figures = window.transcript.messages[-1].figures
-    assert figures is not None and figures.by_origin.get("story.txt", [0, 0])[1] > 0, figures.by_origin
+    assert figures is not None
+    assert figures.by_origin.get("story.txt", [0, 0])[1] > 0, figures.by_origin
     quoted = [s for s in window.transcript.messages[-1].spans or [] if s.detail and s.detail.origin == "story.txt"]
     assert quoted and all(s.detail and s.detail.source is DraftSource.LOOKUP for s in quoted)  # "lookup in story.txt"
     cid = window.conversation_id

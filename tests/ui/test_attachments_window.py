@@ -186,7 +186,7 @@ def test_sent_messages_show_their_chips_and_edit_brings_them_back(window: MainWi
     window.edit_message(0)
     assert window.composer.toPlainText() == "What rose?" and window.files.attachments == (report,)
     window.stop()  # Esc: the edit abandoned, its files with it
-    assert window.files.attachments == ()
+    assert not window.files.attachments  # (mypy keeps the tuple narrowed to (report,) across stop())
 
 
 def test_the_meter_shows_the_targets_count_and_only_the_latest(qtbot, settings, store, tmp_path: Path) -> None:
@@ -208,7 +208,7 @@ def test_the_meter_shows_the_targets_count_and_only_the_latest(qtbot, settings, 
     latest = host.counts[-1]
     host.worker.tokens_counted.emit(TokenCount(first.serial, 999, 4096, (5,)))  # stale: typing went on since
     assert meter.text().startswith("about ")
-    host.worker.tokens_counted.emit(TokenCount(latest.serial, 31, 4096, latest.texts and (5,)))
+    host.worker.tokens_counted.emit(TokenCount(latest.serial, 31, 4096, (5,) if latest.texts else ()))
     assert meter.text() == "31 / 4,096 tokens" and not meter.estimated
     assert window.files.attachments[0].tokens == 5
     assert window.page.attachments.chips[0].name.text() == "a.txt · 17 bytes · 5 tokens"

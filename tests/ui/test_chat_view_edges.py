@@ -9,7 +9,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox, QTextEdit
 
-from specchat.core.chat.store import ReplyWriter
+from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.chat.transcript import Message, ReplyFigures, Transcript
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.chat_view import ChatView
@@ -59,7 +59,7 @@ def test_single_line_breaks_are_kept_and_code_is_unchanged(qtbot) -> None:
     assert "Roses are red,\nViolets are blue,\nSugar is sweet." in QGuiApplication.clipboard().text()
 
 
-def long_conversation(store) -> int:
+def long_conversation(store: ConversationStore) -> int:
     cid = store.create_conversation("Long")
     text = ("A fairly long paragraph of reply text that wraps across lines. " * 8 + "\n\n```python\nx = 1\n```\n\n") * 3
     for i in range(12):
@@ -72,7 +72,7 @@ def long_conversation(store) -> int:
 
 def test_after_a_restart_the_last_conversation_opens_at_its_end(qtbot, settings, store) -> None:
     settings.last_conversation = long_conversation(store)
-    first = MainWindow(settings, store, host=FakeHost())
+    first = MainWindow(settings, store, host=FakeHost().as_host())
     qtbot.addWidget(first)
     first.show()
     first.resize(1300, 850)
@@ -80,7 +80,7 @@ def test_after_a_restart_the_last_conversation_opens_at_its_end(qtbot, settings,
     first.close()  # keeps its geometry, restored on the next start
     assert settings.window_geometry
 
-    again = MainWindow(settings, store, host=FakeHost())
+    again = MainWindow(settings, store, host=FakeHost().as_host())
     qtbot.addWidget(again)
     again.show()  # shown at its restored size, as at start
     qtbot.waitExposed(again)
@@ -158,7 +158,7 @@ def test_a_code_blocks_copy_says_copied_for_a_moment(qtbot) -> None:
 
 
 def test_the_about_details_are_roomy(qtbot, settings, store) -> None:
-    window = MainWindow(settings, store, host=FakeHost())
+    window = MainWindow(settings, store, host=FakeHost().as_host())
     qtbot.addWidget(window)
     box = window.dialogs.about()
     details_button = next(b for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.ActionRole)

@@ -11,12 +11,15 @@ from specchat.core.engine.registry import Part
 from specchat.core.settings import Settings
 from specchat.core.types import DrafterKind
 from specchat.ui.controls import SpeculationControls
+from support.qt_items import combo_row
 
 
 def _hints(controls: SpeculationControls) -> dict[str, tuple[bool, str]]:
-    model = controls.drafter.model()
     return {
-        str(controls.drafter.itemData(row)): (model.item(row).isEnabled(), model.item(row).toolTip())
+        str(controls.drafter.itemData(row)): (
+            combo_row(controls.drafter, row).isEnabled(),
+            combo_row(controls.drafter, row).toolTip(),
+        )
         for row in range(controls.drafter.count())
     }
 
@@ -75,7 +78,9 @@ def test_with_sidecars_explains_itself(qtbot: QtBot) -> None:
 
     dialog = ModelPickerDialog()
     qtbot.addWidget(dialog)
-    box = dialog.catalog_tab.sidecars_box
+    tab = dialog.catalog_tab
+    assert tab is not None
+    box = tab.sidecars_box
     assert box.text() == "with sidecars (drafter heads)"
     tip = box.toolTip()
     assert tip.startswith("Sidecars are small drafter files published beside a model in its repository")

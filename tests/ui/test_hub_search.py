@@ -19,6 +19,7 @@ from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import GgufMaker
 from support.hub_models import DRAFT_REPO, STRANGER_REPO, TARGET_REPO, Stocked, stock
 from support.hubserver import FakeHub
+from support.qt_items import tree_row
 
 ROOMY = MachineMemory(ram_free=16 * 10**9, gpu_free=0)
 
@@ -44,22 +45,20 @@ def _search(qtbot: QtBot, tab: HubSearchTab, text: str) -> None:
 
 
 def _open(qtbot: QtBot, tab: HubSearchTab, repo: str, *, offer: bool = False) -> None:
-    rows = {
-        tab.results.topLevelItem(i).text(0): tab.results.topLevelItem(i) for i in range(tab.results.topLevelItemCount())
-    }
+    rows = {tree_row(tab.results, i).text(0): tree_row(tab.results, i) for i in range(tab.results.topLevelItemCount())}
     signals = [tab.listed, tab.offered] if offer else [tab.listed]
     with qtbot.waitSignals(signals, timeout=30_000):
         tab.results.setCurrentItem(rows[repo])
 
 
 def _files(tab: HubSearchTab) -> list[list[str]]:
-    return [[tab.files.topLevelItem(i).text(c) for c in range(4)] for i in range(tab.files.topLevelItemCount())]
+    return [[tree_row(tab.files, i).text(c) for c in range(4)] for i in range(tab.files.topLevelItemCount())]
 
 
 def test_search_lists_repositories_with_downloads_likes_and_date(qtbot: QtBot, stocked: Stocked, hub: FakeHub) -> None:
     _, tab = _picker(qtbot)
     _search(qtbot, tab, "tiny")
-    rows = [[tab.results.topLevelItem(i).text(c) for c in range(4)] for i in range(tab.results.topLevelItemCount())]
+    rows = [[tree_row(tab.results, i).text(c) for c in range(4)] for i in range(tab.results.topLevelItemCount())]
     assert rows == [
         [TARGET_REPO, "1200", "1", "2024-09-19"],
         [DRAFT_REPO, "800", "1", "2024-08-01"],
@@ -150,7 +149,7 @@ def test_a_draft_downloads_beside_the_loaded_target(qtbot: QtBot, stocked: Stock
     dialog, tab = _picker(qtbot, str(stocked.target))
     _search(qtbot, tab, "tiny")
     _open(qtbot, tab, DRAFT_REPO)
-    tab.files.setCurrentItem(tab.files.topLevelItem(1))  # Q8_0
+    tab.files.setCurrentItem(tree_row(tab.files, 1))  # Q8_0
     with qtbot.waitSignal(tab.pair_downloaded, timeout=60_000) as blocker:
         tab.download_button.click()
     assert blocker.args[0] == str(stocked.target) and Path(blocker.args[1]).name == "Tiny-100M-Q8_0.gguf"
@@ -228,7 +227,7 @@ def test_a_newer_search_cancels_the_one_before(qtbot: QtBot, stocked: Stocked, h
     with qtbot.waitSignal(tab.searched, timeout=30_000):
         tab.query.setText("100M")
         tab.run_search()
-    assert [tab.results.topLevelItem(i).text(0) for i in range(tab.results.topLevelItemCount())] == [DRAFT_REPO]
+    assert [tree_row(tab.results, i).text(0) for i in range(tab.results.topLevelItemCount())] == [DRAFT_REPO]
     _let_abandoned_calls_end(hub)  # the first answer goes out now: it is dropped, the list stays
     QApplication.processEvents()
     assert tab.results.topLevelItemCount() == 1 and tab.search_status.text() == "1 repository"

@@ -106,7 +106,7 @@ def test_the_line_appears_as_a_reply_finishes(qtbot, settings, store) -> None:
 
 def test_a_reply_that_waited_for_a_served_request_says_so(qtbot, settings, store, monkeypatch) -> None:
     clock = [100.0]
-    monkeypatch.setattr(transcript_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(f"{transcript_module.__name__}.time.monotonic", lambda: clock[0])
     window, host = window_with(qtbot, settings, store)
     window.send("Say something")
     reply = window.transcript.messages[-1].figures
@@ -129,14 +129,14 @@ def test_a_reply_that_waited_for_a_served_request_says_so(qtbot, settings, store
     cid = window.conversation_id
     window.close()
     settings.last_conversation = cid
-    again = MainWindow(settings, store, host=FakeHost())
+    again = MainWindow(settings, store, host=FakeHost().as_host())
     qtbot.addWidget(again)
     assert footer_line(again.chat_view.textCursor(), 1) == expected
 
 
 def test_a_reply_that_did_not_wait_counts_from_its_request(monkeypatch) -> None:
     clock = [10.0]
-    monkeypatch.setattr(transcript_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(f"{transcript_module.__name__}.time.monotonic", lambda: clock[0])
     figures = ReplyFigures(started=clock[0])
     clock[0] += 0.25
     figures.fold([verified(0, ("a",), (), "b")])
@@ -144,7 +144,8 @@ def test_a_reply_that_did_not_wait_counts_from_its_request(monkeypatch) -> None:
     assert "waited_seconds" not in figures.as_dict()
     figures.decoding_began()  # told late (after the first round): changes nothing
     assert figures.waited_seconds == 0.0
-    bad = ReplyFigures.from_dict({"waited_seconds": "long", "generated": 3}, problems := [])
+    problems: list[str] = []
+    bad = ReplyFigures.from_dict({"waited_seconds": "long", "generated": 3}, problems)
     assert bad.waited_seconds == 0.0 and problems == ["waited_seconds"]
 
 

@@ -10,6 +10,7 @@ from specchat.server.protocol import Defaults, parse_chat
 from specchat.server.request_queue import Job, Started
 from specchat.ui.server_panel import COLUMNS, ServerPanel
 from support.events import verified
+from support.qt_items import table_cell
 
 LOOKUP = DraftSource.LOOKUP
 
@@ -22,7 +23,7 @@ def job(prediction: str | None) -> Job:
 
 
 def status_cell(panel: ServerPanel, row: int) -> tuple[str, str]:
-    item = panel.table.item(row, COLUMNS.index("Status"))
+    item = table_cell(panel.table, row, COLUMNS.index("Status"))
     return item.text(), item.toolTip()
 
 

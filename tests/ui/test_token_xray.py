@@ -177,7 +177,9 @@ def test_after_a_restart_a_clicked_token_shows_the_engines_numbers(qtbot, settin
     # counted from 1, of the reply's target passes: the same rounds as the panel's "Rounds" row and chart
     passes = len(seen)
     assert xray.where.text() == f"round {event.round + 1} of {passes} · draft position 1"
-    second.stats.show_stored(second.transcript.messages[-1].figures)
+    stored = second.transcript.messages[-1].figures
+    assert stored is not None
+    second.stats.show_stored(stored)
     assert second.stats.round_count.text().split()[0] == str(passes)
     assert xray.source.text() == "drafted by the draft model"
     assert xray.probs.text() == (

@@ -317,12 +317,18 @@ class _Reply:
         drafts = round_.draft.tokens
         self.ctx.prepare_rollback(len(drafts))  # a recurrent target saves its state unless it can roll back in place
         rows = self.ctx.decode([self.committed[-1], *drafts], all_logits=True)
+        self.settle(round_, rows)
+        round_.verify_seconds = time.perf_counter() - started
+        assert len(self.ctx.tokens) == len(self.committed) - 1  # the loop's invariant
+
+    def settle(self, round_: _Round, rows: np.ndarray) -> None:
+        """Take the verdict on the target's ``rows`` after ``[last] + drafts``, commit what it keeps and cut the
+        cache back (the batched engine decodes the rows of several replies at once, then settles each)."""
+        drafts = round_.draft.tokens
         verdict = judge(rows, self.committed, drafts, round_.draft.q, self.params.sampler, self.rng)
         round_.verdict = verdict
         round_.kept = self._commit([*drafts[: verdict.n_accepted], verdict.token])
         self.ctx.truncate(len(self.committed) - 1)  # checked: an exact recovery where the memory cannot cut in place
-        round_.verify_seconds = time.perf_counter() - started
-        assert len(self.ctx.tokens) == len(self.committed) - 1  # the loop's invariant
 
     def _commit(self, new_tokens: list[int]) -> list[int]:
         """Append ``new_tokens`` up to the token limit or an end-of-generation token; return those appended."""
@@ -455,3 +461,8 @@ def _trim_pieces(pieces: list[str], tail: str, keep_chars: int) -> tuple[list[st
         out.append(p[: max(left, 0)])
         left -= len(p)
     return out, tail[: max(left, 0)]
+
+
+# The batched engine (specchat/core/engine/batched.py) drives the same per-reply state, one per sequence.
+ReplyState = _Reply
+RoundState = _Round

@@ -13,12 +13,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from specchat.core.types import common_prefix_len
 
 if TYPE_CHECKING:
-    from specchat.core.llama.context import Context, SavedState
+    from specchat.core.llama.context import SavedState
+
+
+class CachedContext(Protocol):
+    """What the cache reads and loads back: a :class:`~specchat.core.llama.context.Context`, or one sequence of
+    a :class:`~specchat.core.llama.multi_context.MultiContext`."""
+
+    @property
+    def tokens(self) -> Sequence[int]: ...
+
+    @property
+    def observer(self) -> object: ...
+
+    @property
+    def cuts_anywhere(self) -> bool: ...
+
+    def save_state(self) -> SavedState | None: ...
+
+    def load_state(self, saved: SavedState) -> bool: ...
+
 
 MIN_TOKENS = 16  # fewer tokens than this are as quick to read again as to keep and load back
 DEFAULT_BUDGET_MIB = 2048
@@ -53,7 +72,7 @@ class PromptCache:
     def clear(self) -> None:
         self._kept.clear()
 
-    def recall(self, slot: str, context: Context, prompt: Sequence[int]) -> int:
+    def recall(self, slot: str, context: CachedContext, prompt: Sequence[int]) -> int:
         """Before ``context`` reads ``prompt``: keep what the prompt would drop, load the kept state sharing
         the most with it; return how many of the prompt's tokens the context now holds."""
         held = common_prefix_len(context.tokens, prompt)
@@ -79,7 +98,7 @@ class PromptCache:
         self.stats.tokens_loaded += shared - held
         return shared
 
-    def _keep(self, slot: str, context: Context) -> None:
+    def _keep(self, slot: str, context: CachedContext) -> None:
         tokens = context.tokens
         if any(common_prefix_len(state.tokens, tokens) == len(tokens) for state in self.states(slot)):
             return  # already kept, as it is or with more after it

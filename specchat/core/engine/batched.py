@@ -1,0 +1,396 @@
+"""Several replies at once: each round verifies every sequence's last token and drafts in one target batch.
+
+Each sequence is the single loop's reply state
+(:class:`~specchat.core.engine.speculative.ReplyState`): its own prompt,
+sampler, random generator, token limit, stop strings and drafter, and the
+same draft, verdict (:func:`~specchat.core.engine.verify.judge`), commit and
+events. What differs is the verify step: the rows ``[last] + drafts`` of all
+live sequences go into one decode of the target, each under its own sequence
+id, and each sequence then settles its own rows and cuts its own cache back.
+
+Sequences join at a round boundary (:meth:`BatchedEngine.admit`, continuous
+batching) and leave when they end; a cancelled one leaves at the next round,
+the others go on untouched. A long prompt is read :data:`READ_STEP` tokens
+per round, so the replies already running do not stall for the whole of it.
+
+Draft lengths share a **verify budget**: at most ``verify_budget`` rows per
+round over the whole batch. Each sequence drafts up to its cap (its fixed
+depth, else :data:`~specchat.core.types.MAX_DEPTH`; lookup costs next to
+nothing), then the round keeps of each draft what pays (:func:`allot`): every
+live sequence has its one row (its last token); the spare rows go to the
+drafted tokens likeliest to be kept, the ``j``-th of a sequence worth
+``a ** j`` tokens where ``a`` is its measured chance that a draft is kept
+once those before it were (accepted drafts over the drafts the target judged
+up to each round's first rejection; starting from its drafter's over the
+earlier sequences, weighing as :data:`PRIOR_DRAFTS` drafts), none below
+:data:`MIN_GAIN`, and of those only as many as make the
+expected tokens per second of the whole batch highest, by the one round-cost
+model (:class:`~specchat.core.engine.costs.RoundCosts`) learning a round's
+seconds by its total rows. A depth the request fixed is kept as far as the
+budget goes. So a lone sequence drafts as deep as its acceptance pays for,
+and when the batch's own rows already fill the machine the drafts stop except
+where they are nearly sure to be kept. Every :data:`EXPLORE_EVERY` rounds
+(the first included) the budget alone decides, so a size not measured lately
+is timed again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from specchat.core.cancel import CancelToken
+from specchat.core.engine.costs import RoundCosts
+from specchat.core.engine.depth import AdaptiveDepth, DepthControl
+from specchat.core.engine.drafters import Draft, Drafter
+from specchat.core.engine.speculative import ReplyState, RoundState, TargetContext, TargetSide
+from specchat.core.types import (
+    MAX_DEPTH,
+    Event,
+    Finished,
+    FinishReason,
+    GenerationParams,
+    GenerationStats,
+    SpecchatError,
+    common_prefix_len,
+)
+
+DEFAULT_VERIFY_BUDGET = 32
+"""Rows the target verifies per round over the whole batch, unless told otherwise."""
+MIN_GAIN = 0.05
+"""A draft is worth a row while the chance that it and every draft before it are kept is at least this."""
+READ_STEP = 256
+"""A prompt with more than twice this many tokens to read is read this many per round: the others go on."""
+PRIOR_DRAFTS = 4
+"""A new sequence's acceptance starts at its drafter's over the earlier sequences, weighing as this many drafts."""
+EXPLORE_EVERY = 16
+"""Every this many rounds the drafts are sized by the budget alone, not the cost model: a round of another size
+is timed now and then, so a cost line learned from plain rounds alone cannot keep drafting off for good."""
+
+
+class SlotContexts(Protocol):
+    """What the engine drives on the target: a :class:`specchat.core.llama.multi_context.MultiContext`."""
+
+    @property
+    def n_batch(self) -> int: ...
+
+    @property
+    def free_slots(self) -> int: ...
+
+    def acquire(self, prompt: Sequence[int] = ()) -> int: ...
+
+    def release(self, slot: int) -> None: ...
+
+    def clear(self, slot: int) -> None: ...
+
+    def view(self, slot: int) -> TargetContext: ...
+
+    def step(self, rows: Sequence[tuple[int, Sequence[int]]]) -> list[np.ndarray]: ...
+
+
+@dataclass
+class _Reading:
+    """A long prompt read a step per round, so that the sequences decoding meanwhile do not wait for all of it."""
+
+    body: Sequence[int]  # the prompt minus its last token
+    done: int  # tokens of it the sequence holds
+    reused: int  # of those, held before the read began
+    seconds: float = 0.0
+
+
+@dataclass
+class _Sequence:
+    key: int
+    slot: int
+    reply: ReplyState
+    prior: float  # the acceptance of its drafter's earlier sequences
+    rounds: itertools.count[int] = field(default_factory=itertools.count)
+    rejections: int = 0  # rounds that ended in a rejected draft
+    reading: _Reading | None = None  # a long prompt still being read, a step per round
+
+    @property
+    def reached(self) -> int:
+        """Drafts the target judged: every accepted one and the first rejected one of a round (those after it
+        were never in question)."""
+        return self.reply.stats.accepted + self.rejections
+
+    def acceptance(self) -> float:
+        """The chance that a draft is kept once those before it were: accepted over :attr:`reached`, starting
+        from ``prior`` (worth :data:`PRIOR_DRAFTS` drafts)."""
+        return (self.reply.stats.accepted + PRIOR_DRAFTS * self.prior) / (self.reached + PRIOR_DRAFTS)
+
+    def cap(self) -> int:
+        """The deepest draft this sequence may ask for this round (its fixed depth, its token limit, its room)."""
+        reply = self.reply
+        if not reply.drafter.can_draft:
+            return 0
+        requested = reply.depth_control.requested
+        k = MAX_DEPTH if requested is None else requested
+        remaining = reply.params.max_tokens - reply.stats.generated
+        room = reply.ctx.n_ctx - len(reply.committed)
+        return max(0, min(k, remaining - 1, room))
+
+
+def allot(
+    caps: Sequence[int],
+    acceptance: Sequence[float],
+    budget: int,
+    min_gain: float = MIN_GAIN,
+    cost: Callable[[int], float] | None = None,
+    fixed: Sequence[bool] | None = None,
+) -> list[int]:
+    """Each sequence's draft length this round.
+
+    ``budget`` rows in all, one each for the last tokens. A ``fixed`` sequence (its request set the depth) gets
+    its cap first, as far as the budget goes. The other rows go to the drafts likeliest to be kept (the ``j``-th
+    draft of sequence ``i`` is worth ``acceptance[i] ** j`` tokens), none above its cap nor worth less than
+    ``min_gain``; with ``cost`` (seconds of a round of so many rows), only as many of those drafts as make the
+    expected tokens per second of the whole round highest.
+    """
+    n = len(caps)
+    fixed = fixed if fixed is not None else [False] * n
+    depths = [0] * n
+    spare = max(0, budget - n)
+    rows, expected = n, float(n)
+    for i in range(n):
+        if fixed[i]:
+            depths[i] = min(caps[i], spare)
+            spare -= depths[i]
+            rows += depths[i]
+            expected += sum(acceptance[i] ** j for j in range(1, depths[i] + 1))
+    worth = [
+        (a**j, -i, i)
+        for i, (cap, a) in enumerate(zip(caps, acceptance, strict=True))
+        if not fixed[i]
+        for j in range(1, cap + 1)
+        if a**j >= min_gain
+    ]
+    # Worth falls with j within a sequence, so every prefix of this order is an allotment.
+    ranked = sorted(worth, reverse=True)[:spare]
+    take = len(ranked)
+    if cost is not None and n > 0:
+        best, take = expected / cost(rows), 0
+        for extra, (gain, _, _) in enumerate(ranked, start=1):
+            expected += gain
+            rate = expected / cost(rows + extra)
+            if rate > best:
+                best, take = rate, extra
+    for _, _, i in ranked[:take]:
+        depths[i] += 1
+    return depths
+
+
+class BatchedEngine:
+    """The sequences decoding together on one multi-sequence target context. One thread drives it.
+
+    ``admit`` reads a new sequence's prompt and returns its key; ``step`` runs
+    one round for every live sequence and returns the round's events, each
+    with its sequence's key, in order per sequence (Drafted, Verified, and a
+    Finished as the sequence's last).
+    """
+
+    def __init__(
+        self,
+        contexts: SlotContexts,
+        eog: frozenset[int],
+        piece: Callable[[int], bytes],
+        *,
+        verify_budget: int = DEFAULT_VERIFY_BUDGET,
+    ) -> None:
+        if verify_budget < 1:
+            raise SpecchatError(f"the verify budget must be at least 1 row, got {verify_budget}")
+        self.contexts = contexts
+        self.eog, self.piece = eog, piece
+        self.verify_budget = min(verify_budget, contexts.n_batch)
+        self._live: dict[int, _Sequence] = {}
+        self._keys = itertools.count()
+        self._pooled: dict[str, tuple[int, int]] = {}  # per drafter: reached, accepted over finished sequences
+        self.costs = RoundCosts()  # a round's seconds by its total rows, over the whole batch
+        self.rounds = 0  # rounds run, over every sequence
+        self.rows = 0  # rows verified, over every round
+        self.widest = 0  # the most sequences verified in one round
+
+    @property
+    def active(self) -> int:
+        return len(self._live)
+
+    @property
+    def room(self) -> int:
+        """How many more sequences may join now."""
+        return min(self.contexts.free_slots, self.verify_budget - len(self._live))
+
+    def admit(
+        self,
+        prompt: Sequence[int],
+        params: GenerationParams,
+        drafter: Drafter,
+        *,
+        depth: DepthControl | None = None,
+        cancel: CancelToken | None = None,
+        recall: Callable[[int, Sequence[int]], object] | None = None,
+    ) -> tuple[int, Finished | None]:
+        """Read ``prompt`` into a free sequence and let it join the next round: (its key, None), or (its key,
+        Finished) when it ended before its first round (a bad prompt, a failed read: ERROR; cancelled).
+
+        ``recall(slot, body)`` runs before the sequence reads the prompt minus its last token (``body``): a
+        prompt cache loads a kept state sharing more of it into that slot."""
+        key = next(self._keys)
+        if self.room <= 0:
+            raise SpecchatError(f"no room for another sequence ({self.active} running)")
+        slot = self.contexts.acquire(prompt)
+        try:
+            if recall is not None and prompt:
+                recall(slot, prompt[:-1])
+            reply = ReplyState(
+                TargetSide(self.contexts.view(slot), self.eog, self.piece),
+                drafter,
+                prompt,
+                _without_probe(params),
+                depth if depth is not None else DepthControl(),
+                cancel if cancel is not None else CancelToken(),
+                AdaptiveDepth(),
+            )
+            view, body = self.contexts.view(slot), prompt[:-1]
+            held = common_prefix_len(view.tokens, body)
+            reading = None
+            if len(body) - held > 2 * READ_STEP:
+                view.truncate(held)
+                reading = _Reading(body, held, held)
+                reply.generate_started = time.perf_counter()
+            else:
+                reply.prefill()
+        except SpecchatError as exc:
+            self.contexts.clear(slot)
+            self.contexts.release(slot)
+            return key, Finished(FinishReason.ERROR, GenerationStats(prompt_tokens=len(prompt)), str(exc))
+        reached, accepted = self._pooled.get(drafter.kind, (0, 0))
+        self._live[key] = _Sequence(key, slot, reply, (accepted + 1) / (reached + 2), reading=reading)
+        return key, None
+
+    def _read_step(self, seq: _Sequence, reading: _Reading) -> None:
+        """Read the next step of ``seq``'s long prompt; once it is whole, the sequence joins the next round."""
+        started = time.perf_counter()
+        reading.done = min(len(reading.body), reading.done + READ_STEP)
+        seq.reply.ctx.extend_to(reading.body[: reading.done])
+        reading.seconds += time.perf_counter() - started
+        if reading.done == len(reading.body):
+            seq.reply.prefill()  # the prompt is held: this reads nothing more
+            seq.reply.stats.reused_prompt_tokens = reading.reused
+            seq.reply.stats.prompt_seconds += reading.seconds
+            seq.reading = None
+
+    def step(self) -> list[tuple[int, Event]]:
+        """One round for every live sequence; the events it produced, each with its sequence's key."""
+        events: list[tuple[int, Event]] = []
+        live: list[_Sequence] = []
+        for seq in list(self._live.values()):
+            if seq.reply.halted():
+                events.append((seq.key, self._end(seq)))
+            elif seq.reading is not None:
+                try:
+                    self._read_step(seq, seq.reading)
+                except SpecchatError as exc:
+                    seq.reply.reason, seq.reply.message = FinishReason.ERROR, str(exc)
+                    events.append((seq.key, self._end(seq)))
+            else:
+                live.append(seq)
+        if not live:
+            return events
+        round_started = time.perf_counter()
+        # Each sequence drafts up to its cap (lookup costs next to nothing), then the drafts are cut to what the
+        # budget and the cost of the batch's rows say is worth verifying. A drafter whose drafting costs (a
+        # model) would be sized before it drafts: that comes with the shared draft model.
+        rounds: list[RoundState] = []
+        for seq in live:
+            round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=seq.cap())
+            seq.reply.draft(round_)
+            rounds.append(round_)
+        explore = self.rounds % EXPLORE_EVERY == 0  # the first round, then now and then
+        depths = allot(
+            [len(r.draft.tokens) for r in rounds],
+            [s.acceptance() for s in live],
+            self.verify_budget,
+            cost=None if explore else self._round_costs(),
+            fixed=[s.reply.depth_control.requested is not None for s in live],
+        )
+        for seq, round_, depth in zip(live, rounds, depths, strict=True):
+            _keep_first(round_.draft, depth)
+            round_.depth = depth
+            drafted = seq.reply.drafted_event(round_)
+            if drafted is not None:
+                events.append((seq.key, drafted))
+        batch = [(s.slot, [s.reply.committed[-1], *r.draft.tokens]) for s, r in zip(live, rounds, strict=True)]
+        started = time.perf_counter()
+        try:
+            rows = self.contexts.step(batch)
+        except SpecchatError as exc:
+            for seq in live:
+                seq.reply.reason, seq.reply.message = FinishReason.ERROR, str(exc)
+                events.append((seq.key, self._end(seq)))
+            return events
+        verify_seconds = time.perf_counter() - started
+        n_rows = sum(len(b[1]) for b in batch)
+        self.rounds += 1
+        self.rows += n_rows
+        self.widest = max(self.widest, len(batch))
+        for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
+            seq.reply.settle(round_, seq_rows)
+            seq.rejections += round_.verdict.n_accepted < len(round_.draft.tokens)
+            round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
+            verified = seq.reply.verified_event(round_)
+            seq.reply.account(round_)
+            events.append((seq.key, verified))
+            if seq.reply.reason is not None:
+                events.append((seq.key, self._end(seq)))
+        overhead = time.perf_counter() - round_started - verify_seconds
+        self.costs.observe(n_rows - 1, verify_seconds, overhead)
+        return events
+
+    def _round_costs(self) -> Callable[[int], float]:
+        """Estimated seconds of a round by the rows it verifies over the batch, its drafting and bookkeeping too.
+
+        The verify line as the depth controller reads it (``verify_costs``): each extra row at most a share of a
+        one-row pass, never cheaper for more rows, so a few early rounds timed at a load spike cannot price
+        drafting out."""
+        verify = self.costs.verify_costs(self.verify_budget + 1)
+        overhead = self.costs.overhead(True)
+        return lambda rows: verify[rows] + overhead
+
+    def cancel_all(self) -> None:
+        """Cancel every live sequence: each ends at the next :meth:`step`."""
+        for seq in self._live.values():
+            seq.reply.cancel.cancel()
+
+    def reset(self) -> None:
+        """Drop every live sequence without events and empty their slots (after an unexpected failure)."""
+        for seq in self._live.values():
+            self.contexts.clear(seq.slot)
+            self.contexts.release(seq.slot)
+        self._live.clear()
+
+    def _end(self, seq: _Sequence) -> Finished:
+        del self._live[seq.key]
+        finished = seq.reply.finish()
+        reached, accepted = self._pooled.get(seq.reply.drafter.kind, (0, 0))
+        self._pooled[seq.reply.drafter.kind] = (reached + seq.reached, accepted + finished.stats.accepted)
+        if finished.reason is FinishReason.ERROR:
+            self.contexts.clear(seq.slot)  # perhaps mid-round
+        self.contexts.release(seq.slot)
+        return finished
+
+
+def _keep_first(draft: Draft, n: int) -> None:
+    """Cut ``draft`` to its first ``n`` tokens (verifying a prefix of the drafts is as exact as drafting fewer)."""
+    draft.tokens, draft.q, draft.probs = draft.tokens[:n], draft.q[:n], draft.probs[:n]
+    draft.sources, draft.match_lengths, draft.top = draft.sources[:n], draft.match_lengths[:n], draft.top[:n]
+
+
+def _without_probe(params: GenerationParams) -> GenerationParams:
+    """``params`` without a plain probe: plain decoding timed inside a shared batch would time the batch."""
+    return params if params.plain_probe == 0 else dataclasses.replace(params, plain_probe=0)

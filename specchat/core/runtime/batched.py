@@ -1,0 +1,111 @@
+"""Several replies at once on the loaded pair's target: what ``specchat serve --parallel N`` drives.
+
+:class:`BatchedRuntime` is the batched counterpart of :meth:`Runtime.stream
+<specchat.core.runtime.runtime.Runtime.stream>`: it owns a second context on
+the runtime's target model that holds up to ``n_seq`` sequences
+(:class:`~specchat.core.llama.multi_context.MultiContext`) and the batched
+engine on it (:class:`~specchat.core.engine.batched.BatchedEngine`). Prompts
+come from :meth:`Runtime.prompt` as for every reply; each sequence drafts
+with n-gram lookup or not at all (the drafters that need nothing beside the
+target). Earlier prompts' states are kept in the runtime's prompt cache and
+loaded back into whichever sequence a later prompt sharing them gets. A draft
+model, MTP heads or a head file shared by the batch is a later step: requests
+that ask for those run one at a time on the runtime.
+Use it from the thread that owns the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specchat.core.cancel import CancelToken
+from specchat.core.engine.batched import DEFAULT_VERIFY_BUDGET, BatchedEngine
+from specchat.core.engine.depth import DepthControl
+from specchat.core.llama.context import Context
+from specchat.core.llama.multi_context import MultiContext
+from specchat.core.runtime.runtime import Prompt, Runtime
+from specchat.core.types import DrafterKind, Event, Finished, GenerationParams, SpecchatError
+
+CACHE_NAME = "batch-target"  # the prompt cache's name for these sequences' states
+BATCHED_DRAFTERS = frozenset({DrafterKind.NGRAM.value, DrafterKind.NONE.value})
+"""The drafters a batched sequence can draft with: each needs nothing beside the target."""
+
+
+def batchable(drafter: str) -> bool:
+    """Whether a reply drafting with ``drafter`` can join the batch."""
+    return drafter in BATCHED_DRAFTERS
+
+
+class BatchedRuntime:
+    """Up to ``n_seq`` replies decoding together on ``runtime``'s target (an attention-only one, on this machine)."""
+
+    def __init__(self, runtime: Runtime, n_seq: int, *, verify_budget: int | None = None) -> None:
+        if runtime.remote is not None:
+            raise SpecchatError(
+                "a target on remote devices serves one request at a time for now; use --parallel 1 with --rpc"
+            )
+        local = runtime.target_context
+        tuner = local.tuner if isinstance(local, Context) else None
+        self.runtime = runtime
+        self.contexts = MultiContext(runtime.target, n_seq=n_seq, n_ctx=runtime.n_ctx, tuner=tuner)
+        budget = verify_budget if verify_budget is not None else max(DEFAULT_VERIFY_BUDGET, n_seq)
+        if budget < n_seq:
+            raise SpecchatError(f"the verify budget ({budget} rows) must be at least the {n_seq} sequences")
+        self.engine = BatchedEngine(
+            self.contexts, runtime.target.eog_tokens, runtime.target.piece, verify_budget=budget
+        )
+        self.n_seq = n_seq
+
+    @staticmethod
+    def batchable(drafter: str) -> bool:
+        """Whether a reply drafting with ``drafter`` can join the batch."""
+        return batchable(drafter)
+
+    @property
+    def active(self) -> int:
+        """Replies in progress."""
+        return self.engine.active
+
+    @property
+    def room(self) -> int:
+        """How many more replies may join at the next round."""
+        return self.engine.room
+
+    def admit(
+        self,
+        prompt: Prompt | Sequence[int],
+        params: GenerationParams,
+        *,
+        drafter: str,
+        depth: DepthControl | None = None,
+        cancel: CancelToken | None = None,
+    ) -> tuple[int, Finished | None]:
+        """Read ``prompt`` and let its reply join at the next round: (its key, None), or (its key, Finished) when
+        it ended before its first round. A drafter that cannot batch raises SpecchatError."""
+        if not batchable(drafter):
+            raise SpecchatError(
+                f"the {drafter} drafter cannot join a batch; only {', '.join(sorted(BATCHED_DRAFTERS))} can"
+            )
+        tokens = list(prompt.tokens if isinstance(prompt, Prompt) else prompt)
+        chosen = self.runtime.drafter_for(drafter)
+        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel, recall=self._recall)
+
+    def _recall(self, slot: int, body: Sequence[int]) -> None:
+        """Keep what ``slot`` would drop for ``body`` and load back a kept state sharing more with it (the
+        runtime's prompt cache, its states of these sequences kept apart from the one-sequence context's)."""
+        self.runtime.prompt_cache.recall(CACHE_NAME, self.contexts.view(slot), body)
+
+    def step(self) -> list[tuple[int, Event]]:
+        """One round for every reply in progress; its events, each with its reply's key, in order per reply."""
+        return self.engine.step()
+
+    def cancel_all(self) -> None:
+        """Every reply in progress ends at the next :meth:`step`."""
+        self.engine.cancel_all()
+
+    def reset(self) -> None:
+        """Drop every reply in progress, without events, and empty their sequences (after an unexpected failure)."""
+        self.engine.reset()
+
+    def close(self) -> None:
+        self.contexts.close()
