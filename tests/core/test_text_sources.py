@@ -40,8 +40,20 @@ def test_a_prediction_is_preferred_over_the_conversation_on_an_equal_match() -> 
     seq = np.asarray([1, 2, 3, 9, 8, 1, 2, 3], dtype=np.int64)
     doc = LookupText.of("doc", [5, 1, 2, 3, 9, 8])
     prediction = LookupText.of(PRED, [5, 1, 2, 3, 9, 8], preferred=True)
-    assert [f.origin for f in find_proposals(seq, 3, 2, [doc, prediction], max_length=32)] == [PRED, "", "doc"]
+    # the conversation proposes the prediction's tokens too: that draft is named after the prediction
+    assert [f.origin for f in find_proposals(seq, 3, 2, [doc, prediction], max_length=32)] == [PRED, PRED, "doc"]
     assert lookup_with_texts(seq, 2, 3, 1, [doc, prediction]) == ([9, 8], 3, PRED)
+
+
+def test_the_conversation_s_longer_match_into_an_attachment_is_named_after_it() -> None:
+    """The window puts an attachment in the prompt too, after a line of its own: the conversation's match runs a
+    token further back (into that line), yet the draft is the attachment's copy ("lookup in story.txt")."""
+    seq = np.asarray([7, 1, 2, 3, 9, 8, 4, 7, 1, 2, 3], dtype=np.int64)  # 7: the line before the text, twice
+    story = LookupText.of("story.txt", [1, 2, 3, 9, 8, 4], preferred=True)
+    found = find_proposals(seq, 3, 2, [story], max_length=32)
+    assert found == [Found(4, (9, 8), "story.txt"), Found(3, (9, 8), "story.txt")]
+    other = LookupText.of("other.txt", [1, 2, 3, 6, 6], preferred=True)  # another continuation: stays apart
+    assert [f.origin for f in find_proposals(seq, 3, 2, [other], max_length=32)] == ["", "other.txt"]
 
 
 def test_one_token_is_not_searched_in_a_text() -> None:

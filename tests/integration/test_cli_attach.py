@@ -59,7 +59,9 @@ def test_chat_drafts_from_a_prediction_and_an_attachment_and_the_reply_is_plain_
     texts = result["by_text"]
     assert texts["the prediction"]["accepted"] > 0, texts
     assert set(texts) <= {"the prediction", "shapes.py"}
-    shown = specchat("chat", *model, "--prediction", str(prediction), ASK)
+    shown = specchat(
+        "chat", *model, "--attach", str(code), "--prediction", str(prediction), ASK
+    )  # as a person reads it
     assert shown.returncode == 0, shown.stderr
     assert "drafted from the prediction:" in shown.stderr
 

@@ -112,7 +112,7 @@ def find_proposals(
 ) -> list[Found]:
     """Every proposal of up to ``k`` tokens for ``seq``'s last ``n`` tokens: the conversation's latest match, then
     each text's (searched where ``n >= min_text_ngram``), longest match first (ties: a preferred text's, then
-    that order).
+    that order); a conversation proposal that a preferred text proposes too is named after the text.
 
     Real match lengths are followed back up to ``max_length`` tokens.
     """
@@ -127,4 +127,10 @@ def find_proposals(
                 proposal = Found(length, tuple(int(t) for t in text.tokens[follow : follow + k]), text.name)
                 found.append((-length, 0 if text.preferred else 2 + i, proposal))
     found.sort(key=lambda f: f[:2])
-    return [f for _, _, f in found if f.tokens]
+    proposals = [f for _, _, f in found if f.tokens]
+    # The conversation's copy of a preferred text (an attachment the window also put in the prompt) is that
+    # text's: where both propose the same tokens, the draft is named after the text even where the
+    # conversation's match runs a token or two longer (into the text before the attachment's block).
+    preferred = {text.name for text in texts if text.preferred}
+    named = {f.tokens: f.origin for f in reversed(proposals) if f.origin in preferred}  # the best one's name last
+    return [f._replace(origin=named[f.tokens]) if not f.origin and f.tokens in named else f for f in proposals]
