@@ -93,7 +93,7 @@ class ComposerFrame(QFrame):
         margins = box.contentsMargins()
         height = (
             lines * box.fontMetrics().lineSpacing()
-            + round(2 * box.document().documentMargin())
+            + round(3 * box.document().documentMargin())  # above, below, and the last line's own (Qt counts it)
             + margins.top()
             + margins.bottom()
             + 2 * box.frameWidth()

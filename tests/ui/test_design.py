@@ -207,3 +207,20 @@ def test_a_wide_window_centres_the_conversation_and_the_composer(qtbot, settings
     # at 900 pixels the column takes the whole view
     _shown(qtbot, window, 900, 600)
     qtbot.waitUntil(lambda: view.viewportMargins().left() == 0)
+
+
+def test_the_message_box_grows_with_its_text_from_two_lines_to_five(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    _converse(qtbot, window, host)
+    _shown(qtbot, window, 900, 600)
+    box = window.composer
+    heights = {}
+    for n in (1, 2, 3, 5, 8):
+        box.setPlainText("\n".join(f"line {i}" for i in range(n)))
+        qtbot.wait(20)
+        heights[n] = box.height()
+        assert box.verticalScrollBar().isVisible() == (n > 5), n  # every line shown until the sixth
+    assert heights[1] == heights[2] < heights[3] < heights[5] == heights[8]
+    assert window.chat_view.height() > 300  # the chat keeps the room at 900x600
+    box.clear()
+    qtbot.waitUntil(lambda: box.height() == heights[1])
