@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "specchat"
-QT = ("PySide6", "superqt", "shiboken6")
+QT = ("PySide6", "superqt", "shiboken6", "qtawesome", "qtpy")
 
 
 @dataclass(frozen=True)

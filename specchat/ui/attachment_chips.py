@@ -3,8 +3,8 @@ chips above the composer, and the context meter beside it."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPainterPath, QPalette, QPen, QPixmap
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
-    QPushButton,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -20,6 +19,8 @@ from PySide6.QtWidgets import (
 
 from specchat.core.chat.attachments import Attachment, estimate_tokens
 from specchat.core.chat.documents import human_size
+
+from . import design
 
 
 class AttachmentPreview(QDialog):
@@ -174,48 +175,16 @@ class ContextMeter(QLabel):
         self.setPalette(palette)
 
 
-def paperclip_icon(colour: QColor, size: int = 20) -> QIcon:
-    """A paperclip drawn in ``colour`` (no icon font or theme needed: every platform draws it alike)."""
-    pixmap = QPixmap(size * 2, size * 2)  # drawn at twice the size: sharp on high-DPI screens
-    pixmap.setDevicePixelRatio(2.0)
-    pixmap.fill(Qt.GlobalColor.transparent)
-    painter = QPainter(pixmap)
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    pen = QPen(colour, 1.5)
-    pen.setCapStyle(Qt.PenCapStyle.RoundCap)
-    painter.setPen(pen)
-    painter.translate(size / 2, size / 2)
-    painter.rotate(40)
-    painter.translate(-size / 2, -size / 2)
-    path = QPainterPath(QPointF(12.5, 7))
-    path.lineTo(12.5, 14.5)
-    path.arcTo(QRectF(7.5, 12, 5, 5), 0, -180)  # the outer loop's bottom
-    path.lineTo(7.5, 5)
-    path.arcTo(QRectF(7.5, 3, 4, 4), 180, -180)  # the top
-    path.lineTo(11.5, 13)
-    path.arcTo(QRectF(8.5, 11.5, 3, 3), 0, -180)  # the inner loop's bottom
-    path.lineTo(8.5, 7)
-    painter.drawPath(path)
-    painter.end()
-    return QIcon(pixmap)
-
-
-class AttachButton(QPushButton):
-    """The paperclip beside Send; its icon follows the theme's text colour."""
+class AttachButton(QToolButton):
+    """The paperclip in the composer; its icon follows the theme (design.py)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setObjectName(design.COMPOSER_TOOL)
         self.setAccessibleName("Attach files")
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setToolTip(
             "Attach files to this message: text, Markdown, code, CSV, JSON, HTML, PDF, Word "
             "(or drop them on the chat, or paste them)"
         )
-        self._draw()
-
-    def _draw(self) -> None:
-        self.setIcon(paperclip_icon(self.palette().color(QPalette.ColorRole.ButtonText)))
-
-    def changeEvent(self, event: QEvent) -> None:
-        if event.type() == QEvent.Type.PaletteChange:
-            self._draw()
-        super().changeEvent(event)
+        design.set_icon(self, "paperclip")

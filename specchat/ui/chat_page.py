@@ -1,9 +1,10 @@
 """The page both looks of the chat view draw on: shared state, each message's chrome, the Renderer interface.
 
 A message is a header ("You" / "Assistant", with ‹ n/m › when it has other
-versions) and a body. A reply that did not end on its own gets a note ("stopped
-at the 512-token limit"), and the last one that can go on a "Continue" link; a
-finished reply then gets its line of figures (reply_footer.py).
+versions) and a body; a user's message sits on a tinted card (chat_cards.py).
+A reply that did not end on its own gets a note ("stopped at the 512-token
+limit"), and the last one that can go on a "Continue" link; a finished reply
+then gets its line of figures (reply_footer.py).
 The body is the look's: the reading view (chat_reading.py) or the verdict view
 (chat_verdicts.py), both behind :class:`Renderer`, which the view
 (chat_view.py) switches between.
@@ -14,12 +15,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from PySide6.QtGui import QFont, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QFont, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import QTextBrowser
 
 from specchat.core.chat.transcript import Message, Transcript
 from specchat.core.types import Drafted, Finished, Verified
 
+from .chat_cards import header_top, role_colour, turn_block
 from .markdown_render import new_block
 from .reply_footer import insert_footer
 from .token_styles import PROP_CHROME, PROP_MESSAGE, reading_format
@@ -74,22 +76,23 @@ class Page:
     def insert_header(self, cursor: QTextCursor, index: int) -> None:
         """A message's header line, on a block of its own, with the version arrows when it has versions."""
         msg = self.transcript.messages[index]
-        block = QTextBlockFormat()
+        user = msg.role == "user"
+        first = self.browser.document().isEmpty()
+        block = turn_block(header_top(first), index if user else None)
         block.setBottomMargin(3)
-        if self.browser.document().isEmpty():
+        if first:
             cursor.setBlockFormat(block)
         else:
-            block.setTopMargin(16)
             new_block(cursor, block)
         header = QTextCharFormat()
-        header.setFontWeight(QFont.Weight.Bold)
-        header.setFontCapitalization(QFont.Capitalization.SmallCaps)
-        header.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
+        header.setFontWeight(QFont.Weight.DemiBold)
+        header.setProperty(QTextFormat.Property.FontSizeAdjustment, -1)
+        header.setForeground(self.palette().color(role_colour(user)))
         header.setProperty(PROP_MESSAGE, index)
         cursor.insertText("You" if msg.role == "user" else msg.role.capitalize(), header)
         if msg.versions > 1:  # regenerated or edited: which version this is; the arrows flip it
-            header.setFontCapitalization(QFont.Capitalization.MixedCase)
             header.setFontWeight(QFont.Weight.Normal)
+            header.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
             header.setToolTip("Other versions: click the arrows, or Alt+Left / Alt+Right")
             cursor.insertText("  ", header)
             self._insert_version_arrow(cursor, header, index, -1)
@@ -144,9 +147,7 @@ class Page:
         """A user message's files, on a line under its header: a chip each (name, size, tokens); a click previews
         the text the model read."""
         msg = self.transcript.messages[index]
-        block = QTextBlockFormat()
-        block.setTopMargin(2)
-        new_block(cursor, block)
+        new_block(cursor, turn_block(2, index))
         for n, attachment in enumerate(msg.attachments):
             chip = QTextCharFormat()
             chip.setBackground(self.palette().color(QPalette.ColorRole.AlternateBase))
@@ -194,7 +195,7 @@ class Renderer(ABC):
             return
         if msg.attachments:
             page.insert_attachments(cursor, index)
-        cursor.insertBlock(QTextBlockFormat())
+        cursor.insertBlock(turn_block(2, index))
         page.body_start = cursor.position()
         cursor.insertText(msg.text, reading_format(None, page.palette(), index))
 

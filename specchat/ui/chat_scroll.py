@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTextBrowser, QToolButton
 
+from . import design
+
 FOLLOW_SLACK = 4  # pixels from the bottom that still count as "at the bottom"
 
 
@@ -24,7 +26,9 @@ class FollowScroll:
         self.follow = True
         self._scrolling = False  # True while the view moves its own scroll bar
         self.jump_button = QToolButton(browser)
-        self.jump_button.setText("\u2193 Latest")
+        self.jump_button.setText("Latest")
+        self.jump_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        design.set_icon(self.jump_button, "arrow-down")
         self.jump_button.setToolTip("Jump to the latest message and follow the reply")
         self.jump_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.jump_button.setAutoFillBackground(True)

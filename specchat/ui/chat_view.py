@@ -35,15 +35,19 @@ from PySide6.QtGui import (
     QKeyEvent,
     QKeySequence,
     QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
     QResizeEvent,
     QShowEvent,
 )
-from PySide6.QtWidgets import QLabel, QMenu, QTextBrowser, QToolTip, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QMenu, QTextBrowser, QToolTip, QWidget
 
 from specchat.core.chat.transcript import TokenSpan, Transcript
 
 from . import syntax
 from .chat_actions import MessageActions, Requests, clean_text
+from .chat_cards import DOCUMENT_MARGIN, column_margin, paint_cards
 from .chat_hits import Hover, format_at, message_index_at, token_at
 from .chat_page import Page, Renderer, StreamEvent, finish_note
 from .chat_queue import EventQueue
@@ -72,7 +76,7 @@ class ChatView(QTextBrowser):
         self.setReadOnly(True)
         self.setOpenLinks(False)
         self.setUndoRedoEnabled(False)
-        self.document().setDocumentMargin(10)
+        self.document().setDocumentMargin(DOCUMENT_MARGIN)
         self.document().setIndentWidth(22)
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._page = Page(self, transcript if transcript is not None else Transcript(), self._mono)
@@ -99,6 +103,9 @@ class ChatView(QTextBrowser):
         self._scroll = FollowScroll(self, self.hide_hover)  # hide the hover bar: its place was for the old position
         self.jump_button = self._scroll.jump_button
         self.viewport().setMouseTracking(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setAutoFillBackground(True)  # the sides of a wide window's column: the page's colour
+        self.setBackgroundRole(QPalette.ColorRole.Base)
         # the most common code's lexer loads once the window is up rather than when a reply first shows code
         QTimer.singleShot(WARM_UP_MS, syntax.warm_up)
 
@@ -291,8 +298,17 @@ class ChatView(QTextBrowser):
     # -- Qt events ---------------------------------------------------------------------
 
     def resizeEvent(self, event: QResizeEvent) -> None:
+        side = column_margin(self.width() - self.verticalScrollBar().sizeHint().width())
+        if self.viewportMargins().left() != side:
+            self.setViewportMargins(side, 0, side, 0)
         super().resizeEvent(event)
         self._scroll.place_jump()
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - a Qt override
+        painter = QPainter(self.viewport())
+        paint_cards(self, painter, event.rect())  # under the text: the document draws no rounded backgrounds
+        painter.end()
+        super().paintEvent(event)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - a Qt override
         # On its first show Qt scrolls to the text cursor (the top of the page after a redraw): a view that

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QTextBlock
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QToolButton, QWidget
 
+from . import design
 from .token_styles import PROP_MESSAGE
 
 
@@ -43,6 +44,7 @@ class HoverBar(QFrame):
     """A small floating row of buttons over the hovered message, each triggering one of its actions."""
 
     LABELS = {"copy": "Copy", "regenerate": "Regenerate", "edit": "Edit", "race": "Race"}
+    ICONS = {"copy": "copy", "regenerate": "arrow-clockwise", "edit": "pencil-simple", "race": "flag"}
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -71,6 +73,9 @@ class HoverBar(QFrame):
             button.setToolTip(action.toolTip() or action.text())
             button.setEnabled(action.isEnabled())
             button.setAutoRaise(True)
+            if action.objectName() in self.ICONS:
+                design.set_icon(button, self.ICONS[action.objectName()])
+                button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
             button.clicked.connect(action.trigger)
             layout.addWidget(button)
             self.buttons[action.objectName()] = button

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QMainWindow, QMenu, QSplitter, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QMainWindow, QMenu, QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
 from specchat.core.build import BuildInfo
 from specchat.core.chat.store import ConversationStore
@@ -28,6 +28,7 @@ from .baselines import BaselineKeeper
 from .chat_controller import ChatController, ReplySettings
 from .composer_files import ComposerFiles
 from .conversation_ops import ConversationOps
+from .design import use_base_font
 from .finder_pick import FinderPick
 from .lookup_memory import LookupMemoryKeeper
 from .menus import build_menus
@@ -72,6 +73,10 @@ class MainWindow(QMainWindow):
         self.last_error = ""
         self.setWindowTitle("specchat")
         self.resize(1200, 760)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            use_base_font(app)  # Qt gives an application font only to widgets made after it: the window is older
+            self.setFont(app.font())
         self._build()
         self._connect()
         self.look.restore()

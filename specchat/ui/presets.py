@@ -13,6 +13,7 @@ from specchat.core.chat.presets import BUILT_IN, CUSTOM, SamplerPreset, user_pre
 from specchat.core.chat.store import ConversationStore
 from specchat.core.settings import Settings
 
+from . import design
 from .controls import SpeculationControls
 from .wheel_guard import guard_wheel
 
@@ -32,6 +33,8 @@ class PresetBar(QWidget):
         )
         self.save_button = QToolButton()
         self.save_button.setText("Save…")
+        design.set_icon(self.save_button, "floppy-disk")
+        self.save_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.save_button.setToolTip("Save the current sampler settings as a preset")
         layout.addWidget(QLabel("Preset"))
         layout.addWidget(self.combo, 1)

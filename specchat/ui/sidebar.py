@@ -33,6 +33,8 @@ from PySide6.QtWidgets import (
 from specchat.core.chat.dates import PINNED, day_group, full_when, short_when
 from specchat.core.chat.store import ConversationInfo
 
+from . import design
+
 HIT = ("\ue000", "\ue001")  # around each matched word in a snippet (private-use characters: never typed)
 SNIPPET_ROLE = Qt.ItemDataRole.UserRole + 1  # the search snippet shown under the title, as HTML
 SNIPPET_INDENT = 8  # pixels the snippet is set in under its title
@@ -233,6 +235,7 @@ class ConversationSidebar(QWidget):
         self.branch_menu_filler: Callable[[QMenu, int], None] | None = None
         self.new_button = QPushButton("New conversation")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        design.set_icon(self.new_button, "note-pencil")
         self.search_field = SearchField()
         self.search_field.setPlaceholderText("Search conversations")
         self.search_field.setClearButtonEnabled(True)
@@ -241,14 +244,18 @@ class ConversationSidebar(QWidget):
         layout.addWidget(self.new_button)
         layout.addWidget(self.search_field)
         layout.addWidget(self.list, 1)
-        # Compact buttons keep the sidebar narrow enough for a 900-pixel window.
+        # Icons alone keep the sidebar narrow enough for a 900-pixel window.
         buttons = QHBoxLayout()
         self.rename_button = QToolButton()
         self.rename_button.setText("Rename")
         self.delete_button = QToolButton()
         self.delete_button.setText("Delete…")
+        design.set_icon(self.rename_button, "pencil-simple")
+        design.set_icon(self.delete_button, "trash")
         for b in (self.rename_button, self.delete_button):
             b.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+            b.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)  # their names in the tooltips
+            b.setToolTip(b.text())
             buttons.addWidget(b)
         layout.addLayout(buttons)
         self.new_button.clicked.connect(lambda *_: self.new_requested.emit())

@@ -35,6 +35,7 @@ from specchat.core.engine.positions import position_acceptance
 from specchat.core.engine.registry import source_name
 from specchat.core.types import RATE_DIGITS, GenerationStats
 
+from . import design
 from .reply_footer import first_token_text
 
 DASH = "–"
@@ -101,6 +102,7 @@ class StatsPanel(QGroupBox):
         layout.addLayout(form)
         self._form = form
         self.measure_button = QPushButton("Measure plain decoding")
+        design.set_icon(self.measure_button, "timer")
         self.measure_button.setToolTip("Time this pair without a drafter again, under the current settings")
         self.measure_button.clicked.connect(lambda *_: self.measure_requested.emit())
         layout.addWidget(self.measure_button)

@@ -17,6 +17,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleFactory, QStyleOption, QWidget
 
+from .design import apply_design
+
 ZOOM_MIN = -6
 ZOOM_MAX = 12
 
@@ -133,6 +135,7 @@ def apply_theme(theme: str) -> None:
         sheet = widget.styleSheet()
         if sheet:
             widget.setStyleSheet(sheet)
+    apply_design(app)  # the base font, and the design's style sheet and icons in the new colours
 
 
 def clamp_zoom(steps: int) -> int:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+from . import design
 
 
 class WelcomeView(QWidget):
@@ -16,7 +19,8 @@ class WelcomeView(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.addStretch(1)
-        title = QLabel("<h2>Welcome to specchat</h2>")
+        title = QLabel("Welcome to specchat")
+        design.set_font_size(title, design.HEADING_PT, QFont.Weight.DemiBold)
         title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         layout.addWidget(title)
         blurb = QLabel(
@@ -29,7 +33,10 @@ class WelcomeView(QWidget):
         layout.addWidget(blurb)
         self.demo_button = QPushButton("Try the offline demo pair")
         self.demo_button.setDefault(True)
+        self.demo_button.setObjectName(design.PRIMARY_BUTTON)
+        design.set_icon(self.demo_button, "play-fill", QPalette.ColorRole.HighlightedText)
         self.picker_button = QPushButton("Choose models…")
+        design.set_icon(self.picker_button, "folder-open")
         for button in (self.demo_button, self.picker_button):
             button.setMinimumWidth(260)
             layout.addWidget(button, 0, Qt.AlignmentFlag.AlignHCenter)
