@@ -191,50 +191,75 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
     hub_every = max(1, args.replies // args.hub_actions) if args.hub_actions else 0
     hub_done = 0
 
+    worst: dict[str, float] = {}  # the worst GUI-timer gap during each kind of action
+
+    def timed(kind: str, before: int) -> None:
+        from PySide6.QtTest import QTest
+
+        QTest.qWait(30)  # the timer ticks: a stall at the action's end is counted as this action's
+        if len(gaps) > before:
+            worst[kind] = max(worst.get(kind, 0.0), *gaps[before:])
+
     while replies < args.replies:
         if hub_every and hub_done < args.hub_actions and replies >= (hub_done + 1) * hub_every - hub_every // 2:
+            before = len(gaps)
             record("hub", **hub_action(window, hub_done))
+            timed("hub visit", before)
             hub_done += 1
+        before = len(gaps)
         roll = rng.random()
         prompt = rng.choice(PROMPTS)
         if roll < 0.08:
+            kind = "new conversation"
             window.new_conversation()
             reply(functools.partial(send, prompt))
         elif roll < 0.16 and len(store.conversations()) > 1:
+            kind = "switch"
             others = [c.id for c in store.conversations() if c.id != window.conversation_id]
             window.chat.open_conversation(rng.choice(others))
             reply(functools.partial(send, prompt))
         elif roll < 0.28 and window.page.regenerate_button.isEnabled() and window.transcript.messages:
+            kind = "regenerate"
             reply(window.regenerate)
         elif roll < 0.36:
+            kind = "stop"
             reply(functools.partial(send, prompt), stop_early=True)
         elif roll < 0.42:
+            kind = "edit"
             users = [i for i, m in enumerate(window.transcript.messages) if m.role == "user"]
             if users:
                 window.edit_message(rng.choice(users))
                 reply(functools.partial(send, prompt + " Keep it short."))
         elif roll < 0.48:
+            kind = "near the context limit"
             reply(lambda: send("word " * rng.choice([380, 420, 470])))  # near or over the 512-token context
         elif roll < 0.52 and len(store.conversations()) > 2:
+            kind = "delete"
             victim = rng.choice([c.id for c in store.conversations() if c.id != window.conversation_id])
             window.chat.delete_conversation(victim)
             record("deleted", cid=victim)
         elif roll < 0.62:
+            kind = "attach"
             reply(functools.partial(send_with_file, rng.choice(["Summarise the file.", prompt]), rng.choice(files)))
         else:
+            kind = "send"
             if rng.random() < 0.3:
                 window.controls.auto_depth.setChecked(rng.random() < 0.5)
                 window.controls.depth_slider.setValue(rng.randint(0, 16))
             reply(functools.partial(send, prompt))
+        timed(kind, before)
         if time.monotonic() - last_sample >= args.interval:
             sample()
     while hub_done < args.hub_actions:  # a short session still visits the hub as often as asked
+        before = len(gaps)
         record("hub", **hub_action(window, hub_done))
+        timed("hub visit", before)
         hub_done += 1
     timer.stop()
     sample(final=True)
     record("reasons", reasons=reasons)
     record("attached", **attached)
+    record("worst", by_kind={k: round(v, 1) for k, v in worst.items()})
     from specchat.ui.model_picker import ModelPickerDialog
 
     record("pickers_alive", count=len(window.findChildren(ModelPickerDialog)))
@@ -311,6 +336,8 @@ def parent(args: argparse.Namespace) -> int:
         )
     for problem in hub_problems:
         print("   ", problem)
+    by_kind: dict[str, float] = next((x["by_kind"] for x in lines if x["kind"] == "worst"), {})
+    print("worst GUI gap (ms) by action:", ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())))
     pickers = next((x["count"] for x in lines if x["kind"] == "pickers_alive"), None)
     print(f"picker dialogs still alive after closing: {pickers}")
     print(f"exit code {proc.returncode}; stderr: {len(stderr)} lines" + ("" if not stderr else ":"))
