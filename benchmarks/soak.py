@@ -3,14 +3,19 @@
 The child opens the main window offscreen on the demo pair and drives it
 through at least ``--replies`` replies: sending in the current conversation,
 new conversations, switching, Regenerate, Edit and resend, Stop mid-reply,
-depth and Auto changes, prompts near the context limit, deletes. Every
+depth and Auto changes, prompts near the context limit, deletes, small text files attached to some
+messages, and ``--hub-actions`` visits to File → Choose models… → Search the hub: a search, a
+repository's files, a download with progress (every other one cancelled after its first progress and
+resumed), the dialog closed, against the tests' loopback hub that the parent serves (see
+``soak_hub.py``; the Hugging Face hub is never asked). Every
 ``--interval`` seconds it samples RSS, the Python object count, the database
 size, the thread count and the worst gap of a 10 ms GUI timer. The parent
 prints those samples, the replies by finish reason, the child's exit code and
 its stderr, and checks that every message the window showed at the end of
-each reply is in the database after quitting.
+each reply is in the database after quitting (with its attachments), and every downloaded file against
+the hub's.
 
-    QT_QPA_PLATFORM=offscreen python benchmarks/soak.py [--replies 150] [--max-tokens 24] [--seed 1]
+    QT_QPA_PLATFORM=offscreen python benchmarks/soak.py [--replies 150] [--max-tokens 24] [--seed 1] [--hub-actions 4]
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from soak_hub import check_downloads, hub_action, hub_env, resumed_kib, serve_stocked, write_attachments
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -130,9 +137,8 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
 
     def expect_current() -> None:
         if window.conversation_id is not None:
-            record(
-                "expect", cid=window.conversation_id, messages=[[m.role, m.content] for m in window.transcript.messages]
-            )
+            messages = [[m.role, m.content, [a.name for a in m.attachments]] for m in window.transcript.messages]
+            record("expect", cid=window.conversation_id, messages=messages)
 
     replies = 0
     reasons: dict[str, int] = {}
@@ -162,41 +168,101 @@ def child(args: argparse.Namespace, workdir: Path) -> int:
         window.composer.setPlainText(text)
         window.composer.send()
 
+    files = write_attachments(workdir / "attach")
+    attached = {"sent": 0, "cut": 0, "refused": 0}
+
+    def send_with_file(text: str, path: Path) -> None:
+        window.files.attach_paths([str(path)])
+        send(text)
+        box = window.files.fit_box  # asked when the conversation leaves no room for the file
+        if box is None:
+            attached["sent"] += 1
+            return
+        cut = next((b for b in box.buttons() if b.text() == "Attach the cut"), None)
+        if cut is not None:
+            attached["cut"] += 1
+            cut.click()  # sends the message with the file's first part
+        else:
+            attached["refused"] += 1
+            box.buttons()[0].click()
+            window.files.clear()
+            window.composer.clear()
+
+    hub_every = max(1, args.replies // args.hub_actions) if args.hub_actions else 0
+    hub_done = 0
+
+    worst: dict[str, float] = {}  # the worst GUI-timer gap during each kind of action
+
+    def timed(kind: str, before: int) -> None:
+        from PySide6.QtTest import QTest
+
+        QTest.qWait(30)  # the timer ticks: a stall at the action's end is counted as this action's
+        if len(gaps) > before:
+            worst[kind] = max(worst.get(kind, 0.0), *gaps[before:])
+
     while replies < args.replies:
+        if hub_every and hub_done < args.hub_actions and replies >= (hub_done + 1) * hub_every - hub_every // 2:
+            before = len(gaps)
+            record("hub", **hub_action(window, hub_done))
+            timed("hub visit", before)
+            hub_done += 1
+        before = len(gaps)
         roll = rng.random()
         prompt = rng.choice(PROMPTS)
         if roll < 0.08:
+            kind = "new conversation"
             window.new_conversation()
             reply(functools.partial(send, prompt))
         elif roll < 0.16 and len(store.conversations()) > 1:
+            kind = "switch"
             others = [c.id for c in store.conversations() if c.id != window.conversation_id]
             window.chat.open_conversation(rng.choice(others))
             reply(functools.partial(send, prompt))
         elif roll < 0.28 and window.page.regenerate_button.isEnabled() and window.transcript.messages:
+            kind = "regenerate"
             reply(window.regenerate)
         elif roll < 0.36:
+            kind = "stop"
             reply(functools.partial(send, prompt), stop_early=True)
         elif roll < 0.42:
+            kind = "edit"
             users = [i for i, m in enumerate(window.transcript.messages) if m.role == "user"]
             if users:
                 window.edit_message(rng.choice(users))
                 reply(functools.partial(send, prompt + " Keep it short."))
         elif roll < 0.48:
+            kind = "near the context limit"
             reply(lambda: send("word " * rng.choice([380, 420, 470])))  # near or over the 512-token context
         elif roll < 0.52 and len(store.conversations()) > 2:
+            kind = "delete"
             victim = rng.choice([c.id for c in store.conversations() if c.id != window.conversation_id])
             window.chat.delete_conversation(victim)
             record("deleted", cid=victim)
+        elif roll < 0.62:
+            kind = "attach"
+            reply(functools.partial(send_with_file, rng.choice(["Summarise the file.", prompt]), rng.choice(files)))
         else:
+            kind = "send"
             if rng.random() < 0.3:
                 window.controls.auto_depth.setChecked(rng.random() < 0.5)
                 window.controls.depth_slider.setValue(rng.randint(0, 16))
             reply(functools.partial(send, prompt))
+        timed(kind, before)
         if time.monotonic() - last_sample >= args.interval:
             sample()
+    while hub_done < args.hub_actions:  # a short session still visits the hub as often as asked
+        before = len(gaps)
+        record("hub", **hub_action(window, hub_done))
+        timed("hub visit", before)
+        hub_done += 1
     timer.stop()
     sample(final=True)
     record("reasons", reasons=reasons)
+    record("attached", **attached)
+    record("worst", by_kind={k: round(v, 1) for k, v in worst.items()})
+    from specchat.ui.model_picker import ModelPickerDialog
+
+    record("pickers_alive", count=len(window.findChildren(ModelPickerDialog)))
     window.close()
     store.close()
     out.close()
@@ -222,16 +288,24 @@ def parent(args: argparse.Namespace) -> int:
         str(args.seed),
         "--interval",
         str(args.interval),
+        "--hub-actions",
+        str(args.hub_actions),
     ]
-    started = time.monotonic()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.monotonic() - started
+    with serve_stocked(workdir) as stocked:
+        hub_env(env, stocked.hub, workdir)
+        started = time.monotonic()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        wall = time.monotonic() - started
+        lines = [json.loads(x) for x in (workdir / "soak.jsonl").read_text(encoding="utf-8").splitlines()]
+        hub_actions = [x for x in lines if x["kind"] == "hub"]
+        hub_problems = check_downloads(stocked, hub_actions)
+        resumed = [resumed_kib(stocked, a["cancelled_file"]) for a in hub_actions if a["cancelled"]]
+        hub_requests = len(stocked.hub.requests)
     stderr = [
         line
         for line in proc.stderr.splitlines()
         if line.strip() and not any(n in line for n in QT_NOISE) and not line.startswith("INFO ")
     ]
-    lines = [json.loads(x) for x in (workdir / "soak.jsonl").read_text(encoding="utf-8").splitlines()]
     samples = [x for x in lines if x["kind"] == "sample"]
     print(f"soak: {args.replies} replies, max {args.max_tokens} tokens, seed {args.seed}, {wall:.0f} s wall")
     print(f"{'t (s)':>7} {'replies':>7} {'RSS MB':>7} {'objects':>8} {'DB KB':>7} {'threads':>7} {'worst gap ms':>12}")
@@ -242,6 +316,30 @@ def parent(args: argparse.Namespace) -> int:
         )
     reasons: dict[str, int] = next((x["reasons"] for x in lines if x["kind"] == "reasons"), {})
     print("replies by finish reason:", ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+    attached: dict[str, int] = next((x for x in lines if x["kind"] == "attached"), {})
+    print(
+        f"attachments: {attached.get('sent', 0)} messages sent with a file, {attached.get('cut', 0)} with a cut "
+        f"file, {attached.get('refused', 0)} refused for want of room"
+    )
+    downloaded = [a for a in hub_actions if a["outcome"] == "downloaded"]
+    tried_cancel = [a for a in hub_actions if "cancelled_file" in a]
+    print(
+        f"hub: {len(hub_actions)} picker visits (search, files, download, close), {len(downloaded)} downloads "
+        f"completed, {sum(a['cancelled'] for a in hub_actions)} of {len(tried_cancel)} cancelled after the first "
+        f"progress and resumed (from {', '.join(f'{k} KiB' for k in resumed) or '-'}), {hub_requests} hub requests"
+    )
+    for a in hub_actions:
+        print(
+            f"    {a['repo']} {a['quant']}: {a['outcome']} in {a['seconds']} s (the dialog opened in "
+            f"{a['opened_s']} s), {a['progress_steps']} progress "
+            f"steps, {a.get('button', '-')!r}; {a['status']}"
+        )
+    for problem in hub_problems:
+        print("   ", problem)
+    by_kind: dict[str, float] = next((x["by_kind"] for x in lines if x["kind"] == "worst"), {})
+    print("worst GUI gap (ms) by action:", ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())))
+    pickers = next((x["count"] for x in lines if x["kind"] == "pickers_alive"), None)
+    print(f"picker dialogs still alive after closing: {pickers}")
     print(f"exit code {proc.returncode}; stderr: {len(stderr)} lines" + ("" if not stderr else ":"))
     for line in stderr[:20]:
         print("   ", line)
@@ -258,7 +356,7 @@ def parent(args: argparse.Namespace) -> int:
     missing = 0
     total = 0
     for cid, msgs in expected.items():
-        stored = [[m.role, m.content] for m in store.messages(cid)]
+        stored = [[m.role, m.content, [a.name for a in m.attachments]] for m in store.messages(cid)]
         total += len(msgs)
         if stored != msgs:
             missing += 1
@@ -268,7 +366,14 @@ def parent(args: argparse.Namespace) -> int:
         f"saved messages: {total} in {len(expected)} conversations, "
         + ("all present" if not missing else f"{missing} conversations differ")
     )
-    ok = proc.returncode == 0 and not stderr and not missing and len(samples) > 1
+    ok = (
+        proc.returncode == 0
+        and not stderr
+        and not missing
+        and len(samples) > 1
+        and not hub_problems
+        and len(hub_actions) == args.hub_actions
+    )
     print("soak:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 
@@ -279,6 +384,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=24)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--hub-actions", type=int, default=4, help="visits to the picker's hub search (0: none)")
     parser.add_argument("--child", metavar="WORKDIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
