@@ -36,7 +36,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_vs_llama_server import CACHE, LLAMA, Server, free_port, start
+from server_vs_llama_server import CACHE, LLAMA, Server, free_port, serve_command, start
 
 FILE = Path(__file__).resolve().parent / "prompts" / "edit_inventory.py"
 EDITS = {
@@ -126,28 +126,7 @@ def main() -> None:
     logs = CACHE / "bench-logs"
     logs.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "specchat",
-        "serve",
-        "--target",
-        str(pair.target),
-        "--draft",
-        str(pair.draft),
-        "--port",
-        str(port),
-        "--ctx",
-        str(args.ctx),
-        "--threads",
-        str(args.threads),
-        "--probe-tokens",
-        "0",
-        "--n-gpu-layers",
-        "0",
-        "--draft-gpu-layers",
-        "0",
-    ]
+    command = serve_command(pair.target, pair.draft, port, args.ctx, args.threads)
     binary = args.llama_server or CACHE / "build" / "bin" / "llama-server"
     servers = [start("specchat", command, port, logs / "prediction-specchat.log")]
     llama_names: list[str] = []

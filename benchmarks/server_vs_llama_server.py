@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -92,6 +93,33 @@ def build_llama_server(cache: Path = CACHE) -> Path:
         check=True,
     )
     return binary
+
+
+def serve_command(target: Path, draft: Path, port: int, ctx: int, threads: int, extra: Sequence[str] = ()) -> list[str]:
+    """``specchat serve`` on the pair at ``port``, on the CPU, without the start-up probe (as llama-server)."""
+    return [
+        sys.executable,
+        "-m",
+        "specchat",
+        "serve",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--port",
+        str(port),
+        "--ctx",
+        str(ctx),
+        "--threads",
+        str(threads),
+        "--probe-tokens",
+        "0",
+        "--n-gpu-layers",
+        "0",
+        "--draft-gpu-layers",
+        "0",
+        *extra,
+    ]
 
 
 def free_port() -> int:
@@ -218,32 +246,7 @@ def main() -> None:
     commands: dict[str, tuple[list[str], int]] = {}
     for name, extra in SPECCHAT.items():
         port = free_port()
-        commands[name] = (
-            [
-                sys.executable,
-                "-m",
-                "specchat",
-                "serve",
-                "--target",
-                str(pair.target),
-                "--draft",
-                str(pair.draft),
-                "--port",
-                str(port),
-                "--ctx",
-                str(args.ctx),
-                "--threads",
-                str(args.threads),
-                "--probe-tokens",
-                "0",
-                "--n-gpu-layers",
-                "0",
-                "--draft-gpu-layers",
-                "0",
-                *extra,
-            ],
-            port,
-        )
+        commands[name] = (serve_command(pair.target, pair.draft, port, args.ctx, args.threads, extra), port)
     for name, extra in LLAMA.items():
         port = free_port()
         draft = ["-md", str(pair.draft)] if "draft" in name else []
