@@ -32,6 +32,7 @@ from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest
 from specchat.core.engine.lookup import find_match
 from specchat.core.engine.realised import RealisedCosts
 from specchat.core.types import DraftSource, SamplerParams
+from support.draft_contexts import SureContext
 
 LOOKUP, MODEL, MTP = DraftSource.LOOKUP, DraftSource.MODEL, DraftSource.MTP
 SPAN = tuple(range(100, 116))  # a 16-token lookup proposal
@@ -294,31 +295,6 @@ def test_a_first_draft_that_agrees_with_the_round_s_lookup_confirms_the_hand_ove
     assert drafter._stopper(ahead, 16, cost)([quote[5]], [0.99])  # unconfirmed, the model drafts on
     parted = drafter._stopper(ahead, 16, cost, None, lookups)
     assert parted([999], [0.99])  # the model parts from the repeat at once: it goes on
-
-
-class SureContext:
-    """A dense draft context with a 4-token vocabulary that always drafts token 1."""
-
-    n_ctx = 256
-    restored = False
-
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-
-    def extend_to(self, tokens: Sequence[int]) -> int:
-        self.tokens = list(tokens)
-        return 0
-
-    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
-        self.tokens = list(tokens)
-        return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - 1
-
-    def decode(self, tokens: Sequence[int]) -> np.ndarray:
-        self.tokens.extend(tokens)
-        return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
-
-    def checkpoint(self, slot: str) -> None:
-        pass
 
 
 def test_a_reply_that_would_start_with_plain_rounds_probes_the_model_at_once() -> None:

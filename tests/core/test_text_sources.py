@@ -3,8 +3,6 @@ winning, and each text weighed by its own acceptance (deterministic, no model)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from specchat.core.cancel import CancelToken
@@ -13,6 +11,7 @@ from specchat.core.engine.drafters import DraftModelDrafter, DraftRequest, Ngram
 from specchat.core.engine.lookup import Found, LookupText, find_proposals, lookup_with_texts
 from specchat.core.runtime.sources import PREDICTION_ANCHOR, lookup_texts
 from specchat.core.types import PREDICTION_NAME, DraftSource, SamplerParams, TextSource
+from support.draft_contexts import SureContext
 
 LOOKUP, MODEL = DraftSource.LOOKUP, DraftSource.MODEL
 PRED = PREDICTION_NAME
@@ -91,7 +90,7 @@ def test_a_prediction_starts_after_the_prompt_s_last_tokens() -> None:
 
 
 def test_the_composite_lists_each_text_s_proposal_with_its_origin() -> None:
-    drafter = CompositeDrafter(DraftModelDrafter(SureContext()))
+    drafter = CompositeDrafter(DraftModelDrafter(SureContext(n_ctx=4096)))
     doc = LookupText.of("report.pdf", [1, 2, 3, 4, 60, 61, 62])
     tokens = [9, 5, 2, 3, 4, 70, 71, 1, 2, 3, 4]
     found = drafter.lookups(tokens, 3, texts=[doc])
@@ -125,7 +124,7 @@ def test_each_text_is_weighed_by_its_own_acceptance() -> None:
 def test_an_unrelated_prediction_stops_being_drafted_within_a_few_rounds() -> None:
     """The reply keeps reaching an n-gram the prediction holds, and never goes on as it does: the composite drafts
     from it in the first rounds only."""
-    drafter = CompositeDrafter(DraftModelDrafter(SureContext()))
+    drafter = CompositeDrafter(DraftModelDrafter(SureContext(n_ctx=4096)))
     drafter.timings.fixed = drafter.timings.step = 0.3  # the model's costs are measured...
     for _ in range(30):
         drafter.table.record_span(MODEL, 0, 0, 4, 0)  # ...and it keeps missing: lookup or plain rounds
@@ -142,31 +141,6 @@ def test_an_unrelated_prediction_stops_being_drafted_within_a_few_rounds() -> No
         assert all((o == PRED) <= (s is LOOKUP) for o, s in zip(draft.origins, draft.sources, strict=True))
     assert from_prediction and from_prediction[0] < 4, from_prediction
     assert len([i for i in from_prediction if i >= 8]) <= 1, from_prediction  # at most a periodic retry
-
-
-class SureContext:
-    """A dense draft context with a 4-token vocabulary that always drafts token 1."""
-
-    n_ctx = 4096
-    restored = False
-
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-
-    def extend_to(self, tokens: Sequence[int]) -> int:
-        self.tokens = list(tokens)
-        return 0
-
-    def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
-        self.tokens = list(tokens)
-        return np.array([0.0, 3.0, 1.0, 0.5], dtype=np.float32), len(tokens) - 1
-
-    def decode(self, tokens: Sequence[int]) -> np.ndarray:
-        self.tokens.extend(tokens)
-        return np.array([[0.0, 3.0, 1.0, 0.5]], dtype=np.float32)
-
-    def checkpoint(self, slot: str) -> None:
-        pass
 
 
 def costs() -> Costs:
