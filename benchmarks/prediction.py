@@ -36,7 +36,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_vs_llama_server import CACHE, LLAMA, Server, free_port, serve_command, start
+from server_vs_llama_server import CACHE, LLAMA, Server, free_port, read_stream, serve_command, start
 
 FILE = Path(__file__).resolve().parent / "prompts" / "edit_inventory.py"
 EDITS = {
@@ -69,9 +69,6 @@ def request(api: openai.OpenAI, config: str, edit: str, source: str, max_tokens:
     elif config == "plain":
         extra["extra_body"] = {"speculative": {"drafter": "none"}}
     started = time.perf_counter()
-    first = last = 0.0
-    text: list[str] = []
-    usage = None
     stream = api.chat.completions.create(
         model="m",
         messages=messages(edit, source),
@@ -82,14 +79,8 @@ def request(api: openai.OpenAI, config: str, edit: str, source: str, max_tokens:
         stream_options={"include_usage": True},
         **extra,
     )
-    for chunk in stream:
-        if chunk.choices and chunk.choices[0].delta.content:
-            now = time.perf_counter() - started
-            first = first or now
-            last = now
-            text.append(chunk.choices[0].delta.content)
-        if chunk.usage is not None:
-            usage = chunk.usage
+    reply = read_stream(stream, started)
+    first, last, usage = reply.first, reply.last, reply.usage
     details = usage.completion_tokens_details if usage is not None else None
     return {
         "config": config,
@@ -97,10 +88,10 @@ def request(api: openai.OpenAI, config: str, edit: str, source: str, max_tokens:
         "ttft": first,
         "seconds": last - first,
         "end_to_end": last,
-        "tokens": usage.completion_tokens if usage is not None else len(text),
+        "tokens": usage.completion_tokens if usage is not None else reply.pieces,
         "accepted_prediction": details.accepted_prediction_tokens if details is not None else None,
         "rejected_prediction": details.rejected_prediction_tokens if details is not None else None,
-        "text": "".join(text),
+        "text": reply.text,
     }
 
 

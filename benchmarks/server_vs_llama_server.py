@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -45,7 +45,8 @@ from typing import Any, cast
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 CACHE = Path.home() / ".cache" / "specchat-llama-tools"
 # The shared prompts sit beside the repository (../shared/prompts), wherever it is checked out.
@@ -155,20 +156,24 @@ def start(name: str, command: list[str], port: int, log: Path) -> Server:
     raise SystemExit(f"{name} did not start; see {log}")
 
 
-def run_request(server: Server, messages: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
-    started = time.perf_counter()
+@dataclass
+class Streamed:
+    """A streamed reply as a client sees it: its text, its chunks with content, when the first and last of them
+    came (seconds from sending) and the usage the server reported (None without one)."""
+
+    text: str
+    pieces: int
+    first: float
+    last: float
+    usage: CompletionUsage | None
+
+
+def read_stream(chunks: Iterable[ChatCompletionChunk], started: float) -> Streamed:
+    """Read a streamed chat completion sent at ``started`` (``time.perf_counter()``)."""
     first = last = 0.0
     text: list[str] = []
     usage = None
-    for chunk in server.api.chat.completions.create(
-        model="m",
-        messages=cast("list[ChatCompletionMessageParam]", messages),  # the prompt file's plain JSON messages
-        max_tokens=max_tokens,
-        temperature=0,
-        seed=0,
-        stream=True,
-        stream_options={"include_usage": True},
-    ):
+    for chunk in chunks:
         if chunk.choices and chunk.choices[0].delta.content:
             now = time.perf_counter() - started
             first = first or now
@@ -176,8 +181,25 @@ def run_request(server: Server, messages: list[dict[str, str]], max_tokens: int)
             text.append(chunk.choices[0].delta.content)
         if chunk.usage is not None:
             usage = chunk.usage
-    tokens = usage.completion_tokens if usage is not None else len(text)
-    return {"ttft": first, "seconds": last - first, "tokens": tokens, "text": "".join(text)}
+    return Streamed("".join(text), len(text), first, last, usage)
+
+
+def run_request(server: Server, messages: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    reply = read_stream(
+        server.api.chat.completions.create(
+            model="m",
+            messages=cast("list[ChatCompletionMessageParam]", messages),  # the prompt file's plain JSON messages
+            max_tokens=max_tokens,
+            temperature=0,
+            seed=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        ),
+        started,
+    )
+    tokens = reply.usage.completion_tokens if reply.usage is not None else reply.pieces
+    return {"ttft": reply.first, "seconds": reply.last - reply.first, "tokens": tokens, "text": reply.text}
 
 
 def file_150() -> str:
