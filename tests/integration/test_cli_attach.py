@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from specchat.cli.sources import MAX_FILE_BYTES, document_block
+from support.cli import specchat
 
 CODE = (
     "def area(width, height):\n    return width * height\n\n\n"
     "def perimeter(width, height):\n    return 2 * (width + height)\n"
 )
 ASK = "Repeat this code exactly, in a code block."
-
-
-def specchat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "specchat", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
-        timeout=600,
-    )
 
 
 def test_chat_drafts_from_a_prediction_and_an_attachment_and_the_reply_is_plain_decoding_s(

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from support.cli import specchat
+
 COPY = "Please repeat exactly: the quick brown fox jumps over the lazy dog, and the lazy dog sleeps on."
-
-
-def specchat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "specchat", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
-        timeout=600,
-    )
 
 
 def test_chat_json_counts_drafts_per_source(demo_pair) -> None:
