@@ -17,6 +17,7 @@ from specchat.core.models import hfcache
 from specchat.core.models.catalog import CatalogModel, CatalogPair
 from specchat.core.models.download import DownloadedFile, DownloadProgress, download_quant, download_sidecars
 from specchat.core.models.hub import HubFile, list_gguf_files, pick_quant_files, sidecars_for
+from specchat.core.models.info_cache import INFOS, InfoCache
 from specchat.core.types import SpecchatError
 
 PairProgress = Callable[[str, DownloadProgress], None]  # the role ("target" or "draft") and the event
@@ -135,22 +136,20 @@ def find_downloaded(pairs: list[CatalogPair], cache_dir: Path | None = None) -> 
     return found
 
 
-def compatibility_text(target: str, draft: str) -> str:
-    """A one-line verdict on a pair, before it is loaded."""
+def compatibility_text(target: str, draft: str, infos: InfoCache = INFOS) -> str:
+    """A one-line verdict on a pair, before it is loaded (reads GGUF vocabularies through ``infos``: keep it off
+    a GUI thread)."""
     if not target:
         return "choose a target model"
     t = Path(target).expanduser()
     if not t.is_file():
         return "target file not found"
     if not draft:
-        return _no_draft_verdict(str(t), t.stat().st_mtime_ns)
+        return _no_draft_verdict(t, infos)
     d = Path(draft).expanduser()
     if not d.is_file():
         return "draft file not found"
-    try:
-        return _verdict(str(t), str(d), t.stat().st_mtime_ns, d.stat().st_mtime_ns)
-    except OSError as exc:
-        return f"cannot check: {exc}"
+    return _verdict(t, d, infos)
 
 
 def short_verdict(verdict: str) -> str:
@@ -159,13 +158,10 @@ def short_verdict(verdict: str) -> str:
     return head.replace("compatible-with-warnings", "compatible, with warnings")
 
 
-@functools.lru_cache(maxsize=32)
-def _no_draft_verdict(target: str, _mtime: int) -> str:
+def _no_draft_verdict(target: Path, infos: InfoCache) -> str:
     """A target alone drafts with its own MTP heads when it has them, else by lookup."""
-    from specchat.core.models.ggufmeta import read_gguf_info
-
     try:
-        heads = read_gguf_info(Path(target)).mtp_layers
+        heads = infos.get(target).mtp_layers
     except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
         return f"cannot check: {exc}"
     if heads:
@@ -173,18 +169,18 @@ def _no_draft_verdict(target: str, _mtime: int) -> str:
     return "no draft: n-gram drafting or plain decoding only"
 
 
-@functools.lru_cache(maxsize=32)
-def _verdict(target: str, draft: str, _target_mtime: int, _draft_mtime: int) -> str:
-    """Cached per file version: reading two vocabularies is not free. A head file (EAGLE-3, DFlash, DSpark)
-    is judged as a head: the target's vocabulary, layers and width (:func:`heads.check_head`)."""
-    from specchat.core.models.compat import check_pair
+def _verdict(target: Path, draft: Path, infos: InfoCache) -> str:
+    """A head file (EAGLE-3, DFlash, DSpark) is judged as a head: the target's vocabulary, layers and width
+    (:func:`heads.check_head`); a draft model by its vocabulary against the target's (:func:`compat.compare`)."""
+    from specchat.core.models.compat import compare
     from specchat.core.models.heads import check_head, read_head
 
     try:
-        head = read_head(Path(draft))
+        draft_info = infos.get(draft)
+        head = read_head(draft, draft_info)
         if head is not None:
-            return check_head(target, head).line()
-        report = check_pair(target, draft)
+            return check_head(target, head, infos.get(target)).line()
+        report = compare(infos.get(target), draft_info)
     except Exception as exc:  # noqa: BLE001 - a broken file gets a one-line verdict
         return f"cannot check: {exc}"
     mark = "✓" if report.ok else "✗"
