@@ -78,8 +78,12 @@ def main() -> int:
     picker = ModelPickerDialog(str(target), "")
     picker.resize(900, 420)
     picker.show()
+    while picker.checking:  # the verdict thread reads the heads
+        settle(50)
     picker.heads_box.setCurrentIndex(1)
     picker._use_head()
+    while picker.checking:
+        settle(50)
     settle()
     picker.grab().save(str(OUT / "heads-picker.png"))
     picker.done(0)

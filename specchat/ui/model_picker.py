@@ -7,7 +7,6 @@ its own signals.
 
 from __future__ import annotations
 
-import functools
 import logging
 from pathlib import Path
 
@@ -29,15 +28,14 @@ from PySide6.QtWidgets import (
 
 from specchat.core.advise import payoff as backend_payoff
 from specchat.core.head_formats import sidecar_keywords
-from specchat.core.models.fit import MachineMemory, fit_files, machine_memory
-from specchat.core.models.heads import HeadCheck, check_head, heads_beside, read_head
-from specchat.core.models.pairs import compatibility_text
-from specchat.core.models.shape import ModelShape, read_model_shape
-from specchat.core.types import SpecchatError
+from specchat.core.models.fit import MachineMemory, machine_memory
+from specchat.core.models.heads import HeadCheck
+from specchat.core.models.pair_facts import PairFacts, PairQuestion
 
 from .draft_finder import DraftFinderDialog, open_finder
 from .hub_search import HubSearchTab
 from .model_sources import CatalogTab, LibraryTab, measured_text
+from .pair_verdicts import PairVerdicts, shared_verdicts
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +67,20 @@ class PathField(QWidget):
         return self.edit.text().strip()
 
 
+CHECKING = "Checking the pair…"
+
+
 class ModelPickerDialog(QDialog):
-    """Emits ``load_requested(target, draft)``; the caller loads on the engine thread."""
+    """Emits ``load_requested(target, draft)``; the caller loads on the engine thread.
+
+    The Files tab's verdict, memory fit and heads read GGUF files: they come from ``verdicts``
+    (the app's verdict thread unless given) and ``verdict_shown`` says when they are in.
+    """
 
     load_requested = Signal(str, str)
     demo_requested = Signal()
     advice_chosen = Signal(str, str, str, int)  # target, draft, drafter, depth: the draft finder's pick
+    verdict_shown = Signal()
 
     def __init__(
         self,
@@ -84,9 +90,11 @@ class ModelPickerDialog(QDialog):
         *,
         n_ctx: int = 4096,
         memory: MachineMemory | None = None,
+        verdicts: PairVerdicts | None = None,
     ) -> None:
         super().__init__(parent)
         self.n_ctx = n_ctx
+        self.verdicts = verdicts if verdicts is not None else shared_verdicts()
         self.memory = memory if memory is not None else machine_memory()
         self.setWindowTitle("Choose models")
         self.resize(880, 520)  # the Recommended table whole (its long columns wrap); fits beside a 900x600 window
@@ -127,6 +135,7 @@ class ModelPickerDialog(QDialog):
         heads_layout.addWidget(self.use_head_button)
         self.form = form
         form.addRow("Beside it", heads_row)
+        form.setRowVisible(heads_row, False)  # until the verdict thread says which heads lie beside the target
         self.heads_row = heads_row
         self.backend = QLabel("")
         self.backend.setWordWrap(True)
@@ -173,8 +182,18 @@ class ModelPickerDialog(QDialog):
         self.tabs.addTab(catalog, "Recommended")
         self.tabs.addTab(library, "On this computer")
 
+    @property
+    def checking(self) -> bool:
+        """Whether the Files tab's verdict is still being worked out."""
+        return self.verdicts.pending(self)
+
     def done(self, result: int) -> None:
-        """Closing the dialog cancels a running download (its partial file is kept for resuming)."""
+        """Closing the dialog cancels a running download (its partial file is kept for resuming), drops the
+        verdict on its way and closes a draft finder opened from here (it stops its own thread)."""
+        self.verdicts.forget(self)
+        for finder in self.findChildren(DraftFinderDialog):
+            if finder.isVisible():
+                finder.close()
         for tab in (self.catalog_tab, self.library_tab, self.hub_tab):
             if tab is not None:
                 tab.stop(timeout=2.0)
@@ -203,18 +222,25 @@ class ModelPickerDialog(QDialog):
             self.request(self.target_field.path, self.draft_field.path)
 
     def _update_verdict(self) -> None:
+        """Ask the verdict thread about the pair in the fields; loading needs no verdict (it checks for itself)."""
         target, draft = self.target_field.path, self.draft_field.path
         self.load_button.setEnabled(bool(target))
         self.finder_button.setEnabled(bool(target) and Path(target).expanduser().is_file())
-        measured = measured_text(target, draft)
-        self.verdict.setText(compatibility_text(target, draft) + (f" · {measured}" if measured else ""))
-        self.fit.setText(memory_text(target, draft, self.n_ctx, self.memory))
-        self._show_heads(target)
+        self.verdict.setText(CHECKING)
+        self.verdicts.ask(self, PairQuestion(target, draft, self.n_ctx, self.memory), self._show_facts)
         self._show_backend(target)
 
-    def _show_heads(self, target: str) -> None:
+    def _show_facts(self, facts: PairFacts) -> None:
+        """The verdict thread's answer on the pair still in the fields."""
+        target, draft = self.target_field.path, self.draft_field.path
+        measured = measured_text(target, draft)
+        self.verdict.setText(facts.verdict + (f" · {measured}" if measured else ""))
+        self.fit.setText(facts.fit)
+        self._show_heads(facts.heads)
+        self.verdict_shown.emit()
+
+    def _show_heads(self, checks: tuple[HeadCheck, ...]) -> None:
         """The heads beside the target, each with its verdict; the row hides when there are none."""
-        checks = heads_text(target)
         chosen = self.draft_field.path or self.heads_box.currentData()
         self.heads_box.clear()
         for check in checks:
@@ -253,46 +279,3 @@ class ModelPickerDialog(QDialog):
     def _use_advice(self, target: str, draft: str, drafter: str, depth: int) -> None:
         self.advice_chosen.emit(target, draft, drafter, depth)
         self.accept()
-
-
-def memory_text(target: str, draft: str, n_ctx: int, memory: MachineMemory) -> str:
-    """Whether the chosen files fit this machine, or "" until the target exists."""
-    t = Path(target).expanduser() if target else None
-    if t is None or not t.is_file():
-        return ""
-    d = Path(draft).expanduser() if draft else None
-    try:
-        return fit_files(t, d if d is not None and d.is_file() else None, n_ctx, memory, read=_cached_shape).text
-    except (SpecchatError, OSError) as exc:
-        return f"cannot tell: {exc}"
-
-
-def heads_text(target: str) -> list[HeadCheck]:
-    """The heads beside ``target`` on disk, each judged against it ([] until the target exists)."""
-    t = Path(target).expanduser() if target else None
-    if t is None or not t.is_file():
-        return []
-    return list(_heads(str(t), t.stat().st_mtime_ns, t.parent.stat().st_mtime_ns))
-
-
-@functools.lru_cache(maxsize=32)
-def _heads(target: str, _mtime: int, _folder_mtime: int) -> tuple[HeadCheck, ...]:
-    out = []
-    for path in heads_beside(target):
-        try:
-            head = read_head(path)
-            if head is not None:
-                out.append(check_head(target, head))
-        except (SpecchatError, OSError) as exc:
-            log.info("not offering %s: %s", path, exc)
-    return tuple(out)
-
-
-def _cached_shape(path: Path) -> ModelShape:
-    return _shape(str(path), path.stat().st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _shape(path: str, _mtime: int) -> ModelShape:
-    """Cached per file version: the picker asks on every keystroke."""
-    return read_model_shape(path)

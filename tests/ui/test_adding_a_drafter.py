@@ -28,6 +28,7 @@ from specchat.server.protocol import Defaults, parse_chat
 from specchat.ui.controls import SpeculationControls
 from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import write_gguf
+from support.picker import verdict_in
 from support.qt_items import combo_row
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -117,6 +118,7 @@ def test_a_new_head_format_reaches_the_terminal_the_finder_and_the_picker(
 
     dialog = ModelPickerDialog(str(target), "")
     qtbot.addWidget(dialog)
+    verdict_in(qtbot, dialog)
     assert [dialog.heads_box.itemText(i) for i in range(dialog.heads_box.count())] == [
         "✓ Medusa head for Test Llama: fits this target (medusa-target-Q8_0.gguf)"
     ]

@@ -18,6 +18,7 @@ from specchat.ui.model_picker import ModelPickerDialog
 from specchat.ui.worker import ModelInfo
 from support.advice import advice_measured_at
 from support.fake_host import window_with
+from support.picker import verdict_in
 from support.qt_items import table_cell
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -91,15 +92,15 @@ def test_the_picker_shows_cached_results_and_forwards_the_pick(qtbot, pair) -> N
     target, draft = pair
     picker = ModelPickerDialog(str(target), str(draft))
     qtbot.addWidget(picker)
-    assert "measured here" not in picker.verdict.text()
+    assert "measured here" not in verdict_in(qtbot, picker)
     assert picker.finder_button.isEnabled()
     cache.store([cache.CachedResult(str(target), "draft", str(draft), 5, 1.4, 1.3, 1.38, 0.8, 1.0)])
     picker.draft_field.edit.setText(str(draft) + " ")  # any edit refreshes the verdict line
-    assert picker.verdict.text().endswith(" · measured here: 1.38x at depth 5")
+    assert verdict_in(qtbot, picker).endswith(" · measured here: 1.38x at depth 5")
     st = draft.stat()
     os.utime(draft, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     picker.draft_field.edit.setText(str(draft))
-    assert "measured here" not in picker.verdict.text()  # the draft changed since
+    assert "measured here" not in verdict_in(qtbot, picker)  # the draft changed since
 
     dialog = picker.open_draft_finder()
     assert dialog.target == str(target)

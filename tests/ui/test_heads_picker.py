@@ -18,7 +18,7 @@ from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import GgufMaker
 from support.heads import dflash, target, write_head
 from support.hubserver import FakeHub
-from support.picker import catalog_pair_selected
+from support.picker import catalog_pair_selected, verdict_in
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -49,6 +49,7 @@ def test_the_picker_offers_the_heads_beside_the_target_and_uses_one_as_the_draft
     dialog = ModelPickerDialog(str(target_with_heads), "")
     qtbot.addWidget(dialog)
     dialog.show()
+    verdict_in(qtbot, dialog)
     assert dialog.heads_row.isVisible()
     items = [dialog.heads_box.itemText(i) for i in range(dialog.heads_box.count())]
     assert items == [
@@ -59,13 +60,14 @@ def test_the_picker_offers_the_heads_beside_the_target_and_uses_one_as_the_draft
     dialog.heads_box.setCurrentIndex(1)
     qtbot.mouseClick(dialog.use_head_button, Qt.MouseButton.LeftButton)
     assert Path(dialog.draft_field.path).name == "eagle3-target-Q8_0.gguf"
-    assert dialog.verdict.text() == "✓ EAGLE-3 head for Test Llama: fits this target"
+    assert verdict_in(qtbot, dialog) == "✓ EAGLE-3 head for Test Llama: fits this target"
     assert not dialog.backend.isVisible()  # nothing calibrated yet
 
     alone = tmp_path / "alone" / "llama.gguf"  # tests/models holds head fixtures beside llama.gguf
     alone.parent.mkdir()
     shutil.copy(MODELS / "llama.gguf", alone)
     dialog.target_field.edit.setText(str(alone))  # a target with no heads beside it
+    verdict_in(qtbot, dialog)
     assert not dialog.heads_row.isVisible() and dialog.heads_box.count() == 0
 
 
@@ -141,6 +143,7 @@ def test_a_catalog_download_offers_the_targets_sidecars_and_fetches_them_when_ti
     with qtbot.waitSignal(tab.pair_downloaded, timeout=60_000):
         qtbot.mouseClick(tab.get_button, Qt.MouseButton.LeftButton)
     status = tab.status.text()
+    verdict_in(qtbot, dialog)
     if ticked:
         assert status.endswith("; with dflash sidecar dflash-Tiny-1B-Q8_0.gguf"), status
         assert hub.gets("dflash-Tiny-1B-Q8_0.gguf")

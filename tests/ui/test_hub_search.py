@@ -19,6 +19,7 @@ from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import GgufMaker
 from support.hub_models import DRAFT_REPO, STRANGER_REPO, TARGET_REPO, Stocked, stock
 from support.hubserver import FakeHub
+from support.picker import verdict_in
 from support.qt_items import tree_row
 
 ROOMY = MachineMemory(ram_free=16 * 10**9, gpu_free=0)
@@ -138,7 +139,7 @@ def test_download_a_target_with_its_draft_shows_progress_and_fills_the_files_tab
     assert Path(draft).read_bytes() == stocked.files["Tiny-100M-Q8_0.gguf"]
     assert Path(target).is_relative_to(app_dirs["hf"])
     assert [dialog.target_field.path, dialog.draft_field.path] == [target, draft]
-    assert dialog.verdict.text().startswith("✓ compatible")
+    assert verdict_in(qtbot, dialog).startswith("✓ compatible")
     assert (
         tab.status.text() == "Downloaded Tiny-1B-Q4_K_M.gguf with Tiny-100M-Q8_0.gguf: in the Files tab, ready to load"
     )

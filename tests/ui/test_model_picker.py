@@ -13,7 +13,7 @@ from specchat.core.models.pairs import compatibility_text
 from specchat.ui.model_picker import ModelPickerDialog
 from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub
-from support.picker import catalog_pair_selected
+from support.picker import catalog_pair_selected, verdict_in
 from support.qt_items import tree_row
 
 
@@ -89,7 +89,7 @@ def test_library_finds_local_files_and_verdict_before_loading(
     tab.tree.setCurrentItem(tree_row(tab.tree, paths[str(demo_pair.draft)]))
     tab.draft_button.click()
     assert dialog.tabs.currentIndex() == 0
-    assert dialog.verdict.text().startswith("✓ compatible")
+    assert verdict_in(qtbot, dialog).startswith("✓ compatible")
     with qtbot.waitSignal(dialog.load_requested) as blocker:
         dialog.load_button.click()
     assert blocker.args == [str(demo_pair.target), str(demo_pair.draft)]
@@ -147,7 +147,7 @@ def test_catalog_download_from_the_loopback_hub_shows_progress_and_verdict(
     verdict = tab.status.text()
     assert tab.status.isVisible() and verdict.startswith("Downloaded: ✓ compatible: "), verdict
     assert not tab.progress.isVisible() and not tab.cancel_button.isVisible()
-    assert verdict.endswith(dialog.verdict.text())  # the Files tab holds the pair and says the same
+    assert verdict.endswith(verdict_in(qtbot, dialog))  # the Files tab holds the pair and says the same
     assert tab.get_button.text() == "Load pair" and tab.get_button.isEnabled()
 
     cache = app_dirs["hf"] / "hub"
@@ -222,6 +222,7 @@ def test_files_tab_says_whether_the_pair_fits(qtbot: QtBot, demo_pair: DemoPair,
         str(demo_pair.target), str(demo_pair.draft), n_ctx=2048, memory=MachineMemory(ram_free=16 * 10**9, gpu_free=0)
     )
     qtbot.addWidget(roomy)
+    verdict_in(qtbot, roomy)
     assert roomy.fit.text() == f"✓ the pair needs about {need / GB:.1f} GB of RAM; 16.0 GB is free"
     cramped = ModelPickerDialog(
         str(demo_pair.target),
@@ -230,13 +231,16 @@ def test_files_tab_says_whether_the_pair_fits(qtbot: QtBot, demo_pair: DemoPair,
         memory=MachineMemory(ram_free=int(need) // 2, gpu_free=0),
     )
     qtbot.addWidget(cramped)
+    verdict_in(qtbot, cramped)
     assert cramped.fit.text().startswith("✗ the pair needs about")
     # Editing the fields updates the line; a broken file gets a one-line reason, no file gets nothing.
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF")
     cramped.target_field.edit.setText(str(broken))
+    verdict_in(qtbot, cramped)
     assert cramped.fit.text().startswith("cannot tell: ") and "\n" not in cramped.fit.text()
     cramped.target_field.edit.setText("")
+    assert verdict_in(qtbot, cramped) == "choose a target model"
     assert cramped.fit.text() == ""
 
 
