@@ -73,6 +73,8 @@ class WindowDialogs(QObject):
             n_ctx=self.loader.panel.controls.context_size.value(),
             memory=memory,
         )
+        # Deleted once closed, with its tabs' workers (done() stops them first): a closed picker holds nothing.
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.load_requested.connect(self.loader.load)
         dialog.advice_chosen.connect(self.pick.use)
         dialog.demo_requested.connect(self.loader.load_demo)
