@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -186,6 +187,12 @@ class ModelPickerDialog(QDialog):
     def checking(self) -> bool:
         """Whether the Files tab's verdict is still being worked out."""
         return self.verdicts.pending(self)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - a Qt override
+        """Shown again after closing with a verdict pending (it was dropped then): ask again."""
+        super().showEvent(event)
+        if self.verdict.text() == CHECKING and not self.checking:
+            self._update_verdict()
 
     def done(self, result: int) -> None:
         """Closing the dialog cancels a running download (its partial file is kept for resuming), drops the

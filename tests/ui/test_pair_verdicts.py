@@ -110,6 +110,24 @@ def test_closing_the_picker_with_a_verdict_pending_drops_it_quietly(
     assert_quiet(capfd.readouterr().err, qtlog)
 
 
+def test_a_picker_closed_while_checking_asks_again_when_shown_again(
+    qtbot: QtBot, make_gguf: GgufMaker, gated: Gated
+) -> None:
+    judge, verdicts = gated
+    target, draft = make_gguf("target.gguf", tensor_elements=8192), make_gguf("draft.gguf")
+    dialog = ModelPickerDialog(str(target), str(draft), verdicts=verdicts)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert judge.started.wait(WAIT_S)
+    dialog.reject()  # its answer is dropped
+    judge.gate.set()
+    assert verdicts.wait_idle(WAIT_S)
+    QCoreApplication.processEvents()
+    assert dialog.verdict.text() == CHECKING and not dialog.checking
+    dialog.show()
+    assert verdict_in(qtbot, dialog).startswith("✓ compatible") and len(judge.asked) == 2
+
+
 def test_an_answer_for_a_deleted_asker_is_dropped(
     qtbot: QtBot, qtlog: Any, capfd: pytest.CaptureFixture[str], gated: Gated
 ) -> None:
