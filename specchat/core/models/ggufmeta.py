@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specchat.core.collector import collector_paused
 from specchat.core.models.errors import GgufReadError
 from specchat.core.models.splits import split_parts
 from specchat.core.paths import not_a_file
@@ -152,6 +153,11 @@ def read_gguf_info(path: Path, *, with_vocab: bool = False) -> GgufInfo:
 
     ``with_vocab`` keeps the token texts and types on the result (for compatibility checks).
     """
+    with collector_paused():
+        return _read_gguf_info(path, with_vocab)
+
+
+def _read_gguf_info(path: Path, with_vocab: bool) -> GgufInfo:
     import gguf
     import numpy as np
 
