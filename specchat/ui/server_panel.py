@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QAction, QFont, QGuiApplication, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QAction, QGuiApplication, QPalette, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDockWidget,
@@ -240,8 +240,9 @@ class ServerPanel(QDockWidget):
         self.text.clear()
         cursor = self.text.textCursor()
         palette = self.text.palette()
-        heading = QTextCharFormat()
-        heading.setFontWeight(QFont.Weight.Bold)
+        heading = QTextCharFormat()  # apart from the fates' own styles (the target's tokens are bold)
+        heading.setFontItalic(True)
+        heading.setForeground(palette.color(QPalette.ColorRole.PlaceholderText))
         for i, row in enumerate(rows):
             served = self.requests[row]
             if len(rows) > 1:  # several at once: a line names each

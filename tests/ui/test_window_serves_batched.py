@@ -279,3 +279,53 @@ def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWind
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         leave.set()  # the served request ends; the reply gets the runtime and runs alone
     assert watch.waited == [True, False] and window.transcript.messages[-1].content
+
+
+@pytest.mark.slow
+def test_stopping_the_server_lets_the_window_reply_in_the_batch_end(qtbot, window: MainWindow, demo_runtime):
+    window.controls.max_tokens.setValue(48)
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    served = ServedStream(url, SERVED_QUESTION)
+    served.start()
+    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(WINDOW_TEXT)
+        qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+        window.serving.stop()  # returns with the reply still decoding: the batch's turn ends with it
+        assert not window.serving.serving and window.serving.batch is None
+    served.join(timeout=REPLY_TIMEOUT / 1000)
+    assert served.finish != "length" and len(served.tokens) < SERVED_TOKENS  # cut off by the stop
+    assert watch.window_finished().reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, 48)
+    # Served again, the next reply is as right (the old batch was closed on the runtime's thread).
+    window.serving.start(0, parallel=2)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send("Name two birds.")
+    assert window.transcript.messages[-1].content
+
+
+@pytest.mark.slow
+def test_a_target_that_cannot_batch_serves_one_request_at_a_time_and_says_so(qtbot, settings, tmp_path: Path):
+    store = ConversationStore(tmp_path / "conversations.sqlite3")
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    hybrid = Path(__file__).parents[1] / "models" / "lfm2.gguf"  # attention and recurrent layers
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
+        window.load_models(str(hybrid), "")
+    try:
+        url = window.serving.start(0, parallel=2)
+        note = window.serving.note
+        assert note.text() == f"Serving on {url}, one request at a time (this target cannot batch them)"
+        assert "hybrid" in note.toolTip() and "\n" not in note.text()
+        assert window.serving.batch is None and window.host.worker.shared is None
+        answer = httpx.post(
+            f"{url}/completions", json={"model": "m", "prompt": "Hello", "max_tokens": 4}, timeout=REPLY_TIMEOUT / 1000
+        )
+        assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] >= 1
+    finally:
+        window.serving.stop()
+        window.close()
+        store.close()
