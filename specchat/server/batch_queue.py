@@ -17,10 +17,12 @@ batch resumes after it.
 
 In the window (``owner``) the batch runs on the window's runtime thread: each
 request that finds the batch idle asks that thread for a turn, and the turn
-drives the batch while anything decodes in it. The window's own reply joins
-the running batch as a :class:`Guest`, one sequence kept for it beside the
-served requests: it starts at the next round, ends alone when stopped, and
-keeps the turn going until it ends.
+drives the batch while anything decodes in it. The window's own reply is a
+:class:`Guest` in the batch, one sequence kept for it beside the served
+requests: sent while the batch runs, it joins at the next round
+(:meth:`BatchedRequestQueue.join`); sent while it is idle, its own turn drives
+the batch (:meth:`BatchedRequestQueue.host`), and requests that come meanwhile
+join it. It ends alone when stopped, and keeps the turn going until it ends.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class BatchedRequestQueue(RequestQueue):
         self._driving = False  # a turn drives the batch now, so a guest can join it
         self._ended = False  # the queue closed: the turn ends once the batch is empty
         self._held: Job | None = None  # with an owner: the request whose turn is asked for
+        self._held_taken = False  # it was let into the batch (by its own turn, or by the owner's reply's)
         super().__init__(
             batch.runtime,
             queue_size=queue_size,
@@ -137,6 +140,13 @@ class BatchedRequestQueue(RequestQueue):
             self._joining.append(guest)
             return True
 
+    def host(self, guest: Guest) -> None:
+        """Run the owner's ``guest`` in the batch now, on the runtime's thread (the owner's own turn), with the
+        requests that come meanwhile, until the batch is empty."""
+        with self._lock:
+            self._joining.append(guest)
+        self._drive(None)
+
     @property
     def hosting(self) -> bool:
         """Whether an owner's reply decodes in the batch or is about to join it."""
@@ -163,11 +173,14 @@ class BatchedRequestQueue(RequestQueue):
             if job is None:
                 return
             with self._lock:
-                self._held = job
+                self._held, self._held_taken = job, False
                 if self._closing:
                     job.cancel.cancel()
             try:
-                if not self.owner(partial(self._drive, job), job.cancel):
+                ran = self.owner(partial(self._drive, job), job.cancel)
+                with self._lock:
+                    taken = self._held_taken
+                if not ran and not taken:
                     self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
             finally:
                 with self._lock:
@@ -178,7 +191,11 @@ class BatchedRequestQueue(RequestQueue):
         one, a turn of the owner's thread while anything decodes in the batch."""
         with self._lock:
             self._driving = True
-        if first is not None:
+            held = first is not None and first is self._held
+            taken = held and self._held_taken
+            if held:
+                self._held_taken = True
+        if first is not None and not taken:  # else the owner's reply's turn let it in already
             self._take(first)
         while True:
             self._admit_guests()
@@ -216,7 +233,12 @@ class BatchedRequestQueue(RequestQueue):
             self._round()
 
     def _next(self, *, block: bool) -> Job | None | Literal[False]:
-        """The next waiting request; None: the queue closed; False: none waits (only when not ``block``)."""
+        """The next waiting request; None: the queue closed; False: none waits (only when not ``block``). A request
+        waiting for a turn of its own while the owner's reply drives the batch comes first."""
+        with self._lock:
+            if self._held is not None and not self._held_taken:
+                self._held_taken = True
+                return self._held
         if block:
             return self._queue.get()
         try:

@@ -12,7 +12,9 @@ reply streams, so a queued call would only run after it ended.
 A server that batches its requests (:class:`SharedBatch`) drives its batch on
 this thread too; a reply sent while it does joins that batch as one more
 sequence instead of waiting, where the batch can run it (a drafter that needs
-nothing beside the target, no attached files).
+nothing beside the target, no attached files). Such a reply sent while no
+served request runs drives the batch itself, so requests coming meanwhile join
+it rather than wait.
 """
 
 from __future__ import annotations
@@ -132,6 +134,10 @@ class SharedBatch(Protocol):
 
     def join(self, guest: Guest) -> bool:
         """Start ``guest`` at the batch's next round; False when no batch runs now."""
+        ...
+
+    def host(self, guest: Guest) -> None:
+        """Run ``guest`` in the batch now, on this thread, with the requests that come meanwhile."""
         ...
 
 
@@ -393,6 +399,11 @@ class RuntimeWorker(QObject):
             self._replies.remove(turn)
         if turn.waited:
             self.waiting.emit(False)
+        shared = self.shared
+        if shared is not None and self.runtime is not None and not batch_refusal(request):
+            # Served in a batch: the reply drives it, so that requests coming meanwhile join it.
+            shared.host(Guest(partial(self._start_guest, request, turn), self.events.emit))
+            return
         self._generate(request, turn.cancel)
 
     def _generate(self, request: ReplyRequest, cancel: CancelToken) -> None:

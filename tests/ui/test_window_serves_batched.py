@@ -40,9 +40,11 @@ class ServedStream(threading.Thread):
     """A streamed greedy chat request on a thread of its own: its token ids (the fates extension), its text and
     finish reason; with ``leave``, the client closes the connection once that event is set."""
 
-    def __init__(self, base_url: str, question: str, leave: threading.Event | None = None) -> None:
+    def __init__(
+        self, base_url: str, question: str, leave: threading.Event | None = None, max_tokens: int = SERVED_TOKENS
+    ) -> None:
         super().__init__(daemon=True)
-        self.base_url, self.question, self.leave = base_url, question, leave
+        self.base_url, self.question, self.leave, self.max_tokens = base_url, question, leave, max_tokens
         self.tokens: list[int] = []
         self.text = ""
         self.finish: str | None = None
@@ -52,7 +54,7 @@ class ServedStream(threading.Thread):
         body = {
             "model": "m",
             "messages": [{"role": "user", "content": self.question}],
-            "max_tokens": SERVED_TOKENS,
+            "max_tokens": self.max_tokens,
             "temperature": 0,
             "stream": True,
             "speculative": {"fates": True, "depth": 2},
@@ -329,3 +331,28 @@ def test_a_target_that_cannot_batch_serves_one_request_at_a_time_and_says_so(qtb
         window.serving.stop()
         window.close()
         store.close()
+
+
+@pytest.mark.slow
+def test_a_request_sent_while_a_window_reply_decodes_joins_it(qtbot, window: MainWindow, demo_runtime):
+    window.controls.max_tokens.setValue(SERVED_TOKENS)
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    window.send(LONG_WINDOW_TEXT)  # no served request runs: the reply drives the batch itself
+    qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+    served = ServedStream(url, SERVED_QUESTION, max_tokens=WINDOW_TOKENS)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        served.start()
+    served.join(timeout=REPLY_TIMEOUT / 1000)
+    assert served.error is None and served.finish == "length" and len(served.tokens) == WINDOW_TOKENS
+    # The request decoded inside the reply's run: it never waited for the reply to end.
+    (_, started), (ended_at, ended) = watch.served
+    assert isinstance(started, Started) and isinstance(ended, Finished)
+    assert ended_at < watch.window_events[-1][0]
+    assert window.serving.batch is not None and window.serving.batch.engine.widest == 2
+    assert watch.waited == []
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": LONG_WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, SERVED_TOKENS)
+    user = [{"role": "user", "content": SERVED_QUESTION}]
+    check_greedy(demo_runtime, user, served.tokens, SamplerParams(), WINDOW_TOKENS)
