@@ -178,8 +178,8 @@ class BatchedRequestQueue(RequestQueue):
                     job.cancel.cancel()
             try:
                 ran = self.owner(partial(self._drive, job), job.cancel)
-                with self._lock:
-                    taken = self._held_taken
+                with self._lock:  # not run: claim it, unless the owner's reply's turn let it in already
+                    taken, self._held_taken = self._held_taken, True
                 if not ran and not taken:
                     self._tell(job, Finished(FinishReason.CANCELLED, GenerationStats(), "cancelled while waiting"))
             finally:
@@ -213,7 +213,7 @@ class BatchedRequestQueue(RequestQueue):
                     waiting = self._next(block=self.owner is None)
                     if waiting is not False:
                         if waiting is None:
-                            self._ended = True
+                            self._closed_queue()
                         else:
                             self._take(waiting)
                         continue
@@ -227,10 +227,17 @@ class BatchedRequestQueue(RequestQueue):
                 if waiting is False:
                     break
                 if waiting is None:
-                    self._ended = True
+                    self._closed_queue()
                     break
                 self._take(waiting)
             self._round()
+
+    def _closed_queue(self) -> None:
+        """The queue's closing mark was read here: the turn ends once the batch is empty. With an owner, the mark
+        goes back for the thread that waits for requests, which then ends too."""
+        self._ended = True
+        if self.owner is not None:
+            self._queue.put(None)
 
     def _next(self, *, block: bool) -> Job | None | Literal[False]:
         """The next waiting request; None: the queue closed; False: none waits (only when not ``block``). A request

@@ -356,3 +356,22 @@ def test_a_request_sent_while_a_window_reply_decodes_joins_it(qtbot, window: Mai
     check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, SERVED_TOKENS)
     user = [{"role": "user", "content": SERVED_QUESTION}]
     check_greedy(demo_runtime, user, served.tokens, SamplerParams(), WINDOW_TOKENS)
+
+
+@pytest.mark.slow
+def test_stopping_the_server_while_the_window_reply_drives_the_batch(qtbot, window: MainWindow, demo_runtime):
+    window.controls.max_tokens.setValue(48)
+    window.serving.start(0, parallel=2)
+    serve_host = window.serving.serve_host
+    assert serve_host is not None
+    watch = Watch(window)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(WINDOW_TEXT)  # nothing served: the reply's own turn drives the batch
+        qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+        window.serving.stop()
+    assert watch.window_finished().reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, 48)
+    # The server's thread that waited for requests ended with the batch's turn.
+    qtbot.waitUntil(lambda: not serve_host._thread.is_alive(), timeout=REPLY_TIMEOUT)
