@@ -41,6 +41,8 @@ MIN_CONTEXT = 256
 MAX_CONTEXT = 1 << 20
 THEMES = ("system", "light", "dark")
 MAX_API_KEY = 256
+MAX_SERVE_PARALLEL = 16  # served requests decoding at once from the window (each holds a context's worth of cache)
+DEFAULT_SERVE_PARALLEL = 2
 _SECRETS = frozenset({"serve_api_key"})  # never written to the log
 REMOTE_SECTION = "remote"
 """The section holding the saved remote servers and what a Test found free on them."""
@@ -134,6 +136,9 @@ class Settings:
     serve_port: int = 8080  # as `specchat serve`
     serve_require_key: bool = False
     serve_api_key: str = ""
+    # Served requests that decode at once, in one batch with the window's own reply (1: one at a time, and the
+    # window's reply waits for them); each holds a context's worth of KV cache.
+    serve_parallel: int = DEFAULT_SERVE_PARALLEL
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -186,6 +191,8 @@ def _check(name: str, value: Any) -> Any:
         return int(_number(value, -100, 1 << 62, integer=True))
     if name == "serve_port":
         return int(_number(value, 1, 65535, integer=True))
+    if name == "serve_parallel":
+        return int(_number(value, 1, MAX_SERVE_PARALLEL, integer=True))
     if name == "serve_api_key":
         if not isinstance(value, str):
             raise TypeError("expected a string")

@@ -174,6 +174,7 @@ class MainWindow(QMainWindow):
         w, chat, page = self.host.worker, self.chat, self.page
         w.events.connect(chat.on_events)
         w.prompt_progress.connect(self._on_prompt_progress)
+        self.host.waiting_because.connect(self.progress.waiting_because)  # a reply that cannot join the batch
         self.host.waiting.connect(self.progress.engine_waiting)  # a served request holds the runtime
         self.host.waiting.connect(chat.reply_waiting)  # the time to first token counts from when decoding began
         w.failed.connect(chat.on_failed)

@@ -1,4 +1,5 @@
-"""The "Serve on localhost" dialog: the port on 127.0.0.1 and an optional API key, remembered in the settings."""
+"""The "Serve on localhost" dialog: the port on 127.0.0.1, an optional API key and how many requests decode at once,
+remembered in the settings."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specchat.core.settings import Settings, check_api_key
+from specchat.core.settings import DEFAULT_SERVE_PARALLEL, MAX_SERVE_PARALLEL, Settings, check_api_key
 from specchat.core.types import SpecchatError
 
 KEY_PREFIX = "sk-local-"
@@ -33,14 +34,17 @@ def new_api_key() -> str:
 
 @dataclass(frozen=True)
 class ServeChoice:
-    """What the dialog was accepted with: the port and the key requests must send (None: no key)."""
+    """What the dialog was accepted with: the port, the key requests must send (None: no key), and how many
+    requests decode at once beside the window's reply (1: one at a time)."""
 
     port: int
     api_key: str | None
+    parallel: int = DEFAULT_SERVE_PARALLEL
 
 
 class ServeDialog(QDialog):
-    """Asks for the port and whether to require a key; OK is refused (with one line) while the key is unusable."""
+    """Asks for the port, whether to require a key and how many requests decode at once; OK is refused (with one
+    line) while the key is unusable."""
 
     def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -67,6 +71,13 @@ class ServeDialog(QDialog):
         key_row.setContentsMargins(0, 0, 0, 0)
         key_row.addWidget(self.key, 1)
         key_row.addWidget(self.generate)
+        self.parallel = QSpinBox()
+        self.parallel.setRange(1, MAX_SERVE_PARALLEL)
+        self.parallel.setValue(settings.serve_parallel)
+        self.parallel.setToolTip(
+            "Requests that decode together in one batch, and your own replies join it instead of waiting "
+            "(where they draft with lookup or none). 1: one at a time; each more holds a context's worth of memory."
+        )
         self.url = QLabel()
         self.url.setObjectName("serve-url")
         self.problem = QLabel()
@@ -84,6 +95,7 @@ class ServeDialog(QDialog):
         form.addRow("Port:", self.port)
         form.addRow("", self.require_key)
         form.addRow("Key:", key_row)
+        form.addRow("At once:", self.parallel)
         form.addRow("Base URL:", self.url)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
@@ -104,13 +116,15 @@ class ServeDialog(QDialog):
         self._key_toggled(settings.serve_require_key)
 
     def choice(self) -> ServeChoice:
-        """The port and key as set now (the key only when required)."""
+        """The port, key and requests at once as set now (the key only when required)."""
         key = self.key.text().strip() if self.require_key.isChecked() else ""
-        return ServeChoice(self.port.value(), key or None)
+        return ServeChoice(self.port.value(), key or None, self.parallel.value())
 
     def remember(self, settings: Settings) -> None:
-        """Keep the port, whether a key is required and the key (also when not required) in ``settings``."""
+        """Keep the port, whether a key is required, the key (also when not required) and the requests at once in
+        ``settings``."""
         settings.serve_port = self.port.value()
+        settings.serve_parallel = self.parallel.value()
         settings.serve_require_key = self.require_key.isChecked()
         key = self.key.text().strip()
         if not key or self._key_problem(key) == "":

@@ -2,10 +2,13 @@
 
 The server runs on the window's own runtime (one model in memory), and its
 requests run on the window's one runtime thread (``RuntimeWorker.call``),
-between the window's own replies, races and calibrations: a reply waits while
-a served request decodes, and the other way round. Served requests' events
-come from that thread through the host's listener and reach the panel as a
-queued signal.
+between the window's own replies, races and calibrations. With more than one
+request at once (the default) the served requests decode together in one
+batch (:class:`~specchat.server.batch_queue.BatchedRequestQueue`), and a
+reply sent meanwhile joins that batch instead of waiting, where it drafts
+with lookup or none; otherwise a reply waits while a served request decodes,
+and the other way round. Served requests' events come from that thread
+through the host's listener and reach the panel as a queued signal.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QAction, QGuiApplication, QTextCursor
+from PySide6.QtGui import QAction, QGuiApplication, QPalette, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDockWidget,
@@ -33,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.chat.baseline import reply_speedup
+from specchat.core.runtime.batched import BatchedRuntime
 from specchat.core.settings import Settings, save_settings
 from specchat.core.types import (
     PREDICTION_NAME,
@@ -44,6 +48,7 @@ from specchat.core.types import (
     Verified,
 )
 from specchat.server.app import ServerConfig, build_app
+from specchat.server.batch_queue import BatchedRequestQueue
 from specchat.server.errors import ApiError
 from specchat.server.protocol import Defaults
 from specchat.server.request_queue import Job, RequestQueue, Started
@@ -75,6 +80,7 @@ class ServedRequest:
     speedup: str = "—"
     speedup_note: str = ""
     done: bool = False
+    live: bool = False  # decoding now (started, not ended)
     spans: list[tuple[TokenKind, str]] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # the round's drafts before the verdict
     predicted: bool = False  # the request sent a prediction (OpenAI's predicted output)
@@ -106,6 +112,7 @@ class ServedRequest:
         if isinstance(event, Started):
             self.status = f"running ({event.drafter})"
             self.started = time.monotonic()
+            self.live = True
         elif isinstance(event, Drafted):
             self.pending = list(event.pieces)
         elif isinstance(event, Verified):
@@ -128,15 +135,16 @@ class ServedRequest:
             shown = reply_speedup(s.generated, s.rounds, s.tokens_per_second, s.plain_tokens_per_second, s.plain_tokens)
             self.speedup = "—" if shown.ratio is None else f"×{shown.ratio:.2f}"
             self.speedup_note = shown.why
-            self.done = True
+            self.done, self.live = True, False
             self.status = event.reason.value if event.reason is not FinishReason.ERROR else f"error: {event.message}"
         elif isinstance(event, ApiError):
-            self.done = True
+            self.done, self.live = True, False
             self.status = f"refused ({event.status})"
 
 
 class ServerPanel(QDockWidget):
-    """A dock listing the served requests live, and the selected (else the latest) one's text with its fates."""
+    """A dock listing the served requests live, and below them the text with its fates of the selected request,
+    else of every request decoding now (one after the other, each under a line naming it), else of the latest."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Server", parent)
@@ -216,25 +224,33 @@ class ServerPanel(QDockWidget):
                 item.setToolTip(served.prediction_note)
             self.table.setItem(row, column, item)
         self.table.resizeColumnsToContents()
-        if self._shown_row() == row:
+        if row in self._shown_rows() or isinstance(event, (Finished, ApiError)):  # an end changes which show
             self._show_text()
 
-    def _shown_row(self) -> int:
-        rows = self.table.selectionModel().selectedRows()
-        return rows[0].row() if rows else len(self.requests) - 1
+    def _shown_rows(self) -> list[int]:
+        """The requests whose text is shown: the selected one, else those decoding now, else the latest."""
+        selected = self.table.selectionModel().selectedRows()
+        if selected:
+            return [selected[0].row()]
+        live = [row for row, served in enumerate(self.requests) if served.live]
+        return live or ([len(self.requests) - 1] if self.requests else [])
 
     def _show_text(self) -> None:
-        row = self._shown_row()
+        rows = self._shown_rows()
         self.text.clear()
-        if row < 0:
-            return
-        served = self.requests[row]
         cursor = self.text.textCursor()
         palette = self.text.palette()
-        for kind, piece in served.spans:
-            cursor.insertText(piece, kind_format(kind, palette))
-        for piece in served.pending:
-            cursor.insertText(piece, kind_format(TokenKind.PENDING, palette))
+        heading = QTextCharFormat()  # apart from the fates' own styles (the target's tokens are bold)
+        heading.setFontItalic(True)
+        heading.setForeground(palette.color(QPalette.ColorRole.PlaceholderText))
+        for i, row in enumerate(rows):
+            served = self.requests[row]
+            if len(rows) > 1:  # several at once: a line names each
+                cursor.insertText(("\n\n" if i else "") + f"#{row + 1} {served.client} · {served.status}\n", heading)
+            for kind, piece in served.spans:
+                cursor.insertText(piece, kind_format(kind, palette))
+            for piece in served.pending:
+                cursor.insertText(piece, kind_format(TokenKind.PENDING, palette))
         self.text.moveCursor(QTextCursor.MoveOperation.End)
 
 
@@ -250,6 +266,8 @@ class LocalServing(QObject):
         self.dialog: ServeDialog | None = None  # open while it asks
         self.serve_host: RequestQueue | None = None
         self.server_thread: ServerThread | None = None
+        self.batch: BatchedRuntime | None = None  # the served requests' batch (with more than one at once)
+        self.serial_reason = ""  # why requests are served one at a time though more were asked for ("": not so)
         self.url = ""
         self.panel = ServerPanel(window)
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.panel)
@@ -271,23 +289,46 @@ class LocalServing(QObject):
     def serving(self) -> bool:
         return self.server_thread is not None
 
-    def start(self, port: int = DEFAULT_PORT, api_key: str | None = None) -> str:
-        """Serve the loaded runtime on 127.0.0.1:``port`` (0: a free port), requiring ``api_key`` if given;
-        the base URL (``…/v1``)."""
+    def start(self, port: int = DEFAULT_PORT, api_key: str | None = None, parallel: int | None = None) -> str:
+        """Serve the loaded runtime on 127.0.0.1:``port`` (0: a free port), requiring ``api_key`` if given, up to
+        ``parallel`` requests at once (None: the settings'; 1: one at a time); the base URL (``…/v1``).
+
+        Above 1 the requests decode in one batch with one more sequence kept for the window's own reply; a target
+        that cannot batch (hybrid, recurrent, on remote devices) serves one at a time, and the note says so."""
         runtime = self.host.worker.runtime
         if runtime is None:
             raise SpecchatError("load a pair before serving it")
         self.stop()
-        serve_host = RequestQueue(runtime, owner=self.host.worker.call, listener=self._heard)
+        parallel = self.settings.serve_parallel if parallel is None else parallel
+        batch, self.serial_reason = None, ""
+        if parallel > 1:
+            try:
+                batch = BatchedRuntime(runtime, parallel + 1)
+            except SpecchatError as exc:
+                self.serial_reason = str(exc)
+        serve_host: RequestQueue
+        shared: BatchedRequestQueue | None = None
+        if batch is not None:
+            serve_host = shared = BatchedRequestQueue(batch, owner=self.host.worker.call, listener=self._heard)
+        else:
+            serve_host = RequestQueue(runtime, owner=self.host.worker.call, listener=self._heard)
         try:
             app = build_app(serve_host, self._config(runtime.n_ctx, api_key))
             thread = ServerThread(app, "127.0.0.1", port).start()
         except SpecchatError:
             serve_host.close()
+            if batch is not None:
+                batch.close()
             raise
-        self.serve_host, self.server_thread = serve_host, thread
+        if batch is not None:
+            self.host.worker.adopt(batch)
+        self.host.worker.shared = shared
+        self.serve_host, self.server_thread, self.batch = serve_host, thread, batch
         self.url = f"{thread.url}/v1"
-        self.note.setText(f"Serving on {self.url}" + (" (key required)" if api_key else ""))
+        at_once = f", up to {parallel} requests at once" if batch is not None else ""
+        serial = ", one request at a time (this target cannot batch them)" if self.serial_reason else ""
+        self.note.setText(f"Serving on {self.url}{at_once}{serial}" + (" (key required)" if api_key else ""))
+        self.note.setToolTip(self.serial_reason)
         self.note.show()
         self.panel.show_address(runtime.target_name, self.url, api_key or "")
         self.panel.show()
@@ -297,13 +338,17 @@ class LocalServing(QObject):
         return self.url
 
     def stop(self) -> None:
-        """Stop the server (what runs is cancelled within one round); the runtime stays loaded. Safe to repeat."""
-        thread, serve_host = self.server_thread, self.serve_host
-        self.server_thread = self.serve_host = None
+        """Stop the server (what runs is cancelled within one round; the window's reply in the batch goes on to
+        its end); the runtime stays loaded. Safe to repeat."""
+        thread, serve_host, batch = self.server_thread, self.serve_host, self.batch
+        self.server_thread = self.serve_host = self.batch = None
+        self.host.worker.shared = None
         if thread is not None:
             thread.stop()
         if serve_host is not None:
             serve_host.close()
+        if batch is not None:
+            self.host.worker.release(batch)  # on the runtime's thread, once the batch's turn has ended
         if thread is not None or serve_host is not None:
             self.url = ""
             self.note.hide()
@@ -355,7 +400,7 @@ class LocalServing(QObject):
             log.warning("could not save the serving settings: %s", exc)
         choice = dialog.choice()
         try:
-            self.start(choice.port, choice.api_key)
+            self.start(choice.port, choice.api_key, choice.parallel)
         except SpecchatError as exc:
             self.action.setChecked(False)
             self.window.statusBar().showMessage(f"Not serving: {exc}", 10_000)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QProgressBar, QStatusBar
 
 WAITING_FOR_SERVER = "Waiting for a served request to finish…"
+WAITING_OUTSIDE_BATCH = "Waiting for the served requests to finish: {why}…"
 READING_PROMPT = "Reading the prompt…"
 
 
@@ -16,6 +17,7 @@ class StatusProgress(QProgressBar):
         super().__init__()
         self.status = status
         self.reading_prompt = False  # it shows how much of a long prompt was read
+        self._why = ""  # why the next wait could not join the served requests' batch
         self.setRange(0, 100)
         self.setMaximumWidth(240)
         self.hide()
@@ -37,10 +39,15 @@ class StatusProgress(QProgressBar):
         self.show()
         self.status.showMessage(message)
 
+    def waiting_because(self, why: str) -> None:
+        """The next wait's reason: the reply could not join the served requests' batch (``why``, a clause)."""
+        self._why = why
+
     def engine_waiting(self, waiting: bool) -> None:
         """A reply waits while a served request decodes (True), or has the engine now (False: reading its prompt)."""
         if waiting:
-            self.busy(WAITING_FOR_SERVER)
+            why, self._why = self._why, ""
+            self.busy(WAITING_OUTSIDE_BATCH.format(why=why) if why else WAITING_FOR_SERVER)
         elif self.maximum() == 0:  # still busy: no token yet
             self.busy(READING_PROMPT)
 

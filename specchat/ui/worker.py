@@ -8,6 +8,13 @@ requests of a server started from the window (:meth:`RuntimeWorker.call`).
 requests as queued signals. Cancel is a ``CancelToken`` set directly
 from the GUI thread, never a queued slot: the worker's loop is busy while a
 reply streams, so a queued call would only run after it ended.
+
+A server that batches its requests (:class:`SharedBatch`) drives its batch on
+this thread too; a reply sent while it does joins that batch as one more
+sequence instead of waiting, where the batch can run it (a drafter that needs
+nothing beside the target, no attached files). Such a reply sent while no
+served request runs drives the batch itself, so requests coming meanwhile join
+it rather than wait.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Protocol
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
@@ -24,7 +33,8 @@ from specchat.core.cancel import CancelToken
 from specchat.core.chat.baseline import measure_plain
 from specchat.core.chat.controller import ReplyRequest as ReplyRequest  # its home moved to core
 from specchat.core.chat.race import RaceRequest, run_race
-from specchat.core.engine.registry import Part
+from specchat.core.engine.registry import Part, drafter_entry
+from specchat.core.runtime.batched import BATCHED_DRAFTERS, BatchedRuntime, batchable
 from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
@@ -40,6 +50,7 @@ from specchat.core.types import (
     SpecchatError,
     TextSource,
 )
+from specchat.server.batch_queue import Guest
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +124,33 @@ STOP_CHECK_SECONDS = 0.1  # while a call from another thread waits for the runti
 WAITED_MESSAGE = "stopped while waiting for a served request"
 
 
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class SharedBatch(Protocol):
+    """A server whose batch runs on the runtime's thread and takes the window's reply as one more sequence
+    (:class:`specchat.server.batch_queue.BatchedRequestQueue` with the worker as its owner)."""
+
+    def join(self, guest: Guest) -> bool:
+        """Start ``guest`` at the batch's next round; False when no batch runs now."""
+        ...
+
+    def host(self, guest: Guest) -> None:
+        """Run ``guest`` in the batch now, on this thread, with the requests that come meanwhile."""
+        ...
+
+
+def batch_refusal(request: ReplyRequest) -> str:
+    """Why ``request`` cannot join the served requests' batch, as the end of a status line; "" when it can."""
+    if not batchable(request.drafter):
+        name = drafter_entry(request.drafter).key
+        return f"the {name} drafter does not join their batch ({' or '.join(sorted(BATCHED_DRAFTERS))} does)"
+    if request.attachments:
+        return "a reply with attached files does not join their batch"
+    return ""
+
+
 @dataclass(eq=False)
 class Turn:
     """Something queued for the runtime's thread: it starts there, or is dropped first (cancelled, or closing)."""
@@ -138,8 +176,10 @@ class RuntimeWorker(QObject):
     race_failed = Signal(object, str)  # RaceRequest, one line (also when cancelled)
     race_progress = Signal(object, object)  # RaceRequest, RaceProgress: after every block and a few times a second
     waiting = Signal(bool)  # a reply waits while a served request decodes (True), has the runtime now (False)
+    waiting_because = Signal(str)  # just before waiting(True): why the reply could not join the served batch
     tokens_counted = Signal(object)  # TokenCount: the composer's prompt and attachments, counted by the target
     _called = Signal(object)  # a Turn with a call from another thread, queued to this one
+    _released = Signal(object)  # a part built on the runtime by others, to close on this thread
 
     def __init__(self) -> None:
         super().__init__()
@@ -151,8 +191,11 @@ class RuntimeWorker(QObject):
         self._turns_lock = threading.Lock()
         self._replies: list[Turn] = []  # replies queued for this thread, not started yet
         self.serving = False  # a call from another thread (a served request) runs on this thread now
+        self.shared: SharedBatch | None = None  # the window's server, when it batches its requests on this thread
         self._closed = False
+        self._parts: list[Closable] = []  # built on the runtime by others (the server's batch): closed before it
         self._called.connect(self._run_call)  # queued: it is emitted from other threads
+        self._released.connect(self._close_part)  # queued: after whatever runs on this thread now
 
     # --- calls from other threads (the window's server) -------------------------
     def call(self, call: Callable[[], None], cancel: CancelToken) -> bool:
@@ -202,14 +245,50 @@ class RuntimeWorker(QObject):
             turn.done.set()
             return True
 
-    def queue_reply(self, turn: Turn) -> None:
-        """Called on the GUI thread before a reply is queued: it waits (and says so) while a served request runs."""
+    def queue_reply(self, turn: Turn, request: ReplyRequest | None = None) -> None:
+        """Called on the GUI thread before a reply is queued: while a served request runs, it joins the served
+        requests' batch where it can (``turn`` then starts at once), else it waits and says so."""
+        why = ""
+        with self._turns_lock:
+            serving, shared = self.serving, self.shared
+        if serving and shared is not None and request is not None:
+            why = batch_refusal(request)
+            if not why and shared.join(Guest(partial(self._start_guest, request, turn), self.events.emit)):
+                with self._turns_lock:
+                    turn.state = "started"
+                return
         with self._turns_lock:
             self._replies.append(turn)
             if self.serving:
                 turn.waited = True
         if turn.waited:
+            if why:
+                self.waiting_because.emit(why)
             self.waiting.emit(True)
+
+    def _start_guest(self, request: ReplyRequest, turn: Turn, batch: BatchedRuntime) -> int | None:
+        """On this thread, at the batch's round boundary: read the reply's prompt into ``batch``; its key, or None
+        once it has ended (it has said so)."""
+        if self.runtime is None:
+            self.failed.emit("no model is loaded")
+            return None
+        if turn.cancel.cancelled:
+            self.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(), "stopped before it started")])
+            return None
+        self._session = None  # the batch's sequence holds this turn: the next lone reply reads its conversation
+        user = [{"role": "user", "content": request.user_text}] if request.user_text is not None else []
+        try:
+            prompt = self.runtime.prompt(request.history + user, continuation=request.continuation)
+            key, early = batch.admit(
+                prompt, request.params, drafter=request.drafter, depth=request.depth, cancel=turn.cancel
+            )
+        except SpecchatError as exc:
+            self.failed.emit(str(exc))
+            return None
+        if early is not None:
+            self.events.emit([early])
+            return None
+        return key
 
     def drop_waiting_replies(self) -> None:
         """Called on the GUI thread while a reply waits for a served request: one whose Stop was pressed ends."""
@@ -219,6 +298,24 @@ class RuntimeWorker(QObject):
             if self._drop(turn):
                 self.waiting.emit(False)
                 self.events.emit([Finished(FinishReason.CANCELLED, GenerationStats(), WAITED_MESSAGE)])
+
+    def adopt(self, part: Closable) -> None:
+        """Keep ``part`` (built on the runtime by another object, e.g. the server's batch) until :meth:`release`,
+        or until the runtime closes: it is closed first."""
+        with self._turns_lock:
+            self._parts.append(part)
+
+    def release(self, part: Closable) -> None:
+        """Close ``part`` on this thread once what runs here now has ended (called from any thread)."""
+        self._released.emit(part)
+
+    @Slot(object)
+    def _close_part(self, part: Closable) -> None:
+        with self._turns_lock:
+            if part not in self._parts:
+                return
+            self._parts.remove(part)
+        part.close()
 
     def close_calls(self) -> None:
         """Calls from other threads no longer run here (the thread is stopping)."""
@@ -302,6 +399,11 @@ class RuntimeWorker(QObject):
             self._replies.remove(turn)
         if turn.waited:
             self.waiting.emit(False)
+        shared = self.shared
+        if shared is not None and self.runtime is not None and not batch_refusal(request):
+            # Served in a batch: the reply drives it, so that requests coming meanwhile join it.
+            shared.host(Guest(partial(self._start_guest, request, turn), self.events.emit))
+            return
         self._generate(request, turn.cancel)
 
     def _generate(self, request: ReplyRequest, cancel: CancelToken) -> None:
@@ -404,6 +506,10 @@ class RuntimeWorker(QObject):
 
     def close_runtime(self) -> None:
         self._session = None
+        with self._turns_lock:
+            parts, self._parts = self._parts, []
+        for part in parts:
+            part.close()
         if self.runtime is not None:
             self.runtime.close()
             self.runtime = None
@@ -436,8 +542,9 @@ class RuntimeWorker(QObject):
 class WindowRuntimeHost(QObject):
     """GUI-side owner of the runtime's thread; every method is called on the GUI thread."""
 
-    # The worker's ``waiting``, always delivered on the GUI thread (it is emitted from either thread).
+    # The worker's ``waiting`` and ``waiting_because``, always delivered on the GUI thread (emitted from either).
     waiting = Signal(bool)
+    waiting_because = Signal(str)
 
     _load = Signal(str, str, object, object)
     _lookup_memory = Signal(object)
@@ -460,6 +567,7 @@ class WindowRuntimeHost(QObject):
         self._baseline.connect(self.worker.measure_baseline)
         self._race.connect(self.worker.race)
         self._count.connect(self.worker.count_tokens)
+        self.worker.waiting_because.connect(self.waiting_because)
         self.worker.waiting.connect(self.waiting)
         # While a reply waits for a served request, Stop (its token set) ends the wait within this period.
         self._stop_check = QTimer(self)
@@ -489,8 +597,9 @@ class WindowRuntimeHost(QObject):
     def generate(self, request: ReplyRequest) -> CancelToken:
         token = self._token()
         turn = Turn(token)
-        self.worker.queue_reply(turn)
-        self._generate.emit(request, turn)
+        self.worker.queue_reply(turn, request)
+        if turn.state == "queued":  # else it joined the served requests' batch
+            self._generate.emit(request, turn)
         return token
 
     def measure_baseline(self, key: str, sampler: SamplerParams) -> None:

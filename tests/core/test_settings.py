@@ -125,13 +125,14 @@ def test_repeat_penalty_values(saved: object, loaded: float) -> None:
 
 
 def test_the_serving_settings_round_trip() -> None:
-    s = Settings(serve_port=1234, serve_require_key=True, serve_api_key="sk-local-abc_DEF-123")
+    s = Settings(serve_port=1234, serve_require_key=True, serve_api_key="sk-local-abc_DEF-123", serve_parallel=5)
     save_settings(s)
     stored = json.loads(settings_path().read_text(encoding="utf-8"))
-    assert (stored["serve_port"], stored["serve_require_key"], stored["serve_api_key"]) == (
+    assert (stored["serve_port"], stored["serve_require_key"], stored["serve_api_key"], stored["serve_parallel"]) == (
         1234,
         True,
         "sk-local-abc_DEF-123",
+        5,
     )
     assert load_settings() == s
 
@@ -144,6 +145,10 @@ def test_the_serving_settings_round_trip() -> None:
         ("serve_port", "8080"),
         ("serve_port", 80.5),
         ("serve_port", True),
+        ("serve_parallel", 0),
+        ("serve_parallel", 17),
+        ("serve_parallel", "2"),
+        ("serve_parallel", 2.5),
         ("serve_require_key", "yes"),
         ("serve_require_key", 1),
         ("serve_api_key", 42),

@@ -28,6 +28,7 @@ class FakeWorker(QObject):
     race_failed = Signal(object, str)
     race_progress = Signal(object, object)
     waiting = Signal(bool)  # a reply waits for a served request (True), got the runtime (False)
+    waiting_because = Signal(str)  # just before waiting(True): why the reply could not join the served batch
     tokens_counted = Signal(object)  # TokenCount (answer a count request with worker.tokens_counted.emit)
 
 
@@ -35,10 +36,12 @@ class FakeHost(QObject):
     """Records what the window asks of the runtime."""
 
     waiting = Signal(bool)  # as the real host's: the worker's, on the GUI thread
+    waiting_because = Signal(str)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.worker = FakeWorker(self)
+        self.worker.waiting_because.connect(self.waiting_because)
         self.worker.waiting.connect(self.waiting)
         self.requests: list[ReplyRequest] = []
         self.tokens: list[CancelToken] = []

@@ -14,6 +14,7 @@ from specchat.core.chat.transcript import ReplyFigures
 from specchat.core.types import Finished, FinishReason, GenerationStats
 from specchat.ui.main_window import MainWindow
 from specchat.ui.reply_footer import footer_line, footer_text
+from specchat.ui.status_progress import WAITING_FOR_SERVER
 from support.events import verified
 from support.fake_host import FakeHost, window_with
 
@@ -113,6 +114,7 @@ def test_a_reply_that_waited_for_a_served_request_says_so(qtbot, settings, store
     assert reply is not None
     reply.started = clock[0]  # asked for now, on the test's clock
     host.worker.waiting.emit(True)  # a served request holds the runtime
+    assert window.statusBar().currentMessage() == WAITING_FOR_SERVER
     clock[0] += 15.0
     host.worker.waiting.emit(False)  # the reply decodes now
     clock[0] += 0.4
@@ -166,3 +168,17 @@ def test_a_real_reply_on_the_demo_pair_gets_its_line(qtbot, settings, store, dem
     assert line.startswith(f"{tps:.1f} tok/s · {figures.generated} tokens · first token "), line
     assert line == footer_text(figures)[0]
     assert window.stats.tokens_per_second.text() == f"{tps:.1f}"  # the panel and the line agree
+
+
+def test_a_reply_that_cannot_join_the_served_batch_says_why_it_waits(qtbot, settings, store) -> None:
+    window, host = window_with(qtbot, settings, store)
+    window.send("Say something")
+    host.worker.waiting_because.emit("the composite drafter does not join their batch (ngram or none does)")
+    host.worker.waiting.emit(True)
+    assert window.statusBar().currentMessage() == (
+        "Waiting for the served requests to finish: the composite drafter does not join their batch "
+        "(ngram or none does)…"
+    )
+    host.worker.waiting.emit(False)
+    host.worker.waiting.emit(True)  # a later wait with no reason given: the plain line, not the old reason
+    assert window.statusBar().currentMessage() == WAITING_FOR_SERVER

@@ -20,8 +20,12 @@ def test_it_starts_from_the_settings_and_remembers_what_it_was_given(qtbot) -> N
     dialog.require_key.setChecked(True)  # the kept key, not a new one
     assert dialog.choice() == ServeChoice(1234, "sk-local-kept") and dialog.ok.isEnabled()
     dialog.port.setValue(4321)
+    assert dialog.parallel.value() == 2  # the default: two served requests at once, beside the window's reply
+    dialog.parallel.setValue(1)
+    assert dialog.choice() == ServeChoice(4321, "sk-local-kept", 1)
     dialog.remember(settings)
     assert (settings.serve_port, settings.serve_require_key, settings.serve_api_key) == (4321, True, "sk-local-kept")
+    assert settings.serve_parallel == 1
 
 
 def test_a_key_no_client_could_send_is_one_line_and_serve_waits(qtbot) -> None:

@@ -70,7 +70,8 @@ def window(qtbot, settings, demo_pair, tmp_path: Path):
 def test_a_served_request_shows_in_the_panel_with_its_fates_and_stops(qtbot, window: MainWindow) -> None:
     url = window.serving.start(0)
     assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
-    assert window.serving.note.text() == f"Serving on {url}" and window.serving.action.isChecked()
+    assert window.serving.note.text() == f"Serving on {url}, up to 2 requests at once"  # the default
+    assert window.serving.action.isChecked()
     reply = client(Served(url)).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "Count from one to ten."}], max_tokens=32, temperature=0
     )
@@ -167,7 +168,8 @@ def test_the_dialog_serves_with_a_key_that_requests_must_send_and_remembers_it(q
     dialog.ok.click()
     assert window.serving.dialog is None and window.serving.serving and window.serving.action.isChecked()
     url = f"http://127.0.0.1:{port}/v1"
-    assert window.serving.url == url and window.serving.note.text() == f"Serving on {url} (key required)"
+    assert window.serving.url == url
+    assert window.serving.note.text() == f"Serving on {url}, up to 2 requests at once (key required)"
 
     assert httpx.get(f"{url}/models", timeout=30).status_code == 401
     assert httpx.get(f"{url}/models", headers={"Authorization": "Bearer wrong"}, timeout=30).status_code == 401
@@ -228,9 +230,9 @@ LONG_REQUEST = {"model": "m", "prompt": "1, 2, 3, 4, 5, 6, 7,", "max_tokens": 20
 
 
 def serving_and_listening(window: MainWindow) -> tuple[str, list[bool]]:
-    """Serve on a free port; the base URL and the host's waiting signals as they come."""
+    """Serve on a free port one request at a time; the base URL and the host's waiting signals as they come."""
     window.settings.max_tokens = 8
-    url = window.serving.start(0)
+    url = window.serving.start(0, parallel=1)
     said: list[bool] = []
     window.host.waiting.connect(said.append)
     return url, said

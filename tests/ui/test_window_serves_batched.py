@@ -1,0 +1,377 @@
+"""Serving from the window with requests at once: the window's reply joins the served requests' batch.
+
+The real demo pair in a real window (offscreen), a real server on 127.0.0.1 started from it, real HTTP clients on
+threads. A window reply sent while a served request streams decodes beside it in one batch (no waiting notice),
+Stop ends only the window's sequence, a client that leaves ends only its own, and each reply is the one its
+prompt gets alone: greedy output compared with plain decoding, a float tie told apart (support/identity.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PySide6.QtCore import Qt
+
+from specchat.core.chat.store import ConversationStore
+from specchat.core.types import DrafterKind, Finished, FinishReason, SamplerParams, Verified
+from specchat.server.request_queue import Started
+from specchat.ui.main_window import MainWindow
+from specchat.ui.status_progress import WAITING_FOR_SERVER
+from specchat.ui.worker import ReplyRequest
+from support.api_clients import close_all
+from support.identity import assert_same_or_tie, plain_greedy
+
+LOAD_TIMEOUT = 120_000
+REPLY_TIMEOUT = 300_000
+SERVED_QUESTION = "Tell me a long story about a lighthouse keeper."  # it runs past SERVED_TOKENS
+SERVED_TOKENS = 160  # at a fixed depth of 2, at least 54 rounds: the window's short reply ends well within them
+WINDOW_TEXT = "List three colours."
+WINDOW_TOKENS = 12
+LONG_WINDOW_TEXT = "Write a long essay about the history of rivers."  # no end of its own for 200 tokens and more
+
+
+class ServedStream(threading.Thread):
+    """A streamed greedy chat request on a thread of its own: its token ids (the fates extension), its text and
+    finish reason; with ``leave``, the client closes the connection once that event is set."""
+
+    def __init__(
+        self, base_url: str, question: str, leave: threading.Event | None = None, max_tokens: int = SERVED_TOKENS
+    ) -> None:
+        super().__init__(daemon=True)
+        self.base_url, self.question, self.leave, self.max_tokens = base_url, question, leave, max_tokens
+        self.tokens: list[int] = []
+        self.text = ""
+        self.finish: str | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": self.question}],
+            "max_tokens": self.max_tokens,
+            "temperature": 0,
+            "stream": True,
+            "speculative": {"fates": True, "depth": 2},
+        }
+        try:
+            with (
+                httpx.Client(timeout=REPLY_TIMEOUT / 1000) as http,
+                http.stream("POST", f"{self.base_url}/chat/completions", json=body) as answer,
+            ):
+                assert answer.status_code == 200
+                for line in answer.iter_lines():
+                    if self.leave is not None and self.leave.is_set():
+                        return  # closes the connection mid-stream
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    for choice in json.loads(line[len("data: ") :]).get("choices", []):
+                        self.text += choice.get("delta", {}).get("content") or ""
+                        fates = choice.get("specchat_fates") or []
+                        self.tokens += [f["token"] for f in fates if f["fate"] != "rejected"]
+                        self.finish = choice.get("finish_reason") or self.finish
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+
+@pytest.fixture
+def window(qtbot, settings, demo_pair, tmp_path: Path):
+    settings.max_tokens = WINDOW_TOKENS
+    settings.temperature = 0.0
+    settings.drafter = DrafterKind.NGRAM  # lookup joins the batch (a draft model would wait)
+    store = ConversationStore(tmp_path / "conversations.sqlite3")
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
+        window.load_models(demo_pair.target, demo_pair.draft)
+    yield window
+    close_all()
+    window.serving.stop()
+    window.close()
+    store.close()
+
+
+class Watch:
+    """What the window and its server did, as the runtime's thread produced it: the window's events with their
+    times, the served requests' starts and ends, every waiting signal and status line, the reply's request."""
+
+    def __init__(self, window: MainWindow) -> None:
+        self.window_events: list[tuple[float, object]] = []
+        self.served: list[tuple[float, object]] = []
+        self.waited: list[bool] = []
+        self.statuses: list[str] = []
+        self.requests: list[ReplyRequest] = []
+        self.failures: list[str] = []
+        # Direct: run on the emitting (runtime) thread, so the times are when the runtime produced them.
+        window.host.worker.events.connect(self._events, Qt.ConnectionType.DirectConnection)
+        window.serving.heard.connect(self._heard, Qt.ConnectionType.DirectConnection)
+        window.host.waiting.connect(self.waited.append)
+        window.host.worker.failed.connect(self.failures.append, Qt.ConnectionType.DirectConnection)
+        window.statusBar().messageChanged.connect(self.statuses.append)
+        generate = window.host.generate
+
+        def recorded(request: ReplyRequest) -> Any:
+            self.requests.append(request)
+            return generate(request)
+
+        window.host.generate = recorded  # type: ignore[method-assign]  # to see the reply's request
+
+    def _events(self, batch: list[object]) -> None:
+        now = time.monotonic()
+        self.window_events += [(now, e) for e in batch]
+
+    def _heard(self, _job: object, event: object) -> None:
+        if isinstance(event, (Started, Finished)):
+            self.served.append((time.monotonic(), event))
+
+    @property
+    def window_tokens(self) -> list[int]:
+        return [t for _, e in self.window_events if isinstance(e, Verified) for t in e.committed]
+
+    def window_finished(self) -> Finished:
+        assert not self.failures, self.failures
+        ends = [e for _, e in self.window_events if isinstance(e, Finished)]
+        assert len(ends) == 1, ends
+        return ends[0]
+
+
+def live_served(window: MainWindow, n: int = 1) -> bool:
+    """Whether ``n`` served requests are decoding and each has shown text in the panel."""
+    live = [r for r in window.serving.panel.requests if r.live and r.spans]
+    return len(live) >= n
+
+
+def check_greedy(runtime, messages: list[dict[str, str]], got: list[int], sampler: SamplerParams, n: int) -> None:
+    """``got`` is what plain greedy decoding of the target gives ``messages``, or parts from it at a tie."""
+    prompt = runtime.prompt(messages).tokens
+    plain = plain_greedy(runtime.target_context, prompt, n, sampler, runtime.target.eog_tokens)
+    assert_same_or_tie(runtime.target_context, prompt, plain, got, sampler, label=str(messages))
+
+
+@pytest.mark.slow
+def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, window: MainWindow, demo_runtime):
+    url = window.serving.start(0, parallel=2)
+    assert "up to 2 requests at once" in window.serving.note.text()
+    watch = Watch(window)
+    served = ServedStream(url, SERVED_QUESTION)
+    served.start()
+    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(WINDOW_TEXT)
+    qtbot.waitUntil(lambda: not served.is_alive(), timeout=REPLY_TIMEOUT)
+    assert served.error is None and served.finish == "length" and len(served.tokens) == SERVED_TOKENS
+
+    # The reply decoded inside the served request's run, and never waited for it.
+    (started_at, _), (ended_at, ended) = watch.served
+    assert isinstance(ended, Finished) and ended.reason is FinishReason.MAX_TOKENS
+    first, last = watch.window_events[0][0], watch.window_events[-1][0]
+    assert started_at < first and last < ended_at, (started_at, first, last, ended_at)
+    assert watch.waited == [] and WAITING_FOR_SERVER not in watch.statuses
+    assert not any(s.startswith("Waiting") for s in watch.statuses), watch.statuses
+    assert window.serving.serve_host is not None
+    assert window.serving.batch is not None and window.serving.batch.engine.widest == 2  # one batch, both in it
+
+    # Each is the reply it gets alone.
+    finished = watch.window_finished()
+    assert finished.reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    (request,) = watch.requests
+    tokens = watch.window_tokens
+    assert tokens and window.transcript.messages[-1].content
+    messages = [*request.history, {"role": "user", "content": WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, tokens, request.params.sampler, WINDOW_TOKENS)
+    user = [{"role": "user", "content": SERVED_QUESTION}]
+    check_greedy(demo_runtime, user, served.tokens, SamplerParams(), SERVED_TOKENS)
+
+
+@pytest.mark.slow
+def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow, demo_runtime):
+    window.controls.max_tokens.setValue(2000)  # with a long question, it runs until stopped
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    served = ServedStream(url, SERVED_QUESTION)
+    served.start()
+    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    window.send(LONG_WINDOW_TEXT)
+    qtbot.waitUntil(lambda: len(watch.window_tokens) >= 3, timeout=REPLY_TIMEOUT)
+    assert served.is_alive()
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.page.stop_button.click()
+    assert watch.window_finished().reason is FinishReason.CANCELLED
+    assert len(watch.window_tokens) < 2000 and window.transcript.messages[-1].content
+    qtbot.waitUntil(lambda: not served.is_alive(), timeout=REPLY_TIMEOUT)
+    # The served request went on to its end, complete and the reply it gets alone.
+    assert served.error is None and served.finish == "length" and len(served.tokens) == SERVED_TOKENS
+    assert isinstance(watch.served[-1][1], Finished) and watch.served[-1][1].reason is FinishReason.MAX_TOKENS
+    user = [{"role": "user", "content": SERVED_QUESTION}]
+    check_greedy(demo_runtime, user, served.tokens, SamplerParams(), SERVED_TOKENS)
+
+
+@pytest.mark.slow
+def test_a_served_client_that_leaves_does_not_disturb_the_window_reply(qtbot, window: MainWindow, demo_runtime):
+    window.controls.max_tokens.setValue(48)
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    leave = threading.Event()
+    served = ServedStream(url, SERVED_QUESTION, leave)
+    served.start()
+    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(WINDOW_TEXT)
+        qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+        leave.set()  # the client goes away while the window's reply decodes beside it
+        qtbot.waitUntil(lambda: window.serving.panel.requests[0].done, timeout=REPLY_TIMEOUT)
+    assert window.serving.panel.requests[0].status == "cancelled"
+    finished = watch.window_finished()
+    assert finished.reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, 48)
+
+
+@pytest.mark.slow
+def test_the_panel_shows_every_running_request_live(qtbot, window: MainWindow):
+    url = window.serving.start(0, parallel=2)
+    streams = [ServedStream(url, SERVED_QUESTION), ServedStream(url, "Write a long essay about the history of rivers.")]
+    for stream in streams:
+        stream.start()
+    panel = window.serving.panel
+    shown: list[str] = []
+
+    def both_shown() -> bool:
+        live = [r for r in panel.requests if r.live and r.spans]
+        text = panel.text.toPlainText()
+        if len(live) == 2 and all("".join(p for _, p in r.spans) in text for r in live):
+            shown.append(text)
+            return True
+        return False
+
+    qtbot.waitUntil(both_shown, timeout=REPLY_TIMEOUT)
+    text = shown[0]
+    assert "#1 127.0.0.1:" in text and "#2 127.0.0.1:" in text and text.count("running (ngram)") == 2
+    for stream in streams:
+        stream.join(timeout=REPLY_TIMEOUT / 1000)
+        assert stream.error is None and stream.finish == "length"
+    qtbot.waitUntil(lambda: all(r.done for r in panel.requests), timeout=REPLY_TIMEOUT)
+    # Nothing runs now: the latest request's text alone, without the lines naming each.
+    latest = panel.requests[-1]
+    qtbot.waitUntil(lambda: panel.text.toPlainText() == "".join(p for _, p in latest.spans), timeout=REPLY_TIMEOUT)
+
+
+@pytest.mark.slow
+def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWindow):
+    drafters = window.controls.drafter
+    drafters.setCurrentIndex(drafters.findData(DrafterKind.COMPOSITE.value))  # it needs the draft model
+    assert window.controls.drafter_kind == DrafterKind.COMPOSITE
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    leave = threading.Event()
+    served = ServedStream(url, SERVED_QUESTION, leave)
+    served.start()
+    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    status = window.statusBar()
+    window.send(WINDOW_TEXT)
+    qtbot.waitUntil(lambda: status.currentMessage().startswith("Waiting for the served"), timeout=REPLY_TIMEOUT)
+    assert watch.waited == [True] and "the composite drafter does not join their batch" in status.currentMessage()
+    assert "\n" not in status.currentMessage()
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        leave.set()  # the served request ends; the reply gets the runtime and runs alone
+    assert watch.waited == [True, False] and window.transcript.messages[-1].content
+
+
+@pytest.mark.slow
+def test_stopping_the_server_lets_the_window_reply_in_the_batch_end(qtbot, window: MainWindow, demo_runtime):
+    window.controls.max_tokens.setValue(48)
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    served = ServedStream(url, SERVED_QUESTION)
+    served.start()
+    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(WINDOW_TEXT)
+        qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+        window.serving.stop()  # returns with the reply still decoding: the batch's turn ends with it
+        assert not window.serving.serving and window.serving.batch is None
+    served.join(timeout=REPLY_TIMEOUT / 1000)
+    assert served.finish != "length" and len(served.tokens) < SERVED_TOKENS  # cut off by the stop
+    assert watch.window_finished().reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, 48)
+    # Served again, the next reply is as right (the old batch was closed on the runtime's thread).
+    window.serving.start(0, parallel=2)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send("Name two birds.")
+    assert window.transcript.messages[-1].content
+
+
+@pytest.mark.slow
+def test_a_target_that_cannot_batch_serves_one_request_at_a_time_and_says_so(qtbot, settings, tmp_path: Path):
+    store = ConversationStore(tmp_path / "conversations.sqlite3")
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    hybrid = Path(__file__).parents[1] / "models" / "lfm2.gguf"  # attention and recurrent layers
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
+        window.load_models(str(hybrid), "")
+    try:
+        url = window.serving.start(0, parallel=2)
+        note = window.serving.note
+        assert note.text() == f"Serving on {url}, one request at a time (this target cannot batch them)"
+        assert "hybrid" in note.toolTip() and "\n" not in note.text()
+        assert window.serving.batch is None and window.host.worker.shared is None
+        answer = httpx.post(
+            f"{url}/completions", json={"model": "m", "prompt": "Hello", "max_tokens": 4}, timeout=REPLY_TIMEOUT / 1000
+        )
+        assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] >= 1
+    finally:
+        window.serving.stop()
+        window.close()
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_request_sent_while_a_window_reply_decodes_joins_it(qtbot, window: MainWindow, demo_runtime):
+    window.controls.max_tokens.setValue(SERVED_TOKENS)
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    window.send(LONG_WINDOW_TEXT)  # no served request runs: the reply drives the batch itself
+    qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+    served = ServedStream(url, SERVED_QUESTION, max_tokens=WINDOW_TOKENS)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        served.start()
+    served.join(timeout=REPLY_TIMEOUT / 1000)
+    assert served.error is None and served.finish == "length" and len(served.tokens) == WINDOW_TOKENS
+    # The request decoded inside the reply's run: it never waited for the reply to end.
+    (_, started), (ended_at, ended) = watch.served
+    assert isinstance(started, Started) and isinstance(ended, Finished)
+    assert ended_at < watch.window_events[-1][0]
+    assert window.serving.batch is not None and window.serving.batch.engine.widest == 2
+    assert watch.waited == []
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": LONG_WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, SERVED_TOKENS)
+    user = [{"role": "user", "content": SERVED_QUESTION}]
+    check_greedy(demo_runtime, user, served.tokens, SamplerParams(), WINDOW_TOKENS)
+
+
+@pytest.mark.slow
+def test_stopping_the_server_while_the_window_reply_drives_the_batch(qtbot, window: MainWindow, demo_runtime):
+    window.controls.max_tokens.setValue(48)
+    window.serving.start(0, parallel=2)
+    serve_host = window.serving.serve_host
+    assert serve_host is not None
+    watch = Watch(window)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(WINDOW_TEXT)  # nothing served: the reply's own turn drives the batch
+        qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+        window.serving.stop()
+    assert watch.window_finished().reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, 48)
+    # The server's thread that waited for requests ended with the batch's turn.
+    qtbot.waitUntil(lambda: not serve_host._thread.is_alive(), timeout=REPLY_TIMEOUT)
