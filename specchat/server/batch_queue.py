@@ -9,11 +9,12 @@ requests waiting are admitted while there is room (continuous batching), and a
 request whose client went away or whose time is up ends at the next round
 without touching the others.
 
-Requests that draft with n-gram lookup or not at all join the batch. One that
-asks for a drafter that needs a draft model, MTP heads or a head, or that
-sends a ``prediction``, runs alone on the runtime as with ``--parallel 1``:
-the requests running finish first, nothing else is admitted meanwhile, and the
-batch resumes after it.
+Requests that draft with n-gram lookup, with the pair's draft model (shared by
+the batch: one draft context, a sequence each) or not at all join the batch.
+One that asks for a drafter that needs MTP heads or a head, for the automatic
+drafter, or that sends a ``prediction``, runs alone on the runtime as with
+``--parallel 1``: the requests running finish first, nothing else is admitted
+meanwhile, and the batch resumes after it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class BatchedRequestQueue(RequestQueue):
         self.parallel = batch.n_seq
         self._jobs: dict[int, _Running] = {}
         self._alone: Job | None = None  # a request that cannot join the batch, waiting for it to empty
+        self.ran_alone = 0  # requests served alone beside the batch
         super().__init__(
             batch.runtime, queue_size=queue_size, drafter=drafter or DrafterKind.NGRAM.value, listener=listener
         )
@@ -172,6 +174,7 @@ class BatchedRequestQueue(RequestQueue):
             if self._closing:
                 job.cancel.cancel()
         started = time.monotonic()
+        self.ran_alone += 1
         try:
             self._serve(job)
         finally:

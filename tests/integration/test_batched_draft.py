@@ -199,3 +199,40 @@ def test_sampling_follows_the_target_per_sequence_with_the_shared_draft(
         ]
     assert np.isclose(sum(e for e, _ in cells), n)
     assert_fits(cells, n, min_dof=3, show=pairs.most_common(8))
+
+
+def run_all(batched: BatchedRuntime) -> dict[int, list[int]]:
+    """Rounds until every sequence has ended: per key, its tokens."""
+    tokens: dict[int, list[int]] = {}
+    while batched.active:
+        for key, event in batched.step():
+            if isinstance(event, Verified):
+                tokens.setdefault(key, []).extend(event.committed)
+    return tokens
+
+
+def test_a_prompt_overwritten_in_its_draft_slot_comes_back_from_the_prompt_cache(demo_runtime: Runtime) -> None:
+    two = BatchedRuntime(demo_runtime, 2, verify_budget=12)
+    try:
+        assert two.draft_contexts is not None
+        params = GenerationParams(sampler=GREEDY, max_tokens=6)
+        text = " ".join(f"Note {i}: the {['red', 'blue'][i % 2]} jar holds {i * 3} beads." for i in range(12))
+        first = prompt_of(demo_runtime, text + " Which jar holds the most?")
+        key, _ = two.admit(first, params, drafter="draft", depth=DepthControl(2))
+        reply = run_all(two)[key]
+        for other in ("Name a fruit.", "Name a colour."):  # both sequences read something else
+            two.admit(prompt_of(demo_runtime, other), params, drafter="draft", depth=DepthControl(2))
+        run_all(two)
+        turn = [*first, *reply, *prompt_of(demo_runtime, "Thanks.")[1:]]
+        loaded = demo_runtime.prompt_cache.stats.loaded
+        key, early = two.admit(turn, params, drafter="draft", depth=DepthControl(2))
+        assert early is None
+        slot = two.engine._live[key].slot
+        # Both the target's and the draft's states of the first prompt came back: neither read it again.
+        assert demo_runtime.prompt_cache.stats.loaded == loaded + 2
+        assert two.draft_contexts.held(slot) == turn[:-1]
+        assert two.draft_contexts.positions(slot) == len(turn) - 1
+        got = run_all(two)[key]
+        check_alone(demo_runtime, turn, got, 6, 2, "next turn")
+    finally:
+        two.close()

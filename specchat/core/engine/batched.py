@@ -32,6 +32,15 @@ and when the batch's own rows already fill the machine the drafts stop except
 where they are nearly sure to be kept. Every :data:`EXPLORE_EVERY` rounds
 (the first included) the budget alone decides, so a size not measured lately
 is timed again.
+
+A sequence drafting with the draft model shares it with the others that do
+(:class:`~specchat.core.engine.batched_draft.BatchedDraftModel`: one draft
+context, a sequence id each, one decode per draft step for all of them). Its
+drafting costs, so its depth is allotted before it drafts, from its cap: the
+round's cost then also counts the shared steps, the deepest model draft's
+length times the seconds a draft position took lately, and drafts the model
+would make are kept only while they raise the batch's rate. The drafts
+themselves are drawn as the lone drafter draws them.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from specchat.core.runtime.runtime import Prompt, Runtime
 from specchat.core.types import DrafterKind, Event, Finished, GenerationParams, SpecchatError
 
 CACHE_NAME = "batch-target"  # the prompt cache's name for these sequences' states
+DRAFT_CACHE_NAME = "batch-draft"  # and for their states in the shared draft context
 BATCHED_DRAFTERS = frozenset({DrafterKind.NGRAM.value, DrafterKind.NONE.value})
 """The drafters a batched sequence can always draft with: each needs nothing beside the target."""
 WITH_DRAFT_MODEL = BATCHED_DRAFTERS | {DrafterKind.DRAFT_MODEL.value}
@@ -110,14 +111,22 @@ class BatchedRuntime:
         chosen: Drafter | BatchedDraftModel
         if drafter == DrafterKind.DRAFT_MODEL.value and self.draft_model is not None:
             chosen = self.draft_model  # the sequence drafts in its slot of the shared draft context
+            recall = self._recall_both
         else:
             chosen = self.runtime.drafter_for(drafter)
-        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel, recall=self._recall)
+            recall = self._recall
+        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel, recall=recall)
 
     def _recall(self, slot: int, body: Sequence[int]) -> None:
         """Keep what ``slot`` would drop for ``body`` and load back a kept state sharing more with it (the
         runtime's prompt cache, its states of these sequences kept apart from the one-sequence context's)."""
         self.runtime.prompt_cache.recall(CACHE_NAME, self.contexts.view(slot), body)
+
+    def _recall_both(self, slot: int, body: Sequence[int]) -> None:
+        """:meth:`_recall` on the target's slot and on the shared draft context's, for a reply drafting there."""
+        self._recall(slot, body)
+        if self.draft_contexts is not None:
+            self.runtime.prompt_cache.recall(DRAFT_CACHE_NAME, self.draft_contexts.view(slot), body)
 
     def step(self) -> list[tuple[int, Event]]:
         """One round for every reply in progress; its events, each with its reply's key, in order per reply."""
