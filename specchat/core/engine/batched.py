@@ -82,6 +82,9 @@ PRIOR_DRAFTS = 4
 EXPLORE_EVERY = 16
 """Every this many rounds the drafts are sized by the budget alone, not the cost model: a round of another size
 is timed now and then, so a cost line learned from plain rounds alone cannot keep drafting off for good."""
+EXPLORE_MODEL_DEPTH = 4
+"""In such a round a sequence drafting with the shared draft model drafts at most this deep (unless its request
+fixed a depth): enough to time its steps again, where sixteen steps over the whole batch would stall every reply."""
 
 
 class SlotContexts(Protocol):
@@ -352,7 +355,7 @@ class BatchedEngine:
         owners = [s.reply.drafter.owner for s in live if isinstance(s.reply.drafter, SlotDrafter)]
         step_cost = owners[0].step_seconds if owners else None
         depths = allot(
-            [r.depth if shared else len(r.draft.tokens) for r, shared in zip(rounds, stepped, strict=True)],
+            [_draft_cap(s, r, shared, explore) for s, r, shared in zip(live, rounds, stepped, strict=True)],
             [s.acceptance() for s in live],
             self.verify_budget,
             cost=None if explore else self._round_costs(),
@@ -460,6 +463,16 @@ class BatchedEngine:
                 seq.reply.drafter.forget()
         self.contexts.release(seq.slot)
         return finished
+
+
+def _draft_cap(seq: _Sequence, round_: RoundState, shared: bool, explore: bool) -> int:
+    """The most ``seq`` may draft this round: what lookup found, or the shared draft model's cap (at most
+    :data:`EXPLORE_MODEL_DEPTH` in an exploring round, unless the request fixed the depth)."""
+    if not shared:
+        return len(round_.draft.tokens)
+    if explore and seq.reply.depth_control.requested is None:
+        return min(round_.depth, EXPLORE_MODEL_DEPTH)
+    return round_.depth
 
 
 def _keep_first(draft: Draft, n: int) -> None:
