@@ -18,6 +18,7 @@ rest on its own first, without logits.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -33,8 +34,8 @@ CATCH_UP_ROWS = 16
 STEADY_CATCH_UP = 2
 """A catch-up of at most this many tokens is a round's usual one (reported as ``sync_seconds``)."""
 COST_WINDOW = 8
-"""A draft position's cost is the least over this many latest drafting rounds: a load spike in one of them cannot
-price the model out, and a lasting change shows within this many."""
+"""A draft position's cost is the median over this many latest drafting rounds (the least of the first two): a
+load spike in one of them cannot price the model in or out, and a lasting change shows within this many."""
 
 
 class DraftSlots(Protocol):
@@ -70,9 +71,11 @@ class BatchedDraftModel:
     @property
     def step_seconds(self) -> float | None:
         """What one more position of the deepest draft adds to a round: the catch-up, the shared steps and the
-        draws of the latest drafting rounds over their deepest drafts (the least of :data:`COST_WINDOW`); None
-        before any."""
-        return min(self._per_position, default=None)
+        draws of the latest drafting rounds over their deepest drafts (see :data:`COST_WINDOW`); None before
+        any."""
+        if len(self._per_position) < 3:
+            return min(self._per_position, default=None)
+        return statistics.median(self._per_position)
 
     def drafter(self, slot: int) -> SlotDrafter:
         """The drafter of the sequence in ``slot``."""
