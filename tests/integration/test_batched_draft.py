@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.batched import READ_STEP
 from specchat.core.engine.batched_draft import SlotDrafter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.engine.sampling import distribution
@@ -236,3 +237,30 @@ def test_a_prompt_overwritten_in_its_draft_slot_comes_back_from_the_prompt_cache
         check_alone(demo_runtime, turn, got, 6, 2, "next turn")
     finally:
         two.close()
+
+
+def test_a_long_prompt_is_read_into_the_draft_context_in_steps_too(demo_runtime: Runtime) -> None:
+    one = BatchedRuntime(demo_runtime, 1, verify_budget=8)
+    try:
+        assert one.draft_contexts is not None
+        text = " ".join(f"Line {i}: the {['red', 'green', 'blue'][i % 3]} cup holds {i * 5} pens." for i in range(60))
+        prompt = prompt_of(demo_runtime, text + " Which cup holds the most?")
+        assert len(prompt) > 3 * READ_STEP
+        key, early = one.admit(prompt, GenerationParams(sampler=GREEDY, max_tokens=8), drafter="draft")
+        assert early is None
+        slot = one.engine._live[key].slot
+        reading = one.engine._live[key].reading
+        assert reading is not None  # read in steps, not at once
+        one.step()
+        held = one.draft_contexts.held(slot)
+        # The draft read the target's step: both hold the same part of the prompt, not yet all of it.
+        assert held == one.contexts.tokens[slot] == prompt[: len(held)] and len(held) < len(prompt) - 1
+        assert one.draft_contexts.positions(slot) == len(held)
+        got: list[int] = []
+        while one.active:
+            for _, event in one.step():
+                if isinstance(event, Verified):
+                    got.extend(event.committed)
+        check_alone(demo_runtime, prompt, got, 8, None, "long prompt")
+    finally:
+        one.close()
