@@ -226,7 +226,9 @@ def test_a_request_with_a_prediction_runs_alone_and_drafts_from_it(serve, demo_r
         )
         side.join(timeout=300)
         records = list(served.host.served)
+        ran_alone = served.host.ran_alone
     assert right.choices[0].message.content == text  # the batch does not draft from outside texts: run alone
+    assert ran_alone == 1
     assert right.usage is not None
     details = right.usage.completion_tokens_details
     assert details is not None and (details.accepted_prediction_tokens or 0) > 0
