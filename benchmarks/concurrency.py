@@ -15,8 +15,14 @@ token (median). Greedy texts of a batched configuration are compared with the
 same drafter's ``--parallel 1`` texts (a difference there can be a float tie:
 the batch changes the order of the sums).
 
-    python benchmarks/concurrency.py [--demo | --target T.gguf] [--parallel 4] [--requests 8] \
-        [--clients 1 2 4] [--repeats 2] [--max-tokens 64] [--json out.json]
+With ``--drafters`` (registry names; ``ngram none`` unless told) each drafter
+is one configuration at ``--parallel 1`` and one batched; ``draft`` drafts
+with the pair's draft model (``--draft D.gguf``, or the demo pair's), which
+the batched server shares among its sequences.
+
+    python benchmarks/concurrency.py [--demo | --target T.gguf [--draft D.gguf]] [--parallel 4] \
+        [--drafters ngram none draft] [--requests 8] [--clients 1 2 4] [--repeats 2] [--max-tokens 64] \
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any
 import openai
 
 PROMPTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "mixed-prompts.jsonl"
+LABELS = {"ngram": "lookup", "none": "plain", "draft": "draft model"}
 
 
 @dataclass
@@ -154,6 +161,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", action="store_true", help="the demo pair (the default without --target)")
     parser.add_argument("--target")
+    parser.add_argument("--draft", help="a draft model for the draft drafter (with --target)")
+    parser.add_argument("--drafters", nargs="+", default=["ngram", "none"], help="registry names: ngram none draft")
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--requests", type=int, default=8, help="requests per run (shared among the clients)")
@@ -163,14 +172,15 @@ def main() -> int:
     parser.add_argument("--json")
     args = parser.parse_args()
     model_args = ["--target", args.target] if args.target else ["--demo"]
+    if args.target and args.draft:
+        model_args += ["--draft", args.draft]
     model_args += ["--ctx", str(args.ctx), "--probe-tokens", "0", "--queue", "64"]
     prompts = [json.loads(line) for line in PROMPTS.read_text(encoding="utf-8").splitlines() if line.strip()]
-    configs = {
-        "lookup, --parallel 1": ["--drafter", "ngram"],
-        "plain, --parallel 1": ["--drafter", "none"],
-        f"lookup, --parallel {args.parallel}": ["--drafter", "ngram", "--parallel", str(args.parallel)],
-        f"plain, --parallel {args.parallel}": ["--drafter", "none", "--parallel", str(args.parallel)],
-    }
+    configs: dict[str, list[str]] = {}
+    for parallel in (1, args.parallel):
+        for drafter in args.drafters:
+            extra = ["--drafter", drafter] + (["--parallel", str(parallel)] if parallel > 1 else [])
+            configs[f"{LABELS.get(drafter, drafter)}, --parallel {parallel}"] = extra
     runs: dict[tuple[str, int], Run] = {}
     with ExitStack() as stack:
         urls = {config: stack.enter_context(server(model_args, extra)) for config, extra in configs.items()}

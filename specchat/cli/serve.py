@@ -141,7 +141,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if not batch.batchable(host.default_drafter):
                 print(
                     f"specchat: note: the {host.default_drafter} drafter runs one request at a time; "
-                    f"--parallel batches the requests that draft with lookup or none",
+                    f"--parallel batches the requests that draft with {', '.join(sorted(batch.drafters))}",
                     file=sys.stderr,
                 )
         else:

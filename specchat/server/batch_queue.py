@@ -9,11 +9,12 @@ requests waiting are admitted while there is room (continuous batching), and a
 request whose client went away or whose time is up ends at the next round
 without touching the others.
 
-Requests that draft with n-gram lookup or not at all join the batch. One that
-asks for a drafter that needs a draft model, MTP heads or a head, or that
-sends a ``prediction``, runs alone on the runtime as with ``--parallel 1``:
-the requests running finish first, nothing else is admitted meanwhile, and the
-batch resumes after it.
+Requests that draft with n-gram lookup, with the pair's draft model (shared by
+the batch: one draft context, a sequence each) or not at all join the batch.
+One that asks for a drafter that needs MTP heads or a head, for the automatic
+drafter, or that sends a ``prediction``, runs alone on the runtime as with
+``--parallel 1``: the requests running finish first, nothing else is admitted
+meanwhile, and the batch resumes after it.
 
 In the window (``owner``) the batch runs on the window's runtime thread: each
 request that finds the batch idle asks that thread for a turn, and the turn
@@ -101,6 +102,7 @@ class BatchedRequestQueue(RequestQueue):
         self._ended = False  # the queue closed: the turn ends once the batch is empty
         self._held: Job | None = None  # with an owner: the request whose turn is asked for
         self._held_taken = False  # it was let into the batch (by its own turn, or by the owner's reply's)
+        self.ran_alone = 0  # requests served alone beside the batch
         super().__init__(
             batch.runtime,
             queue_size=queue_size,
@@ -345,6 +347,7 @@ class BatchedRequestQueue(RequestQueue):
             if self._closing:
                 job.cancel.cancel()
         started = time.monotonic()
+        self.ran_alone += 1
         try:
             self._serve(job)
         finally:

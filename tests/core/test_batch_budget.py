@@ -53,3 +53,22 @@ def test_a_depth_the_request_fixed_is_kept_whatever_the_cost() -> None:
     depths = allot([3, 16], [0.1, 0.1], budget=40, cost=float, fixed=[True, False])
     assert depths == [3, 0]
     assert allot([30, 30], [0.9, 0.9], budget=12, fixed=[True, True]) == [10, 0]  # the budget still holds
+
+
+def test_costly_draft_model_steps_stop_model_drafting_while_cheap_lookup_drafts_stay() -> None:
+    # Sequence 0 drafts with the shared draft model (each position one more draft step for the round), sequence 1
+    # with lookup (free to draft). Verify rows are nearly free; only the model's steps cost.
+    cheap_rows = lambda rows: 1.0 + 1e-4 * rows  # noqa: E731
+    free = allot([8, 8], [0.9, 0.9], budget=40, cost=cheap_rows, stepped=[True, False], step_cost=0.0)
+    assert free[0] > 0 and free[1] > 0
+    costly = allot([8, 8], [0.9, 0.9], budget=40, cost=cheap_rows, stepped=[True, False], step_cost=5.0)
+    assert costly[0] == 0 and costly[1] == free[1]
+
+
+def test_a_draft_step_is_paid_once_for_all_the_sequences_taking_it() -> None:
+    # Two model sequences share each step: the second one's drafts cost only their verify rows, so when one
+    # step pays for one sequence's draft, the same depth pays for both.
+    rows = lambda r: 1.0 + 0.01 * r  # noqa: E731
+    lone = allot([4, 0], [0.9, 0.9], budget=40, cost=rows, stepped=[True, True], step_cost=0.3)
+    both = allot([4, 4], [0.9, 0.9], budget=40, cost=rows, stepped=[True, True], step_cost=0.3)
+    assert lone[0] > 0 and both[0] >= lone[0] and both[1] >= lone[0]

@@ -62,11 +62,16 @@ def batched_server(runtime: Any, parallel: int = 4, queue_size: int = 8) -> Iter
         batch.close()
 
 
-def stream(served: Any, question: str, drafter: str | None = None) -> tuple[list[int], str]:
-    """One streamed greedy reply: its token ids (the fates extension) and its text."""
+def stream(
+    served: Any, question: str, drafter: str | None = None, depth: int | None = None, sources: set[str] | None = None
+) -> tuple[list[int], str]:
+    """One streamed greedy reply: its token ids (the fates extension) and its text; ``sources`` collects who
+    drafted its accepted tokens."""
     spec: dict[str, Any] = {"fates": True}
     if drafter is not None:
         spec["drafter"] = drafter
+    if depth is not None:
+        spec["depth"] = depth
     chunks = list(
         client(served).chat.completions.create(
             model="m",
@@ -79,6 +84,8 @@ def stream(served: Any, question: str, drafter: str | None = None) -> tuple[list
     )
     fates = [f for c in chunks if c.choices for f in extra(c.choices[0]).get("specchat_fates") or []]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    if sources is not None:
+        sources.update(f["source"] for f in fates if f["fate"] == "accepted")
     return [f["token"] for f in fates if f["fate"] != "rejected"], text
 
 
@@ -170,14 +177,33 @@ def test_a_client_that_leaves_mid_stream_does_not_disturb_the_others(serve, demo
         check_against_alone(demo_runtime, question, tokens, ref, text)
 
 
-def test_a_request_for_the_draft_model_runs_alone_beside_the_batch(serve, demo_runtime) -> None:
+def test_requests_for_the_draft_model_join_the_batch_and_share_its_draft_decodes(serve, demo_runtime) -> None:
     with serve() as single:
-        alone = [stream(single, q, d) for q, d in zip(QUESTIONS[:3], ["ngram", "draft", None], strict=True)]
-    with batched_server(demo_runtime, parallel=2) as served:
-        together = at_once(served, QUESTIONS[:3], [None, "draft", "none"])
-        assert {r.kind for r in served.host.served} == {"chat"} and len(served.host.served) == 3
-    for question, (tokens, text), ref in zip(QUESTIONS[:3], together, alone, strict=True):
-        check_against_alone(demo_runtime, question, tokens, ref, text)
+        alone = [stream(single, q, d) for q, d in zip(QUESTIONS[:3], ["draft", "draft", "ngram"], strict=True)]
+    with batched_server(demo_runtime, parallel=3) as served:
+        model = served.host.batch.draft_model
+        assert model is not None and served.host.batch.batchable("draft")
+        sources: list[set[str]] = [set(), set(), set()]
+        together: dict[int, tuple[list[int], str]] = {}
+        go = threading.Barrier(3)
+
+        def one(i: int, drafter: str | None) -> None:
+            go.wait()
+            together[i] = stream(served, QUESTIONS[i], drafter, depth=3 if drafter else None, sources=sources[i])
+
+        threads = [threading.Thread(target=one, args=(i, d)) for i, d in enumerate(["draft", "draft", None])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        records = list(served.host.served)
+        ran_alone, widest = served.host.ran_alone, served.host.batch.engine.widest
+    assert ran_alone == 0 and len(records) == 3  # nobody ran beside the batch: the draft model's requests were in it
+    assert widest >= 2 and model.widest >= 2 and model.shared_decodes > 0  # one draft decode for both at once
+    assert "model" in sources[0] and "model" in sources[1]  # the model's drafts were kept in each
+    for i, question in enumerate(QUESTIONS[:3]):
+        tokens, text = together[i]
+        check_against_alone(demo_runtime, question, tokens, alone[i], text)
 
 
 def test_a_request_with_a_prediction_runs_alone_and_drafts_from_it(serve, demo_runtime) -> None:
@@ -200,7 +226,9 @@ def test_a_request_with_a_prediction_runs_alone_and_drafts_from_it(serve, demo_r
         )
         side.join(timeout=300)
         records = list(served.host.served)
+        ran_alone = served.host.ran_alone
     assert right.choices[0].message.content == text  # the batch does not draft from outside texts: run alone
+    assert ran_alone == 1
     assert right.usage is not None
     details = right.usage.completion_tokens_details
     assert details is not None and (details.accepted_prediction_tokens or 0) > 0

@@ -32,6 +32,15 @@ and when the batch's own rows already fill the machine the drafts stop except
 where they are nearly sure to be kept. Every :data:`EXPLORE_EVERY` rounds
 (the first included) the budget alone decides, so a size not measured lately
 is timed again.
+
+A sequence drafting with the draft model shares it with the others that do
+(:class:`~specchat.core.engine.batched_draft.BatchedDraftModel`: one draft
+context, a sequence id each, one decode per draft step for all of them). Its
+drafting costs, so its depth is allotted before it drafts, from its cap: the
+round's cost then also counts the shared steps, the deepest model draft's
+length times the seconds a draft position took lately, and drafts the model
+would make are kept only while they raise the batch's rate. The drafts
+themselves are drawn as the lone drafter draws them.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from typing import Protocol
 import numpy as np
 
 from specchat.core.cancel import CancelToken
+from specchat.core.engine.batched_draft import BatchedDraftModel, SlotDrafter
 from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Draft, Drafter
@@ -72,6 +82,9 @@ PRIOR_DRAFTS = 4
 EXPLORE_EVERY = 16
 """Every this many rounds the drafts are sized by the budget alone, not the cost model: a round of another size
 is timed now and then, so a cost line learned from plain rounds alone cannot keep drafting off for good."""
+EXPLORE_MODEL_DEPTH = 4
+"""In such a round a sequence drafting with the shared draft model drafts at most this deep (unless its request
+fixed a depth): enough to time its steps again, where sixteen steps over the whole batch would stall every reply."""
 
 
 class SlotContexts(Protocol):
@@ -144,6 +157,8 @@ def allot(
     min_gain: float = MIN_GAIN,
     cost: Callable[[int], float] | None = None,
     fixed: Sequence[bool] | None = None,
+    stepped: Sequence[bool] | None = None,
+    step_cost: float = 0.0,
 ) -> list[int]:
     """Each sequence's draft length this round.
 
@@ -151,10 +166,13 @@ def allot(
     its cap first, as far as the budget goes. The other rows go to the drafts likeliest to be kept (the ``j``-th
     draft of sequence ``i`` is worth ``acceptance[i] ** j`` tokens), none above its cap nor worth less than
     ``min_gain``; with ``cost`` (seconds of a round of so many rows), only as many of those drafts as make the
-    expected tokens per second of the whole round highest.
+    expected tokens per second of the whole round highest. A ``stepped`` sequence drafts with the shared draft
+    model, whose steps all such sequences take together: the round then also costs ``step_cost`` seconds per
+    position of the deepest of those drafts.
     """
     n = len(caps)
     fixed = fixed if fixed is not None else [False] * n
+    stepped = stepped if stepped is not None else [False] * n
     depths = [0] * n
     spare = max(0, budget - n)
     rows, expected = n, float(n)
@@ -165,23 +183,36 @@ def allot(
             rows += depths[i]
             expected += sum(acceptance[i] ** j for j in range(1, depths[i] + 1))
     worth = [
-        (a**j, -i, i)
+        (a**j, -i, -j, i)
         for i, (cap, a) in enumerate(zip(caps, acceptance, strict=True))
         if not fixed[i]
         for j in range(1, cap + 1)
         if a**j >= min_gain
     ]
     # Worth falls with j within a sequence, so every prefix of this order is an allotment.
-    ranked = sorted(worth, reverse=True)[:spare]
-    take = len(ranked)
+    ranked = sorted(worth, reverse=True)
+    chosen = ranked[:spare]
     if cost is not None and n > 0:
-        best, take = expected / cost(rows), 0
-        for extra, (gain, _, _) in enumerate(ranked, start=1):
-            expected += gain
-            rate = expected / cost(rows + extra)
-            if rate > best:
-                best, take = rate, extra
-    for _, _, i in ranked[:take]:
+        # The shared draft steps cost by the deepest stepped draft, not by the row: so each limit on the stepped
+        # drafts' depth is tried (0: no model drafting), with the best prefix of the drafts it allows.
+        floor = max((d for d, s in zip(depths, stepped, strict=True) if s), default=0)
+        deepest_cap = max((c for c, s, f in zip(caps, stepped, fixed, strict=True) if s and not f), default=0)
+        best = -1.0
+        for limit in range(floor, max(floor, deepest_cap) + 1):
+            allowed = [w for w in ranked if not stepped[w[3]] or -w[2] <= limit][:spare]
+            gained, deepest = expected, floor
+            take, rate = 0, gained / (cost(rows) + step_cost * deepest)
+            top_rate = rate
+            for extra, (gain, _, minus_j, i) in enumerate(allowed, start=1):
+                gained += gain
+                if stepped[i]:
+                    deepest = max(deepest, -minus_j)
+                rate = gained / (cost(rows + extra) + step_cost * deepest)
+                if rate > top_rate:
+                    top_rate, take = rate, extra
+            if top_rate > best:
+                best, chosen = top_rate, allowed[:take]
+    for _, _, _, i in chosen:
         depths[i] += 1
     return depths
 
@@ -229,7 +260,7 @@ class BatchedEngine:
         self,
         prompt: Sequence[int],
         params: GenerationParams,
-        drafter: Drafter,
+        drafter: Drafter | BatchedDraftModel,
         *,
         depth: DepthControl | None = None,
         cancel: CancelToken | None = None,
@@ -237,6 +268,7 @@ class BatchedEngine:
     ) -> tuple[int, Finished | None]:
         """Read ``prompt`` into a free sequence and let it join the next round: (its key, None), or (its key,
         Finished) when it ended before its first round (a bad prompt, a failed read: ERROR; cancelled).
+        ``drafter`` is the sequence's own, or the shared draft model (the sequence then drafts in its slot of it).
 
         ``recall(slot, body)`` runs before the sequence reads the prompt minus its last token (``body``): a
         prompt cache loads a kept state sharing more of it into that slot."""
@@ -244,6 +276,8 @@ class BatchedEngine:
         if self.room <= 0:
             raise SpecchatError(f"no room for another sequence ({self.active} running)")
         slot = self.contexts.acquire(prompt)
+        if isinstance(drafter, BatchedDraftModel):
+            drafter = drafter.drafter(slot)
         try:
             if recall is not None and prompt:
                 recall(slot, prompt[:-1])
@@ -268,6 +302,8 @@ class BatchedEngine:
         except SpecchatError as exc:
             self.contexts.clear(slot)
             self.contexts.release(slot)
+            if isinstance(drafter, SlotDrafter):
+                drafter.forget()
             return key, Finished(FinishReason.ERROR, GenerationStats(prompt_tokens=len(prompt)), str(exc))
         reached, accepted = self._pooled.get(drafter.kind, (0, 0))
         self._live[key] = _Sequence(key, slot, reply, (accepted + 1) / (reached + 2), reading=reading)
@@ -278,6 +314,8 @@ class BatchedEngine:
         started = time.perf_counter()
         reading.done = min(len(reading.body), reading.done + READ_STEP)
         seq.reply.ctx.extend_to(reading.body[: reading.done])
+        if isinstance(seq.reply.drafter, SlotDrafter):  # the draft model reads the same step
+            seq.reply.drafter.prefill(reading.body[: reading.done])
         reading.seconds += time.perf_counter() - started
         if reading.done == len(reading.body):
             seq.reply.prefill()  # the prompt is held: this reads nothing more
@@ -303,24 +341,32 @@ class BatchedEngine:
         if not live:
             return events
         round_started = time.perf_counter()
-        # Each sequence drafts up to its cap (lookup costs next to nothing), then the drafts are cut to what the
-        # budget and the cost of the batch's rows say is worth verifying. A drafter whose drafting costs (a
-        # model) would be sized before it drafts: that comes with the shared draft model.
+        # Each sequence drafting with lookup drafts up to its cap (it costs next to nothing); then the drafts are
+        # cut to what the budget and the cost of the batch's rows say is worth verifying, and the sequences that
+        # draft with the shared draft model draft what they were allotted, together.
         rounds: list[RoundState] = []
-        for seq in live:
+        stepped = [isinstance(seq.reply.drafter, SlotDrafter) for seq in live]
+        for seq, shared in zip(live, stepped, strict=True):
             round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=seq.cap())
-            seq.reply.draft(round_)
+            if not shared:
+                seq.reply.draft(round_)
             rounds.append(round_)
         explore = self.rounds % EXPLORE_EVERY == 0  # the first round, then now and then
+        owners = [s.reply.drafter.owner for s in live if isinstance(s.reply.drafter, SlotDrafter)]
+        step_cost = owners[0].step_seconds if owners else None
         depths = allot(
-            [len(r.draft.tokens) for r in rounds],
+            [_draft_cap(s, r, shared, explore) for s, r, shared in zip(live, rounds, stepped, strict=True)],
             [s.acceptance() for s in live],
             self.verify_budget,
             cost=None if explore else self._round_costs(),
             fixed=[s.reply.depth_control.requested is not None for s in live],
+            stepped=stepped,
+            step_cost=step_cost or 0.0,
         )
-        for seq, round_, depth in zip(live, rounds, depths, strict=True):
-            _keep_first(round_.draft, depth)
+        model_seconds = self._draft_together(live, rounds, depths, stepped)
+        for seq, round_, depth, shared in zip(live, rounds, depths, stepped, strict=True):
+            if not shared:
+                _keep_first(round_.draft, depth)
             round_.depth = depth
             drafted = seq.reply.drafted_event(round_)
             if drafted is not None:
@@ -348,9 +394,39 @@ class BatchedEngine:
             events.append((seq.key, verified))
             if seq.reply.reason is not None:
                 events.append((seq.key, self._end(seq)))
-        overhead = time.perf_counter() - round_started - verify_seconds
+        overhead = time.perf_counter() - round_started - verify_seconds - model_seconds
         self.costs.observe(n_rows - 1, verify_seconds, overhead)
         return events
+
+    def _draft_together(
+        self, live: Sequence[_Sequence], rounds: Sequence[RoundState], depths: Sequence[int], stepped: Sequence[bool]
+    ) -> float:
+        """Draft for every sequence drafting with the shared draft model, as deep as it was allotted, in shared
+        decodes; the seconds it took."""
+        asking = [
+            (seq, round_, depth)
+            for seq, round_, depth, shared in zip(live, rounds, depths, stepped, strict=True)
+            if shared and depth > 0
+        ]
+        if not asking:
+            return 0.0
+        started = time.perf_counter()
+        first = asking[0][0].reply.drafter
+        assert isinstance(first, SlotDrafter)
+        requests = [(seq.slot, seq.reply.draft_request(depth)) for seq, _, depth in asking]
+        try:
+            drafts = first.owner.draft(requests)
+        except SpecchatError:  # a failed draft decode: these sequences verify without drafts, their slots emptied
+            for seq, _, _ in asking:
+                assert isinstance(seq.reply.drafter, SlotDrafter)
+                seq.reply.drafter.forget()
+            drafts = [Draft() for _ in asking]
+        for (seq, round_, _), draft in zip(asking, drafts, strict=True):
+            seq.reply.take_draft(round_, draft)
+        seconds = time.perf_counter() - started
+        for _, round_, _ in asking:
+            round_.draft_seconds = seconds  # the shared drafting's time: what this round waited for
+        return seconds
 
     def _round_costs(self) -> Callable[[int], float]:
         """Estimated seconds of a round by the rows it verifies over the batch, its drafting and bookkeeping too.
@@ -372,6 +448,8 @@ class BatchedEngine:
         for seq in self._live.values():
             self.contexts.clear(seq.slot)
             self.contexts.release(seq.slot)
+            if isinstance(seq.reply.drafter, SlotDrafter):
+                seq.reply.drafter.forget()
         self._live.clear()
 
     def _end(self, seq: _Sequence) -> Finished:
@@ -381,8 +459,20 @@ class BatchedEngine:
         self._pooled[seq.reply.drafter.kind] = (reached + seq.reached, accepted + finished.stats.accepted)
         if finished.reason is FinishReason.ERROR:
             self.contexts.clear(seq.slot)  # perhaps mid-round
+            if isinstance(seq.reply.drafter, SlotDrafter):
+                seq.reply.drafter.forget()
         self.contexts.release(seq.slot)
         return finished
+
+
+def _draft_cap(seq: _Sequence, round_: RoundState, shared: bool, explore: bool) -> int:
+    """The most ``seq`` may draft this round: what lookup found, or the shared draft model's cap (at most
+    :data:`EXPLORE_MODEL_DEPTH` in an exploring round, unless the request fixed the depth)."""
+    if not shared:
+        return len(round_.draft.tokens)
+    if explore and seq.reply.depth_control.requested is None:
+        return min(round_.depth, EXPLORE_MODEL_DEPTH)
+    return round_.depth
 
 
 def _keep_first(draft: Draft, n: int) -> None:

@@ -268,31 +268,38 @@ class _Reply:
         """Ask the drafter for up to ``round_.depth`` tokens (none at depth 0)."""
         started = time.perf_counter()
         if round_.depth > 0:
-            params = self.params
-            round_.draft = self.drafter.draft(
-                DraftRequest(
-                    self.committed,
-                    round_.depth,
-                    params.sampler,
-                    self.rng,
-                    self.cancel,
-                    params.draft_p_min,
-                    params.greedy_draft,
-                    self.adaptive.costs,
-                    eog=self.target.eog,
-                    remaining=min(params.max_tokens - self.stats.generated, self.ctx.n_ctx - len(self.committed)),
-                    texts=self.texts,
-                )
-            )
-            _label_sources(round_.draft, self.drafter)
-            _cut_after_end(round_.draft, self.target.eog)
-            read = round_.draft.read_seconds
-            if read > 0.0:  # a drafter's late read of the prompt is the prompt's time, as a read before it is
-                self.stats.prompt_seconds += read
-                self.generate_started += read
-            if self.drafter.own_depth:  # it was handed a cap and chose its own length: 0 where plain decoding won
-                round_.depth = len(round_.draft.tokens)
+            self.take_draft(round_, self.drafter.draft(self.draft_request(round_.depth)))
         round_.draft_seconds = time.perf_counter() - started
+
+    def draft_request(self, k: int) -> DraftRequest:
+        """What this reply asks of its drafter for a draft of up to ``k`` tokens."""
+        params = self.params
+        return DraftRequest(
+            self.committed,
+            k,
+            params.sampler,
+            self.rng,
+            self.cancel,
+            params.draft_p_min,
+            params.greedy_draft,
+            self.adaptive.costs,
+            eog=self.target.eog,
+            remaining=min(params.max_tokens - self.stats.generated, self.ctx.n_ctx - len(self.committed)),
+            texts=self.texts,
+        )
+
+    def take_draft(self, round_: _Round, draft: Draft) -> None:
+        """Make ``draft`` the round's (the batched engine drafts several replies' drafts together, then each
+        takes its own)."""
+        round_.draft = draft
+        _label_sources(draft, self.drafter)
+        _cut_after_end(draft, self.target.eog)
+        read = draft.read_seconds
+        if read > 0.0:  # a drafter's late read of the prompt is the prompt's time, as a read before it is
+            self.stats.prompt_seconds += read
+            self.generate_started += read
+        if self.drafter.own_depth:  # it was handed a cap and chose its own length: 0 where plain decoding won
+            round_.depth = len(draft.tokens)
 
     def drafted_event(self, round_: _Round) -> Drafted | None:
         """The drafts with their text, or None for a round without any."""

@@ -161,6 +161,16 @@ class MultiContext:
         self.tokens[slot].extend(saved.tokens)
         return True
 
+    def held(self, slot: int) -> list[int]:
+        """The tokens ``slot``'s memory holds, position by position."""
+        self._check(slot)
+        return self.tokens[slot]
+
+    def positions(self, slot: int) -> int:
+        """How many positions llama.cpp's memory holds for ``slot`` (its highest position + 1), asked of llama.cpp."""
+        self._check(slot)
+        return int(llama_cpp.llama_memory_seq_pos_max(self._memory, slot)) + 1
+
     def view(self, slot: int) -> Slot:
         """``slot`` seen as a single-sequence context."""
         return Slot(self, slot)

@@ -6,10 +6,13 @@ the runtime's target model that holds up to ``n_seq`` sequences
 (:class:`~specchat.core.llama.multi_context.MultiContext`) and the batched
 engine on it (:class:`~specchat.core.engine.batched.BatchedEngine`). Prompts
 come from :meth:`Runtime.prompt` as for every reply; each sequence drafts
-with n-gram lookup or not at all (the drafters that need nothing beside the
-target). Earlier prompts' states are kept in the runtime's prompt cache and
-loaded back into whichever sequence a later prompt sharing them gets. A draft
-model, MTP heads or a head file shared by the batch is a later step: requests
+with n-gram lookup, with the pair's draft model or not at all. The draft
+model is shared: a second multi-sequence context on it, a sequence per slot,
+drafts for every sequence that uses it in shared decodes
+(:class:`~specchat.core.engine.batched_draft.BatchedDraftModel`). Earlier
+prompts' target states are kept in the runtime's prompt cache and loaded back
+into whichever sequence a later prompt sharing them gets. MTP heads, a head
+file and the automatic drafter shared by the batch are a later step: requests
 that ask for those run one at a time on the runtime.
 Use it from the thread that owns the runtime.
 """
@@ -20,19 +23,25 @@ from collections.abc import Sequence
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.batched import DEFAULT_VERIFY_BUDGET, BatchedEngine
+from specchat.core.engine.batched_draft import BatchedDraftModel
 from specchat.core.engine.depth import DepthControl
+from specchat.core.engine.drafters import Drafter
 from specchat.core.llama.context import Context
+from specchat.core.llama.model import ModelKind
 from specchat.core.llama.multi_context import MultiContext
 from specchat.core.runtime.runtime import Prompt, Runtime
 from specchat.core.types import DrafterKind, Event, Finished, GenerationParams, SpecchatError
 
 CACHE_NAME = "batch-target"  # the prompt cache's name for these sequences' states
+DRAFT_CACHE_NAME = "batch-draft"  # and for their states in the shared draft context
 BATCHED_DRAFTERS = frozenset({DrafterKind.NGRAM.value, DrafterKind.NONE.value})
-"""The drafters a batched sequence can draft with: each needs nothing beside the target."""
+"""The drafters a batched sequence can always draft with: each needs nothing beside the target."""
+WITH_DRAFT_MODEL = BATCHED_DRAFTERS | {DrafterKind.DRAFT_MODEL.value}
+"""With a dense draft model loaded, the batch shares it too."""
 
 
 def batchable(drafter: str) -> bool:
-    """Whether a reply drafting with ``drafter`` can join the batch."""
+    """Whether a reply drafting with ``drafter`` can join any batch (one without a shared draft model)."""
     return drafter in BATCHED_DRAFTERS
 
 
@@ -55,11 +64,23 @@ class BatchedRuntime:
             self.contexts, runtime.target.eog_tokens, runtime.target.piece, verify_budget=budget
         )
         self.n_seq = n_seq
+        self.draft_contexts: MultiContext | None = None
+        self.draft_model: BatchedDraftModel | None = None
+        draft = runtime.draft_context
+        if draft is not None and runtime.draft is not None and runtime.draft.kind is ModelKind.DENSE:
+            try:
+                self.draft_contexts = MultiContext(runtime.draft, n_seq=n_seq, n_ctx=runtime.n_ctx, tuner=draft.tuner)
+            except BaseException:
+                self.contexts.close()
+                raise
+            self.draft_model = BatchedDraftModel(self.draft_contexts)
+        self.drafters = WITH_DRAFT_MODEL if self.draft_model is not None else BATCHED_DRAFTERS
+        """The drafters a reply can draft with in this batch."""
 
-    @staticmethod
-    def batchable(drafter: str) -> bool:
-        """Whether a reply drafting with ``drafter`` can join the batch."""
-        return batchable(drafter)
+    def batchable(self, drafter: str) -> bool:
+        """Whether a reply drafting with ``drafter`` can join the batch (a hybrid or recurrent draft model, MTP
+        heads, a head or the automatic drafter cannot yet: those run alone)."""
+        return drafter in self.drafters
 
     @property
     def active(self) -> int:
@@ -82,18 +103,30 @@ class BatchedRuntime:
     ) -> tuple[int, Finished | None]:
         """Read ``prompt`` and let its reply join at the next round: (its key, None), or (its key, Finished) when
         it ended before its first round. A drafter that cannot batch raises SpecchatError."""
-        if not batchable(drafter):
+        if not self.batchable(drafter):
             raise SpecchatError(
-                f"the {drafter} drafter cannot join a batch; only {', '.join(sorted(BATCHED_DRAFTERS))} can"
+                f"the {drafter} drafter cannot join a batch; only {', '.join(sorted(self.drafters))} can"
             )
         tokens = list(prompt.tokens if isinstance(prompt, Prompt) else prompt)
-        chosen = self.runtime.drafter_for(drafter)
-        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel, recall=self._recall)
+        chosen: Drafter | BatchedDraftModel
+        if drafter == DrafterKind.DRAFT_MODEL.value and self.draft_model is not None:
+            chosen = self.draft_model  # the sequence drafts in its slot of the shared draft context
+            recall = self._recall_both
+        else:
+            chosen = self.runtime.drafter_for(drafter)
+            recall = self._recall
+        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel, recall=recall)
 
     def _recall(self, slot: int, body: Sequence[int]) -> None:
         """Keep what ``slot`` would drop for ``body`` and load back a kept state sharing more with it (the
         runtime's prompt cache, its states of these sequences kept apart from the one-sequence context's)."""
         self.runtime.prompt_cache.recall(CACHE_NAME, self.contexts.view(slot), body)
+
+    def _recall_both(self, slot: int, body: Sequence[int]) -> None:
+        """:meth:`_recall` on the target's slot and on the shared draft context's, for a reply drafting there."""
+        self._recall(slot, body)
+        if self.draft_contexts is not None:
+            self.runtime.prompt_cache.recall(DRAFT_CACHE_NAME, self.draft_contexts.view(slot), body)
 
     def step(self) -> list[tuple[int, Event]]:
         """One round for every reply in progress; its events, each with its reply's key, in order per reply."""
@@ -109,3 +142,5 @@ class BatchedRuntime:
 
     def close(self) -> None:
         self.contexts.close()
+        if self.draft_contexts is not None:
+            self.draft_contexts.close()

@@ -153,20 +153,29 @@ class MtpHeads(Protocol):
     def end(self, pos: int) -> None: ...
 
 
-def draft_from(
-    out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], request: DraftRequest, synced: float
-) -> None:
-    """Draw up to ``request.k`` drafts into ``out``, starting from logits ``row``; ``step(x)`` gives the next row."""
-    sampler = request.sampler
-    decodes = 0
-    decode_seconds = 0.0
-    history = list(request.tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
-    for i in range(request.k):
-        q = distribution(row, history, sampler)
+class DraftWalk:
+    """One draft drawn a token at a time from logits rows: :meth:`offer` takes the row after the draft so far and
+    names the token to decode next (None once the draft ends). :func:`draft_from` walks one draft; the batched
+    draft model walks several in lockstep, one decode carrying every draft's next token."""
+
+    def __init__(self, out: Draft, request: DraftRequest) -> None:
+        self.out, self.request = out, request
+        sampler = request.sampler
+        self.history = list(request.tokens[-sampler.repeat_last_n :]) if sampler.repeat_last_n else []
+        self.drawn = 0
+        self.decodes = 0
+        self.decode_seconds = 0.0
+
+    def offer(self, row: np.ndarray) -> int | None:
+        """Draw the next draft from ``row``; the token whose row comes next, or None when the draft ends here."""
+        request, out, sampler = self.request, self.out, self.request.sampler
+        if self.drawn >= request.k:
+            return None
+        q = distribution(row, self.history, sampler)
         if request.p_min and q.max_prob() < request.p_min:
-            break
+            return None
         if sampler.greedy or request.greedy:
-            x = greedy_token(row, history, sampler)
+            x = greedy_token(row, self.history, sampler)
             q_used = Distribution.one_hot(x)
         else:
             x = q.sample(request.rng)
@@ -175,18 +184,38 @@ def draft_from(
         out.q.append(q_used)
         out.probs.append(q.prob(x))
         out.top.append(top(q))
-        history.append(x)
-        if i == request.k - 1 or request.cancel.cancelled or x in request.eog:
-            break
+        self.history.append(x)
+        self.drawn += 1
+        if self.drawn == request.k or request.cancel.cancelled or x in request.eog:
+            return None
         if request.keep_going is not None and not request.keep_going(out.tokens, out.probs):
-            break
+            return None
+        return x
+
+    def decoded(self, seconds: float) -> None:
+        """One decode for the next row took ``seconds`` (shared with other drafts when batched)."""
+        self.decodes += 1
+        self.decode_seconds += seconds
+
+    def finish(self, synced: float) -> None:
+        """Fill in the draft's timings; ``synced``: when its first row was ready."""
+        out = self.out
+        if self.decodes > 0:
+            out.step_seconds = self.decode_seconds / self.decodes
+        if out.tokens:
+            # Everything after the catch-up that was not a decode: one distribution (and draw) per token.
+            out.sample_seconds = (time.perf_counter() - synced - self.decode_seconds) / len(out.tokens)
+
+
+def draft_from(
+    out: Draft, row: np.ndarray, step: Callable[[int], np.ndarray], request: DraftRequest, synced: float
+) -> None:
+    """Draw up to ``request.k`` drafts into ``out``, starting from logits ``row``; ``step(x)`` gives the next row."""
+    walk = DraftWalk(out, request)
+    x = walk.offer(row)
+    while x is not None:
         decode_started = time.perf_counter()
         row = step(x)
-        decode_seconds += time.perf_counter() - decode_started
-        decodes += 1
-    ended = time.perf_counter()
-    if decodes > 0:
-        out.step_seconds = decode_seconds / decodes
-    if out.tokens:
-        # Everything after the catch-up that was not a decode: one distribution (and draw) per token.
-        out.sample_seconds = (ended - synced - decode_seconds) / len(out.tokens)
+        walk.decoded(time.perf_counter() - decode_started)
+        x = walk.offer(row)
+    walk.finish(synced)
