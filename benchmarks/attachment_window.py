@@ -127,13 +127,13 @@ def main() -> int:
         )
 
     rows: list[Row] = []
-    turn = 0
     with background_load(args.load):
         for repeat in range(args.repeats):
-            for question in QUESTIONS:
-                # Who goes first rotates: the runtime's caches and the composite's tables favour a fixed order.
-                order = WAYS[turn % 3 :] + WAYS[: turn % 3]
-                turn += 1
+            for q, question in enumerate(QUESTIONS):
+                # Who goes first rotates across questions and repeats: the runtime's caches and the composite's
+                # tables would favour a fixed order.
+                turn = (q + repeat) % len(WAYS)
+                order = WAYS[turn:] + WAYS[:turn]
                 asked = {way: ask(question, way) for way in order}
                 asked["plain"].same_as_plain = asked["attached"].reply.message.content == (
                     asked["plain"].reply.message.content
