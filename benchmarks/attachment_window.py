@@ -1,7 +1,8 @@
 """Questions about an attached document, asked in the real window: attached, pasted, and plainly decoded.
 
-One document (``benchmarks/prompts/garden_report.md``, an 81-line report with four typos in its "Water"
-section) and three questions about it: quote a paragraph exactly, fix the typos of a paragraph, summarise it.
+One document (``benchmarks/prompts/garden_report.md``, an 81-line report of 1,277 tokens, four typos in its
+"Water" section) and three questions about it: quote a paragraph exactly, fix the typos of a paragraph,
+summarise it.
 Each question is asked, each time in a new conversation of the window (offscreen, the demo pair, its default
 settings: the automatic drafter, auto depth, greedy), three ways taking turns in a rotating order:
 
