@@ -35,6 +35,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from background_load import background_load  # the script's own folder
 from window_defaults import TEST_PROMPTS
+from window_driver import open_window, race_last_reply, send_and_wait
 
 
 def main() -> int:
@@ -45,49 +46,12 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=0, help="busy background processes during the run")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="specchat-window-speed-")
-    for name in ("CONFIG", "CACHE"):
-        os.environ.setdefault(f"SPECCHAT_{name}_DIR", os.path.join(tmp, name.lower()))
-
-    from PySide6.QtCore import QEventLoop, QTimer, SignalInstance
-    from PySide6.QtWidgets import QApplication
 
     from specchat.cli.bench import BenchReport, bench, load_prompts
-    from specchat.core.chat.race_record import RaceRecord
-    from specchat.core.chat.store import ConversationStore
     from specchat.core.engine.registry import drafter_entry
-    from specchat.core.models.demo import provision_demo_pair
-    from specchat.core.settings import load_settings
-    from specchat.core.types import Finished
-    from specchat.ui.main_window import MainWindow
 
-    _app = QApplication(sys.argv)  # held for the whole run
-    pair = provision_demo_pair()
-    settings = load_settings()
-    settings.max_tokens = args.max_tokens
-    store = ConversationStore(os.path.join(tmp, "conversations.sqlite3"))
-    window = MainWindow(settings, store)
-    window.resize(1280, 860)
-    window.show()
-
-    def wait_for(signal: SignalInstance, timeout_s: float = 600) -> list[object]:
-        got: list[object] = []
-        loop = QEventLoop()
-
-        def caught(*values: object) -> None:
-            got.extend(values)
-            loop.quit()
-
-        signal.connect(caught)
-        QTimer.singleShot(int(timeout_s * 1000), loop.quit)
-        loop.exec()
-        if not got:
-            raise SystemExit(f"timed out waiting for {signal}")
-        return got
-
-    window.load_models(pair.target, pair.draft)
-    wait_for(window.models_loaded)
-    if window.baselines.measuring:  # the calibration after loading: let it finish before the first reply
-        wait_for(window.baselines.measured)
+    opened = open_window(args.max_tokens, tmp)
+    window = opened.window
     drafter = window.controls.drafter_kind
     prompts = load_prompts(args.prompts, args.limit)
     print(
@@ -114,23 +78,9 @@ def main() -> int:
             early = headless(pid, messages) if i % 2 else None
             window.new_conversation()
             window.composer.setPlainText(messages[-1]["content"])
-            window.composer.send()
-            (finished,) = wait_for(window.reply_finished)
-            assert isinstance(finished, Finished)
-            reply = window.chat.transcript.messages[-1]
-            figures = reply.figures
-            assert figures is not None and figures.final is not None
-            window_rate = figures.final.tokens_per_second
-            panel_text = window.stats.speedup.text()
-            final = figures.final
-            panel = window_rate / final.plain_tokens_per_second if panel_text.startswith("×") else None
-
-            window.racing.race_last()
-            _message, record = wait_for(window.races.ready)
-            assert isinstance(record, RaceRecord)
-            race = record.ratio  # both runs of the race, interleaved
-            if window.racing.panel is not None:
-                window.racing.panel.close()
+            reply = send_and_wait(window)
+            window_rate, panel, panel_text = reply.tokens_per_second, reply.panel, reply.panel_text
+            race = race_last_reply(window).ratio  # both runs of the race, interleaved
 
             report = early if early is not None else headless(pid, messages)
             result = report.per_prompt[0]
@@ -151,8 +101,7 @@ def main() -> int:
         f"panel against bench: median {statistics.median(panel_vs_bench):+.1%}, "
         f"worst {max(panel_vs_bench, key=abs):+.1%}; panel figures shown {len(panel_vs_race)}/{len(rows)}"
     )
-    window.close()
-    store.close()
+    opened.close()
     return 0
 
 
