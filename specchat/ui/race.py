@@ -40,7 +40,7 @@ from specchat.core.chat.race_record import RaceRecord, Timeline, fork_context, s
 from specchat.core.chat.store import ConversationStore
 from specchat.core.chat.transcript import Message, TokenSpan, Transcript
 from specchat.core.engine.registry import drafter_entry
-from specchat.core.types import SpecchatError, TokenKind
+from specchat.core.types import SpecchatError, TextSource, TokenKind
 
 from .token_styles import blend, kind_colour, reading_format
 
@@ -385,9 +385,16 @@ class RaceController(QObject):
         return self._running is not None
 
     def race(
-        self, message: Message, history: list[dict[str, str]], *, again: bool = False, baseline_rate: float = 0.0
+        self,
+        message: Message,
+        history: list[dict[str, str]],
+        *,
+        again: bool = False,
+        baseline_rate: float = 0.0,
+        sources: Sequence[TextSource] = (),
     ) -> bool:
         """Show ``message``'s stored race (unless ``again``), or run one; False if refused (a notice says why).
+        ``sources``: the conversation's files, which the speculative run drafts from as the reply did.
 
         ``baseline_rate``: the pair's measured plain rate, which the race's is checked against where the reply
         has no probe of its own.
@@ -400,7 +407,7 @@ class RaceController(QObject):
             self.notice.emit("a race is already running")
             return False
         try:
-            request = RaceRequest.for_reply(message, history, baseline_rate)
+            request = RaceRequest.for_reply(message, history, baseline_rate, sources)
         except SpecchatError as exc:
             self.notice.emit(str(exc))
             return False

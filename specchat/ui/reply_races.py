@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QWidget
 from specchat.core.chat.race import RaceProgress, race_refusal
 from specchat.core.chat.race_record import RaceRecord
 from specchat.core.chat.transcript import Message
+from specchat.core.types import TextSource
 
 from .chat_controller import ChatController
 from .race import RaceController, RacePanel
@@ -64,11 +65,13 @@ class ReplyRaces(QObject):
         if refusal:
             self.notice(refusal)
             return False
+        transcript = self.chat.transcript
         return self.races.race(
-            self.chat.transcript.messages[index],
-            self.chat.transcript.history(index),
+            transcript.messages[index],
+            transcript.history(index),
             again=again,
             baseline_rate=self.baseline_rate(),
+            sources=[TextSource(a.name, a.text, "attachment") for a in transcript.attachments(index)],
         )
 
     def race_last(self) -> None:

@@ -40,6 +40,7 @@ from specchat.core.types import (
     GenerationStats,
     SamplerParams,
     SpecchatError,
+    TextSource,
     TokenKind,
     Verified,
 )
@@ -388,3 +389,20 @@ def test_the_race_on_the_demo_pair_matches_a_greedy_reply_and_tells_a_planted_di
     cancelled = CancelToken()
     cancelled.cancel()
     assert run_race(demo_runtime, request, cancelled) is None
+
+
+@pytest.mark.slow
+def test_the_speculative_run_drafts_from_the_replys_files_as_the_reply_did(demo_runtime) -> None:
+    sampler = SamplerParams(repeat_penalty=1.1)
+    pieces, generated = greedy_reply(demo_runtime, sampler, 32)
+    history = [{"role": "user", "content": PROMPT}]
+    # A file holding the reply itself (as a document a reply copies): lookup drafts it by name, not from the prompt.
+    files = (TextSource("reply.txt", "".join(pieces), "attachment"),)
+    bare = RaceRequest(1, history, sampler, generated, tuple(pieces), DrafterKind.NGRAM.value, 8)
+    kept: dict[bool, int] = {}
+    for with_files in (False, True):
+        request = dataclasses.replace(bare, sources=files if with_files else ())
+        record = run_race(demo_runtime, request, CancelToken(), block_tokens=8)
+        assert record is not None and record.spec.text == record.plain.text == "".join(pieces)
+        kept[with_files] = sum(n for n, kind in record.spec.fates if kind == "a")
+    assert kept[True] > kept[False]  # characters of accepted drafts

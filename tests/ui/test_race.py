@@ -192,6 +192,20 @@ def test_a_race_runs_on_the_host_and_is_stored_with_the_reply(qtbot, settings, s
     assert len(host.races) == 1  # replayed from the record
 
 
+def test_a_race_drafts_from_the_files_the_conversation_had_up_to_its_reply(
+    qtbot, settings, store, tmp_path: Path
+) -> None:
+    window, host = window_with(qtbot, settings, store)
+    notes = tmp_path / "notes.md"
+    notes.write_text("the notes' text")
+    window.files.attach_paths([str(notes)])
+    stream_reply(window, host)
+    window.chat_view.race_action(1).trigger()
+    (request,) = host.races
+    assert [(s.name, s.text, s.kind) for s in request.sources] == [("notes.md", "the notes' text", "attachment")]
+    assert "the notes' text" in request.history[-1]["content"]  # in the prompt too, as the reply read it
+
+
 def test_a_running_race_shows_its_progress_and_cancel_stores_nothing(qtbot, settings, store) -> None:
     window, host = window_with(qtbot, settings, store)
     stream_reply(window, host)

@@ -50,6 +50,7 @@ from specchat.core.types import (
     GenerationParams,
     SamplerParams,
     SpecchatError,
+    TextSource,
     Verified,
 )
 
@@ -120,10 +121,18 @@ class RaceRequest:
     drafter: str | None = None  # the reply's drafter (a registry name); None: not recorded, the pair's default
     depth: int | None = None  # the reply's depth; None: auto
     expected_rate: float = 0.0  # plain tokens/s measured before the race (the reply's probe); 0: none known
+    sources: tuple[TextSource, ...] = ()  # texts the reply drafted from by name (the conversation's files)
 
     @classmethod
-    def for_reply(cls, message: Message, history: list[dict[str, str]], baseline_rate: float = 0.0) -> RaceRequest:
-        """The request for a raceable stored ``message`` whose prompt is ``history``.
+    def for_reply(
+        cls,
+        message: Message,
+        history: list[dict[str, str]],
+        baseline_rate: float = 0.0,
+        sources: Sequence[TextSource] = (),
+    ) -> RaceRequest:
+        """The request for a raceable stored ``message`` whose prompt is ``history`` (``sources``: the files the
+        reply drafted from, which the speculative run drafts from too).
 
         The race's plain rate is later checked against the reply's own probe (plain decoding timed right after
         it), or where it has none against ``baseline_rate`` (the pair's measured plain rate).
@@ -146,6 +155,7 @@ class RaceRequest:
             drafter if isinstance(drafter, str) else None,
             depth if type(depth) is int and 0 <= depth <= MAX_DEPTH else None,
             probe if probe > 0 else max(0.0, baseline_rate),
+            tuple(sources),
         )
 
 
@@ -173,6 +183,7 @@ class RaceSide:
     side: str
     drafter: str
     depth: int | None
+    sources: tuple[TextSource, ...] = ()  # texts lookup drafts from by name
     tokens: list[int] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)  # one per committed token, detokenized across blocks
     fates: list[tuple[int, str]] = field(default_factory=list)
@@ -208,6 +219,7 @@ class RaceSide:
             depth=DepthControl(self.depth),
             cancel=cancel,
             recall=False,
+            sources=self.sources,
         )
         elapsed, first = 0.0, not self.tokens
         for event in stream:
@@ -267,7 +279,7 @@ def run_race(
     prompt = runtime.prompt(request.history).tokens
     drafter = request.drafter or default_drafter(runtime.offered).name
     params = GenerationParams(sampler=request.sampler, max_tokens=request.max_tokens, seed=0)
-    spec = RaceSide(SPECULATIVE, drafter, request.depth)
+    spec = RaceSide(SPECULATIVE, drafter, request.depth, request.sources)
     plain = RaceSide(PLAIN, DrafterKind.NONE.value, 0)
     total = request.max_tokens
     planned = 2 * math.ceil(total / block_tokens)
