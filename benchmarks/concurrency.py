@@ -25,6 +25,11 @@ worse, and speculation at least 0.98x specchat's plain batched decoding.
 
     python benchmarks/concurrency.py [--clients 1 2 4 8] [--workload mixed agent] [--configs ...] \
         [--requests 8] [--turns 3] [--repeats 1] [--max-tokens 64] [--threads 2] [--json out.json]
+
+On a machine busy with other work, run it under ``OMP_WAIT_POLICY=PASSIVE`` (every server inherits it:
+both engines' threads then sleep at their barriers instead of spinning against the other processes;
+docs/benchmarks.md, "llama.cpp's waiting threads"). Ctrl-C ends the measuring and prints the tables of
+the runs done so far.
 """
 
 from __future__ import annotations
@@ -124,7 +129,8 @@ def in_threads(clients: int, client: Callable[[int], None]) -> float:
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        while t.is_alive():  # in steps: a join without a timeout would not see Ctrl-C that another thread caught
+            t.join(0.5)
     return time.perf_counter() - started
 
 
