@@ -123,6 +123,44 @@ def serve_command(target: Path, draft: Path, port: int, ctx: int, threads: int, 
     ]
 
 
+def llama_command(
+    binary: Path,
+    target: Path,
+    draft: Path | None,
+    port: int,
+    ctx: int,
+    threads: int,
+    slots: int,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """``llama-server`` on the target (and ``draft`` as its draft model) at ``port``, on the CPU, with ``slots``
+    parallel slots sharing a context of ``ctx`` tokens each (its ``-c`` is shared among the slots)."""
+    return [
+        str(binary),
+        "-m",
+        str(target),
+        *(["-md", str(draft)] if draft is not None else []),
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "-c",
+        str(ctx * slots),
+        "-np",
+        str(slots),
+        "-t",
+        str(threads),
+        "-ngl",
+        "0",
+        "-ngld",
+        "0",
+        "--no-webui",
+        "--seed",
+        "0",
+        *extra,
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -232,6 +270,13 @@ EDITS = [
     "Change every stock default to 10.",
     "Rename the module docstring to 'Stock keeping for a small shop.'",
 ]
+AGENT_SYSTEM = "You edit code. Reply with the whole edited file in one code block and nothing else."
+
+
+def edit_request(turn: int, edit: int, source: str) -> str:
+    """The agent session's user message for ``turn`` asking for ``EDITS[edit]``: the first carries the file."""
+    ask = EDITS[edit % len(EDITS)]
+    return f"Here is shop.py:\n```python\n{source}```\n{ask}" if turn == 0 else ask
 
 
 def workload(ids: list[str] | None) -> list[tuple[str, str, list[dict[str, str]]]]:
@@ -271,34 +316,8 @@ def main() -> None:
         commands[name] = (serve_command(pair.target, pair.draft, port, args.ctx, args.threads, extra), port)
     for name, extra in LLAMA.items():
         port = free_port()
-        draft = ["-md", str(pair.draft)] if "draft" in name else []
-        commands[name] = (
-            [
-                str(binary),
-                "-m",
-                str(pair.target),
-                *draft,
-                "--port",
-                str(port),
-                "--host",
-                "127.0.0.1",
-                "-c",
-                str(args.ctx),
-                "-np",
-                "1",
-                "-t",
-                str(args.threads),
-                "-ngl",
-                "0",
-                "-ngld",
-                "0",
-                "--no-webui",
-                "--seed",
-                "0",
-                *extra,
-            ],
-            port,
-        )
+        draft = pair.draft if "draft" in name else None
+        commands[name] = (llama_command(binary, pair.target, draft, port, args.ctx, args.threads, 1, extra), port)
     names = [n for n in commands if not args.configs or n in args.configs]
     servers: dict[str, Server] = {}
     try:
@@ -314,26 +333,13 @@ def main() -> None:
                 results[name].append({"category": category, "id": rid, **r})
             print(f"{rid}: " + ", ".join(f"{name} {results[name][-1]['tokens']}t" for name in names), flush=True)
         # The agent session: each configuration keeps its own growing conversation (its own replies), as an agent.
-        conversations = {
-            name: [
-                {
-                    "role": "system",
-                    "content": "You edit code. Reply with the whole edited file in one code block and nothing else.",
-                }
-            ]
-            for name in names
-        }
+        conversations = {name: [{"role": "system", "content": AGENT_SYSTEM}] for name in names}
         source = file_150()
         for turn in range(args.turns):
             order = names[turn % len(names) :] + names[: turn % len(names)]
             for name in order:
                 conv = conversations[name]
-                body = (
-                    f"Here is shop.py:\n```python\n{source}```\n{EDITS[turn % len(EDITS)]}"
-                    if turn == 0
-                    else EDITS[turn % len(EDITS)]
-                )
-                conv.append({"role": "user", "content": body})
+                conv.append({"role": "user", "content": edit_request(turn, turn, source)})
                 r = run_request(servers[name], conv, args.edit_tokens)
                 conv.append({"role": "assistant", "content": r["text"]})
                 results[name].append({"category": "agent-edit", "id": f"edit-{turn + 1}", **r})
