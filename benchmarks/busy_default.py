@@ -16,6 +16,7 @@ both ways. Goals (issue 36): per reply at least 0.95x the better part and 0.98x
 plain, overall at least the better part.
 
     python benchmarks/busy_default.py [--prompts FILE] [--loads 0 1 2] [--max-tokens 96] [--limit 6] [--repeats 1]
+        [--draft FILE]
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="a fixed thread count (default: measured)")
+    parser.add_argument("--draft", type=Path, default=None, help="another draft model (default: the demo pair's)")
     args = parser.parse_args()
 
     from specchat.cli.bench import load_prompts
     from specchat.core.engine.speculative import generate
     from specchat.core.types import Finished
 
-    setup = window_setup(args.max_tokens, n_threads=args.threads)
+    setup = window_setup(args.max_tokens, n_threads=args.threads, draft=args.draft)
     runtime = setup.runtime
     prompts = load_prompts(args.prompts, args.limit) * args.repeats
     worst_part = worst_plain = float("inf")

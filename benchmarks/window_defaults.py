@@ -23,10 +23,13 @@ class WindowSetup:
     params: GenerationParams
 
 
-def window_setup(max_tokens: int, n_ctx: int = 2048, n_threads: int | None = None) -> WindowSetup:
-    """The demo pair's runtime and the window's defaults (greedy, repeat penalty 1.1, auto depth)."""
+def window_setup(
+    max_tokens: int, n_ctx: int = 2048, n_threads: int | None = None, draft: Path | None = None
+) -> WindowSetup:
+    """The demo pair's runtime (``draft``: another draft model) and the window's defaults (greedy, repeat
+    penalty 1.1, auto depth)."""
     pair = provision_demo_pair()
-    runtime = Runtime.load(pair.target, pair.draft, n_ctx=n_ctx, n_threads=n_threads)
+    runtime = Runtime.load(pair.target, draft or pair.draft, n_ctx=n_ctx, n_threads=n_threads)
     params = window_setup_params(max_tokens)
     return WindowSetup(pair.target, runtime, Settings(), params.sampler, params)
 
