@@ -40,6 +40,7 @@ from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
     Drafted,
+    DrafterKind,
     Event,
     Finished,
     FinishReason,
@@ -141,9 +142,16 @@ class SharedBatch(Protocol):
         ...
 
 
+def batch_drafter(drafter: str) -> str:
+    """The drafter a window reply drafting with ``drafter`` uses in the served requests' batch: Automatic drafts
+    by lookup there (the batch's rows take the spare compute a draft model's drafts would use, and lookup costs
+    nothing), the others as they are."""
+    return DrafterKind.NGRAM.value if drafter == DrafterKind.COMPOSITE.value else drafter
+
+
 def batch_refusal(request: ReplyRequest) -> str:
     """Why ``request`` cannot join the served requests' batch, as the end of a status line; "" when it can."""
-    if not batchable(request.drafter):
+    if not batchable(batch_drafter(request.drafter)):
         name = drafter_entry(request.drafter).key
         return f"the {name} drafter does not join their batch ({' or '.join(sorted(BATCHED_DRAFTERS))} does)"
     if request.attachments:
@@ -280,7 +288,7 @@ class RuntimeWorker(QObject):
         try:
             prompt = self.runtime.prompt(request.history + user, continuation=request.continuation)
             key, early = batch.admit(
-                prompt, request.params, drafter=request.drafter, depth=request.depth, cancel=turn.cancel
+                prompt, request.params, drafter=batch_drafter(request.drafter), depth=request.depth, cancel=turn.cancel
             )
         except SpecchatError as exc:
             self.failed.emit(str(exc))

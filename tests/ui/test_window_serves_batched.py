@@ -155,6 +155,9 @@ def check_greedy(runtime, messages: list[dict[str, str]], got: list[int], sample
 
 @pytest.mark.slow
 def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, window: MainWindow, demo_runtime):
+    drafters = window.controls.drafter
+    drafters.setCurrentIndex(drafters.findData(DrafterKind.COMPOSITE.value))  # Automatic, the window's default
+    assert window.controls.drafter_kind == DrafterKind.COMPOSITE  # it drafts by lookup in the batch
     url = window.serving.start(0, parallel=2)
     assert "up to 2 requests at once" in window.serving.note.text()
     watch = Watch(window)
@@ -265,8 +268,8 @@ def test_the_panel_shows_every_running_request_live(qtbot, window: MainWindow):
 @pytest.mark.slow
 def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWindow):
     drafters = window.controls.drafter
-    drafters.setCurrentIndex(drafters.findData(DrafterKind.COMPOSITE.value))  # it needs the draft model
-    assert window.controls.drafter_kind == DrafterKind.COMPOSITE
+    drafters.setCurrentIndex(drafters.findData(DrafterKind.DRAFT_MODEL.value))  # not shared with the window's batch
+    assert window.controls.drafter_kind == DrafterKind.DRAFT_MODEL
     url = window.serving.start(0, parallel=2)
     watch = Watch(window)
     leave = threading.Event()
@@ -276,7 +279,7 @@ def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWind
     status = window.statusBar()
     window.send(WINDOW_TEXT)
     qtbot.waitUntil(lambda: status.currentMessage().startswith("Waiting for the served"), timeout=REPLY_TIMEOUT)
-    assert watch.waited == [True] and "the composite drafter does not join their batch" in status.currentMessage()
+    assert watch.waited == [True] and "drafter does not join their batch" in status.currentMessage()
     assert "\n" not in status.currentMessage()
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         leave.set()  # the served request ends; the reply gets the runtime and runs alone
