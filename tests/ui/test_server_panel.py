@@ -102,7 +102,7 @@ def test_a_served_request_shows_in_the_panel_with_its_fates_and_stops(qtbot, win
 
 @pytest.mark.slow
 def test_the_window_reply_and_a_served_request_never_decode_at_once(qtbot, window: MainWindow) -> None:
-    url = window.serving.start(0)
+    url = window.serving.start(0, parallel=1)  # one at a time (batched, Automatic's reply joins the request)
     spans: dict[str, list[float]] = {"window": [], "served": []}  # when each side's events left the runtime
 
     def window_events(batch: list[object]) -> None:
