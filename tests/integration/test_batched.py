@@ -19,7 +19,6 @@ import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
-from specchat.core.engine.sampling import distribution
 from specchat.core.llama.model import Model
 from specchat.core.llama.multi_context import MultiContext, check_batchable
 from specchat.core.runtime.batched import BatchedRuntime
@@ -35,7 +34,7 @@ from specchat.core.types import (
     Verified,
 )
 from support.identity import assert_same_or_tie, plain_greedy
-from support.stats import assert_fits
+from support.stats import assert_pairs_follow_the_target, batched_pairs
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 GREEDY = SamplerParams(temperature=0.0)
@@ -193,35 +192,9 @@ def test_sampling_follows_the_target_per_sequence(runtime: Runtime, batched: Bat
     sampler = SamplerParams(temperature=1.0, top_k=6, top_p=1.0, min_p=0.0)
     prompt = PROMPTS[0]  # ends in a repeat: lookup drafts from the first round
     n = 200
-    pairs: Counter[tuple[int, int]] = Counter()
-    drafted = 0
-    for start in range(0, n, 4):
-        got: dict[int, list[int]] = {}
-        for seed in range(start, start + 4):
-            params = GenerationParams(sampler=sampler, max_tokens=2, seed=seed)
-            key, _ = batched.admit(prompt, params, drafter="ngram", depth=DepthControl(3))
-            got[key] = []
-        while batched.active:
-            for key, event in batched.step():
-                if isinstance(event, Verified):
-                    got[key].extend(event.committed)
-                    drafted += len(event.accepted) + len(event.rejected)
-        for tokens in got.values():
-            pairs[(tokens[0], tokens[1])] += 1
+    pairs, drafted = batched_pairs(batched, prompt, sampler, n, 4, "ngram")
     assert drafted > 0
-    ctx = runtime.target_context
-    ctx.truncate(0)
-    p1 = distribution(ctx.decode(prompt)[0].copy(), [], sampler)
-    cells = []
-    for x1 in p1.ids:
-        ctx.truncate(0)
-        ctx.decode(prompt)
-        p2 = distribution(ctx.decode([int(x1)])[0].copy(), [], sampler)
-        cells += [
-            (n * p1.prob(int(x1)) * float(q), pairs.get((int(x1), int(x2)), 0))
-            for x2, q in zip(p2.ids, p2.probs, strict=True)
-        ]
-    assert_fits(cells, n, min_dof=3, show=pairs.most_common(8))
+    assert_pairs_follow_the_target(runtime.target_context, prompt, sampler, pairs, n)
 
 
 def test_multi_context_rows_match_a_lone_context_and_slots_stay_apart(runtime: Runtime) -> None:

@@ -10,22 +10,19 @@ the exact rule holds per sequence (a chi-square test of the first two tokens).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.batched import READ_STEP
 from specchat.core.engine.batched_draft import SlotDrafter
 from specchat.core.engine.depth import DepthControl
-from specchat.core.engine.sampling import distribution
 from specchat.core.runtime.batched import BatchedRuntime
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DraftSource, Event, Finished, FinishReason, GenerationParams, SamplerParams, Verified
 from support.identity import assert_same_or_tie, plain_greedy
-from support.stats import assert_fits
+from support.stats import assert_pairs_follow_the_target, batched_pairs
 
 GREEDY = SamplerParams(temperature=0.0)
 QUESTIONS = [
@@ -168,38 +165,11 @@ def test_sampling_follows_the_target_per_sequence_with_the_shared_draft(
     sampler = SamplerParams(temperature=1.0, top_k=4, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
     prompt = prompt_of(demo_runtime, "Write one word about the sea.")
     n = 150
-    pairs: Counter[tuple[int, int]] = Counter()
-    drafted = 0
     shared_before = batched.draft_model.shared_decodes if batched.draft_model else 0
-    for start in range(0, n, 3):
-        got: dict[int, list[int]] = {}
-        for seed in range(start, start + 3):
-            params = GenerationParams(sampler=sampler, max_tokens=2, seed=seed)
-            key, _ = batched.admit(prompt, params, drafter="draft", depth=DepthControl(3))
-            got[key] = []
-        while batched.active:
-            for key, event in batched.step():
-                if isinstance(event, Verified):
-                    got[key].extend(event.committed)
-                    drafted += len(event.accepted) + len(event.rejected)
-        for tokens in got.values():
-            pairs[(tokens[0], tokens[1])] += 1
+    pairs, drafted = batched_pairs(batched, prompt, sampler, n, 3, "draft")
     assert drafted > 0
     assert batched.draft_model is not None and batched.draft_model.shared_decodes > shared_before
-    ctx = demo_runtime.target_context
-    ctx.truncate(0)
-    p1 = distribution(ctx.decode(prompt)[0].copy(), [], sampler)
-    cells = []
-    for x1 in p1.ids:
-        ctx.truncate(0)
-        ctx.decode(prompt)
-        p2 = distribution(ctx.decode([int(x1)])[0].copy(), [], sampler)
-        cells += [
-            (n * p1.prob(int(x1)) * float(q), pairs.get((int(x1), int(x2)), 0))
-            for x2, q in zip(p2.ids, p2.probs, strict=True)
-        ]
-    assert np.isclose(sum(e for e, _ in cells), n)
-    assert_fits(cells, n, min_dof=3, show=pairs.most_common(8))
+    assert_pairs_follow_the_target(demo_runtime.target_context, prompt, sampler, pairs, n)
 
 
 def run_all(batched: BatchedRuntime) -> dict[int, list[int]]:

@@ -11,7 +11,6 @@ import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
-from specchat.core.engine.sampling import distribution
 from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
@@ -26,7 +25,7 @@ from specchat.core.types import (
     Verified,
 )
 from support.events import finished
-from support.stats import assert_fits
+from support.stats import assert_pairs_follow_the_target
 
 GREEDY = GenerationParams(max_tokens=40)
 
@@ -128,8 +127,6 @@ def test_sampling_first_tokens_follow_the_target_distribution(demo_runtime) -> N
     messages = [{"role": "user", "content": "Name a fruit."}]
     prompt = demo_runtime.prompt(messages).tokens
     ctx = demo_runtime.target_context
-    ctx.truncate(0)
-    p1 = distribution(ctx.decode(prompt)[0].copy(), [], sampler)
     n = 300
     pairs: Counter[tuple[int, int]] = Counter()
     for seed in range(n):
@@ -141,17 +138,7 @@ def test_sampling_first_tokens_follow_the_target_distribution(demo_runtime) -> N
             depth=DepthControl(3),
         )
         pairs[tuple(session.last_tokens[:2])] += 1  # type: ignore[index]
-    # Exact joint probabilities p(x1) p(x2 | x1) from the target alone; small cells pooled into one.
-    cells = []
-    for x1 in p1.ids:
-        ctx.truncate(0)
-        ctx.decode(prompt)
-        p2 = distribution(ctx.decode([int(x1)])[0].copy(), [], sampler)
-        cells += [
-            (n * p1.prob(int(x1)) * float(prob2), pairs.get((int(x1), int(x2)), 0))
-            for x2, prob2 in zip(p2.ids, p2.probs, strict=True)
-        ]
-    assert_fits(cells, n, min_dof=3, show=pairs.most_common(8))
+    assert_pairs_follow_the_target(ctx, prompt, sampler, pairs, n)
 
 
 def test_seeded_sampling_is_reproducible_and_seeds_differ(demo_runtime) -> None:
