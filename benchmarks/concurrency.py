@@ -40,7 +40,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -291,13 +290,7 @@ def main() -> int:
                             total.load += run.load
                             print(json.dumps(run.summary()), flush=True)
             finally:
-                for server in servers.values():
-                    server.proc.terminate()
-                for server in servers.values():
-                    try:
-                        server.proc.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        server.proc.kill()
+                peer.stop_all(servers.values())
     except KeyboardInterrupt:
         print("interrupted: the tables below hold the runs done before", flush=True)
     ordered = [runs[(w, c, n)] for w in args.workload for c in names for n in args.clients if (w, c, n) in runs]

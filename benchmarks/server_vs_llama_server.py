@@ -194,6 +194,18 @@ def start(name: str, command: list[str], port: int, log: Path) -> Server:
     raise SystemExit(f"{name} did not start; see {log}")
 
 
+def stop_all(servers: Iterable[Server]) -> None:
+    """Terminate every server, then wait for each (killing one that takes more than 30 s)."""
+    servers = list(servers)
+    for server in servers:
+        server.proc.terminate()
+    for server in servers:
+        try:
+            server.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+
+
 @dataclass
 class Streamed:
     """A streamed reply as a client sees it: its text, its chunks with content, when the first and last of them
@@ -347,13 +359,7 @@ def main() -> None:
                 f"edit {turn + 1}: " + ", ".join(f"{name} {results[name][-1]['tokens']}t" for name in names), flush=True
             )
     finally:
-        for server in servers.values():
-            server.proc.terminate()
-        for server in servers.values():
-            try:
-                server.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.proc.kill()
+        stop_all(servers.values())
     report(results, names, args)
 
 
