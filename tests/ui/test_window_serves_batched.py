@@ -18,12 +18,13 @@ import httpx
 import pytest
 from PySide6.QtCore import Qt
 
+from specchat.core.chat.attachments import Attachment
 from specchat.core.chat.store import ConversationStore
-from specchat.core.types import DrafterKind, Finished, FinishReason, SamplerParams, Verified
+from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationParams, SamplerParams, Verified
 from specchat.server.request_queue import Started
 from specchat.ui.main_window import MainWindow
 from specchat.ui.status_progress import WAITING_FOR_SERVER
-from specchat.ui.worker import ReplyRequest
+from specchat.ui.worker import ReplyRequest, batch_drafter, batch_refusal
 from support.api_clients import close_all
 from support.identity import assert_same_or_tie, plain_greedy
 
@@ -155,9 +156,6 @@ def check_greedy(runtime, messages: list[dict[str, str]], got: list[int], sample
 
 @pytest.mark.slow
 def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, window: MainWindow, demo_runtime):
-    drafters = window.controls.drafter
-    drafters.setCurrentIndex(drafters.findData(DrafterKind.COMPOSITE.value))  # Automatic, the window's default
-    assert window.controls.drafter_kind == DrafterKind.COMPOSITE  # it drafts by lookup in the batch
     url = window.serving.start(0, parallel=2)
     assert "up to 2 requests at once" in window.serving.note.text()
     watch = Watch(window)
@@ -263,6 +261,18 @@ def test_the_panel_shows_every_running_request_live(qtbot, window: MainWindow):
     # Nothing runs now: the latest request's text alone, without the lines naming each.
     latest = panel.requests[-1]
     qtbot.waitUntil(lambda: panel.text.toPlainText() == "".join(p for _, p in latest.spans), timeout=REPLY_TIMEOUT)
+
+
+def test_automatic_joins_the_batch_by_lookup_and_the_draft_model_or_files_do_not() -> None:
+    def request(drafter: str, attachments: tuple[Attachment, ...] = ()) -> ReplyRequest:
+        return ReplyRequest(1, [], "Hi", GenerationParams(), drafter, attachments=attachments)
+
+    assert batch_drafter(DrafterKind.COMPOSITE.value) == DrafterKind.NGRAM.value
+    assert batch_refusal(request(DrafterKind.COMPOSITE.value)) == ""
+    assert batch_refusal(request(DrafterKind.NONE.value)) == ""
+    assert "draft drafter does not join" in batch_refusal(request(DrafterKind.DRAFT_MODEL.value))
+    note = Attachment("notes.md", 5, "notes", 2)
+    assert "attached files" in batch_refusal(request(DrafterKind.COMPOSITE.value, (note,)))
 
 
 @pytest.mark.slow
