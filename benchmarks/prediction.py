@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_vs_llama_server import CACHE, LLAMA, Server, free_port, read_stream, serve_command, start
+from server_vs_llama_server import CACHE, LLAMA, Server, free_port, read_stream, serve_command, start, stop_all
 
 FILE = Path(__file__).resolve().parent / "prompts" / "edit_inventory.py"
 EDITS = {
@@ -152,13 +151,7 @@ def main() -> None:
                     flush=True,
                 )
     finally:
-        for server in servers:
-            server.proc.terminate()
-        for server in servers:
-            try:
-                server.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.proc.kill()
+        stop_all(servers)
     report(results, names, args)
 
 
