@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import SamplerParams
+from support.cli import specchat as run_specchat
 from support.identity import assert_same_or_tie
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -20,13 +19,7 @@ PROMPT = "Name a fruit."
 
 
 def specchat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "specchat", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
-        timeout=300,
-    )
+    return run_specchat(*args, timeout=300)
 
 
 def chat_json(*flags: str) -> dict[str, Any]:
