@@ -71,7 +71,10 @@ class ServedStream(threading.Thread):
                         return  # closes the connection mid-stream
                     if not line.startswith("data: ") or line == "data: [DONE]":
                         continue
-                    for choice in json.loads(line[len("data: ") :]).get("choices", []):
+                    chunk = json.loads(line[len("data: ") :])
+                    if "error" in chunk:
+                        self.error = RuntimeError(chunk["error"].get("message", chunk["error"]))
+                    for choice in chunk.get("choices", []):
                         self.text += choice.get("delta", {}).get("content") or ""
                         fates = choice.get("specchat_fates") or []
                         self.tokens += [f["token"] for f in fates if f["fate"] != "rejected"]
