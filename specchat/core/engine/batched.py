@@ -7,6 +7,9 @@ same draft, verdict (:func:`~specchat.core.engine.verify.judge`), commit and
 events. What differs is the verify step: the rows ``[last] + drafts`` of all
 live sequences go into one decode of the target, each under its own sequence
 id, and each sequence then settles its own rows and cuts its own cache back.
+On a hybrid or recurrent target a sequence whose cut cannot be made in place
+saves its recurrent state before the batch (``prepare_rollback``), and its
+cut restores that state and decodes its kept tokens again, in its slot alone.
 
 Sequences join at a round boundary (:meth:`BatchedEngine.admit`, continuous
 batching) and leave when they end; a cancelled one leaves at the next round,
@@ -374,6 +377,8 @@ class BatchedEngine:
         batch = [(s.slot, [s.reply.committed[-1], *r.draft.tokens]) for s, r in zip(live, rounds, strict=True)]
         started = time.perf_counter()
         try:
+            for seq, round_ in zip(live, rounds, strict=True):  # a recurrent target's slots save what they must
+                seq.reply.ctx.prepare_rollback(len(round_.draft.tokens))
             rows = self.contexts.step(batch)
         except SpecchatError as exc:
             for seq in live:
