@@ -191,7 +191,7 @@ def test_hybrid_and_recurrent_targets_are_batchable() -> None:
             model.close()
 
 
-@pytest.mark.parametrize("arch", ["qwen35", "granitehybrid"])
+@pytest.mark.parametrize("arch", ["qwen35", "granitehybrid", "mamba2"])
 def test_sampling_follows_the_target_per_sequence(arch: str) -> None:
     """The first two tokens of many seeded replies, four at a time in one batch, against the exact joint."""
     runtime = Runtime(Model(MODELS / f"{arch}.gguf"), None, n_ctx=256, n_threads=1)
@@ -207,4 +207,46 @@ def test_sampling_follows_the_target_per_sequence(arch: str) -> None:
         assert_pairs_follow_the_target(runtime.target_context, prompt, sampler, pairs, n)
     finally:
         batched.close()
+        runtime.close()
+
+
+def run_all(batched: BatchedRuntime) -> dict[int, tuple[list[int], Finished]]:
+    """Rounds until every sequence has ended: per key, its tokens and its Finished."""
+    tokens: dict[int, list[int]] = {}
+    ended: dict[int, Finished] = {}
+    while batched.active:
+        for key, event in batched.step():
+            if isinstance(event, Verified):
+                tokens.setdefault(key, []).extend(event.committed)
+            elif isinstance(event, Finished):
+                ended[key] = event
+    return {key: (tokens.get(key, []), ended[key]) for key in ended}
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "granitehybrid", "mamba2"])
+def test_a_turn_reuses_its_slot_and_a_prompt_overwritten_comes_back_from_the_prompt_cache(arch: str) -> None:
+    runtime = Runtime(Model(MODELS / f"{arch}.gguf"), None, n_ctx=256, n_threads=1)
+    two = BatchedRuntime(runtime, 2, verify_budget=8)
+    try:
+        params = GenerationParams(sampler=PENALTY, max_tokens=8)
+        first = [1, *range(20, 60)]
+        key, _ = two.admit(first, params, drafter="ngram")
+        reply = run_all(two)[key][0]
+        turn = [*first, *reply, 44, 45]
+        key, _ = two.admit(turn, params, drafter="ngram")  # the slot holding the first turn goes on from it
+        got, finished = run_all(two)[key]
+        assert finished.stats.reused_prompt_tokens >= len(first) + len(reply) - 1
+        lone = runtime.target_context
+        assert_same_or_tie(lone, turn, plain_greedy(lone, turn, 8, PENALTY), got, PENALTY, label="next turn")
+        for other in ([1, *range(70, 100)], [1, *range(100, 125)]):  # both sequences read something else
+            two.admit(other, params, drafter="none")
+        run_all(two)
+        # A recurrent state cannot be cut back: the kept state of use is the one the next turn extends.
+        third = [*turn, *got, 46, 47]
+        key, _ = two.admit(third, params, drafter="ngram")
+        last, finished = run_all(two)[key]
+        assert finished.stats.reused_prompt_tokens >= len(turn)  # the kept state loaded back, not read again
+        assert_same_or_tie(lone, third, plain_greedy(lone, third, 8, PENALTY), last, PENALTY, label="loaded back")
+    finally:
+        two.close()
         runtime.close()
