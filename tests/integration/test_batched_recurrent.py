@@ -97,7 +97,7 @@ def test_interleaved_sequences_with_rejected_drafts_each_match_their_lone_decode
     engine = BatchedEngine(multi, frozenset(), model.piece, verify_budget=24)  # no end token: replies run out
     # (prompt, fixed depth, round it joins at, tokens): three at first (every slot), the fourth joins once the
     # cancelled one has left its slot.
-    plan = [(PROMPTS[0], 5, 0, 40), (PROMPTS[1], 3, 0, 36), (PROMPTS[2], 7, 0, 40), (PROMPTS[3], 4, 6, 30)]
+    plan = [(PROMPTS[0], 5, 0, 40), (PROMPTS[1], 2, 0, 36), (PROMPTS[2], 7, 0, 40), (PROMPTS[3], 4, 6, 30)]
     plains = [plain_greedy(lone, p, n, PENALTY) for p, _, _, n in plan]
     cancel_index, cancel_after = 2, 4  # the third sequence is cancelled after its fourth round
     cancels = [CancelToken() for _ in plan]
@@ -139,6 +139,9 @@ def test_interleaved_sequences_with_rejected_drafts_each_match_their_lone_decode
         assert cuts["restores"] == 0 and cuts["in_place"] > 0, cuts
     elif multi.rollback_depth > 0:
         assert cuts["restores"] > 0 and cuts["in_place"] > 0, cuts  # short cuts in place, deeper ones restored
+        # The sequence drafting 2 deep (slot 1: free slots go lowest first) cuts in place every round, also in
+        # rounds where another slot restored and decoded its kept drafts again (after every cut was made).
+        assert stats[1].restores == 0 and stats[1].in_place > 0, stats[1]
     else:
         assert cuts["in_place"] == 0 and cuts["restores"] > 0, cuts
     # Each restore starts from the state saved just before its round: it decodes again at most that round's drafts.
@@ -171,6 +174,20 @@ def test_a_cut_in_one_slot_leaves_the_others_state_untouched(target: tuple[Conte
         assert multi.tokens[sa] == [*a, 11] and multi.tokens[sb] == [*b, 21, 22]
         rows = multi.step([(sa, [77]), (sb, [78])])
         for prompt, tail, got in ((a, [11, 77], rows[0]), (b, [21, 22, 78], rows[1])):
+            lone.truncate(0)
+            ref = lone.decode([*prompt, *tail])
+            scale = float(np.abs(ref).max())
+            assert np.abs(got[-1] - ref[0]).max() < 1e-3 * scale
+        # Both cut in one round: what must be decoded again is held back to the end, then decoded together.
+        for slot in (sa, sb):
+            multi.prepare_rollback(slot, 4)
+        multi.step([(sa, [31, 32, 33, 34]), (sb, [41, 42])])
+        with multi.replays_together():
+            multi.truncate(sa, len(a) + 3)
+            multi.truncate(sb, len(b) + 4)
+        assert multi.tokens[sa] == [*a, 11, 77, 31] and multi.tokens[sb] == [*b, 21, 22, 78, 41]
+        rows = multi.step([(sa, [5]), (sb, [6])])
+        for prompt, tail, got in ((a, [11, 77, 31, 5], rows[0]), (b, [21, 22, 78, 41, 6], rows[1])):
             lone.truncate(0)
             ref = lone.decode([*prompt, *tail])
             scale = float(np.abs(ref).max())

@@ -15,7 +15,9 @@ so each slot is cut back as the single-sequence context cuts
 recurrent snapshots (``n_rs_seq``, kept per sequence id: each slot's last
 batch's tail), else from a checkpoint of that slot's recurrent state
 (``llama_state_seq_*`` on its sequence id) and the kept tokens after it
-decoded again, else from the start. Each slot counts its cuts
+decoded again (the batched engine decodes every slot's together, after the
+round's last cut: :meth:`MultiContext.replays_together`), else from the
+start. Each slot counts its cuts
 (:class:`~specchat.core.llama.context.RollbackStats`).
 
 A released slot keeps what it holds: the next sequence is given the free slot
@@ -27,7 +29,8 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import llama_cpp
@@ -117,6 +120,7 @@ class MultiContext:
         # Per slot: positions its latest batch lets llama.cpp cut in place, and its saved recurrent states.
         self._snapshots = [0] * n_seq
         self._checkpoints: list[dict[str, _Checkpoint]] = [{} for _ in range(n_seq)]
+        self._replays: dict[int, list[int]] | None = None  # per slot, kept tokens to decode again (held back)
         self._partial_state = self.kind is ModelKind.HYBRID and hasattr(llama_cpp, "llama_state_seq_get_size_ext")
         self._free: list[int] = list(range(n_seq))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
@@ -157,11 +161,6 @@ class MultiContext:
         if slot not in self._free:
             self._free.append(slot)
 
-    @property
-    def in_place(self) -> bool:
-        """Whether rejected drafts can be cut in place (dense, or recurrent snapshots per sequence)."""
-        return self.kind is ModelKind.DENSE or self.rollback_depth > 0
-
     def clear(self, slot: int) -> None:
         """Forget everything ``slot`` holds."""
         self._check(slot)
@@ -169,10 +168,13 @@ class MultiContext:
         self.tokens[slot].clear()
         self._snapshots[slot] = 0
         self._checkpoints[slot].clear()
+        if self._replays is not None:
+            self._replays.pop(slot, None)
 
     def truncate(self, slot: int, n_keep: int) -> None:
         """Forget ``slot``'s positions from ``n_keep`` on (recovering its state exactly where llama.cpp refuses the
-        cut: the kept tokens after the restored point are decoded again, in this slot alone)."""
+        cut: the kept tokens after the restored point are decoded again in this slot, now or, within
+        :meth:`replays_together`, with the other slots' on leaving it)."""
         self._check(slot)
         held = self.tokens[slot]
         if n_keep >= len(held):
@@ -180,11 +182,44 @@ class MultiContext:
         keep = held[: max(n_keep, 0)]
         got = self.rewind(slot, n_keep)
         if got < len(keep):
+            self.stats[slot].replayed_tokens += len(keep) - got
+            if self._replays is not None:
+                self._replays[slot] = keep[got:]
+                return
             started = time.perf_counter()
             self._read(slot, keep[got:])
-            stats = self.stats[slot]
-            stats.replayed_tokens += len(keep) - got
-            stats.seconds += time.perf_counter() - started
+            self.stats[slot].seconds += time.perf_counter() - started
+
+    @contextmanager
+    def replays_together(self) -> Iterator[None]:
+        """Within it, a cut that restores a slot's saved state (or starts it afresh) holds back decoding the kept
+        tokens again; on leaving, every slot's held-back tokens are decoded together, in as few batches as fit.
+
+        So one round's cuts in place are all made before any slot decodes again (a decode spends the others'
+        snapshots), and the recoveries of several slots share a decode. Nothing else may decode within it."""
+        self._replays = {}
+        try:
+            yield
+        finally:
+            replays, self._replays = self._replays, None
+            self._replay(replays)
+
+    def _replay(self, replays: dict[int, list[int]]) -> None:
+        started = time.perf_counter()
+        rows: list[tuple[int, Sequence[int]]] = []
+        for slot, tokens in replays.items():
+            if len(tokens) > self.n_batch:
+                self._read(slot, tokens)  # a long one (a sequence started afresh) alone, in chunks
+                continue
+            if sum(len(t) for _, t in rows) + len(tokens) > self.n_batch:
+                self._run(rows, want_all=False)
+                rows = []
+            rows.append((slot, tokens))
+        if rows:
+            self._run(rows, want_all=False)
+        seconds = time.perf_counter() - started
+        for slot in replays:
+            self.stats[slot].seconds += seconds  # the shared decodes' time: what each recovery waited for
 
     def rewind(self, slot: int, n_keep: int) -> int:
         """Forget ``slot``'s positions from ``n_keep`` on, or more where its memory cannot stop there; return how
