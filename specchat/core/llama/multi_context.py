@@ -217,9 +217,9 @@ class MultiContext:
             rows.append((slot, tokens))
         if rows:
             self._run(rows, want_all=False)
-        seconds = time.perf_counter() - started
+        share = (time.perf_counter() - started) / max(len(replays), 1)
         for slot in replays:
-            self.stats[slot].seconds += seconds  # the shared decodes' time: what each recovery waited for
+            self.stats[slot].seconds += share  # an equal share of the shared decodes' time
 
     def rewind(self, slot: int, n_keep: int) -> int:
         """Forget ``slot``'s positions from ``n_keep`` on, or more where its memory cannot stop there; return how
