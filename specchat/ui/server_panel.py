@@ -294,7 +294,7 @@ class LocalServing(QObject):
         ``parallel`` requests at once (None: the settings'; 1: one at a time); the base URL (``…/v1``).
 
         Above 1 the requests decode in one batch with one more sequence kept for the window's own reply; a target
-        that cannot batch (hybrid, recurrent, on remote devices) serves one at a time, and the note says so."""
+        that cannot batch (on remote devices) serves one at a time, and the note says so."""
         runtime = self.host.worker.runtime
         if runtime is None:
             raise SpecchatError("load a pair before serving it")

@@ -17,15 +17,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 from openai.types.chat import ChatCompletionMessageParam
 
+from specchat.core.llama.model import Model
 from specchat.core.runtime.batched import BatchedRuntime
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import FinishReason, SamplerParams
 from specchat.server.app import ServerConfig, build_app
 from specchat.server.batch_queue import BatchedRequestQueue
+from specchat.server.request_queue import RequestQueue
 from specchat.server.runner import ServerThread
 from support.api_clients import client, extra
 from support.identity import assert_same_or_tie, plain_greedy
@@ -238,12 +242,34 @@ def test_a_request_with_a_prediction_runs_alone_and_drafts_from_it(serve, demo_r
     assert len(answers) == 1 and answers[0][0]  # the request beside it was served too
 
 
-def test_parallel_on_a_recurrent_target_and_out_of_range_are_refused_in_one_line() -> None:
-    model = Path(__file__).resolve().parent.parent / "models" / "lfm2.gguf"
-    for args, expected in (
-        (["--target", str(model), "--parallel", "2"], "--parallel 1"),
-        (["--target", "x.gguf", "--parallel", "0"], "--parallel must be 1-64"),
-    ):
+def test_two_streams_at_once_on_a_hybrid_target_each_get_what_they_get_alone() -> None:
+    hybrid = Path(__file__).resolve().parent.parent / "models" / "qwen35.gguf"  # attention + Gated DeltaNet
+    runtime = Runtime(Model(hybrid), None, n_ctx=256, n_threads=1)
+    questions = ["Tell me about the sea.", "Why is the sky blue? Explain it to a child."]
+    try:
+        single = RequestQueue(runtime)  # --parallel 1: each reply alone on the runtime's own context
+        thread = ServerThread(build_app(single, ServerConfig())).start()
+        try:
+            alone = [stream(SimpleNamespace(base_url=f"{thread.url}/v1"), q, "ngram") for q in questions]
+        finally:
+            thread.stop()
+            single.close()
+        with batched_server(runtime, parallel=2) as served:
+            together = at_once(served, questions, ["ngram", "ngram"])
+            batch = served.host.batch
+            widest = batch.engine.widest
+            cuts = sum(s.in_place + s.restores for s in batch.contexts.stats)
+        assert widest == 2  # the two streams shared rounds
+        assert cuts > 0  # lookup's rejected drafts were taken back inside the shared batch
+        for question, (tokens, text), ref in zip(questions, together, alone, strict=True):
+            assert len(tokens) == MAX_TOKENS
+            check_against_alone(runtime, question, tokens, ref, text)
+    finally:
+        runtime.close()
+
+
+def test_parallel_out_of_range_is_refused_in_one_line() -> None:
+    for args, expected in ((["--target", "x.gguf", "--parallel", "0"], "--parallel must be 1-64"),):
         out = subprocess.run(
             [sys.executable, "-m", "specchat", "serve", "--port", "0", *args],
             capture_output=True,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import llama_cpp
 import pytest
 from PySide6.QtCore import Qt
 
@@ -331,7 +332,7 @@ def test_stopping_the_server_lets_the_window_reply_in_the_batch_end(qtbot, windo
 
 
 @pytest.mark.slow
-def test_a_target_that_cannot_batch_serves_one_request_at_a_time_and_says_so(qtbot, settings, tmp_path: Path):
+def test_a_hybrid_target_serves_its_requests_in_a_batch(qtbot, settings, tmp_path: Path):
     store = ConversationStore(tmp_path / "conversations.sqlite3")
     window = MainWindow(settings, store)
     qtbot.addWidget(window)
@@ -340,9 +341,38 @@ def test_a_target_that_cannot_batch_serves_one_request_at_a_time_and_says_so(qtb
         window.load_models(str(hybrid), "")
     try:
         url = window.serving.start(0, parallel=2)
+        assert window.serving.note.text() == f"Serving on {url}, up to 2 requests at once"
+        batch = window.serving.batch
+        assert batch is not None and window.host.worker.shared is not None
+        answer = httpx.post(
+            f"{url}/completions", json={"model": "m", "prompt": "Hello", "max_tokens": 4}, timeout=REPLY_TIMEOUT / 1000
+        )
+        assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] == 4
+        assert batch.engine.rounds > 0  # decoded in the batch, not one at a time
+    finally:
+        window.serving.stop()
+        window.close()
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_target_that_cannot_batch_serves_one_request_at_a_time_and_says_so(
+    qtbot, settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    store = ConversationStore(tmp_path / "conversations.sqlite3")
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    hybrid = Path(__file__).parents[1] / "models" / "lfm2.gguf"
+    with qtbot.waitSignal(window.models_loaded, timeout=LOAD_TIMEOUT):
+        window.load_models(str(hybrid), "")
+    try:
+        # Bindings that cannot save one sequence's state cannot take a hybrid target's drafts back in a batch.
+        with monkeypatch.context() as older:
+            older.delattr(llama_cpp, "llama_state_seq_get_data")
+            url = window.serving.start(0, parallel=2)
         note = window.serving.note
         assert note.text() == f"Serving on {url}, one request at a time (this target cannot batch them)"
-        assert "hybrid" in note.toolTip() and "\n" not in note.text()
+        assert "hybrid" in note.toolTip() and "--parallel 1" in note.toolTip() and "\n" not in note.text()
         assert window.serving.batch is None and window.host.worker.shared is None
         answer = httpx.post(
             f"{url}/completions", json={"model": "m", "prompt": "Hello", "max_tokens": 4}, timeout=REPLY_TIMEOUT / 1000

@@ -7,6 +7,10 @@ same draft, verdict (:func:`~specchat.core.engine.verify.judge`), commit and
 events. What differs is the verify step: the rows ``[last] + drafts`` of all
 live sequences go into one decode of the target, each under its own sequence
 id, and each sequence then settles its own rows and cuts its own cache back.
+On a hybrid or recurrent target a sequence whose cut cannot be made in place
+saves its recurrent state before the batch (``prepare_rollback``), and its
+cut restores that state; once every sequence has cut, the kept tokens of
+those that restored are decoded again together, each in its own slot.
 
 Sequences join at a round boundary (:meth:`BatchedEngine.admit`, continuous
 batching) and leave when they end; a cancelled one leaves at the next round,
@@ -49,6 +53,7 @@ import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -105,6 +110,8 @@ class SlotContexts(Protocol):
     def view(self, slot: int) -> TargetContext: ...
 
     def step(self, rows: Sequence[tuple[int, Sequence[int]]]) -> list[np.ndarray]: ...
+
+    def replays_together(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass
@@ -374,6 +381,8 @@ class BatchedEngine:
         batch = [(s.slot, [s.reply.committed[-1], *r.draft.tokens]) for s, r in zip(live, rounds, strict=True)]
         started = time.perf_counter()
         try:
+            for seq, round_ in zip(live, rounds, strict=True):  # a recurrent target's slots save what they must
+                seq.reply.ctx.prepare_rollback(len(round_.draft.tokens))
             rows = self.contexts.step(batch)
         except SpecchatError as exc:
             for seq in live:
@@ -385,15 +394,28 @@ class BatchedEngine:
         self.rounds += 1
         self.rows += n_rows
         self.widest = max(self.widest, len(batch))
-        for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
-            seq.reply.settle(round_, seq_rows)
-            seq.rejections += round_.verdict.n_accepted < len(round_.draft.tokens)
-            round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
-            verified = seq.reply.verified_event(round_)
-            seq.reply.account(round_)
-            events.append((seq.key, verified))
-            if seq.reply.reason is not None:
-                events.append((seq.key, self._end(seq)))
+        ending: list[_Sequence] = []
+        try:
+            # Every cut in place first; the slots that restored a saved state decode their kept drafts again
+            # together after the last cut (a recurrent target's; a dense one cuts anywhere).
+            with self.contexts.replays_together():
+                for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
+                    seq.reply.settle(round_, seq_rows)
+                    seq.rejections += round_.verdict.n_accepted < len(round_.draft.tokens)
+                    round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
+                    verified = seq.reply.verified_event(round_)
+                    seq.reply.account(round_)
+                    events.append((seq.key, verified))
+                    if seq.reply.reason is not None:
+                        ending.append(seq)
+        except SpecchatError as exc:  # a failed restore or replay: the sequences of this round end
+            ended = {seq.key for seq in ending}
+            for seq in live:
+                if seq.key not in ended:
+                    seq.reply.reason, seq.reply.message = FinishReason.ERROR, str(exc)
+                    ending.append(seq)
+        for seq in ending:
+            events.append((seq.key, self._end(seq)))
         overhead = time.perf_counter() - round_started - verify_seconds - model_seconds
         self.costs.observe(n_rows - 1, verify_seconds, overhead)
         return events

@@ -46,7 +46,8 @@ def batchable(drafter: str) -> bool:
 
 
 class BatchedRuntime:
-    """Up to ``n_seq`` replies decoding together on ``runtime``'s target (an attention-only one, on this machine)."""
+    """Up to ``n_seq`` replies decoding together on ``runtime``'s target (dense, hybrid or recurrent, on this
+    machine: each reply's drafts are taken back on its own sequence)."""
 
     def __init__(self, runtime: Runtime, n_seq: int, *, verify_budget: int | None = None) -> None:
         if runtime.remote is not None:
