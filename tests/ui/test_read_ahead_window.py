@@ -3,9 +3,12 @@ it and Send reads none of it; Send, an edit, another conversation and a load sto
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from ui.test_real_models import LOAD_TIMEOUT, REPLY_TIMEOUT, open_window
 
+from specchat.core.cancel import CancelToken
 from specchat.core.runtime.read_ahead import READ_AHEAD_CHUNK
 from specchat.core.types import Finished, FinishReason, common_prefix_len
 from specchat.ui.main_window import MainWindow
@@ -149,4 +152,19 @@ def test_the_setting_off_reads_nothing(qtbot, settings, store, demo_pair) -> Non
     assert finished.stats.reused_prompt_tokens < finished.stats.prompt_tokens - 1 - READ_AHEAD_CHUNK
     window.save_settings()
     assert settings.read_ahead is False
+    window.close()
+
+
+def test_a_served_request_stops_a_read(qtbot, settings, store, demo_pair) -> None:
+    window = open_window(qtbot, settings, store, demo_pair, max_tokens=8)
+    seen = answers(window)
+    window.composer.setPlainText(MESSAGE)
+    serial = started(qtbot, window)
+    ran: list[bool] = []
+    served = threading.Thread(target=lambda: ran.append(window.host.worker.call(lambda: None, CancelToken())))
+    served.start()  # as the window's server hands a request to the runtime's thread
+    qtbot.waitUntil(lambda: not served.is_alive(), timeout=REPLY_TIMEOUT)
+    assert ran == [True]
+    qtbot.waitUntil(lambda: answer(seen, serial) is not None, timeout=REPLY_TIMEOUT)
+    assert not answer(seen, serial).read.finished  # type: ignore[union-attr]
     window.close()
