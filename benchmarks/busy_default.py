@@ -15,7 +15,7 @@ parts and over plain, end to end; per load the same over the summed replies,
 both ways. Goals (issue 36): per reply at least 0.95x the better part and 0.98x
 plain, overall at least the better part.
 
-With ``--read-ahead`` each prompt's four replies run twice more, each after its
+With ``--read-ahead`` each prompt's four replies run once more, each after its
 prompt was read ahead as the window reads it while the user types
 (:func:`specchat.core.runtime.read_ahead.read_ahead`, the target's context and,
 for a drafter with the draft model, the draft's; untimed, as the user's typing
@@ -81,6 +81,7 @@ def main() -> int:
     for load in args.loads:
         totals = {name: [0, 0.0, 0.0] for name, _ in DRAFTERS}  # tokens, decode seconds, end-to-end seconds
         ahead_rows: list[str] = []
+        ahead_totals = {name: [0, 0.0] for name, _ in DRAFTERS}  # tokens, end-to-end seconds, read ahead
         print(f"\n## {load} busy process(es)\n")
         print("| prompt | auto | model | lookup | plain | auto/better part | auto/plain |")
         print("|---|---|---|---|---|---|---|")
@@ -105,6 +106,8 @@ def main() -> int:
                         reply_rate = stats.generated / (stats.prompt_seconds + stats.generate_seconds)
                         if ahead:
                             ahead_rate[name] = reply_rate
+                            ahead_totals[name][0] += stats.generated
+                            ahead_totals[name][1] += stats.prompt_seconds + stats.generate_seconds
                             continue
                         rate[name] = reply_rate
                         totals[name][0] += stats.generated
@@ -141,7 +144,16 @@ def main() -> int:
                 "| prompt | auto | better part | auto/better | auto, ahead | better part, ahead | auto/better, ahead |"
             )
             print("|---|---|---|---|---|---|---|")
-            print("\n".join(ahead_rows), flush=True)
+            print("\n".join(ahead_rows))
+            plain_way = {name: sums[0] / sums[2] for name, sums in totals.items()}
+            ahead_way = {name: sums[0] / sums[1] for name, sums in ahead_totals.items()}
+            part = max(plain_way["model"], plain_way["lookup"])
+            part_ahead = max(ahead_way["model"], ahead_way["lookup"])
+            print(
+                f"| **overall** | {plain_way['auto']:.1f} | {part:.1f} | **{plain_way['auto'] / part:.2f}** | "
+                f"{ahead_way['auto']:.1f} | {part_ahead:.1f} | **{ahead_way['auto'] / part_ahead:.2f}** |",
+                flush=True,
+            )
     print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
     runtime.close()
     return 0
