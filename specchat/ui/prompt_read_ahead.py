@@ -47,7 +47,6 @@ class PromptReadAhead(QObject):
         self.host, self.files, self.enabled = host, files, enabled
         self.ready, self.drafter, self.status = ready, drafter, status
         self.serial = 0
-        self.running = False  # a request is on the runtime's thread, not answered yet
         self.last: ReadAheadDone | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -86,7 +85,6 @@ class PromptReadAhead(QObject):
         if not messages[-1]["content"]:
             return
         self.serial += 1
-        self.running = True
         self.host.read_ahead(ReadAheadRequest(self.serial, messages, self.drafter()))
 
     def _on_chunk(self, serial: int, context: str, held: int, total: int) -> None:
@@ -96,7 +94,6 @@ class PromptReadAhead(QObject):
     def _on_done(self, done: ReadAheadDone) -> None:
         if done.serial != self.serial:
             return  # a newer request is on its way
-        self.running = False
         self.last = done
         if done.read.finished and done.read.read and self.status is not None and not self.status.currentMessage():
             self.status.showMessage(HINT, HINT_MS)
