@@ -15,8 +15,16 @@ parts and over plain, end to end; per load the same over the summed replies,
 both ways. Goals (issue 36): per reply at least 0.95x the better part and 0.98x
 plain, overall at least the better part.
 
+With ``--read-ahead`` each prompt's four replies run once more, each after its
+prompt was read ahead as the window reads it while the user types
+(:func:`specchat.core.runtime.read_ahead.read_ahead`, the target's context and,
+for a drafter with the draft model, the draft's; untimed, as the user's typing
+hides it), with drafters and depth controllers of their own so that neither
+way's learning leaks into the other's; a second table gives Automatic over its
+better part per reply both ways.
+
     python benchmarks/busy_default.py [--prompts FILE] [--loads 0 1 2] [--max-tokens 96] [--limit 6] [--repeats 1]
-        [--draft FILE]
+        [--draft FILE] [--read-ahead]
 """
 
 from __future__ import annotations
@@ -42,22 +50,38 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="a fixed thread count (default: measured)")
     parser.add_argument("--draft", type=Path, default=None, help="another draft model (default: the demo pair's)")
+    parser.add_argument(
+        "--read-ahead",
+        action="store_true",
+        help="also run each reply after its prompt was read ahead, as the window does",
+    )
     args = parser.parse_args()
 
     from specchat.cli.bench import load_prompts
+    from specchat.core.cancel import CancelToken
+    from specchat.core.engine.depth import AdaptiveDepth
+    from specchat.core.engine.drafters import Drafter
+    from specchat.core.engine.registry import entry_for
     from specchat.core.engine.speculative import generate
+    from specchat.core.runtime.read_ahead import read_ahead
     from specchat.core.types import Finished
 
     setup = window_setup(args.max_tokens, n_threads=args.threads, draft=args.draft)
     runtime = setup.runtime
     prompts = load_prompts(args.prompts, args.limit) * args.repeats
     worst_part = worst_plain = float("inf")
+    # The read-ahead replies' own drafters and depth controllers (a composite learns what reads cost).
+    ahead_drafters: dict[str, tuple[Drafter, AdaptiveDepth]] = {
+        name: (entry_for(kind, runtime.parts).make(runtime.parts), AdaptiveDepth()) for name, kind in DRAFTERS
+    }
     print(
         f"{len(prompts)} prompts, {args.max_tokens} tokens; tok/s per reply, end to end (prompt read included); "
         "drafters take turns per prompt"
     )
     for load in args.loads:
         totals = {name: [0, 0.0, 0.0] for name, _ in DRAFTERS}  # tokens, decode seconds, end-to-end seconds
+        ahead_rows: list[str] = []
+        ahead_totals = {name: [0, 0.0] for name, _ in DRAFTERS}  # tokens, end-to-end seconds, read ahead
         print(f"\n## {load} busy process(es)\n")
         print("| prompt | auto | model | lookup | plain | auto/better part | auto/plain |")
         print("|---|---|---|---|---|---|---|")
@@ -66,17 +90,38 @@ def main() -> int:
                 prompt = runtime.prompt(messages).tokens
                 order = DRAFTERS[i % len(DRAFTERS) :] + DRAFTERS[: i % len(DRAFTERS)]
                 rate = {}
+                ahead_rate = {}
                 for name, drafter_name in order:
-                    runtime.forget_contexts()  # each reply reads its prompt, as a new conversation's first does
-                    drafter = runtime.drafter_for(drafter_name)
-                    adaptive = runtime.adaptive_for(drafter_name)
-                    for event in generate(runtime.target_side, drafter, prompt, setup.params, adaptive=adaptive):
-                        if isinstance(event, Finished):
-                            stats = event.stats
-                    rate[name] = stats.generated / (stats.prompt_seconds + stats.generate_seconds)
-                    totals[name][0] += stats.generated
-                    totals[name][1] += stats.generate_seconds
-                    totals[name][2] += stats.prompt_seconds + stats.generate_seconds
+                    for ahead in (False, True) if args.read_ahead else (False,):
+                        runtime.forget_contexts()  # each reply reads its prompt, as a new conversation's first does
+                        if ahead:
+                            drafter, adaptive = ahead_drafters[name]
+                            read_ahead(runtime, prompt, CancelToken(), drafter=drafter_name, recall=False)
+                        else:
+                            drafter = runtime.drafter_for(drafter_name)
+                            adaptive = runtime.adaptive_for(drafter_name)
+                        for event in generate(runtime.target_side, drafter, prompt, setup.params, adaptive=adaptive):
+                            if isinstance(event, Finished):
+                                stats = event.stats
+                        reply_rate = stats.generated / (stats.prompt_seconds + stats.generate_seconds)
+                        if ahead:
+                            ahead_rate[name] = reply_rate
+                            ahead_totals[name][0] += stats.generated
+                            ahead_totals[name][1] += stats.prompt_seconds + stats.generate_seconds
+                            continue
+                        rate[name] = reply_rate
+                        totals[name][0] += stats.generated
+                        totals[name][1] += stats.generate_seconds
+                        totals[name][2] += stats.prompt_seconds + stats.generate_seconds
+                if args.read_ahead:
+                    part, part_ahead = (
+                        max(rate["model"], rate["lookup"]),
+                        max(ahead_rate["model"], ahead_rate["lookup"]),
+                    )
+                    ahead_rows.append(
+                        f"| {pid} | {rate['auto']:.1f} | {part:.1f} | {rate['auto'] / part:.2f} | "
+                        f"{ahead_rate['auto']:.1f} | {part_ahead:.1f} | {ahead_rate['auto'] / part_ahead:.2f} |"
+                    )
                 part = max(rate["model"], rate["lookup"])
                 worst_part = min(worst_part, rate["auto"] / part)
                 worst_plain = min(worst_plain, rate["auto"] / rate["plain"])
@@ -92,6 +137,22 @@ def main() -> int:
             print(
                 f"| **{label}** | {auto:.1f} | {overall['model']:.1f} | {overall['lookup']:.1f} | "
                 f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |"
+            )
+        if ahead_rows:
+            print(f"\nread ahead, {load} busy process(es): Automatic over its better part per reply, end to end\n")
+            print(
+                "| prompt | auto | better part | auto/better | auto, ahead | better part, ahead | auto/better, ahead |"
+            )
+            print("|---|---|---|---|---|---|---|")
+            print("\n".join(ahead_rows))
+            plain_way = {name: sums[0] / sums[2] for name, sums in totals.items()}
+            ahead_way = {name: sums[0] / sums[1] for name, sums in ahead_totals.items()}
+            part = max(plain_way["model"], plain_way["lookup"])
+            part_ahead = max(ahead_way["model"], ahead_way["lookup"])
+            print(
+                f"| **overall** | {plain_way['auto']:.1f} | {part:.1f} | **{plain_way['auto'] / part:.2f}** | "
+                f"{ahead_way['auto']:.1f} | {part_ahead:.1f} | **{ahead_way['auto'] / part_ahead:.2f}** |",
+                flush=True,
             )
     print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
     runtime.close()

@@ -115,6 +115,9 @@ class Settings:
     # The composite drafter's lookup also searches the saved conversations (kept in a file next to them).
     # Off by default: it keeps what the user wrote and got.
     lookup_memory: bool = False
+    # While the composer holds text and no reply runs, its prompt is read into the models' contexts, so that
+    # Send reads only what changed since (docs/gui.md, "Reading the prompt while you type").
+    read_ahead: bool = True
     hide_rejected: bool = False
     show_verdicts: bool = False  # the chat view's raw verdict view instead of rendered Markdown
     theme: str = "system"
@@ -203,6 +206,7 @@ def _check(name: str, value: Any) -> Any:
         "sidebar_visible",
         "panel_visible",
         "lookup_memory",
+        "read_ahead",
         "serve_require_key",
     ):
         if not isinstance(value, bool):

@@ -138,12 +138,14 @@ class ComposerFiles(QObject):
         self._counted.clear()
         self.refresh()
 
-    def _messages(self) -> list[dict[str, str]]:
+    def messages(self) -> list[dict[str, str]]:
+        """The messages a reply to what the composer holds would get: the history, then the message (its
+        attachments' text, then its own), as Send builds them."""
         text = self.composer.toPlainText().strip()
         return [*self.history(), {"role": "user", "content": prompt_text(text, self.tray.attachments)}]
 
     def _estimate(self) -> tuple[int, int]:
-        used = sum(estimate_tokens(m["content"]) + TEMPLATE_TOKENS for m in self._messages())
+        used = sum(estimate_tokens(m["content"]) + TEMPLATE_TOKENS for m in self.messages())
         return used, self.loaded_n_ctx() or self.chosen_n_ctx()
 
     def count_now(self) -> None:
@@ -152,7 +154,7 @@ class ComposerFiles(QObject):
             return
         self._serial += 1
         texts = tuple(a.text for a in self.tray.attachments if a.text not in self._counted)
-        self.host.count_tokens(TokenCountRequest(self._serial, self._messages(), texts))
+        self.host.count_tokens(TokenCountRequest(self._serial, self.messages(), texts))
         self._pending_texts = texts
 
     def _on_counted(self, count: TokenCount) -> None:

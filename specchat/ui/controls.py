@@ -44,6 +44,17 @@ from specchat.core.types import (
 from .wheel_guard import guard_wheel
 
 LOOKUP_MEMORY_TEXT = "Remember phrasing from saved conversations for lookup drafting"
+READ_AHEAD_TEXT = "Read the prompt while I type"
+
+
+def _check_row(box: QCheckBox, label: QLabel) -> QWidget:
+    """A check box with its words as a wrapping label beside it (a check box cannot wrap its own text)."""
+    row = QWidget()
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addWidget(box, 0, Qt.AlignmentFlag.AlignTop)
+    layout.addWidget(label, 1)
+    return row
 
 
 class ClickableLabel(QLabel):
@@ -119,6 +130,7 @@ class SpeculationControls(QGroupBox):
 
     depth_changed = Signal(object)
     lookup_memory_changed = Signal(bool)
+    read_ahead_changed = Signal(bool)
     load_setting_changed = Signal()  # context size or GPU layers: they take effect on the next load
 
     def __init__(self, settings: Settings, parent: QWidget | None = None, *, offload: bool = False) -> None:
@@ -163,12 +175,19 @@ class SpeculationControls(QGroupBox):
                 "(code idioms, letter formulas) is drafted for free. Kept in a file next to the chats; turning "
                 "this off deletes that file (never a conversation). Off by default."
             )
-        memory_row = QWidget()
-        memory_layout = QHBoxLayout(memory_row)
-        memory_layout.setContentsMargins(0, 0, 0, 0)
-        memory_layout.addWidget(self.lookup_memory, 0, Qt.AlignmentFlag.AlignTop)
-        memory_layout.addWidget(memory_label, 1)
-        form.addRow("", memory_row)
+        form.addRow("", _check_row(self.lookup_memory, memory_label))
+        self.read_ahead = QCheckBox()
+        self.read_ahead.setAccessibleName(READ_AHEAD_TEXT)
+        read_ahead_label = ClickableLabel(READ_AHEAD_TEXT)
+        read_ahead_label.setWordWrap(True)
+        read_ahead_label.clicked.connect(self.read_ahead.toggle)
+        for widget in (self.read_ahead, read_ahead_label):
+            widget.setToolTip(
+                "While you write and no reply runs, the models read the conversation and your message so far, "
+                "so Send starts the reply without reading a long message first. It stops the moment you send, "
+                "and uses the processor only while the window is otherwise idle. On by default."
+            )
+        form.addRow("", _check_row(self.read_ahead, read_ahead_label))
 
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 2.0)
@@ -208,6 +227,7 @@ class SpeculationControls(QGroupBox):
             box.valueChanged.connect(lambda _value: self.load_setting_changed.emit())
         self.auto_depth.toggled.connect(self._auto_toggled)
         self.lookup_memory.toggled.connect(self.lookup_memory_changed)
+        self.read_ahead.toggled.connect(self.read_ahead_changed)
         guard_wheel(self)  # the panel scrolls under the wheel; a field changes only once clicked into
 
     def apply_settings(self, s: Settings) -> None:
@@ -216,6 +236,7 @@ class SpeculationControls(QGroupBox):
         self.depth_slider.setEnabled(s.depth is not None)
         self.drafter.setCurrentIndex(drafter_names().index(drafter_entry(s.drafter).name))
         self.lookup_memory.setChecked(s.lookup_memory)
+        self.read_ahead.setChecked(s.read_ahead)
         self.temperature.setValue(s.temperature)
         self.top_k.setValue(s.top_k)
         self.top_p.setValue(s.top_p)
@@ -229,6 +250,7 @@ class SpeculationControls(QGroupBox):
         s.depth = self.chosen_depth
         s.drafter = self.drafter_kind
         s.lookup_memory = self.lookup_memory.isChecked()
+        s.read_ahead = self.read_ahead.isChecked()
         s.temperature = self.temperature.value()
         s.top_k = self.top_k.value()
         s.top_p = self.top_p.value()

@@ -34,6 +34,7 @@ from .lookup_memory import LookupMemoryKeeper
 from .menus import build_menus
 from .pair_loading import PairLoader
 from .presets import PresetKeeper
+from .prompt_read_ahead import PromptReadAhead
 from .race import RaceController
 from .reply_races import ReplyRaces
 from .server_panel import LocalServing
@@ -169,6 +170,15 @@ class MainWindow(QMainWindow):
             show_error=self.show_error,
             parent=self,
         )
+        self.read_ahead = PromptReadAhead(
+            self.host,
+            self.files,
+            enabled=self.settings.read_ahead,
+            ready=lambda: self.loader.info is not None and not self.loader.loading and not self.streaming,
+            drafter=lambda: self.controls.drafter_kind,
+            status=self.statusBar(),
+            parent=self,
+        )
 
     def _connect(self) -> None:
         w, chat, page = self.host.worker, self.chat, self.page
@@ -220,6 +230,13 @@ class MainWindow(QMainWindow):
             )
         )
         self.lookup_memory.set_enabled(self.settings.lookup_memory)
+        self.controls.read_ahead_changed.connect(self.read_ahead.set_enabled)
+        # A reply, a load or another conversation: stop reading ahead; read again once the runtime is free.
+        chat.reply_started.connect(self.read_ahead.stop)
+        self.loader.started.connect(self.read_ahead.stop)
+        self.models_loaded.connect(lambda _info: self.read_ahead.changed())
+        self.reply_finished.connect(lambda _finished: self.read_ahead.changed())
+        chat.transcript_replaced.connect(self.read_ahead.changed)
         self.welcome.demo_requested.connect(self.loader.load_demo)
         self.welcome.picker_requested.connect(self.dialogs.model_picker)
         self.sidebar.new_requested.connect(self.new_conversation)

@@ -36,6 +36,7 @@ from specchat.core.chat.race import RaceRequest, run_race
 from specchat.core.engine.registry import Part, drafter_entry
 from specchat.core.runtime.batched import BATCHED_DRAFTERS, BatchedRuntime, batchable
 from specchat.core.runtime.conversation import Conversation
+from specchat.core.runtime.read_ahead import ReadAhead, read_ahead
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import (
     GPU_LAYERS_AUTO,
@@ -86,6 +87,24 @@ class TokenCount:
     prompt: int
     n_ctx: int
     texts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReadAheadRequest:
+    """The composer's prompt to read ahead on the runtime's thread: the messages a reply would get (the history
+    and the message being written, as :class:`TokenCountRequest`) and the drafter it would draft with."""
+
+    serial: int
+    messages: list[dict[str, str]]
+    drafter: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadAheadDone:
+    """What a :class:`ReadAheadRequest` did (``read.finished`` False: stopped, or nothing to read)."""
+
+    serial: int
+    read: ReadAhead
 
 
 @dataclass(frozen=True)
@@ -186,6 +205,8 @@ class RuntimeWorker(QObject):
     waiting = Signal(bool)  # a reply waits while a served request decodes (True), has the runtime now (False)
     waiting_because = Signal(str)  # just before waiting(True): why the reply could not join the served batch
     tokens_counted = Signal(object)  # TokenCount: the composer's prompt and attachments, counted by the target
+    read_ahead_chunk = Signal(int, str, int, int)  # serial, context ("target", "draft"), tokens held, of how many
+    read_ahead_done = Signal(object)  # ReadAheadDone: the composer's prompt read ahead (or stopped)
     _called = Signal(object)  # a Turn with a call from another thread, queued to this one
     _released = Signal(object)  # a part built on the runtime by others, to close on this thread
 
@@ -202,6 +223,8 @@ class RuntimeWorker(QObject):
         self.shared: SharedBatch | None = None  # the window's server, when it batches its requests on this thread
         self._closed = False
         self._parts: list[Closable] = []  # built on the runtime by others (the server's batch): closed before it
+        self._ahead = CancelToken()  # the latest read ahead's: anything else for this thread sets it first
+        self._ahead_tokens: list[int] | None = None  # what the target held after the latest read ahead
         self._called.connect(self._run_call)  # queued: it is emitted from other threads
         self._released.connect(self._close_part)  # queued: after whatever runs on this thread now
 
@@ -215,6 +238,7 @@ class RuntimeWorker(QObject):
         with self._turns_lock:
             if self._closed:
                 return False
+        self.stop_read_ahead()  # a served request never waits for more than one chunk of it
         self._called.emit(turn)
         while not turn.done.wait(STOP_CHECK_SECONDS):
             if (cancel.cancelled or self._closed) and self._drop(turn):
@@ -329,6 +353,55 @@ class RuntimeWorker(QObject):
         """Calls from other threads no longer run here (the thread is stopping)."""
         with self._turns_lock:
             self._closed = True
+
+    # --- reading the composer's prompt ahead ----------------------------------------
+    def begin_read_ahead(self) -> CancelToken:
+        """From any thread: stop the read ahead under way, and a token for the next one."""
+        token = CancelToken()
+        with self._turns_lock:
+            self._ahead.cancel()
+            self._ahead = token
+        return token
+
+    def stop_read_ahead(self) -> None:
+        """From any thread: stop the read ahead under way (it ends within one chunk) or queued."""
+        with self._turns_lock:
+            self._ahead.cancel()
+
+    @Slot(object, object)
+    def read_ahead(self, request: ReadAheadRequest, cancel: CancelToken) -> None:
+        """Read the prompt a reply to ``request.messages`` would get into the target's and the draft's contexts,
+        in chunks, until ``cancel`` (:mod:`specchat.core.runtime.read_ahead`); a reply that follows reads only
+        what changed since. A prompt the template refuses or the context cannot hold is left for Send to say."""
+        runtime = self.runtime
+        if runtime is None or cancel.cancelled:
+            self.read_ahead_done.emit(ReadAheadDone(request.serial, ReadAhead(0)))
+            return
+        try:
+            prompt = runtime.prompt(request.messages)
+        except SpecchatError:
+            self.read_ahead_done.emit(ReadAheadDone(request.serial, ReadAhead(0)))
+            return
+        # A context the read ahead left as it was is not kept again: only what else it held (a reply, a served
+        # request) goes to the prompt cache before the read cuts it.
+        recall = self._ahead_tokens is None or runtime.target_context.tokens != self._ahead_tokens
+        try:
+            done = read_ahead(
+                runtime,
+                prompt,
+                cancel,
+                drafter=request.drafter,
+                recall=recall,
+                on_chunk=lambda name, held, total: self.read_ahead_chunk.emit(request.serial, name, held, total),
+            )
+        except SpecchatError as exc:  # a failed decode: the reply reads the prompt itself
+            log.warning("reading the prompt ahead failed: %s", exc)
+            runtime.forget_contexts()
+            self._ahead_tokens = None
+            self.read_ahead_done.emit(ReadAheadDone(request.serial, ReadAhead(len(prompt.tokens) - 1)))
+            return
+        self._ahead_tokens = list(runtime.target_context.tokens)
+        self.read_ahead_done.emit(ReadAheadDone(request.serial, done))
 
     # --- the window's own work ---------------------------------------------------
     @Slot(str, str, object, object)
@@ -514,6 +587,7 @@ class RuntimeWorker(QObject):
 
     def close_runtime(self) -> None:
         self._session = None
+        self._ahead_tokens = None
         with self._turns_lock:
             parts, self._parts = self._parts, []
         for part in parts:
@@ -561,6 +635,7 @@ class WindowRuntimeHost(QObject):
     _baseline = Signal(str, object, object)
     _race = Signal(object, object)
     _count = Signal(object)
+    _read_ahead = Signal(object, object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -575,6 +650,7 @@ class WindowRuntimeHost(QObject):
         self._baseline.connect(self.worker.measure_baseline)
         self._race.connect(self.worker.race)
         self._count.connect(self.worker.count_tokens)
+        self._read_ahead.connect(self.worker.read_ahead)
         self.worker.waiting_because.connect(self.waiting_because)
         self.worker.waiting.connect(self.waiting)
         # While a reply waits for a served request, Stop (its token set) ends the wait within this period.
@@ -593,9 +669,11 @@ class WindowRuntimeHost(QObject):
         self.worker.drop_waiting_replies()  # called from here: on the GUI thread, not queued to the busy worker
 
     def load(self, target: str, draft: str = "", options: LoadOptions | None = None) -> None:
+        self.worker.stop_read_ahead()
         self._load.emit(target, draft, options or LoadOptions(), self._token())
 
     def load_demo(self, options: LoadOptions | None = None) -> None:
+        self.worker.stop_read_ahead()
         self._load_demo.emit(options or LoadOptions(), self._token())
 
     def set_lookup_memory(self, texts: list[str] | None) -> None:
@@ -603,6 +681,7 @@ class WindowRuntimeHost(QObject):
         self._lookup_memory.emit(texts)
 
     def generate(self, request: ReplyRequest) -> CancelToken:
+        self.worker.stop_read_ahead()  # set here, on the GUI thread: the reply waits for one chunk at most
         token = self._token()
         turn = Turn(token)
         self.worker.queue_reply(turn, request)
@@ -612,10 +691,12 @@ class WindowRuntimeHost(QObject):
 
     def measure_baseline(self, key: str, sampler: SamplerParams) -> None:
         """Calibrate plain decoding for ``key`` (the pair and its settings) on the runtime's thread."""
+        self.worker.stop_read_ahead()
         self._baseline.emit(key, sampler, self._token())
 
     def race(self, request: RaceRequest) -> CancelToken:
         """Run plain decoding for a race on the runtime's thread (``worker.raced`` or ``worker.race_failed``)."""
+        self.worker.stop_read_ahead()
         token = self._token()
         self._race.emit(request, token)
         return token
@@ -624,8 +705,20 @@ class WindowRuntimeHost(QObject):
         """Count the composer's prompt on the runtime's thread, between replies (``worker.tokens_counted``)."""
         self._count.emit(request)
 
+    def read_ahead(self, request: ReadAheadRequest) -> CancelToken:
+        """Read the composer's prompt ahead on the runtime's thread (``worker.read_ahead_done``); the one before
+        stops. Anything else this host sends the runtime's thread, and a served request, stops it too."""
+        token = self.worker.begin_read_ahead()
+        self._read_ahead.emit(request, token)
+        return token
+
+    def stop_read_ahead(self) -> None:
+        """Stop the composer's read ahead (within one chunk): the text changed, the conversation switched."""
+        self.worker.stop_read_ahead()
+
     def cancel(self) -> None:
         """Stop whatever runs or waits on the runtime's thread (takes effect within one round)."""
+        self.worker.stop_read_ahead()
         for token in self._tokens:
             token.cancel()
         self._tokens.clear()

@@ -13,7 +13,14 @@ from PySide6.QtCore import QObject, Signal
 from specchat.core.cancel import CancelToken
 from specchat.core.chat.race import RaceRequest
 from specchat.ui.main_window import MainWindow
-from specchat.ui.worker import LoadOptions, ModelInfo, ReplyRequest, TokenCountRequest, WindowRuntimeHost
+from specchat.ui.worker import (
+    LoadOptions,
+    ModelInfo,
+    ReadAheadRequest,
+    ReplyRequest,
+    TokenCountRequest,
+    WindowRuntimeHost,
+)
 
 
 class FakeWorker(QObject):
@@ -30,6 +37,8 @@ class FakeWorker(QObject):
     waiting = Signal(bool)  # a reply waits for a served request (True), got the runtime (False)
     waiting_because = Signal(str)  # just before waiting(True): why the reply could not join the served batch
     tokens_counted = Signal(object)  # TokenCount (answer a count request with worker.tokens_counted.emit)
+    read_ahead_chunk = Signal(int, str, int, int)  # serial, context, held, of how many
+    read_ahead_done = Signal(object)  # ReadAheadDone (answer a read ahead with worker.read_ahead_done.emit)
 
 
 class FakeHost(QObject):
@@ -52,6 +61,8 @@ class FakeHost(QObject):
         self.lookup_memory: list[str] | None = None  # the lookup memory's texts last handed over
         self.lookup_memory_calls = 0
         self.counts: list[TokenCountRequest] = []  # the composer's prompts the window asked to count
+        self.read_aheads: list[ReadAheadRequest] = []  # the composer's prompts the window asked to read ahead
+        self.read_ahead_tokens: list[CancelToken] = []
 
     def loaded(self, draft: bool = True, parts: frozenset[str] | None = None) -> ModelInfo:
         """Say a pair finished loading (``parts``: what it offers drafters, if not a draft model or nothing)."""
@@ -84,6 +95,17 @@ class FakeHost(QObject):
 
     def count_tokens(self, request: TokenCountRequest) -> None:
         self.counts.append(request)
+
+    def read_ahead(self, request: ReadAheadRequest) -> CancelToken:
+        self.stop_read_ahead()
+        self.read_aheads.append(request)
+        token = CancelToken()
+        self.read_ahead_tokens.append(token)
+        return token
+
+    def stop_read_ahead(self) -> None:
+        for token in self.read_ahead_tokens:
+            token.cancel()
 
     def measure_baseline(self, key: str, sampler: object) -> None:
         self.calibrations.append(key)

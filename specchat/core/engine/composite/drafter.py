@@ -37,7 +37,8 @@ call of :meth:`CompositeDrafter.draft` is one round, in this order:
    without a lookup), and any arm (plain, lookup, model) not run for
    :data:`tuning.RETRY_EVERY` rounds gets a short try (:meth:`~CompositeDrafter._retry`).
    Before all that, a model that has not read this reply's prompt yet waits
-   while the read would cost more than it saves (:meth:`~CompositeDrafter._without_read`).
+   while the read would cost more than it saves (:meth:`~CompositeDrafter._without_read`); the read is
+   priced by what the model's context does not hold yet, so a prompt read ahead costs nothing.
 5. **Draft.** A lookup round appends the proposal (one-hot q). A model round
    drafts while the stop plan says the next token pays, and hands over to a
    lookup where its drafts reach text seen before (:meth:`~CompositeDrafter._stopper`,
@@ -266,7 +267,7 @@ class CompositeDrafter(Drafter):
         if best.rate == 0.0 or (best.lookup and best.match >= tuning.MIN_HANDOVER_MATCH):
             return None
         arms = ["plain", "model", "lookup"] if lookups else ["plain", "model"]
-        if self._unread is not None and self._replies_without_model < tuning.READ_RETRY_REPLIES:
+        if self._unread_tokens() and self._replies_without_model < tuning.READ_RETRY_REPLIES:
             arms.remove("model")
         for arm in arms:
             last = self.realised.last(arm)
@@ -283,6 +284,12 @@ class CompositeDrafter(Drafter):
             return Candidate((), 0, min(tuning.PROBE_DEPTH, k), 0.0)
         return None
 
+    def _unread_tokens(self) -> int:
+        """The prompt tokens the model would still decode before its first draft of this reply, beyond a round's
+        usual one or two: 0 once it has read, or where its context holds the prompt already (read ahead while
+        the user wrote it, or kept from an earlier turn)."""
+        return 0 if self._unread is None else self.model.behind(self._unread)
+
     def _without_read(self, request: DraftRequest, lookups: Sequence[Found], costs: Costs) -> Candidate | None:
         """This round's candidate without the model where the model, which has not read the prompt yet, should
         not read it now; None where it may.
@@ -296,9 +303,12 @@ class CompositeDrafter(Drafter):
         """
         if self._unread is None:
             return None
+        unread = self.model.behind(self._unread)
+        if not unread:  # it holds the prompt already (read ahead, or kept from before): reading costs nothing
+            return None
         read_token = self.timings.read_token
         per_token = costs.catch_up_token if read_token is None else read_token * costs.verify[1]
-        read = self.model.behind(self._unread) * per_token
+        read = unread * per_token
         k = request.k
         without = choose(lookups, k, self.table, costs, None)
         with_model = choose(lookups, k, self.table, costs, self.model_source).rate
