@@ -145,6 +145,26 @@ class Watch:
         return ends[0]
 
 
+class StreamsEndedError(Exception):
+    """Every served stream ended while the test still waited to see them live (raised through waitUntil)."""
+
+
+def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condition: Any) -> None:
+    """Wait until ``condition()``; fail at once, saying what each stream and the panel got, if every stream has
+    ended first (rather than wait out the timeout)."""
+
+    def ready() -> bool:
+        if condition():
+            return True
+        if not any(s.is_alive() for s in streams):
+            got = [(s.finish, len(s.tokens), repr(s.error)) for s in streams]
+            panel = [(r.status, r.generated, r.live, r.done) for r in window.serving.panel.requests]
+            raise StreamsEndedError(f"streams (finish, tokens, error): {got}; panel: {panel}")
+        return False
+
+    qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
+
+
 def live_served(window: MainWindow, n: int = 1) -> bool:
     """Whether ``n`` served requests are decoding and each has shown text in the panel."""
     live = [r for r in window.serving.panel.requests if r.live and r.spans]
@@ -170,7 +190,7 @@ def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, win
     watch = Watch(window)
     served = ServedStream(url, SERVED_QUESTION)
     served.start()
-    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    wait_streaming(qtbot, window, [served], lambda: live_served(window))
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
     qtbot.waitUntil(lambda: not served.is_alive(), timeout=REPLY_TIMEOUT)
@@ -205,7 +225,7 @@ def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow,
     watch = Watch(window)
     served = ServedStream(url, SERVED_QUESTION)
     served.start()
-    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    wait_streaming(qtbot, window, [served], lambda: live_served(window))
     window.send(LONG_WINDOW_TEXT)
     qtbot.waitUntil(lambda: len(watch.window_tokens) >= 3, timeout=REPLY_TIMEOUT)
     assert served.is_alive()
@@ -229,7 +249,7 @@ def test_a_served_client_that_leaves_does_not_disturb_the_window_reply(qtbot, wi
     leave = threading.Event()
     served = ServedStream(url, SERVED_QUESTION, leave)
     served.start()
-    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    wait_streaming(qtbot, window, [served], lambda: live_served(window))
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
         qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
@@ -260,7 +280,7 @@ def test_the_panel_shows_every_running_request_live(qtbot, window: MainWindow):
             return True
         return False
 
-    qtbot.waitUntil(both_shown, timeout=REPLY_TIMEOUT)
+    wait_streaming(qtbot, window, streams, both_shown)
     text = shown[0]
     assert "#1 127.0.0.1:" in text and "#2 127.0.0.1:" in text and text.count("running (ngram)") == 2
     for stream in streams:
@@ -294,7 +314,7 @@ def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWind
     leave = threading.Event()
     served = ServedStream(url, SERVED_QUESTION, leave)
     served.start()
-    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    wait_streaming(qtbot, window, [served], lambda: live_served(window))
     status = window.statusBar()
     window.send(WINDOW_TEXT)
     qtbot.waitUntil(lambda: status.currentMessage().startswith("Waiting for the served"), timeout=REPLY_TIMEOUT)
@@ -312,7 +332,7 @@ def test_stopping_the_server_lets_the_window_reply_in_the_batch_end(qtbot, windo
     watch = Watch(window)
     served = ServedStream(url, SERVED_QUESTION)
     served.start()
-    qtbot.waitUntil(lambda: live_served(window), timeout=REPLY_TIMEOUT)
+    wait_streaming(qtbot, window, [served], lambda: live_served(window))
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
         qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
