@@ -135,7 +135,12 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     try:
         api = servers[0].api
-        request(api, "plain", args.edits[0], source, 8)  # warm-up: the prompt's first read is no configuration's
+        # Warm-up: the prompt's first read, the target's and the draft model's, is no configuration's (each
+        # server keeps the file's tokens from then on, as an editor's second request finds them).
+        request(api, "plain", args.edits[0], source, 8)
+        request(api, "prediction", args.edits[0], source, 24)
+        for server in servers[1:]:
+            llama_request(server, args.edits[0], source, 8)
         for n, edit in enumerate(args.edits):
             order = names[n % len(names) :] + names[: n % len(names)]
             for name in order:
