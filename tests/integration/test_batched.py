@@ -34,6 +34,7 @@ from specchat.core.types import (
     SpecchatError,
     Verified,
 )
+from support.batch_runs import run_all
 from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_pairs_follow_the_target, batched_pairs
 
@@ -238,19 +239,6 @@ def test_a_hybrid_target_is_refused_in_one_line_only_where_the_bindings_cannot_s
         assert "\n" not in str(caught.value) and "hybrid" in str(caught.value)
     finally:
         model.close()
-
-
-def run_all(batched: BatchedRuntime) -> dict[int, tuple[list[int], Finished]]:
-    """Rounds until every sequence has ended: per key, its tokens and its Finished."""
-    tokens: dict[int, list[int]] = {}
-    ended: dict[int, Finished] = {}
-    while batched.active:
-        for key, event in batched.step():
-            if isinstance(event, Verified):
-                tokens.setdefault(key, []).extend(event.committed)
-            elif isinstance(event, Finished):
-                ended[key] = event
-    return {key: (tokens.get(key, []), ended[key]) for key in ended}
 
 
 def test_a_prompt_overwritten_in_its_slot_comes_back_from_the_prompt_cache(runtime: Runtime) -> None:

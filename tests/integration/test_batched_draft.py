@@ -21,6 +21,7 @@ from specchat.core.engine.depth import DepthControl
 from specchat.core.runtime.batched import BatchedRuntime
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DraftSource, Event, Finished, FinishReason, GenerationParams, SamplerParams, Verified
+from support.batch_runs import run_all
 from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_pairs_follow_the_target, batched_pairs
 
@@ -172,16 +173,6 @@ def test_sampling_follows_the_target_per_sequence_with_the_shared_draft(
     assert_pairs_follow_the_target(demo_runtime.target_context, prompt, sampler, pairs, n)
 
 
-def run_all(batched: BatchedRuntime) -> dict[int, list[int]]:
-    """Rounds until every sequence has ended: per key, its tokens."""
-    tokens: dict[int, list[int]] = {}
-    while batched.active:
-        for key, event in batched.step():
-            if isinstance(event, Verified):
-                tokens.setdefault(key, []).extend(event.committed)
-    return tokens
-
-
 def test_a_prompt_overwritten_in_its_draft_slot_comes_back_from_the_prompt_cache(demo_runtime: Runtime) -> None:
     two = BatchedRuntime(demo_runtime, 2, verify_budget=12)
     try:
@@ -190,7 +181,7 @@ def test_a_prompt_overwritten_in_its_draft_slot_comes_back_from_the_prompt_cache
         text = " ".join(f"Note {i}: the {['red', 'blue'][i % 2]} jar holds {i * 3} beads." for i in range(12))
         first = prompt_of(demo_runtime, text + " Which jar holds the most?")
         key, _ = two.admit(first, params, drafter="draft", depth=DepthControl(2))
-        reply = run_all(two)[key]
+        reply = run_all(two)[key][0]
         for other in ("Name a fruit.", "Name a colour."):  # both sequences read something else
             two.admit(prompt_of(demo_runtime, other), params, drafter="draft", depth=DepthControl(2))
         run_all(two)
@@ -203,7 +194,7 @@ def test_a_prompt_overwritten_in_its_draft_slot_comes_back_from_the_prompt_cache
         assert demo_runtime.prompt_cache.stats.loaded == loaded + 2
         assert two.draft_contexts.held(slot) == turn[:-1]
         assert two.draft_contexts.positions(slot) == len(turn) - 1
-        got = run_all(two)[key]
+        got = run_all(two)[key][0]
         check_alone(demo_runtime, turn, got, 6, 2, "next turn")
     finally:
         two.close()

@@ -42,6 +42,7 @@ from specchat.core.types import (
     SamplerParams,
     Verified,
 )
+from support.batch_runs import run_all
 from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_pairs_follow_the_target, batched_pairs
 
@@ -225,19 +226,6 @@ def test_sampling_follows_the_target_per_sequence(arch: str) -> None:
     finally:
         batched.close()
         runtime.close()
-
-
-def run_all(batched: BatchedRuntime) -> dict[int, tuple[list[int], Finished]]:
-    """Rounds until every sequence has ended: per key, its tokens and its Finished."""
-    tokens: dict[int, list[int]] = {}
-    ended: dict[int, Finished] = {}
-    while batched.active:
-        for key, event in batched.step():
-            if isinstance(event, Verified):
-                tokens.setdefault(key, []).extend(event.committed)
-            elif isinstance(event, Finished):
-                ended[key] = event
-    return {key: (tokens.get(key, []), ended[key]) for key in ended}
 
 
 @pytest.mark.parametrize("arch", ["qwen35", "granitehybrid", "mamba2"])
