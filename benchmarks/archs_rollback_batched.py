@@ -21,6 +21,7 @@ so the saved-state path can be compared on the same model.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,14 +39,9 @@ from specchat.core.llama.multi_context import MultiContext
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import MAX_DEPTH, DrafterKind, Finished, GenerationParams, SamplerParams, Verified
 
-MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
-ARCHS = ("llama", "qwen35", "lfm2", "granitehybrid", "mamba2")
-PROMPTS = (
-    "Tell me about the sea.",
-    "Count to ten, please.",
-    "Why is the sky blue? Explain it to a child.",
-    "Write a short poem about autumn leaves.",
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from archs_rollback import ARCHS, MODELS, PROMPTS  # the same fixtures and prompts as the one-sequence figures
+
 SAMPLER = SamplerParams(repeat_penalty=1.3)
 
 

@@ -47,14 +47,22 @@ LOOKUP_MEMORY_TEXT = "Remember phrasing from saved conversations for lookup draf
 READ_AHEAD_TEXT = "Read the prompt while I type"
 
 
-def _check_row(box: QCheckBox, label: QLabel) -> QWidget:
-    """A check box with its words as a wrapping label beside it (a check box cannot wrap its own text)."""
+def _check_row(text: str, tooltip: str) -> tuple[QCheckBox, QWidget]:
+    """A check box with ``text`` as a wrapping label beside it that toggles it (a check box cannot wrap its own
+    text), both with ``tooltip``: the box, and the row holding the two."""
+    box = QCheckBox()
+    box.setAccessibleName(text)
+    label = ClickableLabel(text)
+    label.setWordWrap(True)
+    label.clicked.connect(box.toggle)
+    for widget in (box, label):
+        widget.setToolTip(tooltip)
     row = QWidget()
     layout = QHBoxLayout(row)
     layout.setContentsMargins(0, 0, 0, 0)
     layout.addWidget(box, 0, Qt.AlignmentFlag.AlignTop)
     layout.addWidget(label, 1)
-    return row
+    return box, row
 
 
 class ClickableLabel(QLabel):
@@ -164,30 +172,20 @@ class SpeculationControls(QGroupBox):
         form.addRow(QLabel("Drafter"))
         form.addRow(self.drafter)
         # A check box cannot wrap its text, and the panel stays narrow: the words are a label beside it.
-        self.lookup_memory = QCheckBox()
-        self.lookup_memory.setAccessibleName(LOOKUP_MEMORY_TEXT)
-        memory_label = ClickableLabel(LOOKUP_MEMORY_TEXT)
-        memory_label.setWordWrap(True)
-        memory_label.clicked.connect(self.lookup_memory.toggle)
-        for widget in (self.lookup_memory, memory_label):
-            widget.setToolTip(
-                "The automatic drafter's lookup also searches your saved conversations, so text you often get "
-                "(code idioms, letter formulas) is drafted for free. Kept in a file next to the chats; turning "
-                "this off deletes that file (never a conversation). Off by default."
-            )
-        form.addRow("", _check_row(self.lookup_memory, memory_label))
-        self.read_ahead = QCheckBox()
-        self.read_ahead.setAccessibleName(READ_AHEAD_TEXT)
-        read_ahead_label = ClickableLabel(READ_AHEAD_TEXT)
-        read_ahead_label.setWordWrap(True)
-        read_ahead_label.clicked.connect(self.read_ahead.toggle)
-        for widget in (self.read_ahead, read_ahead_label):
-            widget.setToolTip(
-                "While you write and no reply runs, the models read the conversation and your message so far, "
-                "so Send starts the reply without reading a long message first. It stops the moment you send, "
-                "and uses the processor only while the window is otherwise idle. On by default."
-            )
-        form.addRow("", _check_row(self.read_ahead, read_ahead_label))
+        self.lookup_memory, memory_row = _check_row(
+            LOOKUP_MEMORY_TEXT,
+            "The automatic drafter's lookup also searches your saved conversations, so text you often get "
+            "(code idioms, letter formulas) is drafted for free. Kept in a file next to the chats; turning "
+            "this off deletes that file (never a conversation). Off by default.",
+        )
+        form.addRow("", memory_row)
+        self.read_ahead, read_ahead_row = _check_row(
+            READ_AHEAD_TEXT,
+            "While you write and no reply runs, the models read the conversation and your message so far, "
+            "so Send starts the reply without reading a long message first. It stops the moment you send, "
+            "and uses the processor only while the window is otherwise idle. On by default.",
+        )
+        form.addRow("", read_ahead_row)
 
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 2.0)
