@@ -7,7 +7,7 @@ started at once, same thread count, on the CPU; the runs take turns, rotating
 who goes first, so a change in the machine's load falls on every configuration
 alike, each run measured alone. Configurations: specchat lookup and plain
 batched (``specchat-lookup``, ``specchat-plain``, and on request ``specchat-draft``, the pair's
-draft model shared by the batch; ``-p1`` for ``--parallel 1``),
+draft model shared by the batch, and ``specchat-auto``, Automatic in the batch; ``-p1`` for ``--parallel 1``),
 llama-server plain, ``--spec-type draft-simple`` (the demo draft as its draft
 model) and ``--spec-type ngram-mod``.
 
@@ -61,6 +61,8 @@ SPECCHAT = {
     "specchat-plain-p1": ["--drafter", "none"],
     "specchat-draft": ["--drafter", "draft"],  # the pair's draft model, shared by the batch's sequences
     "specchat-draft-p1": ["--drafter", "draft"],
+    "specchat-auto": ["--drafter", "composite"],  # Automatic: per sequence and round, lookup or the shared model
+    "specchat-auto-p1": ["--drafter", "composite"],
 }
 LLAMA = {name: peer.LLAMA[name] for name in ("llama-plain", "llama-draft-simple", "llama-ngram-mod")}
 DEFAULT_CONFIGS = ["specchat-lookup", "specchat-plain", "llama-plain", "llama-draft-simple", "llama-ngram-mod"]

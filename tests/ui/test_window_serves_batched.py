@@ -25,7 +25,7 @@ from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationP
 from specchat.server.request_queue import Started
 from specchat.ui.main_window import MainWindow
 from specchat.ui.status_progress import WAITING_FOR_SERVER
-from specchat.ui.worker import ReplyRequest, batch_drafter, batch_refusal
+from specchat.ui.worker import ReplyRequest, batch_refusal
 from support.api_clients import close_all
 from support.identity import assert_same_or_tie, plain_greedy
 
@@ -292,23 +292,56 @@ def test_the_panel_shows_every_running_request_live(qtbot, window: MainWindow):
     qtbot.waitUntil(lambda: panel.text.toPlainText() == "".join(p for _, p in latest.spans), timeout=REPLY_TIMEOUT)
 
 
-def test_automatic_joins_the_batch_by_lookup_and_the_draft_model_or_files_do_not() -> None:
+def test_automatic_and_the_draft_model_join_the_batch_and_files_do_not(window: MainWindow) -> None:
     def request(drafter: str, attachments: tuple[Attachment, ...] = ()) -> ReplyRequest:
         return ReplyRequest(1, [], "Hi", GenerationParams(), drafter, attachments=attachments)
 
-    assert batch_drafter(DrafterKind.COMPOSITE.value) == DrafterKind.NGRAM.value
-    assert batch_refusal(request(DrafterKind.COMPOSITE.value)) == ""
-    assert batch_refusal(request(DrafterKind.NONE.value)) == ""
-    assert "draft drafter does not join" in batch_refusal(request(DrafterKind.DRAFT_MODEL.value))
+    window.serving.start(0, parallel=2)
+    batch = window.serving.batch
+    assert batch is not None and batch.draft_model is not None  # the demo pair's draft is shared by the batch
+    for drafter in (DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.NONE):
+        assert batch_refusal(request(drafter.value), batch) == "", drafter
+    assert batch.drafts_with(DrafterKind.COMPOSITE.value) == DrafterKind.COMPOSITE.value
+    assert "mtp drafter does not join" in batch_refusal(request(DrafterKind.MTP.value), batch)
     note = Attachment("notes.md", 5, "notes", 2)
-    assert "attached files" in batch_refusal(request(DrafterKind.COMPOSITE.value, (note,)))
+    assert "attached files" in batch_refusal(request(DrafterKind.COMPOSITE.value, (note,)), batch)
 
 
 @pytest.mark.slow
-def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWindow):
+def test_an_automatic_window_reply_drafts_with_the_shared_draft_model_in_the_batch(
+    qtbot, window: MainWindow, demo_runtime
+):
     drafters = window.controls.drafter
-    drafters.setCurrentIndex(drafters.findData(DrafterKind.DRAFT_MODEL.value))  # not shared with the window's batch
-    assert window.controls.drafter_kind == DrafterKind.DRAFT_MODEL
+    drafters.setCurrentIndex(drafters.findData(DrafterKind.COMPOSITE.value))  # the window's default
+    window.controls.auto_depth.setChecked(False)
+    window.controls.depth_slider.setValue(3)  # every round drafts, whatever the load says a row costs
+    window.controls.max_tokens.setValue(32)
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    served = ServedStream(url, SERVED_QUESTION)
+    served.start()
+    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(WINDOW_TEXT)
+    assert watch.waited == [] and not any(s.startswith("Waiting") for s in watch.statuses)
+    finished = watch.window_finished()
+    assert finished.reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    # It drafted in its slot of the batch's draft context, beside the served request, and the drafts were kept.
+    drafted, kept = finished.stats.by_source.get("model", [0, 0])
+    assert drafted > 0 and kept > 0
+    assert window.serving.batch is not None and window.serving.batch.engine.widest == 2
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, 32)
+    served.join(timeout=REPLY_TIMEOUT / 1000)
+    assert served.error is None and served.finish == "length"
+
+
+@pytest.mark.slow
+def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWindow, tmp_path: Path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("The lighthouse is painted red and white.\n")
+    window.files.attach_paths([str(notes)])  # the batch drafts from no outside text
     url = window.serving.start(0, parallel=2)
     watch = Watch(window)
     leave = threading.Event()
@@ -318,7 +351,7 @@ def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWind
     status = window.statusBar()
     window.send(WINDOW_TEXT)
     qtbot.waitUntil(lambda: status.currentMessage().startswith("Waiting for the served"), timeout=REPLY_TIMEOUT)
-    assert watch.waited == [True] and "drafter does not join their batch" in status.currentMessage()
+    assert watch.waited == [True] and "attached files does not join their batch" in status.currentMessage()
     assert "\n" not in status.currentMessage()
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         leave.set()  # the served request ends; the reply gets the runtime and runs alone
