@@ -14,12 +14,20 @@ from collections.abc import Iterator
 import pytest
 
 from specchat.core.engine import batched as batched_engine
-from specchat.core.engine.batched_auto import Arm, AutoSlotDrafter
+from specchat.core.engine.batched_auto import STALE_ROUNDS, Arm, AutoSlotDrafter
 from specchat.core.engine.depth import DepthControl
 from specchat.core.runtime.batched import BatchedRuntime
 from specchat.core.runtime.runtime import Runtime
-from specchat.core.types import DrafterKind, DraftSource, Finished, FinishReason, GenerationParams, SamplerParams
-from support.batch_runs import run_all
+from specchat.core.types import (
+    DrafterKind,
+    DraftSource,
+    Finished,
+    FinishReason,
+    GenerationParams,
+    SamplerParams,
+    Verified,
+)
+from support.batch_runs import prompt_of, run_all
 from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_pairs_follow_the_target, batched_pairs
 
@@ -37,10 +45,6 @@ def batched(demo_runtime: Runtime) -> Iterator[BatchedRuntime]:
     b.close()
 
 
-def prompt_of(runtime: Runtime, question: str) -> list[int]:
-    return runtime.prompt([{"role": "user", "content": question}]).tokens
-
-
 def check_plain(runtime: Runtime, prompt: list[int], got: list[int], label: str) -> None:
     ctx, eog = runtime.target_context, runtime.target.eog_tokens
     plain = plain_greedy(ctx, prompt, len(got), GREEDY, eog)
@@ -53,9 +57,10 @@ def drafted_by(finished: Finished, source: DraftSource) -> tuple[int, int]:
 
 
 def test_each_sequence_drafts_with_the_part_kept_more_often_and_each_reply_is_plain_decodings(
-    demo_runtime: Runtime, batched: BatchedRuntime
+    demo_runtime: Runtime, batched: BatchedRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert batched.batchable(AUTO) and batched.drafts_with(AUTO) == AUTO
+    monkeypatch.setattr(batched.engine.gate, "allows", lambda live, round_number: True)  # the model may draft
     questions = [COPY, *FREE]
     prompts = [prompt_of(demo_runtime, q) for q in questions]
     keys = {}
@@ -88,6 +93,7 @@ def test_where_the_batch_cannot_afford_the_models_steps_the_lookup_proposal_draf
         assert two.draft_model is not None
         two.draft_model._per_position.extend([30.0] * 3)  # as if a draft position took 30 s: never worth it
         monkeypatch.setattr(two.engine, "_round_costs", lambda: lambda rows: 1.0)  # a verified row costs nothing
+        monkeypatch.setattr(two.engine.gate, "allows", lambda live, round_number: True)  # its realised rate aside
         monkeypatch.setattr(batched_engine, "EXPLORE_EVERY", 10_000)  # only the first round sizes by budget alone
         two.engine.rounds = 1
         prompt = prompt_of(demo_runtime, COPY)
@@ -102,6 +108,43 @@ def test_where_the_batch_cannot_afford_the_models_steps_the_lookup_proposal_draf
         check_plain(demo_runtime, prompt, tokens, "lookup instead")
     finally:
         two.close()
+
+
+def test_the_model_drafts_only_after_rounds_without_it_were_timed_and_while_it_realises_more(
+    demo_runtime: Runtime,
+) -> None:
+    one = BatchedRuntime(demo_runtime, 1, verify_budget=8)
+    try:
+        prompt = prompt_of(demo_runtime, FREE[0])
+        params = GenerationParams(sampler=GREEDY, max_tokens=40)
+        key, _ = one.admit(prompt, params, drafter=AUTO, depth=DepthControl(3))
+        first = one.step()
+        assert not any(DraftSource.MODEL in getattr(event, "sources", ()) for _, event in first)
+        tokens, end = run_all(one)[key]
+        tokens = [t for _, event in first if isinstance(event, Verified) for t in event.committed] + tokens
+        # Both kinds of round were timed at one live sequence: the model was tried once rounds without it were.
+        assert set(one.engine.gate._rates) == {(1, False), (1, True)}
+        assert drafted_by(end, DraftSource.MODEL)[0] > 0
+        check_plain(demo_runtime, prompt, tokens, "gated")
+        # Rounds with the model timed slower than rounds without it: the next reply drafts without it.
+        gate = one.engine.gate
+        now = one.engine.rounds
+        gate.observe(1, False, 100, 1.0, now)
+        gate.observe(1, True, 1, 1.0, now)
+        gate._rates[(1, True)].tokens_per_second = 1.0
+        assert not gate.allows(1, now)
+        key, _ = one.admit(prompt, params, drafter=AUTO, depth=DepthControl(3))
+        tokens = []
+        while one.active:
+            events = one.step()
+            for _, event in events:
+                if isinstance(event, Verified):
+                    tokens += event.committed
+                    if one.engine.rounds <= now + STALE_ROUNDS:  # until the model's slow rate is stale
+                        assert DraftSource.MODEL not in event.sources, one.engine.rounds - now
+        check_plain(demo_runtime, prompt, tokens, "gated shut")
+    finally:
+        one.close()
 
 
 def test_sampling_follows_the_target_per_sequence_drafting_automatically(

@@ -165,6 +165,17 @@ def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condi
     qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
 
 
+def serve_one(qtbot, window: MainWindow, leave: threading.Event | None = None) -> tuple[Watch, ServedStream]:
+    """Serve from ``window`` two at a time and stream one long served request, watched, until the panel shows it
+    live (with ``leave``, its client goes once that is set)."""
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    served = ServedStream(url, SERVED_QUESTION, leave)
+    served.start()
+    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    return watch, served
+
+
 def live_served(window: MainWindow, n: int = 1) -> bool:
     """Whether ``n`` served requests are decoding and each has shown text in the panel."""
     live = [r for r in window.serving.panel.requests if r.live and r.spans]
@@ -221,11 +232,7 @@ def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, win
 @pytest.mark.slow
 def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(2000)  # with a long question, it runs until stopped
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
-    served = ServedStream(url, SERVED_QUESTION)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window)
     window.send(LONG_WINDOW_TEXT)
     qtbot.waitUntil(lambda: len(watch.window_tokens) >= 3, timeout=REPLY_TIMEOUT)
     assert served.is_alive()
@@ -244,12 +251,8 @@ def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow,
 @pytest.mark.slow
 def test_a_served_client_that_leaves_does_not_disturb_the_window_reply(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(48)
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
     leave = threading.Event()
-    served = ServedStream(url, SERVED_QUESTION, leave)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window, leave)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
         qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
@@ -316,11 +319,7 @@ def test_an_automatic_window_reply_drafts_with_the_shared_draft_model_in_the_bat
     window.controls.auto_depth.setChecked(False)
     window.controls.depth_slider.setValue(3)  # every round drafts, whatever the load says a row costs
     window.controls.max_tokens.setValue(32)
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
-    served = ServedStream(url, SERVED_QUESTION)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
     assert watch.waited == [] and not any(s.startswith("Waiting") for s in watch.statuses)
@@ -342,12 +341,8 @@ def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWind
     notes = tmp_path / "notes.md"
     notes.write_text("The lighthouse is painted red and white.\n")
     window.files.attach_paths([str(notes)])  # the batch drafts from no outside text
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
     leave = threading.Event()
-    served = ServedStream(url, SERVED_QUESTION, leave)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window, leave)
     status = window.statusBar()
     window.send(WINDOW_TEXT)
     qtbot.waitUntil(lambda: status.currentMessage().startswith("Waiting for the served"), timeout=REPLY_TIMEOUT)
@@ -361,11 +356,7 @@ def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWind
 @pytest.mark.slow
 def test_stopping_the_server_lets_the_window_reply_in_the_batch_end(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(48)
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
-    served = ServedStream(url, SERVED_QUESTION)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
         qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)

@@ -60,7 +60,7 @@ from typing import Protocol
 import numpy as np
 
 from specchat.core.cancel import CancelToken
-from specchat.core.engine.batched_auto import Arm, AutoSlotDrafter, arm_of, choose_arm
+from specchat.core.engine.batched_auto import Arm, AutoSlotDrafter, ModelGate, arm_of, choose_arm
 from specchat.core.engine.batched_draft import BatchedDraftModel, SlotDrafter
 from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
@@ -260,6 +260,7 @@ class BatchedEngine:
         self._keys = itertools.count()
         self._pooled: dict[str, tuple[int, int]] = {}  # per drafter: reached, accepted over finished sequences
         self.costs = RoundCosts()  # a round's seconds by its total rows, over the whole batch
+        self.gate = ModelGate()  # whether automatic sequences' model drafting has paid lately
         self.rounds = 0  # rounds run, over every sequence
         self.rows = 0  # rows verified, over every round
         self.widest = 0  # the most sequences verified in one round
@@ -371,9 +372,10 @@ class BatchedEngine:
         # draft with the shared draft model draft what they were allotted, together.
         rounds: list[RoundState] = []
         arms: list[Arm | None] = []
+        model_pays = self.gate.allows(len(live), self.rounds)
         for seq in live:
             round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=seq.cap())
-            arms.append(_draft_alone(seq, round_))
+            arms.append(_draft_alone(seq, round_, model_pays))
             rounds.append(round_)
         stepped = [arm is Arm.MODEL for arm in arms]
         depths = self._allot(live, rounds, arms, stepped)
@@ -443,8 +445,11 @@ class BatchedEngine:
                     ending.append(seq)
         for seq in ending:
             events.append((seq.key, self._end(seq)))
-        overhead = time.perf_counter() - round_started - verify_seconds - model_seconds
+        round_seconds = time.perf_counter() - round_started
+        overhead = round_seconds - verify_seconds - model_seconds
         self.costs.observe(n_rows - 1, verify_seconds, overhead)
+        committed = sum(len(round_.kept) for round_ in rounds)
+        self.gate.observe(len(live), model_seconds > 0.0, committed, round_seconds, self.rounds)
         return events
 
     def _draft_together(
@@ -539,10 +544,11 @@ _ARM_KINDS = {Arm.LOOKUP: DrafterKind.NGRAM.value, Arm.MODEL: DrafterKind.DRAFT_
 """The drafter whose finished sequences' acceptance an automatic sequence's part starts from."""
 
 
-def _draft_alone(seq: _Sequence, round_: RoundState) -> Arm | None:
+def _draft_alone(seq: _Sequence, round_: RoundState, model_pays: bool) -> Arm | None:
     """Draft what ``seq`` drafts on its own this round (lookup: up to its cap; it costs next to nothing); which
     part drafts for it: :attr:`Arm.MODEL` for the shared draft model, whose sequences draft later, together (None
-    for a drafter of its own, or an automatic sequence with nothing to draft)."""
+    for a drafter of its own, or an automatic sequence with nothing to draft). An automatic sequence drafts with
+    the model only where ``model_pays`` (the batch's :class:`~specchat.core.engine.batched_auto.ModelGate`)."""
     drafter = seq.reply.drafter
     if isinstance(drafter, SlotDrafter):
         return Arm.MODEL
@@ -551,7 +557,8 @@ def _draft_alone(seq: _Sequence, round_: RoundState) -> Arm | None:
         return None
     drafter.fallback = None
     found = drafter.lookup.draft(seq.reply.draft_request(round_.depth)) if round_.depth > 0 else Draft()
-    arm = choose_arm(round_.number, len(found.tokens), round_.depth, drafter.tally, seq.arm_priors)
+    model_cap = round_.depth if model_pays else 0
+    arm = choose_arm(round_.number, len(found.tokens), model_cap, drafter.tally, seq.arm_priors)
     if arm is Arm.LOOKUP:
         seq.reply.take_draft(round_, found)
     elif arm is Arm.MODEL and found.tokens:

@@ -15,7 +15,13 @@ so here a sequence only picks which part drafts for it this round
   more than they bring, or the batch's own rows fill the machine), the lookup
   proposal after all, if there was one;
 * a part not run for :data:`RETRY_EVERY` rounds runs once, so that an
-  acceptance measured long ago (or under another load) cannot keep it out.
+  acceptance measured long ago (or under another load) cannot keep it out;
+* and the model only while rounds in which it drafted have realised at least
+  as many tokens per second as rounds without it, at the same number of live
+  sequences, both measured within the last :data:`STALE_ROUNDS` rounds
+  (:class:`ModelGate`): the round-cost model prices the model's steps ahead,
+  this judges them by what they delivered, so a cost line that drifts with
+  the machine's load cannot keep a losing model in.
 
 Each part's acceptance is counted per sequence (accepted drafts over the
 drafts the target judged up to each round's first rejection), starting from
@@ -39,6 +45,53 @@ proposal)."""
 PRIOR_DRAFTS = 4
 """A part's acceptance in a new sequence starts at its acceptance over the earlier ones, weighing as this many
 drafts."""
+
+
+STALE_ROUNDS = 24
+"""A batch rate older than this many rounds is measured again: without the model first, then with it."""
+RATE_WEIGHT = 0.3
+"""The weight of a round's rate in its moving average."""
+
+
+@dataclass
+class _Rate:
+    tokens_per_second: float
+    round_number: int  # the batch round it was last updated at
+
+
+class ModelGate:
+    """Whether the automatic sequences may draft with the shared model this round: by the tokens per second the
+    batch realised lately in rounds with and without model drafting, at the same number of live sequences."""
+
+    def __init__(self) -> None:
+        self._rates: dict[tuple[int, bool], _Rate] = {}
+
+    def allows(self, live: int, round_number: int) -> bool:
+        """Whether a round of ``live`` sequences may draft with the model: not while rounds without it are
+        unmeasured or stale (they are measured first), yes while rounds with it are, else by which realised more."""
+        without = self._fresh(live, False, round_number)
+        if without is None:
+            return False
+        with_model = self._fresh(live, True, round_number)
+        return with_model is None or with_model >= without
+
+    def observe(self, live: int, used_model: bool, tokens: int, seconds: float, round_number: int) -> None:
+        """Count a round of ``live`` sequences that committed ``tokens`` in ``seconds``."""
+        if seconds <= 0.0:
+            return
+        rate = tokens / seconds
+        key = (live, used_model)
+        if self._fresh(live, used_model, round_number) is None:
+            self._rates[key] = _Rate(rate, round_number)
+            return
+        old = self._rates[key]
+        self._rates[key] = _Rate(old.tokens_per_second + RATE_WEIGHT * (rate - old.tokens_per_second), round_number)
+
+    def _fresh(self, live: int, used_model: bool, round_number: int) -> float | None:
+        rate = self._rates.get((live, used_model))
+        if rate is None or round_number - rate.round_number > STALE_ROUNDS:
+            return None
+        return rate.tokens_per_second
 
 
 class Arm(enum.Enum):
