@@ -100,8 +100,10 @@ def test_where_the_batch_cannot_afford_the_models_steps_the_lookup_proposal_draf
         key, early = two.admit(prompt, GenerationParams(sampler=GREEDY, max_tokens=40), drafter=AUTO)
         assert early is None
         drafter = two.engine._live[key].reply.drafter
+        slot = two.engine._live[key].slot
         assert isinstance(drafter, AutoSlotDrafter)
         tokens, end = run_all(two)[key]
+        assert two.draft_contexts is not None and two.draft_contexts.held(slot) == []  # the model never read it
         assert drafted_by(end, DraftSource.MODEL) == (0, 0)  # the model was asked (each retry) but never allotted
         assert drafted_by(end, DraftSource.LOOKUP)[1] >= 3
         assert drafter.tally.counts[Arm.LOOKUP].accepted == drafted_by(end, DraftSource.LOOKUP)[1]

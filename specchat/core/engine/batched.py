@@ -61,7 +61,7 @@ import numpy as np
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.batched_auto import Arm, AutoSlotDrafter, ModelGate, arm_of, choose_arm
-from specchat.core.engine.batched_draft import BatchedDraftModel, SlotDrafter
+from specchat.core.engine.batched_draft import CATCH_UP_ROWS, BatchedDraftModel, SlotDrafter
 from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Draft, Drafter
@@ -339,9 +339,8 @@ class BatchedEngine:
         started = time.perf_counter()
         reading.done = min(len(reading.body), reading.done + READ_STEP)
         seq.reply.ctx.extend_to(reading.body[: reading.done])
-        model = _model_slot(seq.reply.drafter)
-        if model is not None:  # the draft model reads the same step
-            model.prefill(reading.body[: reading.done])
+        if isinstance(seq.reply.drafter, SlotDrafter):  # the draft model reads the same step
+            seq.reply.drafter.prefill(reading.body[: reading.done])
         reading.seconds += time.perf_counter() - started
         if reading.done == len(reading.body):
             seq.reply.prefill()  # the prompt is held: this reads nothing more
@@ -449,7 +448,10 @@ class BatchedEngine:
         overhead = round_seconds - verify_seconds - model_seconds
         self.costs.observe(n_rows - 1, verify_seconds, overhead)
         committed = sum(len(round_.kept) for round_ in rounds)
-        self.gate.observe(len(live), model_seconds > 0.0, committed, round_seconds, self.rounds)
+        # A sequence's first model draft reads its prompt into its slot: a one-off, not what a round with the
+        # model costs from then on.
+        reads = sum(r.draft.catch_up_seconds or 0.0 for r in rounds if r.draft.catch_up > CATCH_UP_ROWS)
+        self.gate.observe(len(live), model_seconds > 0.0, committed, max(0.0, round_seconds - reads), self.rounds)
         return events
 
     def _draft_together(

@@ -156,7 +156,7 @@ class AutoSlotDrafter(Drafter):
     :meth:`draft` alone drafts by lookup, else with the model."""
 
     kind = DrafterKind.COMPOSITE
-    follows_text = True  # the model's slot reads the prompt and catches up on the committed text
+    follows_text = True  # the model's slot catches up on the committed text before it drafts
 
     def __init__(self, lookup: Drafter, model: SlotDrafter) -> None:
         self.lookup, self.model = lookup, model
@@ -164,8 +164,8 @@ class AutoSlotDrafter(Drafter):
         self.fallback: Draft | None = None  # this round's lookup proposal while the model is asked first
 
     def prefill(self, tokens: Sequence[int]) -> None:
-        self.model.prefill(tokens)
-        self.read = self.model.read
+        """Nothing: the model's slot reads the prompt at the sequence's first model draft, if it ever drafts (a
+        reply that lookup drafts, or that runs while the model does not pay, never pays the read)."""
 
     def behind(self, tokens: Sequence[int]) -> int:
         return self.model.behind(tokens)
