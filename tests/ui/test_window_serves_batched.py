@@ -25,7 +25,7 @@ from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationP
 from specchat.server.request_queue import Started
 from specchat.ui.main_window import MainWindow
 from specchat.ui.status_progress import WAITING_FOR_SERVER
-from specchat.ui.worker import ReplyRequest, batch_refusal
+from specchat.ui.worker import ReplyRequest, batch_drafter, batch_refusal
 from support.api_clients import close_all
 from support.identity import assert_same_or_tie, plain_greedy
 
@@ -295,7 +295,7 @@ def test_the_panel_shows_every_running_request_live(qtbot, window: MainWindow):
     qtbot.waitUntil(lambda: panel.text.toPlainText() == "".join(p for _, p in latest.spans), timeout=REPLY_TIMEOUT)
 
 
-def test_automatic_and_the_draft_model_join_the_batch_and_files_do_not(window: MainWindow) -> None:
+def test_automatic_joins_the_batch_by_lookup_the_draft_model_as_itself_and_files_do_not(window: MainWindow) -> None:
     def request(drafter: str, attachments: tuple[Attachment, ...] = ()) -> ReplyRequest:
         return ReplyRequest(1, [], "Hi", GenerationParams(), drafter, attachments=attachments)
 
@@ -304,18 +304,19 @@ def test_automatic_and_the_draft_model_join_the_batch_and_files_do_not(window: M
     assert batch is not None and batch.draft_model is not None  # the demo pair's draft is shared by the batch
     for drafter in (DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.NONE):
         assert batch_refusal(request(drafter.value), batch) == "", drafter
-    assert batch.drafts_with(DrafterKind.COMPOSITE.value) == DrafterKind.COMPOSITE.value
+    assert batch_drafter(DrafterKind.COMPOSITE.value) == DrafterKind.NGRAM.value
+    assert batch_drafter(DrafterKind.DRAFT_MODEL.value) == DrafterKind.DRAFT_MODEL.value
     assert "mtp drafter does not join" in batch_refusal(request(DrafterKind.MTP.value), batch)
     note = Attachment("notes.md", 5, "notes", 2)
     assert "attached files" in batch_refusal(request(DrafterKind.COMPOSITE.value, (note,)), batch)
 
 
 @pytest.mark.slow
-def test_an_automatic_window_reply_drafts_with_the_shared_draft_model_in_the_batch(
+def test_a_window_reply_with_the_draft_model_drafts_with_the_batchs_shared_draft(
     qtbot, window: MainWindow, demo_runtime
 ):
     drafters = window.controls.drafter
-    drafters.setCurrentIndex(drafters.findData(DrafterKind.COMPOSITE.value))  # the window's default
+    drafters.setCurrentIndex(drafters.findData(DrafterKind.DRAFT_MODEL.value))
     window.controls.auto_depth.setChecked(False)
     window.controls.depth_slider.setValue(3)  # every round drafts, whatever the load says a row costs
     window.controls.max_tokens.setValue(32)
