@@ -86,7 +86,8 @@ def main() -> int:
         totals = {name: [0, 0.0, 0.0] for name, _ in DRAFTERS}  # tokens, decode seconds, end-to-end seconds
         ahead_rows: list[str] = []
         ahead_totals = {name: [0, 0.0] for name, _ in DRAFTERS}  # tokens, end-to-end seconds, read ahead
-        ratios: dict[str, list[tuple[float, float, float]]] = {}  # per prompt: auto/part, auto/plain, ahead auto/part
+        # Per prompt: auto over its better part and over plain, without and with the prompt read ahead.
+        ratios: dict[str, list[tuple[float, float, float, float]]] = {}
         print(f"\n## {load} busy process(es)\n")
         print("| prompt | auto | model | lookup | plain | auto/better part | auto/plain |")
         print("|---|---|---|---|---|---|---|")
@@ -128,8 +129,11 @@ def main() -> int:
                         f"{ahead_rate['auto']:.1f} | {part_ahead:.1f} | {ahead_rate['auto'] / part_ahead:.2f} |"
                     )
                 part = max(rate["model"], rate["lookup"])
-                ahead_ratio = ahead_rate["auto"] / max(ahead_rate["model"], ahead_rate["lookup"]) if ahead_rate else 0.0
-                ratios.setdefault(pid, []).append((rate["auto"] / part, rate["auto"] / rate["plain"], ahead_ratio))
+                ahead_part = ahead_rate["auto"] / max(ahead_rate["model"], ahead_rate["lookup"]) if ahead_rate else 0.0
+                ahead_plain = ahead_rate["auto"] / ahead_rate["plain"] if ahead_rate else 0.0
+                ratios.setdefault(pid, []).append(
+                    (rate["auto"] / part, rate["auto"] / rate["plain"], ahead_part, ahead_plain)
+                )
                 worst_part = min(worst_part, rate["auto"] / part)
                 worst_plain = min(worst_plain, rate["auto"] / rate["plain"])
                 print(
@@ -163,12 +167,12 @@ def main() -> int:
             )
         if args.repeats > 1:
             print(f"\nper prompt, the median over {args.repeats} repeats, {load} busy process(es):\n")
-            print("| prompt | auto/better part | auto/plain | auto/better part, read ahead |")
-            print("|---|---|---|---|")
+            print("| prompt | auto/better part | auto/plain | auto/better part, read ahead | auto/plain, read ahead |")
+            print("|---|---|---|---|---|")
             for pid, runs in ratios.items():
-                medians = [statistics.median(r[k] for r in runs) for k in range(3)]
-                ahead_cell = f"{medians[2]:.2f}" if args.read_ahead else "-"
-                print(f"| {pid} | {medians[0]:.2f} | {medians[1]:.2f} | {ahead_cell} |", flush=True)
+                medians = [statistics.median(r[k] for r in runs) for k in range(4)]
+                cells = f"{medians[2]:.2f} | {medians[3]:.2f}" if args.read_ahead else "- | -"
+                print(f"| {pid} | {medians[0]:.2f} | {medians[1]:.2f} | {cells} |", flush=True)
     print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
     runtime.close()
     return 0

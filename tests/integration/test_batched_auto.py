@@ -101,9 +101,10 @@ def test_where_the_batch_cannot_afford_the_models_steps_the_lookup_proposal_draf
         assert early is None
         drafter = two.engine._live[key].reply.drafter
         slot = two.engine._live[key].slot
-        assert isinstance(drafter, AutoSlotDrafter)
+        assert isinstance(drafter, AutoSlotDrafter) and two.draft_contexts is not None
+        held = list(two.draft_contexts.held(slot))  # what an earlier sequence or the prompt cache left there
         tokens, end = run_all(two)[key]
-        assert two.draft_contexts is not None and two.draft_contexts.held(slot) == []  # the model never read it
+        assert two.draft_contexts.held(slot) == held  # the model read nothing of this reply
         assert drafted_by(end, DraftSource.MODEL) == (0, 0)  # the model was asked (each retry) but never allotted
         assert drafted_by(end, DraftSource.LOOKUP)[1] >= 3
         assert drafter.tally.counts[Arm.LOOKUP].accepted == drafted_by(end, DraftSource.LOOKUP)[1]
