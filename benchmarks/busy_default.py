@@ -13,7 +13,10 @@ once it drafts with the model (so the first token never waits), inside the
 decode time. Per reply the script prints Automatic over the better of its two
 parts and over plain, end to end; per load the same over the summed replies,
 both ways. Goals (issue 36): per reply at least 0.95x the better part and 0.98x
-plain, overall at least the better part.
+plain, overall at least the better part. With ``--repeats N`` every prompt runs N
+times (each time its four replies in turn) and a last table per load gives each
+prompt's median ratios: a single reply's ratio on a busy machine swings by tens
+of percent.
 
 With ``--read-ahead`` each prompt's four replies run once more, each after its
 prompt was read ahead as the window reads it while the user types
@@ -30,6 +33,7 @@ better part per reply both ways.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -82,6 +86,8 @@ def main() -> int:
         totals = {name: [0, 0.0, 0.0] for name, _ in DRAFTERS}  # tokens, decode seconds, end-to-end seconds
         ahead_rows: list[str] = []
         ahead_totals = {name: [0, 0.0] for name, _ in DRAFTERS}  # tokens, end-to-end seconds, read ahead
+        # Per prompt: auto over its better part and over plain, without and with the prompt read ahead.
+        ratios: dict[str, list[tuple[float, float, float, float]]] = {}
         print(f"\n## {load} busy process(es)\n")
         print("| prompt | auto | model | lookup | plain | auto/better part | auto/plain |")
         print("|---|---|---|---|---|---|---|")
@@ -123,6 +129,11 @@ def main() -> int:
                         f"{ahead_rate['auto']:.1f} | {part_ahead:.1f} | {ahead_rate['auto'] / part_ahead:.2f} |"
                     )
                 part = max(rate["model"], rate["lookup"])
+                ahead_part = ahead_rate["auto"] / max(ahead_rate["model"], ahead_rate["lookup"]) if ahead_rate else 0.0
+                ahead_plain = ahead_rate["auto"] / ahead_rate["plain"] if ahead_rate else 0.0
+                ratios.setdefault(pid, []).append(
+                    (rate["auto"] / part, rate["auto"] / rate["plain"], ahead_part, ahead_plain)
+                )
                 worst_part = min(worst_part, rate["auto"] / part)
                 worst_plain = min(worst_plain, rate["auto"] / rate["plain"])
                 print(
@@ -154,6 +165,14 @@ def main() -> int:
                 f"{ahead_way['auto']:.1f} | {part_ahead:.1f} | **{ahead_way['auto'] / part_ahead:.2f}** |",
                 flush=True,
             )
+        if args.repeats > 1:
+            print(f"\nper prompt, the median over {args.repeats} repeats, {load} busy process(es):\n")
+            print("| prompt | auto/better part | auto/plain | auto/better part, read ahead | auto/plain, read ahead |")
+            print("|---|---|---|---|---|")
+            for pid, runs in ratios.items():
+                medians = [statistics.median(r[k] for r in runs) for k in range(4)]
+                cells = f"{medians[2]:.2f} | {medians[3]:.2f}" if args.read_ahead else "- | -"
+                print(f"| {pid} | {medians[0]:.2f} | {medians[1]:.2f} | {cells} |", flush=True)
     print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
     runtime.close()
     return 0

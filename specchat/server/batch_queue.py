@@ -270,7 +270,7 @@ class BatchedRequestQueue(RequestQueue):
 
     def _take(self, job: Job) -> None:
         """Admit ``job`` to the batch, or set it aside to run alone once the batch is empty."""
-        kind = self.drafter_of(job.request)
+        kind = self.batch.drafts_with(self.drafter_of(job.request))
         if not self.batch.batchable(kind) or job.request.sources():  # the batch drafts from no outside text
             self._alone = job
             return

@@ -34,7 +34,7 @@ from specchat.core.chat.baseline import measure_plain
 from specchat.core.chat.controller import ReplyRequest as ReplyRequest  # its home moved to core
 from specchat.core.chat.race import RaceRequest, run_race
 from specchat.core.engine.registry import Part, drafter_entry
-from specchat.core.runtime.batched import BATCHED_DRAFTERS, BatchedRuntime, batchable
+from specchat.core.runtime.batched import BatchedRuntime
 from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.read_ahead import ReadAhead, read_ahead
 from specchat.core.runtime.runtime import Runtime
@@ -152,6 +152,8 @@ class SharedBatch(Protocol):
     """A server whose batch runs on the runtime's thread and takes the window's reply as one more sequence
     (:class:`specchat.server.batch_queue.BatchedRequestQueue` with the worker as its owner)."""
 
+    batch: BatchedRuntime
+
     def join(self, guest: Guest) -> bool:
         """Start ``guest`` at the batch's next round; False when no batch runs now."""
         ...
@@ -162,17 +164,17 @@ class SharedBatch(Protocol):
 
 
 def batch_drafter(drafter: str) -> str:
-    """The drafter a window reply drafting with ``drafter`` uses in the served requests' batch: Automatic drafts
-    by lookup there (the batch's rows take the spare compute a draft model's drafts would use, and lookup costs
-    nothing), the others as they are."""
+    """The drafter a window reply drafting with ``drafter`` uses in the served requests' batch: Automatic drafts by
+    lookup there (measured on a 2-core CPU, Automatic's own choice between lookup and the shared draft model in a
+    batch realised 0.77-0.90x lookup's rate at 2-8 requests: docs/benchmarks.md), the others as they are."""
     return DrafterKind.NGRAM.value if drafter == DrafterKind.COMPOSITE.value else drafter
 
 
-def batch_refusal(request: ReplyRequest) -> str:
-    """Why ``request`` cannot join the served requests' batch, as the end of a status line; "" when it can."""
-    if not batchable(batch_drafter(request.drafter)):
+def batch_refusal(request: ReplyRequest, batch: BatchedRuntime) -> str:
+    """Why ``request`` cannot join the served requests' ``batch``, as the end of a status line; "" when it can."""
+    if not batch.batchable(batch_drafter(request.drafter)):
         name = drafter_entry(request.drafter).key
-        return f"the {name} drafter does not join their batch ({' or '.join(sorted(BATCHED_DRAFTERS))} does)"
+        return f"the {name} drafter does not join their batch ({' or '.join(sorted(batch.drafters))} does)"
     if request.attachments:
         return "a reply with attached files does not join their batch"
     return ""
@@ -284,7 +286,7 @@ class RuntimeWorker(QObject):
         with self._turns_lock:
             serving, shared = self.serving, self.shared
         if serving and shared is not None and request is not None:
-            why = batch_refusal(request)
+            why = batch_refusal(request, shared.batch)
             if not why and shared.join(Guest(partial(self._start_guest, request, turn), self.events.emit)):
                 with self._turns_lock:
                     turn.state = "started"
@@ -481,7 +483,7 @@ class RuntimeWorker(QObject):
         if turn.waited:
             self.waiting.emit(False)
         shared = self.shared
-        if shared is not None and self.runtime is not None and not batch_refusal(request):
+        if shared is not None and self.runtime is not None and not batch_refusal(request, shared.batch):
             # Served in a batch: the reply drives it, so that requests coming meanwhile join it.
             shared.host(Guest(partial(self._start_guest, request, turn), self.events.emit))
             return

@@ -189,6 +189,15 @@ def test_bad_prompts_end_alone_and_others_go_on(runtime: Runtime, batched: Batch
     assert_same_or_tie(runtime.target_context, PROMPTS[0], plain_greedy(runtime.target_context, PROMPTS[0], 6), got)
 
 
+def test_automatic_drafts_by_lookup_in_a_batch_without_a_draft_model(runtime: Runtime, batched: BatchedRuntime) -> None:
+    assert batched.draft_model is None and batched.drafts_with("composite") == "ngram"
+    key, early = batched.admit(PROMPTS[0], GenerationParams(sampler=GREEDY, max_tokens=6), drafter="composite")
+    assert early is None and batched.engine._live[key].reply.drafter.kind == "ngram"
+    got, finished = run_all(batched)[key]
+    assert finished.stats.accepted > 0  # the prompt ends in a repeat: lookup's drafts are kept
+    assert_same_or_tie(runtime.target_context, PROMPTS[0], plain_greedy(runtime.target_context, PROMPTS[0], 6), got)
+
+
 def test_sampling_follows_the_target_per_sequence(runtime: Runtime, batched: BatchedRuntime) -> None:
     """The first two tokens of many seeded replies, four at a time in one batch, against the exact joint."""
     sampler = SamplerParams(temperature=1.0, top_k=6, top_p=1.0, min_p=0.0)

@@ -21,7 +21,7 @@ from specchat.core.engine.depth import DepthControl
 from specchat.core.runtime.batched import BatchedRuntime
 from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import DraftSource, Event, Finished, FinishReason, GenerationParams, SamplerParams, Verified
-from support.batch_runs import run_all
+from support.batch_runs import prompt_of, run_all
 from support.identity import assert_same_or_tie, plain_greedy
 from support.stats import assert_pairs_follow_the_target, batched_pairs
 
@@ -39,10 +39,6 @@ def batched(demo_runtime: Runtime) -> Iterator[BatchedRuntime]:
     b = BatchedRuntime(demo_runtime, 3, verify_budget=24)
     yield b
     b.close()
-
-
-def prompt_of(runtime: Runtime, question: str) -> list[int]:
-    return runtime.prompt([{"role": "user", "content": question}]).tokens
 
 
 def lone_tokens(runtime: Runtime, prompt: list[int], n: int, depth: int | None) -> list[int]:

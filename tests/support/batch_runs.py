@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specchat.core.runtime.batched import BatchedRuntime
+from specchat.core.runtime.runtime import Runtime
 from specchat.core.types import Finished, Verified
 
 
@@ -17,3 +18,8 @@ def run_all(batched: BatchedRuntime) -> dict[int, tuple[list[int], Finished]]:
             elif isinstance(event, Finished):
                 ended[key] = event
     return {key: (tokens.get(key, []), ended[key]) for key in ended}
+
+
+def prompt_of(runtime: Runtime, question: str) -> list[int]:
+    """The prompt of a conversation asking ``question`` on ``runtime``'s template."""
+    return runtime.prompt([{"role": "user", "content": question}]).tokens

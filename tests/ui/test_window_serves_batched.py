@@ -165,6 +165,17 @@ def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condi
     qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
 
 
+def serve_one(qtbot, window: MainWindow, leave: threading.Event | None = None) -> tuple[Watch, ServedStream]:
+    """Serve from ``window`` two at a time and stream one long served request, watched, until the panel shows it
+    live (with ``leave``, its client goes once that is set)."""
+    url = window.serving.start(0, parallel=2)
+    watch = Watch(window)
+    served = ServedStream(url, SERVED_QUESTION, leave)
+    served.start()
+    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    return watch, served
+
+
 def live_served(window: MainWindow, n: int = 1) -> bool:
     """Whether ``n`` served requests are decoding and each has shown text in the panel."""
     live = [r for r in window.serving.panel.requests if r.live and r.spans]
@@ -221,11 +232,7 @@ def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, win
 @pytest.mark.slow
 def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(2000)  # with a long question, it runs until stopped
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
-    served = ServedStream(url, SERVED_QUESTION)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window)
     window.send(LONG_WINDOW_TEXT)
     qtbot.waitUntil(lambda: len(watch.window_tokens) >= 3, timeout=REPLY_TIMEOUT)
     assert served.is_alive()
@@ -244,12 +251,8 @@ def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow,
 @pytest.mark.slow
 def test_a_served_client_that_leaves_does_not_disturb_the_window_reply(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(48)
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
     leave = threading.Event()
-    served = ServedStream(url, SERVED_QUESTION, leave)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window, leave)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
         qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
@@ -292,33 +295,59 @@ def test_the_panel_shows_every_running_request_live(qtbot, window: MainWindow):
     qtbot.waitUntil(lambda: panel.text.toPlainText() == "".join(p for _, p in latest.spans), timeout=REPLY_TIMEOUT)
 
 
-def test_automatic_joins_the_batch_by_lookup_and_the_draft_model_or_files_do_not() -> None:
+def test_automatic_joins_the_batch_by_lookup_the_draft_model_as_itself_and_files_do_not(window: MainWindow) -> None:
     def request(drafter: str, attachments: tuple[Attachment, ...] = ()) -> ReplyRequest:
         return ReplyRequest(1, [], "Hi", GenerationParams(), drafter, attachments=attachments)
 
+    window.serving.start(0, parallel=2)
+    batch = window.serving.batch
+    assert batch is not None and batch.draft_model is not None  # the demo pair's draft is shared by the batch
+    for drafter in (DrafterKind.COMPOSITE, DrafterKind.DRAFT_MODEL, DrafterKind.NGRAM, DrafterKind.NONE):
+        assert batch_refusal(request(drafter.value), batch) == "", drafter
     assert batch_drafter(DrafterKind.COMPOSITE.value) == DrafterKind.NGRAM.value
-    assert batch_refusal(request(DrafterKind.COMPOSITE.value)) == ""
-    assert batch_refusal(request(DrafterKind.NONE.value)) == ""
-    assert "draft drafter does not join" in batch_refusal(request(DrafterKind.DRAFT_MODEL.value))
+    assert batch_drafter(DrafterKind.DRAFT_MODEL.value) == DrafterKind.DRAFT_MODEL.value
+    assert "mtp drafter does not join" in batch_refusal(request(DrafterKind.MTP.value), batch)
     note = Attachment("notes.md", 5, "notes", 2)
-    assert "attached files" in batch_refusal(request(DrafterKind.COMPOSITE.value, (note,)))
+    assert "attached files" in batch_refusal(request(DrafterKind.COMPOSITE.value, (note,)), batch)
 
 
 @pytest.mark.slow
-def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWindow):
+def test_a_window_reply_with_the_draft_model_drafts_with_the_batchs_shared_draft(
+    qtbot, window: MainWindow, demo_runtime
+):
     drafters = window.controls.drafter
-    drafters.setCurrentIndex(drafters.findData(DrafterKind.DRAFT_MODEL.value))  # not shared with the window's batch
-    assert window.controls.drafter_kind == DrafterKind.DRAFT_MODEL
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
+    drafters.setCurrentIndex(drafters.findData(DrafterKind.DRAFT_MODEL.value))
+    window.controls.auto_depth.setChecked(False)
+    window.controls.depth_slider.setValue(3)  # every round drafts, whatever the load says a row costs
+    window.controls.max_tokens.setValue(32)
+    watch, served = serve_one(qtbot, window)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
+        window.send(WINDOW_TEXT)
+    assert watch.waited == [] and not any(s.startswith("Waiting") for s in watch.statuses)
+    finished = watch.window_finished()
+    assert finished.reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
+    # It drafted in its slot of the batch's draft context, beside the served request, and the drafts were kept.
+    drafted, kept = finished.stats.by_source.get("model", [0, 0])
+    assert drafted > 0 and kept > 0
+    assert window.serving.batch is not None and window.serving.batch.engine.widest == 2
+    (request,) = watch.requests
+    messages = [*request.history, {"role": "user", "content": WINDOW_TEXT}]
+    check_greedy(demo_runtime, messages, watch.window_tokens, request.params.sampler, 32)
+    served.join(timeout=REPLY_TIMEOUT / 1000)
+    assert served.error is None and served.finish == "length"
+
+
+@pytest.mark.slow
+def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWindow, tmp_path: Path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("The lighthouse is painted red and white.\n")
+    window.files.attach_paths([str(notes)])  # the batch drafts from no outside text
     leave = threading.Event()
-    served = ServedStream(url, SERVED_QUESTION, leave)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window, leave)
     status = window.statusBar()
     window.send(WINDOW_TEXT)
     qtbot.waitUntil(lambda: status.currentMessage().startswith("Waiting for the served"), timeout=REPLY_TIMEOUT)
-    assert watch.waited == [True] and "drafter does not join their batch" in status.currentMessage()
+    assert watch.waited == [True] and "attached files does not join their batch" in status.currentMessage()
     assert "\n" not in status.currentMessage()
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         leave.set()  # the served request ends; the reply gets the runtime and runs alone
@@ -328,11 +357,7 @@ def test_a_reply_the_batch_cannot_run_waits_and_says_why(qtbot, window: MainWind
 @pytest.mark.slow
 def test_stopping_the_server_lets_the_window_reply_in_the_batch_end(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(48)
-    url = window.serving.start(0, parallel=2)
-    watch = Watch(window)
-    served = ServedStream(url, SERVED_QUESTION)
-    served.start()
-    wait_streaming(qtbot, window, [served], lambda: live_served(window))
+    watch, served = serve_one(qtbot, window)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
         qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)

@@ -60,13 +60,15 @@ from typing import Protocol
 import numpy as np
 
 from specchat.core.cancel import CancelToken
-from specchat.core.engine.batched_draft import BatchedDraftModel, SlotDrafter
+from specchat.core.engine.batched_auto import Arm, AutoSlotDrafter, ModelGate, arm_of, choose_arm
+from specchat.core.engine.batched_draft import CATCH_UP_ROWS, BatchedDraftModel, SlotDrafter
 from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
 from specchat.core.engine.drafters import Draft, Drafter
 from specchat.core.engine.speculative import ReplyState, RoundState, TargetContext, TargetSide
 from specchat.core.types import (
     MAX_DEPTH,
+    DrafterKind,
     Event,
     Finished,
     FinishReason,
@@ -130,6 +132,7 @@ class _Sequence:
     slot: int
     reply: ReplyState
     prior: float  # the acceptance of its drafter's earlier sequences
+    arm_priors: dict[Arm, float] = field(default_factory=dict)  # Automatic: each part's, over earlier sequences
     rounds: itertools.count[int] = field(default_factory=itertools.count)
     rejections: int = 0  # rounds that ended in a rejected draft
     reading: _Reading | None = None  # a long prompt still being read, a step per round
@@ -144,6 +147,13 @@ class _Sequence:
         """The chance that a draft is kept once those before it were: accepted over :attr:`reached`, starting
         from ``prior`` (worth :data:`PRIOR_DRAFTS` drafts)."""
         return (self.reply.stats.accepted + PRIOR_DRAFTS * self.prior) / (self.reached + PRIOR_DRAFTS)
+
+    def arm_acceptance(self, arm: Arm | None) -> float:
+        """:meth:`acceptance`, or for an automatic sequence that of the part drafting this round."""
+        drafter = self.reply.drafter
+        if arm is None or not isinstance(drafter, AutoSlotDrafter):
+            return self.acceptance()
+        return drafter.tally.acceptance(arm, self.arm_priors[arm])
 
     def cap(self) -> int:
         """The deepest draft this sequence may ask for this round (its fixed depth, its token limit, its room)."""
@@ -250,6 +260,7 @@ class BatchedEngine:
         self._keys = itertools.count()
         self._pooled: dict[str, tuple[int, int]] = {}  # per drafter: reached, accepted over finished sequences
         self.costs = RoundCosts()  # a round's seconds by its total rows, over the whole batch
+        self.gate = ModelGate()  # whether automatic sequences' model drafting has paid lately
         self.rounds = 0  # rounds run, over every sequence
         self.rows = 0  # rows verified, over every round
         self.widest = 0  # the most sequences verified in one round
@@ -272,10 +283,13 @@ class BatchedEngine:
         depth: DepthControl | None = None,
         cancel: CancelToken | None = None,
         recall: Callable[[int, Sequence[int]], object] | None = None,
+        lookup: Drafter | None = None,
     ) -> tuple[int, Finished | None]:
         """Read ``prompt`` into a free sequence and let it join the next round: (its key, None), or (its key,
         Finished) when it ended before its first round (a bad prompt, a failed read: ERROR; cancelled).
-        ``drafter`` is the sequence's own, or the shared draft model (the sequence then drafts in its slot of it).
+        ``drafter`` is the sequence's own, or the shared draft model (the sequence then drafts in its slot of it;
+        with ``lookup`` too, it drafts automatically: each round with lookup or the model,
+        :mod:`~specchat.core.engine.batched_auto`).
 
         ``recall(slot, body)`` runs before the sequence reads the prompt minus its last token (``body``): a
         prompt cache loads a kept state sharing more of it into that slot."""
@@ -284,7 +298,7 @@ class BatchedEngine:
             raise SpecchatError(f"no room for another sequence ({self.active} running)")
         slot = self.contexts.acquire(prompt)
         if isinstance(drafter, BatchedDraftModel):
-            drafter = drafter.drafter(slot)
+            drafter = drafter.drafter(slot) if lookup is None else AutoSlotDrafter(lookup, drafter.drafter(slot))
         try:
             if recall is not None and prompt:
                 recall(slot, prompt[:-1])
@@ -309,12 +323,16 @@ class BatchedEngine:
         except SpecchatError as exc:
             self.contexts.clear(slot)
             self.contexts.release(slot)
-            if isinstance(drafter, SlotDrafter):
-                drafter.forget()
+            _forget(drafter)
             return key, Finished(FinishReason.ERROR, GenerationStats(prompt_tokens=len(prompt)), str(exc))
-        reached, accepted = self._pooled.get(drafter.kind, (0, 0))
-        self._live[key] = _Sequence(key, slot, reply, (accepted + 1) / (reached + 2), reading=reading)
+        arm_priors = {arm: self._prior(_ARM_KINDS[arm]) for arm in Arm} if isinstance(drafter, AutoSlotDrafter) else {}
+        self._live[key] = _Sequence(key, slot, reply, self._prior(drafter.kind), arm_priors, reading=reading)
         return key, None
+
+    def _prior(self, kind: str) -> float:
+        """The acceptance of ``kind``'s drafts over the finished sequences (a half before any)."""
+        reached, accepted = self._pooled.get(kind, (0, 0))
+        return (accepted + 1) / (reached + 2)
 
     def _read_step(self, seq: _Sequence, reading: _Reading) -> None:
         """Read the next step of ``seq``'s long prompt; once it is whole, the sequence joins the next round."""
@@ -352,24 +370,30 @@ class BatchedEngine:
         # cut to what the budget and the cost of the batch's rows say is worth verifying, and the sequences that
         # draft with the shared draft model draft what they were allotted, together.
         rounds: list[RoundState] = []
-        stepped = [isinstance(seq.reply.drafter, SlotDrafter) for seq in live]
-        for seq, shared in zip(live, stepped, strict=True):
+        arms: list[Arm | None] = []
+        model_pays = self.gate.allows(len(live), self.rounds)
+        for seq in live:
             round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=seq.cap())
-            if not shared:
-                seq.reply.draft(round_)
+            arms.append(_draft_alone(seq, round_, model_pays))
             rounds.append(round_)
-        explore = self.rounds % EXPLORE_EVERY == 0  # the first round, then now and then
-        owners = [s.reply.drafter.owner for s in live if isinstance(s.reply.drafter, SlotDrafter)]
-        step_cost = owners[0].step_seconds if owners else None
-        depths = allot(
-            [_draft_cap(s, r, shared, explore) for s, r, shared in zip(live, rounds, stepped, strict=True)],
-            [s.acceptance() for s in live],
-            self.verify_budget,
-            cost=None if explore else self._round_costs(),
-            fixed=[s.reply.depth_control.requested is not None for s in live],
-            stepped=stepped,
-            step_cost=step_cost or 0.0,
-        )
+        stepped = [arm is Arm.MODEL for arm in arms]
+        depths = self._allot(live, rounds, arms, stepped)
+        # An automatic sequence the batch allots no model drafting drafts its lookup proposal after all.
+        fallen = [
+            i
+            for i, (seq, arm, depth) in enumerate(zip(live, arms, depths, strict=True))
+            if arm is Arm.MODEL
+            and depth == 0
+            and isinstance(seq.reply.drafter, AutoSlotDrafter)
+            and seq.reply.drafter.fallback is not None
+        ]
+        for i in fallen:
+            drafter = live[i].reply.drafter
+            assert isinstance(drafter, AutoSlotDrafter) and drafter.fallback is not None
+            live[i].reply.take_draft(rounds[i], drafter.fallback)
+            arms[i], stepped[i] = Arm.LOOKUP, False
+        if fallen:
+            depths = self._allot(live, rounds, arms, stepped)
         model_seconds = self._draft_together(live, rounds, depths, stepped)
         for seq, round_, depth, shared in zip(live, rounds, depths, stepped, strict=True):
             if not shared:
@@ -402,6 +426,10 @@ class BatchedEngine:
                 for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
                     seq.reply.settle(round_, seq_rows)
                     seq.rejections += round_.verdict.n_accepted < len(round_.draft.tokens)
+                    if isinstance(seq.reply.drafter, AutoSlotDrafter):
+                        seq.reply.drafter.tally.observe(
+                            arm_of(round_.draft), round_.number, len(round_.draft.tokens), round_.verdict.n_accepted
+                        )
                     round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
                     verified = seq.reply.verified_event(round_)
                     seq.reply.account(round_)
@@ -416,8 +444,14 @@ class BatchedEngine:
                     ending.append(seq)
         for seq in ending:
             events.append((seq.key, self._end(seq)))
-        overhead = time.perf_counter() - round_started - verify_seconds - model_seconds
+        round_seconds = time.perf_counter() - round_started
+        overhead = round_seconds - verify_seconds - model_seconds
         self.costs.observe(n_rows - 1, verify_seconds, overhead)
+        committed = sum(len(round_.kept) for round_ in rounds)
+        # A sequence's first model draft reads its prompt into its slot: a one-off, not what a round with the
+        # model costs from then on.
+        reads = sum(r.draft.catch_up_seconds or 0.0 for r in rounds if r.draft.catch_up > CATCH_UP_ROWS)
+        self.gate.observe(len(live), model_seconds > 0.0, committed, max(0.0, round_seconds - reads), self.rounds)
         return events
 
     def _draft_together(
@@ -433,15 +467,14 @@ class BatchedEngine:
         if not asking:
             return 0.0
         started = time.perf_counter()
-        first = asking[0][0].reply.drafter
-        assert isinstance(first, SlotDrafter)
+        first = _model_slot(asking[0][0].reply.drafter)
+        assert first is not None
         requests = [(seq.slot, seq.reply.draft_request(depth)) for seq, _, depth in asking]
         try:
             drafts = first.owner.draft(requests)
         except SpecchatError:  # a failed draft decode: these sequences verify without drafts, their slots emptied
             for seq, _, _ in asking:
-                assert isinstance(seq.reply.drafter, SlotDrafter)
-                seq.reply.drafter.forget()
+                _forget(seq.reply.drafter)
             drafts = [Draft() for _ in asking]
         for (seq, round_, _), draft in zip(asking, drafts, strict=True):
             seq.reply.take_draft(round_, draft)
@@ -449,6 +482,23 @@ class BatchedEngine:
         for _, round_, _ in asking:
             round_.draft_seconds = seconds  # the shared drafting's time: what this round waited for
         return seconds
+
+    def _allot(
+        self, live: Sequence[_Sequence], rounds: Sequence[RoundState], arms: Sequence[Arm | None], stepped: list[bool]
+    ) -> list[int]:
+        """Each live sequence's draft length this round (:func:`allot`, with the shared draft model's step cost)."""
+        explore = self.rounds % EXPLORE_EVERY == 0  # the first round, then now and then
+        owners = [m.owner for m in (_model_slot(s.reply.drafter) for s in live) if m is not None]
+        step_cost = owners[0].step_seconds if owners else None
+        return allot(
+            [_draft_cap(s, r, shared, explore) for s, r, shared in zip(live, rounds, stepped, strict=True)],
+            [s.arm_acceptance(arm) for s, arm in zip(live, arms, strict=True)],
+            self.verify_budget,
+            cost=None if explore else self._round_costs(),
+            fixed=[s.reply.depth_control.requested is not None for s in live],
+            stepped=stepped,
+            step_cost=step_cost or 0.0,
+        )
 
     def _round_costs(self) -> Callable[[int], float]:
         """Estimated seconds of a round by the rows it verifies over the batch, its drafting and bookkeeping too.
@@ -470,21 +520,66 @@ class BatchedEngine:
         for seq in self._live.values():
             self.contexts.clear(seq.slot)
             self.contexts.release(seq.slot)
-            if isinstance(seq.reply.drafter, SlotDrafter):
-                seq.reply.drafter.forget()
+            _forget(seq.reply.drafter)
         self._live.clear()
 
     def _end(self, seq: _Sequence) -> Finished:
         del self._live[seq.key]
         finished = seq.reply.finish()
-        reached, accepted = self._pooled.get(seq.reply.drafter.kind, (0, 0))
-        self._pooled[seq.reply.drafter.kind] = (reached + seq.reached, accepted + finished.stats.accepted)
+        drafter = seq.reply.drafter
+        self._pool(drafter.kind, seq.reached, finished.stats.accepted)
+        if isinstance(drafter, AutoSlotDrafter):  # each part's figures are its drafter's prior too
+            for arm, count in drafter.tally.counts.items():
+                self._pool(_ARM_KINDS[arm], count.reached, count.accepted)
         if finished.reason is FinishReason.ERROR:
             self.contexts.clear(seq.slot)  # perhaps mid-round
-            if isinstance(seq.reply.drafter, SlotDrafter):
-                seq.reply.drafter.forget()
+            _forget(drafter)
         self.contexts.release(seq.slot)
         return finished
+
+    def _pool(self, kind: str, reached: int, accepted: int) -> None:
+        pooled_reached, pooled_accepted = self._pooled.get(kind, (0, 0))
+        self._pooled[kind] = (pooled_reached + reached, pooled_accepted + accepted)
+
+
+_ARM_KINDS = {Arm.LOOKUP: DrafterKind.NGRAM.value, Arm.MODEL: DrafterKind.DRAFT_MODEL.value}
+"""The drafter whose finished sequences' acceptance an automatic sequence's part starts from."""
+
+
+def _draft_alone(seq: _Sequence, round_: RoundState, model_pays: bool) -> Arm | None:
+    """Draft what ``seq`` drafts on its own this round (lookup: up to its cap; it costs next to nothing); which
+    part drafts for it: :attr:`Arm.MODEL` for the shared draft model, whose sequences draft later, together (None
+    for a drafter of its own, or an automatic sequence with nothing to draft). An automatic sequence drafts with
+    the model only where ``model_pays`` (the batch's :class:`~specchat.core.engine.batched_auto.ModelGate`)."""
+    drafter = seq.reply.drafter
+    if isinstance(drafter, SlotDrafter):
+        return Arm.MODEL
+    if not isinstance(drafter, AutoSlotDrafter):
+        seq.reply.draft(round_)
+        return None
+    drafter.fallback = None
+    found = drafter.lookup.draft(seq.reply.draft_request(round_.depth)) if round_.depth > 0 else Draft()
+    model_cap = round_.depth if model_pays else 0
+    arm = choose_arm(round_.number, len(found.tokens), model_cap, drafter.tally, seq.arm_priors)
+    if arm is Arm.LOOKUP:
+        seq.reply.take_draft(round_, found)
+    elif arm is Arm.MODEL and found.tokens:
+        drafter.fallback = found
+    return arm
+
+
+def _model_slot(drafter: Drafter) -> SlotDrafter | None:
+    """The slot of the shared draft model ``drafter`` drafts in, if any."""
+    if isinstance(drafter, SlotDrafter):
+        return drafter
+    return drafter.model if isinstance(drafter, AutoSlotDrafter) else None
+
+
+def _forget(drafter: Drafter) -> None:
+    """Empty the shared draft model's slot of ``drafter``, if it has one (after a failure mid-round)."""
+    model = _model_slot(drafter)
+    if model is not None:
+        model.forget()
 
 
 def _draft_cap(seq: _Sequence, round_: RoundState, shared: bool, explore: bool) -> int:

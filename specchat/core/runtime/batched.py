@@ -9,11 +9,13 @@ come from :meth:`Runtime.prompt` as for every reply; each sequence drafts
 with n-gram lookup, with the pair's draft model or not at all. The draft
 model is shared: a second multi-sequence context on it, a sequence per slot,
 drafts for every sequence that uses it in shared decodes
-(:class:`~specchat.core.engine.batched_draft.BatchedDraftModel`). Earlier
-prompts' target states are kept in the runtime's prompt cache and loaded back
-into whichever sequence a later prompt sharing them gets. MTP heads, a head
-file and the automatic drafter shared by the batch are a later step: requests
-that ask for those run one at a time on the runtime.
+(:class:`~specchat.core.engine.batched_draft.BatchedDraftModel`), and the
+automatic drafter drafts each round with lookup or that shared model
+(:mod:`~specchat.core.engine.batched_auto`; with no dense draft model, by
+lookup alone). Earlier prompts' target states are kept in the runtime's
+prompt cache and loaded back into whichever sequence a later prompt sharing
+them gets. MTP heads and a head file are a later step: requests that ask for
+those run one at a time on the runtime.
 Use it from the thread that owns the runtime.
 """
 
@@ -34,15 +36,10 @@ from specchat.core.types import DrafterKind, Event, Finished, GenerationParams, 
 
 CACHE_NAME = "batch-target"  # the prompt cache's name for these sequences' states
 DRAFT_CACHE_NAME = "batch-draft"  # and for their states in the shared draft context
-BATCHED_DRAFTERS = frozenset({DrafterKind.NGRAM.value, DrafterKind.NONE.value})
-"""The drafters a batched sequence can always draft with: each needs nothing beside the target."""
+BATCHED_DRAFTERS = frozenset({DrafterKind.NGRAM.value, DrafterKind.NONE.value, DrafterKind.COMPOSITE.value})
+"""The drafters a batched sequence can always draft with (Automatic by lookup where no draft model is shared)."""
 WITH_DRAFT_MODEL = BATCHED_DRAFTERS | {DrafterKind.DRAFT_MODEL.value}
 """With a dense draft model loaded, the batch shares it too."""
-
-
-def batchable(drafter: str) -> bool:
-    """Whether a reply drafting with ``drafter`` can join any batch (one without a shared draft model)."""
-    return drafter in BATCHED_DRAFTERS
 
 
 class BatchedRuntime:
@@ -79,9 +76,16 @@ class BatchedRuntime:
         """The drafters a reply can draft with in this batch."""
 
     def batchable(self, drafter: str) -> bool:
-        """Whether a reply drafting with ``drafter`` can join the batch (a hybrid or recurrent draft model, MTP
-        heads, a head or the automatic drafter cannot yet: those run alone)."""
+        """Whether a reply drafting with ``drafter`` can join the batch (with a hybrid or recurrent draft model,
+        MTP heads or a head it cannot yet: those run alone)."""
         return drafter in self.drafters
+
+    def drafts_with(self, drafter: str) -> str:
+        """What a reply asking for ``drafter`` drafts with in this batch: Automatic with lookup alone where no draft
+        model is shared (MTP heads, a head file or none: what else it would draft with cannot batch yet)."""
+        if drafter == DrafterKind.COMPOSITE.value and self.draft_model is None:
+            return DrafterKind.NGRAM.value
+        return drafter
 
     @property
     def active(self) -> int:
@@ -109,14 +113,19 @@ class BatchedRuntime:
                 f"the {drafter} drafter cannot join a batch; only {', '.join(sorted(self.drafters))} can"
             )
         tokens = list(prompt.tokens if isinstance(prompt, Prompt) else prompt)
+        drafter = self.drafts_with(drafter)
         chosen: Drafter | BatchedDraftModel
-        if drafter == DrafterKind.DRAFT_MODEL.value and self.draft_model is not None:
+        lookup: Drafter | None = None
+        shared = (DrafterKind.DRAFT_MODEL.value, DrafterKind.COMPOSITE.value)
+        if drafter in shared and self.draft_model is not None:
             chosen = self.draft_model  # the sequence drafts in its slot of the shared draft context
             recall = self._recall_both
+            if drafter == DrafterKind.COMPOSITE.value:  # and by lookup where that pays more
+                lookup = self.runtime.drafter_for(DrafterKind.NGRAM.value)
         else:
             chosen = self.runtime.drafter_for(drafter)
             recall = self._recall
-        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel, recall=recall)
+        return self.engine.admit(tokens, params, chosen, depth=depth, cancel=cancel, recall=recall, lookup=lookup)
 
     def _recall(self, slot: int, body: Sequence[int]) -> None:
         """Keep what ``slot`` would drop for ``body`` and load back a kept state sharing more with it (the
