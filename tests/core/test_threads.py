@@ -57,6 +57,18 @@ def test_a_slower_count_is_tried_ever_more_rarely_and_a_stalling_try_ends_at_onc
     assert used[threads.FIRST_TRY :].count(1) == 2  # the switch's own slow decode, then one more: ended there
 
 
+def test_a_load_that_arrives_after_lost_tries_is_answered_within_seconds_not_thousands_of_decodes() -> None:
+    tuner = ThreadTuner((2, 1))
+    # Idle: one thread loses every try, so the next is pushed ever further (up to thousands of decodes).
+    drive(tuner, {2: 0.001, 1: 0.0012}, threads.FIRST_TRY + 15 * threads.EXPLORE_EVERY)
+    assert tuner.current == 2 and tuner._until_try > threads.EXPLORE_EVERY
+    # Two busy processes arrive: two threads now take 3 s a decode, one thread 0.2 s.
+    used = drive(tuner, {2: 3.0, 1: 0.2}, 20)
+    stalled = used.index(1)
+    assert stalled * 3.0 <= threads.TRY_SECONDS + 3.0  # tried within TRY_SECONDS of stalled decoding
+    assert tuner.current == 1 and used[-5:] == [1] * 5
+
+
 def test_one_stall_in_a_try_does_not_decide_it() -> None:
     tuner = ThreadTuner((2, 1))
     drive(tuner, {2: 0.010, 1: 0.010}, threads.FIRST_TRY)

@@ -8,13 +8,15 @@ every other thread at the next barrier, hundreds of times a token. Measured on
 process beside it, plain decoding ran at 17 tok/s with 2 threads and 49 with
 1; idle, 2 threads were 10% faster. The best count moves with the load, so
 :class:`ThreadTuner` keeps measuring: it times each decode with the count in
-use, now and then tries another against it on the same work, and keeps
-whichever was faster.
+use, now and then tries another against it on the same work (every so many
+decodes, or every :data:`TRY_SECONDS` of decoding, whichever comes first), and
+keeps whichever was faster.
 """
 
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Sequence
 
 # Decodes with the count in use before another is tried (the first try comes after FIRST_TRY). Set: a try costs
@@ -27,6 +29,14 @@ MAX_BACKOFF = 16
 # A try whose decode after the switch's first takes this many times the count in use's ends there, lost.
 # Set: unmeasured (the stalls seen under load were 5-50 times a decode).
 ABORT_RATIO = 2.5
+# Seconds of decoding with the count in use after which another is tried, however many decodes that is: when a
+# load arrives after lost tries have pushed the next one thousands of decodes away, a count that now takes
+# seconds a decode is tried against within these seconds (measured: 2 threads beside two busy processes took
+# 3 s a token for minutes while the count-based wait ran down). Set: a try costs a few slow decodes at worst.
+TRY_SECONDS = 10.0
+# A try is timed against the count in use's average, or the median of its latest this many decodes where that is
+# slower: the average is clipped against stalls, so after a lasting slowdown it lags for tens of decodes.
+RECENT = 3
 # Decodes in a row a try lasts; its median decides (the switch's own slow first decode does not). Set: unmeasured.
 TRY_DECODES = 5
 # A try must be this much faster than the count in use to replace it. Set: unmeasured (a margin over noise).
@@ -81,6 +91,8 @@ class ThreadTuner:
         self.current = self.counts[0]
         self._seconds: dict[tuple[int, int], float] = {}  # per (context, batch-size bucket): a decode's seconds
         self._until_try = FIRST_TRY
+        self._since_try = 0.0  # seconds decoded with the count in use since the last try
+        self._recent: dict[tuple[int, int], deque[float]] = {}  # its latest decodes' seconds, unclipped
         self._interval = EXPLORE_EVERY
         self._next = 1  # index into counts of the next count to try
         self._trying: int | None = None
@@ -97,7 +109,7 @@ class ThreadTuner:
         if (
             self._trying is None
             and not self.fixed
-            and self._until_try <= 0
+            and (self._until_try <= 0 or self._since_try >= TRY_SECONDS)
             and (key, bucket(n_tokens)) in self._seconds
         ):
             others = [c for c in self.counts if c != self.current]
@@ -116,6 +128,9 @@ class ThreadTuner:
         if threads == self._trying:
             if usual is None:
                 return
+            recent = self._recent.get(b, ())
+            if len(recent) == RECENT:  # the count in use's latest decodes, where the machine has slowed lately
+                usual = max(usual, sorted(recent)[RECENT // 2])
             self._ratios.append(seconds / usual)
             hopeless = len(self._ratios) > 1 and self._ratios[-1] > ABORT_RATIO
             if len(self._ratios) < TRY_DECODES and not hopeless:
@@ -125,15 +140,19 @@ class ThreadTuner:
                 self.current = threads
                 self.switches += 1
                 self._seconds = {k: v * ratio for k, v in self._seconds.items()}
+                self._recent = {}  # the latest decodes were the old count's
                 self._interval = EXPLORE_EVERY
             else:
                 self._interval = min(2 * self._interval, MAX_BACKOFF * EXPLORE_EVERY)
             self._trying = None
             self._until_try = self._interval
+            self._since_try = 0.0
             return
         if threads != self.current:
             return
         self._until_try -= 1
+        self._since_try += seconds
+        self._recent.setdefault(b, deque(maxlen=RECENT)).append(seconds)
         if usual is None:
             self._seconds[b] = seconds
         else:
