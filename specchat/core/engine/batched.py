@@ -60,7 +60,7 @@ from typing import Protocol
 import numpy as np
 
 from specchat.core.cancel import CancelToken
-from specchat.core.engine.batched_auto import Arm, AutoSlotDrafter, ModelGate, arm_of, choose_arm
+from specchat.core.engine.batched_auto import Arm, AutoSlotDrafter, ModelGate, choose_arm
 from specchat.core.engine.batched_draft import CATCH_UP_ROWS, BatchedDraftModel, SlotDrafter
 from specchat.core.engine.costs import RoundCosts
 from specchat.core.engine.depth import AdaptiveDepth, DepthControl
@@ -371,26 +371,20 @@ class BatchedEngine:
         # draft with the shared draft model draft what they were allotted, together.
         rounds: list[RoundState] = []
         arms: list[Arm | None] = []
+        fallbacks: list[Draft | None] = []  # an automatic sequence's lookup proposal while the model is asked first
         model_pays = self.gate.allows(len(live), self.rounds)
         for seq in live:
             round_ = RoundState(next(seq.rounds), started=time.perf_counter(), depth=seq.cap())
-            arms.append(_draft_alone(seq, round_, model_pays))
+            arm, fallback = _draft_alone(seq, round_, model_pays)
+            arms.append(arm)
+            fallbacks.append(fallback)
             rounds.append(round_)
         stepped = [arm is Arm.MODEL for arm in arms]
         depths = self._allot(live, rounds, arms, stepped)
         # An automatic sequence the batch allots no model drafting drafts its lookup proposal after all.
-        fallen = [
-            i
-            for i, (seq, arm, depth) in enumerate(zip(live, arms, depths, strict=True))
-            if arm is Arm.MODEL
-            and depth == 0
-            and isinstance(seq.reply.drafter, AutoSlotDrafter)
-            and seq.reply.drafter.fallback is not None
-        ]
+        fallen = [i for i, depth in enumerate(depths) if depth == 0 and fallbacks[i] is not None]
         for i in fallen:
-            drafter = live[i].reply.drafter
-            assert isinstance(drafter, AutoSlotDrafter) and drafter.fallback is not None
-            live[i].reply.take_draft(rounds[i], drafter.fallback)
+            live[i].reply.take_draft(rounds[i], fallbacks[i] or Draft())
             arms[i], stepped[i] = Arm.LOOKUP, False
         if fallen:
             depths = self._allot(live, rounds, arms, stepped)
@@ -423,12 +417,12 @@ class BatchedEngine:
             # Every cut in place first; the slots that restored a saved state decode their kept drafts again
             # together after the last cut (a recurrent target's; a dense one cuts anywhere).
             with self.contexts.replays_together():
-                for seq, round_, seq_rows in zip(live, rounds, rows, strict=True):
+                for seq, round_, seq_rows, arm in zip(live, rounds, rows, arms, strict=True):
                     seq.reply.settle(round_, seq_rows)
                     seq.rejections += round_.verdict.n_accepted < len(round_.draft.tokens)
-                    if isinstance(seq.reply.drafter, AutoSlotDrafter):
+                    if isinstance(seq.reply.drafter, AutoSlotDrafter) and arm is not None:
                         seq.reply.drafter.tally.observe(
-                            arm_of(round_.draft), round_.number, len(round_.draft.tokens), round_.verdict.n_accepted
+                            arm, round_.number, len(round_.draft.tokens), round_.verdict.n_accepted
                         )
                     round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
                     verified = seq.reply.verified_event(round_)
@@ -546,26 +540,25 @@ _ARM_KINDS = {Arm.LOOKUP: DrafterKind.NGRAM.value, Arm.MODEL: DrafterKind.DRAFT_
 """The drafter whose finished sequences' acceptance an automatic sequence's part starts from."""
 
 
-def _draft_alone(seq: _Sequence, round_: RoundState, model_pays: bool) -> Arm | None:
-    """Draft what ``seq`` drafts on its own this round (lookup: up to its cap; it costs next to nothing); which
-    part drafts for it: :attr:`Arm.MODEL` for the shared draft model, whose sequences draft later, together (None
-    for a drafter of its own, or an automatic sequence with nothing to draft). An automatic sequence drafts with
-    the model only where ``model_pays`` (the batch's :class:`~specchat.core.engine.batched_auto.ModelGate`)."""
+def _draft_alone(seq: _Sequence, round_: RoundState, model_pays: bool) -> tuple[Arm | None, Draft | None]:
+    """Draft what ``seq`` drafts on its own this round (lookup: up to its cap; it costs next to nothing). Returns
+    which part drafts for it: :attr:`Arm.MODEL` for the shared draft model, whose sequences draft later, together
+    (None for a drafter of its own, or an automatic sequence with nothing to draft); and for an automatic sequence
+    that asks the model first, the lookup proposal to draft if the batch allots the model nothing. An automatic
+    sequence drafts with the model only where ``model_pays`` (the batch's
+    :class:`~specchat.core.engine.batched_auto.ModelGate`)."""
     drafter = seq.reply.drafter
     if isinstance(drafter, SlotDrafter):
-        return Arm.MODEL
+        return Arm.MODEL, None
     if not isinstance(drafter, AutoSlotDrafter):
         seq.reply.draft(round_)
-        return None
-    drafter.fallback = None
+        return None, None
     found = drafter.lookup.draft(seq.reply.draft_request(round_.depth)) if round_.depth > 0 else Draft()
     model_cap = round_.depth if model_pays else 0
     arm = choose_arm(round_.number, len(found.tokens), model_cap, drafter.tally, seq.arm_priors)
     if arm is Arm.LOOKUP:
         seq.reply.take_draft(round_, found)
-    elif arm is Arm.MODEL and found.tokens:
-        drafter.fallback = found
-    return arm
+    return arm, found if arm is Arm.MODEL and found.tokens else None
 
 
 def _model_slot(drafter: Drafter) -> SlotDrafter | None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from specchat.core.engine.batched_draft import SlotDrafter
 from specchat.core.engine.drafters.base import Draft, Drafter, DraftRequest
-from specchat.core.types import DrafterKind, DraftSource
+from specchat.core.types import DrafterKind
 
 RETRY_EVERY = 8
 """A part not run for this many of a sequence's rounds runs in the next one it can (lookup: one that found a
@@ -45,8 +45,6 @@ proposal)."""
 PRIOR_DRAFTS = 4
 """A part's acceptance in a new sequence starts at its acceptance over the earlier ones, weighing as this many
 drafts."""
-
-
 STALE_ROUNDS = 24
 """A batch rate older than this many rounds is measured again: without the model first, then with it."""
 RATE_WEIGHT = 0.3
@@ -161,7 +159,6 @@ class AutoSlotDrafter(Drafter):
     def __init__(self, lookup: Drafter, model: SlotDrafter) -> None:
         self.lookup, self.model = lookup, model
         self.tally = ArmTally()
-        self.fallback: Draft | None = None  # this round's lookup proposal while the model is asked first
 
     def prefill(self, tokens: Sequence[int]) -> None:
         """Nothing: the model's slot reads the prompt at the sequence's first model draft, if it ever drafts (a
@@ -178,8 +175,3 @@ class AutoSlotDrafter(Drafter):
     def forget(self) -> None:
         """Empty the model's slot (after a failure that may have left it mid-round)."""
         self.model.forget()
-
-
-def arm_of(draft: Draft) -> Arm:
-    """Which part drafted ``draft`` (a lookup's tokens name their source)."""
-    return Arm.LOOKUP if draft.sources and draft.sources[0] is DraftSource.LOOKUP else Arm.MODEL
