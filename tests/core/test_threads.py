@@ -69,6 +69,32 @@ def test_a_load_that_arrives_after_lost_tries_is_answered_within_seconds_not_tho
     assert tuner.current == 1 and used[-5:] == [1] * 5
 
 
+def test_a_count_that_slows_sharply_is_tried_against_within_a_few_decodes() -> None:
+    tuner = ThreadTuner((2, 1))
+    drive(tuner, {2: 0.001, 1: 0.0012}, threads.FIRST_TRY + 15 * threads.EXPLORE_EVERY)
+    assert tuner._until_try > threads.EXPLORE_EVERY
+    # A load arrives: two threads become 40 times slower, far from TRY_SECONDS of decoding in a few decodes.
+    used = drive(tuner, {2: 0.040, 1: 0.005}, threads.SLOW_RUN + threads.TRY_DECODES + 5)
+    assert used.index(1) == threads.SLOW_RUN  # tried right after the run of slow decodes
+    assert tuner.current == 1 and used[-5:] == [1] * 5
+
+
+def test_a_lasting_slowdown_of_every_count_does_not_keep_trying() -> None:
+    tuner = ThreadTuner((2, 1))
+    drive(tuner, {2: 0.001, 1: 0.0012}, threads.FIRST_TRY + 3 * threads.EXPLORE_EVERY)
+    tries = tuner.tries
+    used = drive(tuner, {2: 0.010, 1: 0.012}, 100)  # both ten times slower, two threads still the faster
+    assert tuner.current == 2 and tuner.tries - tries <= 2  # a try or two while the average catches up
+    assert used.count(1) <= 2 * threads.TRY_DECODES
+
+
+def test_a_busy_machine_starts_with_one_thread_fewer() -> None:
+    assert threads.starting_counts(2, load=0.2) == (2, 1)
+    assert threads.starting_counts(2, load=threads.BUSY_LOAD + 0.5) == (1, 2)
+    assert threads.starting_counts(8, load=3.0) == (7, 8)
+    assert threads.starting_counts(1, load=5.0) == (1,)
+
+
 def test_one_stall_in_a_try_does_not_decide_it() -> None:
     tuner = ThreadTuner((2, 1))
     drive(tuner, {2: 0.010, 1: 0.010}, threads.FIRST_TRY)

@@ -9,8 +9,10 @@ process beside it, plain decoding ran at 17 tok/s with 2 threads and 49 with
 1; idle, 2 threads were 10% faster. The best count moves with the load, so
 :class:`ThreadTuner` keeps measuring: it times each decode with the count in
 use, now and then tries another against it on the same work (every so many
-decodes, or every :data:`TRY_SECONDS` of decoding, whichever comes first), and
-keeps whichever was faster.
+decodes, every :data:`TRY_SECONDS` of decoding, or at once after
+:data:`SLOW_RUN` decodes in a row far slower than its average), and keeps
+whichever was faster. On a machine already busy when a model loads it starts
+with one thread fewer (:func:`starting_counts`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ MARGIN = 0.05
 # so one stall does not hide the count's speed for long. Set: unmeasured.
 DECAY = 0.8
 CLIP = 3.0
+# Decodes in a row of the count in use, each over ABORT_RATIO times its average, after which another count is tried at
+# once: a load that arrives is answered within a few decodes, not after TRY_SECONDS of them. Set: unmeasured.
+SLOW_RUN = RECENT
+# A 1-minute load average (other processes' runnable threads) from which a tuner starts with one thread fewer than
+# the machine has: measured on 2 cores, one busy process beside 2 threads made them 3 times slower than 1 thread
+# (docs/benchmarks.md, "A busy machine"), and the first try comes only after FIRST_TRY decodes at that pace.
+BUSY_LOAD = 1.0
 # Batch sizes timed apart (upper bounds): one token, a short verify, a long verify, prompt reading.
 BUCKETS = (1, 4, 16)
 
@@ -53,6 +62,19 @@ def default_threads() -> int:
     """Physical-ish core count: llama.cpp is slower with hyper-threads than without."""
     n = os.cpu_count() or 2
     return max(1, n // 2) if n > 4 else n
+
+
+def starting_counts(n: int, load: float | None = None) -> tuple[int, ...]:
+    """The counts a tuner chooses among for an ``n``-thread machine, the one to start with first: one fewer
+    where the machine is already busy (``load``: the 1-minute load average, read from the system where None)."""
+    if n <= 1:
+        return (n,)
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # not on every platform
+            load = 0.0
+    return (n - 1, n) if load >= BUSY_LOAD else (n, n - 1)
 
 
 def bucket(n_tokens: int) -> int:
@@ -83,8 +105,7 @@ class ThreadTuner:
 
     def __init__(self, counts: Sequence[int] | None = None) -> None:
         if counts is None:
-            n = default_threads()
-            counts = (n, n - 1) if n > 1 else (n,)
+            counts = starting_counts(default_threads())
         if not counts or min(counts) < 1:
             raise ValueError(f"thread counts must be at least 1, got {list(counts)}")
         self.counts = tuple(dict.fromkeys(counts))
@@ -96,6 +117,7 @@ class ThreadTuner:
         self._interval = EXPLORE_EVERY
         self._next = 1  # index into counts of the next count to try
         self._trying: int | None = None
+        self._slow = 0  # decodes in a row of the count in use over ABORT_RATIO times its average
         self._ratios: list[float] = []
         self.switches = 0  # how often the count in use changed
         self.tries = 0
@@ -139,7 +161,7 @@ class ThreadTuner:
             if ratio < 1.0 - MARGIN and not hopeless:
                 self.current = threads
                 self.switches += 1
-                self._seconds = {k: v * ratio for k, v in self._seconds.items()}
+                self._seconds = {}  # timed afresh by the new count's own decodes (the average lagged the old one)
                 self._recent = {}  # the latest decodes were the old count's
                 self._interval = EXPLORE_EVERY
             else:
@@ -147,6 +169,7 @@ class ThreadTuner:
             self._trying = None
             self._until_try = self._interval
             self._since_try = 0.0
+            self._slow = 0
             return
         if threads != self.current:
             return
@@ -155,5 +178,8 @@ class ThreadTuner:
         self._recent.setdefault(b, deque(maxlen=RECENT)).append(seconds)
         if usual is None:
             self._seconds[b] = seconds
-        else:
-            self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
+            return
+        self._slow = self._slow + 1 if seconds > ABORT_RATIO * usual else 0
+        if self._slow >= SLOW_RUN:  # the machine has slowed this count down: try another now
+            self._until_try = 0
+        self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
