@@ -88,6 +88,24 @@ def test_a_lasting_slowdown_of_every_count_does_not_keep_trying() -> None:
     assert used.count(1) <= 2 * threads.TRY_DECODES
 
 
+def test_on_a_busy_machine_a_losing_count_is_tried_ever_more_rarely_by_time_as_well() -> None:
+    tuner = ThreadTuner((1, 2))  # started with one thread fewer; two threads stall beside the load
+    used = drive(tuner, {1: 0.05, 2: 3.0}, 4000)  # 200 s of decoding
+    assert tuner.current == 1
+    assert tuner.tries <= 6  # not one every TRY_SECONDS: the wait doubles with each lost try
+    assert used.count(2) <= 2 * tuner.tries  # each ended after its second stalled decode
+    assert sum(3.0 for c in used if c == 2) < 0.15 * sum(0.05 if c == 1 else 3.0 for c in used)
+
+
+def test_large_batches_that_vary_in_time_do_not_start_a_try() -> None:
+    tuner = ThreadTuner((2, 1))
+    drive(tuner, {2: 0.001, 1: 0.0012}, threads.FIRST_TRY + 3 * threads.EXPLORE_EVERY)
+    tries = tuner.tries
+    drive(tuner, {2: 0.010, 1: 0.012}, 3, n_tokens=48)  # a prompt read in chunks
+    drive(tuner, {2: 0.200, 1: 0.240}, 5, n_tokens=900)  # then a whole long one: the same bucket
+    assert tuner.tries == tries
+
+
 def test_a_busy_machine_starts_with_one_thread_fewer() -> None:
     assert threads.starting_counts(2, load=0.2) == (2, 1)
     assert threads.starting_counts(2, load=threads.BUSY_LOAD + 0.5) == (1, 2)

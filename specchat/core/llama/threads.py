@@ -9,7 +9,7 @@ process beside it, plain decoding ran at 17 tok/s with 2 threads and 49 with
 1; idle, 2 threads were 10% faster. The best count moves with the load, so
 :class:`ThreadTuner` keeps measuring: it times each decode with the count in
 use, now and then tries another against it on the same work (every so many
-decodes, every :data:`TRY_SECONDS` of decoding, or at once after
+decodes or seconds of decoding, each doubled by a lost try, or at once after
 :data:`SLOW_RUN` decodes in a row far slower than its average), and keeps
 whichever was faster. On a machine already busy when a model loads it starts
 with one thread fewer (:func:`starting_counts`).
@@ -31,10 +31,12 @@ MAX_BACKOFF = 16
 # A try whose decode after the switch's first takes this many times the count in use's ends there, lost.
 # Set: unmeasured (the stalls seen under load were 5-50 times a decode).
 ABORT_RATIO = 2.5
-# Seconds of decoding with the count in use after which another is tried, however many decodes that is: when a
-# load arrives after lost tries have pushed the next one thousands of decodes away, a count that now takes
-# seconds a decode is tried against within these seconds (measured: 2 threads beside two busy processes took
-# 3 s a token for minutes while the count-based wait ran down). Set: a try costs a few slow decodes at worst.
+# Seconds of decoding with the count in use after which another is tried, however many decodes that is, doubled
+# with each lost try as the decodes are: when lost tries have pushed the next one thousands of decodes away, a
+# count that has grown slow little by little is still tried against (a sudden slowdown is answered at once, by
+# SLOW_RUN). Not a fixed period: beside two busy processes a decode with two threads took 3 s (docs/benchmarks.md,
+# "The crawl, traced"), so a try, which lasts two such decodes before it is given up, every 10 s of decoding
+# would cost a third of the time there.
 TRY_SECONDS = 10.0
 # A try is timed against the count in use's average, or the median of its latest this many decodes where that is
 # slower: the average is clipped against stalls, so after a lasting slowdown it lags for tens of decodes.
@@ -50,6 +52,9 @@ CLIP = 3.0
 # Decodes in a row of the count in use, each over ABORT_RATIO times its average, after which another count is tried at
 # once: a load that arrives is answered within a few decodes, not after TRY_SECONDS of them. Set: unmeasured.
 SLOW_RUN = RECENT
+# Only decodes in this bucket and below count towards it: within a larger bucket the batch size alone changes the
+# time several-fold (a prompt read in chunks and whole).
+SLOW_BUCKET = 1
 # A 1-minute load average (other processes' runnable threads) from which a tuner starts with one thread fewer than
 # the machine has: measured on 2 cores, one busy process beside 2 threads made them 3 times slower than 1 thread
 # (docs/benchmarks.md, "A busy machine"), and the first try comes only after FIRST_TRY decodes at that pace.
@@ -131,7 +136,7 @@ class ThreadTuner:
         if (
             self._trying is None
             and not self.fixed
-            and (self._until_try <= 0 or self._since_try >= TRY_SECONDS)
+            and (self._until_try <= 0 or self._since_try >= TRY_SECONDS * self._interval / EXPLORE_EVERY)
             and (key, bucket(n_tokens)) in self._seconds
         ):
             others = [c for c in self.counts if c != self.current]
@@ -179,7 +184,8 @@ class ThreadTuner:
         if usual is None:
             self._seconds[b] = seconds
             return
-        self._slow = self._slow + 1 if seconds > ABORT_RATIO * usual else 0
+        if b[1] <= SLOW_BUCKET:
+            self._slow = self._slow + 1 if seconds > ABORT_RATIO * usual else 0
         if self._slow >= SLOW_RUN:  # the machine has slowed this count down: try another now
             self._until_try = 0
         self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
