@@ -53,8 +53,11 @@ def test_a_slower_count_is_tried_ever_more_rarely_and_a_stalling_try_ends_at_onc
     gaps = [b - a - threads.TRY_DECODES for a, b in zip(starts, starts[1:], strict=False)]
     assert gaps == [threads.EXPLORE_EVERY * 2, threads.EXPLORE_EVERY * 4]  # each lost try doubles the wait
     stalling = ThreadTuner((2, 1))
-    used = drive(stalling, {2: 0.010, 1: 0.5}, threads.FIRST_TRY + threads.TRY_DECODES)
+    used = drive(stalling, {2: 0.010, 1: 0.010 * threads.STALL_RATIO / 2}, threads.FIRST_TRY + threads.TRY_DECODES)
     assert used[threads.FIRST_TRY :].count(1) == 2  # the switch's own slow decode, then one more: ended there
+    stalled = ThreadTuner((2, 1))
+    used = drive(stalled, {2: 0.010, 1: 0.010 * threads.STALL_RATIO * 1.5}, threads.FIRST_TRY + threads.TRY_DECODES)
+    assert used[threads.FIRST_TRY :].count(1) == 1  # a first decode that stalls outright ends it at once
 
 
 def test_a_load_that_arrives_after_lost_tries_is_answered_within_seconds_not_thousands_of_decodes() -> None:

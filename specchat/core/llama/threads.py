@@ -31,6 +31,11 @@ MAX_BACKOFF = 16
 # A try whose decode after the switch's first takes this many times the count in use's ends there, lost.
 # Set: unmeasured (the stalls seen under load were 5-50 times a decode).
 ABORT_RATIO = 2.5
+# A try whose first decode (the switch's own, slower than the rest) takes this many times the count in use's ends
+# there, lost: beside two busy processes a try of two threads took 3 s a decode against 50 ms with one, and a
+# second such decode only confirmed it (docs/benchmarks.md, "The thread tuner's tries under load"). Set: above the
+# switch's own cost (under 3 times a decode in the same trace).
+STALL_RATIO = 20.0
 # Seconds of decoding with the count in use after which another is tried, however many decodes that is, doubled
 # with each lost try as the decodes are: when lost tries have pushed the next one thousands of decodes away, a
 # count that has grown slow little by little is still tried against (a sudden slowdown is answered at once, by
@@ -159,7 +164,7 @@ class ThreadTuner:
             if len(recent) == RECENT:  # the count in use's latest decodes, where the machine has slowed lately
                 usual = max(usual, sorted(recent)[RECENT // 2])
             self._ratios.append(seconds / usual)
-            hopeless = len(self._ratios) > 1 and self._ratios[-1] > ABORT_RATIO
+            hopeless = self._ratios[-1] > (ABORT_RATIO if len(self._ratios) > 1 else STALL_RATIO)
             if len(self._ratios) < TRY_DECODES and not hopeless:
                 return
             ratio = sorted(self._ratios)[len(self._ratios) // 2]
