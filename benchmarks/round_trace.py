@@ -5,7 +5,8 @@ The demo pair with the window's reply settings; per repeat and drafter, the prom
 reads it while the user types, then the reply decodes. One line per reply: its rate end to end, the thread
 tuner's count, switches and tries, then each round as ``<arm><drafts>:<kept + 1>/<ms>(<drafting ms>)`` (arm:
 ``m`` model, ``l`` lookup, ``p`` plain for Automatic; ``?`` for a single drafter). A crawl (rounds of seconds
-whichever drafter runs) and a choice that stays on a losing arm look different here.
+whichever drafter runs) and a choice that stays on a losing arm look different here. A round at depth 0 does not
+ask the drafter: its token counts in the kept tokens and milliseconds of the round before it.
 
     python benchmarks/round_trace.py [--prompt m-proofread] [--load 2] [--repeats 2] [--max-tokens 64]
         [--drafters composite ngram draft]

@@ -8,7 +8,7 @@ turns within each background load (0, 1 and 2 busy processes, each a
 pure-Python spin loop; ``background_load.py``), so drift hits them alike; the
 figures to compare are those of one load level.
 
-    python benchmarks/threads_under_load.py [--loads 0 1 2] [--repeats 2] [--max-tokens 48]
+    python benchmarks/threads_under_load.py [--loads 0 1 2] [--repeats 2] [--max-tokens 48] [--configs 2:spin ...]
 """
 
 from __future__ import annotations
@@ -27,12 +27,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from background_load import background_load
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
-CONFIGS = (  # (threads, OMP_WAIT_POLICY or None for llama.cpp's default, the thread count measured and chosen)
+CONFIGS = (  # (threads, the waiting: OMP_WAIT_POLICY, or NAME=VALUE for another variable, or None for llama.cpp's
+    # default; the thread count measured and chosen)
     (2, None, False),
     (1, None, False),
     (2, "PASSIVE", False),
     (2, None, True),
 )
+
+
+def parse_config(text: str) -> tuple[int, str | None, bool]:
+    """``THREADS:WAITING`` (THREADS a number or ``adaptive``; WAITING ``spin``, ``PASSIVE`` or ``NAME=VALUE``, for
+    example ``GOMP_SPINCOUNT=30000``: libgomp spins that long at a barrier, then sleeps) as a configuration."""
+    threads, _, waiting = text.partition(":")
+    adaptive = threads == "adaptive"
+    return (2 if adaptive else int(threads), None if waiting in ("", "spin") else waiting, adaptive)
 
 
 def child(threads: int, max_tokens: int, adaptive: bool) -> dict[str, float]:
@@ -70,6 +79,13 @@ def main() -> int:
     parser.add_argument("--loads", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--configs",
+        type=parse_config,
+        nargs="+",
+        default=list(CONFIGS),
+        help="THREADS:WAITING each (default: 2:spin 1:spin 2:PASSIVE adaptive:spin; see parse_config)",
+    )
     parser.add_argument("--child", nargs=2, type=int, metavar=("THREADS", "ADAPTIVE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -79,15 +95,18 @@ def main() -> int:
     print("| load | threads | waiting | plain tok/s | draft model tok/s |")
     print("|---|---|---|---|---|")
     for load in args.loads:
-        rates: dict[tuple[int, str | None, bool], list[dict[str, float]]] = {c: [] for c in CONFIGS}
+        configs = list(args.configs)
+        rates: dict[tuple[int, str | None, bool], list[dict[str, float]]] = {c: [] for c in configs}
         with background_load(load):
             for rep in range(args.repeats):
-                order = CONFIGS[rep % len(CONFIGS) :] + CONFIGS[: rep % len(CONFIGS)]
+                order = configs[rep % len(configs) :] + configs[: rep % len(configs)]
                 for threads, policy, adaptive in order:
                     env = dict(os.environ)
                     env.pop("OMP_WAIT_POLICY", None)
+                    env.pop("GOMP_SPINCOUNT", None)
                     if policy:
-                        env["OMP_WAIT_POLICY"] = policy
+                        name, _, value = policy.rpartition("=")
+                        env[name or "OMP_WAIT_POLICY"] = value
                     done = subprocess.run(
                         [
                             sys.executable,
