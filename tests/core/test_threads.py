@@ -96,7 +96,7 @@ def test_on_a_busy_machine_a_losing_count_is_tried_ever_more_rarely_by_time_as_w
     used = drive(tuner, {1: 0.05, 2: 3.0}, 4000)  # 200 s of decoding
     assert tuner.current == 1
     assert tuner.tries <= 6  # not one every TRY_SECONDS: the wait doubles with each lost try
-    assert used.count(2) <= 2 * tuner.tries  # each ended after its second stalled decode
+    assert used.count(2) <= 2 * tuner.tries  # each ended after one or two stalled decodes
     assert sum(3.0 for c in used if c == 2) < 0.15 * sum(0.05 if c == 1 else 3.0 for c in used)
 
 
