@@ -10,9 +10,11 @@ process beside it, plain decoding ran at 17 tok/s with 2 threads and 49 with
 :class:`ThreadTuner` keeps measuring: it times each decode with the count in
 use, now and then tries another against it on the same work (every so many
 decodes or seconds of decoding, each doubled by a lost try, or at once after
-:data:`SLOW_RUN` decodes in a row far slower than its average), and keeps
-whichever was faster. On a machine already busy when a model loads it starts
-with one thread fewer (:func:`starting_counts`).
+:data:`SLOW_RUN` decodes in a row far slower than its average, or when its
+stalls double its real time, :data:`STALLING`), and keeps whichever was faster,
+stalls counted. A count left because it stalled is tried again ever more rarely,
+as a count that lost a try is. On a machine already busy when a model loads it
+starts with one thread fewer (:func:`starting_counts`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ CLIP = 3.0
 # Decodes in a row of the count in use, each over ABORT_RATIO times its average, after which another count is tried at
 # once: a load that arrives is answered within a few decodes, not after TRY_SECONDS of them. Set: unmeasured.
 SLOW_RUN = RECENT
+# The count in use's decodes, stalls included (an unclipped average), over this many times its clipped average start
+# a try at once: beside two busy processes two threads decoded in 35 ms most times and 0.4-3 s now and then
+# (docs/benchmarks.md, "Intermittent stalls"), which the clipped average, and a try's median, leave out. Set:
+# stalls costing as much again as the decodes themselves.
+STALLING = 2.0
+# Only decodes in this bucket and below are averaged with their stalls: prompt reads, in the last bucket, vary
+# with their size alone by more than STALLING.
+STALL_BUCKET = 2
 # Only decodes in this bucket and below count towards it: within a larger bucket the batch size alone changes the
 # time several-fold (a prompt read in chunks and whole).
 SLOW_BUCKET = 1
@@ -128,6 +138,9 @@ class ThreadTuner:
         self._next = 1  # index into counts of the next count to try
         self._trying: int | None = None
         self._slow = 0  # decodes in a row of the count in use over ABORT_RATIO times its average
+        self._mean: dict[tuple[int, int], float] = {}  # as _seconds, stalls included (not clipped)
+        self._stalling = False  # the try under way began because the count in use stalled
+        self._left_stalling: int | None = None  # the count last left because it stalled
         self._ratios: list[float] = []
         self.switches = 0  # how often the count in use changed
         self.tries = 0
@@ -163,20 +176,29 @@ class ThreadTuner:
             recent = self._recent.get(b, ())
             if len(recent) == RECENT:  # the count in use's latest decodes, where the machine has slowed lately
                 usual = max(usual, sorted(recent)[RECENT // 2])
+            usual = max(usual, self._mean.get(b, usual))  # its stalls count against it
             self._ratios.append(seconds / usual)
             hopeless = self._ratios[-1] > (ABORT_RATIO if len(self._ratios) > 1 else STALL_RATIO)
             if len(self._ratios) < TRY_DECODES and not hopeless:
                 return
-            ratio = sorted(self._ratios)[len(self._ratios) // 2]
+            # Its typical decode and its mean (stalls included; not the switch's own first decode) must both win.
+            ratio = max(sorted(self._ratios)[len(self._ratios) // 2], _mean(self._ratios[1:]))
             if ratio < 1.0 - MARGIN and not hopeless:
+                left = self.current
                 self.current = threads
                 self.switches += 1
                 self._seconds = {}  # timed afresh by the new count's own decodes (the average lagged the old one)
                 self._recent = {}  # the latest decodes were the old count's
-                self._interval = EXPLORE_EVERY
+                if self._stalling:  # the count left stalls on this machine now: it is tried ever more rarely
+                    self._left_stalling = left
+                    self._interval = min(2 * self._interval, MAX_BACKOFF * EXPLORE_EVERY)
+                elif threads != self._left_stalling:  # back to one that stalled: its wait stands
+                    self._interval = EXPLORE_EVERY
             else:
                 self._interval = min(2 * self._interval, MAX_BACKOFF * EXPLORE_EVERY)
             self._trying = None
+            self._stalling = False
+            self._mean = {k: v for k, v in self._seconds.items() if k[1] <= STALL_BUCKET}  # old stalls start no try
             self._until_try = self._interval
             self._since_try = 0.0
             self._slow = 0
@@ -188,9 +210,20 @@ class ThreadTuner:
         self._recent.setdefault(b, deque(maxlen=RECENT)).append(seconds)
         if usual is None:
             self._seconds[b] = seconds
+            if b[1] <= STALL_BUCKET:
+                self._mean[b] = seconds
             return
         if b[1] <= SLOW_BUCKET:
             self._slow = self._slow + 1 if seconds > ABORT_RATIO * usual else 0
+        self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
+        if b[1] <= STALL_BUCKET:
+            self._mean[b] = DECAY * self._mean.get(b, usual) + (1 - DECAY) * seconds
+            if self._mean[b] > STALLING * self._seconds[b]:  # its stalls cost more than its decodes: try another now
+                self._until_try = 0
+                self._stalling = True
         if self._slow >= SLOW_RUN:  # the machine has slowed this count down: try another now
             self._until_try = 0
-        self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
