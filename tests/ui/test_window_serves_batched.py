@@ -51,6 +51,13 @@ class ServedStream(threading.Thread):
         self.text = ""
         self.finish: str | None = None
         self.error: BaseException | None = None
+        self.lines: list[str] = []  # the stream's last lines as received, for a failure's message
+
+    def __repr__(self) -> str:
+        return (
+            f"ServedStream(finish={self.finish!r}, tokens={len(self.tokens)}, error={self.error!r}, "
+            f"alive={self.is_alive()}, last lines={self.lines[-4:]!r})"
+        )
 
     def run(self) -> None:
         body = {
@@ -70,6 +77,8 @@ class ServedStream(threading.Thread):
                 for line in answer.iter_lines():
                     if self.leave is not None and self.leave.is_set():
                         return  # closes the connection mid-stream
+                    if line:
+                        self.lines = [*self.lines[-7:], line[:300]]
                     if not line.startswith("data: ") or line == "data: [DONE]":
                         continue
                     chunk = json.loads(line[len("data: ") :])
@@ -157,9 +166,8 @@ def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condi
         if condition():
             return True
         if not any(s.is_alive() for s in streams):
-            got = [(s.finish, len(s.tokens), repr(s.error)) for s in streams]
             panel = [(r.status, r.generated, r.live, r.done) for r in window.serving.panel.requests]
-            raise StreamsEndedError(f"streams (finish, tokens, error): {got}; panel: {panel}")
+            raise StreamsEndedError(f"streams: {streams}; panel: {panel}")
         return False
 
     qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
@@ -205,7 +213,12 @@ def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, win
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
     qtbot.waitUntil(lambda: not served.is_alive(), timeout=REPLY_TIMEOUT)
-    assert served.error is None and served.finish == "length" and len(served.tokens) == SERVED_TOKENS
+    served_requests = [(r.status, r.generated, r.live, r.done) for r in window.serving.panel.requests]
+    assert served.error is None and served.finish == "length" and len(served.tokens) == SERVED_TOKENS, (
+        served,
+        served_requests,
+        [type(e).__name__ for _, e in watch.served],
+    )
 
     # The reply decoded inside the served request's run, and never waited for it.
     (started_at, _), (ended_at, ended) = watch.served
