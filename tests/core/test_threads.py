@@ -83,19 +83,26 @@ def test_a_count_that_slows_sharply_is_tried_against_within_a_few_decodes() -> N
 
 
 def drive_stalling(
-    tuner: ThreadTuner, decodes: int, every: int = 6, stall: float = 0.5, two: float = 0.035, one: float = 0.050
+    tuner: ThreadTuner,
+    decodes: int,
+    every: int = 6,
+    stall: float = 0.5,
+    two: float = 0.035,
+    one: float = 0.050,
+    stalling: int = 2,
 ) -> tuple[list[int], float]:
-    """Decode ``decodes`` times, two threads taking ``two`` seconds but ``stall`` every ``every``-th decode of
-    theirs, one thread ``one``; the counts used, and the seconds it all took."""
+    """Decode ``decodes`` times, two threads taking ``two`` seconds and one thread ``one``, but the count
+    ``stalling`` ``stall`` seconds every ``every``-th decode of its own; the counts used, and the seconds it all
+    took."""
     used: list[int] = []
     total = 0.0
-    twos = 0
+    own = 0
     for _ in range(decodes):
         count = tuner.choose(1)
-        seconds = one
-        if count == 2:
-            twos += 1
-            seconds = stall if twos % every == 0 else two
+        seconds = two if count == 2 else one
+        if count == stalling:
+            own += 1
+            seconds = stall if own % every == 0 else seconds
         tuner.observe(count, 1, seconds)
         used.append(count)
         total += seconds
@@ -115,6 +122,14 @@ def test_a_count_that_stalls_now_and_then_gives_way_and_is_tried_ever_more_rarel
     always_two = (3000 // 6) * 0.5 + (3000 - 3000 // 6) * 0.035
     assert total < 0.6 * always_two  # not far from one thread's 150 s; two threads throughout take about 340 s
     assert total < 1.15 * 3000 * 0.050
+
+
+def test_stalls_of_one_thread_do_not_keep_trying_two_that_stall_worse() -> None:
+    tuner = ThreadTuner((1, 2))  # beside two busy processes: one thread stalls now and then, two far worse
+    used, total = drive_stalling(tuner, 4000, every=6, stall=1.0, two=3.0, one=0.05, stalling=1)
+    # Stalls of the fewest threads start no try: the tries come by time, ever more rarely (over 800 s here).
+    assert tuner.current == 1 and tuner.tries <= 10
+    assert used.count(2) <= 2 * tuner.tries and 3.0 * used.count(2) < 0.08 * total
 
 
 def test_an_idle_machine_s_hiccups_leave_the_faster_count_in_use() -> None:

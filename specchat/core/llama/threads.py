@@ -10,8 +10,8 @@ process beside it, plain decoding ran at 17 tok/s with 2 threads and 49 with
 :class:`ThreadTuner` keeps measuring: it times each decode with the count in
 use, now and then tries another against it on the same work (every so many
 decodes or seconds of decoding, each doubled by a lost try, or at once after
-:data:`SLOW_RUN` decodes in a row far slower than its average, or when its
-stalls double its real time, :data:`STALLING`), and keeps whichever was faster,
+:data:`SLOW_RUN` decodes in a row far slower than its average, or, for fewer
+threads, when its stalls double its real time, :data:`STALLING`), and keeps whichever was faster,
 stalls counted. A count left because it stalled is tried again ever more rarely,
 as a count that lost a try is. On a machine already busy when a model loads it
 starts with one thread fewer (:func:`starting_counts`).
@@ -60,9 +60,10 @@ CLIP = 3.0
 # once: a load that arrives is answered within a few decodes, not after TRY_SECONDS of them. Set: unmeasured.
 SLOW_RUN = RECENT
 # The count in use's decodes, stalls included (an unclipped average), over this many times its clipped average start
-# a try at once: beside two busy processes two threads decoded in 35 ms most times and 0.4-3 s now and then
-# (docs/benchmarks.md, "Intermittent stalls"), which the clipped average, and a try's median, leave out. Set:
-# stalls costing as much again as the decodes themselves.
+# a try of fewer threads at once: beside two busy processes two threads decoded in 35 ms most times and 0.4-3 s now
+# and then (docs/benchmarks.md, "Intermittent stalls"), which the clipped average, and a try's median, leave out.
+# Not a try of more threads: beside the same load two threads stalled for seconds where one stalled for tenths.
+# Set: stalls costing as much again as the decodes themselves.
 STALLING = 2.0
 # Only decodes in this bucket and below are averaged with their stalls: prompt reads, in the last bucket, vary
 # with their size alone by more than STALLING.
@@ -218,7 +219,8 @@ class ThreadTuner:
         self._seconds[b] = DECAY * usual + (1 - DECAY) * min(seconds, CLIP * usual)
         if b[1] <= STALL_BUCKET:
             self._mean[b] = DECAY * self._mean.get(b, usual) + (1 - DECAY) * seconds
-            if self._mean[b] > STALLING * self._seconds[b]:  # its stalls cost more than its decodes: try another now
+            # Its stalls cost more than its decodes: try fewer threads now (more would meet at more barriers).
+            if self._mean[b] > STALLING * self._seconds[b] and min(self.counts) < self.current:
                 self._until_try = 0
                 self._stalling = True
         if self._slow >= SLOW_RUN:  # the machine has slowed this count down: try another now
