@@ -158,6 +158,11 @@ class StreamsEndedError(Exception):
     """Every served stream ended while the test still waited to see them live (raised through waitUntil)."""
 
 
+def panel_rows(window: MainWindow) -> list[tuple[str, int, bool, bool]]:
+    """The server panel's requests, each as (status, tokens generated, live, done), for a failure's message."""
+    return [(r.status, r.generated, r.live, r.done) for r in window.serving.panel.requests]
+
+
 def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condition: Any) -> None:
     """Wait until ``condition()``; fail at once, saying what each stream and the panel got, if every stream has
     ended first (rather than wait out the timeout)."""
@@ -166,8 +171,7 @@ def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condi
         if condition():
             return True
         if not any(s.is_alive() for s in streams):
-            panel = [(r.status, r.generated, r.live, r.done) for r in window.serving.panel.requests]
-            raise StreamsEndedError(f"streams: {streams}; panel: {panel}")
+            raise StreamsEndedError(f"streams: {streams}; panel: {panel_rows(window)}")
         return False
 
     qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
@@ -213,10 +217,9 @@ def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, win
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
     qtbot.waitUntil(lambda: not served.is_alive(), timeout=REPLY_TIMEOUT)
-    served_requests = [(r.status, r.generated, r.live, r.done) for r in window.serving.panel.requests]
     assert served.error is None and served.finish == "length" and len(served.tokens) == SERVED_TOKENS, (
         served,
-        served_requests,
+        panel_rows(window),
         [type(e).__name__ for _, e in watch.served],
     )
 

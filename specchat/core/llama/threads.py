@@ -11,8 +11,8 @@ process beside it, plain decoding ran at 17 tok/s with 2 threads and 49 with
 use, now and then tries another against it on the same work (every so many
 decodes or seconds of decoding, each doubled by a lost try, or at once after
 :data:`SLOW_RUN` decodes in a row far slower than its average, or, for fewer
-threads, when its stalls double its real time, :data:`STALLING`), and keeps whichever was faster,
-stalls counted. A count left because it stalled is tried again ever more rarely,
+threads, when its stalls double its real time, :data:`STALLING`), and keeps
+whichever was faster, stalls counted. A count left because it stalled is tried again ever more rarely,
 as a count that lost a try is. On a machine already busy when a model loads it
 starts with one thread fewer (:func:`starting_counts`).
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Sequence
+from statistics import fmean
 
 # Decodes with the count in use before another is tried (the first try comes after FIRST_TRY). Set: a try costs
 # a switch of OpenMP's team, which under load took up to a second (docs/benchmarks.md), so tries are rare.
@@ -183,7 +184,7 @@ class ThreadTuner:
             if len(self._ratios) < TRY_DECODES and not hopeless:
                 return
             # Its typical decode and its mean (stalls included; not the switch's own first decode) must both win.
-            ratio = max(sorted(self._ratios)[len(self._ratios) // 2], _mean(self._ratios[1:]))
+            ratio = max(sorted(self._ratios)[len(self._ratios) // 2], fmean(self._ratios[1:] or self._ratios))
             if ratio < 1.0 - MARGIN and not hopeless:
                 left = self.current
                 self.current = threads
@@ -199,7 +200,7 @@ class ThreadTuner:
                 self._interval = min(2 * self._interval, MAX_BACKOFF * EXPLORE_EVERY)
             self._trying = None
             self._stalling = False
-            self._mean = {k: v for k, v in self._seconds.items() if k[1] <= STALL_BUCKET}  # old stalls start no try
+            self._mean = {}  # stalls before the try start no other: averaged afresh from the clipped average
             self._until_try = self._interval
             self._since_try = 0.0
             self._slow = 0
@@ -211,8 +212,6 @@ class ThreadTuner:
         self._recent.setdefault(b, deque(maxlen=RECENT)).append(seconds)
         if usual is None:
             self._seconds[b] = seconds
-            if b[1] <= STALL_BUCKET:
-                self._mean[b] = seconds
             return
         if b[1] <= SLOW_BUCKET:
             self._slow = self._slow + 1 if seconds > ABORT_RATIO * usual else 0
@@ -225,7 +224,3 @@ class ThreadTuner:
                 self._stalling = True
         if self._slow >= SLOW_RUN:  # the machine has slowed this count down: try another now
             self._until_try = 0
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
