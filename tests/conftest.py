@@ -112,3 +112,22 @@ def hub() -> Iterator[FakeHub]:
 def make_gguf(tmp_path: Path) -> GgufMaker:
     """``make_gguf(name, **options)`` writes a tiny GGUF under the test's temp folder."""
     return GgufMaker(tmp_path / "ggufs")
+
+
+_XFAILED: list[str] = []  # "test id: crash line" of each expected failure that did fail
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep why an expected failure failed: ``-ra`` prints only its reason, and a known defect's next failure
+    should say what it was."""
+    if report.when == "call" and hasattr(report, "wasxfail") and report.skipped:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if crash is not None:
+            _XFAILED.append(f"{report.nodeid}: {crash.message[:2000]}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _XFAILED:
+        terminalreporter.section("expected failures: what failed")
+        for line in _XFAILED:
+            terminalreporter.line(line)

@@ -48,22 +48,3 @@ def store():
     s = ConversationStore()
     yield s
     s.close()
-
-
-_XFAILED: list[str] = []  # "test id: crash line" of each expected failure that did fail
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Keep why an expected failure failed: ``-ra`` prints only its reason, and a known defect's next failure
-    should say what it was."""
-    if report.when == "call" and hasattr(report, "wasxfail") and report.failed is False and report.skipped:
-        crash = getattr(report.longrepr, "reprcrash", None)
-        if crash is not None:
-            _XFAILED.append(f"{report.nodeid}: {crash.message[:2000]}")
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _XFAILED:
-        terminalreporter.section("expected failures: what failed")
-        for line in _XFAILED:
-            terminalreporter.line(line)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ KNOWN_DEFECT = pytest.mark.xfail(
     reason="known defect, open (issue 41): in a full run, about one run in two, one of the first served requests "
     "of this file is cut short: once refused with a 503 before it began (the panel: cancelled), once ended "
     "without a finish reason, once the window's reply beside it made no token in 300 s; alone each passes. "
-    "The crash line of each failure is printed in the summary (tests/ui/conftest.py).",
+    "The crash line of each failure is printed in the summary (tests/conftest.py).",
     strict=False,
 )
 
@@ -178,6 +178,14 @@ class Watch:
         return ends[0]
 
 
+def wait_saying(qtbot, ready: Callable[[], bool], said: Callable[[], str]) -> None:
+    """``qtbot.waitUntil(ready)``; when it times out, fail with ``said()`` and every thread's stack."""
+    try:
+        qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
+    except WaitTimeout:
+        raise AssertionError(f"{said()}\n{thread_stacks()}") from None
+
+
 class ReplyEndedError(Exception):
     """The window's reply ended (or never started) while the test still waited for its tokens."""
 
@@ -186,19 +194,17 @@ def wait_window_tokens(qtbot, window: MainWindow, watch: Watch, n: int, streams:
     """Wait until the window's reply has committed ``n`` tokens; fail at once, saying what it and the server got,
     if it ended first."""
 
+    def said() -> str:
+        return f"{watch.describe()}; streams: {list(streams)}; panel: {panel_rows(window)}"
+
     def ready() -> bool:
         if len(watch.window_tokens) >= n:
             return True
         if watch.failures or any(isinstance(e, Finished) for _, e in watch.window_events):
-            raise ReplyEndedError(f"{watch.describe()}; streams: {list(streams)}; panel: {panel_rows(window)}")
+            raise ReplyEndedError(said())
         return False
 
-    try:
-        qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
-    except WaitTimeout:
-        raise AssertionError(
-            f"{watch.describe()}; streams: {list(streams)}; panel: {panel_rows(window)}\n{thread_stacks()}"
-        ) from None
+    wait_saying(qtbot, ready, said)
 
 
 class StreamsEndedError(Exception):
@@ -214,17 +220,17 @@ def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condi
     """Wait until ``condition()``; fail at once, saying what each stream and the panel got, if every stream has
     ended first (rather than wait out the timeout)."""
 
+    def said() -> str:
+        return f"streams: {streams}; panel: {panel_rows(window)}"
+
     def ready() -> bool:
         if condition():
             return True
         if not any(s.is_alive() for s in streams):
-            raise StreamsEndedError(f"streams: {streams}; panel: {panel_rows(window)}")
+            raise StreamsEndedError(said())
         return False
 
-    try:
-        qtbot.waitUntil(ready, timeout=REPLY_TIMEOUT)
-    except WaitTimeout:
-        raise AssertionError(f"streams: {streams}; panel: {panel_rows(window)}\n{thread_stacks()}") from None
+    wait_saying(qtbot, ready, said)
 
 
 def serve_one(qtbot, window: MainWindow, leave: threading.Event | None = None) -> tuple[Watch, ServedStream]:
