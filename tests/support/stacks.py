@@ -18,3 +18,31 @@ def thread_stacks(frames: int = FRAMES) -> str:
         lines = [f"  {s.filename.rsplit('/', 2)[-1]}:{s.lineno} {s.name}: {(s.line or '').strip()}" for s in stack]
         parts.append(f"thread {names.get(ident, ident)}:\n" + "\n".join(lines))
     return "\n".join(parts)
+
+
+class CallLog:
+    """Who called what, from which thread and where: functions patched with :meth:`watch` append a line each
+    time they are called (the latest ``keep``), for the message of a test that saw something cut short."""
+
+    def __init__(self, keep: int = 40) -> None:
+        self.keep = keep
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+
+    def watch(self, monkeypatch: object, owner: object, name: str, frames: int = 6) -> None:
+        """Replace ``owner.name`` (through ``monkeypatch.setattr``) by a wrapper that records each call."""
+        real = getattr(owner, name)
+        label = f"{getattr(owner, '__name__', type(owner).__name__)}.{name}"
+
+        def recorded(*args: object, **kwargs: object) -> object:
+            stack = traceback.extract_stack()[-frames - 1 : -1]
+            where = " < ".join(f"{s.filename.rsplit('/', 1)[-1]}:{s.lineno} {s.name}" for s in reversed(stack))
+            line = f"{label}{f' on {id(args[0]):#x}' if args else ''} [{threading.current_thread().name}]: {where}"
+            with self._lock:
+                self.lines = [*self.lines[-self.keep + 1 :], line]
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, recorded)  # type: ignore[attr-defined]
+
+    def __str__(self) -> str:
+        return "calls:\n" + "\n".join(f"  {line}" for line in self.lines)

@@ -21,16 +21,20 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.exceptions import TimeoutError as WaitTimeout
 
+from specchat.core.cancel import CancelToken
 from specchat.core.chat.attachments import Attachment
 from specchat.core.chat.store import ConversationStore
 from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationParams, SamplerParams, Verified
-from specchat.server.request_queue import Started
+from specchat.server.batch_queue import BatchedRequestQueue
+from specchat.server.request_queue import RequestQueue, Started
 from specchat.ui.main_window import MainWindow
+from specchat.ui.pair_loading import PairLoader
+from specchat.ui.server_panel import LocalServing
 from specchat.ui.status_progress import WAITING_FOR_SERVER
-from specchat.ui.worker import ReplyRequest, batch_drafter, batch_refusal
+from specchat.ui.worker import ReplyRequest, RuntimeWorker, batch_drafter, batch_refusal
 from support.api_clients import close_all
 from support.identity import assert_same_or_tie, plain_greedy
-from support.stacks import thread_stacks
+from support.stacks import CallLog, thread_stacks
 
 LOAD_TIMEOUT = 120_000
 REPLY_TIMEOUT = 300_000
@@ -47,6 +51,24 @@ KNOWN_DEFECT = pytest.mark.xfail(
     "The crash line of each failure is printed in the summary (tests/conftest.py).",
     strict=False,
 )
+
+
+CALLS = CallLog(keep=80)  # what cut a request short, when one is: who cancelled, stopped or closed what
+
+
+@pytest.fixture(autouse=True)
+def _calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    CALLS.lines.clear()
+    for owner, name in (
+        (CancelToken, "cancel"),
+        (LocalServing, "stop"),
+        (PairLoader, "_start"),
+        (RuntimeWorker, "close_calls"),
+        (RuntimeWorker, "_drop"),
+        (RequestQueue, "stop_taking"),
+        (BatchedRequestQueue, "stop_taking"),
+    ):
+        CALLS.watch(monkeypatch, owner, name)
 
 
 class ServedStream(threading.Thread):
@@ -195,7 +217,7 @@ def wait_window_tokens(qtbot, window: MainWindow, watch: Watch, n: int, streams:
     if it ended first."""
 
     def said() -> str:
-        return f"{watch.describe()}; streams: {list(streams)}; panel: {panel_rows(window)}"
+        return f"{watch.describe()}; streams: {list(streams)}; panel: {panel_rows(window)}\n{CALLS}"
 
     def ready() -> bool:
         if len(watch.window_tokens) >= n:
@@ -221,7 +243,7 @@ def wait_streaming(qtbot, window: MainWindow, streams: list[ServedStream], condi
     ended first (rather than wait out the timeout)."""
 
     def said() -> str:
-        return f"streams: {streams}; panel: {panel_rows(window)}"
+        return f"streams: {streams}; panel: {panel_rows(window)}\n{CALLS}"
 
     def ready() -> bool:
         if condition():
@@ -273,6 +295,7 @@ def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, win
         served,
         panel_rows(window),
         [type(e).__name__ for _, e in watch.served],
+        str(CALLS),
     )
 
     # The reply decoded inside the served request's run, and never waited for it.
