@@ -123,7 +123,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" and hasattr(report, "wasxfail") and report.skipped:
         crash = getattr(report.longrepr, "reprcrash", None)
         if crash is not None:
-            _XFAILED.append(f"{report.nodeid}: {crash.message[:2000]}")
+            _XFAILED.append(f"{report.nodeid}: {crash.message[:30000]}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
