@@ -25,7 +25,6 @@ from specchat.core.cancel import CancelToken
 from specchat.core.chat.attachments import Attachment
 from specchat.core.chat.store import ConversationStore
 from specchat.core.types import DrafterKind, Finished, FinishReason, GenerationParams, SamplerParams, Verified
-from specchat.server.batch_queue import BatchedRequestQueue
 from specchat.server.request_queue import RequestQueue, Started
 from specchat.ui.main_window import MainWindow
 from specchat.ui.pair_loading import PairLoader
@@ -65,8 +64,7 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> None:
         (PairLoader, "_start"),
         (RuntimeWorker, "close_calls"),
         (RuntimeWorker, "_drop"),
-        (RequestQueue, "stop_taking"),
-        (BatchedRequestQueue, "stop_taking"),
+        (RequestQueue, "stop_taking"),  # the batched queue's calls it too
     ):
         CALLS.watch(monkeypatch, owner, name)
 
