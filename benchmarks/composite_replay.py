@@ -13,20 +13,25 @@ timings, so a replay is deterministic, and a change to a policy shows as a
 change in its modelled tokens per second, prompt by prompt. ``--noise S``
 blurs the timings the drafters learn from (each by a log-normal factor of
 spread S, seeded) while the seconds counted stay the cost model's: how much a
-policy's choices suffer from timings as noisy as a busy host's; ``--seeds N``
-replays N times with other noise and prints each prompt's mean share.
+policy's choices suffer from timings as noisy as a busy host's. ``--stalls P``
+makes each draft model call and verify pass, with probability P, take
+``--stall-factor`` times as long, counted and seen alike (a busy host's
+scheduler taking a core away for a time slice): how well a policy rides out a
+stall it cannot foresee. ``--seeds N`` replays N times with other noise or
+stalls and prints each prompt's mean share.
 
 ``--ablate PART`` replays the composite with one of its parts switched off
 (see ``ABLATIONS``): where the figures do not move, the part adds nothing.
 
     python benchmarks/composite_replay.py [--prompts FILE ...] [--max-tokens N] [--verify MS] [--slope MS]
-        [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--noise S [--seeds N]] [--trace ID ...]
-        [--ablate PART ...]
+        [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--noise S] [--stalls P [--stall-factor X]]
+        [--seeds N] [--trace ID ...] [--ablate PART ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -110,7 +115,20 @@ class CostModel:
     read: float = 0.0  # each prompt token the draft model reads
     overhead: float = 0.0005
     noise: float = 0.0  # spread (log-normal sigma) of the timings the drafters see
+    stall: float = 0.0  # the chance that a draft model call or a verify pass stalls
+    stall_factor: float = 8.0  # how many times as long a stalled one takes
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(1))
+
+    def stalled(self, seconds: float) -> float:
+        """``seconds``, or :attr:`stall_factor` times as long where this call stalls (at the chance :attr:`stall`)."""
+        if self.stall and self.rng.random() < self.stall:
+            return seconds * self.stall_factor
+        return seconds
+
+    @property
+    def stall_mean(self) -> float:
+        """What stalls make a pass take on average, as a factor."""
+        return 1.0 + self.stall * (self.stall_factor - 1.0)
 
     def seen(self, seconds: float) -> float:
         """``seconds`` as a drafter measures it (blurred by :attr:`noise`)."""
@@ -216,15 +234,16 @@ class ModelledDrafter(DraftModelDrafter):
         draft = super().draft(request)
         n, costs = len(draft.tokens), self.costs
         if n:
-            sync = costs.fixed + costs.catch_up * max(self.timed.last_catch_up - 1, 0)
-            draft.step_seconds = costs.seen(costs.step) if n > 1 else None
+            sync = costs.stalled(costs.fixed + costs.catch_up * max(self.timed.last_catch_up - 1, 0))
+            steps = costs.stalled(costs.step * (n - 1)) if n > 1 else 0.0
+            draft.step_seconds = costs.seen(steps / (n - 1)) if n > 1 else None
             draft.sample_seconds = 0.0
             seen = costs.seen(sync)
             if draft.sync_seconds is not None:
                 draft.sync_seconds = seen
             if draft.catch_up_seconds is not None:
                 draft.catch_up_seconds = seen
-            self._spend(sync + costs.step * (n - 1))
+            self._spend(sync + steps)
         return draft
 
     def take_seconds(self) -> float:
@@ -283,7 +302,7 @@ def replay(
         kept = truth[: n_acc + 1]
         committed += kept
         written += len(kept)
-        verify = costs.verify_seconds(len(draft.tokens) + 1)
+        verify = costs.stalled(costs.verify_seconds(len(draft.tokens) + 1))
         seconds += draft_seconds + verify + costs.overhead
         model.clock.now += verify + costs.overhead
         first = first or seconds
@@ -333,10 +352,17 @@ def main() -> int:
         help="log-normal spread of the timings the drafters learn from (0.25: about +-25%%)",
     )
     parser.add_argument(
+        "--stalls",
+        type=float,
+        default=0.0,
+        help="the chance that a draft model call or a verify pass stalls (0.05: one in twenty)",
+    )
+    parser.add_argument("--stall-factor", type=float, default=8.0, help="how many times as long a stall takes")
+    parser.add_argument(
         "--seeds",
         type=int,
         default=1,
-        help="with --noise: replay this many times (seeds 1..N) and print each prompt's mean share",
+        help="with --noise or --stalls: replay this many times (seeds 1..N) and print each prompt's mean share",
     )
     parser.add_argument(
         "--ablate", nargs="*", default=[], choices=sorted(ABLATIONS), help="switch these parts of the composite off"
@@ -380,6 +406,8 @@ def main() -> int:
             args.batch / 1000,
             read=args.read / 1000,
             noise=args.noise,
+            stall=args.stalls,
+            stall_factor=args.stall_factor,
             rng=np.random.default_rng(seed),
         )
         clock = ModelledClock()
@@ -397,14 +425,18 @@ def main() -> int:
         if len(seeds) > 1:
             print(f"seed {seed}")
         print(f"{'prompt':<24}{'tokens':>7}" + "".join(f"{NAMES[k]:>11}" for k in KINDS) + f"{'/best':>7}")
-        for pid, names, prompt, reply in recorded:
-            seconds: dict[DrafterKind | None, float] = {None: len(reply) * (costs.verify_seconds(1) + costs.overhead)}
-            first: dict[DrafterKind | None, float] = {None: costs.verify_seconds(1) + costs.overhead}
-            for kind in KINDS:
+        for index, (pid, names, prompt, reply) in enumerate(recorded):
+            plain = costs.verify_seconds(1) * costs.stall_mean + costs.overhead  # a plain pass, stalls averaged in
+            seconds: dict[DrafterKind | None, float] = {None: len(reply) * plain}
+            first: dict[DrafterKind | None, float] = {None: plain}
+            for kind_index, kind in enumerate(KINDS):
                 runtime.draft_context.truncate(0)
                 trace: list[str] | None = [] if pid in args.trace else None
+                # Each drafter's noise and stalls from a stream of its own (seed, prompt, drafter): a change to
+                # one policy leaves the others' replays as they were, so two runs compare prompt by prompt.
+                model.costs = dataclasses.replace(costs, rng=np.random.default_rng((seed, index, kind_index)))
                 seconds[kind], first[kind] = replay(
-                    drafters[kind], adaptive[kind], model, prompt, reply, eog, params, costs, trace
+                    drafters[kind], adaptive[kind], model, prompt, reply, eog, params, model.costs, trace
                 )
                 if trace is not None:
                     print(f"  {NAMES[kind]}: " + " ".join(trace))

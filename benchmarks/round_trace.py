@@ -2,14 +2,15 @@
 round's milliseconds and the drafting's share, and the thread count in use.
 
 The demo pair with the window's reply settings; per repeat and drafter, the prompt is read ahead as the window
-reads it while the user types, then the reply decodes. One line per reply: its rate end to end, the thread
+reads it while the user types (``--no-read-ahead``: the reply reads it, as ``specchat bench`` does), then the reply
+decodes. One line per reply: its rate end to end, the thread
 tuner's count, switches and tries, then each round as ``<arm><drafts>:<kept + 1>/<ms>(<drafting ms>)`` (arm:
 ``m`` model, ``l`` lookup, ``p`` plain for Automatic; ``?`` for a single drafter). A crawl (rounds of seconds
 whichever drafter runs) and a choice that stays on a losing arm look different here. A round at depth 0 does not
 ask the drafter: its token counts in the kept tokens and milliseconds of the round before it.
 
     python benchmarks/round_trace.py [--prompt m-proofread] [--load 2] [--repeats 2] [--max-tokens 64]
-        [--drafters composite ngram draft]
+        [--drafters composite ngram draft] [--no-read-ahead]
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--drafters", nargs="+", default=["composite", "ngram", "draft"])
+    parser.add_argument(
+        "--no-read-ahead",
+        action="store_true",
+        help="each reply reads its own prompt, as `specchat bench` and the server do (not read ahead)",
+    )
     args = parser.parse_args()
 
     from collections.abc import Callable
@@ -58,7 +64,8 @@ def main() -> int:
         for repeat in range(args.repeats):
             for name in args.drafters:
                 runtime.forget_contexts()
-                read_ahead(runtime, prompt, CancelToken(), drafter=name, recall=False)
+                if not args.no_read_ahead:
+                    read_ahead(runtime, prompt, CancelToken(), drafter=name, recall=False)
                 drafter = runtime.drafter_for(name)
                 rounds: list[tuple[int, float, str, int, float]] = []  # committed, start, arm, drafts, drafting s
                 own = drafter.draft
