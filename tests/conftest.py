@@ -16,6 +16,7 @@ import pytest
 
 from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub, serve
+from support.stacks import busy_threads, thread_stacks
 
 if TYPE_CHECKING:
     from specchat.core.models.demo import DemoPair
@@ -114,6 +115,20 @@ def hub() -> Iterator[FakeHub]:
 def make_gguf(tmp_path: Path) -> GgufMaker:
     """``make_gguf(name, **options)`` writes a tiny GGUF under the test's temp folder."""
     return GgufMaker(tmp_path / "ggufs")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A wait for a Qt signal or condition that ran out (pytest-qt's TimeoutError) also reports what every thread
+    of the process was doing then: its share of a core and its stack. A rare slow or stuck reply says at once
+    whether the engine's thread was working (slowly) or blocked, and where."""
+    report = yield
+    if call.excinfo is not None and report.failed:
+        from pytestqt.exceptions import TimeoutError as WaitTimeout
+
+        if call.excinfo.errisinstance(WaitTimeout):
+            report.sections.append(("threads when the wait ran out", f"{busy_threads()}\n{thread_stacks(12)}"))
+    return report
 
 
 _XFAILED: list[str] = []  # "test id: crash line" of each expected failure that did fail

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 import traceback
+from pathlib import Path
 
 FRAMES = 8  # the innermost frames of each thread: where it waits, and what called that
 
@@ -18,6 +21,37 @@ def thread_stacks(frames: int = FRAMES) -> str:
         lines = [f"  {s.filename.rsplit('/', 2)[-1]}:{s.lineno} {s.name}: {(s.line or '').strip()}" for s in stack]
         parts.append(f"thread {names.get(ident, ident)}:\n" + "\n".join(lines))
     return "\n".join(parts)
+
+
+def _task_times() -> dict[int, tuple[str, str, int]]:
+    """Each of this process's threads (native id): its name, scheduler state and CPU ticks so far (Linux)."""
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[int(task.name)] = (name, fields[0], int(fields[11]) + int(fields[12]))  # state, utime + stime
+    return out
+
+
+def busy_threads(seconds: float = 1.0) -> str:
+    """The load average, and each of this process's threads with its share of a core over the next ``seconds``
+    and its state: whether a wait in vain was a thread working slowly (busy), or blocked (sleeping, 0%)."""
+    if not Path("/proc/self/task").is_dir():
+        return "(no /proc here)"
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    before = _task_times()
+    time.sleep(seconds)
+    after = _task_times()
+    tick = os.sysconf("SC_CLK_TCK")
+    lines = [f"load average {os.getloadavg()}; threads of this process, share of a core over {seconds:g} s:"]
+    for tid, (name, state, ticks) in sorted(after.items()):
+        used = (ticks - before.get(tid, (name, state, ticks))[2]) / tick / seconds
+        lines.append(f"  {names.get(tid, name)} [{tid}] {state} {used:.0%}")
+    return "\n".join(lines)
 
 
 class CallLog:
