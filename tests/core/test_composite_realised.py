@@ -14,8 +14,10 @@ import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import READ_RETRY_REPLIES, RETRY_EVERY, CompositeDrafter
+from specchat.core.engine.composite.timings import ModelTimings
+from specchat.core.engine.composite.tuning import TIMING_CLIP, TIMING_DECAY
 from specchat.core.engine.depth import AdaptiveDepth
-from specchat.core.engine.drafters import DraftModelDrafter, DraftRequest, base, draft_model
+from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest, base, draft_model
 from specchat.core.engine.realised import FACTOR_RANGE, MIN_ROUNDS, RECENT_ROUNDS, RealisedCosts
 from specchat.core.types import DraftSource, SamplerParams
 
@@ -127,9 +129,13 @@ def test_factors_count_only_recent_rounds_need_a_few_and_are_bounded() -> None:
     costs.record("model", 1, 0.010, 0.030)
     assert costs.factor("model", 1) is None  # one round says little
     costs.record("model", 2, 0.010, 0.010)
-    assert costs.factor("model", 2) == 2.0  # 40 ms where 20 were predicted
-    assert costs.factor("model", 2 + RECENT_ROUNDS + 1) is None  # too old to count now
-    assert costs.last("model") == 2 and costs.last("plain") is None
+    assert costs.factor("model", 2) == 1.0  # one slow round of two: a stall, not what the arm costs
+    costs.record("model", 3, 0.010, 0.020)
+    assert costs.factor("model", 3) == 2.0  # the median round: 20 ms where 10 were predicted
+    costs.record("model", 4, 0.010, 0.040)
+    assert costs.factor("model", 4) == 2.0  # of four, the lower middle one: still 2
+    assert costs.factor("model", 4 + RECENT_ROUNDS + 1) is None  # too old to count now
+    assert costs.last("model") == 4 and costs.last("plain") is None
     costs.record("plain", 3, 0.001, 5.0)
     costs.record("plain", 4, 0.001, 5.0)  # two stalls
     assert costs.factor("plain", 4) == FACTOR_RANGE[1]
@@ -181,3 +187,21 @@ def test_a_model_kept_out_by_a_read_priced_as_prohibitive_is_tried_and_kept_when
     assert first_model <= RETRY_EVERY + 1, arms  # then tried within the bound
     assert context.reads == 1  # read once, when first tried
     assert arms[first_model:].count("model") >= 0.8 * len(arms[first_model:]), arms
+
+
+def test_one_stalled_draft_moves_the_model_s_timings_a_little_and_a_lasting_slowdown_within_a_few_rounds() -> None:
+    unit = 0.010  # a one-token pass
+
+    def drafted(sync: float, step: float) -> Draft:
+        return Draft(tokens=[1, 2], step_seconds=step, sync_seconds=sync, sample_seconds=0.0)
+
+    timings = ModelTimings()
+    timings.drafted(drafted(0.010, 0.010), 0.020, unit)
+    assert timings.fixed == timings.step == 1.0
+    timings.drafted(drafted(0.300, 0.300), 0.600, unit)  # a time slice lost: thirty passes' worth
+    assert timings.fixed is not None and timings.step is not None
+    assert timings.fixed <= 1.0 + (1 - TIMING_DECAY) * (TIMING_CLIP - 1.0) + 1e-9
+    assert timings.step <= 1.0 + (1 - TIMING_DECAY) * (TIMING_CLIP - 1.0) + 1e-9
+    for _ in range(8):  # the machine stays three times slower
+        timings.drafted(drafted(0.030, 0.030), 0.060, unit)
+    assert timings.fixed > 2.5 and timings.step > 2.5

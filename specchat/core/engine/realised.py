@@ -7,8 +7,8 @@ composite also times, per *arm* (``plain``, ``lookup``, ``model``), the rounds i
 actually ran, from its draft to the next round's, beside the seconds the model
 of costs predicted for that very round (the same drafts, so acceptance, which
 depends on the text, is left out). :meth:`RealisedCosts.factor` is an arm's
-realised over predicted time over its last few rounds, counted only while those
-are recent; the composite prices each arm's candidates by it, so arms are
+realised over predicted time in the median of its last few rounds, counted only
+while those are recent; the composite prices each arm's candidates by it, so arms are
 compared by what they cost under the load of the moment.
 """
 
@@ -61,7 +61,9 @@ class RealisedCosts:
         recent = [r for r in self._rounds[arm] if now - r.number <= RECENT_ROUNDS]
         if len(recent) < MIN_ROUNDS:
             return None
-        ratio = sum(r.realised for r in recent) / sum(r.predicted for r in recent)
+        # The median round's (the lower of the middle two), not the sum's: one stalled round among a few says
+        # more about a time slice lost than about the arm, and the arm would sit out until it is retried.
+        ratio = sorted(r.realised / r.predicted for r in recent)[(len(recent) - 1) // 2]
         return min(max(ratio, FACTOR_RANGE[0]), FACTOR_RANGE[1])
 
     def factors(self, now: int) -> dict[str, float]:

@@ -20,6 +20,14 @@ def ema(old: float | None, new: float, decay: float = tuning.TIMING_DECAY) -> fl
     return new if old is None else decay * old + (1 - decay) * new
 
 
+def timed(old: float | None, new: float) -> float:
+    """:func:`ema` of a timing, ``new`` clipped to :data:`tuning.TIMING_CLIP` times ``old``: one stall (a busy
+    machine's scheduler taking the core away) moves the average a little, a lasting slowdown within a few rounds."""
+    if old:  # a kept 0 (a catch-up that cost nothing beyond its first draft) clips nothing
+        new = min(new, tuning.TIMING_CLIP * old)
+    return ema(old, new)
+
+
 @dataclass
 class ModelTimings:
     """The model drafter's costs in units of a one-token verify pass (None: not timed yet)."""
@@ -51,25 +59,25 @@ class ModelTimings:
     def read(self, tokens: int, seconds: float, unit: float) -> None:
         """Time a read of ``tokens`` prompt tokens that took ``seconds`` (a short read says little)."""
         if tokens >= tuning.MIN_READ:
-            self.read_token = ema(self.read_token, seconds / unit / tokens)
+            self.read_token = timed(self.read_token, seconds / unit / tokens)
 
     def drafted(self, drafted: Draft, seconds: float, unit: float) -> None:
         """Time one round's model drafts, which took ``seconds`` in all."""
         if drafted.catch_up >= tuning.MIN_CATCH_UP and drafted.catch_up_seconds is not None and self.fixed is not None:
             extra = drafted.catch_up_seconds / unit - self.fixed
-            self.catch_up = ema(self.catch_up, max(extra, 0.0) / (drafted.catch_up - 1))
+            self.catch_up = timed(self.catch_up, max(extra, 0.0) / (drafted.catch_up - 1))
         if not drafted.tokens:
             return
         sample = drafted.sample_seconds or 0.0
         if drafted.step_seconds is not None:
-            self.step = ema(self.step, (drafted.step_seconds + sample) / unit)
+            self.step = timed(self.step, (drafted.step_seconds + sample) / unit)
         # The first draft's cost: the model's catch-up when it was the usual one (a long catch-up after
         # lookup rounds is paid once and says little about the next round).
         if drafted.sync_seconds is not None:
-            self.fixed = ema(self.fixed, (drafted.sync_seconds + sample) / unit)
+            self.fixed = timed(self.fixed, (drafted.sync_seconds + sample) / unit)
         elif self.step is not None:
             # In step, the first draft costs about what a further one does: an estimate that only long
             # catch-ups followed (probes after plain rounds) would otherwise never be corrected.
-            self.fixed = ema(self.fixed, self.step)
+            self.fixed = timed(self.fixed, self.step)
         elif self.fixed is None and len(drafted.tokens) == 1:
             self.fixed = seconds / unit

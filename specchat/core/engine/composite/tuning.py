@@ -56,6 +56,7 @@ READ_UNTIMED = True
 
 # The model's costs, in units of the target's one-token pass measured at the same time.
 TIMING_DECAY = 0.8
+TIMING_CLIP = 2.5
 CATCH_UP_SHARE = 0.5
 MIN_CATCH_UP = 4
 MIN_READ = 16
@@ -190,6 +191,13 @@ CONSTANTS: tuple[Constant, ...] = (
         "six replies (open chat 0.63 of the model alone); with it 0.97",
     ),
     Constant(("TIMING_DECAY",), "weight of the old value in the model's timing averages", "unmeasured"),
+    Constant(
+        ("TIMING_CLIP",),
+        "a timing counts at most this many times the model's average (one stall moves it a little)",
+        "a round trace on a loaded machine (2026-12-04): one 300 ms first draft kept the model out for eight "
+        "rounds at 95% acceptance; `composite_replay.py --stalls 0.05`: 1.59x to 1.67x plain over 12 seeds, no "
+        "change without stalls (the value itself unmeasured)",
+    ),
     Constant(
         ("CATCH_UP_SHARE",),
         "a catch-up token, in drafting steps, before one is timed",
