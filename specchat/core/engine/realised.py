@@ -56,7 +56,7 @@ class RealisedCosts:
         return rounds[-1].number if rounds else None
 
     def factor(self, arm: str, now: int) -> float | None:
-        """``arm``'s realised over predicted seconds over its recent rounds (as of round ``now``); None with too
+        """``arm``'s realised over predicted seconds in its median recent round (as of round ``now``); None with too
         few."""
         recent = [r for r in self._rounds[arm] if now - r.number <= RECENT_ROUNDS]
         if len(recent) < MIN_ROUNDS:
