@@ -8,7 +8,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ import pytest
 
 from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub, serve
-from support.stacks import busy_threads, thread_stacks
+from support.stacks import CallLog, busy_threads, thread_stacks
 
 if TYPE_CHECKING:
     from specchat.core.models.demo import DemoPair
@@ -118,16 +118,22 @@ def make_gguf(tmp_path: Path) -> GgufMaker:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A wait for a Qt signal or condition that ran out (pytest-qt's TimeoutError) also reports what every thread
     of the process was doing then: its share of a core and its stack. A rare slow or stuck reply says at once
-    whether the engine's thread was working (slowly) or blocked, and where."""
+    whether the engine's thread was working (slowly) or blocked, and where. A failure in a module that keeps a
+    ``CALLS`` log (:class:`support.stacks.CallLog`) reports its calls too, whatever the assertion said."""
     report = yield
-    if call.excinfo is not None and report.failed:
+    if call.excinfo is not None and call.when != "teardown":  # failed, or failed as expected (a known defect)
         from pytestqt.exceptions import TimeoutError as WaitTimeout
 
         if call.excinfo.errisinstance(WaitTimeout):
             report.sections.append(("threads when the wait ran out", f"{busy_threads()}\n{thread_stacks(12)}"))
+        calls = getattr(getattr(item, "module", None), "CALLS", None)
+        if isinstance(calls, CallLog):
+            report.sections.append(("calls", str(calls)))
     return report
 
 
@@ -140,7 +146,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" and hasattr(report, "wasxfail") and report.skipped:
         crash = getattr(report.longrepr, "reprcrash", None)
         if crash is not None:
-            _XFAILED.append(f"{report.nodeid}: {crash.message[:30000]}")
+            kept = [(title, text) for title, text in report.sections if not title.startswith("Captured")]
+            sections = "".join(f"\n--- {title}\n{text}" for title, text in kept)
+            _XFAILED.append(f"{report.nodeid}: {crash.message[:30000]}{sections}")
 
 
 # A run that passes keeps no output anywhere (CI keeps it only for a failed run): each expected failure is also
