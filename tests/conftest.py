@@ -16,7 +16,7 @@ import pytest
 
 from support.gguf_files import GgufMaker
 from support.hubserver import FakeHub, serve
-from support.stacks import CallLog, busy_threads, thread_stacks
+from support.stacks import WINDOW_CALLS, CallLog, busy_threads, thread_stacks
 
 if TYPE_CHECKING:
     from specchat.core.models.demo import DemoPair
@@ -124,7 +124,8 @@ def pytest_runtest_makereport(
     """A wait for a Qt signal or condition that ran out (pytest-qt's TimeoutError) also reports what every thread
     of the process was doing then: its share of a core and its stack. A rare slow or stuck reply says at once
     whether the engine's thread was working (slowly) or blocked, and where. A failure in a module that keeps a
-    ``CALLS`` log (:class:`support.stacks.CallLog`) reports its calls too, whatever the assertion said."""
+    ``CALLS`` log (:class:`support.stacks.CallLog`) reports its calls too, whatever the assertion said, and a UI
+    test the windows' engine shut-downs and server stops (``WINDOW_CALLS``)."""
     report = yield
     if call.excinfo is not None and call.when != "teardown":  # failed, or failed as expected (a known defect)
         from pytestqt.exceptions import TimeoutError as WaitTimeout
@@ -134,6 +135,8 @@ def pytest_runtest_makereport(
         calls = getattr(getattr(item, "module", None), "CALLS", None)
         if isinstance(calls, CallLog):
             report.sections.append(("calls", str(calls)))
+        if WINDOW_CALLS.lines:
+            report.sections.append(("windows shut down or stopped serving", str(WINDOW_CALLS)))
     return report
 
 

@@ -80,3 +80,8 @@ class CallLog:
 
     def __str__(self) -> str:
         return "calls:\n" + "\n".join(f"  {line}" for line in self.lines)
+
+
+# The windows' engine shut-downs and server stops of the test running (tests/ui/conftest.py records them): a load,
+# reply or served request that ends early or never says which window was closed or stopped, by whom.
+WINDOW_CALLS = CallLog(keep=40)

@@ -1,4 +1,4 @@
-"""UI test fixtures: any Qt warning fails the test."""
+"""UI test fixtures: any Qt warning fails the test; each window's engine shut-down and server stop is recorded."""
 
 from __future__ import annotations
 
@@ -32,6 +32,19 @@ def fail_on_qt_warnings(qapp) -> Iterator[list[str]]:
     finally:
         qInstallMessageHandler(previous)
     assert not recorded, f"Qt warnings: {recorded}"
+
+
+@pytest.fixture(autouse=True)
+def _window_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Record who shuts a window's engine down or stops its server (support/stacks.py, ``WINDOW_CALLS``): a failure
+    reports them (tests/conftest.py)."""
+    from specchat.ui.server_panel import LocalServing
+    from specchat.ui.worker import WindowRuntimeHost
+    from support.stacks import WINDOW_CALLS
+
+    WINDOW_CALLS.lines.clear()
+    WINDOW_CALLS.watch(monkeypatch, WindowRuntimeHost, "shutdown")
+    WINDOW_CALLS.watch(monkeypatch, LocalServing, "stop")
 
 
 @pytest.fixture
