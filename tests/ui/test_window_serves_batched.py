@@ -45,14 +45,6 @@ WINDOW_TEXT = "List three colours."
 WINDOW_TOKENS = 12
 LONG_WINDOW_TEXT = "Write a long essay about the history of rivers."  # no end of its own for 200 tokens and more
 
-KNOWN_DEFECT = pytest.mark.xfail(
-    reason="known defect of the test suite (issue 41), believed fixed: an earlier test's guard timer "
-    "(tests/ui/test_real_models.py) closed whichever window was open two minutes later, cutting these tests' served "
-    "requests short now and then in a long run; the timer is now stopped. To be removed after clean full runs.",
-    strict=False,
-)
-
-
 CALLS = CallLog(keep=80)  # what cut a request short, when one is: who cancelled, stopped or closed what
 
 
@@ -281,7 +273,6 @@ def check_greedy(runtime, messages: list[dict[str, str]], got: list[int], sample
 
 
 @pytest.mark.slow
-@KNOWN_DEFECT
 def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, window: MainWindow, demo_runtime):
     url = window.serving.start(0, parallel=2)
     assert "up to 2 requests at once" in window.serving.note.text()
@@ -322,7 +313,6 @@ def test_a_window_reply_joins_a_running_served_request_and_ends_first(qtbot, win
 
 
 @pytest.mark.slow
-@KNOWN_DEFECT
 def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(2000)  # with a long question, it runs until stopped
     watch, served = serve_one(qtbot, window)
@@ -342,7 +332,6 @@ def test_stop_ends_only_the_window_reply_in_the_batch(qtbot, window: MainWindow,
 
 
 @pytest.mark.slow
-@KNOWN_DEFECT
 def test_a_served_client_that_leaves_does_not_disturb_the_window_reply(qtbot, window: MainWindow, demo_runtime):
     window.controls.max_tokens.setValue(48)
     leave = threading.Event()
