@@ -94,6 +94,10 @@ ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         "a model never timed waits to read the prompt as a timed one would",
         lambda: setattr(tuning, "READ_UNTIMED", False),
     ),
+    "read-margin": (
+        "the model reads the prompt as soon as its expected saving covers the read (no rent-or-buy wait)",
+        lambda: setattr(tuning, "READ_MARGIN", 1.0),
+    ),
     "positions": ("acceptance not kept apart by draft position", lambda: setattr(tuning, "POSITIONS", 1)),
     "stop-plan": (
         "the model drafts to the round's depth: no stop after a hesitant draft",

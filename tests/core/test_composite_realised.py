@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
-from specchat.core.engine.composite import READ_RETRY_REPLIES, RETRY_EVERY, CompositeDrafter
+from specchat.core.engine.composite import READ_RETRY_REPLIES, RETRY_EVERY, CompositeDrafter, tuning
 from specchat.core.engine.composite.timings import ModelTimings
 from specchat.core.engine.composite.tuning import TIMING_CLIP, TIMING_DECAY
 from specchat.core.engine.depth import AdaptiveDepth
@@ -205,3 +205,86 @@ def test_one_stalled_draft_moves_the_model_s_timings_a_little_and_a_lasting_slow
     for _ in range(8):  # the machine stays three times slower
         timings.drafted(drafted(0.030, 0.030), 0.060, unit)
     assert timings.fixed > 2.5 and timings.step > 2.5
+
+
+class ReadingTruth(TruthContext):
+    """A :class:`TruthContext` whose prompt reads take ``per_token`` seconds a token, as the model of costs prices
+    them."""
+
+    def __init__(self, truth: list[int], clock: Clock, per_token: float) -> None:
+        super().__init__(truth, clock, pause=0.0002)
+        self.per_token = per_token
+
+    def extend_to(self, tokens: Sequence[int]) -> int:
+        self.clock.pass_(len(tokens) * self.per_token)
+        return super().extend_to(tokens)
+
+
+def reply_with_reads(clock: Clock, *, copies: bool, length: int, margin: float) -> tuple[str, int, float, float]:
+    """One reply of ``length`` tokens after a 120-token prompt, its rounds driven as the engine's loop drives them,
+    by a composite whose model drafts every token right, quick to draft but dear to read: its expected saving over
+    the reply covers the read between once and three times. ``copies``: from its fourth token the reply copies
+    100 tokens of the prompt. Returns the rounds' arms (p, L, M), the model's reads, the reply's seconds and the
+    read's price (seconds)."""
+    prompt, target_pass = 120, 0.002
+    truth = [int(t) for t in np.random.default_rng(5).integers(0, VOCAB, 4000)]
+    if copies:
+        truth[prompt + 3 : prompt + 103] = truth[10:110]
+    read_token = 0.4  # target passes a token
+    context = ReadingTruth(truth, clock, read_token * target_pass)
+    drafter = CompositeDrafter(DraftModelDrafter(context), clock=clock)
+    drafter.timings.fixed = drafter.timings.step = 0.05
+    drafter.timings.catch_up = 0.01
+    drafter.timings.read_token = read_token
+    for _ in range(10):
+        drafter.table.record_span(DraftSource.MODEL, 0, 0, 8, 8)
+    adaptive = AdaptiveDepth()
+    for _ in range(3):
+        adaptive.observe(0, 0, None, target_pass)
+    tokens = truth[:prompt]
+    drafter.prefill(tokens[:-1])
+    arms, started = "", clock.now
+    rng = np.random.default_rng(0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tuning, "READ_MARGIN", margin)
+        while len(tokens) - prompt < length:
+            left = length - (len(tokens) - prompt)
+            draft = drafter.draft(
+                DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs, remaining=left)
+            )
+            verify = target_pass + 0.0001 * len(draft.tokens)
+            clock.pass_(verify)
+            kept = 0
+            while kept < len(draft.tokens) and draft.tokens[kept] == truth[len(tokens) + kept]:
+                kept += 1
+            adaptive.observe(
+                len(draft.tokens), kept, draft.step_seconds, verify, 0.0, draft.sync_seconds, draft.sample_seconds
+            )
+            tokens = truth[: len(tokens) + kept + 1]
+            sources = set(draft.sources)
+            arms += "M" if DraftSource.MODEL in sources else "L" if sources else "p"
+    return arms, context.reads, clock.now - started, (prompt - 1) * read_token * target_pass
+
+
+def test_a_reply_that_copies_its_prompt_does_not_pay_a_read_whose_saving_was_in_doubt(clock: Clock) -> None:
+    """The model's expected saving covers its read, but by less than READ_MARGIN times: rounds go without it, and
+    once the reply reaches the copied text the lookups carry it. Read at once (the rule before), the model costs
+    the reply three times as long."""
+    arms, reads, seconds, _ = reply_with_reads(clock, copies=True, length=100, margin=3.0)
+    eager_arms, eager_reads, eager_seconds, _ = reply_with_reads(clock, copies=True, length=100, margin=1.0)
+    assert eager_reads == 1 and eager_arms[1] == "M"  # the saving alone: read in the second round
+    assert reads == 0 and "M" not in arms and arms.count("L") >= 8, arms
+    assert seconds < 0.5 * eager_seconds
+
+
+def test_a_reply_that_needs_the_model_reads_once_its_rounds_without_it_have_lost_about_the_read(
+    clock: Clock,
+) -> None:
+    """Nothing to copy: the rounds without the model lose against it until the loss reaches the read's price; then
+    it reads and drafts. Waiting cost about the read, no more (a rent-or-buy bound)."""
+    arms, reads, seconds, read = reply_with_reads(clock, copies=False, length=200, margin=3.0)
+    _, eager_reads, eager_seconds, _ = reply_with_reads(clock, copies=False, length=200, margin=1.0)
+    first = arms.index("M")
+    assert reads == eager_reads == 1 and first > 10, arms
+    assert arms[first:].count("M") >= 0.8 * len(arms[first:]), arms
+    assert eager_seconds < seconds <= eager_seconds + 1.2 * read

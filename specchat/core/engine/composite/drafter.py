@@ -129,6 +129,8 @@ class CompositeDrafter(Drafter):
         self._model_in_reply = False  # whether the model drafted in the current reply
         self._replies_without_model = 0
         self._reply_seen = 0  # how far it has come
+        self._regret = 0.0  # seconds the reply's rounds without the model lost against it, so far
+        self._regret_mark: tuple[float, int, float] | None = None  # the last such round: clock, tokens, model's rate
         self._pending: _Pending | None = None
 
     def prefill(self, tokens: Sequence[int]) -> None:
@@ -143,6 +145,7 @@ class CompositeDrafter(Drafter):
         self._reply_from = self._reply_seen = len(tokens) + 1
         self._pending = None
         self._first_round = True
+        self._regret, self._regret_mark = 0.0, None
         self._unread = None
         if self.model.follows_text:
             self._unread = list(tokens)
@@ -300,6 +303,10 @@ class CompositeDrafter(Drafter):
         would; and for as long as what the model would save over the rest of the reply (the best rate with it
         against the best without, per token left: to its token limit, or a usual reply's length here where
         that is shorter), counted again by the share of prompts that come back here, does not cover the read.
+        Where it covers the read by less than :data:`tuning.READ_MARGIN` times, the saving is in doubt (a reply
+        that copies from its prompt is carried by lookups once it reaches the copied text, so the rate without
+        the model is rarely the plain one the saving assumes): rounds run without it while they lose less than
+        the read against it (:meth:`_renting`).
         """
         if self._unread is None:
             return None
@@ -330,7 +337,24 @@ class CompositeDrafter(Drafter):
         # What the model reads stays in its cache (the context, the prompt cache) for the conversation's next
         # turn and the prompt's repeats: where prompts here have come back (the share the target held), a read
         # serves about one more reply.
-        return without if saved * (1.0 + self._reuse) < read else None
+        if saved * (1.0 + self._reuse) < read:
+            return without
+        timed = request.costs is not None and request.costs.measured_plain()  # seconds: comparable with the clock
+        if timed and saved * (1.0 + self._reuse) < read * tuning.READ_MARGIN:
+            return without if self._renting(len(request.tokens), with_model, read / (1.0 + self._reuse)) else None
+        return None
+
+    def _renting(self, produced: int, with_model: float, read: float) -> bool:
+        """Whether the reply's rounds without the model have so far lost less than ``read`` (seconds) against it:
+        each round's time less what the model's rate at that round (``with_model``, tokens a second) would have
+        taken for the tokens it committed (``produced`` so far). A rent-or-buy rule: a reply lookups carry never
+        pays the read, and one that needs the model loses at most about the read again before it reads."""
+        now = self.clock()
+        if self._regret_mark is not None:
+            then, before, rate = self._regret_mark
+            self._regret += (now - then) - (produced - before) / rate
+        self._regret_mark = (now, produced, with_model)
+        return self._regret < read
 
     def decide(self, lookups: Sequence[Found], k: int, costs: Costs) -> tuple[Candidate, StopPlan | None]:
         """This round's candidate, and the stop plan made for a model round where one was (the round counted).

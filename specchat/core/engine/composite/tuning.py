@@ -53,6 +53,7 @@ MIN_HANDOVER_MATCH = 4
 RETRY_EVERY = 24
 READ_RETRY_REPLIES = 3
 READ_UNTIMED = True
+READ_MARGIN = 3.0
 
 # The model's costs, in units of the target's one-token pass measured at the same time.
 TIMING_DECAY = 0.8
@@ -189,6 +190,14 @@ CONSTANTS: tuple[Constant, ...] = (
         "(what it would save is a guess until then)",
         "`benchmarks/composite_replay.py --window` on the mixed prompts: without it the model was never read in "
         "six replies (open chat 0.63 of the model alone); with it 0.97",
+    ),
+    Constant(
+        ("READ_MARGIN",),
+        "the model reads the prompt at once only where its expected saving over the reply is this many times the "
+        "read; below it, rounds go without the model until they have lost the read's price against it (rent or buy)",
+        "`composite_replay.py --window` on the mixed prompts (2026-12-04): the worst prompt's share of the better "
+        "single drafter from 48% to 79% (m-proofread 48% to 97%), overall 104% to 108%; with noise over 6 seeds "
+        "51% to 77%, with 5% stalls 70% to 86%; 2 and 4 tried (4: open chat down to 70% in one seed)",
     ),
     Constant(("TIMING_DECAY",), "weight of the old value in the model's timing averages", "unmeasured"),
     Constant(
