@@ -87,26 +87,29 @@ def run(
     clock: Clock,
     truth: list[int],
     prompt: int,
-    rounds: int,
+    rounds: int | None,
     *,
     target_pass: float = 0.002,
     per_token: float = 0.0002,
     front_end: float = 0.0,
+    length: int | None = None,
 ) -> list[str]:
     """Drive ``rounds`` rounds as the engine's loop does, against a target that commits ``truth`` (the drafts it
     agrees with and one token more), its verify taking ``target_pass`` and ``per_token`` a draft, and a front end
     that takes ``front_end`` seconds over every round's drafts (a cost no timing of the model of costs sees).
-    The round costs are measured as the loop measures them. Returns each round's arm (plain, lookup or model)."""
+    The round costs are measured as the loop measures them; with ``length``, rounds run until the reply has that
+    many tokens, each asked with the tokens left. Returns each round's arm (plain, lookup or model)."""
     rng = np.random.default_rng(0)
     adaptive = AdaptiveDepth()
     for _ in range(3):  # the loop's first plain rounds, which measure the target's one-token pass
         adaptive.observe(0, 0, None, target_pass)
     tokens = truth[:prompt]
     drafter.prefill(tokens[:-1])
-    arms = []
-    for _ in range(rounds):
+    arms: list[str] = []
+    while (rounds is None or len(arms) < rounds) and (length is None or len(tokens) - prompt < length):
+        left = 1000 if length is None else length - (len(tokens) - prompt)
         draft = drafter.draft(
-            DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs, remaining=1000)
+            DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs, remaining=left)
         )
         if draft.tokens:
             clock.pass_(front_end)
@@ -224,8 +227,8 @@ def reply_with_reads(clock: Clock, *, copies: bool, length: int, margin: float) 
     """One reply of ``length`` tokens after a 120-token prompt, its rounds driven as the engine's loop drives them,
     by a composite whose model drafts every token right, quick to draft but dear to read: its expected saving over
     the reply covers the read between once and three times. ``copies``: from its fourth token the reply copies
-    100 tokens of the prompt. Returns the rounds' arms (p, L, M), the model's reads, the reply's seconds and the
-    read's price (seconds)."""
+    100 tokens of the prompt. Returns the rounds' arms (p, l, m: plain, lookup, model), the model's reads, the
+    reply's seconds and the read's price (seconds)."""
     prompt, target_pass = 120, 0.002
     truth = [int(t) for t in np.random.default_rng(5).integers(0, VOCAB, 4000)]
     if copies:
@@ -238,32 +241,11 @@ def reply_with_reads(clock: Clock, *, copies: bool, length: int, margin: float) 
     drafter.timings.read_token = read_token
     for _ in range(10):
         drafter.table.record_span(DraftSource.MODEL, 0, 0, 8, 8)
-    adaptive = AdaptiveDepth()
-    for _ in range(3):
-        adaptive.observe(0, 0, None, target_pass)
-    tokens = truth[:prompt]
-    drafter.prefill(tokens[:-1])
-    arms, started = "", clock.now
-    rng = np.random.default_rng(0)
+    started = clock.now
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tuning, "READ_MARGIN", margin)
-        while len(tokens) - prompt < length:
-            left = length - (len(tokens) - prompt)
-            draft = drafter.draft(
-                DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs, remaining=left)
-            )
-            verify = target_pass + 0.0001 * len(draft.tokens)
-            clock.pass_(verify)
-            kept = 0
-            while kept < len(draft.tokens) and draft.tokens[kept] == truth[len(tokens) + kept]:
-                kept += 1
-            adaptive.observe(
-                len(draft.tokens), kept, draft.step_seconds, verify, 0.0, draft.sync_seconds, draft.sample_seconds
-            )
-            tokens = truth[: len(tokens) + kept + 1]
-            sources = set(draft.sources)
-            arms += "M" if DraftSource.MODEL in sources else "L" if sources else "p"
-    return arms, context.reads, clock.now - started, (prompt - 1) * read_token * target_pass
+        arms = run(drafter, clock, truth, prompt, None, target_pass=target_pass, per_token=0.0001, length=length)
+    return "".join(arm[0] for arm in arms), context.reads, clock.now - started, (prompt - 1) * read_token * target_pass
 
 
 def test_a_reply_that_copies_its_prompt_does_not_pay_a_read_whose_saving_was_in_doubt(clock: Clock) -> None:
@@ -272,8 +254,8 @@ def test_a_reply_that_copies_its_prompt_does_not_pay_a_read_whose_saving_was_in_
     the reply three times as long."""
     arms, reads, seconds, _ = reply_with_reads(clock, copies=True, length=100, margin=3.0)
     eager_arms, eager_reads, eager_seconds, _ = reply_with_reads(clock, copies=True, length=100, margin=1.0)
-    assert eager_reads == 1 and eager_arms[1] == "M"  # the saving alone: read in the second round
-    assert reads == 0 and "M" not in arms and arms.count("L") >= 8, arms
+    assert eager_reads == 1 and eager_arms[1] == "m"  # the saving alone: read in the second round
+    assert reads == 0 and "m" not in arms and arms.count("l") >= 8, arms
     assert seconds < 0.5 * eager_seconds
 
 
@@ -284,7 +266,7 @@ def test_a_reply_that_needs_the_model_reads_once_its_rounds_without_it_have_lost
     it reads and drafts. Waiting cost about the read, no more (a rent-or-buy bound)."""
     arms, reads, seconds, read = reply_with_reads(clock, copies=False, length=200, margin=3.0)
     _, eager_reads, eager_seconds, _ = reply_with_reads(clock, copies=False, length=200, margin=1.0)
-    first = arms.index("M")
+    first = arms.index("m")
     assert reads == eager_reads == 1 and first > 10, arms
-    assert arms[first:].count("M") >= 0.8 * len(arms[first:]), arms
+    assert arms[first:].count("m") >= 0.8 * len(arms[first:]), arms
     assert eager_seconds < seconds <= eager_seconds + 1.2 * read
