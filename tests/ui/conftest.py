@@ -35,9 +35,9 @@ def fail_on_qt_warnings(qapp) -> Iterator[list[str]]:
 
 
 @pytest.fixture(autouse=True)
-def _window_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+def _window_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Record who shuts a window's engine down or stops its server (support/stacks.py, ``WINDOW_CALLS``): a failure
-    reports them (tests/conftest.py)."""
+    reports them (tests/conftest.py). Cleared afterwards, so a later test outside tests/ui reports none of them."""
     from specchat.ui.server_panel import LocalServing
     from specchat.ui.worker import WindowRuntimeHost
     from support.stacks import WINDOW_CALLS
@@ -45,6 +45,8 @@ def _window_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     WINDOW_CALLS.lines.clear()
     WINDOW_CALLS.watch(monkeypatch, WindowRuntimeHost, "shutdown")
     WINDOW_CALLS.watch(monkeypatch, LocalServing, "stop")
+    yield
+    WINDOW_CALLS.lines.clear()
 
 
 @pytest.fixture

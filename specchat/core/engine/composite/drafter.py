@@ -240,7 +240,7 @@ class CompositeDrafter(Drafter):
             out.step_seconds = 0.0 if best.lookup else None
         read_seconds = self.model.read[1] if read_before and self._unread is None else 0.0
         out.read_seconds = read_seconds
-        timed = request.costs is not None and request.costs.measured_plain()  # seconds, not units: comparable
+        timed = _in_seconds(request)  # predictions comparable with the clock's rounds
         n_model = sum(1 for source in out.sources if source is self.model_source)
         self._pending = _Pending(
             len(tokens),
@@ -337,10 +337,10 @@ class CompositeDrafter(Drafter):
         # What the model reads stays in its cache (the context, the prompt cache) for the conversation's next
         # turn and the prompt's repeats: where prompts here have come back (the share the target held), a read
         # serves about one more reply.
-        if saved * (1.0 + self._reuse) < read:
+        worth = saved * (1.0 + self._reuse)
+        if worth < read:
             return without
-        timed = request.costs is not None and request.costs.measured_plain()  # seconds: comparable with the clock
-        if timed and saved * (1.0 + self._reuse) < read * tuning.READ_MARGIN:
+        if _in_seconds(request) and worth < read * tuning.READ_MARGIN:  # rent: the loss is timed by the clock
             return without if self._renting(len(request.tokens), with_model, read / (1.0 + self._reuse)) else None
         return None
 
@@ -547,6 +547,11 @@ def _append_lookup(out: Draft, tokens: Sequence[int], match: int, origin: str = 
     out.sources += [DraftSource.LOOKUP] * len(tokens)
     out.match_lengths += [match] * len(tokens)
     out.top += [((t, 1.0),) for t in tokens]
+
+
+def _in_seconds(request: DraftRequest) -> bool:
+    """Whether the round's costs are in seconds (the target's plain pass measured), so comparable with the clock."""
+    return request.costs is not None and request.costs.measured_plain()
 
 
 def _longest(lookups: Sequence[Found]) -> Found | None:
