@@ -18,14 +18,19 @@ makes each draft model call and verify pass, with probability P, take
 ``--stall-factor`` times as long, counted and seen alike (a busy host's
 scheduler taking a core away for a time slice): how well a policy rides out a
 stall it cannot foresee. ``--seeds N`` replays N times with other noise or
-stalls and prints each prompt's mean share.
+stalls and prints each prompt's mean share. ``--orders`` gives each seed after
+the first its own order of the prompts (seeded): the composite learns across
+replies, so which reply comes first, or when a retry falls due, moves a
+prompt's figure by tens of points; a policy should win in most orders.
+``--timed`` starts the composite with the draft model's costs timed, as in a
+process that drafted with it before.
 
 ``--ablate PART`` replays the composite with one of its parts switched off
 (see ``ABLATIONS``): where the figures do not move, the part adds nothing.
 
     python benchmarks/composite_replay.py [--prompts FILE ...] [--max-tokens N] [--verify MS] [--slope MS]
         [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--noise S] [--stalls P [--stall-factor X]]
-        [--seeds N] [--trace ID ...] [--ablate PART ...]
+        [--seeds N] [--orders] [--timed] [--trace ID ...] [--ablate PART ...]
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import numpy as np
 from specchat.cli.bench import load_prompts, run_once
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import CompositeDrafter, Confidence, tuning
+from specchat.core.engine.composite.timings import ModelTimings
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.engine.drafters import Draft, Drafter, DraftModelDrafter, DraftRequest, NgramDrafter
 from specchat.core.engine.speculative import _cut_after_end, _label_sources
@@ -366,10 +372,21 @@ def main() -> int:
         "--seeds",
         type=int,
         default=1,
-        help="with --noise or --stalls: replay this many times (seeds 1..N) and print each prompt's mean share",
+        help="with --noise, --stalls or --orders: replay this many times (seeds 1..N) and print each prompt's mean "
+        "share",
     )
     parser.add_argument(
         "--ablate", nargs="*", default=[], choices=sorted(ABLATIONS), help="switch these parts of the composite off"
+    )
+    parser.add_argument(
+        "--orders",
+        action="store_true",
+        help="with --seeds: each seed after the first replays the prompts in an order of its own",
+    )
+    parser.add_argument(
+        "--timed",
+        action="store_true",
+        help="the composite starts with the model's costs timed (as in a process that drafted with it before)",
     )
     parser.add_argument(
         "--window",
@@ -421,6 +438,13 @@ def main() -> int:
             DrafterKind.DRAFT_MODEL: model,
             DrafterKind.COMPOSITE: CompositeDrafter(model, clock=clock),
         }
+        if args.timed:  # the cost model's figures, in units of a one-token pass, as the composite keeps them
+            composite = drafters[DrafterKind.COMPOSITE]
+            assert isinstance(composite, CompositeDrafter)
+            unit = costs.verify_seconds(1)
+            composite.timings = ModelTimings(
+                costs.fixed / unit, costs.step / unit, costs.catch_up / unit, costs.read / unit
+            )
         adaptive = {kind: AdaptiveDepth() for kind in KINDS}
         for kind in KINDS:  # every controller starts from its plain passes measured, as after the app's warm-up
             for _ in range(3):
@@ -429,7 +453,11 @@ def main() -> int:
         if len(seeds) > 1:
             print(f"seed {seed}")
         print(f"{'prompt':<24}{'tokens':>7}" + "".join(f"{NAMES[k]:>11}" for k in KINDS) + f"{'/best':>7}")
-        for index, (pid, names, prompt, reply) in enumerate(recorded):
+        order = list(range(len(recorded)))
+        if args.orders and seed > 1:
+            order = [int(i) for i in np.random.default_rng(seed).permutation(len(recorded))]
+        for index in order:
+            pid, names, prompt, reply = recorded[index]
             plain = costs.verify_seconds(1) * costs.stall_mean + costs.overhead  # a plain pass, stalls averaged in
             seconds: dict[DrafterKind | None, float] = {None: len(reply) * plain}
             first: dict[DrafterKind | None, float] = {None: plain}
@@ -458,6 +486,9 @@ def main() -> int:
         print(f"{'prompt':<24}{'mean':>7}{'min':>7}{'max':>7}")
         for pid, values in shares.items():
             print(f"{pid[:24]:<24}{np.mean(values):>7.0%}{min(values):>7.0%}{max(values):>7.0%}")
+        ids = {pid for pid, *_ in recorded}
+        worst = [min(values[i] for pid, values in shares.items() if pid in ids) for i in range(len(seeds))]
+        print(f"{'worst prompt':<24}{np.mean(worst):>7.0%}{min(worst):>7.0%}{max(worst):>7.0%}")
     runtime.close()
     return 0
 
