@@ -417,6 +417,7 @@ def main() -> int:
             )
     seeds = range(1, max(args.seeds, 1) + 1)
     shares: dict[str, list[float]] = {}
+    worst: list[float] = []  # each seed's lowest prompt share
     for seed in seeds:
         costs = CostModel(
             args.verify / 1000,
@@ -433,14 +434,13 @@ def main() -> int:
         )
         clock = ModelledClock()
         model = ModelledDrafter(context, costs, clock)
+        composite = CompositeDrafter(model, clock=clock)
         drafters: dict[DrafterKind, Drafter] = {
             DrafterKind.NGRAM: NgramDrafter(),
             DrafterKind.DRAFT_MODEL: model,
-            DrafterKind.COMPOSITE: CompositeDrafter(model, clock=clock),
+            DrafterKind.COMPOSITE: composite,
         }
         if args.timed:  # the cost model's figures, in units of a one-token pass, as the composite keeps them
-            composite = drafters[DrafterKind.COMPOSITE]
-            assert isinstance(composite, CompositeDrafter)
             unit = costs.verify_seconds(1)
             composite.timings = ModelTimings(
                 costs.fixed / unit, costs.step / unit, costs.catch_up / unit, costs.read / unit
@@ -456,6 +456,7 @@ def main() -> int:
         order = list(range(len(recorded)))
         if args.orders and seed > 1:
             order = [int(i) for i in np.random.default_rng(seed).permutation(len(recorded))]
+        seed_shares: list[float] = []
         for index in order:
             pid, names, prompt, reply = recorded[index]
             plain = costs.verify_seconds(1) * costs.stall_mean + costs.overhead  # a plain pass, stalls averaged in
@@ -476,7 +477,9 @@ def main() -> int:
             for name in names:
                 groups.setdefault(name, Group()).add(row)
             shares.setdefault(pid, []).append(row.share())
+            seed_shares.append(row.share())
             print(row.line(pid, len(reply)), flush=True)
+        worst.append(min(seed_shares))
         for name, group in groups.items():
             print(group.line(f"{name} overall"))
             print(group.first_line())
@@ -486,8 +489,6 @@ def main() -> int:
         print(f"{'prompt':<24}{'mean':>7}{'min':>7}{'max':>7}")
         for pid, values in shares.items():
             print(f"{pid[:24]:<24}{np.mean(values):>7.0%}{min(values):>7.0%}{max(values):>7.0%}")
-        ids = {pid for pid, *_ in recorded}
-        worst = [min(values[i] for pid, values in shares.items() if pid in ids) for i in range(len(seeds))]
         print(f"{'worst prompt':<24}{np.mean(worst):>7.0%}{min(worst):>7.0%}{max(worst):>7.0%}")
     runtime.close()
     return 0
