@@ -22,15 +22,16 @@ stalls and prints each prompt's mean share. ``--orders`` gives each seed after
 the first its own order of the prompts (seeded): the composite learns across
 replies, so which reply comes first, or when a retry falls due, moves a
 prompt's figure by tens of points; a policy should win in most orders.
-``--timed`` starts the composite with the draft model's costs timed, as in a
-process that drafted with it before.
+``--warm ID`` has every drafter first write the reply to one prompt of
+``tests/data/prompts.jsonl``, not counted: a server that served a request
+before, its model timed and its acceptance counted.
 
 ``--ablate PART`` replays the composite with one of its parts switched off
 (see ``ABLATIONS``): where the figures do not move, the part adds nothing.
 
     python benchmarks/composite_replay.py [--prompts FILE ...] [--max-tokens N] [--verify MS] [--slope MS]
         [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--noise S] [--stalls P [--stall-factor X]]
-        [--seeds N] [--orders] [--timed] [--trace ID ...] [--ablate PART ...]
+        [--seeds N] [--orders] [--warm ID] [--trace ID ...] [--ablate PART ...]
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ import numpy as np
 from specchat.cli.bench import load_prompts, run_once
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import CompositeDrafter, Confidence, tuning
-from specchat.core.engine.composite.timings import ModelTimings
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.engine.drafters import Draft, Drafter, DraftModelDrafter, DraftRequest, NgramDrafter
 from specchat.core.engine.speculative import _cut_after_end, _label_sources
@@ -103,6 +103,10 @@ ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "read-margin": (
         "the model reads the prompt as soon as its expected saving covers the read (no rent-or-buy wait)",
         lambda: setattr(tuning, "READ_MARGIN", 1.0),
+    ),
+    "retries": (
+        "no try of an arm not run for RETRY_EVERY rounds",
+        lambda: setattr(tuning, "RETRY_EVERY", 10**9),
     ),
     "positions": ("acceptance not kept apart by draft position", lambda: setattr(tuning, "POSITIONS", 1)),
     "stop-plan": (
@@ -384,9 +388,10 @@ def main() -> int:
         help="with --seeds: each seed after the first replays the prompts in an order of its own",
     )
     parser.add_argument(
-        "--timed",
-        action="store_true",
-        help="the composite starts with the model's costs timed (as in a process that drafted with it before)",
+        "--warm",
+        metavar="ID",
+        help="every drafter first writes the reply to this prompt of tests/data/prompts.jsonl, not counted (as a "
+        "server that served a request before: the composite's model timed and its acceptance counted)",
     )
     parser.add_argument(
         "--window",
@@ -415,6 +420,10 @@ def main() -> int:
             recorded.append(
                 (pid, ["all", path.stem, *(["open chat"] if is_open_chat(pid) else [])], prompt, list(run.tokens))
             )
+    warm: tuple[list[int], list[int]] | None = None
+    if args.warm:
+        messages = dict(load_prompts(ROOT / "tests/data/prompts.jsonl", None))[args.warm]
+        warm = (runtime.prompt(messages).tokens, list(run_once(runtime, messages, params, DrafterKind.NONE, 0).tokens))
     seeds = range(1, max(args.seeds, 1) + 1)
     shares: dict[str, list[float]] = {}
     worst: list[float] = []  # each seed's lowest prompt share
@@ -434,21 +443,20 @@ def main() -> int:
         )
         clock = ModelledClock()
         model = ModelledDrafter(context, costs, clock)
-        composite = CompositeDrafter(model, clock=clock)
         drafters: dict[DrafterKind, Drafter] = {
             DrafterKind.NGRAM: NgramDrafter(),
             DrafterKind.DRAFT_MODEL: model,
-            DrafterKind.COMPOSITE: composite,
+            DrafterKind.COMPOSITE: CompositeDrafter(model, clock=clock),
         }
-        if args.timed:  # the cost model's figures, in units of a one-token pass, as the composite keeps them
-            unit = costs.verify_seconds(1)
-            composite.timings = ModelTimings(
-                costs.fixed / unit, costs.step / unit, costs.catch_up / unit, costs.read / unit
-            )
         adaptive = {kind: AdaptiveDepth() for kind in KINDS}
-        for kind in KINDS:  # every controller starts from its plain passes measured, as after the app's warm-up
+        # Every controller starts from its plain passes measured, as after the app's warm-up.
+        for kind_index, kind in enumerate(KINDS):
             for _ in range(3):
                 adaptive[kind].observe(0, 0, None, costs.verify_seconds(1), costs.overhead)
+            if warm is not None:  # the warm-up reply's noise from a stream of its own, after the prompts'
+                runtime.draft_context.truncate(0)
+                model.costs = dataclasses.replace(costs, rng=np.random.default_rng((seed, len(recorded), kind_index)))
+                replay(drafters[kind], adaptive[kind], model, *warm, eog, params, model.costs)
         groups: dict[str, Group] = {}
         if len(seeds) > 1:
             print(f"seed {seed}")
