@@ -399,6 +399,12 @@ def main() -> int:
         help="the window's reply settings (greedy with its repeat penalty) instead of plain greedy decoding",
     )
     args = parser.parse_args()
+    warm_messages = None
+    if args.warm:  # checked before the models load
+        warm_prompts = dict(load_prompts(ROOT / "tests/data/prompts.jsonl", None))
+        if args.warm not in warm_prompts:
+            parser.error(f"--warm: no prompt {args.warm!r} in tests/data/prompts.jsonl ({', '.join(warm_prompts)})")
+        warm_messages = warm_prompts[args.warm]
     for part in args.ablate:
         print(f"ablated: {part} ({ABLATIONS[part][0]})")
         ABLATIONS[part][1]()
@@ -421,9 +427,11 @@ def main() -> int:
                 (pid, ["all", path.stem, *(["open chat"] if is_open_chat(pid) else [])], prompt, list(run.tokens))
             )
     warm: tuple[list[int], list[int]] | None = None
-    if args.warm:
-        messages = dict(load_prompts(ROOT / "tests/data/prompts.jsonl", None))[args.warm]
-        warm = (runtime.prompt(messages).tokens, list(run_once(runtime, messages, params, DrafterKind.NONE, 0).tokens))
+    if warm_messages is not None:
+        warm = (
+            runtime.prompt(warm_messages).tokens,
+            list(run_once(runtime, warm_messages, params, DrafterKind.NONE, 0).tokens),
+        )
     seeds = range(1, max(args.seeds, 1) + 1)
     shares: dict[str, list[float]] = {}
     worst: list[float] = []  # each seed's lowest prompt share
@@ -484,8 +492,9 @@ def main() -> int:
             row = Group(seconds, first, prompts=1)
             for name in names:
                 groups.setdefault(name, Group()).add(row)
-            shares.setdefault(pid, []).append(row.share())
-            seed_shares.append(row.share())
+            share = row.share()
+            shares.setdefault(pid, []).append(share)
+            seed_shares.append(share)
             print(row.line(pid, len(reply)), flush=True)
         worst.append(min(seed_shares))
         for name, group in groups.items():
