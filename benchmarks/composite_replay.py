@@ -27,11 +27,13 @@ prompt's figure by tens of points; a policy should win in most orders.
 before, its model timed and its acceptance counted.
 
 ``--ablate PART`` replays the composite with one of its parts switched off
-(see ``ABLATIONS``): where the figures do not move, the part adds nothing.
+(see ``ABLATIONS``): where the figures do not move, the part adds nothing. ``--read-at R`` has the
+model read the prompt at a fixed round of every reply instead of by the composite's rule: what the read's
+timing alone can reach.
 
     python benchmarks/composite_replay.py [--prompts FILE ...] [--max-tokens N] [--verify MS] [--slope MS]
         [--batch MS] [--fixed MS] [--step MS] [--catch-up MS] [--noise S] [--stalls P [--stall-factor X]]
-        [--seeds N] [--orders] [--warm ID] [--trace ID ...] [--ablate PART ...]
+        [--seeds N] [--orders] [--warm ID] [--trace ID ...] [--ablate PART ...] [--read-at R]
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ import numpy as np
 from specchat.cli.bench import load_prompts, run_once
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import CompositeDrafter, Confidence, tuning
+from specchat.core.engine.composite.pricing import Candidate, Costs, choose
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.engine.drafters import Draft, Drafter, DraftModelDrafter, DraftRequest, NgramDrafter
+from specchat.core.engine.lookup import Found
 from specchat.core.engine.speculative import _cut_after_end, _label_sources
 from specchat.core.models.demo import provision_demo_pair
 from specchat.core.runtime.runtime import Runtime
@@ -71,6 +75,31 @@ def _no_first_probe() -> None:
         self._first_round = False
 
     CompositeDrafter.prefill = without  # type: ignore[method-assign]
+
+
+def _read_at(at: int) -> None:
+    """Every reply's model reads the prompt at the reply's ``at``-th round or later, as the composite then decides
+    (0: never); the composite's own rule of when to read, and a try's read, switched off."""
+    tuning.READ_RETRY_REPLIES = 10**9
+    rounds: dict[int, int] = {}
+    prefill = CompositeDrafter.prefill
+
+    def counted(self: CompositeDrafter, tokens: Sequence[int]) -> None:
+        prefill(self, tokens)
+        rounds[id(self)] = 0
+
+    def without_read(
+        self: CompositeDrafter, request: DraftRequest, lookups: Sequence[Found], costs: Costs
+    ) -> Candidate | None:
+        if not self._unread_tokens():
+            return None
+        rounds[id(self)] += 1
+        if at == 0 or rounds[id(self)] < at:
+            return choose(lookups, request.k, self.table, costs, None)
+        return None
+
+    CompositeDrafter.prefill = counted  # type: ignore[method-assign]
+    CompositeDrafter._without_read = without_read  # type: ignore[method-assign]
 
 
 # Parts of the composite a replay can switch off, each by what it does.
@@ -383,6 +412,13 @@ def main() -> int:
         "--ablate", nargs="*", default=[], choices=sorted(ABLATIONS), help="switch these parts of the composite off"
     )
     parser.add_argument(
+        "--read-at",
+        type=int,
+        metavar="R",
+        help="the model reads the prompt at each reply's R-th round or later, as the composite then decides (0: "
+        "never), instead of by the composite's rule: what a read's timing alone can reach",
+    )
+    parser.add_argument(
         "--orders",
         action="store_true",
         help="with --seeds: each seed after the first replays the prompts in an order of its own",
@@ -405,6 +441,9 @@ def main() -> int:
         if args.warm not in warm_prompts:
             parser.error(f"--warm: no prompt {args.warm!r} in tests/data/prompts.jsonl ({', '.join(warm_prompts)})")
         warm_messages = warm_prompts[args.warm]
+    if args.read_at is not None:
+        print(f"the model reads the prompt at each reply's round {args.read_at} or later (0: never)")
+        _read_at(args.read_at)
     for part in args.ablate:
         print(f"ablated: {part} ({ABLATIONS[part][0]})")
         ABLATIONS[part][1]()
