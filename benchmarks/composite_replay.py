@@ -289,6 +289,13 @@ class ModelledDrafter(DraftModelDrafter):
             self._spend(sync + steps)
         return draft
 
+    def time_step(self, tokens: Sequence[int]) -> float | None:
+        if super().time_step(tokens) is None:
+            return None
+        step = self.costs.stalled(self.costs.step)
+        self._spend(step)
+        return self.costs.seen(step)
+
     def take_seconds(self) -> float:
         seconds, self.seconds = self.seconds, 0.0
         return seconds

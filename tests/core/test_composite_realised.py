@@ -210,6 +210,24 @@ def test_one_stalled_draft_moves_the_model_s_timings_a_little_and_a_lasting_slow
     assert timings.fixed > 2.5 and timings.step > 2.5
 
 
+def test_a_step_a_stall_left_dear_comes_down_in_rounds_of_one_draft() -> None:
+    """Stalled steps leave the step dear, so rounds draft one token each, which times no step: the first draft,
+    which decodes and draws too, bounds it, and the step comes down to it within a dozen such rounds."""
+    unit = 0.010
+
+    def drafted(n: int, step: float | None) -> Draft:
+        return Draft(tokens=list(range(n)), step_seconds=step, sync_seconds=0.012, sample_seconds=0.0)
+
+    timings = ModelTimings()
+    timings.drafted(drafted(2, 0.010), 0.022, unit)
+    for _ in range(4):  # a busy spell: steps of 300 ms, each counted at most TIMING_CLIP times the average
+        timings.drafted(drafted(2, 0.300), 0.312, unit)
+    assert timings.step is not None and timings.fixed is not None and timings.step > 2 * timings.fixed
+    for _ in range(12):
+        timings.drafted(drafted(1, None), 0.012, unit)
+    assert timings.step <= 1.2 * timings.fixed
+
+
 class ReadingTruth(TruthContext):
     """A :class:`TruthContext` whose prompt reads take ``per_token`` seconds a token, as the model of costs prices
     them."""
@@ -270,3 +288,34 @@ def test_a_reply_that_needs_the_model_reads_once_its_rounds_without_it_have_lost
     assert reads == eager_reads == 1 and first > 10, arms
     assert arms[first:].count("m") >= 0.8 * len(arms[first:]), arms
     assert eager_seconds < seconds <= eager_seconds + 1.2 * read
+
+
+def test_a_model_slower_than_the_target_is_kept_out_by_its_timings_and_timed_back_in_when_quick(
+    clock: Clock,
+) -> None:
+    """A busy machine: a draft step takes twice a target pass, so no model round can win, however right its
+    drafts. Probes and tries would each pay a catch-up on every token since the model last drafted; instead one
+    decode of that catch-up is timed, RETRY_EVERY rounds after the model last drafted and then at doubling
+    intervals up to STEP_EVERY_MAX. When the machine is quick again, the next such timing brings it back."""
+    truth = [int(t) for t in np.random.default_rng(4).integers(0, VOCAB, 4000)]
+    context = TruthContext(truth, clock, pause=0.004)
+    drafter = CompositeDrafter(DraftModelDrafter(context), clock=clock)
+    steps: list[int] = []
+    time_step = drafter.model.time_step
+
+    def counted(tokens: Sequence[int]) -> float | None:
+        steps.append(drafter._round)
+        return time_step(tokens)
+
+    drafter.model.time_step = counted  # type: ignore[method-assign]
+    arms = run(drafter, clock, truth, prompt=40, rounds=300)
+    assert 1 <= arms[:15].count("model") <= 3, arms  # timed while nothing else was (a first draft, then a step)
+    assert "model" not in arms[15:], arms  # then no probe, no try
+    gaps = [b - a for a, b in zip(steps, steps[1:], strict=False)]
+    assert steps[0] <= 15 + RETRY_EVERY and gaps[:2] == [2 * RETRY_EVERY, 4 * RETRY_EVERY], steps
+    assert max(gaps) == tuning.STEP_EVERY_MAX, steps
+    context.pause = 0.0001  # the load is gone; the next reply follows on
+    arms = run(drafter, clock, truth, prompt=drafter._reply_seen, rounds=2 * tuning.STEP_EVERY_MAX)
+    first = arms.index("model")
+    assert first <= tuning.STEP_EVERY_MAX + 2, arms  # at its next timing step, and a probe after it
+    assert arms[first:].count("model") >= 0.8 * len(arms[first:]), arms

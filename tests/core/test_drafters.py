@@ -279,3 +279,24 @@ def test_the_loop_never_verifies_drafts_after_an_end_token(target: TargetSide) -
     drafted = [e.tokens for e in events if isinstance(e, Drafted)]
     assert drafted and all(d[-1] == end and len(d) == 3 for d in drafted if len(d) > 2)
     assert reply_tokens(events) == plain
+
+
+def test_a_timing_step_decodes_one_token_of_the_catch_up_in_a_real_draft_context() -> None:
+    from specchat.core.llama.context import Context
+    from specchat.core.llama.model import Model
+
+    model = Model(MODELS / "llama.gguf")
+    context = Context(model, n_ctx=64, n_threads=1)
+    try:
+        drafter = DraftModelDrafter(context)
+        drafter.prefill(PROMPT)
+        text = PROMPT + [5, 6, 7, 8, 9, 10]
+        assert drafter.behind(text) == 4
+        seconds = drafter.time_step(text)
+        assert seconds is not None and seconds > 0.0
+        assert context.tokens == text[: len(PROMPT) + 1] and drafter.behind(text) == 3
+        assert drafter.time_step(text[: len(PROMPT) + 3]) is None  # a round's usual catch-up: nothing to time
+        assert context.tokens == text[: len(PROMPT) + 1]
+    finally:
+        context.close()
+        model.close()

@@ -120,6 +120,8 @@ class CompositeDrafter(Drafter):
         self._round = 0
         self.timings = ModelTimings()  # the model's costs, in units of a one-token pass
         self._since_model = 0
+        self._stepped = 0  # the round of the model's latest timing step (_time_step)
+        self._step_every = tuning.RETRY_EVERY  # rounds between them
         self._unmeasured_tries = 0
         self._first_round = False  # the next round is a reply's first
         self._unread: list[int] | None = None  # the prompt the model has yet to read (see prefill)
@@ -221,12 +223,15 @@ class CompositeDrafter(Drafter):
                 best, plan = tried, None
                 self.tries += 1
         self.wins[best.label] += 1
+        if not best.model and self._hopeless(lookups, k, costs):
+            self._time_step(tokens, costs)
         read_before = self._unread is not None
         # The round is timed from here: the choice above costs every arm alike, so it is no arm's.
         started = self.clock()
         out = Draft()
         if best.model:
             self._since_model = 0
+            self._step_every = tuning.RETRY_EVERY
             self._model_in_reply = True
             n, keep_going = best.model, None
             if best.rate > 0.0:  # a chosen round (not a probe): the model drafts on while its confidence pays
@@ -276,6 +281,8 @@ class CompositeDrafter(Drafter):
             last = self.realised.last(arm)
             if self._round - (last if last is not None else 1) < tuning.RETRY_EVERY:
                 continue
+            if arm == "model" and self._hopeless(lookups, k, costs):
+                continue  # its timing steps keep it current (_time_step)
             if arm == best.label:
                 return None
             if arm == "plain":
@@ -381,10 +388,40 @@ class CompositeDrafter(Drafter):
             if not self.timings.measured and self._unmeasured_tries < tuning.UNMEASURED_TRIES:
                 self._unmeasured_tries += 1
                 best = Candidate((), 0, min(DEFAULT_AUTO_START, k), 0.0)
-            elif self._since_model >= tuning.PROBE_EVERY or (self._first_round and not best.lookup):
+            elif (self._since_model >= tuning.PROBE_EVERY or (self._first_round and not best.lookup)) and not (
+                self._hopeless(lookups, k, costs)
+            ):
                 best = Candidate((), 0, probe, 0.0)
         self._first_round = False
         return best, plan
+
+    def _hopeless(self, lookups: Sequence[Found], k: int, costs: Costs) -> bool:
+        """Whether a model round, priced by its timings alone, could not beat the best round without it even with
+        every draft kept and nothing to catch up on (and that round not charged the catch-up it leaves).
+
+        A probe or try of the model would then tell only what its timings say, at the price of a catch-up on
+        every token since it last drafted: on a busy machine, where a draft step can cost more than a target
+        pass, that price was most of a reply's time."""
+        if not self.timings.measured:
+            return False
+        rate = choose(lookups, k, self.table, dataclasses.replace(costs, catch_up_token=0.0), None).rate
+        # Its timings alone: what its rounds realised beyond them (a hidden cost) only its tries keep current.
+        factors = {arm: f for arm, f in costs.factors.items() if arm != "model"}
+        fresh = dataclasses.replace(costs, behind=0, factors=factors)
+        return all((n + 1) / fresh.round(n, n) <= rate for n in range(1, k + 1))
+
+    def _time_step(self, tokens: Sequence[int], costs: Costs) -> None:
+        """Time one decode of the model's catch-up (work it does anyway before it drafts again): the retry of a
+        model its timings keep out, at a step's price. The first comes :data:`tuning.RETRY_EVERY` rounds after
+        the model last drafted, each next one twice as many rounds later, up to :data:`tuning.STEP_EVERY_MAX`."""
+        last = max(self.realised.last("model") or 0, self._stepped)
+        if self._round - last < self._step_every:
+            return
+        self._stepped = self._round
+        self._step_every = min(2 * self._step_every, tuning.STEP_EVERY_MAX)
+        seconds = self.model.time_step(tokens)
+        if seconds is not None:
+            self.timings.stepped(seconds, costs.verify[1])
 
     @staticmethod
     def _planned_round(costs: Costs, plan: StopPlan) -> tuple[float, float]:

@@ -8,6 +8,7 @@ by :meth:`ModelTimings.priced` each round.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from specchat.core.engine.composite import tuning
@@ -61,6 +62,19 @@ class ModelTimings:
         if tokens >= tuning.MIN_READ:
             self.read_token = timed(self.read_token, seconds / unit / tokens)
 
+    def stepped(self, seconds: float, unit: float) -> None:
+        """Time one decode of a committed token (:meth:`~specchat.core.engine.drafters.base.Drafter.time_step`):
+        a draft step's cost now, the first draft moved by the same factor.
+
+        A quicker decode moves the step halfway at once (by the geometric mean): these are rare, a busy machine
+        does not make a decode quick, and a model kept out by its timings is drafted again only once they say
+        it pays. A slower one counts as any timing does (:func:`timed`)."""
+        if self.step is None or self.fixed is None or self.step <= 0.0:
+            return
+        old, new = self.step, seconds / unit
+        self.step = math.sqrt(old * new) if new < old else timed(old, new)
+        self.fixed *= self.step / old
+
     def drafted(self, drafted: Draft, seconds: float, unit: float) -> None:
         """Time one round's model drafts, which took ``seconds`` in all."""
         if drafted.catch_up >= tuning.MIN_CATCH_UP and drafted.catch_up_seconds is not None and self.fixed is not None:
@@ -81,3 +95,7 @@ class ModelTimings:
             self.fixed = timed(self.fixed, self.step)
         elif self.fixed is None and len(drafted.tokens) == 1:
             self.fixed = seconds / unit
+        if drafted.step_seconds is None and self.step is not None and self.fixed is not None and self.step > self.fixed:
+            # A further draft costs no more than the first, which decodes and draws too. Rounds of one draft
+            # time no step, so without this a step a stall left dear kept every round at one draft for good.
+            self.step = timed(self.step, self.fixed)

@@ -54,6 +54,7 @@ RETRY_EVERY = 24
 READ_RETRY_REPLIES = 3
 READ_UNTIMED = True
 READ_MARGIN = 3.0
+STEP_EVERY_MAX = 96
 
 # The model's costs, in units of the target's one-token pass measured at the same time.
 TIMING_DECAY = 0.8
@@ -198,6 +199,13 @@ CONSTANTS: tuple[Constant, ...] = (
         "`composite_replay.py --window` on the mixed prompts (2026-12-04): the worst prompt's share of the better "
         "single drafter from 48% to 79% (m-proofread 48% to 97%), overall 104% to 108%; with noise over 6 seeds "
         "51% to 77%, with 5% stalls 70% to 86%; 2 and 4 tried (4: open chat down to 70% in one seed)",
+    ),
+    Constant(
+        ("STEP_EVERY_MAX",),
+        "most rounds between the timing steps of a model its timings keep out (one decode of its catch-up "
+        "instead of a probe or try; from RETRY_EVERY, doubling)",
+        "`composite_replay.py --read 0 --verify 50 --slope 4 --fixed 70 --step 70 --catch-up 30` (a draft step "
+        "1.4 target passes, as beside two busy processes), 8 orders: a step every 24 rounds cost 5% of a reply",
     ),
     Constant(("TIMING_DECAY",), "weight of the old value in the model's timing averages", "unmeasured"),
     Constant(

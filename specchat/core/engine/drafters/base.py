@@ -115,6 +115,12 @@ class Drafter(abc.ABC):
         one or two (0 for the others)."""
         return 0
 
+    def time_step(self, tokens: Sequence[int]) -> float | None:
+        """Decode one token of the catch-up on ``tokens`` alone and return its seconds: what a draft step costs
+        now, without drafting. None where there is nothing to catch up on (and for drafters that do not follow
+        the text)."""
+        return None
+
 
 class DraftContext(Protocol):
     """What the draft model drafter drives: a :class:`specchat.core.llama.context.Context`."""

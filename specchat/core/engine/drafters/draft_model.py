@@ -29,12 +29,22 @@ class DraftModelDrafter(Drafter):
         self.context.checkpoint("prompt")
         self.read = (len(tokens) - reused, time.perf_counter() - started)
 
-    def behind(self, tokens: Sequence[int]) -> int:
+    def _held(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` its context holds (the common prefix)."""
         held = self.context.tokens
         n = min(len(held), len(tokens))
         parted = np.flatnonzero(np.asarray(held[:n], dtype=np.int64) != np.asarray(tokens[:n], dtype=np.int64))
-        prefix = int(parted[0]) if len(parted) else n
-        return max(0, len(tokens) - prefix - 2)
+        return int(parted[0]) if len(parted) else n
+
+    def behind(self, tokens: Sequence[int]) -> int:
+        return max(0, len(tokens) - self._held(tokens) - 2)
+
+    def time_step(self, tokens: Sequence[int]) -> float | None:
+        if not self.behind(tokens):
+            return None
+        started = time.perf_counter()
+        self.context.extend_to(tokens[: self._held(tokens) + 1])
+        return time.perf_counter() - started
 
     def draft(self, request: DraftRequest) -> Draft:
         out = Draft()
