@@ -223,7 +223,7 @@ class CompositeDrafter(Drafter):
                 best, plan = tried, None
                 self.tries += 1
         self.wins[best.label] += 1
-        if not best.model and self._hopeless(lookups, k, costs):
+        if not best.model and self._step_due() and self._hopeless(lookups, k, costs):
             self._time_step(tokens, costs)
         read_before = self._unread is not None
         # The round is timed from here: the choice above costs every arm alike, so it is no arm's.
@@ -410,13 +410,14 @@ class CompositeDrafter(Drafter):
         fresh = dataclasses.replace(costs, behind=0, factors=factors)
         return all((n + 1) / fresh.round(n, n) <= rate for n in range(1, k + 1))
 
+    def _step_due(self) -> bool:
+        """Whether a timing step (:meth:`_time_step`) is due: the first :data:`tuning.RETRY_EVERY` rounds after
+        the model last drafted, each next one twice as many rounds later, up to :data:`tuning.STEP_EVERY_MAX`."""
+        return self._round - max(self.realised.last("model") or 0, self._stepped) >= self._step_every
+
     def _time_step(self, tokens: Sequence[int], costs: Costs) -> None:
         """Time one decode of the model's catch-up (work it does anyway before it drafts again): the retry of a
-        model its timings keep out, at a step's price. The first comes :data:`tuning.RETRY_EVERY` rounds after
-        the model last drafted, each next one twice as many rounds later, up to :data:`tuning.STEP_EVERY_MAX`."""
-        last = max(self.realised.last("model") or 0, self._stepped)
-        if self._round - last < self._step_every:
-            return
+        model its timings keep out, at a step's price."""
         self._stepped = self._round
         self._step_every = min(2 * self._step_every, tuning.STEP_EVERY_MAX)
         seconds = self.model.time_step(tokens)
