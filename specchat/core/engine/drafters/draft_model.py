@@ -40,10 +40,11 @@ class DraftModelDrafter(Drafter):
         return max(0, len(tokens) - self._held(tokens) - 2)
 
     def time_step(self, tokens: Sequence[int]) -> float | None:
-        if not self.behind(tokens):
+        held = self._held(tokens)
+        if len(tokens) - held - 2 <= 0:  # not behind (see behind)
             return None
         started = time.perf_counter()
-        self.context.extend_to(tokens[: self._held(tokens) + 1])
+        self.context.extend_to(tokens[: held + 1])
         return time.perf_counter() - started
 
     def draft(self, request: DraftRequest) -> Draft:
