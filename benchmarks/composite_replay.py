@@ -133,6 +133,10 @@ ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         "the model reads the prompt as soon as its expected saving covers the read (no rent-or-buy wait)",
         lambda: setattr(tuning, "READ_MARGIN", 1.0),
     ),
+    "resume": (
+        "no lookup resumes a copy an edit broke off",
+        lambda: setattr(tuning, "RESUME_LOOK_BACK", 0),
+    ),
     "retries": (
         "no try of an arm not run for RETRY_EVERY rounds",
         lambda: setattr(tuning, "RETRY_EVERY", 10**9),

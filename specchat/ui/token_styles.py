@@ -84,6 +84,8 @@ def drafted_by(detail: TokenDetail) -> str:
     if detail.source is DraftSource.LOOKUP:
         n = detail.match_length
         where = detail.origin or "the conversation"
+        if n == 0:  # lookup.find_resumed
+            return f"drafted by lookup in {where} (its copy resumed after an edit)"
         return f"drafted by lookup in {where} (match of {n} token{'' if n == 1 else 's'})"
     if detail.source is DraftSource.MODEL:
         return "drafted by the draft model"

@@ -235,7 +235,7 @@ def test_fates_xray_and_stats_say_which_text_lookup_drafted_from(qtbot) -> None:
     spans = spans_of(round_)
     assert spans[0].detail is not None and spans[2].detail is not None
     assert drafted_by(spans[0].detail) == "drafted by lookup in report.pdf (match of 4 tokens)"
-    assert drafted_by(spans[2].detail) == "drafted by lookup in the conversation (match of 0 tokens)"
+    assert drafted_by(spans[2].detail) == "drafted by lookup in the conversation (its copy resumed after an edit)"
     assert "drafted by lookup in report.pdf" in span_tooltip(spans[0])
     xray = TokenXray()
     qtbot.addWidget(xray)

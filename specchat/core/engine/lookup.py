@@ -134,3 +134,37 @@ def find_proposals(
     preferred = {text.name for text in texts if text.preferred}
     named = {f.tokens: f.origin for f in reversed(proposals) if f.origin in preferred}  # the best one's name last
     return [f._replace(origin=named[f.tokens]) if not f.origin and f.tokens in named else f for f in proposals]
+
+
+def find_resumed(
+    seq: np.ndarray, k: int, texts: Sequence[LookupText] = (), *, look_back: int, aligned: int, reach: int
+) -> Found | None:
+    """Where a copy that an edit broke off resumes: a proposal of up to ``k`` tokens, its match length 0.
+
+    The copy is the latest point, at most ``look_back`` tokens back, where ``seq`` ended in a match of at least
+    ``aligned`` tokens (in the conversation before it, or in a text); the tokens after that point are the edit.
+    The copy resumes where ``seq``'s last n tokens (n = 3 down to 1, at most the edit's length) occur next to
+    where it broke off: at most 2 tokens before it and ``reach`` past the edit's length after it, the nearest
+    occurrence. One token matches almost anywhere in a long text; next to a copy just broken off it is where
+    the copy goes on (a proofread's corrected word, a renamed variable). None where no copy broke off here.
+    """
+    total = len(seq)
+    for edit in range(1, min(look_back, total - aligned) + 1):
+        head = seq[: total - edit]
+        # The conversation's copy is searched before the edit, and its proposal may run on into the reply.
+        hays: list[tuple[np.ndarray | None, np.ndarray, int, str]] = [(None, seq, len(head) - 1, "")]
+        hays += [(text.tokens, text.tokens, len(text.tokens), text.name) for text in texts]
+        for corpus, hay, end, origin in hays:
+            follow, _ = find_match(head, aligned, corpus)
+            if follow < 0:
+                continue
+            for n in range(min(3, edit), 0, -1):
+                lo, hi = max(n, follow - 2), min(end, follow + edit + reach)
+                pattern = seq[total - n :]
+                at = [p for p in range(lo, hi) if np.array_equal(hay[p - n : p], pattern)]
+                if at:
+                    p = min(at, key=lambda q: abs(q - (follow + edit)))
+                    tokens = tuple(int(t) for t in hay[p : p + k])
+                    return Found(0, tokens, origin) if tokens else None
+            return None  # the copy broke off here, and has not come back yet
+    return None

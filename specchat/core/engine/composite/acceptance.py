@@ -21,7 +21,7 @@ from specchat.core.types import DraftSource
 
 
 def match_key(length: int) -> int:
-    """The acceptance table's key for a lookup match of ``length`` tokens (0 for none)."""
+    """The acceptance table's key for a lookup match of ``length`` tokens (0 for none, and for a resumed copy)."""
     key = 0
     for k in tuning.MATCH_KEYS:
         if k <= length:
@@ -31,7 +31,7 @@ def match_key(length: int) -> int:
 
 def lookup_prior(match: int, position: int = 0) -> float:
     """Acceptance expected of a lookup at ``position`` before any is measured (``match``: its match key)."""
-    first, later = tuning.LOOKUP_PRIORS[match_key(max(match, 1))]
+    first, later = tuning.LOOKUP_PRIORS[match_key(match)]
     return first if position == 0 else later
 
 

@@ -17,7 +17,8 @@ call of :meth:`CompositeDrafter.draft` is one round, in this order:
    predicted go to :class:`~specchat.core.engine.realised.RealisedCosts`.
 2. **List the candidates.** :meth:`~CompositeDrafter.lookups` finds the lookup
    proposals (n = 6 down to 1, in the conversation, the reply's texts (attachments, a prediction: each
-   proposal named by its text, its acceptance kept apart), then the lookup memory);
+   proposal named by its text, its acceptance kept apart), then the lookup memory, and a copy an edit
+   broke off, resumed next to where it broke);
    the model may draft 1..k tokens.
 3. **Price them** (:meth:`~CompositeDrafter.costs`, :mod:`.pricing`): a round's
    seconds are the target's verify pass for its batch plus overhead (the
@@ -68,10 +69,10 @@ from specchat.core.engine.composite.timings import ModelTimings, ema
 from specchat.core.engine.costs import unmeasured_verify_costs
 from specchat.core.engine.depth import DEFAULT_AUTO_START
 from specchat.core.engine.drafters.base import Draft, Drafter, DraftRequest
-from specchat.core.engine.lookup import Found, LookupText, find_match, find_proposals
+from specchat.core.engine.lookup import Found, LookupText, find_match, find_proposals, find_resumed
 from specchat.core.engine.realised import RealisedCosts
 from specchat.core.engine.sampling import Distribution
-from specchat.core.types import DrafterKind, DraftSource
+from specchat.core.types import DrafterKind, DraftSource, common_prefix_len
 
 
 @dataclass
@@ -98,6 +99,7 @@ class CompositeDrafter(Drafter):
     kind = DrafterKind.COMPOSITE
     own_depth = True
     _texts: tuple[LookupText, ...] = ()  # the current reply's texts (DraftRequest.texts), set each round
+    _copied_at: int | None = None  # the text's length when a lookup last matched a copy (find_resumed's gate)
 
     def __init__(
         self,
@@ -170,7 +172,10 @@ class CompositeDrafter(Drafter):
 
         At each n: the conversation's and each text's (``texts``, the current reply's where None; from
         :data:`tuning.MIN_MEMORY_NGRAM` tokens), the longest match first, then the lookup memory's where none
-        of those matched. ``memory=False``: not the lookup memory (quick enough to ask every draft step).
+        of those matched. Where no match is as long as :data:`tuning.MIN_HANDOVER_MATCH`, a copy an edit broke off
+        resumes (:func:`~specchat.core.engine.lookup.find_resumed`, match length 0: its acceptance is kept
+        apart), in place of a shorter match's same proposal. ``memory=False``: neither the lookup memory nor a
+        resumed copy (quick enough to ask every draft step).
         """
         seq = np.asarray(tokens, dtype=np.int64)
         texts = self._texts if texts is None else texts
@@ -186,6 +191,25 @@ class CompositeDrafter(Drafter):
                 if proposal.tokens and proposal.tokens not in seen:
                     seen.add(proposal.tokens)
                     found.append(proposal)
+        if any(f.match >= tuning.RESUME_ALIGNED for f in found):
+            self._copied_at = len(seq)
+        elif (
+            memory
+            and self._copied_at is not None
+            and 0 <= len(seq) - self._copied_at <= tuning.RESUME_LOOK_BACK  # only after a copy: cheap in open chat
+            and all(f.match < tuning.MIN_HANDOVER_MATCH for f in found)
+        ):
+            resumed = find_resumed(
+                seq,
+                k,
+                texts,
+                look_back=tuning.RESUME_LOOK_BACK,
+                aligned=tuning.RESUME_ALIGNED,
+                reach=tuning.RESUME_REACH,
+            )
+            if resumed is not None:
+                found = [f for f in found if f.tokens != resumed.tokens]
+                found.insert(0, resumed)
         return found
 
     def costs(self, request: DraftRequest) -> Costs:
@@ -549,7 +573,7 @@ class CompositeDrafter(Drafter):
         self.realised.record(
             pending.arm, pending.number, pending.predicted, now - pending.started - pending.read_seconds
         )
-        n_acc = _common_prefix(pending.drafted, new)
+        n_acc = common_prefix_len(pending.drafted, new)
         # The drafted tokens, each source's span at its own positions.
         i = 0
         while i < len(pending.drafted):
@@ -570,7 +594,7 @@ class CompositeDrafter(Drafter):
         for match, proposal, origin in pending.lookups:
             if drafted_lookup and proposal[: len(drafted_lookup)] == drafted_lookup:
                 continue  # scored above
-            c = _common_prefix(proposal, new)
+            c = common_prefix_len(proposal, new)
             self.table.record_span(
                 DraftSource.LOOKUP, match_key(match), 0, len(proposal), c, censored=c >= len(new), origin=origin
             )
@@ -593,14 +617,6 @@ def _in_seconds(request: DraftRequest) -> bool:
 
 
 def _longest(lookups: Sequence[Found]) -> Found | None:
-    """The lookup proposal (match length, tokens) of the longest match, or None when there is none."""
-    return max(lookups, key=lambda c: c[0]) if lookups else None
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    """The lookup proposal (match length, tokens) of the longest match, or None when there is none; a resumed copy
+    (match length 0, found only where every match is short) ranks above the short matches."""
+    return max(lookups, key=lambda c: c[0] or tuning.MIN_HANDOVER_MATCH - 0.5) if lookups else None

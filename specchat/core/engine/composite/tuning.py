@@ -19,7 +19,11 @@ MAX_NGRAM = 6
 MAX_MATCH = 32
 MATCH_KEYS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
 MIN_MEMORY_NGRAM = 2
+RESUME_LOOK_BACK = 16
+RESUME_ALIGNED = 8
+RESUME_REACH = 8
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
+    0: (0.60, 0.80),  # a copy resumed after an edit (lookup.find_resumed)
     1: (0.21, 0.58),
     2: (0.57, 0.69),
     3: (0.64, 0.72),
@@ -129,10 +133,19 @@ CONSTANTS: tuple[Constant, ...] = (
     ),
     Constant(
         ("LOOKUP_PRIORS",),
-        "acceptance of a lookup's first and later tokens per match key",
+        "acceptance of a lookup's first and later tokens per match key (0: a copy resumed after an edit)",
         "`benchmarks/composite.py --priors`, about 2,000 candidates, rounded and made to grow with the match "
-        '(table in benchmarks-notebook.md, "Earlier runs")',
+        '(table in benchmarks-notebook.md, "Earlier runs"); key 0: set below what the replay of a busy machine on the '
+        "mixed and editing prompts measured (72% of 96 first tokens, 83% of 277 later ones kept; "
+        'docs/benchmarks.md, "A copy resumed after an edit")',
         shown="table",
+    ),
+    Constant(
+        ("RESUME_LOOK_BACK", "RESUME_ALIGNED", "RESUME_REACH"),
+        "a copy an edit broke off resumes: the edit at most this long, the copy before it at least this long, "
+        "the copy's next word found at most this far past the edit's length",
+        "unmeasured: a corrected word or a renamed variable is a few tokens, and 8 tokens seen before are a copy "
+        "(a match that long is kept 80-90% of the time)",
     ),
     Constant(
         ("POSITIONS",), "draft positions kept apart in the acceptance tables (later ones share the last)", "unmeasured"

@@ -1,0 +1,113 @@
+"""A copy an edit broke off, resumed: the lookup proposal of a proofread or a rename after its changed word."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from specchat.core.cancel import CancelToken
+from specchat.core.engine.composite import CompositeDrafter, tuning
+from specchat.core.engine.depth import AdaptiveDepth
+from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
+from specchat.core.engine.lookup import Found, LookupText, find_proposals, find_resumed
+from specchat.core.types import DrafterKind, DraftSource, SamplerParams
+
+PASSAGE = list(range(100, 160))  # the text the reply copies, its tokens all distinct
+FILLER = [7, 8, 9, 7, 8, 9, 7, 8]  # the prompt's words around it; the reply's edits use 7-9 as well
+
+
+def resumed(seq: Sequence[int], texts: Sequence[LookupText] = ()) -> Found | None:
+    return find_resumed(np.asarray(seq, dtype=np.int64), 6, texts, look_back=16, aligned=8, reach=8)
+
+
+def test_after_an_edit_the_copy_resumes_next_to_where_it_broke_off() -> None:
+    prompt = [*FILLER, *PASSAGE, *FILLER, PASSAGE[21], 9]  # the word after the edit occurs later in the prompt too
+    reply = [*PASSAGE[:20], 8]  # a corrected word in place of PASSAGE[20]
+    assert resumed([*prompt, *reply]) is None  # only the edit so far: nothing of the passage has come back
+    found = resumed([*prompt, *reply, PASSAGE[21]])  # the word after the edit is the passage's again
+    assert found == Found(0, tuple(PASSAGE[22:28]))
+    # One token matches far more often than an n-gram; the latest earlier match is not the copy's.
+    one_token = find_proposals(np.asarray([*prompt, *reply, PASSAGE[21]]), 1, 6, max_length=32)
+    assert one_token and one_token[0].tokens != tuple(PASSAGE[22:28])
+    longer = resumed([*prompt, *reply, 9, 9, PASSAGE[23]])  # a longer edit that skipped two of the passage's words
+    assert longer == Found(0, tuple(PASSAGE[24:30]))
+
+
+def test_the_nearest_occurrence_to_the_break_wins_and_texts_are_searched() -> None:
+    passage = [*PASSAGE[:16], PASSAGE[12], *PASSAGE[16:]]  # PASSAGE[12] twice, at 12 and at 16
+    reply = [*passage[:10], 7, PASSAGE[12]]  # a word of two tokens in place of one, then the passage's 12th
+    assert resumed([*FILLER, *passage, *reply]) == Found(0, tuple(passage[13:19]))  # not after the one at 16
+    document = LookupText.of("report.txt", passage)
+    assert resumed([*FILLER, *reply], [document]) == Found(0, tuple(passage[13:19]), "report.txt")
+
+
+def test_nothing_is_resumed_without_a_copy_or_far_from_it() -> None:
+    chat = [int(t) for t in np.random.default_rng(1).integers(0, 40, 200)]
+    assert resumed(chat) is None  # open chat: no recent run of 8 tokens seen before
+    far = [*FILLER, *PASSAGE, *FILLER, *PASSAGE[:12], *[7, 8, 9] * 7, PASSAGE[13]]  # the edit longer than look_back
+    assert resumed(far) is None
+    jumped = [*FILLER, *PASSAGE, *FILLER, *PASSAGE[:12], 7, PASSAGE[40]]  # the next word is the passage's, far on
+    assert resumed(jumped) is None
+
+
+class Repeats(Drafter):
+    """A model drafter that is never asked: its rounds are priced out (see :func:`lookup_only`)."""
+
+    kind = DrafterKind.DRAFT_MODEL
+    source = DraftSource.MODEL
+
+    def draft(self, request: DraftRequest) -> Draft:
+        raise AssertionError("the model is priced out in these replies")
+
+
+def proofread(drafter: CompositeDrafter, truth: list[int], prompt: int) -> int:
+    """Target passes to write ``truth`` after its first ``prompt`` tokens: each round the drafts the target keeps,
+    and one token of its own, as the engine's loop commits them."""
+    adaptive = AdaptiveDepth()
+    for _ in range(3):
+        adaptive.observe(0, 0, None, 0.02)
+    rng = np.random.default_rng(0)
+    tokens = truth[:prompt]
+    drafter.prefill(tokens[:-1])
+    passes = 0
+    while len(tokens) < len(truth):
+        k = min(16, len(truth) - len(tokens))
+        draft = drafter.draft(DraftRequest(tokens, k, SamplerParams(), rng, CancelToken(), costs=adaptive.costs))
+        assert DraftSource.MODEL not in draft.sources
+        kept = 0
+        while kept < len(draft.tokens) and draft.tokens[kept] == truth[len(tokens) + kept]:
+            kept += 1
+        adaptive.observe(len(draft.tokens), kept, 0.0 if draft.tokens else None, 0.02 + 0.001 * len(draft.tokens))
+        tokens = truth[: len(tokens) + kept + 1]
+        passes += 1
+    return passes
+
+
+def lookup_only() -> CompositeDrafter:
+    """A composite whose model is timed as far dearer than a target pass, so that lookups and plain rounds alone
+    write the reply."""
+    drafter = CompositeDrafter(Repeats())
+    drafter.timings.fixed = drafter.timings.step = 50.0
+    drafter.timings.catch_up = 10.0
+    drafter.timings.read_token = 10.0
+    return drafter
+
+
+def test_a_proofread_reply_takes_fewer_passes_with_its_copy_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six replies that copy a 120-token passage with a corrected word every 20 tokens: each correction breaks
+    every n-gram, and the copy's next word occurs all over the passage."""
+    words = [int(t) for t in np.random.default_rng(3).integers(200, 230, 120)]  # a small vocabulary: words repeat
+    truth = [*FILLER, *words, *FILLER]
+    prompt = len(truth)
+    for start in range(0, 120, 20):
+        truth += [*words[start : start + 19], 7]  # the 20th word corrected
+    drafters = [lookup_only(), lookup_only()]
+    passes = [proofread(drafter, truth, prompt) for drafter in drafters]
+    monkeypatch.setattr(tuning, "RESUME_LOOK_BACK", 0)
+    without = proofread(lookup_only(), truth, prompt)
+    assert passes[0] == passes[1]  # deterministic
+    assert passes[0] <= 0.8 * without, (passes[0], without)
+    table = drafters[0].table  # a resumed copy's acceptance is its own: it was kept, one token's matches were not
+    assert table.rate(DraftSource.LOOKUP, 0, 0) > 0.8 > table.rate(DraftSource.LOOKUP, 1, 0)
