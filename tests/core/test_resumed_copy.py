@@ -43,6 +43,16 @@ def test_the_nearest_occurrence_to_the_break_wins_and_texts_are_searched() -> No
     assert resumed([*FILLER, *reply], [document]) == Found(0, tuple(passage[13:19]), "report.txt")
 
 
+def test_a_prediction_s_copy_is_resumed_in_its_name_where_the_conversation_holds_it_too() -> None:
+    """An editor sends the file in the prompt and as the prediction: the drafts are the prediction's, as a plain
+    match of both is (their acceptance is what the usage reports as accepted prediction tokens)."""
+    reply = [*PASSAGE[:20], 8, PASSAGE[21]]
+    prediction = LookupText.of("prediction", PASSAGE, preferred=True)
+    assert resumed([*FILLER, *PASSAGE, *FILLER, *reply], [prediction]) == Found(0, tuple(PASSAGE[22:28]), "prediction")
+    attachment = LookupText.of("a.txt", PASSAGE)  # a text not preferred: the conversation's copy comes first
+    assert resumed([*FILLER, *PASSAGE, *FILLER, *reply], [attachment]) == Found(0, tuple(PASSAGE[22:28]))
+
+
 def test_nothing_is_resumed_without_a_copy_or_far_from_it() -> None:
     chat = [int(t) for t in np.random.default_rng(1).integers(0, 40, 200)]
     assert resumed(chat) is None  # open chat: no recent run of 8 tokens seen before

@@ -147,13 +147,18 @@ def find_resumed(
     where it broke off: at most 2 tokens before it and ``reach`` past the edit's length after it, the nearest
     occurrence. One token matches almost anywhere in a long text; next to a copy just broken off it is where
     the copy goes on (a proofread's corrected word, a renamed variable). None where no copy broke off here.
+    A preferred text's copy is looked for before the conversation's (see :func:`find_proposals`).
     """
     total = len(seq)
     for edit in range(1, min(look_back, total - aligned) + 1):
         head = seq[: total - edit]
         # The conversation's copy is searched before the edit, and its proposal may run on into the reply.
-        hays: list[tuple[np.ndarray | None, np.ndarray, int, str]] = [(None, seq, len(head) - 1, "")]
-        hays += [(text.tokens, text.tokens, len(text.tokens), text.name) for text in texts]
+        # A preferred text (a prediction) first, as find_proposals names a copy of it after it.
+        hays: list[tuple[np.ndarray | None, np.ndarray, int, str]] = [
+            (text.tokens, text.tokens, len(text.tokens), text.name) for text in texts if text.preferred
+        ]
+        hays.append((None, seq, len(head) - 1, ""))
+        hays += [(text.tokens, text.tokens, len(text.tokens), text.name) for text in texts if not text.preferred]
         for corpus, hay, end, origin in hays:
             follow, _ = find_match(head, aligned, corpus)
             if follow < 0:

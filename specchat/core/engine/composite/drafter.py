@@ -208,8 +208,10 @@ class CompositeDrafter(Drafter):
                 reach=tuning.RESUME_REACH,
             )
             if resumed is not None:
+                preferred = {text.name for text in texts if text.preferred}  # named as find_proposals names them
+                named = [f.origin for f in found if f.tokens == resumed.tokens and f.origin in preferred]
                 found = [f for f in found if f.tokens != resumed.tokens]
-                found.insert(0, resumed)
+                found.insert(0, resumed._replace(origin=named[0]) if named else resumed)
         return found
 
     def costs(self, request: DraftRequest) -> Costs:
