@@ -99,7 +99,9 @@ class CompositeDrafter(Drafter):
     kind = DrafterKind.COMPOSITE
     own_depth = True
     _texts: tuple[LookupText, ...] = ()  # the current reply's texts (DraftRequest.texts), set each round
-    _copied_at: int | None = None  # the text's length when a lookup last matched a copy (find_resumed's gate)
+    # The text's length when a lookup (of a round, or after a model's drafts) last matched a copy in this reply:
+    # find_resumed's gate.
+    _copied_at: int | None = None
 
     def __init__(
         self,
@@ -150,6 +152,7 @@ class CompositeDrafter(Drafter):
         self._pending = None
         self._first_round = True
         self._regret, self._regret_mark = 0.0, None
+        self._copied_at = None
         self._unread = None
         if self.model.follows_text:
             self._unread = list(tokens)
@@ -196,7 +199,7 @@ class CompositeDrafter(Drafter):
         elif (
             memory
             and self._copied_at is not None
-            and 0 <= len(seq) - self._copied_at <= tuning.RESUME_LOOK_BACK  # only after a copy: cheap in open chat
+            and len(seq) - self._copied_at <= tuning.RESUME_LOOK_BACK  # only after a copy: cheap in open chat
             and all(f.match < tuning.MIN_HANDOVER_MATCH for f in found)
         ):
             resumed = find_resumed(

@@ -136,7 +136,7 @@ CONSTANTS: tuple[Constant, ...] = (
         "acceptance of a lookup's first and later tokens per match key (0: a copy resumed after an edit)",
         "`benchmarks/composite.py --priors`, about 2,000 candidates, rounded and made to grow with the match "
         '(table in benchmarks-notebook.md, "Earlier runs"); key 0: set below what the replay of a busy machine on the '
-        "mixed and editing prompts measured (72% of 96 first tokens, 83% of 277 later ones kept; "
+        "mixed and editing prompts measured (79% of 84 first tokens, 83% of 264 later ones kept; "
         'docs/benchmarks.md, "A copy resumed after an edit")',
         shown="table",
     ),
