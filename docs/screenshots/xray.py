@@ -49,8 +49,8 @@ def main() -> int:
     from specchat.core.models.demo import provision_demo_pair
     from specchat.core.runtime.conversation import Conversation
     from specchat.core.runtime.runtime import Runtime
-    from specchat.core.settings import Settings, load_settings
-    from specchat.core.types import DrafterKind, DraftSource, GenerationParams, SamplerParams
+    from specchat.core.settings import load_settings
+    from specchat.core.types import DrafterKind, DraftSource, GenerationParams
     from specchat.ui.main_window import MainWindow
     from specchat.ui.token_styles import PROP_POSITION, PROP_ROUND
 
@@ -61,16 +61,10 @@ def main() -> int:
     session = Conversation(runtime)
     params = GenerationParams(max_tokens=96)
     if RESUMED:  # the window's reply settings (greedy, its repeat penalty), as the window writes the reply
-        defaults = Settings()
-        params = GenerationParams(
-            sampler=SamplerParams(
-                temperature=defaults.temperature,
-                top_k=defaults.top_k,
-                top_p=defaults.top_p,
-                repeat_penalty=defaults.repeat_penalty,
-            ),
-            max_tokens=160,
-        )
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from window_defaults import window_setup_params
+
+        params = window_setup_params(160)
     for prompt in PROOFREAD if RESUMED else PROMPTS:
         store.add_message(cid, "user", prompt)
         writer = ReplyWriter(store, cid)

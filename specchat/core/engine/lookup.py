@@ -150,19 +150,19 @@ def find_resumed(
     A preferred text's copy is looked for before the conversation's (see :func:`find_proposals`).
     """
     total = len(seq)
+    # A preferred text (a prediction) first, as find_proposals names a copy of it after it; None: the conversation.
+    sources = [text for text in texts if text.preferred] + [None] + [text for text in texts if not text.preferred]
     for edit in range(1, min(look_back, total - aligned) + 1):
         head = seq[: total - edit]
-        # The conversation's copy is searched before the edit, and its proposal may run on into the reply.
-        # A preferred text (a prediction) first, as find_proposals names a copy of it after it.
-        hays: list[tuple[np.ndarray | None, np.ndarray, int, str]] = [
-            (text.tokens, text.tokens, len(text.tokens), text.name) for text in texts if text.preferred
-        ]
-        hays.append((None, seq, len(head) - 1, ""))
-        hays += [(text.tokens, text.tokens, len(text.tokens), text.name) for text in texts if not text.preferred]
-        for corpus, hay, end, origin in hays:
+        for source in sources:
+            corpus = None if source is None else source.tokens
             follow, _ = find_match(head, aligned, corpus)
             if follow < 0:
                 continue
+            # The conversation's copy is searched before the edit, and its proposal may run on into the reply.
+            hay, end, origin = (
+                (seq, len(head) - 1, "") if source is None else (source.tokens, len(source.tokens), source.name)
+            )
             for n in range(min(3, edit), 0, -1):
                 lo, hi = max(n, follow - 2), min(end, follow + edit + reach)
                 pattern = seq[total - n :]
