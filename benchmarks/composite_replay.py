@@ -50,6 +50,7 @@ import numpy as np
 from specchat.cli.bench import load_prompts, run_once
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.composite import CompositeDrafter, Confidence, tuning
+from specchat.core.engine.composite import drafter as composite_drafter
 from specchat.core.engine.composite.pricing import Candidate, Costs, choose
 from specchat.core.engine.depth import AdaptiveDepth
 from specchat.core.engine.drafters import Draft, Drafter, DraftModelDrafter, DraftRequest, NgramDrafter
@@ -136,6 +137,10 @@ ABLATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "resume": (
         "no lookup resumes a copy an edit broke off",
         lambda: setattr(tuning, "RESUME_LOOK_BACK", 0),
+    ),
+    "guess": (
+        "no guess of where a broken copy resumes before its next word comes",
+        lambda: setattr(composite_drafter, "guess_resumed", lambda *_: []),
     ),
     "retries": (
         "no try of an arm not run for RETRY_EVERY rounds",

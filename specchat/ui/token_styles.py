@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QFont, QPalette, QTextCharFormat, QTextFormat
 
 from specchat.core.chat.store import TokenSpan
 from specchat.core.chat.transcript import TokenDetail
+from specchat.core.engine.lookup import INSERTED, REPLACED
 from specchat.core.engine.registry import source_name
 from specchat.core.types import DraftSource, TokenKind
 
@@ -84,8 +85,11 @@ def drafted_by(detail: TokenDetail) -> str:
     if detail.source is DraftSource.LOOKUP:
         n = detail.match_length
         where = detail.origin or "the conversation"
-        if n == 0:  # lookup.find_resumed
+        if n == 0:  # lookup.resume_copy
             return f"drafted by lookup in {where} (its copy resumed after an edit)"
+        if n in (INSERTED, REPLACED):  # lookup.guess_resumed
+            edit = "inserted words" if n == INSERTED else "the words an edit replaced"
+            return f"drafted by lookup in {where} (a guess: its copy goes on past {edit})"
         return f"drafted by lookup in {where} (match of {n} token{'' if n == 1 else 's'})"
     if detail.source is DraftSource.MODEL:
         return "drafted by the draft model"

@@ -4,10 +4,14 @@ read back, older details too) and counted per text in a reply's figures."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
+
+import pytest
 
 from specchat.core.chat.store import ConversationStore, ReplyWriter
 from specchat.core.chat.transcript import ReplyFigures, TokenDetail, spans_of
+from specchat.core.engine.lookup import INSERTED, REPLACED
 from specchat.core.types import DraftSource, Finished, FinishReason, GenerationStats, Verified
 from support.xray import xray_round
 
@@ -58,3 +62,25 @@ def test_a_replys_figures_count_lookup_per_text_and_keep_them(tmp_path: Path) ->
     reply = ConversationStore(tmp_path / "c.sqlite3").messages(cid)[-1]
     assert [s.detail.origin for s in reply.spans if s.detail is not None][:2] == ["report.pdf", "report.pdf"]
     assert reply.stats is not None and reply.stats["by_origin"] == {"report.pdf": [2, 2]}
+
+
+def test_a_guess_of_where_a_copy_resumes_is_stored_and_read_back_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Such a draft's match length is negative (lookup.INSERTED, lookup.REPLACED): the store's check on reading
+    takes those two and no other negative number."""
+    guessed = dataclasses.replace(_with_origins(2, 1, ("", "", "")), match_lengths=(REPLACED, REPLACED, INSERTED))
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    cid = store.create_conversation()
+    store.add_message(cid, "user", "proofread it")
+    writer = ReplyWriter(store, cid)
+    writer.feed(guessed)
+    writer.feed(Finished(FinishReason.EOS, GenerationStats()))
+    store.close()
+    with caplog.at_level(logging.WARNING):
+        reply = ConversationStore(tmp_path / "c.sqlite3").messages(cid)[-1]
+    assert "read back" not in caplog.text
+    assert [s.detail.match_length for s in reply.spans if s.detail is not None][:3] == [REPLACED, REPLACED, INSERTED]
+    detail = TokenDetail(1, DraftSource.LOOKUP, INSERTED, True, (("a", 0.5),), (("a", 1.0),))
+    assert TokenDetail.unpack(detail.pack()) == detail
+    assert TokenDetail.unpack([1, "lookup", -3, 1, ["a", 0.5], ["a", 1.0]]) is None

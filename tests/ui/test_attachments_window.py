@@ -223,6 +223,7 @@ def test_fates_xray_and_stats_say_which_text_lookup_drafted_from(qtbot) -> None:
     import dataclasses
 
     from specchat.core.chat.transcript import ReplyFigures, spans_of
+    from specchat.core.engine.lookup import INSERTED, REPLACED
     from specchat.core.types import DraftSource
     from specchat.ui.stats_panel import StatsPanel
     from specchat.ui.token_styles import drafted_by, span_tooltip
@@ -236,6 +237,14 @@ def test_fates_xray_and_stats_say_which_text_lookup_drafted_from(qtbot) -> None:
     assert spans[0].detail is not None and spans[2].detail is not None
     assert drafted_by(spans[0].detail) == "drafted by lookup in report.pdf (match of 4 tokens)"
     assert drafted_by(spans[2].detail) == "drafted by lookup in the conversation (its copy resumed after an edit)"
+    guessed = dataclasses.replace(spans[2].detail, match_length=INSERTED)
+    assert drafted_by(guessed) == (
+        "drafted by lookup in the conversation (a guess: its copy goes on past inserted words)"
+    )
+    guessed = dataclasses.replace(spans[0].detail, match_length=REPLACED)
+    assert drafted_by(guessed) == (
+        "drafted by lookup in report.pdf (a guess: its copy goes on past the words an edit replaced)"
+    )
     assert "drafted by lookup in report.pdf" in span_tooltip(spans[0])
     xray = TokenXray()
     qtbot.addWidget(xray)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specchat.core.chat.attachments import Attachment, prompt_text
+from specchat.core.engine.lookup import INSERTED, REPLACED
 from specchat.core.engine.positions import PositionCounts
 from specchat.core.engine.verify import TOP_N
 from specchat.core.types import Drafted, DraftSource, Finished, GenerationStats, ReplyCounts, TokenKind, Verified
@@ -32,7 +33,7 @@ class TokenDetail:
 
     position: int  # draft position in its round, from 1; 0 for the target's own token
     source: DraftSource | None = None  # who drafted it; None for the target's own token
-    match_length: int = 0  # a lookup draft's: how many tokens the match it continued was long
+    match_length: int = 0  # a lookup draft's: how many tokens the match it continued was long (lookup.INSERTED...)
     greedy: bool = False  # judged at temperature 0 (argmax match), not by the exact rule
     target_top: tuple[tuple[str, float], ...] = ()  # the target's likeliest tokens at this position (text, p)
     draft_top: tuple[tuple[str, float], ...] = ()  # the draft's, for a drafted token (text, q)
@@ -98,7 +99,7 @@ class TokenDetail:
         targets, drafts = pairs(target), pairs(draft)
         if (
             not _count(position)
-            or not _count(match)
+            or not (_count(match) or match in (INSERTED, REPLACED))  # a guess of where a copy resumes: negative
             or targets is None
             or drafts is None
             or not all(isinstance(x, str) or x is None for x in (source, correction, replaced))

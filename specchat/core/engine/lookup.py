@@ -136,19 +136,31 @@ def find_proposals(
     return [f._replace(origin=named[f.tokens]) if not f.origin and f.tokens in named else f for f in proposals]
 
 
-def find_resumed(
-    seq: np.ndarray, k: int, texts: Sequence[LookupText] = (), *, look_back: int, aligned: int, reach: int
-) -> Found | None:
-    """Where a copy that an edit broke off resumes: a proposal of up to ``k`` tokens, its match length 0.
+INSERTED = -1
+"""A guessed resume's match length (:func:`guess_resumed`): the copy goes on where it broke off, past the reply's
+inserted tokens (a comma added)."""
+REPLACED = -2
+"""A guessed resume's match length: the copy goes on past as many of its tokens as the reply wrote instead (a word
+corrected)."""
 
-    The copy is the latest point, at most ``look_back`` tokens back, where ``seq`` ended in a match of at least
-    ``aligned`` tokens (in the conversation before it, or in a text); the tokens after that point are the edit.
-    The copy resumes where ``seq``'s last n tokens (n = 3 down to 1, at most the edit's length) occur next to
-    where it broke off: at most 2 tokens before it and ``reach`` past the edit's length after it, the nearest
-    occurrence. One token matches almost anywhere in a long text; next to a copy just broken off it is where
-    the copy goes on (a proofread's corrected word, a renamed variable). None where no copy broke off here.
-    A preferred text's copy is looked for before the conversation's (see :func:`find_proposals`).
-    """
+
+@dataclass(frozen=True)
+class BrokenCopy:
+    """A copy an edit broke off (see :func:`find_break`): ``edit`` tokens ago the text ended in a match; ``hay``
+    (the conversation or a text, named ``origin``) goes on at ``follow``; a copy of the conversation is searched
+    before ``end``."""
+
+    edit: int
+    hay: np.ndarray
+    follow: int
+    end: int
+    origin: str
+
+
+def find_break(seq: np.ndarray, texts: Sequence[LookupText] = (), *, look_back: int, aligned: int) -> BrokenCopy | None:
+    """The latest point, at most ``look_back`` tokens back, where ``seq`` ended in a match of at least ``aligned``
+    tokens (in the conversation before it, or in a text); None where there is none. A preferred text's copy is
+    looked for before the conversation's (see :func:`find_proposals`)."""
     total = len(seq)
     # A preferred text (a prediction) first, as find_proposals names a copy of it after it; None: the conversation.
     sources = [text for text in texts if text.preferred] + [None] + [text for text in texts if not text.preferred]
@@ -160,16 +172,50 @@ def find_resumed(
             if follow < 0:
                 continue
             # The conversation's copy is searched before the edit, and its proposal may run on into the reply.
-            hay, end, origin = (
-                (seq, len(head) - 1, "") if source is None else (source.tokens, len(source.tokens), source.name)
-            )
-            for n in range(min(3, edit), 0, -1):
-                lo, hi = max(n, follow - 2), min(end, follow + edit + reach)
-                pattern = seq[total - n :]
-                at = [p for p in range(lo, hi) if np.array_equal(hay[p - n : p], pattern)]
-                if at:
-                    p = min(at, key=lambda q: abs(q - (follow + edit)))
-                    tokens = tuple(int(t) for t in hay[p : p + k])
-                    return Found(0, tokens, origin) if tokens else None
-            return None  # the copy broke off here, and has not come back yet
+            if source is None:
+                return BrokenCopy(edit, seq, follow, len(head) - 1, "")
+            return BrokenCopy(edit, source.tokens, follow, len(source.tokens), source.name)
     return None
+
+
+def resume_copy(seq: np.ndarray, k: int, broken: BrokenCopy, *, reach: int) -> Found | None:
+    """Where ``broken`` resumes: a proposal of up to ``k`` tokens, its match length 0; None where it has not
+    come back yet.
+
+    The copy resumes where ``seq``'s last n tokens (n = 3 down to 1, at most the edit's length) occur next to
+    where it broke off: at most 2 tokens before it and ``reach`` past the edit's length after it, the nearest
+    occurrence. One token matches almost anywhere in a long text; next to a copy just broken off it is where
+    the copy goes on (a proofread's corrected word, a renamed variable).
+    """
+    total, edit, hay, follow = len(seq), broken.edit, broken.hay, broken.follow
+    for n in range(min(3, edit), 0, -1):
+        lo, hi = max(n, follow - 2), min(broken.end, follow + edit + reach)
+        pattern = seq[total - n :]
+        at = [p for p in range(lo, hi) if np.array_equal(hay[p - n : p], pattern)]
+        if at:
+            p = min(at, key=lambda q: abs(q - (follow + edit)))
+            tokens = tuple(int(t) for t in hay[p : p + k])
+            return Found(0, tokens, broken.origin) if tokens else None
+    return None
+
+
+def guess_resumed(k: int, broken: BrokenCopy) -> list[Found]:
+    """Where ``broken`` may resume while the reply's edit has no token of the copy yet: right where it broke off
+    (match length :data:`INSERTED`), and past as many of its tokens as the edit is long (:data:`REPLACED`).
+    Which kind of edit a reply makes (punctuation added, words corrected) its acceptance table learns."""
+    hay, follow = broken.hay, broken.follow
+    found: list[Found] = []
+    for match, at in ((INSERTED, follow), (REPLACED, follow + broken.edit)):
+        tokens = tuple(int(t) for t in hay[at : at + k])
+        if tokens and all(tokens != f.tokens for f in found):
+            found.append(Found(match, tokens, broken.origin))
+    return found
+
+
+def find_resumed(
+    seq: np.ndarray, k: int, texts: Sequence[LookupText] = (), *, look_back: int, aligned: int, reach: int
+) -> Found | None:
+    """Where a copy that an edit broke off resumes (:func:`find_break`, then :func:`resume_copy`): a proposal
+    of up to ``k`` tokens, its match length 0; None where no copy broke off here or it has not come back yet."""
+    broken = find_break(seq, texts, look_back=look_back, aligned=aligned)
+    return None if broken is None else resume_copy(seq, k, broken, reach=reach)

@@ -21,7 +21,10 @@ from specchat.core.types import DraftSource
 
 
 def match_key(length: int) -> int:
-    """The acceptance table's key for a lookup match of ``length`` tokens (0 for none, and for a resumed copy)."""
+    """The acceptance table's key for a lookup match of ``length`` tokens (0 for none, and for a resumed copy; a
+    guess of where a copy resumes keeps its own negative length)."""
+    if length < 0:
+        return length
     key = 0
     for k in tuning.MATCH_KEYS:
         if k <= length:

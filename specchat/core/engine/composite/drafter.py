@@ -69,7 +69,15 @@ from specchat.core.engine.composite.timings import ModelTimings, ema
 from specchat.core.engine.costs import unmeasured_verify_costs
 from specchat.core.engine.depth import DEFAULT_AUTO_START
 from specchat.core.engine.drafters.base import Draft, Drafter, DraftRequest
-from specchat.core.engine.lookup import Found, LookupText, find_match, find_proposals, find_resumed
+from specchat.core.engine.lookup import (
+    Found,
+    LookupText,
+    find_break,
+    find_match,
+    find_proposals,
+    guess_resumed,
+    resume_copy,
+)
 from specchat.core.engine.realised import RealisedCosts
 from specchat.core.engine.sampling import Distribution
 from specchat.core.types import DrafterKind, DraftSource, common_prefix_len
@@ -100,7 +108,7 @@ class CompositeDrafter(Drafter):
     own_depth = True
     _texts: tuple[LookupText, ...] = ()  # the current reply's texts (DraftRequest.texts), set each round
     # The text's length when a lookup (of a round, or after a model's drafts) last matched a copy in this reply:
-    # find_resumed's gate.
+    # the gate of the search for a copy an edit broke off.
     _copied_at: int | None = None
 
     def __init__(
@@ -176,9 +184,11 @@ class CompositeDrafter(Drafter):
         At each n: the conversation's and each text's (``texts``, the current reply's where None; from
         :data:`tuning.MIN_MEMORY_NGRAM` tokens), the longest match first, then the lookup memory's where none
         of those matched. Where no match is as long as :data:`tuning.MIN_HANDOVER_MATCH`, a copy an edit broke off
-        resumes (:func:`~specchat.core.engine.lookup.find_resumed`, match length 0: its acceptance is kept
-        apart), in place of a shorter match's same proposal. ``memory=False``: neither the lookup memory nor a
-        resumed copy (quick enough to ask every draft step).
+        resumes (:func:`~specchat.core.engine.lookup.resume_copy`, match length 0: its acceptance is kept
+        apart), or, where it has not come back yet, the guesses of where it will
+        (:func:`~specchat.core.engine.lookup.guess_resumed`, each kind of edit's acceptance kept apart), in place
+        of a shorter match's same proposal. ``memory=False``: neither the lookup memory nor a resumed copy
+        (quick enough to ask every draft step).
         """
         seq = np.asarray(tokens, dtype=np.int64)
         texts = self._texts if texts is None else texts
@@ -202,19 +212,15 @@ class CompositeDrafter(Drafter):
             and len(seq) - self._copied_at <= tuning.RESUME_LOOK_BACK  # only after a copy: cheap in open chat
             and all(f.match < tuning.MIN_HANDOVER_MATCH for f in found)
         ):
-            resumed = find_resumed(
-                seq,
-                k,
-                texts,
-                look_back=tuning.RESUME_LOOK_BACK,
-                aligned=tuning.RESUME_ALIGNED,
-                reach=tuning.RESUME_REACH,
-            )
-            if resumed is not None:
+            broken = find_break(seq, texts, look_back=tuning.RESUME_LOOK_BACK, aligned=tuning.RESUME_ALIGNED)
+            if broken is not None:
+                resumed = resume_copy(seq, k, broken, reach=tuning.RESUME_REACH)
                 preferred = {text.name for text in texts if text.preferred}  # named as find_proposals names them
-                named = [f.origin for f in found if f.tokens == resumed.tokens and f.origin in preferred]
-                found = [f for f in found if f.tokens != resumed.tokens]
-                found.insert(0, resumed._replace(origin=named[0]) if named else resumed)
+                guessed = guess_resumed(k, broken) if broken.edit <= tuning.RESUME_GUESS_EDIT else []
+                for proposal in reversed([resumed] if resumed is not None else guessed):
+                    named = [f.origin for f in found if f.tokens == proposal.tokens and f.origin in preferred]
+                    found = [f for f in found if f.tokens != proposal.tokens]
+                    found.insert(0, proposal._replace(origin=named[0]) if named else proposal)
         return found
 
     def costs(self, request: DraftRequest) -> Costs:
@@ -623,5 +629,6 @@ def _in_seconds(request: DraftRequest) -> bool:
 
 def _longest(lookups: Sequence[Found]) -> Found | None:
     """The lookup proposal (match length, tokens) of the longest match, or None when there is none; a resumed copy
-    (match length 0, found only where every match is short) ranks above the short matches."""
+    (match length 0, found only where every match is short) ranks above the short matches, a guess of where one
+    resumes (a negative length) below them."""
     return max(lookups, key=lambda c: c[0] or tuning.MIN_HANDOVER_MATCH - 0.5) if lookups else None

@@ -22,8 +22,11 @@ MIN_MEMORY_NGRAM = 2
 RESUME_LOOK_BACK = 16
 RESUME_ALIGNED = 8
 RESUME_REACH = 8
+RESUME_GUESS_EDIT = 3
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
-    0: (0.60, 0.80),  # a copy resumed after an edit (lookup.find_resumed)
+    -2: (0.35, 0.80),  # a guess: the copy resumes past the tokens an edit replaced (lookup.guess_resumed)
+    -1: (0.30, 0.80),  # a guess: the copy resumes where an edit inserted tokens
+    0: (0.60, 0.80),  # a copy resumed after an edit (lookup.resume_copy)
     1: (0.21, 0.58),
     2: (0.57, 0.69),
     3: (0.64, 0.72),
@@ -133,19 +136,23 @@ CONSTANTS: tuple[Constant, ...] = (
     ),
     Constant(
         ("LOOKUP_PRIORS",),
-        "acceptance of a lookup's first and later tokens per match key (0: a copy resumed after an edit)",
+        "acceptance of a lookup's first and later tokens per match key (0: a copy resumed after an edit; -1, -2: "
+        "guesses of where it resumes, past an inserted word or a replaced one)",
         "`benchmarks/composite.py --priors`, about 2,000 candidates, rounded and made to grow with the match "
         '(table in benchmarks-notebook.md, "Earlier runs"); key 0: set below what the replay of a busy machine on the '
         "mixed and editing prompts measured (79% of 84 first tokens, 83% of 264 later ones kept; "
-        'docs/benchmarks.md, "A copy resumed after an edit")',
+        'docs/benchmarks.md, "A copy resumed after an edit"); keys -1 and -2: near what the same replays measured '
+        "(first tokens kept: an insertion 19-27% of 43-49, a replacement 33%; "
+        'docs/benchmarks.md, "Where a broken copy resumes, guessed")',
         shown="table",
     ),
     Constant(
-        ("RESUME_LOOK_BACK", "RESUME_ALIGNED", "RESUME_REACH"),
+        ("RESUME_LOOK_BACK", "RESUME_ALIGNED", "RESUME_REACH", "RESUME_GUESS_EDIT"),
         "a copy an edit broke off resumes: the edit at most this long, the copy before it at least this long, "
-        "the copy's next word found at most this far past the edit's length",
+        "the copy's next word found at most this far past the edit's length; where it is not found yet, where it "
+        "resumes is guessed after an edit at most this long",
         "unmeasured: a corrected word or a renamed variable is a few tokens, and 8 tokens seen before are a copy "
-        "(a match that long is kept 80-90% of the time)",
+        "(a match that long is kept 80-90% of the time); a guess after a longer edit is rarely kept",
     ),
     Constant(
         ("POSITIONS",), "draft positions kept apart in the acceptance tables (later ones share the last)", "unmeasured"
