@@ -108,7 +108,8 @@ def main() -> int:
             what = "guessed where a copy resumes" if GUESSED else "resumed a copy"
             print(f"no lookup draft {what} in this reply", file=sys.stderr)
             return 1
-        wanted = found[0]
+        # A kept one first, then a rejected one (judged): a draft dropped unseen says less.
+        wanted = min(found, key=lambda s: (s.detail is None or not s.detail.judged, s.detail.correction is not None))
     else:
         wanted = next(s for s in spans if s.detail is not None and s.detail.correction and s.detail.position > 1)
     point = None
