@@ -19,8 +19,8 @@ from specchat.core.engine.lookup import (
     LookupText,
     find_break,
     find_proposals,
-    find_resumed,
     guess_resumed,
+    resume_copy,
 )
 from specchat.core.types import DrafterKind, DraftSource, SamplerParams
 
@@ -29,7 +29,9 @@ FILLER = [7, 8, 9, 7, 8, 9, 7, 8]  # the prompt's words around it; the reply's e
 
 
 def resumed(seq: Sequence[int], texts: Sequence[LookupText] = ()) -> Found | None:
-    return find_resumed(np.asarray(seq, dtype=np.int64), 6, texts, look_back=16, aligned=8, reach=8)
+    array = np.asarray(seq, dtype=np.int64)
+    broken = find_break(array, texts, look_back=16, aligned=8)
+    return None if broken is None else resume_copy(array, 6, broken, reach=8)
 
 
 def test_after_an_edit_the_copy_resumes_next_to_where_it_broke_off() -> None:

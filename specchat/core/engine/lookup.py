@@ -210,12 +210,3 @@ def guess_resumed(k: int, broken: BrokenCopy) -> list[Found]:
         if tokens and all(tokens != f.tokens for f in found):
             found.append(Found(match, tokens, broken.origin))
     return found
-
-
-def find_resumed(
-    seq: np.ndarray, k: int, texts: Sequence[LookupText] = (), *, look_back: int, aligned: int, reach: int
-) -> Found | None:
-    """Where a copy that an edit broke off resumes (:func:`find_break`, then :func:`resume_copy`): a proposal
-    of up to ``k`` tokens, its match length 0; None where no copy broke off here or it has not come back yet."""
-    broken = find_break(seq, texts, look_back=look_back, aligned=aligned)
-    return None if broken is None else resume_copy(seq, k, broken, reach=reach)
