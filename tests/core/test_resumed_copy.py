@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from specchat.core.cancel import CancelToken
+from specchat.core.engine import lookup
 from specchat.core.engine.composite import CompositeDrafter, tuning
 from specchat.core.engine.composite import drafter as composite_drafter
 from specchat.core.engine.depth import AdaptiveDepth
-from specchat.core.engine.drafters import Draft, Drafter, DraftRequest
+from specchat.core.engine.drafters import Draft, Drafter, DraftRequest, NgramDrafter, ngram
 from specchat.core.engine.lookup import (
     INSERTED,
     REPLACED,
@@ -101,7 +102,7 @@ class Repeats(Drafter):
         raise AssertionError("the model is priced out in these replies")
 
 
-def proofread(drafter: CompositeDrafter, truth: list[int], prompt: int) -> int:
+def proofread(drafter: Drafter, truth: list[int], prompt: int) -> int:
     """Target passes to write ``truth`` after its first ``prompt`` tokens: each round the drafts the target keeps,
     and one token of its own, as the engine's loop commits them."""
     adaptive = AdaptiveDepth()
@@ -182,3 +183,26 @@ def test_a_reply_that_inserts_punctuation_learns_that_its_copy_resumes_where_it_
     assert table.rate(DraftSource.LOOKUP, INSERTED, 0) > 0.5 > table.rate(DraftSource.LOOKUP, REPLACED, 0)
     monkeypatch.setattr(composite_drafter, "guess_resumed", lambda *_: [])
     assert passes < proofread(lookup_only(), truth, prompt)
+
+
+def test_lookup_chosen_by_hand_resumes_a_proofread_copy_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The n-gram drafter ("Lookup" in the picker) has no acceptance table to weigh guesses by: it resumes a copy
+    once its next word comes, and searches only shortly after a copy, never in open chat."""
+    words = [int(t) for t in np.random.default_rng(3).integers(200, 230, 120)]
+    truth = [*FILLER, *words, *FILLER]
+    prompt = len(truth)
+    for start in range(0, 120, 20):
+        truth += [*words[start : start + 19], 7]  # the 20th word corrected
+    resuming = proofread(NgramDrafter(), truth, prompt)
+    searches: list[int] = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        searches.append(1)
+        return find_break(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ngram, "find_break", counted)
+    chat = [int(t) for t in np.random.default_rng(1).integers(0, 40, 300)]
+    proofread(NgramDrafter(), chat, 100)
+    assert searches == []  # open chat: no copy, no search
+    monkeypatch.setattr(lookup, "RESUME_LOOK_BACK", 0)
+    assert resuming < proofread(NgramDrafter(), truth, prompt)

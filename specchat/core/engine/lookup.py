@@ -136,6 +136,13 @@ def find_proposals(
     return [f._replace(origin=named[f.tokens]) if not f.origin and f.tokens in named else f for f in proposals]
 
 
+RESUME_LOOK_BACK = 16
+"""How far back a copy an edit broke off is looked for (see :func:`find_break`)."""
+RESUME_ALIGNED = 8
+"""How long a match must be to count as a copy there."""
+RESUME_REACH = 8
+"""How far past the edit's length the copy's next word is looked for (see :func:`resume_copy`)."""
+
 INSERTED = -1
 """A guessed resume's match length (:func:`guess_resumed`): the copy goes on where it broke off, past the reply's
 inserted tokens (a comma added)."""

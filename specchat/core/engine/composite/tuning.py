@@ -14,14 +14,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specchat.core.engine import lookup
+
 # Lookup: the candidates, and the keys their acceptance is kept under.
 MAX_NGRAM = 6
 MAX_MATCH = 32
 MATCH_KEYS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
 MIN_MEMORY_NGRAM = 2
-RESUME_LOOK_BACK = 16
-RESUME_ALIGNED = 8
-RESUME_REACH = 8
+RESUME_LOOK_BACK = lookup.RESUME_LOOK_BACK
+RESUME_ALIGNED = lookup.RESUME_ALIGNED
+RESUME_REACH = lookup.RESUME_REACH
 RESUME_GUESS_EDIT = 3
 LOOKUP_PRIORS: dict[int, tuple[float, float]] = {
     -2: (0.35, 0.80),  # a guess: the copy resumes past the tokens an edit replaced (lookup.guess_resumed)
