@@ -218,6 +218,8 @@ class CompositeDrafter(Drafter):
                 preferred = {text.name for text in texts if text.preferred}  # named as find_proposals names them
                 guessed = guess_resumed(k, broken) if broken.edit <= tuning.RESUME_GUESS_EDIT else []
                 for proposal in reversed([resumed] if resumed is not None else guessed):
+                    if proposal.match < 0 and any(f.tokens == proposal.tokens for f in found):
+                        continue  # a match that proposes the same tokens says more than a guess
                     named = [f.origin for f in found if f.tokens == proposal.tokens and f.origin in preferred]
                     found = [f for f in found if f.tokens != proposal.tokens]
                     found.insert(0, proposal._replace(origin=named[0]) if named else proposal)
