@@ -53,12 +53,22 @@ def test_a_prediction_is_drafted_from_the_answer_unchanged_and_its_acceptance_in
     assert details.rejected_prediction_tokens is not None and details.rejected_prediction_tokens >= 0
     by_source = extra(right)["speculative"]["by_source"]
     assert by_source["lookup"]["accepted"] >= details.accepted_prediction_tokens
-    # The file before its edit, as an editor sends it: drafted from where the reply copies it; the answer stands.
+    # The file before its edit, as an editor sends it: the answer stands. Whether Automatic drafts from it is its
+    # choice per round, timed; lookup (a fixed choice) drafts from it where the reply copies it.
     before = api.chat.completions.create(
         model="m", messages=EDIT, max_tokens=64, temperature=0, prediction=predicted(CODE)
     )
     assert before.choices[0].message.content == text
-    assert accepted_prediction(before) > 0
+    by_lookup = api.chat.completions.create(
+        model="m",
+        messages=EDIT,
+        max_tokens=64,
+        temperature=0,
+        prediction=predicted(CODE),
+        extra_body={"speculative": {"drafter": "ngram"}},
+    )
+    assert by_lookup.choices[0].message.content == text
+    assert accepted_prediction(by_lookup) > 0
     unrelated = api.chat.completions.create(
         model="m",
         messages=EDIT,
