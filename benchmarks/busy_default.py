@@ -24,10 +24,11 @@ prompt was read ahead as the window reads it while the user types
 for a drafter with the draft model, the draft's; untimed, as the user's typing
 hides it), with drafters and depth controllers of their own so that neither
 way's learning leaks into the other's; a second table gives Automatic over its
-better part per reply both ways.
+better part per reply both ways. ``--ahead-only`` runs only the replies after a read ahead (the window's way),
+in half the time: the tables are then of those.
 
     python benchmarks/busy_default.py [--prompts FILE] [--loads 0 1 2] [--max-tokens 96] [--limit 6] [--repeats 1]
-        [--draft FILE] [--read-ahead]
+        [--draft FILE] [--read-ahead | --ahead-only]
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def main() -> int:
         action="store_true",
         help="also run each reply after its prompt was read ahead, as the window does",
     )
+    parser.add_argument("--ahead-only", action="store_true", help="only the replies after a read ahead")
     args = parser.parse_args()
 
     from specchat.cli.bench import load_prompts
@@ -74,6 +76,7 @@ def main() -> int:
     runtime = setup.runtime
     prompts = load_prompts(args.prompts, args.limit) * args.repeats
     worst_part = worst_plain = float("inf")
+    ways = (True,) if args.ahead_only else (False, True) if args.read_ahead else (False,)
     # The read-ahead replies' own drafters and depth controllers (a composite learns what reads cost).
     ahead_drafters: dict[str, tuple[Drafter, AdaptiveDepth]] = {
         name: (entry_for(kind, runtime.parts).make(runtime.parts), AdaptiveDepth()) for name, kind in DRAFTERS
@@ -88,7 +91,7 @@ def main() -> int:
         ahead_totals = {name: [0, 0.0] for name, _ in DRAFTERS}  # tokens, end-to-end seconds, read ahead
         # Per prompt: auto over its better part and over plain, without and with the prompt read ahead.
         ratios: dict[str, list[tuple[float, float, float, float]]] = {}
-        print(f"\n## {load} busy process(es)\n")
+        print(f"\n## {load} busy process(es){', each prompt read ahead' if args.ahead_only else ''}\n")
         print("| prompt | auto | model | lookup | plain | auto/better part | auto/plain |")
         print("|---|---|---|---|---|---|---|")
         with background_load(load):
@@ -98,7 +101,7 @@ def main() -> int:
                 rate = {}
                 ahead_rate = {}
                 for name, drafter_name in order:
-                    for ahead in (False, True) if args.read_ahead else (False,):
+                    for ahead in ways:
                         runtime.forget_contexts()  # each reply reads its prompt, as a new conversation's first does
                         if ahead:
                             drafter, adaptive = ahead_drafters[name]
@@ -110,7 +113,7 @@ def main() -> int:
                             if isinstance(event, Finished):
                                 stats = event.stats
                         reply_rate = stats.generated / (stats.prompt_seconds + stats.generate_seconds)
-                        if ahead:
+                        if ahead and not args.ahead_only:
                             ahead_rate[name] = reply_rate
                             ahead_totals[name][0] += stats.generated
                             ahead_totals[name][1] += stats.prompt_seconds + stats.generate_seconds
