@@ -25,7 +25,9 @@ from specchat.core.engine.composite import (
     lookup_prior,
     lookup_tail,
     match_key,
+    tuning,
 )
+from specchat.core.engine.composite.pricing import _Survival
 from specchat.core.engine.costs import MAX_VERIFY_SLOPE, CostView, unmeasured_verify_costs
 from specchat.core.engine.depth import AdaptiveDepth, expected_tokens, logit, sigmoid
 from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest, draft_model
@@ -362,6 +364,20 @@ def test_the_stop_plan_s_expectations_match_a_simulation_of_it() -> None:
     want_tokens, want_seconds = plan.expected(1.0)
     assert abs(tokens / trials - want_tokens) < 0.03 * want_tokens
     assert abs(seconds / trials - want_seconds) < 0.03 * want_seconds
+
+
+def test_the_stop_plan_interpolates_exactly_as_numpy_does() -> None:
+    """The plan looks up each survival's grid cell once a round (a third of its cost); what it interpolates there
+    is ``np.interp``'s, to the bit, from the grid's first point to its last."""
+    confidence, average = hesitant_pair()
+    shifts, _ = confidence.shifts(average)
+    values = np.random.default_rng(3).random(len(tuning.STOP_GRID)) * 5.0 - 1.0
+    for rate in (0.01, 0.5, average, 0.97):
+        survival = _Survival.of(rate, shifts)
+        assert survival.points.min() == 0.0 and survival.points.max() > 0.0
+        assert np.array_equal(survival.at(values), np.interp(survival.points, tuning.STOP_GRID, values))
+    on_the_grid = _Survival(tuning.STOP_GRID[:-1].copy())
+    assert np.array_equal(on_the_grid.at(values), values[:-1])
 
 
 def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> None:

@@ -173,6 +173,30 @@ def lookup_tail(
     return best_n
 
 
+class _Survival:
+    """A round's survival after one more model draft, per point of :data:`tuning.STOP_GRID` (the survival before
+    it) and confidence bucket, with where each falls on the grid: interpolating there (:meth:`at`) is
+    ``np.interp``'s, its search done once for every plan of the round."""
+
+    def __init__(self, points: np.ndarray) -> None:
+        grid = tuning.STOP_GRID
+        self.points = points
+        self._low = np.clip(np.searchsorted(grid, points, side="right") - 1, 0, len(grid) - 2)
+        self._share = (points - grid[self._low]) / (grid[self._low + 1] - grid[self._low])
+
+    @classmethod
+    def of(cls, position_rate: float, shifts: np.ndarray) -> _Survival:
+        """After a draft at a position of acceptance ``position_rate``, each bucket's log-odds ``shifts`` apart."""
+        accept = 1.0 / (1.0 + np.exp(-(logit(position_rate) + shifts)))
+        return cls(tuning.STOP_GRID[:, None] * accept[None, :])
+
+    def at(self, values: np.ndarray) -> np.ndarray:
+        """``values`` (one per grid point) interpolated at these points."""
+        low: np.ndarray = values[self._low]
+        interpolated: np.ndarray = low + self._share * (values[self._low + 1] - low)
+        return interpolated
+
+
 class StopPlan:
     """When a model drafting a round should stop: its drafts' confidence is seen one at a time.
 
@@ -189,8 +213,7 @@ class StopPlan:
 
     def __init__(
         self,
-        position_rates: Sequence[float],
-        shifts: np.ndarray,
+        survivals: Sequence[_Survival],
         weights: np.ndarray,
         step_costs: Sequence[float],
         rate: float,
@@ -201,12 +224,11 @@ class StopPlan:
         self._seconds = np.zeros_like(tuning.STOP_GRID)
         value = np.zeros_like(tuning.STOP_GRID)
         for j in range(len(step_costs) - 1, -1, -1):
-            accept = 1.0 / (1.0 + np.exp(-(logit(position_rates[j]) + shifts)))
-            after = tuning.STOP_GRID[:, None] * accept[None, :]  # survival after the next draft, per bucket
-            gain = (after + np.interp(after, tuning.STOP_GRID, value)) @ weights - rate * step_costs[j]
+            after = survivals[j]
+            gain = (after.points + after.at(value)) @ weights - rate * step_costs[j]
             go = gain > 0.0
-            tokens = (after + np.interp(after, tuning.STOP_GRID, self._tokens)) @ weights
-            seconds = step_costs[j] + np.interp(after, tuning.STOP_GRID, self._seconds) @ weights
+            tokens = (after.points + after.at(self._tokens)) @ weights
+            seconds = step_costs[j] + after.at(self._seconds) @ weights
             self._tokens = np.where(go | (j == 0), tokens, 0.0)
             self._seconds = np.where(go | (j == 0), seconds, 0.0)
             value = np.maximum(gain, 0.0)
@@ -244,9 +266,10 @@ class StopPlan:
         ]
         base = verify[1] + costs.overhead_drafted
         rate = 1.0 / base  # the target's own token
-        plan = cls(position_rates, shifts, weights, step_costs, rate)
+        survivals = [_Survival.of(position_rate, shifts) for position_rate in position_rates]  # alike each plan
+        plan = cls(survivals, weights, step_costs, rate)
         for _ in range(iterations):
             tokens, seconds = plan.expected(1.0)
             rate = max(rate, (1.0 + tokens) / (base + seconds))
-            plan = cls(position_rates, shifts, weights, step_costs, rate)
+            plan = cls(survivals, weights, step_costs, rate)
         return plan
