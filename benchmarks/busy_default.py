@@ -55,12 +55,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="a fixed thread count (default: measured)")
     parser.add_argument("--draft", type=Path, default=None, help="another draft model (default: the demo pair's)")
-    parser.add_argument(
+    ways = parser.add_mutually_exclusive_group()
+    ways.add_argument(
         "--read-ahead",
         action="store_true",
         help="also run each reply after its prompt was read ahead, as the window does",
     )
-    parser.add_argument("--ahead-only", action="store_true", help="only the replies after a read ahead")
+    ways.add_argument("--ahead-only", action="store_true", help="only the replies after a read ahead")
     args = parser.parse_args()
 
     from specchat.cli.bench import load_prompts
@@ -76,7 +77,7 @@ def main() -> int:
     runtime = setup.runtime
     prompts = load_prompts(args.prompts, args.limit) * args.repeats
     worst_part = worst_plain = float("inf")
-    ways = (True,) if args.ahead_only else (False, True) if args.read_ahead else (False,)
+    aheads = (True,) if args.ahead_only else (False, True) if args.read_ahead else (False,)
     # The read-ahead replies' own drafters and depth controllers (a composite learns what reads cost).
     ahead_drafters: dict[str, tuple[Drafter, AdaptiveDepth]] = {
         name: (entry_for(kind, runtime.parts).make(runtime.parts), AdaptiveDepth()) for name, kind in DRAFTERS
@@ -101,7 +102,7 @@ def main() -> int:
                 rate = {}
                 ahead_rate = {}
                 for name, drafter_name in order:
-                    for ahead in ways:
+                    for ahead in aheads:
                         runtime.forget_contexts()  # each reply reads its prompt, as a new conversation's first does
                         if ahead:
                             drafter, adaptive = ahead_drafters[name]

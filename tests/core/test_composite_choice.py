@@ -367,8 +367,8 @@ def test_the_stop_plan_s_expectations_match_a_simulation_of_it() -> None:
 
 
 def test_the_stop_plan_interpolates_exactly_as_numpy_does() -> None:
-    """The plan looks up each survival's grid cell once a round (a third of its cost); what it interpolates there
-    is ``np.interp``'s, to the bit, from the grid's first point to its last."""
+    """The plan looks up each survival's grid cell once a round (half its cost); what it interpolates there is
+    ``np.interp``'s, to the bit below the grid's last point, within a rounding at it."""
     confidence, average = hesitant_pair()
     shifts, _ = confidence.shifts(average)
     values = np.random.default_rng(3).random(len(tuning.STOP_GRID)) * 5.0 - 1.0
@@ -378,6 +378,7 @@ def test_the_stop_plan_interpolates_exactly_as_numpy_does() -> None:
         assert np.array_equal(survival.at(values), np.interp(survival.points, tuning.STOP_GRID, values))
     on_the_grid = _Survival(tuning.STOP_GRID[:-1].copy())
     assert np.array_equal(on_the_grid.at(values), values[:-1])
+    assert np.isclose(_Survival(tuning.STOP_GRID[-1:].copy()).at(values)[0], values[-1], rtol=1e-15, atol=0.0)
 
 
 def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> None:

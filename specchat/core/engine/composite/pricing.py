@@ -176,7 +176,8 @@ def lookup_tail(
 class _Survival:
     """A round's survival after one more model draft, per point of :data:`tuning.STOP_GRID` (the survival before
     it) and confidence bucket, with where each falls on the grid: interpolating there (:meth:`at`) is
-    ``np.interp``'s, its search done once for every plan of the round."""
+    ``np.interp``'s (to the bit below the grid's last point, within a rounding at it), its search done once for
+    every plan of the round."""
 
     def __init__(self, points: np.ndarray) -> None:
         grid = tuning.STOP_GRID
