@@ -183,6 +183,7 @@ class _Survival:
         grid = tuning.STOP_GRID
         self.points = points
         self._low = np.clip(np.searchsorted(grid, points, side="right") - 1, 0, len(grid) - 2)
+        self._high = self._low + 1
         self._share = (points - grid[self._low]) / (grid[self._low + 1] - grid[self._low])
 
     @classmethod
@@ -194,7 +195,7 @@ class _Survival:
     def at(self, values: np.ndarray) -> np.ndarray:
         """``values`` (one per grid point) interpolated at these points."""
         low: np.ndarray = values[self._low]
-        interpolated: np.ndarray = low + self._share * (values[self._low + 1] - low)
+        interpolated: np.ndarray = low + self._share * (values[self._high] - low)
         return interpolated
 
 
@@ -267,7 +268,12 @@ class StopPlan:
         ]
         base = verify[1] + costs.overhead_drafted
         rate = 1.0 / base  # the target's own token
-        survivals = [_Survival.of(position_rate, shifts) for position_rate in position_rates]  # alike each plan
+        # Alike each plan, and each position of the same rate (a draft model's positions share its pooled rate).
+        of_rate: dict[float, _Survival] = {}
+        for position_rate in position_rates:
+            if position_rate not in of_rate:
+                of_rate[position_rate] = _Survival.of(position_rate, shifts)
+        survivals = [of_rate[position_rate] for position_rate in position_rates]
         plan = cls(survivals, weights, step_costs, rate)
         for _ in range(iterations):
             tokens, seconds = plan.expected(1.0)
