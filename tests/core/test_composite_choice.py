@@ -381,6 +381,36 @@ def test_the_stop_plan_interpolates_exactly_as_numpy_does() -> None:
     assert np.isclose(_Survival(tuning.STOP_GRID[-1:].copy()).at(values)[0], values[-1], rtol=1e-15, atol=0.0)
 
 
+def test_the_stop_plan_builds_one_survival_per_distinct_position_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draft model's positions share its pooled rate: a round of 16 builds one survival table, not 16."""
+    confidence, average = hesitant_pair()
+    priced = costs(model_step=0.01, verify_slope=0.004)
+    built: list[float] = []
+    real = _Survival.of
+
+    def of(rate: float, shifts: np.ndarray) -> _Survival:
+        built.append(rate)
+        return real(rate, shifts)
+
+    monkeypatch.setattr(_Survival, "of", of)
+    shared = StopPlan.for_round([average] * 16, confidence, average, priced)
+    assert built == [average]
+    built.clear()
+    StopPlan.for_round([0.9] * 8 + [0.8] * 8, confidence, average, priced)
+    assert built == [0.9, 0.8]
+    monkeypatch.undo()
+    shifts, weights = confidence.shifts(average)
+    own = StopPlan([_Survival.of(average, shifts) for _ in range(16)], weights, _step_costs(priced, 16), shared.rate)
+    assert all(np.array_equal(a, b) for a, b in zip(own.gains, shared.gains, strict=True))
+    assert own.expected(1.0) == shared.expected(1.0)
+
+
+def _step_costs(priced: Costs, n: int) -> list[float]:
+    """What each of ``n`` model drafts adds to a round (as :meth:`StopPlan.for_round` prices them)."""
+    verify = priced.verify
+    return [(priced.model(1) if j == 0 else priced.model_step) + verify[j + 2] - verify[j + 1] for j in range(n)]
+
+
 def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> None:
     """A draft model decodes what lookup rounds committed when it next drafts: at a near tie that decides."""
     t = table()
