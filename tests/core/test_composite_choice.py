@@ -400,15 +400,10 @@ def test_the_stop_plan_builds_one_survival_per_distinct_position_rate(monkeypatc
     assert built == [0.9, 0.8]
     monkeypatch.undo()
     shifts, weights = confidence.shifts(average)
-    own = StopPlan([_Survival.of(average, shifts) for _ in range(16)], weights, _step_costs(priced, 16), shared.rate)
+    separate = [_Survival.of(average, shifts) for _ in range(16)]
+    own = StopPlan(separate, weights, StopPlan.step_costs(priced, 16), shared.rate)
     assert all(np.array_equal(a, b) for a, b in zip(own.gains, shared.gains, strict=True))
     assert own.expected(1.0) == shared.expected(1.0)
-
-
-def _step_costs(priced: Costs, n: int) -> list[float]:
-    """What each of ``n`` model drafts adds to a round (as :meth:`StopPlan.for_round` prices them)."""
-    verify = priced.verify
-    return [(priced.model(1) if j == 0 else priced.model_step) + verify[j + 2] - verify[j + 1] for j in range(n)]
 
 
 def test_tokens_committed_without_the_draft_model_are_charged_its_catch_up() -> None:

@@ -184,7 +184,7 @@ class _Survival:
         self.points = points
         self._low = np.clip(np.searchsorted(grid, points, side="right") - 1, 0, len(grid) - 2)
         self._high = self._low + 1
-        self._share = (points - grid[self._low]) / (grid[self._low + 1] - grid[self._low])
+        self._share = (points - grid[self._low]) / (grid[self._high] - grid[self._low])
 
     @classmethod
     def of(cls, position_rate: float, shifts: np.ndarray) -> _Survival:
@@ -250,6 +250,12 @@ class StopPlan:
             float(np.interp(survive, tuning.STOP_GRID, self._seconds)),
         )
 
+    @staticmethod
+    def step_costs(costs: Costs, n: int) -> list[float]:
+        """What each of ``n`` model drafts adds to a round: its draft step and its token's share of the verify."""
+        verify = costs.verify
+        return [(costs.model(1) if j == 0 else costs.model_step) + verify[j + 2] - verify[j + 1] for j in range(n)]
+
     @classmethod
     def for_round(
         cls,
@@ -261,12 +267,8 @@ class StopPlan:
     ) -> StopPlan:
         """The plan for a round of up to ``len(position_rates)`` model drafts."""
         shifts, weights = confidence.shifts(average)
-        verify = costs.verify
-        step_costs = [
-            (costs.model(1) if j == 0 else costs.model_step) + verify[j + 2] - verify[j + 1]
-            for j in range(len(position_rates))
-        ]
-        base = verify[1] + costs.overhead_drafted
+        step_costs = cls.step_costs(costs, len(position_rates))
+        base = costs.verify[1] + costs.overhead_drafted
         rate = 1.0 / base  # the target's own token
         # Alike each plan, and each position of the same rate (a draft model's positions share its pooled rate).
         of_rate: dict[float, _Survival] = {}
