@@ -130,3 +130,20 @@ def ensure_backend() -> None:
         load_dynamic_backends()  # a portable (GGML_BACKEND_DL) build registers nothing by itself
         llama_cpp.llama_backend_init()
         _backend_ready = True
+
+
+def extra_buffers_safe(system_info: str | None = None) -> bool:
+    """Whether models may load their weights into llama.cpp's extra CPU buffer types (weight repacking, AMX).
+
+    Not where the CPU backend uses AMX (``AMX_INT8 = 1`` in llama.cpp's system info, ``system_info``: its
+    text, read from llama.cpp where None): llama.cpp's AMX matrix multiply crashes the process on some such
+    machines at the first decode of a quantized model (ggml-org/llama.cpp#20824, open), and a crash loses the
+    reply without a word. ``SPECCHAT_CPU_EXTRA_BUFFERS=1`` keeps them there too.
+    """
+    if os.environ.get("SPECCHAT_CPU_EXTRA_BUFFERS") == "1":
+        return True
+    if system_info is None:
+        ensure_backend()
+        raw = llama_cpp.llama_print_system_info()
+        system_info = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return "AMX_INT8 = 1" not in system_info

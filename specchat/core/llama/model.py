@@ -18,7 +18,7 @@ from pathlib import Path
 import llama_cpp
 
 from specchat.core.llama import devices
-from specchat.core.llama.backend import ensure_backend, recent_errors
+from specchat.core.llama.backend import ensure_backend, extra_buffers_safe, recent_errors
 from specchat.core.paths import not_a_file
 from specchat.core.types import SpecchatError
 
@@ -83,6 +83,9 @@ class Model:
         params.vocab_only = vocab_only
         fields = {f[0] for f in llama_cpp.llama_model_params._fields_}
         self.mtp_loaded = load_mtp and "load_mtp" in fields
+        self.extra_buffers = "use_extra_bufts" not in fields or extra_buffers_safe()
+        if not self.extra_buffers:
+            params.use_extra_bufts = False
         if self.mtp_loaded:
             params.load_mtp = True  # otherwise llama.cpp skips the MTP (NextN) layers' weights
         if no_alloc:
