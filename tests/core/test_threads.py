@@ -251,3 +251,26 @@ def test_a_draft_model_decodes_with_its_target_s_thread_count() -> None:
     target.close()
     fixed.close()
     given.close()
+
+
+def test_a_decode_on_a_tried_count_is_flagged_and_teaches_the_round_costs_nothing() -> None:
+    """A try's decodes run on another thread count (one thread took twice as long here): the context says so, and
+    a round whose verify pass was one leaves the round-cost model as it was while its acceptance still counts."""
+    from specchat.core.engine.depth import AdaptiveDepth
+
+    ctx = Context(Model(MODELS / "llama.gguf"), n_ctx=128, tuner=ThreadTuner((2, 1)))
+    ctx.decode([1, 2, 3])
+    assert not ctx.tried
+    ctx.tuner._trying = 1  # the tuner's next decodes are a try of one thread
+    ctx.decode([4, 5])
+    assert ctx.tried and int(llama_cpp.llama_n_threads(ctx._ptr)) == 1
+    ctx.tuner._trying = None
+    ctx.decode([6])
+    assert not ctx.tried
+    ctx.close()
+
+    depth = AdaptiveDepth()
+    depth.observe(3, 3, 0.004, None, 0.001, 0.006, 0.0005)
+    assert not depth.costs.measured_plain() and depth.costs._verify == {} and depth._drafted_rounds == 1
+    depth.observe(0, 0, None, 0.02, 0.001)
+    assert depth.costs.measured_plain()

@@ -160,7 +160,7 @@ class AdaptiveDepth:
         n_drafted: int,
         n_accepted: int,
         step_seconds: float | None,
-        verify_seconds: float,
+        verify_seconds: float | None,
         overhead_seconds: float | None = None,
         sync_seconds: float | None = None,
         sample_seconds: float | None = None,
@@ -170,9 +170,12 @@ class AdaptiveDepth:
         ``step_seconds``: per draft decode after the first; ``sync_seconds``: the
         draft's catch-up at the start of the round; ``sample_seconds``: per
         drafted token, its distribution and draw; ``overhead_seconds``: the
-        round's time outside drafting and verifying.
+        round's time outside drafting and verifying. ``verify_seconds`` None: the round's
+        timings say nothing of the costs (its verify pass ran on a thread count the tuner was trying),
+        only its acceptance counts.
         """
-        self.costs.observe(n_drafted, verify_seconds, overhead_seconds, step_seconds, sync_seconds, sample_seconds)
+        if verify_seconds is not None:
+            self.costs.observe(n_drafted, verify_seconds, overhead_seconds, step_seconds, sync_seconds, sample_seconds)
         if n_drafted > 0:
             if self.positional and self._drafted_rounds >= WARMUP_ROUNDS and self._changed(n_drafted, n_accepted):
                 self._acc *= CHANGE_KEEP

@@ -141,6 +141,7 @@ class _Round:
     verdict: Verdict = Verdict(0, -1, (), 0.0)
     kept: list[int] = field(default_factory=list)  # the committed tokens: the verdict's, cut at the reply's end
     verify_seconds: float = 0.0
+    verify_tried: bool = False  # the verify pass ran on a thread count the tuner was trying (Context.tried)
 
 
 class _Reply:
@@ -324,6 +325,7 @@ class _Reply:
         drafts = round_.draft.tokens
         self.ctx.prepare_rollback(len(drafts))  # a recurrent target saves its state unless it can roll back in place
         rows = self.ctx.decode([self.committed[-1], *drafts], all_logits=True)
+        round_.verify_tried = bool(getattr(self.ctx, "tried", False))
         self.settle(round_, rows)
         round_.verify_seconds = time.perf_counter() - started
         assert len(self.ctx.tokens) == len(self.committed) - 1  # the loop's invariant
@@ -423,7 +425,7 @@ class _Reply:
             n_drafted,
             n_acc,
             draft.step_seconds,
-            round_.verify_seconds,
+            None if round_.verify_tried else round_.verify_seconds,
             overhead_seconds,
             draft.sync_seconds,
             draft.sample_seconds,

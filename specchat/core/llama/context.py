@@ -170,6 +170,9 @@ class Context:
         # the tuner of the context this one decodes in turn with, where it has one.
         self.tuner = tuner or ThreadTuner((n_threads,) if n_threads else None)
         self._threads = params.n_threads = params.n_threads_batch = self.tuner.current
+        # Whether the latest decode ran (in part) on a thread count the tuner was trying, not the one in use: its
+        # time says what that count costs, not what this context's decodes cost.
+        self.tried = False
         params.no_perf = False
         self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not self._ptr:
@@ -362,6 +365,7 @@ class Context:
         if all_logits and n > self.n_batch:
             raise SpecchatError(f"cannot score {n} tokens in one batch of {self.n_batch}")
         start = 0
+        self.tried = False
         while start < n:
             chunk = tokens[start : start + self.n_batch]
             m = len(chunk)
@@ -373,6 +377,7 @@ class Context:
                 self._want[m - 1] = 1
             self._batch.n_tokens = m
             threads = self.tuner.choose(m, id(self))
+            self.tried = self.tried or threads != self.tuner.current
             if threads != self._threads:
                 llama_cpp.llama_set_n_threads(self._ptr, threads, threads)
                 self._threads = threads
