@@ -92,14 +92,15 @@ class _Recorder(AdaptiveDepth):
 
     def __init__(self) -> None:
         super().__init__()
-        self.observed: list[tuple[int, int, float, float | None, float | None, float | None, float | None]] = []
+        # verify None: a round timed on a thread count the tuner was trying (left out of the samples)
+        self.observed: list[tuple[int, int, float | None, float | None, float | None, float | None, float | None]] = []
 
     def observe(
         self,
         n_drafted: int,
         n_accepted: int,
         step_seconds: float | None,
-        verify_seconds: float,
+        verify_seconds: float | None,
         overhead_seconds: float | None = None,
         sync_seconds: float | None = None,
         sample_seconds: float | None = None,
@@ -148,7 +149,8 @@ def run_prompt(
     for event in generate(target, drafter, prompt, params, depth=control, cancel=stop, adaptive=recorder):
         if isinstance(event, Verified):
             drafted, accepted, verify, overhead, step, sync, sample = recorder.observed[-1]
-            into.rounds.append(RoundSample(event.depth, drafted, accepted, verify, overhead, step, sync, sample))
+            if verify is not None:
+                into.rounds.append(RoundSample(event.depth, drafted, accepted, verify, overhead, step, sync, sample))
             n += 1
             control.set(schedule[n % len(schedule)])
             if cancel.cancelled or time.perf_counter() >= deadline:
