@@ -144,17 +144,3 @@ def test_fitted_to_a_real_calibration() -> None:
     verify = costs.verify_costs(6)
     assert verify[1] == costs.verify_cost(1)
     assert all(b >= a for a, b in zip(verify[1:], verify[2:], strict=False))
-
-
-def test_a_stalled_first_one_token_pass_does_not_hold_plain_decoding_s_price_up() -> None:
-    """The first pass twice the steady cost (a stall in a first reply): plain decoding is priced from the fastest of
-    the first few, and the load is left alone by them, so the batches keep their prices."""
-    costs = learned([(0, 0.050), (0, 0.0265), (0, 0.027)] + [(k, 0.026 + 0.0035 * k) for k in range(1, 6)] * 4)
-    assert costs.verify_cost(1) == pytest.approx(0.0265, rel=0.05)
-    assert costs.load == pytest.approx(1.0, rel=0.05)
-    assert costs.plain_rate() == pytest.approx(1 / 0.0265, rel=0.05)
-    # A lasting change after the first few is still taken as load: plain rounds twice as slow raise the batches.
-    batch = costs.verify_cost(5)
-    for _ in range(12):
-        costs.observe(0, 0.053)
-    assert costs.load > 1.6 and costs.verify_cost(5) > 1.6 * batch

@@ -139,12 +139,7 @@ class RoundCosts:
         """Record one finished round's timings (see :meth:`AdaptiveDepth.observe
         <specchat.core.engine.depth.AdaptiveDepth.observe>` for what each one times)."""
         n = n_drafted + 1
-        # Plain decoding's one-token pass starts from the fastest of its first PLAIN_TRUSTED passes, which move no
-        # load: one stalled pass among them (twice the steady cost, seen in a first reply) held its price up for
-        # dozens of rounds, and through the load every other size's.
-        settling = n == 1 and self._verify_count.get(n, 0) < PLAIN_TRUSTED
-        if not settling:
-            self._track_load(n, verify_seconds)
+        self._track_load(n, verify_seconds)
         load = self._load
         if overhead_seconds is not None:
             key = n_drafted > 0
@@ -157,12 +152,7 @@ class RoundCosts:
             if sample_seconds is not None:
                 self._draft_sample = self._ema(self._draft_sample, sample_seconds / load)
         share, old = verify_seconds / load, self._verify.get(n)
-        if old is None:
-            self._verify[n] = share
-        elif settling:
-            self._verify[n] = min(old, share)
-        else:
-            self._verify[n] = old + SHAPE_RATE * (share - old)
+        self._verify[n] = share if old is None else old + SHAPE_RATE * (share - old)
         self._verify_count[n] = self._verify_count.get(n, 0) + 1
         self._line = None
 
