@@ -12,7 +12,9 @@ bump; the one-token pass, once measured a few times, is taken as measured
 (it takes another kernel path); and a batch never costs less than that pass
 plus the line's slope per extra token. On a shared machine every cost is kept
 at a reference load and multiplied by the current load, which every round's
-verify pass moves: costs measured at different times stay comparable.
+verify pass moves: costs measured at different times stay comparable. A round
+whose verify pass ran on a thread count the tuner was trying is not given to
+this model at all (``AdaptiveDepth.observe`` with no verify time).
 """
 
 from __future__ import annotations
