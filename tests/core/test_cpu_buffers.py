@@ -34,5 +34,7 @@ def test_a_quantized_model_decodes_a_batch_on_this_cpu(demo_pair: DemoPair) -> N
     last = np.empty(0, dtype=np.float32)
     for token in tokens:
         last = single.decode([token]).copy()
+    batched.close()
+    single.close()
     assert np.isfinite(rows).all()
     assert int(np.argmax(rows[-1])) == int(np.argmax(last)) or np.max(last) - last[int(np.argmax(rows[-1]))] < 1e-2

@@ -269,6 +269,18 @@ def test_a_decode_on_a_tried_count_is_flagged_and_teaches_the_round_costs_nothin
     assert not ctx.tried
     ctx.close()
 
+    # The batched engine's contexts flag a step the same way, and each slot's view says so.
+    from specchat.core.llama.multi_context import MultiContext
+
+    multi = MultiContext(Model(MODELS / "llama.gguf"), n_seq=2, n_ctx=128, tuner=ThreadTuner((2, 1)))
+    slot = multi.acquire()
+    multi.step([(slot, [1, 2, 3])])
+    assert not multi.tried and not multi.view(slot).tried
+    multi.tuner._trying = 1
+    multi.step([(slot, [4])])
+    assert multi.tried and multi.view(slot).tried
+    multi.close()
+
     depth = AdaptiveDepth()
     depth.observe(3, 3, 0.004, None, 0.001, 0.006, 0.0005)
     assert not depth.costs.measured_plain() and depth.costs._verify == {} and depth._drafted_rounds == 1

@@ -113,6 +113,11 @@ class SlotContexts(Protocol):
 
     def step(self, rows: Sequence[tuple[int, Sequence[int]]]) -> list[np.ndarray]: ...
 
+    @property
+    def tried(self) -> bool:
+        """Whether the latest step ran on a thread count the tuner was trying (see TargetContext.tried)."""
+        ...
+
     def replays_together(self) -> AbstractContextManager[None]: ...
 
 
@@ -402,6 +407,7 @@ class BatchedEngine:
             for seq, round_ in zip(live, rounds, strict=True):  # a recurrent target's slots save what they must
                 seq.reply.ctx.prepare_rollback(len(round_.draft.tokens))
             rows = self.contexts.step(batch)
+            tried = self.contexts.tried  # the step's own, before any replay decodes
         except SpecchatError as exc:
             for seq in live:
                 seq.reply.reason, seq.reply.message = FinishReason.ERROR, str(exc)
@@ -425,6 +431,7 @@ class BatchedEngine:
                             arm, round_.number, len(round_.draft.tokens), round_.verdict.n_accepted
                         )
                     round_.verify_seconds = verify_seconds  # the shared batch's time: what this round waited for
+                    round_.verify_tried = tried
                     verified = seq.reply.verified_event(round_)
                     seq.reply.account(round_)
                     events.append((seq.key, verified))
@@ -440,7 +447,8 @@ class BatchedEngine:
             events.append((seq.key, self._end(seq)))
         round_seconds = time.perf_counter() - round_started
         overhead = round_seconds - verify_seconds - model_seconds
-        self.costs.observe(n_rows - 1, verify_seconds, overhead)
+        if not tried:  # a try's time says what another thread count costs
+            self.costs.observe(n_rows - 1, verify_seconds, overhead)
         committed = sum(len(round_.kept) for round_ in rounds)
         # A sequence's first model draft reads its prompt into its slot: a one-off, not what a round with the
         # model costs from then on.

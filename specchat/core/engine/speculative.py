@@ -55,6 +55,11 @@ class TargetContext(Protocol):
 
     def decode(self, tokens: Sequence[int], *, all_logits: bool = False) -> np.ndarray: ...
 
+    @property
+    def tried(self) -> bool:
+        """Whether the latest decode ran (in part) on a thread count the tuner was trying: its time is no cost."""
+        ...
+
     def truncate(self, n_keep: int) -> None: ...
 
 
@@ -325,7 +330,7 @@ class _Reply:
         drafts = round_.draft.tokens
         self.ctx.prepare_rollback(len(drafts))  # a recurrent target saves its state unless it can roll back in place
         rows = self.ctx.decode([self.committed[-1], *drafts], all_logits=True)
-        round_.verify_tried = bool(getattr(self.ctx, "tried", False))
+        round_.verify_tried = self.ctx.tried
         self.settle(round_, rows)
         round_.verify_seconds = time.perf_counter() - started
         assert len(self.ctx.tokens) == len(self.committed) - 1  # the loop's invariant

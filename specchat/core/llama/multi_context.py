@@ -104,6 +104,7 @@ class MultiContext:
         params.n_batch = params.n_ubatch = n_batch
         self.tuner = tuner or ThreadTuner((n_threads,) if n_threads else None)
         self._threads = params.n_threads = params.n_threads_batch = self.tuner.current
+        self.tried = False  # the latest decode ran on a thread count the tuner was trying (as Context.tried)
         self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not self._ptr:
             raise SpecchatError(
@@ -403,6 +404,7 @@ class MultiContext:
             i += m
         b.n_tokens = i
         threads = self.tuner.choose(i, id(self))
+        self.tried = threads != self.tuner.current
         if threads != self._threads:
             llama_cpp.llama_set_n_threads(self._ptr, threads, threads)
             self._threads = threads
@@ -455,6 +457,10 @@ class Slot:
     @property
     def tokens(self) -> list[int]:
         return self.owner.tokens[self.slot]
+
+    @property
+    def tried(self) -> bool:
+        return self.owner.tried
 
     def extend_to(self, tokens: Sequence[int]) -> int:
         return self.owner.extend_to(self.slot, tokens)

@@ -194,6 +194,7 @@ class RemoteTarget:
         self.info: dict[str, Any] = {}
         self.keep_waiting = keep_waiting  # False once Stop (or a load's Cancel) is pressed; set per reply
         self.round_trips = 0
+        self.tried = False  # the child's thread tuner is out of sight: its decodes all count as costs
         self.last_overhead = 0.0  # seconds the latest request spent outside the child's work: the pipe's cost
         self._load_args: dict[str, Any] | None = None
         self._child: _Child | None = None
