@@ -450,6 +450,7 @@ class LaggingContext:
 
     n_ctx = 256
     restored = False
+    tried_decodes = 0
 
     def __init__(self, lag: int, sync_pause: float, clock: FakeClock | None = None) -> None:
         self.lag, self.sync_pause, self.clock = lag, sync_pause, clock

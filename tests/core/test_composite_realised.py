@@ -51,11 +51,17 @@ class TruthContext:
 
     n_ctx = 4096
     restored = False
+    tried_decodes = 0
 
     def __init__(self, truth: list[int], clock: Clock, pause: float = 0.0) -> None:
         self.truth, self.clock, self.pause = truth, clock, pause
         self.tokens: list[int] = []
         self.reads = 0
+        self.trying = False  # decodes run on a thread count the tuner is trying: ten times as slow
+
+    def _pass(self) -> None:
+        self.clock.pass_(self.pause * (10 if self.trying else 1))
+        self.tried_decodes += self.trying
 
     def _logits(self) -> np.ndarray:
         row = np.zeros(VOCAB, dtype=np.float32)
@@ -64,17 +70,17 @@ class TruthContext:
 
     def extend_to(self, tokens: Sequence[int]) -> int:
         self.reads += 1
-        self.clock.pass_(self.pause)
+        self._pass()
         self.tokens = list(tokens)
         return 0
 
     def sync(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
-        self.clock.pass_(self.pause)
+        self._pass()
         self.tokens = list(tokens)
         return self._logits(), len(tokens) - 1
 
     def decode(self, tokens: Sequence[int]) -> np.ndarray:
-        self.clock.pass_(self.pause)
+        self._pass()
         self.tokens.extend(tokens)
         return self._logits()[None, :]
 
@@ -93,12 +99,15 @@ def run(
     per_token: float = 0.0002,
     front_end: float = 0.0,
     length: int | None = None,
+    tried: Sequence[int] = (),
 ) -> list[str]:
     """Drive ``rounds`` rounds as the engine's loop does, against a target that commits ``truth`` (the drafts it
     agrees with and one token more), its verify taking ``target_pass`` and ``per_token`` a draft, and a front end
     that takes ``front_end`` seconds over every round's drafts (a cost no timing of the model of costs sees).
     The round costs are measured as the loop measures them; with ``length``, rounds run until the reply has that
-    many tokens, each asked with the tokens left. Returns each round's arm (plain, lookup or model)."""
+    many tokens, each asked with the tokens left. In the rounds numbered in ``tried`` (from 0) every decode runs on
+    a thread count the tuner is trying, ten times as slow, and the next round is told its verify pass did.
+    Returns each round's arm (plain, lookup or model)."""
     rng = np.random.default_rng(0)
     adaptive = AdaptiveDepth()
     for _ in range(3):  # the loop's first plain rounds, which measure the target's one-token pass
@@ -108,18 +117,38 @@ def run(
     arms: list[str] = []
     while (rounds is None or len(arms) < rounds) and (length is None or len(tokens) - prompt < length):
         left = 1000 if length is None else length - (len(tokens) - prompt)
+        trying = len(arms) in tried
+        context = getattr(drafter.model, "context", None)
+        if isinstance(context, TruthContext):
+            context.trying = trying
         draft = drafter.draft(
-            DraftRequest(tokens, 8, SamplerParams(), rng, CancelToken(), costs=adaptive.costs, remaining=left)
+            DraftRequest(
+                tokens,
+                8,
+                SamplerParams(),
+                rng,
+                CancelToken(),
+                costs=adaptive.costs,
+                remaining=left,
+                previous_tried=len(arms) - 1 in tried,
+            )
         )
         if draft.tokens:
             clock.pass_(front_end)
-        verify = target_pass + per_token * len(draft.tokens)
+        verify = (target_pass + per_token * len(draft.tokens)) * (10 if trying else 1)
         clock.pass_(verify)
         kept = 0
         while kept < len(draft.tokens) and draft.tokens[kept] == truth[len(tokens) + kept]:
             kept += 1
+        timed = not draft.tried
         adaptive.observe(
-            len(draft.tokens), kept, draft.step_seconds, verify, 0.0, draft.sync_seconds, draft.sample_seconds
+            len(draft.tokens),
+            kept,
+            draft.step_seconds if timed else None,
+            None if trying else verify,
+            0.0,
+            draft.sync_seconds if timed else None,
+            draft.sample_seconds if timed else None,
         )
         tokens = truth[: len(tokens) + kept + 1]
         sources = set(draft.sources)
@@ -169,6 +198,19 @@ def test_without_hidden_costs_the_factors_stay_near_one_and_the_model_keeps_draf
     assert arms[-30:].count("model") >= 24, arms
     factor = drafter.realised.factor("model", drafter._round)
     assert factor is not None and factor < 2
+
+
+def test_rounds_decoded_on_a_tried_thread_count_teach_the_composite_no_cost(clock: Clock) -> None:
+    """The thread tuner's tries run a few decodes on another count, ten times as slow here: the model's timings and
+    the arms' realised factors stay as the other rounds make them, and drafting goes on."""
+    truth = [int(t) for t in np.random.default_rng(3).integers(0, VOCAB, 4000)]
+    drafter = CompositeDrafter(DraftModelDrafter(TruthContext(truth, clock, pause=0.0002)), clock=clock)
+    run(drafter, clock, truth, prompt=40, rounds=30)
+    step, fixed, factor = drafter.timings.step, drafter.timings.fixed, drafter.realised.factor("model", drafter._round)
+    arms = run(drafter, clock, truth, prompt=400, rounds=30, tried=range(10, 16))
+    assert drafter.timings.step == pytest.approx(step) and drafter.timings.fixed == pytest.approx(fixed)
+    assert drafter.realised.factor("model", drafter._round) == pytest.approx(factor)
+    assert arms[16:].count("model") >= 12, arms
 
 
 def test_a_model_kept_out_by_a_read_priced_as_prohibitive_is_tried_and_kept_when_it_realises_more(

@@ -69,6 +69,7 @@ class SlowContext:
 
     n_ctx = 64
     restored = False
+    tried_decodes = 0
 
     def __init__(self, sync_pause: float, decode_pause: float) -> None:
         self.sync_pause, self.decode_pause = sync_pause, decode_pause

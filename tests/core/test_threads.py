@@ -286,3 +286,57 @@ def test_a_decode_on_a_tried_count_is_flagged_and_teaches_the_round_costs_nothin
     assert not depth.costs.measured_plain() and depth.costs._verify == {} and depth._drafted_rounds == 1
     depth.observe(0, 0, None, 0.02, 0.001)
     assert depth.costs.measured_plain()
+
+
+def test_a_draft_decoded_on_a_tried_count_says_so_and_its_timings_are_left_out() -> None:
+    """The draft model's context shares the tuner's tries: a draft or a timing step that ran (in part) on a tried
+    count is flagged (its steps cost what another count costs), and the engine's round costs learn only its
+    verify pass."""
+    from specchat.core.cancel import CancelToken
+    from specchat.core.engine.depth import AdaptiveDepth, DepthControl
+    from specchat.core.engine.drafters import Draft, DraftModelDrafter, DraftRequest
+    from specchat.core.engine.speculative import TargetSide, generate
+    from specchat.core.types import GenerationParams, SamplerParams, Verified
+
+    ctx = Context(Model(MODELS / "llama.gguf"), n_ctx=128, tuner=ThreadTuner((2, 1)))
+    drafter = DraftModelDrafter(ctx)
+    prompt = [1, 2, 3, 4, 5]
+
+    def draft() -> Draft:
+        request = DraftRequest(prompt, 3, SamplerParams(), np.random.default_rng(0), CancelToken(), p_min=0.0)
+        return drafter.draft(request)
+
+    tuner = ctx.tuner
+    tuner.choose = lambda n_tokens, key=0: tuner.current  # type: ignore[method-assign]
+    quiet = draft()
+    assert quiet.tokens and not quiet.tried and ctx.tried_decodes == 0
+    tuner.choose = lambda n_tokens, key=0: 1  # type: ignore[method-assign]  # every decode a try of one thread
+    tried = draft()
+    assert tried.tokens and tried.tried and ctx.tried_decodes > 0
+    assert drafter.time_step([*prompt, 6, 7, 8, 9]) is None  # a timing step on the tried count says nothing
+    tuner.choose = lambda n_tokens, key=0: tuner.current  # type: ignore[method-assign]
+    assert drafter.time_step([*prompt, 6, 7, 8, 9, 10, 11]) is not None
+    ctx.close()
+
+    # A reply whose every draft decode is a try, the target's decodes on its count in use: the round costs learn
+    # the target's verify passes and nothing of the drafting.
+    model = Model(MODELS / "llama.gguf")
+    target = Context(model, n_ctx=256, tuner=ThreadTuner((2,)))
+    draft_ctx = Context(model, n_ctx=256, tuner=ThreadTuner((2, 1)))
+    draft_ctx.tuner.choose = lambda n_tokens, key=0: 1  # type: ignore[method-assign]
+    adaptive = AdaptiveDepth()
+    events = list(
+        generate(
+            TargetSide(target, frozenset(), model.piece),
+            DraftModelDrafter(draft_ctx),
+            prompt,
+            GenerationParams(max_tokens=16, draft_p_min=0.0),
+            depth=DepthControl(3),
+            adaptive=adaptive,
+        )
+    )
+    assert any(isinstance(e, Verified) and e.depth == 3 for e in events) and draft_ctx.tried_decodes > 0
+    assert adaptive.costs._draft_step is None and adaptive.costs._draft_sync is None
+    assert adaptive.costs._verify.get(4, 0.0) > 0.0  # the verify passes of 4 tokens counted
+    target.close()
+    draft_ctx.close()

@@ -11,6 +11,7 @@ class SureContext:
     """A dense draft context with a 4-token vocabulary that always drafts token 1."""
 
     restored = False
+    tried_decodes = 0
 
     def __init__(self, n_ctx: int = 256) -> None:
         self.n_ctx = n_ctx

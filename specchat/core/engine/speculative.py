@@ -181,6 +181,7 @@ class _Reply:
         self.reason: FinishReason | None = None
         self.message = ""
         self.generate_started = 0.0
+        self.previous_tried = False  # the latest round's verify ran on a tried thread count (DraftRequest)
 
     def prefill(self) -> None:
         """Decode the prompt on both sides (timed as the prompt's)."""
@@ -292,6 +293,7 @@ class _Reply:
             eog=self.target.eog,
             remaining=min(params.max_tokens - self.stats.generated, self.ctx.n_ctx - len(self.committed)),
             texts=self.texts,
+            previous_tried=self.previous_tried,
         )
 
     def take_draft(self, round_: _Round, draft: Draft) -> None:
@@ -426,14 +428,16 @@ class _Reply:
             - round_.verify_seconds
             - round_.consumer_seconds
         )
+        self.previous_tried = round_.verify_tried
+        drafting = (None, None, None) if draft.tried else (draft.step_seconds, draft.sync_seconds, draft.sample_seconds)
         self.adaptive.observe(
             n_drafted,
             n_acc,
-            draft.step_seconds,
+            drafting[0],
             None if round_.verify_tried else round_.verify_seconds,
             overhead_seconds,
-            draft.sync_seconds,
-            draft.sample_seconds,
+            drafting[1],
+            drafting[2],
         )
 
     def finish(self) -> Finished:

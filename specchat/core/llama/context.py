@@ -173,6 +173,7 @@ class Context:
         # Whether the latest decode ran (in part) on a thread count the tuner was trying, not the one in use: its
         # time says what that count costs, not what this context's decodes cost.
         self.tried = False
+        self.tried_decodes = 0  # decodes (chunks) that ran on a tried count, ever: a span's tries show as a change
         params.no_perf = False
         self._ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not self._ptr:
@@ -377,7 +378,9 @@ class Context:
                 self._want[m - 1] = 1
             self._batch.n_tokens = m
             threads = self.tuner.choose(m, id(self))
-            self.tried = self.tried or threads != self.tuner.current
+            if threads != self.tuner.current:
+                self.tried = True
+                self.tried_decodes += 1
             if threads != self._threads:
                 llama_cpp.llama_set_n_threads(self._ptr, threads, threads)
                 self._threads = threads

@@ -99,6 +99,7 @@ class _Pending:
     started: float = 0.0  # time.perf_counter() when the round began drafting (its choice made)
     read_seconds: float = 0.0  # the model's prompt read in the round (a one-off, priced apart)
     predicted: float = 0.0  # the round's seconds as the model of costs predicted them for its drafts
+    tried: bool = False  # a draft decode ran on a thread count the tuner was trying: the round's time is no cost
 
 
 class CompositeDrafter(Drafter):
@@ -242,7 +243,7 @@ class CompositeDrafter(Drafter):
         tokens = request.tokens
         self._reply_seen = len(tokens)
         self._texts = tuple(request.texts)
-        self._observe(tokens, self.clock())
+        self._observe(tokens, self.clock(), request.previous_tried)
         k = request.k
         if k <= 0:
             return Draft()
@@ -297,6 +298,7 @@ class CompositeDrafter(Drafter):
             started,
             read_seconds,
             costs.predicted(len(out.tokens), n_model) if timed else 0.0,
+            out.tried,
         )
         return out
 
@@ -565,7 +567,9 @@ class CompositeDrafter(Drafter):
         out.top += drafted.top
         out.step_seconds, out.sync_seconds = drafted.step_seconds, drafted.sync_seconds
         out.sample_seconds = drafted.sample_seconds
-        self.timings.drafted(drafted, seconds, unit)
+        out.tried = drafted.tried
+        if not drafted.tried:
+            self.timings.drafted(drafted, seconds, unit)
 
     def _lookup_after_model(self, out: Draft, request: DraftRequest, costs: Costs) -> None:
         """Continue the model's drafts with a lookup, where they reach text seen before (a copy's first words)."""
@@ -576,16 +580,18 @@ class CompositeDrafter(Drafter):
         n = lookup_tail(self.table.rates(self.model_source, 0, len(out.tokens)), longest, request.k, self.table, costs)
         _append_lookup(out, longest.tokens[:n], longest.match, longest.origin)
 
-    def _observe(self, tokens: Sequence[int], now: float) -> None:
+    def _observe(self, tokens: Sequence[int], now: float, tried: bool = False) -> None:
         """Score the previous round's drafts, and every lookup proposal, against what the target committed; time
-        its arm's round (from its draft to ``now``, the model's prompt read left out)."""
+        its arm's round (from its draft to ``now``, the model's prompt read left out) unless a decode in it ran
+        on a thread count the tuner was trying (``tried``: its verify pass), which says what that count costs."""
         pending, self._pending = self._pending, None
         if pending is None or len(tokens) <= pending.base:
             return
         new = tokens[pending.base :]
-        self.realised.record(
-            pending.arm, pending.number, pending.predicted, now - pending.started - pending.read_seconds
-        )
+        if not (tried or pending.tried):
+            self.realised.record(
+                pending.arm, pending.number, pending.predicted, now - pending.started - pending.read_seconds
+            )
         n_acc = common_prefix_len(pending.drafted, new)
         # The drafted tokens, each source's span at its own positions.
         i = 0

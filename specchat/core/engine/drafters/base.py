@@ -44,6 +44,8 @@ class DraftRequest:
     remaining: int | None = None  # tokens the reply may still write (its token limit); None: no limit known
     # Texts outside the context that lookup searches for this reply (attachments, a prediction), by name.
     texts: Sequence[LookupText] = ()
+    # The previous round's verify pass ran on a thread count the tuner was trying: its time is no cost.
+    previous_tried: bool = False
 
 
 @dataclass
@@ -65,6 +67,9 @@ class Draft:
     # after sitting out rounds), reported where ``sync_seconds`` is not; 0 and None otherwise.
     catch_up: int = 0
     catch_up_seconds: float | None = None
+    # A decode of the draft ran on a thread count the tuner was trying: its timings say what that count costs,
+    # not what drafting costs.
+    tried: bool = False
     # Seconds the call spent reading the prompt (a drafter that reads it late, at its first draft of a reply):
     # the loop counts them as the prompt's time, as it counts a read at the reply's start.
     read_seconds: float = 0.0
@@ -118,7 +123,7 @@ class Drafter(abc.ABC):
     def time_step(self, tokens: Sequence[int]) -> float | None:
         """Decode one token of the catch-up on ``tokens`` alone and return its seconds: what a draft step costs
         now, without drafting. None where there is nothing to catch up on (and for drafters that do not follow
-        the text)."""
+        the text), and where the decode ran on a thread count the tuner was trying."""
         return None
 
 
@@ -127,6 +132,7 @@ class DraftContext(Protocol):
 
     n_ctx: int
     restored: bool  # whether the latest cut restored a saved state
+    tried_decodes: int  # decodes that ran on a thread count the tuner was trying (Context.tried_decodes)
     tokens: list[int]  # what its memory holds, position by position
 
     def extend_to(self, tokens: Sequence[int]) -> int: ...

@@ -44,8 +44,10 @@ class DraftModelDrafter(Drafter):
         if len(tokens) - held - 2 <= 0:  # not behind (see behind)
             return None
         started = time.perf_counter()
+        tried_before = self.context.tried_decodes
         self.context.extend_to(tokens[: held + 1])
-        return time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        return None if self.context.tried_decodes != tried_before else seconds
 
     def draft(self, request: DraftRequest) -> Draft:
         out = Draft()
@@ -55,6 +57,7 @@ class DraftModelDrafter(Drafter):
             return out
         started = time.perf_counter()
         ctx = self.context
+        tried_before = ctx.tried_decodes
         row, reused = ctx.sync(tokens)
         # The drafts decoded below go one token per batch, which no recurrent snapshot can take
         # back: a hybrid or recurrent draft saves its state here and the next sync restores it.
@@ -72,4 +75,5 @@ class DraftModelDrafter(Drafter):
             out.sync_seconds = synced - started
         else:
             out.catch_up, out.catch_up_seconds = catch_up, synced - started
+        out.tried = ctx.tried_decodes != tried_before
         return out
