@@ -14,9 +14,16 @@ decode time. Per reply the script prints Automatic over the better of its two
 parts and over plain, end to end; per load the same over the summed replies,
 both ways. Goals (issue 36): per reply at least 0.95x the better part and 0.98x
 plain, overall at least the better part. With ``--repeats N`` every prompt runs N
-times (each time its four replies in turn) and a last table per load gives each
+times (each time its four replies in turn, the order moved on by one with each repeat so that every prompt
+sees every order) and a last table per load gives each
 prompt's median ratios (a single reply's ratio on a busy machine swings by tens
 of percent) and how many of its replies met both per-reply goals.
+
+With ``--twin`` a fifth reply takes its turn: a second draft model alone, with its
+own drafter and depth controller, held to the same per-reply goals as Automatic.
+It drafts exactly as the model alone does, so how often it meets them is the
+goals' noise floor on this machine: what a drafter as good as its better part
+scores.
 
 With ``--read-ahead`` each prompt's four replies run once more, each after its
 prompt was read ahead as the window reads it while the user types
@@ -56,6 +63,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="a fixed thread count (default: measured)")
     parser.add_argument("--draft", type=Path, default=None, help="another draft model (default: the demo pair's)")
+    parser.add_argument(
+        "--twin",
+        action="store_true",
+        help="a second draft model alone takes a turn too, held to Automatic's goals: their noise floor",
+    )
     ways = parser.add_mutually_exclusive_group()
     ways.add_argument(
         "--read-ahead",
@@ -74,32 +86,40 @@ def main() -> int:
     from specchat.core.runtime.read_ahead import read_ahead
     from specchat.core.types import Finished
 
+    drafters = (*DRAFTERS, ("twin", "draft")) if args.twin else DRAFTERS
     setup = window_setup(args.max_tokens, n_threads=args.threads, draft=args.draft)
     runtime = setup.runtime
-    prompts = load_prompts(args.prompts, args.limit) * args.repeats
+    prompts = load_prompts(args.prompts, args.limit)
+    per_repeat = len(prompts)
+    prompts = prompts * args.repeats
     worst_part = worst_plain = float("inf")
     aheads = (True,) if args.ahead_only else (False, True) if args.read_ahead else (False,)
     # The read-ahead replies' own drafters and depth controllers (a composite learns what reads cost).
     ahead_drafters: dict[str, tuple[Drafter, AdaptiveDepth]] = {
-        name: (entry_for(kind, runtime.parts).make(runtime.parts), AdaptiveDepth()) for name, kind in DRAFTERS
+        name: (entry_for(kind, runtime.parts).make(runtime.parts), AdaptiveDepth()) for name, kind in drafters
     }
+    # The twin's own drafter and depth controller for replies without a read ahead (the runtime keeps one per kind).
+    twin = {"twin": (entry_for("draft", runtime.parts).make(runtime.parts), AdaptiveDepth())} if args.twin else {}
     print(
         f"{len(prompts)} prompts, {args.max_tokens} tokens; tok/s per reply, end to end (prompt read included); "
         "drafters take turns per prompt"
     )
     for load in args.loads:
-        totals = {name: [0, 0.0, 0.0] for name, _ in DRAFTERS}  # tokens, decode seconds, end-to-end seconds
+        totals = {name: [0, 0.0, 0.0] for name, _ in drafters}  # tokens, decode seconds, end-to-end seconds
         ahead_rows: list[str] = []
-        ahead_totals = {name: [0, 0.0] for name, _ in DRAFTERS}  # tokens, end-to-end seconds, read ahead
+        ahead_totals = {name: [0, 0.0] for name, _ in drafters}  # tokens, end-to-end seconds, read ahead
         # Per prompt: auto over its better part and over plain, without and with the prompt read ahead.
         ratios: dict[str, list[tuple[float, float, float, float]]] = {}
+        twin_ratios: dict[str, list[tuple[float, float]]] = {}  # per prompt: the twin over the better part, plain
         print(f"\n## {load} busy process(es){', each prompt read ahead' if args.ahead_only else ''}\n")
-        print("| prompt | auto | model | lookup | plain | auto/better part | auto/plain |")
-        print("|---|---|---|---|---|---|---|")
+        twin_head = (" twin | twin/better part |", "---|---|") if args.twin else ("", "")
+        print(f"| prompt | auto | model | lookup | plain | auto/better part | auto/plain |{twin_head[0]}")
+        print(f"|---|---|---|---|---|---|---|{twin_head[1]}")
         with background_load(load):
             for i, (pid, messages) in enumerate(prompts):
                 prompt = runtime.prompt(messages).tokens
-                order = DRAFTERS[i % len(DRAFTERS) :] + DRAFTERS[: i % len(DRAFTERS)]
+                turn = (i + i // per_repeat) % len(drafters)  # each repeat moves every prompt's order on by one
+                order = drafters[turn:] + drafters[:turn]
                 rate = {}
                 ahead_rate = {}
                 for name, drafter_name in order:
@@ -108,6 +128,8 @@ def main() -> int:
                         if ahead:
                             drafter, adaptive = ahead_drafters[name]
                             read_ahead(runtime, prompt, CancelToken(), drafter=drafter_name, recall=False)
+                        elif name in twin:
+                            drafter, adaptive = twin[name]
                         else:
                             drafter = runtime.drafter_for(drafter_name)
                             adaptive = runtime.adaptive_for(drafter_name)
@@ -141,18 +163,24 @@ def main() -> int:
                 )
                 worst_part = min(worst_part, rate["auto"] / part)
                 worst_plain = min(worst_plain, rate["auto"] / rate["plain"])
+                twin_cells = ""
+                if args.twin:
+                    twin_ratios.setdefault(pid, []).append((rate["twin"] / part, rate["twin"] / rate["plain"]))
+                    twin_cells = f" {rate['twin']:.1f} | {rate['twin'] / part:.2f} |"
                 print(
                     f"| {pid} | {rate['auto']:.1f} | {rate['model']:.1f} | {rate['lookup']:.1f} | "
-                    f"{rate['plain']:.1f} | {rate['auto'] / part:.2f} | {rate['auto'] / rate['plain']:.2f} |",
+                    f"{rate['plain']:.1f} | {rate['auto'] / part:.2f} | {rate['auto'] / rate['plain']:.2f} |"
+                    f"{twin_cells}",
                     flush=True,
                 )
         for label, column in (("overall, end to end", 2), ("overall, decode only", 1)):
             overall = {name: sums[0] / sums[column] for name, sums in totals.items()}
             part = max(overall["model"], overall["lookup"])
             auto = overall["auto"]
+            twin_cells = f" {overall['twin']:.1f} | **{overall['twin'] / part:.2f}** |" if args.twin else ""
             print(
                 f"| **{label}** | {auto:.1f} | {overall['model']:.1f} | {overall['lookup']:.1f} | "
-                f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |"
+                f"{overall['plain']:.1f} | **{auto / part:.2f}** | **{auto / overall['plain']:.2f}** |{twin_cells}"
             )
         if ahead_rows:
             print(f"\nread ahead, {load} busy process(es): Automatic over its better part per reply, end to end\n")
@@ -172,16 +200,25 @@ def main() -> int:
             )
         if args.repeats > 1:
             print(f"\nper prompt, the median over {args.repeats} repeats, {load} busy process(es):\n")
+            twin_head = (" twin/better part | twin's replies at the goals |", "---|---|") if args.twin else ("", "")
             print(
                 "| prompt | auto/better part | auto/plain | auto/better part, read ahead | auto/plain, read ahead "
-                "| replies at the goals |"
+                f"| replies at the goals |{twin_head[0]}"
             )
-            print("|---|---|---|---|---|---|")
+            print(f"|---|---|---|---|---|---|{twin_head[1]}")
             for pid, runs in ratios.items():
                 medians = [statistics.median(r[k] for r in runs) for k in range(4)]
                 cells = f"{medians[2]:.2f} | {medians[3]:.2f}" if args.read_ahead else "- | -"
                 met = sum(1 for r in runs if r[0] >= PART_GOAL and r[1] >= PLAIN_GOAL)
-                print(f"| {pid} | {medians[0]:.2f} | {medians[1]:.2f} | {cells} | {met} of {len(runs)} |", flush=True)
+                twin_cells = ""
+                if args.twin:
+                    twins = twin_ratios[pid]
+                    twin_met = sum(1 for r in twins if r[0] >= PART_GOAL and r[1] >= PLAIN_GOAL)
+                    twin_cells = f" {statistics.median(r[0] for r in twins):.2f} | {twin_met} of {len(twins)} |"
+                print(
+                    f"| {pid} | {medians[0]:.2f} | {medians[1]:.2f} | {cells} | {met} of {len(runs)} |{twin_cells}",
+                    flush=True,
+                )
     print(f"\nworst reply: auto/better part {worst_part:.2f}, auto/plain {worst_plain:.2f}")
     runtime.close()
     return 0
