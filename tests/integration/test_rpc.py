@@ -20,6 +20,7 @@ import pytest
 
 from specchat.core.cancel import CancelToken
 from specchat.core.engine.depth import DepthControl
+from specchat.core.llama import threads
 from specchat.core.remote import RemoteError
 from specchat.core.runtime.conversation import Conversation
 from specchat.core.runtime.runtime import Runtime
@@ -100,6 +101,29 @@ def test_the_targets_weights_land_on_the_servers_and_the_draft_stays_here(
         assert runtime.draft is not None and runtime.draft_context is not None  # loaded in this process
     finally:
         runtime.close()  # a server serves one client at a time: free them for the next test
+
+
+def test_a_remote_decode_on_a_count_the_child_s_tuner_tries_is_flagged(
+    servers: tuple[RpcServer, RpcServer], demo_pair
+) -> None:
+    """The child's thread tuner tries another count after a few decodes: the parent's view says which decodes ran
+    on it, so that the round costs leave them out as they do a local target's."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: the tuner has no other thread count to try")
+    endpoints = tuple(s.endpoint for s in servers)
+    runtime = Runtime.load(demo_pair.target, n_ctx=256, rpc_servers=endpoints)
+    try:
+        remote = runtime.remote
+        assert remote is not None
+        remote.extend_to([1, 2, 3, 4])
+        flags = []
+        for token in range(5, 5 + 2 * threads.FIRST_TRY + threads.TRY_DECODES):
+            remote.decode([token])
+            flags.append(remote.tried)
+        assert any(flags) and not all(flags), flags  # a try after FIRST_TRY decodes, and the count in use
+        assert not any(flags[: threads.FIRST_TRY - 1]), flags
+    finally:
+        runtime.close()
 
 
 def test_greedy_output_is_identical_plain_and_speculative(servers: tuple[RpcServer, RpcServer], demo_pair) -> None:

@@ -194,7 +194,7 @@ class RemoteTarget:
         self.info: dict[str, Any] = {}
         self.keep_waiting = keep_waiting  # False once Stop (or a load's Cancel) is pressed; set per reply
         self.round_trips = 0
-        self.tried = False  # the child's thread tuner is out of sight: its decodes all count as costs
+        self.tried = False  # the latest decode ran on a thread count the child's tuner was trying (Context.tried)
         self.last_overhead = 0.0  # seconds the latest request spent outside the child's work: the pipe's cost
         self._load_args: dict[str, Any] | None = None
         self._child: _Child | None = None
@@ -397,7 +397,7 @@ class RemoteTarget:
 
     def decode(self, tokens: Sequence[int], *, all_logits: bool = False) -> np.ndarray:
         want = [int(t) for t in tokens]
-        n_rows, data = self._request(("decode", want, all_logits), self.deadline)
+        n_rows, data, self.tried = self._request(("decode", want, all_logits), self.deadline)
         self.tokens.extend(want)
         if data is None:  # in the shared file: like llama.cpp's own logits, valid until the next decode
             assert self._shared is not None

@@ -86,8 +86,8 @@ class Worker:
             rows = ctx.decode(args[0], all_logits=args[1])
             if self.shared is not None and rows.shape[0] <= self.shared.shape[0]:
                 self.shared[: rows.shape[0]] = rows
-                return rows.shape[0], None
-            return rows.shape[0], rows.tobytes()
+                return rows.shape[0], None, ctx.tried
+            return rows.shape[0], rows.tobytes(), ctx.tried
         if op == "share":
             self.shared = np.memmap(args[0], dtype=np.float32, mode="r+", shape=(args[1], ctx.n_vocab))
             return None
