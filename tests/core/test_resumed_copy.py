@@ -66,6 +66,35 @@ def test_a_prediction_s_copy_is_resumed_in_its_name_where_the_conversation_holds
     assert resumed([*FILLER, *PASSAGE, *FILLER, *reply], [attachment]) == Found(0, tuple(PASSAGE[22:28]))
 
 
+def test_a_copy_of_the_conversation_that_the_prediction_holds_too_is_credited_to_the_prediction() -> None:
+    """A reply that opens a code fence and copies the file the prompt holds in one: the copy breaks off right after
+    the fence, where the eight tokens before the break (the fence and the code's first words) are the
+    conversation's, not the prediction's (the code alone). The resumed copy is the prediction's all the same, as
+    OpenAI counts accepted prediction tokens by what of the prediction the completion holds."""
+    fence = [3, 4, 5]
+    prompt = [*FILLER, *fence, *PASSAGE, *FILLER]
+    reply = [*fence, *PASSAGE[:5], 8, PASSAGE[6]]  # a corrected word in place of PASSAGE[5]
+    prediction = LookupText.of("prediction", PASSAGE, preferred=True)
+    seq = [*prompt, *reply]
+    broken = find_break(np.asarray(seq), [prediction], look_back=16, aligned=8)
+    assert broken is not None and broken.origin == ""  # the break is found in the conversation
+    expected = tuple(PASSAGE[7:13])
+    composite = CompositeDrafter(Repeats())
+    composite.lookups([*prompt, *fence, *PASSAGE[:5]], 6, texts=[prediction])  # the copy is seen
+    found = composite.lookups(seq, 6, texts=[prediction])
+    assert Found(0, expected, "prediction") in found
+    # Without a prediction, or with a text that is not preferred, the copy stays the conversation's.
+    assert Found(0, expected) in composite.lookups(seq, 6, texts=[LookupText.of("a.txt", PASSAGE)])
+    # Lookup alone, chosen by hand, credits it the same way.
+    drafter = NgramDrafter()
+    rng = np.random.default_rng(0)
+    drafter.draft(DraftRequest([*prompt, *fence, *PASSAGE[:5]], 6, SamplerParams(), rng, CancelToken()))
+    drafted = drafter.draft(DraftRequest(seq, 6, SamplerParams(), rng, CancelToken(), texts=[prediction]))
+    assert tuple(drafted.tokens) == expected and set(drafted.origins) == {"prediction"}
+    assert lookup.preferred_holder([prediction], PASSAGE[40:46]) == "prediction"
+    assert lookup.preferred_holder([prediction], [PASSAGE[40], PASSAGE[42]]) == ""
+
+
 def test_nothing_is_resumed_without_a_copy_or_far_from_it() -> None:
     chat = [int(t) for t in np.random.default_rng(1).integers(0, 40, 200)]
     assert resumed(chat) is None  # open chat: no recent run of 8 tokens seen before

@@ -185,6 +185,20 @@ def find_break(seq: np.ndarray, texts: Sequence[LookupText] = (), *, look_back: 
     return None
 
 
+def preferred_holder(texts: Sequence[LookupText], tokens: Sequence[int]) -> str:
+    """The name of the first preferred text (a prediction) that holds ``tokens`` in a row; "" where none does."""
+    want = np.asarray(tokens, dtype=np.int64)
+    n = len(want)
+    for text in texts:
+        hay = text.tokens
+        if not text.preferred or n == 0 or len(hay) < n:
+            continue
+        for at in np.flatnonzero(hay[: len(hay) - n + 1] == want[0]):
+            if np.array_equal(hay[at : at + n], want):
+                return text.name
+    return ""
+
+
 def resume_copy(seq: np.ndarray, k: int, broken: BrokenCopy, *, reach: int) -> Found | None:
     """Where ``broken`` resumes: a proposal of up to ``k`` tokens, its match length 0; None where it has not
     come back yet.
