@@ -45,7 +45,12 @@ def _style(dark: bool) -> StyleMeta:
 
 @lru_cache(maxsize=512)
 def _look(ttype: _TokenType, dark: bool) -> Look:
-    info = _style(dark).style_for_token(ttype)
+    style = _style(dark)
+    # A lexer may make a token type no style lists (YAML's Punctuation.Indicator): it is drawn as its nearest
+    # listed parent, as Pygments' own formatters draw it.
+    while not style.styles_token(ttype) and ttype.parent is not None:
+        ttype = ttype.parent
+    info = style.style_for_token(ttype)
     colour = f"#{info['color']}" if info.get("color") else ""
     return Look(colour, bool(info.get("bold")), bool(info.get("italic")))
 
@@ -55,7 +60,10 @@ def highlight(code: str, lang: str, dark: bool) -> list[tuple[str, Look]]:
     lexer = _lexer(lang)
     if lexer is None or not code:
         return [(code, PLAIN)]
-    runs = [(value, _look(ttype, dark)) for ttype, value in lexer.get_tokens(code)]
+    try:
+        runs = [(value, _look(ttype, dark)) for ttype, value in lexer.get_tokens(code)]
+    except Exception:  # noqa: BLE001 - a lexer's fault on a model's text must not stop the reply being drawn
+        return [(code, PLAIN)]
     if "".join(value for value, _ in runs) != code:  # a lexer that rewrites its input: colour nothing
         return [(code, PLAIN)]
     return runs
