@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QGuiApplication, QKeyEvent
+from PySide6.QtGui import QAction, QGuiApplication, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
 from specchat.core.chat.transcript import TokenDetail, TokenSpan
@@ -166,4 +166,23 @@ class TokenXray(QFrame):
             self.close()
             event.accept()
             return
+        action = self._window_action(event)
+        if action is not None:  # a popup takes every key: the window's shortcuts (Ctrl+Q) would go unanswered
+            self.close()
+            action.trigger()
+            event.accept()
+            return
         super().keyPressEvent(event)
+
+    def _window_action(self, event: QKeyEvent) -> QAction | None:
+        """The enabled action of the window under this popup whose shortcut ``event`` is, if any."""
+        parent = self.parentWidget()
+        if parent is None or not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+            return None
+        pressed = QKeySequence(event.keyCombination())
+        for action in parent.window().findChildren(QAction):
+            if action.isEnabled() and any(
+                key.matches(pressed) == QKeySequence.SequenceMatch.ExactMatch for key in action.shortcuts()
+            ):
+                return action
+        return None

@@ -118,6 +118,38 @@ def test_a_click_elsewhere_closes_it_and_a_click_on_plain_text_opens_nothing(qtb
     assert not xray.isVisible()
 
 
+def test_the_window_s_shortcuts_work_while_it_is_open(qtbot) -> None:
+    """A popup takes every key: Ctrl+Q with an X-ray open closed nothing and quit nothing (seen in the real
+    window). The window's own shortcut now answers, and a key without a modifier still does nothing."""
+    from PySide6.QtGui import QAction, QKeySequence
+    from PySide6.QtWidgets import QMainWindow
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    quit_action = QAction("Quit", window)
+    quit_action.setShortcut(QKeySequence("Ctrl+Q"))  # the platform's Quit (offscreen has no standard keys)
+    window.addAction(quit_action)
+    fired: list[bool] = []
+    quit_action.triggered.connect(lambda: fired.append(True))
+    view = ChatView()  # the window owns it (streaming_view's would be torn down twice)
+    view.transcript.add_user("Say it")
+    view.append_message()
+    view.transcript.begin_reply()
+    view.append_message()
+    window.setCentralWidget(view)
+    window.resize(600, 400)
+    window.show()
+    qtbot.waitExposed(window)
+    stream(view, [xray_round(1, 2, correction=51), Finished(FinishReason.EOS, GenerationStats())])
+    view.flush()
+    xray = _click(qtbot, view, _point_of_token(view, 3, 1))
+    qtbot.keyClick(xray, Qt.Key.Key_Q)
+    assert xray.isVisible() and not fired
+    qtbot.keyClick(xray, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not xray.isVisible())
+    assert fired == [True]
+
+
 def test_the_tooltip_says_who_drafted_the_token(qtbot) -> None:
     view = _shown_view(qtbot, [xray_round(2, 0, correction=52)], verdicts=True)
     tips = []
