@@ -19,7 +19,7 @@ import math
 import time
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
-from PySide6.QtCore import QEvent, QPointF, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QPointF, Qt, Signal
 from PySide6.QtGui import QBrush, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -101,6 +101,9 @@ class StatsPanel(QGroupBox):
             form.addRow(label, widget)
         layout.addLayout(form)
         self._form = form
+        self._wrapped = [figure for figure in self.findChildren(QLabel) if figure.wordWrap()]
+        for figure in self._wrapped:
+            figure.installEventFilter(self)
         self.measure_button = QPushButton("Measure plain decoding")
         design.set_icon(self.measure_button, "timer")
         self.measure_button.setToolTip("Time this pair without a drafter again, under the current settings")
@@ -337,7 +340,17 @@ class StatsPanel(QGroupBox):
             f"{final.plain_tokens} tokens right after it, at its context length, and stored with it.{also}",
         )
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - a Qt override
+        if event.type() == QEvent.Type.Resize and isinstance(watched, QLabel):
+            _fit_height(watched)
+        return super().eventFilter(watched, event)
+
     def _show(self) -> None:
+        self._show_figures()
+        for label in self._wrapped:
+            _fit_height(label)
+
+    def _show_figures(self) -> None:
         f = self.figures
         text, tip = self.plain_text()
         self.plain.setText(text)
@@ -454,3 +467,11 @@ def set_whole_axis(axis: QValueAxis, low: int, high: int) -> None:
     axis.setTickCount((top - low) // step + 1)
     axis.setLabelFormat("%.0f")  # rounded, not cut: a tick computed as 1.9999 reads 2
     axis.setRange(low, top)
+
+
+def _fit_height(label: QLabel) -> None:
+    """Hold a wrapped figure at the height its text needs at its width: in the scrolling side panel the form can
+    leave a label that grows from one line to three a line short (the Depth row's fallback, clipped)."""
+    if label.width() > 0:
+        label.setMinimumHeight(0)  # a label's height for its width counts its minimum height
+        label.setMinimumHeight(label.heightForWidth(label.width()))

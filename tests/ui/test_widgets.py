@@ -482,6 +482,36 @@ def test_a_reply_cut_short_by_a_crash_is_marked_after_a_restart(qtbot, settings,
     assert window.chat_view.toPlainText().endswith("Hi! (stopped)")
 
 
+def test_the_fallback_s_three_lines_are_not_clipped_in_the_side_panel(qtbot) -> None:
+    """Seen in the real window: the Depth row grew from one line to the fallback's three, and the form inside the
+    scrolling side panel gave it two, the first and last cut in half. Each wrapped figure now holds the height its
+    text needs at its width, also after the panel narrows, and gives it back when the text is short again."""
+    from specchat.core.settings import Settings
+    from specchat.ui.window_layout import SettingsPanel
+
+    side = SettingsPanel(Settings(), offload=False)
+    qtbot.addWidget(side)
+    side.resize(320, 760)
+    side.show()
+    qtbot.waitExposed(side)
+    panel, label = side.stats, side.stats.depth_value
+    panel.follow(ReplyFigures())
+    panel.set_auto_drafting(True)
+
+    def shown(events: list[object]) -> int:
+        """The label's height once the window has drawn the events (no later update: the reply has ended)."""
+        feed(panel, events)
+        qtbot.wait(30)
+        return label.height()
+
+    one_line = shown([verified(0, ("a", "b"), (), "c")])
+    assert shown([verified(n, (), (), "x") for n in range(1, 5)]) == label.heightForWidth(label.width())
+    assert "not paying" in label.text() and label.height() > 2 * one_line
+    side.resize(side.minimumWidth(), 760)  # as narrow as the panel goes: the label's width changes with it
+    qtbot.waitUntil(lambda: label.height() == label.heightForWidth(label.width()))
+    assert shown([verified(5, ("d",), (), "e")]) == one_line
+
+
 def test_the_panel_shows_the_same_figures_while_streaming_and_reopened(qtbot) -> None:
     panel = StatsPanel()
     qtbot.addWidget(panel)
