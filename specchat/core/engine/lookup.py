@@ -155,13 +155,20 @@ corrected)."""
 class BrokenCopy:
     """A copy an edit broke off (see :func:`find_break`): ``edit`` tokens ago the text ended in a match; ``hay``
     (the conversation or a text, named ``origin``) goes on at ``follow``; a copy of the conversation is searched
-    before ``end``."""
+    before ``end``; ``preferred``: the preferred texts (a prediction) of the search."""
 
     edit: int
     hay: np.ndarray
     follow: int
     end: int
     origin: str
+    preferred: tuple[LookupText, ...] = ()
+
+    def named(self, tokens: Sequence[int]) -> str:
+        """The name drafts of ``tokens`` from this copy carry: its origin, or for a copy of the conversation that a
+        preferred text holds too, that text's (as a match of both is named): OpenAI counts accepted prediction
+        tokens by what of the prediction the reply holds, whichever text a copy was found in."""
+        return self.origin or preferred_holder(self.preferred, tokens)
 
 
 def find_break(seq: np.ndarray, texts: Sequence[LookupText] = (), *, look_back: int, aligned: int) -> BrokenCopy | None:
@@ -170,7 +177,8 @@ def find_break(seq: np.ndarray, texts: Sequence[LookupText] = (), *, look_back: 
     looked for before the conversation's (see :func:`find_proposals`)."""
     total = len(seq)
     # A preferred text (a prediction) first, as find_proposals names a copy of it after it; None: the conversation.
-    sources = [text for text in texts if text.preferred] + [None] + [text for text in texts if not text.preferred]
+    preferred = tuple(text for text in texts if text.preferred)
+    sources = [*preferred, None, *(text for text in texts if not text.preferred)]
     for edit in range(1, min(look_back, total - aligned) + 1):
         head = seq[: total - edit]
         for source in sources:
@@ -180,7 +188,7 @@ def find_break(seq: np.ndarray, texts: Sequence[LookupText] = (), *, look_back: 
                 continue
             # The conversation's copy is searched before the edit, and its proposal may run on into the reply.
             if source is None:
-                return BrokenCopy(edit, seq, follow, len(head) - 1, "")
+                return BrokenCopy(edit, seq, follow, len(head) - 1, "", preferred)
             return BrokenCopy(edit, source.tokens, follow, len(source.tokens), source.name)
     return None
 
@@ -216,7 +224,7 @@ def resume_copy(seq: np.ndarray, k: int, broken: BrokenCopy, *, reach: int) -> F
         if at:
             p = min(at, key=lambda q: abs(q - (follow + edit)))
             tokens = tuple(int(t) for t in hay[p : p + k])
-            return Found(0, tokens, broken.origin) if tokens else None
+            return Found(0, tokens, broken.named(tokens)) if tokens else None
     return None
 
 
@@ -229,5 +237,5 @@ def guess_resumed(k: int, broken: BrokenCopy) -> list[Found]:
     for match, at in ((INSERTED, follow), (REPLACED, follow + broken.edit)):
         tokens = tuple(int(t) for t in hay[at : at + k])
         if tokens and all(tokens != f.tokens for f in found):
-            found.append(Found(match, tokens, broken.origin))
+            found.append(Found(match, tokens, broken.named(tokens)))
     return found

@@ -76,7 +76,6 @@ from specchat.core.engine.lookup import (
     find_match,
     find_proposals,
     guess_resumed,
-    preferred_holder,
     resume_copy,
 )
 from specchat.core.engine.realised import RealisedCosts
@@ -224,10 +223,7 @@ class CompositeDrafter(Drafter):
                         continue  # a match that proposes the same tokens says more than a guess
                     named = [f.origin for f in found if f.tokens == proposal.tokens and f.origin in preferred]
                     found = [f for f in found if f.tokens != proposal.tokens]
-                    # A copy of the conversation that a prediction holds too is the prediction's (as a match of
-                    # both is): its accepted tokens are what the usage reports as accepted prediction tokens.
-                    origin = named[0] if named else proposal.origin or preferred_holder(texts, proposal.tokens)
-                    found.insert(0, proposal._replace(origin=origin))
+                    found.insert(0, proposal._replace(origin=named[0]) if named else proposal)
         return found
 
     def costs(self, request: DraftRequest) -> Costs:

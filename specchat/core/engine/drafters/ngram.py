@@ -52,9 +52,7 @@ class NgramDrafter(Drafter):
             broken = find_break(seq, request.texts, look_back=lookup.RESUME_LOOK_BACK, aligned=lookup.RESUME_ALIGNED)
             resumed = None if broken is None else resume_copy(seq, request.k, broken, reach=lookup.RESUME_REACH)
             if resumed is not None:
-                # A copy of the conversation that a prediction holds too is credited to the prediction.
-                origin = resumed.origin or lookup.preferred_holder(request.texts, resumed.tokens)
-                proposal, n = list(resumed.tokens), 0
+                proposal, n, origin = list(resumed.tokens), 0, resumed.origin
         out.tokens = proposal
         out.q = [Distribution.one_hot(t) for t in proposal]
         out.probs = [1.0] * len(proposal)
