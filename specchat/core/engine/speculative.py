@@ -429,16 +429,12 @@ class _Reply:
             - round_.consumer_seconds
         )
         self.previous_tried = round_.verify_tried
-        drafting = (None, None, None) if draft.tried else (draft.step_seconds, draft.sync_seconds, draft.sample_seconds)
-        self.adaptive.observe(
-            n_drafted,
-            n_acc,
-            drafting[0],
-            None if round_.verify_tried else round_.verify_seconds,
-            overhead_seconds,
-            drafting[1],
-            drafting[2],
+        # A draft decoded on a tried count times nothing of drafting; a verify pass on one, nothing of the round.
+        step, sync, sample = (
+            (None, None, None) if draft.tried else (draft.step_seconds, draft.sync_seconds, draft.sample_seconds)
         )
+        verify = None if round_.verify_tried else round_.verify_seconds
+        self.adaptive.observe(n_drafted, n_acc, step, verify, overhead_seconds, sync, sample)
 
     def finish(self) -> Finished:
         """The last event: why the reply ended, and its statistics."""
