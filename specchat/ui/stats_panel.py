@@ -102,6 +102,7 @@ class StatsPanel(QGroupBox):
         layout.addLayout(form)
         self._form = form
         self._wrapped = [figure for figure in self.findChildren(QLabel) if figure.wordWrap()]
+        self._fitted: dict[QLabel, tuple[str, int]] = {}  # per wrapped figure: the text and width it was fitted to
         for figure in self._wrapped:
             figure.installEventFilter(self)
         self.measure_button = QPushButton("Measure plain decoding")
@@ -341,14 +342,27 @@ class StatsPanel(QGroupBox):
         )
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - a Qt override
-        if event.type() == QEvent.Type.Resize and isinstance(watched, QLabel):
-            _fit_height(watched)
+        refit = (QEvent.Type.Resize, QEvent.Type.FontChange, QEvent.Type.StyleChange)
+        if event.type() in refit and isinstance(watched, QLabel):
+            self._fitted.pop(watched, None)  # a new font or style wraps the same text at the same width anew
+            self._fit_height(watched)
         return super().eventFilter(watched, event)
 
     def _show(self) -> None:
         self._show_figures()
         for label in self._wrapped:
-            _fit_height(label)
+            self._fit_height(label)
+
+    def _fit_height(self, label: QLabel) -> None:
+        """Hold a wrapped figure at the height its text needs at its width: in the scrolling side panel the form
+        can leave a label that grows from one line to three a line short (the Depth row's fallback, clipped).
+        Done again only when its text or width changed: the figures are shown again with every streamed batch."""
+        fit = (label.text(), label.width())
+        if fit[1] <= 0 or self._fitted.get(label) == fit:
+            return
+        self._fitted[label] = fit
+        label.setMinimumHeight(0)  # a label's height for its width counts its minimum height
+        label.setMinimumHeight(label.heightForWidth(fit[1]))
 
     def _show_figures(self) -> None:
         f = self.figures
@@ -467,11 +481,3 @@ def set_whole_axis(axis: QValueAxis, low: int, high: int) -> None:
     axis.setTickCount((top - low) // step + 1)
     axis.setLabelFormat("%.0f")  # rounded, not cut: a tick computed as 1.9999 reads 2
     axis.setRange(low, top)
-
-
-def _fit_height(label: QLabel) -> None:
-    """Hold a wrapped figure at the height its text needs at its width: in the scrolling side panel the form can
-    leave a label that grows from one line to three a line short (the Depth row's fallback, clipped)."""
-    if label.width() > 0:
-        label.setMinimumHeight(0)  # a label's height for its width counts its minimum height
-        label.setMinimumHeight(label.heightForWidth(label.width()))
